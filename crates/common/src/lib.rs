@@ -1,0 +1,345 @@
+//! Types every Eddy layer shares: identifiers, log sequence numbers, SQL
+//! column types, values and table definitions.
+//!
+//! This crate owns no behaviour beyond conversions; it must never depend on
+//! the storage engine, DataFusion or the network stack, so that every other
+//! crate can use it without a layer cycle.
+//!
+//! Invariants:
+//! * identifiers are newtypes: an [`Lsn`] is never confused with a [`FileId`];
+//! * every [`ColumnType`] maps to exactly one Arrow [`DataType`], and a
+//!   [`Value`] of that type round-trips through it.
+//!
+//! Where to look next: `eddy-storage` (how rows are stored), `eddy-sql` (how
+//! SQL names map to these types).
+
+use std::fmt;
+
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use serde::{Deserialize, Serialize};
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident($inner:ty)) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub struct $name(pub $inner);
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}", self.0)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// Log sequence number of one shard. Monotonic per shard; a read at LSN
+    /// `n` sees exactly the writes with LSN `<= n`.
+    Lsn(u64)
+);
+id_type!(
+    /// A shard of a table group.
+    ShardId(u32)
+);
+id_type!(
+    /// An immutable shard file, unique within the whole database.
+    FileId(u64)
+);
+id_type!(
+    /// A table, unique within the database and never reused.
+    TableId(u32)
+);
+id_type!(
+    /// A table group: tables that share shards and WALs.
+    TableGroupId(u32)
+);
+id_type!(
+    /// A cross-shard transaction (two-phase commit) id.
+    TxnId(u64)
+);
+
+impl Lsn {
+    pub const ZERO: Lsn = Lsn(0);
+    pub const MAX: Lsn = Lsn(u64::MAX);
+    pub fn next(self) -> Lsn {
+        Lsn(self.0 + 1)
+    }
+}
+
+/// Errors from parsing shared definitions.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CommonError {
+    #[error("unknown orientation '{0}': expected 'row', 'column' or 'row,column'")]
+    UnknownOrientation(String),
+    #[error("value {value} does not fit column type {ty}")]
+    TypeMismatch { value: String, ty: ColumnType },
+}
+
+/// SQL column types Eddy stores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ColumnType {
+    Boolean,
+    SmallInt,
+    Int,
+    BigInt,
+    Real,
+    Double,
+    /// DECIMAL(precision, scale), stored as a scaled i128.
+    Decimal(u8, i8),
+    Text,
+    Date,
+    /// TIMESTAMP without time zone, microseconds since the Unix epoch.
+    Timestamp,
+    Bytea,
+}
+
+impl ColumnType {
+    /// The Arrow type that holds this column in batches and column files.
+    pub fn to_arrow(self) -> DataType {
+        match self {
+            ColumnType::Boolean => DataType::Boolean,
+            ColumnType::SmallInt => DataType::Int16,
+            ColumnType::Int => DataType::Int32,
+            ColumnType::BigInt => DataType::Int64,
+            ColumnType::Real => DataType::Float32,
+            ColumnType::Double => DataType::Float64,
+            ColumnType::Decimal(p, s) => DataType::Decimal128(p, s),
+            ColumnType::Text => DataType::Utf8,
+            ColumnType::Date => DataType::Date32,
+            ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
+            ColumnType::Bytea => DataType::Binary,
+        }
+    }
+
+    /// The column type for an Arrow type, if Eddy can store it.
+    pub fn from_arrow(dt: &DataType) -> Option<ColumnType> {
+        Some(match dt {
+            DataType::Boolean => ColumnType::Boolean,
+            DataType::Int16 => ColumnType::SmallInt,
+            DataType::Int32 => ColumnType::Int,
+            DataType::Int64 => ColumnType::BigInt,
+            DataType::Float32 => ColumnType::Real,
+            DataType::Float64 => ColumnType::Double,
+            DataType::Decimal128(p, s) => ColumnType::Decimal(*p, *s),
+            DataType::Utf8 => ColumnType::Text,
+            DataType::Date32 => ColumnType::Date,
+            DataType::Timestamp(TimeUnit::Microsecond, None) => ColumnType::Timestamp,
+            DataType::Binary => ColumnType::Bytea,
+            _ => return None,
+        })
+    }
+
+    /// PostgreSQL's name for the type, as `format_type` prints it.
+    pub fn pg_name(self) -> String {
+        match self {
+            ColumnType::Boolean => "boolean".into(),
+            ColumnType::SmallInt => "smallint".into(),
+            ColumnType::Int => "integer".into(),
+            ColumnType::BigInt => "bigint".into(),
+            ColumnType::Real => "real".into(),
+            ColumnType::Double => "double precision".into(),
+            ColumnType::Decimal(p, s) => format!("numeric({p},{s})"),
+            ColumnType::Text => "text".into(),
+            ColumnType::Date => "date".into(),
+            ColumnType::Timestamp => "timestamp without time zone".into(),
+            ColumnType::Bytea => "bytea".into(),
+        }
+    }
+}
+
+impl fmt::Display for ColumnType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.pg_name())
+    }
+}
+
+/// One SQL value. `Null` is typeless; every other variant matches exactly one
+/// [`ColumnType`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Value {
+    Null,
+    Boolean(bool),
+    SmallInt(i16),
+    Int(i32),
+    BigInt(i64),
+    Real(f32),
+    Double(f64),
+    /// Scaled integer; the scale comes from the column type.
+    Decimal(i128),
+    Text(String),
+    /// Days since 1970-01-01.
+    Date(i32),
+    /// Microseconds since 1970-01-01 00:00:00.
+    Timestamp(i64),
+    Bytea(Vec<u8>),
+}
+
+impl Value {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// Whether this value may be stored in a column of type `ty`.
+    pub fn fits(&self, ty: ColumnType) -> bool {
+        matches!(
+            (self, ty),
+            (Value::Null, _)
+                | (Value::Boolean(_), ColumnType::Boolean)
+                | (Value::SmallInt(_), ColumnType::SmallInt)
+                | (Value::Int(_), ColumnType::Int)
+                | (Value::BigInt(_), ColumnType::BigInt)
+                | (Value::Real(_), ColumnType::Real)
+                | (Value::Double(_), ColumnType::Double)
+                | (Value::Decimal(_), ColumnType::Decimal(..))
+                | (Value::Text(_), ColumnType::Text)
+                | (Value::Date(_), ColumnType::Date)
+                | (Value::Timestamp(_), ColumnType::Timestamp)
+                | (Value::Bytea(_), ColumnType::Bytea)
+        )
+    }
+}
+
+/// A row: one value per visible column, in table column order.
+pub type Row = Vec<Value>;
+
+/// How a table's data is laid out in its shards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Orientation {
+    /// Row tablet only: fastest point lookups.
+    Row,
+    /// Column tablet only: fastest scans.
+    Column,
+    /// Both tablets, kept in step by the shard's single WAL.
+    RowColumn,
+}
+
+impl Orientation {
+    pub fn has_row(self) -> bool {
+        matches!(self, Orientation::Row | Orientation::RowColumn)
+    }
+    pub fn has_column(self) -> bool {
+        matches!(self, Orientation::Column | Orientation::RowColumn)
+    }
+    pub fn parse(s: &str) -> Result<Orientation, CommonError> {
+        let norm: String = s
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+            .to_ascii_lowercase();
+        match norm.as_str() {
+            "row" => Ok(Orientation::Row),
+            "column" => Ok(Orientation::Column),
+            "row,column" | "column,row" => Ok(Orientation::RowColumn),
+            _ => Err(CommonError::UnknownOrientation(s.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for Orientation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Orientation::Row => "row",
+            Orientation::Column => "column",
+            Orientation::RowColumn => "row,column",
+        })
+    }
+}
+
+/// One column of a table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnDef {
+    pub name: String,
+    pub ty: ColumnType,
+    pub nullable: bool,
+}
+
+impl ColumnDef {
+    pub fn new(name: impl Into<String>, ty: ColumnType, nullable: bool) -> ColumnDef {
+        ColumnDef {
+            name: name.into(),
+            ty,
+            nullable,
+        }
+    }
+}
+
+/// A table as the catalog stores it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableDef {
+    pub id: TableId,
+    pub name: String,
+    pub columns: Vec<ColumnDef>,
+    /// Indices into `columns`. Empty means "no primary key": the storage
+    /// engine then locates rows by an internal unique row id.
+    pub primary_key: Vec<usize>,
+    /// Indices into `columns` hashed to pick a shard. Empty means "the
+    /// primary key" (or the row id when there is none).
+    pub distribution_key: Vec<usize>,
+    pub orientation: Orientation,
+    pub table_group: TableGroupId,
+    /// Incremented by every schema change (ADD COLUMN), so cached plans and
+    /// files written under an older schema can be recognised.
+    pub schema_version: u32,
+}
+
+impl TableDef {
+    /// The Arrow schema of the visible columns.
+    pub fn arrow_schema(&self) -> Schema {
+        Schema::new(
+            self.columns
+                .iter()
+                .map(|c| Field::new(&c.name, c.ty.to_arrow(), c.nullable))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
+    pub fn has_primary_key(&self) -> bool {
+        !self.primary_key.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_round_trips_through_arrow() {
+        for ty in [
+            ColumnType::Boolean,
+            ColumnType::SmallInt,
+            ColumnType::Int,
+            ColumnType::BigInt,
+            ColumnType::Real,
+            ColumnType::Double,
+            ColumnType::Decimal(12, 2),
+            ColumnType::Text,
+            ColumnType::Date,
+            ColumnType::Timestamp,
+            ColumnType::Bytea,
+        ] {
+            assert_eq!(ColumnType::from_arrow(&ty.to_arrow()), Some(ty));
+        }
+    }
+
+    #[test]
+    fn orientation_parses_the_with_clause_spellings() {
+        assert_eq!(Orientation::parse("row"), Ok(Orientation::Row));
+        assert_eq!(Orientation::parse("Column"), Ok(Orientation::Column));
+        assert_eq!(
+            Orientation::parse("row, column"),
+            Ok(Orientation::RowColumn)
+        );
+        assert!(Orientation::parse("rows").is_err());
+    }
+
+    #[test]
+    fn values_fit_only_their_type() {
+        assert!(Value::Int(1).fits(ColumnType::Int));
+        assert!(!Value::Int(1).fits(ColumnType::BigInt));
+        assert!(Value::Null.fits(ColumnType::Text));
+    }
+}

@@ -1,0 +1,683 @@
+//! `GpuPreAggExec`: partial GROUP BY on the device; the final aggregation
+//! stays on the CPU (DataFusion's Final `AggregateExec` above it, unchanged).
+//!
+//! One global hash table per partition lives on the device for the whole
+//! input: every batch's kernel adds into it with atomics (pre-aggregated per
+//! block in shared memory first, so hot groups cost one global atomic per
+//! block, not per row). The partial states are read back once, at the end,
+//! in exactly the schema of the Partial `AggregateExec` it replaced.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, Decimal128Array, Float64Array, Int64Array, RecordBatch, StringArray,
+    UInt32Array, UInt64Array,
+};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::expressions::{Column, Literal};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
+};
+use futures::{StreamExt, TryStreamExt};
+
+use super::{
+    common_arg, device_allowed, fallback, flag, grid_for, launch, rebuild, stage_batch, Arg,
+    DictSets,
+};
+use crate::codegen::kernels::{AggFunc, AggSpec, KernelSource, Param, PreAggKernelSpec};
+use crate::codegen::Unsupported;
+use crate::datapath::Pipeline;
+use crate::device::{runtime, GpuRuntime};
+use crate::error::{GpuError, Result};
+use crate::metrics::{GpuMetrics, GPU_METRICS};
+
+/// Partial aggregation on the device; see the module doc.
+#[derive(Debug)]
+pub struct GpuPreAggExec {
+    input: Arc<dyn ExecutionPlan>,
+    template: Arc<dyn ExecutionPlan>,
+    cpu: Arc<dyn ExecutionPlan>,
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Group keys that are strings: interned to codes on the host.
+    string_keys: Vec<usize>,
+    aggs: Vec<AggSpec>,
+    kernel: Arc<KernelSource>,
+    kernel_schema: SchemaRef,
+}
+
+fn is_string(dt: &DataType) -> bool {
+    match dt {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(_, v) => is_string(v),
+        _ => false,
+    }
+}
+
+impl GpuPreAggExec {
+    /// Builds the operator from a Partial `AggregateExec`.
+    pub fn try_new(template: Arc<dyn ExecutionPlan>) -> Result<Self> {
+        let agg = template
+            .downcast_ref::<AggregateExec>()
+            .ok_or_else(|| GpuError::Unsupported(Unsupported::operator("not an AggregateExec")))?;
+        if *agg.mode() != AggregateMode::Partial {
+            return Err(Unsupported::operator(format!("aggregate mode {:?}", agg.mode())).into());
+        }
+        if !agg.group_expr().is_single() {
+            return Err(Unsupported::operator("GROUPING SETS / ROLLUP / CUBE").into());
+        }
+        if *agg.input_order_mode() != datafusion::physical_plan::InputOrderMode::Linear {
+            // An ordered (streaming) partial aggregate promises an output order
+            // a hash table does not keep.
+            return Err(Unsupported::operator("ordered (streaming) aggregation").into());
+        }
+        if agg.limit_options().is_some() {
+            return Err(Unsupported::operator("aggregate with a limit").into());
+        }
+        if agg.filter_expr().iter().any(|f| f.is_some()) {
+            return Err(Unsupported::operator("aggregate FILTER clause").into());
+        }
+        let input = Arc::clone(agg.input());
+        let in_schema = input.schema();
+        let mut fields: Vec<Field> = in_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let mut keys = Vec::new();
+        let mut string_keys = Vec::new();
+        for (e, _) in agg.group_expr().expr() {
+            let dt = e
+                .data_type(&in_schema)
+                .map_err(|x| Unsupported::expr(x.to_string()))?;
+            if is_string(&dt) {
+                let c = e.downcast_ref::<Column>().ok_or_else(|| {
+                    Unsupported::expr(format!("string group key {e} is not a column"))
+                })?;
+                string_keys.push(c.index());
+                fields[c.index()] = Field::new(fields[c.index()].name(), DataType::UInt32, true);
+            }
+            keys.push(Arc::clone(e));
+        }
+        let mut aggs = Vec::new();
+        for a in agg.aggr_expr() {
+            if a.is_distinct() {
+                return Err(Unsupported::operator(format!("{}(DISTINCT)", a.fun().name())).into());
+            }
+            if !a.order_bys().is_empty() {
+                return Err(Unsupported::operator("ordered aggregate").into());
+            }
+            let args = a.expressions();
+            let arg = args.first().cloned();
+            if args.len() > 1 {
+                return Err(Unsupported::operator(format!(
+                    "{} with {} arguments",
+                    a.fun().name(),
+                    args.len()
+                ))
+                .into());
+            }
+            let func = match a.fun().name().to_ascii_lowercase().as_str() {
+                "count" => match &arg {
+                    Some(x)
+                        if x.downcast_ref::<Literal>()
+                            .is_some_and(|l| !l.value().is_null()) =>
+                    {
+                        AggFunc::CountStar
+                    }
+                    None => AggFunc::CountStar,
+                    Some(_) => AggFunc::Count,
+                },
+                "sum" => AggFunc::Sum,
+                "min" => AggFunc::Min,
+                "max" => AggFunc::Max,
+                "avg" | "mean" => AggFunc::Avg,
+                other => return Err(Unsupported::operator(format!("aggregate {other}")).into()),
+            };
+            aggs.push(AggSpec {
+                func,
+                arg: if func == AggFunc::CountStar {
+                    None
+                } else {
+                    arg
+                },
+            });
+        }
+        let kernel_schema = Arc::new(Schema::new(fields));
+        let kernel = Arc::new(
+            PreAggKernelSpec {
+                schema: Arc::clone(&kernel_schema),
+                keys: keys.clone(),
+                aggs: aggs.clone(),
+            }
+            .generate()?,
+        );
+        let cpu = rebuild(&template, &[vec![0]], std::slice::from_ref(&input))?;
+        Ok(GpuPreAggExec {
+            input,
+            template,
+            cpu,
+            keys,
+            string_keys,
+            aggs,
+            kernel,
+            kernel_schema,
+        })
+    }
+
+    /// The generated kernel.
+    pub fn kernel(&self) -> &KernelSource {
+        &self.kernel
+    }
+}
+
+impl DisplayAs for GpuPreAggExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let keys: Vec<String> = self.keys.iter().map(|k| k.to_string()).collect();
+        let aggs: Vec<String> = self
+            .aggs
+            .iter()
+            .map(|a| match &a.arg {
+                Some(x) => format!("{:?}({x})", a.func),
+                None => format!("{:?}", a.func),
+            })
+            .collect();
+        write!(
+            f,
+            "GpuPreAggExec: gby=[{}], aggr=[{}], final aggregation on CPU",
+            keys.join(", "),
+            aggs.join(", ")
+        )
+    }
+}
+
+impl ExecutionPlan for GpuPreAggExec {
+    fn name(&self) -> &str {
+        "GpuPreAggExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.cpu.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        let mut r = TreeNodeRecursion::Continue;
+        for e in self
+            .keys
+            .iter()
+            .chain(self.aggs.iter().filter_map(|a| a.arg.as_ref()))
+        {
+            r = f(e)?;
+            if r == TreeNodeRecursion::Stop {
+                break;
+            }
+        }
+        Ok(r)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return datafusion::common::internal_err!("GpuPreAggExec takes one child");
+        }
+        let input = children.swap_remove(0);
+        let cpu = rebuild(&self.template, &[vec![0]], std::slice::from_ref(&input))?;
+        Ok(Arc::new(GpuPreAggExec {
+            input,
+            template: Arc::clone(&self.template),
+            cpu,
+            keys: self.keys.clone(),
+            string_keys: self.string_keys.clone(),
+            aggs: self.aggs.clone(),
+            kernel: Arc::clone(&self.kernel),
+            kernel_schema: Arc::clone(&self.kernel_schema),
+        }))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        if !device_allowed(&context) {
+            return self.cpu.execute(partition, context);
+        }
+        let rt = match runtime() {
+            Ok(rt) => rt,
+            Err(e) => return fallback("GpuPreAggExec", &self.cpu, partition, context, &e),
+        };
+        let job = PreAggJob {
+            input: Arc::clone(&self.input),
+            cpu: Arc::clone(&self.cpu),
+            kernel: Arc::clone(&self.kernel),
+            kernel_schema: Arc::clone(&self.kernel_schema),
+            string_keys: self.string_keys.clone(),
+            keys: self.keys.clone(),
+            schema: self.schema(),
+        };
+        let schema = self.schema();
+        let s = futures::stream::once(async move { job.run(partition, context, rt).await })
+            .try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, s)))
+    }
+}
+
+struct PreAggJob {
+    input: Arc<dyn ExecutionPlan>,
+    cpu: Arc<dyn ExecutionPlan>,
+    kernel: Arc<KernelSource>,
+    kernel_schema: SchemaRef,
+    string_keys: Vec<usize>,
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    schema: SchemaRef,
+}
+
+/// Strings of one group key column ↔ dense codes.
+#[derive(Debug, Default)]
+struct Interner {
+    codes: HashMap<String, u32>,
+    strings: Vec<String>,
+}
+
+impl Interner {
+    fn encode(&mut self, a: &ArrayRef) -> Result<ArrayRef> {
+        let s = cast(a, &DataType::Utf8)?;
+        let s = s.as_string::<i32>();
+        let mut out = Vec::with_capacity(s.len());
+        for v in s.iter() {
+            out.push(match v {
+                None => None,
+                Some(v) => Some(match self.codes.get(v) {
+                    Some(c) => *c,
+                    None => {
+                        let c = self.strings.len() as u32;
+                        self.strings.push(v.to_string());
+                        self.codes.insert(v.to_string(), c);
+                        c
+                    }
+                }),
+            });
+        }
+        Ok(Arc::new(UInt32Array::from(out)))
+    }
+}
+
+/// The device table of one partition.
+struct Table {
+    cap: usize,
+    state: Arc<cudarc::driver::CudaSlice<u8>>,
+    keys: Arc<cudarc::driver::CudaSlice<u8>>,
+    acc: Arc<cudarc::driver::CudaSlice<u8>>,
+    overflow: Arc<cudarc::driver::CudaSlice<u8>>,
+    err: Arc<cudarc::driver::CudaSlice<u8>>,
+}
+
+const INITIAL_SLOTS: usize = 1 << 16;
+
+impl PreAggJob {
+    async fn run(
+        self,
+        partition: usize,
+        ctx: Arc<TaskContext>,
+        rt: Arc<GpuRuntime>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let mut cap = INITIAL_SLOTS;
+        for _attempt in 0..3 {
+            match self.attempt(partition, &ctx, &rt, cap).await {
+                Ok(Some(batch)) => {
+                    let s = futures::stream::iter(vec![Ok(batch)]);
+                    return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                        Arc::clone(&self.schema),
+                        s,
+                    )));
+                }
+                Ok(None) => cap *= 8, // the table overflowed: retry larger
+                Err(AttemptError::Df(e)) => return Err(e),
+                Err(AttemptError::Gpu(e)) => {
+                    return fallback("GpuPreAggExec", &self.cpu, partition, ctx, &e)
+                }
+            }
+        }
+        let e = GpuError::Overflow {
+            kernel: "eddy_preagg".into(),
+            retries: 3,
+        };
+        fallback("GpuPreAggExec", &self.cpu, partition, ctx, &e)
+    }
+
+    /// One pass over the input. `Ok(None)`: the table overflowed.
+    async fn attempt(
+        &self,
+        partition: usize,
+        ctx: &Arc<TaskContext>,
+        rt: &Arc<GpuRuntime>,
+        cap: usize,
+    ) -> std::result::Result<Option<RecordBatch>, AttemptError> {
+        let dev = rt.device_for(partition)?;
+        let func = crate::compile::cache().function(
+            &dev.ctx,
+            &self.kernel,
+            dev.info.compute_capability,
+        )?;
+        let nkw = self.keys.len() + 1;
+        let nacc: usize = self
+            .kernel
+            .aggs
+            .iter()
+            .map(|a| a.words)
+            .sum::<usize>()
+            .max(1);
+        let stream = &dev.streams[0];
+        let mut init = Vec::with_capacity(nacc);
+        for a in &self.kernel.aggs {
+            init.extend(a.init());
+        }
+        init.resize(nacc, 0);
+        let acc_host: Vec<u8> = (0..cap)
+            .flat_map(|_| init.iter().flat_map(|w| w.to_le_bytes()))
+            .collect();
+        let up = |b: Vec<u8>| -> Result<Arc<cudarc::driver::CudaSlice<u8>>> {
+            Ok(Arc::new(stream.clone_htod(&b).map_err(
+                GpuError::driver("cuMemcpyHtoD (preagg table)"),
+            )?))
+        };
+        let table = Table {
+            cap,
+            state: up(vec![0u8; cap * 4])?,
+            keys: up(vec![0u8; cap * nkw * 8])?,
+            acc: up(acc_host)?,
+            overflow: up(vec![0u8; 4])?,
+            err: up(vec![0u8; 4])?,
+        };
+        stream
+            .synchronize()
+            .map_err(GpuError::driver("cuStreamSynchronize"))?;
+        let mut pipeline = Pipeline::new(&dev.streams)?;
+        let mut interners: Vec<Interner> = self
+            .string_keys
+            .iter()
+            .map(|_| Interner::default())
+            .collect();
+        let mut dict_sets = DictSets::default();
+        let mut input = self
+            .input
+            .execute(partition, Arc::clone(ctx))
+            .map_err(AttemptError::Df)?;
+        while let Some(batch) = input.next().await {
+            let batch = batch.map_err(AttemptError::Df)?;
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let mut cols = batch.columns().to_vec();
+            for (k, idx) in self.string_keys.iter().enumerate() {
+                cols[*idx] = interners[k].encode(&cols[*idx])?;
+            }
+            let kb = RecordBatch::try_new(Arc::clone(&self.kernel_schema), cols)?;
+            let sets = dict_sets.for_batch(&self.kernel, &self.kernel_schema, &kb)?;
+            let si = pipeline.next_slot()?;
+            let slot = &mut pipeline.slots[si];
+            let inputs = stage_batch(slot, dev, &self.kernel, &kb, &sets, 0)?;
+            let mut args = Vec::new();
+            for p in &self.kernel.params {
+                if let Some(a) = common_arg(p, &inputs)? {
+                    args.push(a);
+                    continue;
+                }
+                args.push(match p {
+                    Param::GroupState => Arg::Dev(Arc::clone(&table.state)),
+                    Param::GroupKeys => Arg::Dev(Arc::clone(&table.keys)),
+                    Param::GroupAcc => Arg::Dev(Arc::clone(&table.acc)),
+                    Param::GroupMask => Arg::U64(table.cap as u64 - 1),
+                    Param::Overflow => Arg::Dev(Arc::clone(&table.overflow)),
+                    Param::Err => Arg::Dev(Arc::clone(&table.err)),
+                    other => {
+                        return Err(GpuError::Internal(format!(
+                            "preagg kernel parameter {other:?}"
+                        ))
+                        .into())
+                    }
+                });
+            }
+            launch(slot, &func, grid_for(dev, kb.num_rows()), &args)?;
+            GpuMetrics::add(&GPU_METRICS.rows_processed, kb.num_rows() as u64);
+        }
+        for s in &mut pipeline.slots {
+            s.reset()?;
+        }
+        let down = |b: &Arc<cudarc::driver::CudaSlice<u8>>| -> Result<Vec<u8>> {
+            let v = stream
+                .clone_dtoh(b.as_ref())
+                .map_err(GpuError::driver("cuMemcpyDtoH (preagg table)"))?;
+            GpuMetrics::add(&GPU_METRICS.bytes_d2h, v.len() as u64);
+            Ok(v)
+        };
+        if flag(&down(&table.err)?) {
+            return Err(GpuError::Internal("row error flagged by the preagg kernel".into()).into());
+        }
+        if flag(&down(&table.overflow)?) {
+            return Ok(None);
+        }
+        let state = down(&table.state)?;
+        let keys = u64s(&down(&table.keys)?);
+        let acc = u64s(&down(&table.acc)?);
+        let slots: Vec<usize> = (0..cap)
+            .filter(|s| state.get(s * 4).copied() == Some(2))
+            .collect();
+        Ok(Some(
+            self.decode(&slots, &keys, &acc, nkw, nacc, &interners)?,
+        ))
+    }
+
+    /// Partial states, in the Partial AggregateExec's output schema.
+    fn decode(
+        &self,
+        slots: &[usize],
+        keys: &[u64],
+        acc: &[u64],
+        nkw: usize,
+        nacc: usize,
+        interners: &[Interner],
+    ) -> Result<RecordBatch> {
+        let mut cols: Vec<ArrayRef> = Vec::new();
+        let fields = self.schema.fields();
+        for (k, _) in self.keys.iter().enumerate() {
+            let dt = fields[k].data_type();
+            let vals: Vec<Option<i128>> = slots
+                .iter()
+                .map(|s| {
+                    let null = keys[s * nkw + nkw - 1] & (1 << k) != 0;
+                    (!null).then(|| i128::from(keys[s * nkw + k] as i64))
+                })
+                .collect();
+            let string_pos = self.keys[k]
+                .downcast_ref::<Column>()
+                .and_then(|c| self.string_keys.iter().position(|i| *i == c.index()));
+            cols.push(match string_pos {
+                Some(p) => {
+                    let strings: StringArray = vals
+                        .iter()
+                        .map(|v| {
+                            v.and_then(|c| interners[p].strings.get(c as usize).map(|s| s.as_str()))
+                        })
+                        .collect();
+                    cast(&(Arc::new(strings) as ArrayRef), dt)?
+                }
+                None => typed(vals.into_iter().map(|v| v.map(Num::I)).collect(), dt)?,
+            });
+        }
+        let mut f = self.keys.len();
+        for a in &self.kernel.aggs {
+            let w = |s: usize, i: usize| acc[s * nacc + a.offset + i];
+            let float = a.arg_ty.is_some_and(|t| t.is_float());
+            let sum = |s: usize| -> Num {
+                if float {
+                    Num::F(f64::from_bits(w(s, 0)))
+                } else {
+                    Num::I((i128::from(w(s, 1) as i64) << 64) | i128::from(w(s, 0)))
+                }
+            };
+            let cnt_word = match (a.func, float) {
+                (AggFunc::Sum | AggFunc::Avg, false) => 2,
+                _ => 1,
+            };
+            match a.func {
+                AggFunc::CountStar | AggFunc::Count => {
+                    cols.push(typed(
+                        slots
+                            .iter()
+                            .map(|s| Some(Num::I(i128::from(w(*s, 0)))))
+                            .collect(),
+                        fields[f].data_type(),
+                    )?);
+                    f += 1;
+                }
+                AggFunc::Sum => {
+                    cols.push(typed(
+                        slots
+                            .iter()
+                            .map(|s| (w(*s, cnt_word) > 0).then(|| sum(*s)))
+                            .collect(),
+                        fields[f].data_type(),
+                    )?);
+                    f += 1;
+                }
+                AggFunc::Min | AggFunc::Max => {
+                    let v = |s: usize| {
+                        if float {
+                            Num::F(f64::from_bits(w(s, 0)))
+                        } else {
+                            Num::I(i128::from(w(s, 0) as i64))
+                        }
+                    };
+                    cols.push(typed(
+                        slots
+                            .iter()
+                            .map(|s| (w(*s, 1) > 0).then(|| v(*s)))
+                            .collect(),
+                        fields[f].data_type(),
+                    )?);
+                    f += 1;
+                }
+                AggFunc::Avg => {
+                    cols.push(typed(
+                        slots
+                            .iter()
+                            .map(|s| Some(Num::I(i128::from(w(*s, cnt_word)))))
+                            .collect(),
+                        fields[f].data_type(),
+                    )?);
+                    cols.push(typed(
+                        slots
+                            .iter()
+                            .map(|s| (w(*s, cnt_word) > 0).then(|| sum(*s)))
+                            .collect(),
+                        fields[f + 1].data_type(),
+                    )?);
+                    f += 2;
+                }
+            }
+        }
+        Ok(RecordBatch::try_new(Arc::clone(&self.schema), cols)?)
+    }
+}
+
+enum AttemptError {
+    Df(DataFusionError),
+    Gpu(GpuError),
+}
+
+impl From<GpuError> for AttemptError {
+    fn from(e: GpuError) -> Self {
+        AttemptError::Gpu(e)
+    }
+}
+
+impl From<arrow::error::ArrowError> for AttemptError {
+    fn from(e: arrow::error::ArrowError) -> Self {
+        AttemptError::Df(e.into())
+    }
+}
+
+fn u64s(b: &[u8]) -> Vec<u64> {
+    b.chunks_exact(8)
+        .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect()
+}
+
+/// A decoded number: integers (and scaled decimals) or floats.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Num {
+    I(i128),
+    F(f64),
+}
+
+/// An Arrow array of `dt` from decoded numbers (integers wrap like
+/// DataFusion's: a SUM(Int64) state is the 128-bit sum truncated).
+pub(crate) fn typed(vals: Vec<Option<Num>>, dt: &DataType) -> Result<ArrayRef> {
+    let as_f = |n: Num| match n {
+        Num::I(i) => i as f64,
+        Num::F(f) => f,
+    };
+    let as_i = |n: Num| match n {
+        Num::I(i) => i,
+        Num::F(f) => f as i128,
+    };
+    Ok(match dt {
+        DataType::Float64 | DataType::Float32 | DataType::Float16 => {
+            let a: ArrayRef = Arc::new(
+                vals.into_iter()
+                    .map(|v| v.map(as_f))
+                    .collect::<Float64Array>(),
+            );
+            cast(&a, dt)?
+        }
+        DataType::Decimal128(p, s) => Arc::new(
+            vals.into_iter()
+                .map(|v| v.map(as_i))
+                .collect::<Decimal128Array>()
+                .with_precision_and_scale(*p, *s)?,
+        ),
+        DataType::UInt64 => Arc::new(
+            vals.into_iter()
+                .map(|v| v.map(|n| as_i(n) as u64))
+                .collect::<UInt64Array>(),
+        ),
+        DataType::Date32 => {
+            let a: ArrayRef = Arc::new(
+                vals.into_iter()
+                    .map(|v| v.map(|n| as_i(n) as i32))
+                    .collect::<arrow::array::Int32Array>(),
+            );
+            cast(&a, dt)?
+        }
+        _ => {
+            let a: ArrayRef = Arc::new(
+                vals.into_iter()
+                    .map(|v| v.map(|n| as_i(n) as i64))
+                    .collect::<Int64Array>(),
+            );
+            if a.data_type() == dt {
+                a
+            } else {
+                cast(&a, dt)?
+            }
+        }
+    })
+}

@@ -1,0 +1,141 @@
+//! `SET eddy.gpu = on|off|auto`: the session switch and the other GPU options.
+//!
+//! [`GpuOptions`] is a DataFusion [`ConfigExtension`] with prefix `eddy`, so
+//! once a session config carries it (`SessionConfig::with_option_extension`)
+//! DataFusion's own `SET eddy.gpu = 'on'` updates it and the
+//! [`crate::OffloadToGpu`] rule reads it from the `ConfigOptions` it is given.
+
+use std::fmt;
+use std::str::FromStr;
+
+use datafusion::common::config::{ConfigExtension, ConfigField, ExtensionOptions, Visit};
+use datafusion::common::{config_err, Result as DfResult};
+
+/// What the session asks of the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GpuMode {
+    /// Offload supported subtrees whenever a device is present, regardless
+    /// of input size (used by correctness checks).
+    On,
+    /// Never offload.
+    Off,
+    /// Offload when a device is present and the input is above
+    /// `eddy.gpu_min_rows` (the default).
+    #[default]
+    Auto,
+}
+
+/// Error of parsing a [`GpuMode`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid value for eddy.gpu: \"{0}\" (expected on, off or auto)")]
+pub struct ParseGpuModeError(pub String);
+
+impl FromStr for GpuMode {
+    type Err = ParseGpuModeError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().trim_matches('\'').to_ascii_lowercase().as_str() {
+            "on" | "true" | "1" | "yes" | "force" => Ok(GpuMode::On),
+            "off" | "false" | "0" | "no" => Ok(GpuMode::Off),
+            "auto" | "default" => Ok(GpuMode::Auto),
+            _ => Err(ParseGpuModeError(s.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for GpuMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GpuMode::On => "on",
+            GpuMode::Off => "off",
+            GpuMode::Auto => "auto",
+        })
+    }
+}
+
+impl ConfigField for GpuMode {
+    fn visit<V: Visit>(&self, v: &mut V, key: &str, description: &'static str) {
+        v.some(key, self, description)
+    }
+
+    fn set(&mut self, _key: &str, value: &str) -> DfResult<()> {
+        match value.parse() {
+            Ok(m) => {
+                *self = m;
+                Ok(())
+            }
+            Err(e) => config_err!("{e}"),
+        }
+    }
+
+    fn reset(&mut self, _key: &str) -> DfResult<()> {
+        *self = GpuMode::default();
+        Ok(())
+    }
+}
+
+datafusion::common::extensions_options! {
+    /// GPU options of a session, keys under `eddy.`.
+    pub struct GpuOptions {
+        /// `eddy.gpu`: on, off or auto.
+        pub gpu: GpuMode, default = GpuMode::Auto
+        /// `eddy.gpu_min_rows`: in auto mode, inputs with fewer (estimated)
+        /// rows stay on the CPU: copies and launches cost more than they save.
+        pub gpu_min_rows: usize, default = 1_000_000
+        /// `eddy.gpu_max_build_bytes`: a join build side larger than this
+        /// (estimated) stays on the CPU; 0 means "a quarter of the device".
+        pub gpu_max_build_bytes: usize, default = 0
+        /// `eddy.gpu_kernel_cache_dir`: where compiled kernels (PTX) are kept
+        /// across restarts; empty means memory only.
+        pub gpu_kernel_cache_dir: String, default = String::new()
+        /// `eddy.gpu_resident_cache_bytes`: device memory the column cache
+        /// may keep for hot tables; 0 disables it.
+        pub gpu_resident_cache_bytes: usize, default = 0
+    }
+}
+
+impl ConfigExtension for GpuOptions {
+    const PREFIX: &'static str = "eddy";
+}
+
+impl GpuOptions {
+    /// The options of a session: the registered extension, or defaults.
+    pub fn from_config(config: &datafusion::config::ConfigOptions) -> GpuOptions {
+        config
+            .extensions
+            .get::<GpuOptions>()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Sets one key given without the `eddy.` prefix (`gpu`, `gpu_min_rows`).
+    pub fn set_key(&mut self, key: &str, value: &str) -> DfResult<()> {
+        ExtensionOptions::set(self, key, value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_modes() {
+        assert_eq!("on".parse::<GpuMode>(), Ok(GpuMode::On));
+        assert_eq!("'OFF'".parse::<GpuMode>(), Ok(GpuMode::Off));
+        assert_eq!(" auto ".parse::<GpuMode>(), Ok(GpuMode::Auto));
+        assert!("maybe".parse::<GpuMode>().is_err());
+        assert_eq!(GpuMode::On.to_string(), "on");
+    }
+
+    #[test]
+    fn set_through_datafusion_config() {
+        let mut cfg = datafusion::config::ConfigOptions::new();
+        cfg.extensions.insert(GpuOptions::default());
+        cfg.set("eddy.gpu", "off").expect("set eddy.gpu");
+        cfg.set("eddy.gpu_min_rows", "10").expect("set min rows");
+        let o = GpuOptions::from_config(&cfg);
+        assert_eq!(o.gpu, GpuMode::Off);
+        assert_eq!(o.gpu_min_rows, 10);
+        assert!(cfg.set("eddy.gpu", "sideways").is_err());
+    }
+}

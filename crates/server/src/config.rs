@@ -1,0 +1,111 @@
+//! Server configuration: a TOML file (every key optional) overridden by
+//! command-line flags and `EDDY_PASSWORD`.
+//!
+//! ```toml
+//! [server]
+//! pg_addr = "127.0.0.1:5433"
+//! http_addr = "127.0.0.1:8080"
+//! auth = "scram"          # or "trust" (loopback addresses only)
+//!
+//! [[users]]
+//! name = "eddy"
+//! password = "secret"
+//!
+//! [storage]
+//! memtable_bytes = 67108864   # flush threshold per tablet
+//! default_shard_count = 2     # shards of the default table group
+//! sync = true                 # fsync the WAL before acknowledging
+//! background_compaction = true
+//! ```
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {source}")]
+    Parse {
+        path: String,
+        #[source]
+        source: toml::de::Error,
+    },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub server: ServerSection,
+    #[serde(default)]
+    pub users: Vec<User>,
+    #[serde(default)]
+    pub storage: StorageSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// PostgreSQL protocol address (default 127.0.0.1:5433).
+    pub pg_addr: Option<String>,
+    /// HTTP address for /metrics (default 127.0.0.1:8080).
+    pub http_addr: Option<String>,
+    /// "scram" (default) or "trust".
+    pub auth: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct User {
+    pub name: String,
+    pub password: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageSection {
+    /// Memtable flush threshold per tablet, in bytes (default 64 MiB).
+    pub memtable_bytes: Option<usize>,
+    /// Shards of the default table group (default 2).
+    pub default_shard_count: Option<u32>,
+    /// fsync the WAL before acknowledging a write (default true).
+    pub sync: Option<bool>,
+    /// Run compaction in the background (default true).
+    pub background_compaction: Option<bool>,
+}
+
+impl FileConfig {
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.display().to_string(),
+            source: e,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_config() {
+        let c: FileConfig = toml::from_str(
+            "[server]\nauth = \"trust\"\n[[users]]\nname = \"a\"\npassword = \"b\"\n[storage]\ndefault_shard_count = 4\n",
+        )
+        .unwrap();
+        assert_eq!(c.server.auth.as_deref(), Some("trust"));
+        assert_eq!(c.users.len(), 1);
+        assert_eq!(c.storage.default_shard_count, Some(4));
+        assert!(toml::from_str::<FileConfig>("[bogus]\n").is_err());
+    }
+}

@@ -1,0 +1,277 @@
+//! The `eddy` binary: `eddy server` runs the PostgreSQL-protocol front end
+//! over the storage engine, with `/metrics` over HTTP.
+//!
+//! Subcommands are a clap enum: adding `eddy stream` / `eddy bench` is one
+//! variant and one match arm each.
+//!
+//! Invariants: `--auth trust` is refused unless the PostgreSQL address is a
+//! loopback address; under SCRAM a password for the superuser `eddy` must
+//! come from `EDDY_PASSWORD` or the config file; SIGTERM/SIGINT close the
+//! engine (flush) before the process exits.
+
+mod config;
+mod metrics;
+mod pg;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use eddy_sql::Database;
+use eddy_storage::{Engine, EngineConfig};
+use tokio::net::TcpListener;
+
+use crate::config::FileConfig;
+use crate::metrics::Metrics;
+use crate::pg::{AuthMode, Backend, Handlers, Users};
+
+#[derive(Parser)]
+#[command(
+    name = "eddy",
+    version,
+    about = "Eddy: a real-time database that speaks PostgreSQL"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the database server.
+    Server(ServerArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Auth {
+    Scram,
+    Trust,
+}
+
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// Directory holding the database (created if missing).
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// PostgreSQL protocol address [default: 127.0.0.1:5433].
+    #[arg(long)]
+    pg_addr: Option<String>,
+    /// HTTP address for /metrics [default: 127.0.0.1:8080].
+    #[arg(long)]
+    http_addr: Option<String>,
+    /// Authentication: scram (default) or trust (loopback only).
+    #[arg(long, value_enum)]
+    auth: Option<Auth>,
+    /// TOML configuration file.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ServerError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error("invalid address {addr}: {reason}")]
+    Addr { addr: String, reason: String },
+    #[error("{0}")]
+    Refused(String),
+    #[error("storage: {0}")]
+    Storage(#[from] eddy_storage::StorageError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+fn main() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("EDDY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Server(args) => run_server(args),
+    };
+    if let Err(e) = result {
+        let mut msg = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            msg.push_str(&format!(": {s}"));
+            src = s.source();
+        }
+        eprintln!("eddy: {msg}");
+        std::process::exit(1);
+    }
+}
+
+fn parse_addr(a: &str) -> Result<SocketAddr, ServerError> {
+    a.parse()
+        .map_err(|e: std::net::AddrParseError| ServerError::Addr {
+            addr: a.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+fn run_server(args: ServerArgs) -> Result<(), ServerError> {
+    let file = match &args.config {
+        Some(p) => FileConfig::load(p)?,
+        None => FileConfig::default(),
+    };
+    let pg_addr = parse_addr(
+        args.pg_addr
+            .as_deref()
+            .or(file.server.pg_addr.as_deref())
+            .unwrap_or("127.0.0.1:5433"),
+    )?;
+    let http_addr = parse_addr(
+        args.http_addr
+            .as_deref()
+            .or(file.server.http_addr.as_deref())
+            .unwrap_or("127.0.0.1:8080"),
+    )?;
+    let auth = match (args.auth, file.server.auth.as_deref()) {
+        (Some(a), _) => a,
+        (None, Some("trust")) => Auth::Trust,
+        (None, Some("scram")) | (None, None) => Auth::Scram,
+        (None, Some(other)) => {
+            return Err(ServerError::Refused(format!(
+                "unknown auth \"{other}\": expected scram or trust"
+            )))
+        }
+    };
+    let auth_mode = match auth {
+        Auth::Trust => {
+            if !pg_addr.ip().is_loopback() {
+                return Err(ServerError::Refused(format!(
+                    "--auth trust is only allowed on a loopback address, not {pg_addr}"
+                )));
+            }
+            AuthMode::Trust
+        }
+        Auth::Scram => {
+            let mut users: Vec<(String, String)> = file
+                .users
+                .iter()
+                .map(|u| (u.name.clone(), u.password.clone()))
+                .collect();
+            if let Ok(pw) = std::env::var("EDDY_PASSWORD") {
+                users.retain(|u| u.0 != "eddy");
+                users.push(("eddy".into(), pw));
+            }
+            if !users.iter().any(|u| u.0 == "eddy") {
+                return Err(ServerError::Refused(
+                    "SCRAM authentication needs a password for the superuser \"eddy\": set EDDY_PASSWORD or a [[users]] entry in the config file".into(),
+                ));
+            }
+            AuthMode::Scram(Arc::new(Users::new(&users)))
+        }
+    };
+    let mut cfg = EngineConfig::new(&args.data_dir);
+    if let Some(v) = file.storage.memtable_bytes {
+        cfg.memtable_bytes = v;
+    }
+    if let Some(v) = file.storage.default_shard_count {
+        cfg.default_shard_count = v;
+    }
+    if let Some(v) = file.storage.sync {
+        cfg.sync = v;
+    }
+    if let Some(v) = file.storage.background_compaction {
+        cfg.background_compaction = v;
+    }
+    let engine = Engine::open(cfg)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(ServerError::Runtime)?;
+    let result = runtime.block_on(serve(Arc::clone(&engine), pg_addr, http_addr, auth_mode));
+    tracing::info!("closing the storage engine");
+    let closed = engine.close();
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    result?;
+    closed?;
+    tracing::info!("eddy stopped");
+    Ok(())
+}
+
+async fn serve(
+    engine: Arc<Engine>,
+    pg_addr: SocketAddr,
+    http_addr: SocketAddr,
+    auth: AuthMode,
+) -> Result<(), ServerError> {
+    let metrics = Arc::new(Metrics::default());
+    let db = Arc::new(Database {
+        engine,
+        name: "eddy".into(),
+    });
+    let backend = Arc::new(Backend::new(db, Arc::clone(&metrics), auth));
+    let handlers = Arc::new(Handlers::new(backend));
+    let pg = TcpListener::bind(pg_addr)
+        .await
+        .map_err(|e| ServerError::Listen {
+            addr: pg_addr.to_string(),
+            source: e,
+        })?;
+    let http = TcpListener::bind(http_addr)
+        .await
+        .map_err(|e| ServerError::Listen {
+            addr: http_addr.to_string(),
+            source: e,
+        })?;
+    tracing::info!(pg = %pg.local_addr().map(|a| a.to_string()).unwrap_or_default(), http = %http_addr, "eddy server listening");
+    tokio::spawn(metrics::serve(http, metrics));
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => {
+                tracing::info!("shutdown signal received");
+                return Ok(());
+            }
+            accepted = pg.accept() => {
+                match accepted {
+                    Ok((sock, _)) => {
+                        let _ = sock.set_nodelay(true);
+                        let h = Arc::clone(&handlers);
+                        tokio::spawn(async move {
+                            if let Err(e) = pgwire::tokio::process_socket(sock, None, h).await {
+                                tracing::debug!(error = %e, "connection ended with an error");
+                            }
+                        });
+                    }
+                    Err(e) => tracing::warn!(error = %e, "accept failed"),
+                }
+            }
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,152 @@
+//! Statement counters and latency histograms, and the HTTP `/metrics`
+//! endpoint that prints them in the Prometheus text format.
+//!
+//! The HTTP server is a deliberately tiny HTTP/1.1 responder on tokio: it
+//! answers `GET /metrics` (and `/health`) and closes the connection.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+#[derive(Default)]
+struct KindStats {
+    count: u64,
+    errors: u64,
+    sum_micros: u64,
+    hist: Option<Histogram<u64>>,
+}
+
+/// Per statement kind: count, errors, latency histogram (microseconds).
+#[derive(Default)]
+pub struct Metrics {
+    kinds: Mutex<BTreeMap<&'static str, KindStats>>,
+    pub connections: AtomicI64,
+}
+
+impl Metrics {
+    pub fn record(&self, kind: &'static str, elapsed: Duration, ok: bool) {
+        let micros = elapsed.as_micros().min(u64::MAX as u128) as u64;
+        let mut kinds = self.kinds.lock();
+        let k = kinds.entry(kind).or_default();
+        k.count += 1;
+        if !ok {
+            k.errors += 1;
+        }
+        k.sum_micros = k.sum_micros.saturating_add(micros);
+        let h = k.hist.get_or_insert_with(|| {
+            Histogram::new_with_bounds(1, 3_600_000_000, 3)
+                .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable_hist()))
+        });
+        let _ = h.record(micros.max(1));
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let kinds = self.kinds.lock();
+        out.push_str("# HELP eddy_statements_total Statements executed, by kind.\n# TYPE eddy_statements_total counter\n");
+        for (k, s) in kinds.iter() {
+            let _ = writeln!(out, "eddy_statements_total{{kind=\"{k}\"}} {}", s.count);
+        }
+        out.push_str("# HELP eddy_statement_errors_total Statements that failed, by kind.\n# TYPE eddy_statement_errors_total counter\n");
+        for (k, s) in kinds.iter() {
+            let _ = writeln!(
+                out,
+                "eddy_statement_errors_total{{kind=\"{k}\"}} {}",
+                s.errors
+            );
+        }
+        out.push_str("# HELP eddy_statement_duration_seconds Statement latency, by kind.\n# TYPE eddy_statement_duration_seconds summary\n");
+        for (k, s) in kinds.iter() {
+            if let Some(h) = &s.hist {
+                for q in [0.5, 0.9, 0.99, 0.999] {
+                    let _ = writeln!(
+                        out,
+                        "eddy_statement_duration_seconds{{kind=\"{k}\",quantile=\"{q}\"}} {:.6}",
+                        h.value_at_quantile(q) as f64 / 1e6
+                    );
+                }
+            }
+            let _ = writeln!(
+                out,
+                "eddy_statement_duration_seconds_sum{{kind=\"{k}\"}} {:.6}",
+                s.sum_micros as f64 / 1e6
+            );
+            let _ = writeln!(
+                out,
+                "eddy_statement_duration_seconds_count{{kind=\"{k}\"}} {}",
+                s.count
+            );
+        }
+        out.push_str(
+            "# HELP eddy_connections Open client connections.\n# TYPE eddy_connections gauge\n",
+        );
+        let _ = writeln!(
+            out,
+            "eddy_connections {}",
+            self.connections.load(Ordering::Relaxed)
+        );
+        out
+    }
+}
+
+fn unreachable_hist() -> Histogram<u64> {
+    // Histogram::new(3) only fails for sigfig > 5; this is never reached.
+    match Histogram::new(2) {
+        Ok(h) => h,
+        Err(_) => std::process::abort(),
+    }
+}
+
+/// Serve `/metrics` until the listener fails.
+pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    loop {
+        let Ok((mut sock, _)) = listener.accept().await else {
+            continue;
+        };
+        let metrics = Arc::clone(&metrics);
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            let n = match tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await {
+                Ok(Ok(n)) => n,
+                _ => return,
+            };
+            let req = String::from_utf8_lossy(&buf[..n]);
+            let path = req.split_whitespace().nth(1).unwrap_or("/");
+            let (status, ctype, body) = match path {
+                "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics.render()),
+                "/health" => ("200 OK", "text/plain", "ok\n".to_string()),
+                _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
+            };
+            let resp = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = sock.write_all(resp.as_bytes()).await;
+            let _ = sock.shutdown().await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counts_and_quantiles() {
+        let m = Metrics::default();
+        m.record("select", Duration::from_millis(2), true);
+        m.record("select", Duration::from_millis(4), false);
+        let text = m.render();
+        assert!(text.contains("eddy_statements_total{kind=\"select\"} 2"));
+        assert!(text.contains("eddy_statement_errors_total{kind=\"select\"} 1"));
+        assert!(text.contains("quantile=\"0.99\""));
+    }
+}

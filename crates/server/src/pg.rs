@@ -1,0 +1,830 @@
+//! The PostgreSQL protocol front end: pgwire handlers that turn protocol
+//! messages into `eddy_sql::Session` calls and `Output`s back into messages.
+//!
+//! Per connection, the session lives in pgwire's session extensions behind
+//! a tokio mutex (one statement at a time per connection, as the protocol
+//! requires). A COPY FROM STDIN in progress is held next to it. Cancel
+//! requests go through pgwire's `ConnectionManager`: the running query's
+//! future is dropped, which stops its scan threads at their next batch.
+
+use std::fmt::Debug;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use eddy_common::{ColumnType, Value};
+use eddy_sql::copy::{binary_header, binary_trailer, csv_header, encode_row, CopyIn};
+use eddy_sql::pgtypes::{self, column_type_for_oid, encode_cell};
+use eddy_sql::session::{statement_kind, Output};
+use eddy_sql::{Database, Prepared, Session, SqlError};
+use futures::{stream, Sink, SinkExt, StreamExt};
+use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
+use pgwire::api::auth::sasl::SASLAuthStartupHandler;
+use pgwire::api::auth::{
+    finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata, AuthSource,
+    DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
+};
+use pgwire::api::copy::CopyHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{
+    CopyResponse, DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag,
+};
+use pgwire::api::stmt::{QueryParser, StoredStatement};
+use pgwire::api::store::PortalStore;
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, ConnectionManager, PgWireConnectionState, PgWireServerHandlers,
+    PidSecretKeyGenerator, RandomPidSecretKeyGenerator, Type,
+};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail, CopyOutResponse};
+use pgwire::messages::data::DataRow;
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+
+use crate::metrics::Metrics;
+
+/// Map a SQL error to the protocol's error response.
+pub fn error_info(e: &SqlError) -> ErrorInfo {
+    ErrorInfo::new(
+        "ERROR".to_string(),
+        e.sqlstate().to_string(),
+        e.client_message(),
+    )
+}
+
+fn user_error(e: &SqlError) -> PgWireError {
+    PgWireError::UserError(Box::new(error_info(e)))
+}
+
+/// Per-connection state kept in pgwire's session extensions.
+pub struct SessionSlot {
+    session: tokio::sync::Mutex<Option<Session>>,
+    copy_in: parking_lot::Mutex<Option<Box<CopyIn>>>,
+    _conn: ConnCount,
+}
+
+struct ConnCount(Arc<Metrics>);
+impl Drop for ConnCount {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Shared by all connections.
+pub struct Backend {
+    pub db: Arc<Database>,
+    pub metrics: Arc<Metrics>,
+    pub manager: Arc<ConnectionManager>,
+    pub auth: AuthMode,
+    parser: Arc<EddyParser>,
+}
+
+#[derive(Clone, Debug)]
+pub enum AuthMode {
+    Trust,
+    Scram(Arc<Users>),
+}
+
+/// Users and their SCRAM salted passwords (computed once at start).
+#[derive(Debug)]
+pub struct Users {
+    users: Vec<(String, Vec<u8>, Vec<u8>)>,
+}
+
+const SCRAM_ITERATIONS: usize = 4096;
+
+impl Users {
+    pub fn new(list: &[(String, String)]) -> Users {
+        Users {
+            users: list
+                .iter()
+                .map(|(name, pw)| {
+                    let salt: Vec<u8> = (0..16).map(|_| rand_byte()).collect();
+                    let salted = gen_salted_password(pw, &salt, SCRAM_ITERATIONS);
+                    (name.clone(), salt, salted)
+                })
+                .collect(),
+        }
+    }
+}
+
+fn rand_byte() -> u8 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+    );
+    h.finish() as u8
+}
+
+#[async_trait]
+impl AuthSource for Users {
+    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
+        let user = login.user().unwrap_or_default();
+        match self.users.iter().find(|u| u.0 == user) {
+            Some((_, salt, salted)) => Ok(Password::new(Some(salt.clone()), salted.clone())),
+            None => {
+                // an unknown user fails like a wrong password (no user enumeration)
+                let salt = vec![0u8; 16];
+                Ok(Password::new(
+                    Some(salt.clone()),
+                    gen_salted_password(&format!("{}-no-such-user", user), &salt, SCRAM_ITERATIONS),
+                ))
+            }
+        }
+    }
+}
+
+impl Backend {
+    pub fn new(db: Arc<Database>, metrics: Arc<Metrics>, auth: AuthMode) -> Backend {
+        Backend {
+            db,
+            metrics,
+            manager: Arc::new(ConnectionManager::new()),
+            auth,
+            parser: Arc::new(EddyParser),
+        }
+    }
+}
+
+fn parameter_provider() -> DefaultServerParameterProvider {
+    let mut p = DefaultServerParameterProvider::default();
+    p.server_version = eddy_sql::catalog::SERVER_VERSION.to_string();
+    p.time_zone = "UTC".into();
+    p.date_style = "ISO, MDY".into();
+    p
+}
+
+/// Startup without a password (`--auth trust`, loopback only).
+pub struct TrustStartup {
+    manager: Arc<ConnectionManager>,
+    database: String,
+}
+
+#[async_trait]
+impl StartupHandler for TrustStartup {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if let PgWireFrontendMessage::Startup(ref startup) = message {
+            protocol_negotiation(client, startup).await?;
+            save_startup_parameters_to_metadata(client, startup);
+            check_database(client, &self.database)?;
+            let (pid, key) = RandomPidSecretKeyGenerator::default().generate(client);
+            client.set_pid_and_secret_key(pid, key.clone());
+            let (handle, guard) = self.manager.register(pid, key);
+            client.session_extensions().insert(handle);
+            client.session_extensions().insert(guard);
+            finish_authentication(client, &parameter_provider()).await?;
+        }
+        Ok(())
+    }
+}
+
+fn check_database<C: ClientInfo>(client: &C, database: &str) -> PgWireResult<()> {
+    let md = client.metadata();
+    let db = md
+        .get("database")
+        .or_else(|| md.get("user"))
+        .cloned()
+        .unwrap_or_default();
+    if db != database {
+        return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+            "FATAL".into(),
+            "3D000".into(),
+            format!("database \"{db}\" does not exist"),
+        ))));
+    }
+    Ok(())
+}
+
+/// Startup with SCRAM-SHA-256; checks the database name after auth.
+pub struct ScramStartup {
+    inner: SASLAuthStartupHandler<DefaultServerParameterProvider>,
+    database: String,
+}
+
+#[async_trait]
+impl StartupHandler for ScramStartup {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if let PgWireFrontendMessage::Startup(ref startup) = message {
+            let db = startup
+                .parameters
+                .get("database")
+                .or_else(|| startup.parameters.get("user"))
+                .cloned()
+                .unwrap_or_default();
+            if db != self.database {
+                return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                    "FATAL".into(),
+                    "3D000".into(),
+                    format!("database \"{db}\" does not exist"),
+                ))));
+            }
+        }
+        self.inner.on_startup(client, message).await
+    }
+}
+
+fn slot<C: ClientInfo>(client: &C, backend: &Backend) -> Arc<SessionSlot> {
+    client.session_extensions().get_or_insert_with(|| {
+        backend.metrics.connections.fetch_add(1, Ordering::Relaxed);
+        SessionSlot {
+            session: tokio::sync::Mutex::new(None),
+            copy_in: parking_lot::Mutex::new(None),
+            _conn: ConnCount(Arc::clone(&backend.metrics)),
+        }
+    })
+}
+
+async fn with_session<C, T, F>(client: &C, backend: &Backend, f: F) -> Result<T, SqlError>
+where
+    C: ClientInfo,
+    F: for<'a> FnOnce(&'a mut Session) -> futures::future::BoxFuture<'a, Result<T, SqlError>>,
+{
+    let s = slot(client, backend);
+    let mut guard = s.session.lock().await;
+    if guard.is_none() {
+        let user = client
+            .metadata()
+            .get("user")
+            .cloned()
+            .unwrap_or_else(|| "eddy".into());
+        let pid = client.pid_and_secret_key().0;
+        *guard = Some(Session::new(Arc::clone(&backend.db), &user, pid)?);
+    }
+    match guard.as_mut() {
+        Some(sess) => f(sess).await,
+        None => Err(SqlError::Internal("no session".into())),
+    }
+}
+
+fn pg_type(oid: u32) -> Type {
+    Type::from_oid(oid).unwrap_or(Type::TEXT)
+}
+
+fn field_format(f: &Format, idx: usize) -> FieldFormat {
+    match f {
+        Format::UnifiedText => FieldFormat::Text,
+        Format::UnifiedBinary => FieldFormat::Binary,
+        Format::Individual(v) => match v.get(idx) {
+            Some(1) => FieldFormat::Binary,
+            _ => FieldFormat::Text,
+        },
+    }
+}
+
+fn fields_of(schema: &SchemaRef, formats: Option<&Format>) -> Vec<FieldInfo> {
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let fmt = formats
+                .map(|x| field_format(x, i))
+                .unwrap_or(FieldFormat::Text);
+            FieldInfo::new(
+                f.name().clone(),
+                None,
+                None,
+                pg_type(pgtypes::pg_oid(f.data_type())),
+                fmt,
+            )
+        })
+        .collect()
+}
+
+fn encode_batch(batch: &RecordBatch, formats: &[pgtypes::Format]) -> Vec<PgWireResult<DataRow>> {
+    let mut rows = Vec::with_capacity(batch.num_rows());
+    for r in 0..batch.num_rows() {
+        let mut buf = BytesMut::with_capacity(64);
+        let mut res = Ok(());
+        for (i, c) in batch.columns().iter().enumerate() {
+            let fmt = formats.get(i).copied().unwrap_or(pgtypes::Format::Text);
+            if let Err(e) = encode_cell(c.as_ref(), r, fmt, &mut buf) {
+                res = Err(e);
+                break;
+            }
+        }
+        rows.push(match res {
+            Ok(()) => Ok(DataRow::new(buf, batch.num_columns() as i16)),
+            Err(e) => Err(user_error(&e)),
+        });
+    }
+    rows
+}
+
+fn query_response(
+    schema: SchemaRef,
+    stream: datafusion::execution::SendableRecordBatchStream,
+    formats: Option<&Format>,
+) -> QueryResponse {
+    let fields = Arc::new(fields_of(&schema, formats));
+    let fmts: Vec<pgtypes::Format> = fields
+        .iter()
+        .map(|f| {
+            if f.format() == FieldFormat::Binary {
+                pgtypes::Format::Binary
+            } else {
+                pgtypes::Format::Text
+            }
+        })
+        .collect();
+    let rows = stream.flat_map(move |b| {
+        let items = match b {
+            Ok(batch) => encode_batch(&batch, &fmts),
+            Err(e) => vec![Err(user_error(&SqlError::DataFusion(e)))],
+        };
+        stream::iter(items)
+    });
+    QueryResponse::new(fields, rows)
+}
+
+/// Send a COPY TO STDOUT ourselves (exact row count, streaming).
+async fn send_copy_out<C>(client: &mut C, out: eddy_sql::copy::CopyOut) -> PgWireResult<usize>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let binary = out.is_binary();
+    let ncols = out.schema.fields().len();
+    let fmt: i8 = if binary { 1 } else { 0 };
+    client
+        .send(PgWireBackendMessage::CopyOutResponse(CopyOutResponse::new(
+            fmt,
+            ncols as i16,
+            vec![fmt as i16; ncols],
+        )))
+        .await?;
+    if binary {
+        client
+            .feed(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
+                binary_header(),
+            ))))
+            .await?;
+    } else if out.options.header {
+        client
+            .feed(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
+                csv_header(&out.schema, &out.options),
+            ))))
+            .await?;
+    }
+    let mut stream = out.stream;
+    let mut n = 0usize;
+    while let Some(b) = stream.next().await {
+        let batch = b.map_err(|e| user_error(&SqlError::DataFusion(e)))?;
+        for r in 0..batch.num_rows() {
+            let mut buf = BytesMut::new();
+            encode_row(&batch, r, &out.options, &mut buf).map_err(|e| user_error(&e))?;
+            client
+                .feed(PgWireBackendMessage::CopyData(CopyData::new(buf.freeze())))
+                .await?;
+            n += 1;
+        }
+    }
+    if binary {
+        client
+            .feed(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
+                binary_trailer(),
+            ))))
+            .await?;
+    }
+    client
+        .send(PgWireBackendMessage::CopyDone(CopyDone::new()))
+        .await?;
+    Ok(n)
+}
+
+async fn to_response<C>(
+    client: &mut C,
+    backend: &Backend,
+    out: Result<Output, SqlError>,
+    formats: Option<&Format>,
+) -> PgWireResult<Response>
+where
+    C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    Ok(match out {
+        Ok(Output::Rows { schema, stream }) => {
+            Response::Query(query_response(schema, stream, formats))
+        }
+        Ok(Output::Command(tag)) => Response::Execution(Tag::new(&tag)),
+        Ok(Output::TxnStart(tag)) => Response::TransactionStart(Tag::new(&tag)),
+        Ok(Output::TxnEnd(tag)) => Response::TransactionEnd(Tag::new(&tag)),
+        Ok(Output::Empty) => Response::EmptyQuery,
+        Ok(Output::CopyIn(c)) => {
+            let (fmt, cols) = c.wire_format();
+            tracing::info!(table = c.table_name(), "COPY FROM STDIN started");
+            *slot(client, backend).copy_in.lock() = Some(c);
+            Response::CopyIn(CopyResponse::new(fmt, cols, stream::empty()))
+        }
+        Ok(Output::CopyOut(c)) => {
+            let n = send_copy_out(client, c).await?;
+            Response::Execution(Tag::new("COPY").with_rows(n))
+        }
+        Err(e) => {
+            tracing::debug!(error = %e.client_message(), sqlstate = e.sqlstate(), "statement failed");
+            Response::Error(Box::new(error_info(&e)))
+        }
+    })
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Backend {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let start = Instant::now();
+        let kind = statement_kind(query);
+        let q = query.to_string();
+        let outs = match with_session(client, self, move |s| {
+            Box::pin(async move { Ok(s.simple_query(&q).await) })
+        })
+        .await
+        {
+            Ok(v) => v,
+            Err(e) => vec![Err(e)],
+        };
+        let ok = outs.iter().all(|o| o.is_ok());
+        let mut resps = Vec::with_capacity(outs.len());
+        for o in outs {
+            resps.push(to_response(client, self, o, None).await?);
+        }
+        self.metrics.record(kind, start.elapsed(), ok);
+        Ok(resps)
+    }
+}
+
+/// The extended protocol's parser: statements are Eddy `Prepared`s.
+pub struct EddyParser;
+
+/// Statement stored by pgwire.
+pub type Stmt = Arc<Prepared>;
+
+#[async_trait]
+impl QueryParser for EddyParser {
+    type Statement = Stmt;
+
+    async fn parse_sql<C>(
+        &self,
+        client: &C,
+        sql: &str,
+        types: &[Option<Type>],
+    ) -> PgWireResult<Option<Stmt>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let backend = client
+            .session_extensions()
+            .get::<BackendRef>()
+            .ok_or_else(|| user_error(&SqlError::Internal("no backend".into())))?;
+        let oids: Vec<u32> = types
+            .iter()
+            .map(|t| t.as_ref().map(|t| t.oid()).unwrap_or(0))
+            .collect();
+        let sql = sql.to_string();
+        let p = with_session(client, &backend.0, move |s| {
+            Box::pin(async move { s.prepare(&sql, &oids).await })
+        })
+        .await
+        .map_err(|e| user_error(&e))?;
+        Ok(Some(Arc::new(p)))
+    }
+
+    fn get_parameter_types(&self, stmt: &Stmt) -> PgWireResult<Vec<Type>> {
+        Ok(stmt.param_types.iter().map(|o| pg_type(*o)).collect())
+    }
+
+    fn get_result_schema(
+        &self,
+        stmt: &Stmt,
+        column_format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        Ok(stmt
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let fmt = column_format
+                    .map(|f| field_format(f, i))
+                    .unwrap_or(FieldFormat::Text);
+                FieldInfo::new(c.name.clone(), None, None, pg_type(c.type_oid), fmt)
+            })
+            .collect())
+    }
+}
+
+/// Lets the parser (which only sees `&C`) find the backend.
+pub struct BackendRef(pub Arc<Backend>);
+
+fn decode_params(p: &Prepared, portal: &Portal<Stmt>) -> Result<Vec<Value>, SqlError> {
+    let mut out = Vec::with_capacity(portal.parameters.len());
+    for (i, raw) in portal.parameters.iter().enumerate() {
+        let oid = p.param_types.get(i).copied().unwrap_or(pgtypes::oid::TEXT);
+        let Some(bytes) = raw else {
+            out.push(Value::Null);
+            continue;
+        };
+        let binary = field_format(&portal.parameter_format, i) == FieldFormat::Binary;
+        let ty = column_type_for_oid(oid);
+        let v = match (ty, binary) {
+            (Some(ty), false) => {
+                let s = std::str::from_utf8(bytes)
+                    .map_err(|_| SqlError::InvalidText("invalid UTF-8 in parameter".into()))?;
+                pgtypes::parse_text(s, ty)?
+            }
+            (Some(ty), true) => pgtypes::parse_binary(bytes, oid, ty)?,
+            (None, false) => Value::Text(String::from_utf8_lossy(bytes).into_owned()),
+            (None, true) => Value::Text(binary_array_to_text(bytes)?),
+        };
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// A binary-format one-dimensional array as its text literal `{a,b}`.
+fn binary_array_to_text(b: &[u8]) -> Result<String, SqlError> {
+    let bad =
+        || SqlError::InvalidParameter("incorrect binary data format in array parameter".into());
+    let rd = |at: usize| -> Result<i32, SqlError> {
+        b.get(at..at + 4)
+            .map(|s| i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+            .ok_or_else(bad)
+    };
+    let ndim = rd(0)?;
+    let elem_oid = rd(8)? as u32;
+    if ndim == 0 {
+        return Ok("{}".into());
+    }
+    if ndim != 1 {
+        return Err(SqlError::FeatureNotSupported(
+            "only one-dimensional array parameters are supported".into(),
+        ));
+    }
+    let n = rd(12)?.max(0) as usize;
+    let mut pos = 20;
+    let ty = column_type_for_oid(elem_oid).unwrap_or(ColumnType::Text);
+    let mut parts = Vec::with_capacity(n);
+    for _ in 0..n {
+        let len = rd(pos)?;
+        pos += 4;
+        if len < 0 {
+            parts.push("NULL".to_string());
+            continue;
+        }
+        let data = b.get(pos..pos + len as usize).ok_or_else(bad)?;
+        pos += len as usize;
+        let v = pgtypes::parse_binary(data, elem_oid, ty)?;
+        let t = pgtypes::value_text(&v, None);
+        parts.push(format!(
+            "\"{}\"",
+            t.replace('\\', "\\\\").replace('"', "\\\"")
+        ));
+    }
+    Ok(format!("{{{}}}", parts.join(",")))
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Backend {
+    type Statement = Stmt;
+    type QueryParser = EddyParser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        Arc::clone(&self.parser)
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Stmt>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let start = Instant::now();
+        let prepared = Arc::clone(&portal.statement.statement);
+        let kind = statement_kind(&prepared.sql);
+        let out = match decode_params(&prepared, portal) {
+            Ok(params) => {
+                let p = Arc::clone(&prepared);
+                with_session(client, self, move |s| {
+                    Box::pin(async move { s.execute_prepared(&p, &params).await })
+                })
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        let ok = out.is_ok();
+        let resp = to_response(client, self, out, Some(&portal.result_column_format)).await?;
+        self.metrics.record(kind, start.elapsed(), ok);
+        Ok(resp)
+    }
+}
+
+#[async_trait]
+impl CopyHandler for Backend {
+    async fn on_copy_data<C>(&self, client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let s = slot(client, self);
+        let taken = s.copy_in.lock().take();
+        if let Some(mut c) = taken {
+            let data = copy_data.data;
+            let c = tokio::task::block_in_place(move || {
+                let _ = c.feed(&data);
+                c
+            });
+            *s.copy_in.lock() = Some(c);
+        }
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let start = Instant::now();
+        let s = slot(client, self);
+        let taken = s.copy_in.lock().take();
+        let Some(c) = taken else {
+            return Err(user_error(&SqlError::Internal(
+                "no COPY in progress".into(),
+            )));
+        };
+        let result = tokio::task::block_in_place(move || c.finish());
+        self.metrics.record("copy", start.elapsed(), result.is_ok());
+        match result {
+            Ok(n) => {
+                let tag = Tag::new("COPY").with_rows(n as usize);
+                client
+                    .send(PgWireBackendMessage::CommandComplete(tag.into()))
+                    .await?;
+                Ok(())
+            }
+            Err(e) => Err(user_error(&e)),
+        }
+    }
+
+    async fn on_copy_fail<C>(&self, client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let s = slot(client, self);
+        drop(s.copy_in.lock().take());
+        PgWireError::UserError(Box::new(ErrorInfo::new(
+            "ERROR".into(),
+            "57014".into(),
+            format!("COPY from stdin failed: {}", fail.message),
+        )))
+    }
+}
+
+/// pgwire's factory of handlers for one server.
+pub struct Handlers {
+    pub backend: Arc<Backend>,
+    pub trust: Option<Arc<TrustStartup>>,
+    pub scram: Option<Arc<ScramStartup>>,
+    pub cancel: Arc<pgwire::api::cancel::DefaultCancelHandler>,
+}
+
+impl Handlers {
+    pub fn new(backend: Arc<Backend>) -> Handlers {
+        let database = backend.db.name.clone();
+        let (trust, scram) = match &backend.auth {
+            AuthMode::Trust => (
+                Some(Arc::new(TrustStartup {
+                    manager: Arc::clone(&backend.manager),
+                    database,
+                })),
+                None,
+            ),
+            AuthMode::Scram(users) => {
+                let mut auth = ScramAuth::new(Arc::clone(users) as Arc<dyn AuthSource>);
+                auth.set_iterations(SCRAM_ITERATIONS);
+                let inner = SASLAuthStartupHandler::new(Arc::new(parameter_provider()))
+                    .with_scram(auth)
+                    .with_connection_manager(Arc::clone(&backend.manager));
+                (None, Some(Arc::new(ScramStartup { inner, database })))
+            }
+        };
+        let cancel = Arc::new(pgwire::api::cancel::DefaultCancelHandler::new(Arc::clone(
+            &backend.manager,
+        )));
+        Handlers {
+            backend,
+            trust,
+            scram,
+            cancel,
+        }
+    }
+}
+
+/// Either startup handler, chosen at start.
+pub struct Startup {
+    trust: Option<Arc<TrustStartup>>,
+    scram: Option<Arc<ScramStartup>>,
+    backend: Arc<Backend>,
+}
+
+#[async_trait]
+impl StartupHandler for Startup {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if client.session_extensions().get::<BackendRef>().is_none() {
+            client
+                .session_extensions()
+                .insert(BackendRef(Arc::clone(&self.backend)));
+        }
+        if matches!(
+            client.state(),
+            PgWireConnectionState::AwaitingStartup
+                | PgWireConnectionState::AuthenticationInProgress
+        ) {
+            if let Some(t) = &self.trust {
+                return t.on_startup(client, message).await;
+            }
+            if let Some(s) = &self.scram {
+                return s.on_startup(client, message).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl PgWireServerHandlers for Handlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        Arc::clone(&self.backend)
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        Arc::clone(&self.backend)
+    }
+
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
+        Arc::clone(&self.backend)
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        Arc::new(Startup {
+            trust: self.trust.clone(),
+            scram: self.scram.clone(),
+            backend: Arc::clone(&self.backend),
+        })
+    }
+
+    fn cancel_handler(&self) -> Arc<impl pgwire::api::cancel::CancelHandler> {
+        Arc::clone(&self.cancel)
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send(_: &StoredStatement<Stmt>, _: DataRowEncoder) {}

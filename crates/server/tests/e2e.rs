@@ -1,0 +1,412 @@
+//! End-to-end tests: start the real `eddy` binary on a free loopback port
+//! with a temporary data directory and talk to it with tokio-postgres,
+//! psql and pgbench (when installed). No mocks.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio_postgres::{Client, NoTls};
+
+struct Server {
+    child: Child,
+    port: u16,
+    _dir: Option<tempfile::TempDir>,
+    data_dir: std::path::PathBuf,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(54329)
+}
+
+impl Server {
+    fn start_in(
+        dir: Option<tempfile::TempDir>,
+        data_dir: std::path::PathBuf,
+        auth: &str,
+    ) -> Server {
+        let port = free_port();
+        let http = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_eddy"))
+            .args(["server", "--data-dir"])
+            .arg(&data_dir)
+            .args([
+                "--pg-addr",
+                &format!("127.0.0.1:{port}"),
+                "--http-addr",
+                &format!("127.0.0.1:{http}"),
+                "--auth",
+                auth,
+            ])
+            .env("EDDY_PASSWORD", "secret")
+            .env("EDDY_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start eddy");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "eddy did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Server {
+            child,
+            port,
+            _dir: dir,
+            data_dir,
+        }
+    }
+
+    fn start(auth: &str) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().to_path_buf();
+        Server::start_in(Some(dir), path, auth)
+    }
+
+    async fn connect(&self) -> Client {
+        self.connect_as("eddy", "secret").await.expect("connect")
+    }
+
+    async fn connect_as(&self, user: &str, pw: &str) -> Result<Client, tokio_postgres::Error> {
+        let conn = format!(
+            "host=127.0.0.1 port={} user={user} password={pw} dbname=eddy",
+            self.port
+        );
+        let (client, connection) = tokio_postgres::connect(&conn, NoTls).await?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(client)
+    }
+
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crud_prepared_and_errors() {
+    let mut srv = Server::start("scram");
+    let c = srv.connect().await;
+    c.batch_execute("CREATE TABLE kv (k BIGINT PRIMARY KEY, v TEXT, n INT) WITH (orientation = 'row,column', shard_count = 2)")
+        .await
+        .unwrap();
+    c.batch_execute("INSERT INTO kv VALUES (1, 'a', 10), (2, 'b', 20), (3, 'c', 30)")
+        .await
+        .unwrap();
+    // prepared fast-path lookup with a binary bind
+    let get = c.prepare("SELECT v, n FROM kv WHERE k = $1").await.unwrap();
+    let row = c.query_one(&get, &[&2i64]).await.unwrap();
+    assert_eq!(row.get::<_, String>(0), "b");
+    assert_eq!(row.get::<_, i32>(1), 20);
+    assert!(c.query_opt(&get, &[&99i64]).await.unwrap().is_none());
+    // IN list and ANY
+    let rows = c
+        .query("SELECT k FROM kv WHERE k IN ($1, $2)", &[&1i64, &3i64])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 2);
+    let rows = c
+        .query("SELECT k FROM kv WHERE k = ANY($1)", &[&vec![1i64, 2]])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 2);
+    // upsert
+    let n = c
+        .execute("INSERT INTO kv VALUES ($1, $2, $3) ON CONFLICT (k) DO UPDATE SET n = kv.n + EXCLUDED.n", &[&1i64, &"z", &5i32])
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let row = c
+        .query_one("SELECT n FROM kv WHERE k = 1", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i32>(0), 15);
+    c.execute(
+        "INSERT INTO kv VALUES (1, 'x', 0) ON CONFLICT DO NOTHING",
+        &[],
+    )
+    .await
+    .unwrap();
+    // update / delete with arbitrary WHERE
+    assert_eq!(
+        c.execute("UPDATE kv SET v = v || '!' WHERE n >= 20", &[])
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        c.execute("DELETE FROM kv WHERE v = 'c!'", &[])
+            .await
+            .unwrap(),
+        1
+    );
+    let rows = c
+        .query("SELECT k, v FROM kv ORDER BY k", &[])
+        .await
+        .unwrap();
+    let got: Vec<(i64, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(got, vec![(1, "a".to_string()), (2, "b!".to_string())]);
+    // SQLSTATEs
+    let err = |e: tokio_postgres::Error| e.code().map(|c| c.code().to_string()).unwrap_or_default();
+    assert_eq!(
+        err(c.batch_execute("SELECT * FROM nope").await.unwrap_err()),
+        "42P01"
+    );
+    assert_eq!(
+        err(c.batch_execute("SELECT nope FROM kv").await.unwrap_err()),
+        "42703"
+    );
+    assert_eq!(err(c.batch_execute("SELEC 1").await.unwrap_err()), "42601");
+    assert_eq!(
+        err(c.batch_execute("SELECT 1/0").await.unwrap_err()),
+        "22012"
+    );
+    assert_eq!(
+        err(c
+            .batch_execute("INSERT INTO kv VALUES (2, 'dup', 1)")
+            .await
+            .unwrap_err()),
+        "23505"
+    );
+    // the connection still works after errors
+    c.batch_execute("BEGIN; INSERT INTO kv VALUES (7, 'seven', 7); COMMIT")
+        .await
+        .unwrap();
+    let v: String = c.query_one("SELECT version()", &[]).await.unwrap().get(0);
+    assert!(v.contains("Eddy"));
+    drop(c);
+
+    // restart durability
+    srv.stop();
+    let data = srv.data_dir.clone();
+    let dir = srv._dir.take();
+    drop(srv);
+    let srv2 = Server::start_in(dir, data, "scram");
+    let c = srv2.connect().await;
+    let rows = c.query("SELECT k FROM kv ORDER BY k", &[]).await.unwrap();
+    let ks: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(ks, vec![1, 2, 7]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_in_and_out() {
+    use futures::SinkExt;
+    let srv = Server::start("trust");
+    let c = srv.connect().await;
+    c.batch_execute("CREATE TABLE t (id INT PRIMARY KEY, name TEXT, score DOUBLE PRECISION)")
+        .await
+        .unwrap();
+    let sink = c
+        .copy_in("COPY t FROM STDIN WITH (FORMAT csv)")
+        .await
+        .unwrap();
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from_static(
+        b"1,alice,1.5\n2,\"bob, jr\",2.5\n3,,\n",
+    ))
+    .await
+    .unwrap();
+    let n = sink.finish().await.unwrap();
+    assert_eq!(n, 3);
+    let row = c
+        .query_one("SELECT name, score FROM t WHERE id = 2", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "bob, jr");
+    // a malformed row: nothing is loaded, clear error with the line number
+    let sink = c.copy_in("COPY t FROM STDIN").await.unwrap();
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from_static(
+        b"10\tx\t1\n11\ty\tnot-a-number\n",
+    ))
+    .await
+    .unwrap();
+    let e = sink.finish().await.unwrap_err();
+    let db = e.as_db_error().expect("db error");
+    assert_eq!(db.code().code(), "22P02");
+    assert!(db.message().contains("line 2"), "{}", db.message());
+    let cnt: i64 = c
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(cnt, 3);
+    // COPY TO STDOUT
+    let stream = c
+        .copy_out("COPY (SELECT id, name FROM t ORDER BY id) TO STDOUT WITH (FORMAT csv)")
+        .await
+        .unwrap();
+    use futures::TryStreamExt;
+    let chunks: Vec<bytes::Bytes> = stream.try_collect().await.unwrap();
+    let text: String = chunks
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    assert_eq!(text, "1,alice\n2,\"bob, jr\"\n3,\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scram_rejects_a_wrong_password_and_many_connections_work() {
+    let srv = Server::start("scram");
+    let e = srv
+        .connect_as("eddy", "wrong")
+        .await
+        .err()
+        .expect("must fail");
+    assert!(
+        e.to_string().to_lowercase().contains("password") || e.code().is_some(),
+        "{e}"
+    );
+    let c = srv.connect().await;
+    c.batch_execute("CREATE TABLE c (id INT PRIMARY KEY, v INT)")
+        .await
+        .unwrap();
+    let mut handles = Vec::new();
+    for i in 0..8i32 {
+        let cl = srv.connect().await;
+        handles.push(tokio::spawn(async move {
+            for j in 0..10i32 {
+                cl.execute("INSERT INTO c VALUES ($1, $2)", &[&(i * 100 + j), &j])
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM c", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 80);
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn psql(server: &Server, sql: &str) -> (bool, String) {
+    let out = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-p", &server.port.to_string(), "-U", "eddy", "-d", "eddy"])
+        .args(["-X", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .env("PGPASSWORD", "secret")
+        .output()
+        .expect("run psql");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn psql_describe_commands_work() {
+    if !have("psql") {
+        println!("notice: psql is not installed; skipping the psql test");
+        return;
+    }
+    let server = Server::start("scram");
+    let (ok, out) = psql(
+        &server,
+        "CREATE TABLE orders (id BIGINT PRIMARY KEY, customer TEXT NOT NULL, amount DECIMAL(12,2)) WITH (orientation = 'row,column')",
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = psql(&server, "\\dt");
+    assert!(ok && out.contains("orders"), "\\dt: {out}");
+    let (ok, out) = psql(&server, "\\d orders");
+    assert!(ok && out.contains("customer") && out.contains("amount"), "\\d: {out}");
+    let (ok, out) = psql(&server, "\\d+ orders");
+    assert!(ok && out.contains("customer"), "\\d+: {out}");
+    let (ok, out) = psql(&server, "INSERT INTO orders VALUES (1, 'ann', 10.50); SELECT customer, amount FROM orders");
+    assert!(ok && out.contains("ann") && out.contains("10.50"), "{out}");
+}
+
+#[test]
+fn pgbench_initialises_and_runs_select_only_prepared() {
+    if !have("pgbench") {
+        println!("notice: pgbench is not installed; skipping the pgbench test");
+        return;
+    }
+    let server = Server::start("scram");
+    let port = server.port.to_string();
+    let base = ["-h", "127.0.0.1", "-p", port.as_str(), "-U", "eddy"];
+    let init = Command::new("pgbench")
+        .args(["-i", "-s", "1"])
+        .args(base)
+        .arg("eddy")
+        .env("PGPASSWORD", "secret")
+        .output()
+        .expect("run pgbench -i");
+    let text = String::from_utf8_lossy(&init.stderr).to_string() + &String::from_utf8_lossy(&init.stdout);
+    assert!(init.status.success(), "pgbench -i failed: {text}");
+    let run = Command::new("pgbench")
+        .args(["-S", "-M", "prepared", "-T", "5", "-c", "2"])
+        .args(base)
+        .arg("eddy")
+        .env("PGPASSWORD", "secret")
+        .output()
+        .expect("run pgbench -S");
+    let text = String::from_utf8_lossy(&run.stdout).to_string() + &String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "pgbench -S failed: {text}");
+    let processed: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("number of transactions actually processed: "))
+        .and_then(|s| s.split('/').next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(processed > 100, "too few transactions: {text}");
+    println!("pgbench -S -M prepared -T 5 -c 2: {}", text.lines().filter(|l| l.starts_with("tps")).collect::<Vec<_>>().join("; "));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_request_stops_a_running_query() {
+    let server = Server::start("scram");
+    let client = server.connect().await;
+    let token = client.cancel_token();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        token.cancel_query(NoTls).await
+    });
+    let started = Instant::now();
+    let r = client
+        .simple_query("SELECT count(*) FROM generate_series(1, 20000000000) AS t(x) WHERE x % 7 = 3")
+        .await;
+    let _ = canceller.await;
+    let err = r.expect_err("the query should have been cancelled");
+    assert_eq!(err.code().map(|c| c.code()), Some("57014"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // the connection is still usable
+    let rows = client.simple_query("SELECT 1").await.expect("after cancel");
+    assert!(!rows.is_empty());
+}

@@ -1,0 +1,135 @@
+//! Runs every `tests/slt/*.slt` file against the real `eddy` binary over
+//! the PostgreSQL protocol (tokio-postgres simple queries), one fresh
+//! server per file.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use sqllogictest::{DBOutput, DefaultColumnType};
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+
+struct Eddy {
+    client: Client,
+}
+
+#[async_trait]
+impl sqllogictest::AsyncDB for Eddy {
+    type Error = tokio_postgres::Error;
+    type ColumnType = DefaultColumnType;
+
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, Self::Error> {
+        let msgs = self.client.simple_query(sql).await?;
+        let mut rows = Vec::new();
+        let mut ncols = None;
+        let mut count = 0;
+        for m in msgs {
+            match m {
+                SimpleQueryMessage::RowDescription(cols) => ncols = Some(cols.len()),
+                SimpleQueryMessage::Row(r) => {
+                    ncols = Some(r.len());
+                    rows.push(
+                        (0..r.len())
+                            .map(|i| match r.get(i) {
+                                None => "NULL".to_string(),
+                                Some("") => "(empty)".to_string(),
+                                Some(v) => v.to_string(),
+                            })
+                            .collect(),
+                    );
+                }
+                SimpleQueryMessage::CommandComplete(n) => count = n,
+                _ => {}
+            }
+        }
+        Ok(match ncols {
+            Some(n) => DBOutput::Rows {
+                types: vec![DefaultColumnType::Any; n],
+                rows,
+            },
+            None => DBOutput::StatementComplete(count),
+        })
+    }
+
+    async fn shutdown(&mut self) {}
+
+    fn engine_name(&self) -> &str {
+        "eddy"
+    }
+
+    async fn sleep(dur: Duration) {
+        tokio::time::sleep(dur).await
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(54331)
+}
+
+struct Server(Child);
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqllogictests() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/slt");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/slt")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "slt"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    for file in files {
+        let data = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let http = free_port();
+        let _srv = Server(
+            Command::new(env!("CARGO_BIN_EXE_eddy"))
+                .args(["server", "--data-dir"])
+                .arg(data.path())
+                .args([
+                    "--pg-addr",
+                    &format!("127.0.0.1:{port}"),
+                    "--http-addr",
+                    &format!("127.0.0.1:{http}"),
+                    "--auth",
+                    "trust",
+                ])
+                .env("EDDY_LOG", "warn")
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("start eddy"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "eddy did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut runner = sqllogictest::Runner::new(move || async move {
+            let (client, conn) = tokio_postgres::connect(
+                &format!("host=127.0.0.1 port={port} user=eddy dbname=eddy"),
+                NoTls,
+            )
+            .await?;
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            Ok(Eddy { client })
+        });
+        runner.with_column_validator(|_, _| true);
+        if let Err(e) = runner.run_file_async(&file).await {
+            panic!("{}: {e}", file.display());
+        }
+        println!("ok {}", file.display());
+    }
+}

@@ -1,0 +1,1397 @@
+//! Catalog emulation: the `public` schema backed by the storage engine, and
+//! a `pg_catalog` schema synthesised from it, plus the PostgreSQL functions
+//! psql and drivers call while introspecting (`format_type`, `version()`, ...).
+//!
+//! Invariants:
+//! * nothing here is stored: every `pg_catalog` table is rebuilt from the
+//!   engine's current tables when a statement looks it up, so it is never
+//!   stale;
+//! * OIDs are derived from table ids: table `id` has OID `16384 + 2*id` and
+//!   its primary-key index `16385 + 2*id`; namespaces are `pg_catalog` = 11,
+//!   `public` = 2200, as in PostgreSQL.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{ArrayRef, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::catalog::{SchemaProvider, TableProvider};
+use datafusion::common::{DataFusionError, ScalarValue};
+use datafusion::datasource::MemTable;
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility,
+};
+use eddy_common::ColumnType;
+use eddy_storage::{Engine, Table};
+
+use crate::pgtypes::{oid, oid_for_column_type, pg_typlen};
+use crate::provider::EddyTable;
+
+pub const NS_PG_CATALOG: i64 = 11;
+pub const NS_PUBLIC: i64 = 2200;
+pub const NS_INFORMATION_SCHEMA: i64 = 13_000;
+pub const DATABASE_OID: i64 = 16_383;
+pub const SUPERUSER_OID: i64 = 10;
+
+/// OID of a table.
+pub fn table_oid(t: &Table) -> i64 {
+    16_384 + 2 * t.def().id.0 as i64
+}
+
+/// OID of a table's primary-key index.
+pub fn index_oid(t: &Table) -> i64 {
+    table_oid(t) + 1
+}
+
+/// The `public` schema: Eddy tables, looked up in the engine on every use.
+pub struct PublicSchema {
+    engine: Arc<Engine>,
+}
+
+impl std::fmt::Debug for PublicSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PublicSchema")
+    }
+}
+
+impl std::fmt::Debug for PgCatalogSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PgCatalogSchema")
+    }
+}
+
+impl PublicSchema {
+    pub fn new(engine: Arc<Engine>) -> PublicSchema {
+        PublicSchema { engine }
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for PublicSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.engine
+            .tables()
+            .iter()
+            .map(|t| t.def().name.clone())
+            .collect()
+    }
+
+    async fn table(&self, name: &str) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
+        Ok(self
+            .engine
+            .table(name)
+            .map(|t| Arc::new(EddyTable::new(t, false)) as Arc<dyn TableProvider>))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.engine.table(name).is_some()
+    }
+}
+
+/// `pg_catalog`: PostgreSQL's system catalogs, synthesised.
+pub struct PgCatalogSchema {
+    engine: Arc<Engine>,
+    database: String,
+    user: String,
+}
+
+impl PgCatalogSchema {
+    pub fn new(engine: Arc<Engine>, database: &str, user: &str) -> PgCatalogSchema {
+        PgCatalogSchema {
+            engine,
+            database: database.to_string(),
+            user: user.to_string(),
+        }
+    }
+}
+
+const PG_TABLES: &[&str] = &[
+    "pg_namespace",
+    "pg_class",
+    "pg_attribute",
+    "pg_type",
+    "pg_index",
+    "pg_constraint",
+    "pg_database",
+    "pg_settings",
+    "pg_am",
+    "pg_roles",
+    "pg_user",
+    "pg_authid",
+    "pg_proc",
+    "pg_description",
+    "pg_attrdef",
+    "pg_inherits",
+    "pg_trigger",
+    "pg_policy",
+    "pg_statistic_ext",
+    "pg_publication",
+    "pg_publication_rel",
+    "pg_publication_tables",
+    "pg_rewrite",
+    "pg_collation",
+    "pg_tablespace",
+    "pg_extension",
+    "pg_range",
+    "pg_enum",
+    "pg_tables",
+    "pg_indexes",
+    "pg_views",
+    "pg_matviews",
+    "pg_sequence",
+    "pg_foreign_table",
+    "pg_partitioned_table",
+    "pg_stat_activity",
+    "pg_locks",
+    "pg_event_trigger",
+    "pg_opclass",
+    "pg_operator",
+    "pg_cast",
+];
+
+#[async_trait]
+impl SchemaProvider for PgCatalogSchema {
+    fn table_names(&self) -> Vec<String> {
+        PG_TABLES.iter().map(|s| s.to_string()).collect()
+    }
+
+    async fn table(&self, name: &str) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
+        if !PG_TABLES.contains(&name) {
+            return Ok(None);
+        }
+        let tables = self.engine.tables();
+        let t = build_pg_table(name, &tables, &self.database, &self.user)?;
+        Ok(Some(Arc::new(t)))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        PG_TABLES.contains(&name)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// building the tables
+
+type S = ScalarValue;
+
+fn s(v: &str) -> S {
+    S::Utf8(Some(v.to_string()))
+}
+fn i(v: i64) -> S {
+    S::Int64(Some(v))
+}
+fn i4(v: i32) -> S {
+    S::Int32(Some(v))
+}
+fn i2(v: i16) -> S {
+    S::Int16(Some(v))
+}
+fn b(v: bool) -> S {
+    S::Boolean(Some(v))
+}
+fn null_text() -> S {
+    S::Utf8(None)
+}
+fn f4(v: f32) -> S {
+    S::Float32(Some(v))
+}
+
+fn mem_table(cols: &[(&str, DataType)], rows: Vec<Vec<S>>) -> datafusion::error::Result<MemTable> {
+    let schema = Arc::new(Schema::new(
+        cols.iter()
+            .map(|(n, t)| Field::new(*n, t.clone(), true))
+            .collect::<Vec<_>>(),
+    ));
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(cols.len());
+    for (ci, (_, ty)) in cols.iter().enumerate() {
+        let vals: Vec<S> = rows
+            .iter()
+            .map(|r| match r.get(ci) {
+                Some(v) if !v.is_null() => v.cast_to(ty),
+                _ => S::try_from(ty),
+            })
+            .collect::<datafusion::error::Result<_>>()?;
+        arrays.push(if vals.is_empty() {
+            datafusion::arrow::array::new_empty_array(ty)
+        } else {
+            S::iter_to_array(vals)?
+        });
+    }
+    let batch = RecordBatch::try_new(Arc::clone(&schema), arrays)?;
+    MemTable::try_new(schema, vec![vec![batch]])
+}
+
+use DataType::{Boolean as B, Float32 as F4, Int16 as I2, Int32 as I4, Int64 as I8, Utf8 as T};
+
+/// Builtin types reported in pg_type: (oid, name, category, array oid of it).
+const PG_TYPES: &[(u32, &str, &str, u32)] = &[
+    (oid::BOOL, "bool", "B", 1000),
+    (oid::BYTEA, "bytea", "U", 1001),
+    (oid::CHAR, "char", "S", 1002),
+    (oid::NAME, "name", "S", 1003),
+    (oid::INT8, "int8", "N", 1016),
+    (oid::INT2, "int2", "N", 1005),
+    (oid::INT4, "int4", "N", 1007),
+    (oid::TEXT, "text", "S", 1009),
+    (oid::OID, "oid", "N", 1028),
+    (oid::FLOAT4, "float4", "N", 1021),
+    (oid::FLOAT8, "float8", "N", 1022),
+    (oid::UNKNOWN, "unknown", "X", 0),
+    (oid::BPCHAR, "bpchar", "S", 1014),
+    (oid::VARCHAR, "varchar", "S", 1015),
+    (oid::DATE, "date", "D", 1182),
+    (oid::TIME, "time", "D", 1183),
+    (oid::TIMESTAMP, "timestamp", "D", 1115),
+    (oid::TIMESTAMPTZ, "timestamptz", "D", 1185),
+    (oid::INTERVAL, "interval", "T", 1187),
+    (oid::NUMERIC, "numeric", "N", 1231),
+    (22, "int2vector", "A", 1006),
+    (30, "oidvector", "A", 1013),
+    (2205, "regclass", "N", 2210),
+    (2206, "regtype", "N", 2211),
+    (114, "json", "U", 199),
+    (3802, "jsonb", "U", 3807),
+    (2950, "uuid", "U", 2951),
+    (2278, "void", "P", 0),
+    (2249, "record", "P", 2287),
+];
+
+fn type_name(o: u32) -> String {
+    PG_TYPES
+        .iter()
+        .find(|t| t.0 == o)
+        .map(|t| t.1.to_string())
+        .or_else(|| {
+            PG_TYPES
+                .iter()
+                .find(|t| t.3 == o)
+                .map(|t| format!("_{}", t.1))
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `format_type(oid, typmod)` as PostgreSQL prints it.
+pub fn format_type(o: i64, typmod: i64) -> Option<String> {
+    let o = u32::try_from(o).ok()?;
+    Some(match o {
+        oid::BOOL => "boolean".into(),
+        oid::INT2 => "smallint".into(),
+        oid::INT4 => "integer".into(),
+        oid::INT8 => "bigint".into(),
+        oid::FLOAT4 => "real".into(),
+        oid::FLOAT8 => "double precision".into(),
+        oid::TEXT => "text".into(),
+        oid::VARCHAR => "character varying".into(),
+        oid::BPCHAR => "character".into(),
+        oid::DATE => "date".into(),
+        oid::TIMESTAMP => "timestamp without time zone".into(),
+        oid::TIMESTAMPTZ => "timestamp with time zone".into(),
+        oid::BYTEA => "bytea".into(),
+        oid::NUMERIC if typmod >= 4 => {
+            let m = typmod - 4;
+            format!("numeric({},{})", (m >> 16) & 0xffff, m & 0xffff)
+        }
+        oid::NUMERIC => "numeric".into(),
+        other => type_name(other),
+    })
+}
+
+fn typmod_of(t: ColumnType) -> i32 {
+    match t {
+        ColumnType::Decimal(p, s) => (((p as i32) << 16) | (s.max(0) as i32)) + 4,
+        _ => -1,
+    }
+}
+
+fn build_pg_table(
+    name: &str,
+    tables: &[Arc<Table>],
+    database: &str,
+    user: &str,
+) -> datafusion::error::Result<MemTable> {
+    match name {
+        "pg_namespace" => mem_table(
+            &[("oid", I8), ("nspname", T), ("nspowner", I8), ("nspacl", T)],
+            vec![
+                vec![i(NS_PG_CATALOG), s("pg_catalog"), i(SUPERUSER_OID)],
+                vec![i(NS_PUBLIC), s("public"), i(SUPERUSER_OID)],
+                vec![
+                    i(NS_INFORMATION_SCHEMA),
+                    s("information_schema"),
+                    i(SUPERUSER_OID),
+                ],
+            ],
+        ),
+        "pg_class" => {
+            let mut rows = Vec::new();
+            for t in tables {
+                let d = t.def();
+                let has_pk = d.has_primary_key();
+                rows.push(vec![
+                    i(table_oid(t)),
+                    s(&d.name),
+                    i(NS_PUBLIC),
+                    i(0),
+                    i(0),
+                    i(SUPERUSER_OID),
+                    i(2),
+                    i(table_oid(t)),
+                    i(0),
+                    i4(0),
+                    f4(t.approx_row_count() as f32),
+                    i4(0),
+                    i(0),
+                    b(has_pk),
+                    b(false),
+                    s("p"),
+                    s("r"),
+                    i2(d.columns.len() as i16),
+                    i2(0),
+                    b(false),
+                    b(false),
+                    b(false),
+                    b(false),
+                    b(false),
+                    b(true),
+                    s("d"),
+                    b(false),
+                    i(0),
+                    null_text(),
+                    null_text(),
+                    s(&format!("orientation={}", d.orientation)),
+                ]);
+                if has_pk {
+                    rows.push(vec![
+                        i(index_oid(t)),
+                        s(&format!("{}_pkey", d.name)),
+                        i(NS_PUBLIC),
+                        i(0),
+                        i(0),
+                        i(SUPERUSER_OID),
+                        i(403),
+                        i(index_oid(t)),
+                        i(0),
+                        i4(0),
+                        f4(0.0),
+                        i4(0),
+                        i(0),
+                        b(false),
+                        b(false),
+                        s("p"),
+                        s("i"),
+                        i2(d.primary_key.len() as i16),
+                        i2(0),
+                        b(false),
+                        b(false),
+                        b(false),
+                        b(false),
+                        b(false),
+                        b(true),
+                        s("n"),
+                        b(false),
+                        i(0),
+                        null_text(),
+                        null_text(),
+                        null_text(),
+                    ]);
+                }
+            }
+            mem_table(
+                &[
+                    ("oid", I8),
+                    ("relname", T),
+                    ("relnamespace", I8),
+                    ("reltype", I8),
+                    ("reloftype", I8),
+                    ("relowner", I8),
+                    ("relam", I8),
+                    ("relfilenode", I8),
+                    ("reltablespace", I8),
+                    ("relpages", I4),
+                    ("reltuples", F4),
+                    ("relallvisible", I4),
+                    ("reltoastrelid", I8),
+                    ("relhasindex", B),
+                    ("relisshared", B),
+                    ("relpersistence", T),
+                    ("relkind", T),
+                    ("relnatts", I2),
+                    ("relchecks", I2),
+                    ("relhasrules", B),
+                    ("relhastriggers", B),
+                    ("relhassubclass", B),
+                    ("relrowsecurity", B),
+                    ("relforcerowsecurity", B),
+                    ("relispopulated", B),
+                    ("relreplident", T),
+                    ("relispartition", B),
+                    ("relrewrite", I8),
+                    ("relacl", T),
+                    ("relpartbound", T),
+                    ("reloptions", T),
+                ],
+                rows,
+            )
+        }
+        "pg_attribute" => {
+            let mut rows = Vec::new();
+            for t in tables {
+                let d = t.def();
+                for (n, c) in d.columns.iter().enumerate() {
+                    let o = oid_for_column_type(c.ty);
+                    rows.push(vec![
+                        i(table_oid(t)),
+                        s(&c.name),
+                        i(o as i64),
+                        i2(pg_typlen(o)),
+                        i2(n as i16 + 1),
+                        i4(typmod_of(c.ty)),
+                        b(!c.nullable || d.primary_key.contains(&n)),
+                        b(false),
+                        b(false),
+                        s(""),
+                        s(""),
+                        b(false),
+                        b(true),
+                        i(0),
+                        i4(0),
+                        b(pg_typlen(o) > 0 && pg_typlen(o) <= 8),
+                    ]);
+                }
+                for (n, &ci) in d.primary_key.iter().enumerate() {
+                    let Some(c) = d.columns.get(ci) else { continue };
+                    let o = oid_for_column_type(c.ty);
+                    rows.push(vec![
+                        i(index_oid(t)),
+                        s(&c.name),
+                        i(o as i64),
+                        i2(pg_typlen(o)),
+                        i2(n as i16 + 1),
+                        i4(typmod_of(c.ty)),
+                        b(false),
+                        b(false),
+                        b(false),
+                        s(""),
+                        s(""),
+                        b(false),
+                        b(true),
+                        i(0),
+                        i4(0),
+                        b(pg_typlen(o) > 0 && pg_typlen(o) <= 8),
+                    ]);
+                }
+            }
+            mem_table(
+                &[
+                    ("attrelid", I8),
+                    ("attname", T),
+                    ("atttypid", I8),
+                    ("attlen", I2),
+                    ("attnum", I2),
+                    ("atttypmod", I4),
+                    ("attnotnull", B),
+                    ("atthasdef", B),
+                    ("atthasmissing", B),
+                    ("attidentity", T),
+                    ("attgenerated", T),
+                    ("attisdropped", B),
+                    ("attislocal", B),
+                    ("attcollation", I8),
+                    ("attndims", I4),
+                    ("attbyval", B),
+                ],
+                rows,
+            )
+        }
+        "pg_type" => {
+            let mut rows = Vec::new();
+            for (o, n, cat, arr) in PG_TYPES {
+                let len = pg_typlen(*o);
+                rows.push(vec![
+                    i(*o as i64),
+                    s(n),
+                    i(NS_PG_CATALOG),
+                    i(SUPERUSER_OID),
+                    i2(len),
+                    b(len > 0 && len <= 8),
+                    s(if *cat == "P" { "p" } else { "b" }),
+                    s(cat),
+                    b(false),
+                    b(true),
+                    s(","),
+                    i(0),
+                    i(0),
+                    i(*arr as i64),
+                    s(&format!("{n}in")),
+                    s(&format!("{n}out")),
+                    s(&format!("{n}recv")),
+                    s(&format!("{n}send")),
+                    s(if len == 8 {
+                        "d"
+                    } else if len == 2 {
+                        "s"
+                    } else if len == 1 {
+                        "c"
+                    } else {
+                        "i"
+                    }),
+                    s(if len > 0 { "p" } else { "x" }),
+                    b(false),
+                    i(0),
+                    i4(-1),
+                    i4(0),
+                    i(if *cat == "S" { 100 } else { 0 }),
+                ]);
+                if *arr != 0 {
+                    rows.push(vec![
+                        i(*arr as i64),
+                        s(&format!("_{n}")),
+                        i(NS_PG_CATALOG),
+                        i(SUPERUSER_OID),
+                        i2(-1),
+                        b(false),
+                        s("b"),
+                        s("A"),
+                        b(false),
+                        b(true),
+                        s(","),
+                        i(0),
+                        i(*o as i64),
+                        i(0),
+                        s("array_in"),
+                        s("array_out"),
+                        s("array_recv"),
+                        s("array_send"),
+                        s(if len == 8 { "d" } else { "i" }),
+                        s("x"),
+                        b(false),
+                        i(0),
+                        i4(-1),
+                        i4(0),
+                        i(0),
+                    ]);
+                }
+            }
+            mem_table(
+                &[
+                    ("oid", I8),
+                    ("typname", T),
+                    ("typnamespace", I8),
+                    ("typowner", I8),
+                    ("typlen", I2),
+                    ("typbyval", B),
+                    ("typtype", T),
+                    ("typcategory", T),
+                    ("typispreferred", B),
+                    ("typisdefined", B),
+                    ("typdelim", T),
+                    ("typrelid", I8),
+                    ("typelem", I8),
+                    ("typarray", I8),
+                    ("typinput", T),
+                    ("typoutput", T),
+                    ("typreceive", T),
+                    ("typsend", T),
+                    ("typalign", T),
+                    ("typstorage", T),
+                    ("typnotnull", B),
+                    ("typbasetype", I8),
+                    ("typtypmod", I4),
+                    ("typndims", I4),
+                    ("typcollation", I8),
+                ],
+                rows,
+            )
+        }
+        "pg_index" => {
+            let rows = tables
+                .iter()
+                .filter(|t| t.def().has_primary_key())
+                .map(|t| {
+                    let d = t.def();
+                    let key: Vec<String> =
+                        d.primary_key.iter().map(|k| (k + 1).to_string()).collect();
+                    vec![
+                        i(index_oid(t)),
+                        i(table_oid(t)),
+                        i2(d.primary_key.len() as i16),
+                        i2(d.primary_key.len() as i16),
+                        b(true),
+                        b(true),
+                        b(false),
+                        b(true),
+                        b(false),
+                        b(true),
+                        b(false),
+                        b(true),
+                        b(true),
+                        b(false),
+                        s(&key.join(" ")),
+                        null_text(),
+                        null_text(),
+                        b(false),
+                    ]
+                })
+                .collect();
+            mem_table(
+                &[
+                    ("indexrelid", I8),
+                    ("indrelid", I8),
+                    ("indnatts", I2),
+                    ("indnkeyatts", I2),
+                    ("indisunique", B),
+                    ("indisprimary", B),
+                    ("indisexclusion", B),
+                    ("indimmediate", B),
+                    ("indisclustered", B),
+                    ("indisvalid", B),
+                    ("indcheckxmin", B),
+                    ("indisready", B),
+                    ("indislive", B),
+                    ("indisreplident", B),
+                    ("indkey", T),
+                    ("indexprs", T),
+                    ("indpred", T),
+                    ("indnullsnotdistinct", B),
+                ],
+                rows,
+            )
+        }
+        "pg_constraint" => {
+            let rows = tables
+                .iter()
+                .filter(|t| t.def().has_primary_key())
+                .map(|t| {
+                    let d = t.def();
+                    let key: Vec<String> =
+                        d.primary_key.iter().map(|k| (k + 1).to_string()).collect();
+                    vec![
+                        i(index_oid(t)),
+                        s(&format!("{}_pkey", d.name)),
+                        i(NS_PUBLIC),
+                        s("p"),
+                        b(false),
+                        b(false),
+                        b(true),
+                        i(table_oid(t)),
+                        i(0),
+                        i(index_oid(t)),
+                        i(0),
+                        s(" "),
+                        s(" "),
+                        s(" "),
+                        b(true),
+                        i4(0),
+                        b(true),
+                        s(&format!("{{{}}}", key.join(","))),
+                        null_text(),
+                        null_text(),
+                    ]
+                })
+                .collect();
+            mem_table(
+                &[
+                    ("oid", I8),
+                    ("conname", T),
+                    ("connamespace", I8),
+                    ("contype", T),
+                    ("condeferrable", B),
+                    ("condeferred", B),
+                    ("convalidated", B),
+                    ("conrelid", I8),
+                    ("contypid", I8),
+                    ("conindid", I8),
+                    ("confrelid", I8),
+                    ("confupdtype", T),
+                    ("confdeltype", T),
+                    ("confmatchtype", T),
+                    ("conislocal", B),
+                    ("coninhcount", I4),
+                    ("connoinherit", B),
+                    ("conkey", T),
+                    ("confkey", T),
+                    ("conbin", T),
+                ],
+                rows,
+            )
+        }
+        "pg_database" => mem_table(
+            &[
+                ("oid", I8),
+                ("datname", T),
+                ("datdba", I8),
+                ("encoding", I4),
+                ("datcollate", T),
+                ("datctype", T),
+                ("datistemplate", B),
+                ("datallowconn", B),
+                ("datconnlimit", I4),
+                ("dattablespace", I8),
+                ("datacl", T),
+                ("datlocprovider", T),
+            ],
+            vec![vec![
+                i(DATABASE_OID),
+                s(database),
+                i(SUPERUSER_OID),
+                i4(6),
+                s("C"),
+                s("C"),
+                b(false),
+                b(true),
+                i4(-1),
+                i(1663),
+                null_text(),
+                s("c"),
+            ]],
+        ),
+        "pg_settings" => {
+            let rows = crate::session::DEFAULT_SETTINGS
+                .iter()
+                .map(|(n, v)| {
+                    vec![
+                        s(n),
+                        s(v),
+                        null_text(),
+                        s("Eddy"),
+                        s(""),
+                        s("user"),
+                        s("string"),
+                        s("default"),
+                        s(v),
+                        s(v),
+                    ]
+                })
+                .collect();
+            mem_table(
+                &[
+                    ("name", T),
+                    ("setting", T),
+                    ("unit", T),
+                    ("category", T),
+                    ("short_desc", T),
+                    ("context", T),
+                    ("vartype", T),
+                    ("source", T),
+                    ("boot_val", T),
+                    ("reset_val", T),
+                ],
+                rows,
+            )
+        }
+        "pg_am" => mem_table(
+            &[("oid", I8), ("amname", T), ("amhandler", T), ("amtype", T)],
+            vec![
+                vec![i(2), s("heap"), s("heap_tableam_handler"), s("t")],
+                vec![i(403), s("btree"), s("bthandler"), s("i")],
+            ],
+        ),
+        "pg_roles" | "pg_user" | "pg_authid" => mem_table(
+            &[
+                ("oid", I8),
+                ("rolname", T),
+                ("usename", T),
+                ("usesysid", I8),
+                ("rolsuper", B),
+                ("usesuper", B),
+                ("rolinherit", B),
+                ("rolcreaterole", B),
+                ("rolcreatedb", B),
+                ("usecreatedb", B),
+                ("rolcanlogin", B),
+                ("rolreplication", B),
+                ("rolconnlimit", I4),
+                ("rolpassword", T),
+                ("rolvaliduntil", T),
+                ("rolbypassrls", B),
+            ],
+            vec![vec![
+                i(SUPERUSER_OID),
+                s(user),
+                s(user),
+                i(SUPERUSER_OID),
+                b(true),
+                b(true),
+                b(true),
+                b(true),
+                b(true),
+                b(true),
+                b(true),
+                b(true),
+                i4(-1),
+                s("********"),
+                null_text(),
+                b(true),
+            ]],
+        ),
+        "pg_tables" => mem_table(
+            &[
+                ("schemaname", T),
+                ("tablename", T),
+                ("tableowner", T),
+                ("tablespace", T),
+                ("hasindexes", B),
+                ("hasrules", B),
+                ("hastriggers", B),
+                ("rowsecurity", B),
+            ],
+            tables
+                .iter()
+                .map(|t| {
+                    vec![
+                        s("public"),
+                        s(&t.def().name),
+                        s(user),
+                        null_text(),
+                        b(t.def().has_primary_key()),
+                        b(false),
+                        b(false),
+                        b(false),
+                    ]
+                })
+                .collect(),
+        ),
+        "pg_indexes" => mem_table(
+            &[
+                ("schemaname", T),
+                ("tablename", T),
+                ("indexname", T),
+                ("tablespace", T),
+                ("indexdef", T),
+            ],
+            tables
+                .iter()
+                .filter(|t| t.def().has_primary_key())
+                .map(|t| {
+                    let d = t.def();
+                    vec![
+                        s("public"),
+                        s(&d.name),
+                        s(&format!("{}_pkey", d.name)),
+                        null_text(),
+                        s(&index_def(t)),
+                    ]
+                })
+                .collect(),
+        ),
+        "pg_proc" => mem_table(
+            &[
+                ("oid", I8),
+                ("proname", T),
+                ("pronamespace", I8),
+                ("proowner", I8),
+                ("prokind", T),
+                ("prorettype", I8),
+                ("proargtypes", T),
+                ("proretset", B),
+            ],
+            vec![],
+        ),
+        "pg_description" => mem_table(
+            &[
+                ("objoid", I8),
+                ("classoid", I8),
+                ("objsubid", I4),
+                ("description", T),
+            ],
+            vec![],
+        ),
+        "pg_attrdef" => mem_table(
+            &[("oid", I8), ("adrelid", I8), ("adnum", I2), ("adbin", T)],
+            vec![],
+        ),
+        "pg_inherits" => mem_table(
+            &[
+                ("inhrelid", I8),
+                ("inhparent", I8),
+                ("inhseqno", I4),
+                ("inhdetachpending", B),
+            ],
+            vec![],
+        ),
+        "pg_trigger" => mem_table(
+            &[
+                ("oid", I8),
+                ("tgrelid", I8),
+                ("tgname", T),
+                ("tgenabled", T),
+                ("tgisinternal", B),
+                ("tgparentid", I8),
+            ],
+            vec![],
+        ),
+        "pg_policy" => mem_table(
+            &[
+                ("oid", I8),
+                ("polname", T),
+                ("polrelid", I8),
+                ("polcmd", T),
+                ("polpermissive", B),
+                ("polroles", T),
+                ("polqual", T),
+                ("polwithcheck", T),
+            ],
+            vec![],
+        ),
+        "pg_statistic_ext" => mem_table(
+            &[
+                ("oid", I8),
+                ("stxrelid", I8),
+                ("stxname", T),
+                ("stxnamespace", I8),
+                ("stxkeys", T),
+                ("stxkind", T),
+                ("stxstattarget", I4),
+            ],
+            vec![],
+        ),
+        "pg_publication" => mem_table(
+            &[
+                ("oid", I8),
+                ("pubname", T),
+                ("puballtables", B),
+                ("pubinsert", B),
+                ("pubupdate", B),
+                ("pubdelete", B),
+                ("pubtruncate", B),
+                ("pubviaroot", B),
+            ],
+            vec![],
+        ),
+        "pg_publication_rel" => mem_table(
+            &[
+                ("oid", I8),
+                ("prpubid", I8),
+                ("prrelid", I8),
+                ("prqual", T),
+                ("prattrs", T),
+            ],
+            vec![],
+        ),
+        "pg_publication_tables" => mem_table(
+            &[("pubname", T), ("schemaname", T), ("tablename", T)],
+            vec![],
+        ),
+        "pg_rewrite" => mem_table(
+            &[
+                ("oid", I8),
+                ("rulename", T),
+                ("ev_class", I8),
+                ("ev_type", T),
+            ],
+            vec![],
+        ),
+        "pg_collation" => mem_table(
+            &[
+                ("oid", I8),
+                ("collname", T),
+                ("collnamespace", I8),
+                ("collprovider", T),
+                ("collencoding", I4),
+            ],
+            vec![
+                vec![i(100), s("default"), i(NS_PG_CATALOG), s("d"), i4(-1)],
+                vec![i(950), s("C"), i(NS_PG_CATALOG), s("c"), i4(-1)],
+            ],
+        ),
+        "pg_tablespace" => mem_table(
+            &[("oid", I8), ("spcname", T), ("spcowner", I8)],
+            vec![vec![i(1663), s("pg_default"), i(SUPERUSER_OID)]],
+        ),
+        "pg_extension" => mem_table(
+            &[
+                ("oid", I8),
+                ("extname", T),
+                ("extowner", I8),
+                ("extnamespace", I8),
+                ("extversion", T),
+            ],
+            vec![],
+        ),
+        "pg_range" => mem_table(
+            &[("rngtypid", I8), ("rngsubtype", I8), ("rngmultitypid", I8)],
+            vec![],
+        ),
+        "pg_enum" => mem_table(
+            &[
+                ("oid", I8),
+                ("enumtypid", I8),
+                ("enumsortorder", F4),
+                ("enumlabel", T),
+            ],
+            vec![],
+        ),
+        "pg_views" | "pg_matviews" => mem_table(
+            &[
+                ("schemaname", T),
+                ("viewname", T),
+                ("matviewname", T),
+                ("viewowner", T),
+                ("definition", T),
+            ],
+            vec![],
+        ),
+        "pg_sequence" => mem_table(
+            &[
+                ("seqrelid", I8),
+                ("seqtypid", I8),
+                ("seqstart", I8),
+                ("seqincrement", I8),
+            ],
+            vec![],
+        ),
+        "pg_foreign_table" => mem_table(
+            &[("ftrelid", I8), ("ftserver", I8), ("ftoptions", T)],
+            vec![],
+        ),
+        "pg_partitioned_table" => mem_table(
+            &[("partrelid", I8), ("partstrat", T), ("partnatts", I2)],
+            vec![],
+        ),
+        "pg_stat_activity" => mem_table(
+            &[
+                ("datid", I8),
+                ("datname", T),
+                ("pid", I4),
+                ("usename", T),
+                ("application_name", T),
+                ("state", T),
+                ("query", T),
+            ],
+            vec![],
+        ),
+        "pg_locks" => mem_table(
+            &[
+                ("locktype", T),
+                ("relation", I8),
+                ("pid", I4),
+                ("mode", T),
+                ("granted", B),
+            ],
+            vec![],
+        ),
+        "pg_event_trigger" => mem_table(&[("oid", I8), ("evtname", T), ("evtevent", T)], vec![]),
+        "pg_opclass" => mem_table(
+            &[
+                ("oid", I8),
+                ("opcname", T),
+                ("opcmethod", I8),
+                ("opcnamespace", I8),
+            ],
+            vec![],
+        ),
+        "pg_operator" => mem_table(
+            &[
+                ("oid", I8),
+                ("oprname", T),
+                ("oprnamespace", I8),
+                ("oprleft", I8),
+                ("oprright", I8),
+                ("oprresult", I8),
+            ],
+            vec![],
+        ),
+        "pg_cast" => mem_table(
+            &[
+                ("oid", I8),
+                ("castsource", I8),
+                ("casttarget", I8),
+                ("castfunc", I8),
+                ("castcontext", T),
+                ("castmethod", T),
+            ],
+            vec![],
+        ),
+        other => Err(DataFusionError::Plan(format!("table '{other}' not found"))),
+    }
+}
+
+fn index_def(t: &Table) -> String {
+    let d = t.def();
+    let cols: Vec<&str> = d
+        .primary_key
+        .iter()
+        .filter_map(|k| d.columns.get(*k).map(|c| c.name.as_str()))
+        .collect();
+    format!(
+        "CREATE UNIQUE INDEX {}_pkey ON public.{} USING btree ({})",
+        d.name,
+        d.name,
+        cols.join(", ")
+    )
+}
+
+// ---------------------------------------------------------------------------
+// functions
+
+type PgFnImpl = dyn Fn(&[ScalarValue]) -> ScalarValue + Send + Sync;
+
+/// A PostgreSQL function emulated row by row on scalars (catalog helpers:
+/// tiny inputs, so simplicity beats vectorisation).
+struct PgFunction {
+    name: String,
+    ret: DataType,
+    signature: Signature,
+    f: Arc<PgFnImpl>,
+}
+
+impl std::fmt::Debug for PgFunction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PgFunction({})", self.name)
+    }
+}
+
+impl PartialEq for PgFunction {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+impl Eq for PgFunction {}
+impl std::hash::Hash for PgFunction {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state)
+    }
+}
+
+impl ScalarUDFImpl for PgFunction {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> datafusion::error::Result<DataType> {
+        Ok(self.ret.clone())
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: ScalarFunctionArgs,
+    ) -> datafusion::error::Result<ColumnarValue> {
+        let n = args.number_rows;
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        if all_scalar {
+            let vals: Vec<ScalarValue> = args
+                .args
+                .iter()
+                .map(|a| match a {
+                    ColumnarValue::Scalar(s) => s.clone(),
+                    ColumnarValue::Array(_) => ScalarValue::Null,
+                })
+                .collect();
+            let out = (self.f)(&vals).cast_to(&self.ret)?;
+            return Ok(ColumnarValue::Scalar(out));
+        }
+        let arrays: Vec<ArrayRef> = args
+            .args
+            .iter()
+            .map(|a| a.clone().into_array(n))
+            .collect::<datafusion::error::Result<_>>()?;
+        let mut out = Vec::with_capacity(n);
+        for row in 0..n {
+            let vals: Vec<ScalarValue> = arrays
+                .iter()
+                .map(|a| ScalarValue::try_from_array(a, row))
+                .collect::<datafusion::error::Result<_>>()?;
+            out.push((self.f)(&vals).cast_to(&self.ret)?);
+        }
+        if out.is_empty() {
+            return Ok(ColumnarValue::Array(
+                datafusion::arrow::array::new_empty_array(&self.ret),
+            ));
+        }
+        Ok(ColumnarValue::Array(ScalarValue::iter_to_array(out)?))
+    }
+}
+
+fn arg_i64(v: &[ScalarValue], idx: usize) -> Option<i64> {
+    match v.get(idx)? {
+        ScalarValue::Int64(x) => *x,
+        ScalarValue::Int32(x) => x.map(|x| x as i64),
+        ScalarValue::Int16(x) => x.map(|x| x as i64),
+        ScalarValue::UInt32(x) => x.map(|x| x as i64),
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::Utf8View(Some(s))
+        | ScalarValue::LargeUtf8(Some(s)) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn arg_str(v: &[ScalarValue], idx: usize) -> Option<String> {
+    match v.get(idx)? {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::Utf8View(Some(s))
+        | ScalarValue::LargeUtf8(Some(s)) => Some(s.clone()),
+        x if x.is_null() => None,
+        x => Some(x.to_string()),
+    }
+}
+
+fn any_arity() -> Signature {
+    Signature::one_of(
+        vec![
+            TypeSignature::Nullary,
+            TypeSignature::Any(1),
+            TypeSignature::Any(2),
+            TypeSignature::Any(3),
+        ],
+        Volatility::Stable,
+    )
+}
+
+fn udf(
+    name: &str,
+    ret: DataType,
+    f: impl Fn(&[ScalarValue]) -> ScalarValue + Send + Sync + 'static,
+) -> ScalarUDF {
+    ScalarUDF::new_from_impl(PgFunction {
+        name: name.to_string(),
+        ret,
+        signature: any_arity(),
+        f: Arc::new(f),
+    })
+}
+
+/// Everything `version()` and `server_version` report.
+pub const SERVER_VERSION: &str = "15.0";
+
+/// The PostgreSQL functions Eddy emulates, for a session of `user` on `database`.
+pub fn pg_functions(
+    engine: Arc<Engine>,
+    database: &str,
+    user: &str,
+    backend_pid: i32,
+) -> Vec<ScalarUDF> {
+    let db = database.to_string();
+    let usr = user.to_string();
+    let usr2 = user.to_string();
+    let eng = Arc::clone(&engine);
+    let eng2 = Arc::clone(&engine);
+    let eng3 = Arc::clone(&engine);
+    vec![
+        udf("version", T, |_| {
+            s(&format!(
+                "PostgreSQL {SERVER_VERSION} (Eddy {}) on x86_64-pc-linux-gnu, compiled by rustc, 64-bit",
+                env!("CARGO_PKG_VERSION")
+            ))
+        }),
+        udf("current_schema", T, |_| s("public")),
+        udf("current_database", T, move |_| s(&db)),
+        udf("current_user", T, move |_| s(&usr)),
+        udf("session_user", T, move |_| s(&usr2)),
+        udf("pg_backend_pid", I4, move |_| i4(backend_pid)),
+        udf("pg_table_is_visible", B, |_| b(true)),
+        udf("pg_type_is_visible", B, |_| b(true)),
+        udf("pg_function_is_visible", B, |_| b(true)),
+        udf("has_table_privilege", B, |_| b(true)),
+        udf("has_schema_privilege", B, |_| b(true)),
+        udf("has_database_privilege", B, |_| b(true)),
+        udf("pg_get_userbyid", T, |_| s("eddy")),
+        udf("pg_encoding_to_char", T, |_| s("UTF8")),
+        udf("format_type", T, |v| match arg_i64(v, 0) {
+            Some(o) => format_type(o, arg_i64(v, 1).unwrap_or(-1))
+                .map(|x| s(&x))
+                .unwrap_or(null_text()),
+            None => null_text(),
+        }),
+        udf("pg_get_expr", T, |_| null_text()),
+        udf("pg_get_partkeydef", T, |_| null_text()),
+        udf("pg_get_viewdef", T, |_| null_text()),
+        udf("pg_get_statisticsobjdef_columns", T, |_| null_text()),
+        udf("obj_description", T, |_| null_text()),
+        udf("col_description", T, |_| null_text()),
+        udf("shobj_description", T, |_| null_text()),
+        udf("pg_tablespace_location", T, |_| s("")),
+        udf("pg_get_indexdef", T, move |v| {
+            let o = arg_i64(v, 0);
+            eng.tables()
+                .iter()
+                .find(|t| Some(index_oid(t)) == o)
+                .map(|t| s(&index_def(t)))
+                .unwrap_or(null_text())
+        }),
+        udf("pg_get_constraintdef", T, move |v| {
+            let o = arg_i64(v, 0);
+            eng2.tables()
+                .iter()
+                .find(|t| Some(index_oid(t)) == o)
+                .map(|t| {
+                    let d = t.def();
+                    let cols: Vec<&str> = d
+                        .primary_key
+                        .iter()
+                        .filter_map(|k| d.columns.get(*k).map(|c| c.name.as_str()))
+                        .collect();
+                    s(&format!("PRIMARY KEY ({})", cols.join(", ")))
+                })
+                .unwrap_or(null_text())
+        }),
+        udf("eddy_regclass", I8, move |v| {
+            let Some(name) = arg_str(v, 0) else {
+                return S::Int64(None);
+            };
+            if let Ok(n) = name.trim().parse::<i64>() {
+                return i(n);
+            }
+            let bare = name
+                .trim()
+                .trim_start_matches("public.")
+                .trim_matches('"')
+                .to_string();
+            eng3.table(&bare)
+                .or_else(|| eng3.table(&bare.to_lowercase()))
+                .map(|t| i(table_oid(&t)))
+                .unwrap_or(S::Int64(None))
+        }),
+        udf("eddy_regtype", I8, |v| {
+            let Some(name) = arg_str(v, 0) else {
+                return S::Int64(None);
+            };
+            if let Ok(n) = name.trim().parse::<i64>() {
+                return i(n);
+            }
+            let n = name.trim().to_ascii_lowercase();
+            PG_TYPES
+                .iter()
+                .find(|t| t.1 == n)
+                .map(|t| i(t.0 as i64))
+                .unwrap_or(S::Int64(None))
+        }),
+        udf("quote_ident", T, |v| match arg_str(v, 0) {
+            Some(x)
+                if x.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') =>
+            {
+                s(&x)
+            }
+            Some(x) => s(&format!("\"{}\"", x.replace('"', "\"\""))),
+            None => null_text(),
+        }),
+        udf("pg_postmaster_start_time", T, |_| {
+            s("2024-01-01 00:00:00+00")
+        }),
+        udf("txid_current", I8, |_| i(1)),
+        udf("pg_is_in_recovery", B, |_| b(false)),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_type_prints_postgres_names() {
+        assert_eq!(format_type(23, -1).as_deref(), Some("integer"));
+        assert_eq!(
+            format_type(1700, ((12 << 16) | 2) + 4).as_deref(),
+            Some("numeric(12,2)")
+        );
+        assert_eq!(format_type(1007, -1).as_deref(), Some("_int4"));
+    }
+}

@@ -1,0 +1,299 @@
+//! The SQL layer's error type and its mapping to PostgreSQL SQLSTATEs.
+//!
+//! Every error a client can see goes through [`SqlError::sqlstate`], an
+//! exhaustive match with no catch-all arm: adding a variant forces a
+//! decision about its code.
+
+use datafusion::arrow::error::ArrowError;
+use datafusion::common::SchemaError;
+use datafusion::error::DataFusionError;
+use datafusion::sql::sqlparser::parser::ParserError;
+use eddy_storage::StorageError;
+
+/// Everything that can go wrong while running one SQL statement.
+///
+/// Variants are grouped by who is at fault: the user (bad SQL, bad data),
+/// the environment (storage, I/O) or Eddy itself (internal).
+#[derive(Debug, thiserror::Error)]
+pub enum SqlError {
+    // ---- the user's fault ----
+    #[error("syntax error: {0}")]
+    Syntax(String),
+    #[error("relation \"{0}\" does not exist")]
+    UndefinedTable(String),
+    #[error("column \"{0}\" does not exist")]
+    UndefinedColumn(String),
+    #[error("{0}")]
+    FeatureNotSupported(String),
+    #[error("{0}")]
+    InvalidDefinition(String),
+    #[error("{0}")]
+    DatatypeMismatch(String),
+    #[error("invalid input syntax: {0}")]
+    InvalidText(String),
+    #[error("{0}")]
+    InvalidParameter(String),
+    #[error("unrecognized configuration parameter \"{0}\"")]
+    UnknownSetting(String),
+    #[error("{0}")]
+    BadCopyFile(String),
+    #[error("{0}")]
+    UniqueViolation(String),
+    #[error("{0}")]
+    NotNullViolation(String),
+    #[error("division by zero")]
+    DivisionByZero,
+    #[error("{0}")]
+    NumericOutOfRange(String),
+    #[error("canceling statement due to user request")]
+    QueryCanceled,
+    #[error("prepared statement expects {expected} parameters, got {got}")]
+    WrongParameterCount { expected: usize, got: usize },
+
+    // ---- the environment ----
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    // ---- DataFusion (classified by sqlstate()) and Eddy's own bugs ----
+    #[error(transparent)]
+    DataFusion(#[from] DataFusionError),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+pub type Result<T, E = SqlError> = std::result::Result<T, E>;
+
+impl From<ParserError> for SqlError {
+    fn from(e: ParserError) -> SqlError {
+        SqlError::Syntax(e.to_string())
+    }
+}
+
+impl From<ArrowError> for SqlError {
+    fn from(e: ArrowError) -> SqlError {
+        SqlError::DataFusion(DataFusionError::ArrowError(Box::new(e), None))
+    }
+}
+
+impl SqlError {
+    /// The PostgreSQL SQLSTATE a client sees for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            SqlError::Syntax(_) => "42601",
+            SqlError::UndefinedTable(_) => "42P01",
+            SqlError::UndefinedColumn(_) => "42703",
+            SqlError::FeatureNotSupported(_) => "0A000",
+            SqlError::InvalidDefinition(_) => "42P16",
+            SqlError::DatatypeMismatch(_) => "42804",
+            SqlError::InvalidText(_) => "22P02",
+            SqlError::InvalidParameter(_) => "22023",
+            SqlError::UnknownSetting(_) => "42704",
+            SqlError::BadCopyFile(_) => "22P04",
+            SqlError::UniqueViolation(_) => "23505",
+            SqlError::NotNullViolation(_) => "23502",
+            SqlError::DivisionByZero => "22012",
+            SqlError::NumericOutOfRange(_) => "22003",
+            SqlError::QueryCanceled => "57014",
+            SqlError::WrongParameterCount { .. } => "08P01",
+            SqlError::Storage(e) => e.sqlstate(),
+            SqlError::Io { source, .. } => match source.kind() {
+                std::io::ErrorKind::NotFound => "58P01",
+                _ => "58030",
+            },
+            SqlError::DataFusion(e) => datafusion_sqlstate(e),
+            SqlError::Internal(_) => "XX000",
+        }
+    }
+
+    /// The message, with DataFusion's noise ("Error during planning: ")
+    /// removed so clients see what PostgreSQL would print.
+    pub fn client_message(&self) -> String {
+        match self {
+            SqlError::DataFusion(e) => datafusion_message(e),
+            other => error_chain(other),
+        }
+    }
+}
+
+/// The whole chain of an error, "outer: inner: innermost", without repeats.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
+}
+
+fn datafusion_message(e: &DataFusionError) -> String {
+    match e {
+        DataFusionError::Plan(m)
+        | DataFusionError::Execution(m)
+        | DataFusionError::NotImplemented(m)
+        | DataFusionError::Configuration(m)
+        | DataFusionError::ResourcesExhausted(m) => m.clone(),
+        DataFusionError::ArrowError(a, _) => arrow_message(a),
+        DataFusionError::SchemaError(s, _) => match s.as_ref() {
+            SchemaError::FieldNotFound { field, .. } => {
+                format!("column \"{}\" does not exist", field.name)
+            }
+            other => other.to_string(),
+        },
+        DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
+            datafusion_message(inner)
+        }
+        DataFusionError::Shared(inner) => datafusion_message(inner),
+        DataFusionError::Collection(v) => v
+            .first()
+            .map(datafusion_message)
+            .unwrap_or_else(|| e.to_string()),
+        DataFusionError::External(inner) => match inner.downcast_ref::<SqlError>() {
+            Some(s) => s.client_message(),
+            None => error_chain(inner.as_ref()),
+        },
+        other => error_chain(other),
+    }
+}
+
+fn arrow_message(a: &ArrowError) -> String {
+    match a {
+        ArrowError::DivideByZero => "division by zero".into(),
+        ArrowError::CastError(m) | ArrowError::ParseError(m) | ArrowError::ComputeError(m) => {
+            m.clone()
+        }
+        ArrowError::ExternalError(inner) => match inner.downcast_ref::<SqlError>() {
+            Some(s) => s.client_message(),
+            None => inner.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+fn arrow_sqlstate(a: &ArrowError) -> &'static str {
+    match a {
+        ArrowError::DivideByZero => "22012",
+        ArrowError::ArithmeticOverflow(_) => "22003",
+        ArrowError::CastError(_) | ArrowError::ParseError(_) => "22P02",
+        ArrowError::ComputeError(m) if m.contains("zero") => "22012",
+        ArrowError::ComputeError(m) if m.contains("overflow") => "22003",
+        ArrowError::ComputeError(_) => "22000",
+        ArrowError::CsvError(_) | ArrowError::JsonError(_) | ArrowError::AvroError(_) => "22P04",
+        ArrowError::SchemaError(_) => "42804",
+        ArrowError::InvalidArgumentError(_) => "22023",
+        ArrowError::ExternalError(inner) => match inner.downcast_ref::<SqlError>() {
+            Some(s) => s.sqlstate(),
+            None => "XX000",
+        },
+        ArrowError::NotYetImplemented(_) => "0A000",
+        ArrowError::MemoryError(_) => "53200",
+        ArrowError::IoError(..) => "58030",
+        ArrowError::IpcError(_) | ArrowError::ParquetError(_) | ArrowError::CDataInterface(_) => {
+            "XX000"
+        }
+        ArrowError::DictionaryKeyOverflowError
+        | ArrowError::RunEndIndexOverflowError
+        | ArrowError::OffsetOverflowError(_) => "54000",
+    }
+}
+
+/// Classify a planning message by what PostgreSQL would call it.
+fn plan_sqlstate(m: &str) -> &'static str {
+    let lower = m.to_ascii_lowercase();
+    if lower.contains("table") && lower.contains("not found") {
+        "42P01"
+    } else if lower.contains("no field named")
+        || lower.contains("column") && lower.contains("not found")
+    {
+        "42703"
+    } else if lower.contains("invalid function") || lower.contains("no function matches") {
+        "42883"
+    } else if lower.contains("coerc") || lower.contains("cannot infer") || lower.contains("type") {
+        "42804"
+    } else if lower.contains("ambiguous") {
+        "42702"
+    } else if lower.contains("placeholder") || lower.contains("parameter") {
+        "42P18"
+    } else {
+        "42000"
+    }
+}
+
+/// SQLSTATE for a DataFusion error: planning errors are 42xxx, data errors 22xxx.
+pub fn datafusion_sqlstate(e: &DataFusionError) -> &'static str {
+    match e {
+        DataFusionError::ArrowError(a, _) => arrow_sqlstate(a),
+        DataFusionError::ParquetError(_) => "22P04",
+        DataFusionError::ObjectStore(_) => "58030",
+        DataFusionError::IoError(_) => "58030",
+        DataFusionError::SQL(..) => "42601",
+        DataFusionError::NotImplemented(_) => "0A000",
+        DataFusionError::Internal(_) => "XX000",
+        DataFusionError::Plan(m) => plan_sqlstate(m),
+        DataFusionError::Configuration(_) => "42704",
+        DataFusionError::SchemaError(s, _) => match s.as_ref() {
+            SchemaError::AmbiguousReference { .. } => "42702",
+            SchemaError::DuplicateQualifiedField { .. }
+            | SchemaError::DuplicateUnqualifiedField { .. } => "42701",
+            SchemaError::FieldNotFound { .. } => "42703",
+        },
+        DataFusionError::Execution(m) => {
+            let lower = m.to_ascii_lowercase();
+            if lower.contains("divide by zero") || lower.contains("division by zero") {
+                "22012"
+            } else if lower.contains("overflow") {
+                "22003"
+            } else if lower.contains("cast") || lower.contains("parse") {
+                "22P02"
+            } else {
+                "XX000"
+            }
+        }
+        DataFusionError::ExecutionJoin(_) => "XX000",
+        DataFusionError::ResourcesExhausted(_) => "53200",
+        DataFusionError::External(inner) => {
+            if let Some(s) = inner.downcast_ref::<SqlError>() {
+                s.sqlstate()
+            } else if let Some(s) = inner.downcast_ref::<StorageError>() {
+                s.sqlstate()
+            } else {
+                "XX000"
+            }
+        }
+        DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
+            datafusion_sqlstate(inner)
+        }
+        DataFusionError::Shared(inner) => datafusion_sqlstate(inner),
+        DataFusionError::Collection(v) => v.first().map(datafusion_sqlstate).unwrap_or("XX000"),
+        DataFusionError::Substrait(_) | DataFusionError::Ffi(_) => "XX000",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_errors_map_to_42_codes() {
+        let e = SqlError::DataFusion(DataFusionError::Plan(
+            "table 'eddy.public.t' not found".into(),
+        ));
+        assert_eq!(e.sqlstate(), "42P01");
+        let e = SqlError::DataFusion(DataFusionError::ArrowError(
+            Box::new(ArrowError::DivideByZero),
+            None,
+        ));
+        assert_eq!(e.sqlstate(), "22012");
+        assert_eq!(SqlError::Syntax("x".into()).sqlstate(), "42601");
+    }
+}

@@ -1,0 +1,1094 @@
+//! Fixed plans: prepared primary-key lookups and single-row writes that go
+//! straight to `Table::get` / `multi_get` / `write` without DataFusion.
+//!
+//! Recognised shapes (PK = every primary-key column, `?` = `$n` or a literal):
+//! * `SELECT cols|* FROM t WHERE pk = ?` (AND-ed for composite keys),
+//!   `WHERE pk IN (?, ...)`, `WHERE pk = ANY($n)` (single-column keys);
+//! * `INSERT INTO t [(cols)] VALUES (?, ...) [ON CONFLICT ... DO NOTHING |
+//!   DO UPDATE SET c = <simple expression>]`;
+//! * `UPDATE t SET c = ?, ... WHERE pk = ?` (not changing the key);
+//! * `DELETE FROM t WHERE pk = ?`.
+//!
+//! Anything else returns `None` from [`recognise`] and takes the general
+//! path. A fixed plan names its table; it re-resolves the table on every
+//! execution, so a dropped table gives 42P01, never a stale write.
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions, visit_relations, Assignment, AssignmentTarget, BinaryOperator, Expr,
+    FromTable, ObjectNamePart, OnConflictAction, OnInsert, SelectItem, SetExpr, Statement,
+    TableFactor, TableObject, UnaryOperator, Value as SqlValue,
+};
+use eddy_common::{ColumnType, Row, TableDef, Value};
+use eddy_storage::{ConflictUpdateFn, Engine, OnConflict, Table, WriteOp};
+
+use crate::error::{Result, SqlError};
+use crate::pgtypes::{self, coerce_value, oid_for_column_type, parse_text};
+use crate::provider::cmp_values;
+use crate::rewrite::{ident_name, placeholder_index, table_name};
+use crate::session::{batches_output, Output, ResultColumn};
+
+/// Where a value comes from: a parameter (0-based) or a literal.
+#[derive(Clone, Debug)]
+pub enum Src {
+    Param(usize),
+    Lit(Value),
+}
+
+#[derive(Clone, Debug)]
+pub enum Keys {
+    /// One key: a source per primary-key column.
+    One(Vec<Src>),
+    /// An IN list of single-column keys.
+    Many(Vec<Src>),
+    /// `pk = ANY($n)`: an array parameter.
+    AnyArray(usize),
+}
+
+/// A fixed plan.
+#[derive(Clone)]
+pub enum FastPlan {
+    Get {
+        table: String,
+        proj: Vec<usize>,
+        columns: Vec<ResultColumn>,
+        keys: Keys,
+        params: Vec<u32>,
+    },
+    Insert {
+        table: String,
+        targets: Vec<usize>,
+        values: Vec<Src>,
+        on_conflict: OnConflict,
+        count_updates: bool,
+        params: Vec<u32>,
+    },
+    Update {
+        table: String,
+        sets: Vec<(usize, Src)>,
+        key: Vec<Src>,
+        params: Vec<u32>,
+    },
+    Delete {
+        table: String,
+        key: Vec<Src>,
+        params: Vec<u32>,
+    },
+}
+
+impl std::fmt::Debug for FastPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FastPlan::Get { table, keys, .. } => write!(f, "FastGet({table}, {keys:?})"),
+            FastPlan::Insert { table, .. } => write!(f, "FastInsert({table})"),
+            FastPlan::Update { table, .. } => write!(f, "FastUpdate({table})"),
+            FastPlan::Delete { table, .. } => write!(f, "FastDelete({table})"),
+        }
+    }
+}
+
+impl FastPlan {
+    pub fn param_types(&self) -> &[u32] {
+        match self {
+            FastPlan::Get { params, .. }
+            | FastPlan::Insert { params, .. }
+            | FastPlan::Update { params, .. }
+            | FastPlan::Delete { params, .. } => params,
+        }
+    }
+
+    pub fn columns(&self) -> Vec<ResultColumn> {
+        match self {
+            FastPlan::Get { columns, .. } => columns.clone(),
+            _ => vec![],
+        }
+    }
+}
+
+fn note_param(params: &mut Vec<u32>, idx: usize, oid: u32) {
+    if params.len() <= idx {
+        params.resize(idx + 1, 0);
+    }
+    if params[idx] == 0 {
+        params[idx] = oid;
+    }
+}
+
+/// A value source for an expression of type `ty`, if it is simple enough.
+fn src_of(e: &Expr, ty: ColumnType, params: &mut Vec<u32>) -> Option<Src> {
+    if let Some(n) = placeholder_index(e) {
+        note_param(params, n - 1, oid_for_column_type(ty));
+        return Some(Src::Param(n - 1));
+    }
+    literal_value(e)
+        .and_then(|v| coerce_value(v, ty).ok())
+        .map(Src::Lit)
+}
+
+/// The value of a literal expression (numbers, strings, booleans, NULL, -n).
+pub fn literal_value(e: &Expr) -> Option<Value> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            SqlValue::Number(n, _) => n
+                .parse::<i64>()
+                .map(Value::BigInt)
+                .ok()
+                .or_else(|| n.parse::<f64>().ok().map(|_| Value::Text(n.clone()))),
+            SqlValue::SingleQuotedString(s) => Some(Value::Text(s.clone())),
+            SqlValue::Boolean(b) => Some(Value::Boolean(*b)),
+            SqlValue::Null => Some(Value::Null),
+            _ => None,
+        },
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => match literal_value(expr)? {
+            Value::BigInt(x) => Some(Value::BigInt(-x)),
+            Value::Text(t) => Some(Value::Text(format!("-{t}"))),
+            _ => None,
+        },
+        Expr::Nested(inner) => literal_value(inner),
+        _ => None,
+    }
+}
+
+fn column_name(e: &Expr, alias: &str) -> Option<String> {
+    match e {
+        Expr::Identifier(id) => Some(ident_name(id)),
+        Expr::CompoundIdentifier(parts) if parts.len() == 2 && ident_name(&parts[0]) == alias => {
+            Some(ident_name(&parts[1]))
+        }
+        Expr::Nested(inner) => column_name(inner, alias),
+        _ => None,
+    }
+}
+
+/// Collect `column = source` equalities of an AND-chain.
+fn equalities(
+    e: &Expr,
+    alias: &str,
+    def: &TableDef,
+    out: &mut HashMap<usize, Src>,
+    params: &mut Vec<u32>,
+) -> bool {
+    match e {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => {
+            equalities(left, alias, def, out, params) && equalities(right, alias, def, out, params)
+        }
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Eq,
+            right,
+        } => {
+            let (col, other) = match (column_name(left, alias), column_name(right, alias)) {
+                (Some(c), None) => (c, right),
+                (None, Some(c)) => (c, left),
+                _ => return false,
+            };
+            let Some(idx) = def.column_index(&col) else {
+                return false;
+            };
+            match src_of(other, def.columns[idx].ty, params) {
+                Some(s) => out.insert(idx, s).is_none(),
+                None => false,
+            }
+        }
+        Expr::Nested(inner) => equalities(inner, alias, def, out, params),
+        _ => false,
+    }
+}
+
+fn key_equalities(
+    e: &Expr,
+    alias: &str,
+    def: &TableDef,
+    params: &mut Vec<u32>,
+) -> Option<Vec<Src>> {
+    let mut eqs = HashMap::new();
+    if !equalities(e, alias, def, &mut eqs, params) || eqs.len() != def.primary_key.len() {
+        return None;
+    }
+    def.primary_key.iter().map(|k| eqs.remove(k)).collect()
+}
+
+/// Recognise a fixed-plan shape.
+pub fn recognise(stmt: &Statement, engine: &Arc<Engine>) -> Option<FastPlan> {
+    match stmt {
+        Statement::Query(q) => {
+            if q.with.is_some()
+                || q.order_by.is_some()
+                || q.limit_clause.is_some()
+                || q.fetch.is_some()
+                || !q.locks.is_empty()
+            {
+                return None;
+            }
+            let SetExpr::Select(s) = q.body.as_ref() else {
+                return None;
+            };
+            if s.from.len() != 1
+                || !s.from[0].joins.is_empty()
+                || s.distinct.is_some()
+                || s.having.is_some()
+                || s.top.is_some()
+            {
+                return None;
+            }
+            if !matches!(&s.group_by, datafusion::sql::sqlparser::ast::GroupByExpr::Expressions(v, m) if v.is_empty() && m.is_empty())
+            {
+                return None;
+            }
+            let (tname, alias) = relation(&s.from[0].relation)?;
+            let table = engine.table(&tname)?;
+            let def = table.def().clone();
+            if !def.has_primary_key() {
+                return None;
+            }
+            let mut proj = Vec::new();
+            let mut columns = Vec::new();
+            for item in &s.projection {
+                match item {
+                    SelectItem::Wildcard(_) => {
+                        for (i, c) in def.columns.iter().enumerate() {
+                            proj.push(i);
+                            columns.push(ResultColumn {
+                                name: c.name.clone(),
+                                type_oid: oid_for_column_type(c.ty),
+                            });
+                        }
+                    }
+                    SelectItem::UnnamedExpr(e) => {
+                        let c = column_name(e, &alias)?;
+                        let i = def.column_index(&c)?;
+                        proj.push(i);
+                        columns.push(ResultColumn {
+                            name: c,
+                            type_oid: oid_for_column_type(def.columns[i].ty),
+                        });
+                    }
+                    SelectItem::ExprWithAlias { expr, alias: a } => {
+                        let c = column_name(expr, &alias)?;
+                        let i = def.column_index(&c)?;
+                        proj.push(i);
+                        columns.push(ResultColumn {
+                            name: ident_name(a),
+                            type_oid: oid_for_column_type(def.columns[i].ty),
+                        });
+                    }
+                    _ => return None,
+                }
+            }
+            let sel = s.selection.as_ref()?;
+            let mut params = Vec::new();
+            let keys = if let Some(k) = key_equalities(sel, &alias, &def, &mut params) {
+                Keys::One(k)
+            } else if def.primary_key.len() == 1 {
+                let pk = def.primary_key[0];
+                let ty = def.columns[pk].ty;
+                match sel {
+                    Expr::InList {
+                        expr,
+                        list,
+                        negated: false,
+                    } if column_name(expr, &alias)? == def.columns[pk].name => Keys::Many(
+                        list.iter()
+                            .map(|e| src_of(e, ty, &mut params))
+                            .collect::<Option<_>>()?,
+                    ),
+                    Expr::AnyOp {
+                        left,
+                        compare_op: BinaryOperator::Eq,
+                        right,
+                        ..
+                    } if column_name(left, &alias)? == def.columns[pk].name => {
+                        let n = placeholder_index(right)?;
+                        note_param(&mut params, n - 1, array_oid(oid_for_column_type(ty)));
+                        Keys::AnyArray(n - 1)
+                    }
+                    _ => return None,
+                }
+            } else {
+                return None;
+            };
+            Some(FastPlan::Get {
+                table: tname,
+                proj,
+                columns,
+                keys,
+                params,
+            })
+        }
+        Statement::Insert(ins) => {
+            if ins.returning.is_some() {
+                return None;
+            }
+            let TableObject::TableName(n) = &ins.table else {
+                return None;
+            };
+            let tname = table_name(n).ok()?;
+            let table = engine.table(&tname)?;
+            let def = table.def().clone();
+            let source = ins.source.as_ref()?;
+            let SetExpr::Values(values) = source.body.as_ref() else {
+                return None;
+            };
+            if values.rows.len() != 1 || source.order_by.is_some() || source.limit_clause.is_some()
+            {
+                return None;
+            }
+            let targets: Vec<usize> = if ins.columns.is_empty() {
+                (0..def.columns.len()).collect()
+            } else {
+                ins.columns
+                    .iter()
+                    .map(|c| match c.0.last()? {
+                        ObjectNamePart::Identifier(id) => def.column_index(&ident_name(id)),
+                        ObjectNamePart::Function(_) => None,
+                    })
+                    .collect::<Option<_>>()?
+            };
+            let row = &values.rows[0];
+            if row.len() != targets.len() {
+                return None;
+            }
+            let mut params = Vec::new();
+            let srcs: Vec<Src> = row
+                .iter()
+                .zip(&targets)
+                .map(|(e, t)| src_of(e, def.columns[*t].ty, &mut params))
+                .collect::<Option<_>>()?;
+            let (on_conflict, count_updates) = match &ins.on {
+                None => (OnConflict::Error, false),
+                Some(OnInsert::OnConflict(oc)) => match &oc.action {
+                    OnConflictAction::DoNothing => (OnConflict::DoNothing, false),
+                    OnConflictAction::DoUpdate(du) => {
+                        if !def.has_primary_key() {
+                            return None;
+                        }
+                        (
+                            OnConflict::Update(
+                                conflict_updater(
+                                    &def,
+                                    &tname,
+                                    &du.assignments,
+                                    du.selection.as_ref(),
+                                )
+                                .ok()?,
+                            ),
+                            true,
+                        )
+                    }
+                },
+                Some(_) => return None,
+            };
+            Some(FastPlan::Insert {
+                table: tname,
+                targets,
+                values: srcs,
+                on_conflict,
+                count_updates,
+                params,
+            })
+        }
+        Statement::Update(upd) => {
+            if upd.from.is_some() || upd.returning.is_some() || !upd.table.joins.is_empty() {
+                return None;
+            }
+            let (tname, alias) = relation(&upd.table.relation)?;
+            let table = engine.table(&tname)?;
+            let def = table.def().clone();
+            if !def.has_primary_key() {
+                return None;
+            }
+            let mut params = Vec::new();
+            let mut sets = Vec::new();
+            for a in &upd.assignments {
+                let AssignmentTarget::ColumnName(n) = &a.target else {
+                    return None;
+                };
+                let ObjectNamePart::Identifier(id) = n.0.last()? else {
+                    return None;
+                };
+                let idx = def.column_index(&ident_name(id))?;
+                if def.primary_key.contains(&idx) {
+                    return None;
+                }
+                sets.push((idx, src_of(&a.value, def.columns[idx].ty, &mut params)?));
+            }
+            let key = key_equalities(upd.selection.as_ref()?, &alias, &def, &mut params)?;
+            Some(FastPlan::Update {
+                table: tname,
+                sets,
+                key,
+                params,
+            })
+        }
+        Statement::Delete(del) => {
+            if del.using.is_some() || del.returning.is_some() {
+                return None;
+            }
+            let from = match &del.from {
+                FromTable::WithFromKeyword(v) | FromTable::WithoutKeyword(v) => v,
+            };
+            if from.len() != 1 || !from[0].joins.is_empty() {
+                return None;
+            }
+            let (tname, alias) = relation(&from[0].relation)?;
+            let table = engine.table(&tname)?;
+            let def = table.def().clone();
+            if !def.has_primary_key() {
+                return None;
+            }
+            let mut params = Vec::new();
+            let key = key_equalities(del.selection.as_ref()?, &alias, &def, &mut params)?;
+            Some(FastPlan::Delete {
+                table: tname,
+                key,
+                params,
+            })
+        }
+        _ => None,
+    }
+}
+
+fn array_oid(elem: u32) -> u32 {
+    match elem {
+        pgtypes::oid::INT2 => pgtypes::oid::INT2_ARRAY,
+        pgtypes::oid::INT4 => pgtypes::oid::INT4_ARRAY,
+        pgtypes::oid::INT8 => 1016,
+        pgtypes::oid::TEXT => pgtypes::oid::TEXT_ARRAY,
+        _ => pgtypes::oid::TEXT_ARRAY,
+    }
+}
+
+fn relation(tf: &TableFactor) -> Option<(String, String)> {
+    match tf {
+        TableFactor::Table {
+            name,
+            alias,
+            args: None,
+            ..
+        } => {
+            let t = table_name(name).ok()?;
+            let a = alias
+                .as_ref()
+                .map(|a| ident_name(&a.name))
+                .unwrap_or_else(|| t.clone());
+            Some((t, a))
+        }
+        _ => None,
+    }
+}
+
+fn resolve(src: &Src, params: &[Value], ty: ColumnType) -> Result<Value> {
+    match src {
+        Src::Lit(v) => Ok(v.clone()),
+        Src::Param(i) => {
+            let v = params.get(*i).cloned().ok_or_else(|| {
+                SqlError::InvalidParameter(format!("there is no parameter ${}", i + 1))
+            })?;
+            coerce_value(v, ty)
+        }
+    }
+}
+
+/// Parse a PostgreSQL array literal `{1,2,"x"}` into its elements.
+pub fn parse_array_text(s: &str, ty: ColumnType) -> Result<Vec<Value>> {
+    let t = s.trim();
+    let inner = t
+        .strip_prefix('{')
+        .and_then(|r| r.strip_suffix('}'))
+        .ok_or_else(|| SqlError::InvalidText(format!("malformed array literal: \"{s}\"")))?;
+    if inner.trim().is_empty() {
+        return Ok(vec![]);
+    }
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut was_quoted = false;
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                was_quoted = true;
+            }
+            '\\' if quoted => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            ',' if !quoted => {
+                out.push(array_elem(&cur, was_quoted, ty)?);
+                cur.clear();
+                was_quoted = false;
+            }
+            c => cur.push(c),
+        }
+    }
+    out.push(array_elem(&cur, was_quoted, ty)?);
+    Ok(out)
+}
+
+fn array_elem(s: &str, quoted: bool, ty: ColumnType) -> Result<Value> {
+    if !quoted && s.trim().eq_ignore_ascii_case("null") {
+        Ok(Value::Null)
+    } else {
+        parse_text(if quoted { s } else { s.trim() }, ty)
+    }
+}
+
+fn table_of(engine: &Arc<Engine>, name: &str) -> Result<Arc<Table>> {
+    engine
+        .table(name)
+        .ok_or_else(|| SqlError::UndefinedTable(name.to_string()))
+}
+
+/// Run a fixed plan (blocking: call from a blocking context).
+pub fn execute(plan: &FastPlan, engine: &Arc<Engine>, params: &[Value]) -> Result<Output> {
+    match plan {
+        FastPlan::Get {
+            table,
+            proj,
+            columns,
+            keys,
+            ..
+        } => {
+            let t = table_of(engine, table)?;
+            let def = t.def().clone();
+            let pk_types: Vec<ColumnType> =
+                def.primary_key.iter().map(|k| def.columns[*k].ty).collect();
+            let rows: Vec<Row> = match keys {
+                Keys::One(srcs) => {
+                    let key: Vec<Value> = srcs
+                        .iter()
+                        .zip(&pk_types)
+                        .map(|(s, ty)| resolve(s, params, *ty))
+                        .collect::<Result<_>>()?;
+                    if key.iter().any(|v| v.is_null()) {
+                        vec![]
+                    } else {
+                        t.get(&key)?.into_iter().collect()
+                    }
+                }
+                Keys::Many(srcs) => {
+                    let keys: Vec<Vec<Value>> = srcs
+                        .iter()
+                        .map(|s| resolve(s, params, pk_types[0]).map(|v| vec![v]))
+                        .collect::<Result<Vec<_>>>()?
+                        .into_iter()
+                        .filter(|k| !k[0].is_null())
+                        .collect();
+                    dedup_get(&t, keys)?
+                }
+                Keys::AnyArray(i) => {
+                    let v = params.get(*i).ok_or_else(|| {
+                        SqlError::InvalidParameter(format!("there is no parameter ${}", i + 1))
+                    })?;
+                    let elems = match v {
+                        Value::Text(s) => parse_array_text(s, pk_types[0])?,
+                        Value::Null => vec![],
+                        other => vec![coerce_value(other.clone(), pk_types[0])?],
+                    };
+                    dedup_get(
+                        &t,
+                        elems
+                            .into_iter()
+                            .filter(|v| !v.is_null())
+                            .map(|v| vec![v])
+                            .collect(),
+                    )?
+                }
+            };
+            let types: Vec<ColumnType> = proj
+                .iter()
+                .map(|i| def.columns.get(*i).map(|c| c.ty))
+                .collect::<Option<_>>()
+                .ok_or_else(|| SqlError::UndefinedTable(table.clone()))?;
+            let schema = Arc::new(Schema::new(
+                columns
+                    .iter()
+                    .zip(&types)
+                    .map(|(c, t)| Field::new(&c.name, t.to_arrow(), true))
+                    .collect::<Vec<_>>(),
+            ));
+            let projected: Vec<Row> = rows
+                .into_iter()
+                .map(|r| {
+                    proj.iter()
+                        .map(|i| r.get(*i).cloned().unwrap_or(Value::Null))
+                        .collect()
+                })
+                .collect();
+            let batch = pgtypes::rows_to_batch(&schema, &types, &projected)?;
+            Ok(batches_output(schema, vec![batch]))
+        }
+        FastPlan::Insert {
+            table,
+            targets,
+            values,
+            on_conflict,
+            count_updates,
+            ..
+        } => {
+            let t = table_of(engine, table)?;
+            let def = t.def().clone();
+            let mut row = vec![Value::Null; def.columns.len()];
+            for (src, &target) in values.iter().zip(targets) {
+                let col = def
+                    .columns
+                    .get(target)
+                    .ok_or_else(|| SqlError::UndefinedTable(table.clone()))?;
+                row[target] = resolve(src, params, col.ty)?;
+            }
+            let s = t.write(vec![WriteOp::Insert {
+                row,
+                on_conflict: on_conflict.clone(),
+            }])?;
+            let n = s.inserted + if *count_updates { s.updated } else { 0 };
+            Ok(Output::Command(format!("INSERT 0 {n}")))
+        }
+        FastPlan::Update {
+            table, sets, key, ..
+        } => {
+            let t = table_of(engine, table)?;
+            let def = t.def().clone();
+            let key: Vec<Value> = key
+                .iter()
+                .zip(&def.primary_key)
+                .map(|(s, k)| resolve(s, params, def.columns[*k].ty))
+                .collect::<Result<_>>()?;
+            let Some(mut row) = t.get(&key)? else {
+                return Ok(Output::Command("UPDATE 0".into()));
+            };
+            let mut assigned = Vec::with_capacity(sets.len());
+            for (idx, src) in sets {
+                let col = def
+                    .columns
+                    .get(*idx)
+                    .ok_or_else(|| SqlError::UndefinedTable(table.clone()))?;
+                let v = resolve(src, params, col.ty)?;
+                assigned.push((*idx, v.clone()));
+                row[*idx] = v;
+            }
+            // apply the SET to whatever version is current when the write lands
+            let f: ConflictUpdateFn = Arc::new(move |existing: &Row, _new: &Row| {
+                let mut r = existing.clone();
+                for (i, v) in &assigned {
+                    if let Some(slot) = r.get_mut(*i) {
+                        *slot = v.clone();
+                    }
+                }
+                Ok(Some(r))
+            });
+            let s = t.write(vec![WriteOp::Insert {
+                row,
+                on_conflict: OnConflict::Update(f),
+            }])?;
+            Ok(Output::Command(format!(
+                "UPDATE {}",
+                s.updated.max(s.inserted)
+            )))
+        }
+        FastPlan::Delete { table, key, .. } => {
+            let t = table_of(engine, table)?;
+            let def = t.def().clone();
+            let key: Vec<Value> = key
+                .iter()
+                .zip(&def.primary_key)
+                .map(|(s, k)| resolve(s, params, def.columns[*k].ty))
+                .collect::<Result<_>>()?;
+            if key.iter().any(|v| v.is_null()) {
+                return Ok(Output::Command("DELETE 0".into()));
+            }
+            let k = t.key_of(&key)?;
+            let s = t.write(vec![WriteOp::Delete { key: k }])?;
+            Ok(Output::Command(format!("DELETE {}", s.deleted)))
+        }
+    }
+}
+
+fn dedup_get(t: &Table, mut keys: Vec<Vec<Value>>) -> Result<Vec<Row>> {
+    let mut seen = Vec::with_capacity(keys.len());
+    keys.retain(|k| {
+        if seen.contains(k) {
+            false
+        } else {
+            seen.push(k.clone());
+            true
+        }
+    });
+    Ok(t.multi_get(&keys)?.into_iter().flatten().collect())
+}
+
+// ---------------------------------------------------------------------------
+// ON CONFLICT DO UPDATE expressions
+
+#[derive(Clone, Debug)]
+enum Ev {
+    Existing(usize),
+    Excluded(usize),
+    Lit(Value),
+    Bin(Box<Ev>, BinaryOperator, Box<Ev>),
+    Not(Box<Ev>),
+    Neg(Box<Ev>),
+    IsNull(Box<Ev>, bool),
+}
+
+fn compile(e: &Expr, def: &TableDef, tname: &str) -> Result<Ev> {
+    let unsupported = || {
+        SqlError::FeatureNotSupported(format!(
+            "ON CONFLICT DO UPDATE expression not supported: {e}"
+        ))
+    };
+    let col = |n: &str| {
+        def.column_index(n)
+            .ok_or_else(|| SqlError::UndefinedColumn(n.to_string()))
+    };
+    Ok(match e {
+        Expr::Identifier(id) => Ev::Existing(col(&ident_name(id))?),
+        Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
+            let q = ident_name(&parts[0]);
+            let c = col(&ident_name(&parts[1]))?;
+            if q == "excluded" {
+                Ev::Excluded(c)
+            } else if q == tname {
+                Ev::Existing(c)
+            } else {
+                return Err(SqlError::UndefinedTable(q));
+            }
+        }
+        Expr::Nested(inner) => compile(inner, def, tname)?,
+        Expr::BinaryOp { left, op, right } => match op {
+            BinaryOperator::Plus
+            | BinaryOperator::Minus
+            | BinaryOperator::Multiply
+            | BinaryOperator::Divide
+            | BinaryOperator::StringConcat
+            | BinaryOperator::Eq
+            | BinaryOperator::NotEq
+            | BinaryOperator::Lt
+            | BinaryOperator::LtEq
+            | BinaryOperator::Gt
+            | BinaryOperator::GtEq
+            | BinaryOperator::And
+            | BinaryOperator::Or => Ev::Bin(
+                Box::new(compile(left, def, tname)?),
+                op.clone(),
+                Box::new(compile(right, def, tname)?),
+            ),
+            _ => return Err(unsupported()),
+        },
+        Expr::UnaryOp {
+            op: UnaryOperator::Not,
+            expr,
+        } => Ev::Not(Box::new(compile(expr, def, tname)?)),
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => match literal_value(e) {
+            Some(v) => Ev::Lit(v),
+            None => Ev::Neg(Box::new(compile(expr, def, tname)?)),
+        },
+        Expr::IsNull(inner) => Ev::IsNull(Box::new(compile(inner, def, tname)?), true),
+        Expr::IsNotNull(inner) => Ev::IsNull(Box::new(compile(inner, def, tname)?), false),
+        other => match literal_value(other) {
+            Some(v) => Ev::Lit(v),
+            None => return Err(unsupported()),
+        },
+    })
+}
+
+fn num(v: &Value) -> Option<(Option<i128>, f64)> {
+    match v {
+        Value::SmallInt(x) => Some((Some(*x as i128), *x as f64)),
+        Value::Int(x) => Some((Some(*x as i128), *x as f64)),
+        Value::BigInt(x) => Some((Some(*x as i128), *x as f64)),
+        Value::Real(x) => Some((None, *x as f64)),
+        Value::Double(x) => Some((None, *x)),
+        Value::Text(t) => t.parse::<f64>().ok().map(|f| (None, f)),
+        _ => None,
+    }
+}
+
+fn eval(
+    ev: &Ev,
+    existing: &Row,
+    excluded: &Row,
+    def: &TableDef,
+) -> std::result::Result<Value, String> {
+    Ok(match ev {
+        Ev::Existing(i) => existing.get(*i).cloned().unwrap_or(Value::Null),
+        Ev::Excluded(i) => excluded.get(*i).cloned().unwrap_or(Value::Null),
+        Ev::Lit(v) => v.clone(),
+        Ev::Not(inner) => match eval(inner, existing, excluded, def)? {
+            Value::Boolean(b) => Value::Boolean(!b),
+            Value::Null => Value::Null,
+            _ => return Err("argument of NOT must be boolean".into()),
+        },
+        Ev::Neg(inner) => match num(&eval(inner, existing, excluded, def)?) {
+            Some((Some(i), _)) => {
+                Value::BigInt(i64::try_from(-i).map_err(|_| "integer out of range")?)
+            }
+            Some((None, f)) => Value::Double(-f),
+            None => Value::Null,
+        },
+        Ev::IsNull(inner, want) => {
+            Value::Boolean(eval(inner, existing, excluded, def)?.is_null() == *want)
+        }
+        Ev::Bin(l, op, r) => {
+            let a = eval(l, existing, excluded, def)?;
+            let b = eval(r, existing, excluded, def)?;
+            match op {
+                BinaryOperator::And | BinaryOperator::Or => {
+                    let (x, y) = (
+                        matches!(a, Value::Boolean(true)),
+                        matches!(b, Value::Boolean(true)),
+                    );
+                    Value::Boolean(if *op == BinaryOperator::And {
+                        x && y
+                    } else {
+                        x || y
+                    })
+                }
+                _ if a.is_null() || b.is_null() => Value::Null,
+                BinaryOperator::StringConcat => Value::Text(format!(
+                    "{}{}",
+                    pgtypes::value_text(&a, None),
+                    pgtypes::value_text(&b, None)
+                )),
+                BinaryOperator::Eq
+                | BinaryOperator::NotEq
+                | BinaryOperator::Lt
+                | BinaryOperator::LtEq
+                | BinaryOperator::Gt
+                | BinaryOperator::GtEq => {
+                    let ord = match (num(&a), num(&b)) {
+                        (Some((_, x)), Some((_, y))) => x.partial_cmp(&y),
+                        _ => cmp_values(&a, &b),
+                    }
+                    .ok_or("cannot compare values of different types")?;
+                    use std::cmp::Ordering::*;
+                    Value::Boolean(match op {
+                        BinaryOperator::Eq => ord == Equal,
+                        BinaryOperator::NotEq => ord != Equal,
+                        BinaryOperator::Lt => ord == Less,
+                        BinaryOperator::LtEq => ord != Greater,
+                        BinaryOperator::Gt => ord == Greater,
+                        _ => ord != Less,
+                    })
+                }
+                _ => {
+                    let (Some((ia, fa)), Some((ib, fb))) = (num(&a), num(&b)) else {
+                        return Err("arithmetic on non-numeric values".into());
+                    };
+                    match (ia, ib) {
+                        (Some(x), Some(y)) => {
+                            let r = match op {
+                                BinaryOperator::Plus => x.checked_add(y),
+                                BinaryOperator::Minus => x.checked_sub(y),
+                                BinaryOperator::Multiply => x.checked_mul(y),
+                                _ if y == 0 => return Err("division by zero".into()),
+                                _ => x.checked_div(y),
+                            }
+                            .ok_or("integer out of range")?;
+                            Value::BigInt(i64::try_from(r).map_err(|_| "integer out of range")?)
+                        }
+                        _ => Value::Double(match op {
+                            BinaryOperator::Plus => fa + fb,
+                            BinaryOperator::Minus => fa - fb,
+                            BinaryOperator::Multiply => fa * fb,
+                            _ => fa / fb,
+                        }),
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Compile `DO UPDATE SET ... [WHERE ...]` into the storage callback.
+pub fn conflict_updater(
+    def: &TableDef,
+    tname: &str,
+    assignments: &[Assignment],
+    selection: Option<&Expr>,
+) -> Result<ConflictUpdateFn> {
+    let mut sets = Vec::new();
+    for a in assignments {
+        let AssignmentTarget::ColumnName(n) = &a.target else {
+            return Err(SqlError::FeatureNotSupported(
+                "tuple assignment in ON CONFLICT".into(),
+            ));
+        };
+        let name = match n.0.last() {
+            Some(ObjectNamePart::Identifier(id)) => ident_name(id),
+            _ => return Err(SqlError::Syntax(format!("bad column {n}"))),
+        };
+        let idx = def
+            .column_index(&name)
+            .ok_or_else(|| SqlError::UndefinedColumn(name.clone()))?;
+        if def.primary_key.contains(&idx) {
+            return Err(SqlError::FeatureNotSupported(
+                "ON CONFLICT DO UPDATE cannot change the primary key".into(),
+            ));
+        }
+        sets.push((idx, compile(&a.value, def, tname)?));
+    }
+    let filter = selection.map(|e| compile(e, def, tname)).transpose()?;
+    let def = def.clone();
+    Ok(Arc::new(move |existing: &Row, excluded: &Row| {
+        if let Some(f) = &filter {
+            if !matches!(eval(f, existing, excluded, &def)?, Value::Boolean(true)) {
+                return Ok(None);
+            }
+        }
+        let mut row = existing.clone();
+        for (idx, ev) in &sets {
+            let v = eval(ev, existing, excluded, &def)?;
+            let ty = def.columns[*idx].ty;
+            row[*idx] = coerce_value(v, ty).map_err(|e| e.to_string())?;
+        }
+        Ok(Some(row))
+    }))
+}
+
+/// Fill unknown parameter types from the columns they are compared with or
+/// assigned to (INSERT VALUES positions, SET c = $n, c op $n).
+pub fn infer_param_types(stmt: &Statement, engine: &Arc<Engine>, types: &mut [u32]) {
+    let mut tables: Vec<Arc<Table>> = Vec::new();
+    let _ = visit_relations(stmt, |r| {
+        if let Ok(n) = table_name(r) {
+            if let Some(t) = engine.table(&n) {
+                tables.push(t);
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    let col_type = |name: &str| -> Option<ColumnType> {
+        tables
+            .iter()
+            .find_map(|t| t.def().column_index(name).map(|i| t.def().columns[i].ty))
+    };
+    let mut set = |idx: usize, ty: ColumnType| {
+        if let Some(slot) = types.get_mut(idx.wrapping_sub(1)) {
+            if *slot == 0 {
+                *slot = oid_for_column_type(ty);
+            }
+        }
+    };
+    match stmt {
+        Statement::Insert(ins) => {
+            if let (TableObject::TableName(n), Some(src)) = (&ins.table, &ins.source) {
+                if let Some(t) = table_name(n).ok().and_then(|n| engine.table(&n)) {
+                    let def = t.def();
+                    let targets: Vec<Option<usize>> = if ins.columns.is_empty() {
+                        (0..def.columns.len()).map(Some).collect()
+                    } else {
+                        ins.columns
+                            .iter()
+                            .map(|c| match c.0.last() {
+                                Some(ObjectNamePart::Identifier(id)) => {
+                                    def.column_index(&ident_name(id))
+                                }
+                                _ => None,
+                            })
+                            .collect()
+                    };
+                    if let SetExpr::Values(v) = src.body.as_ref() {
+                        for row in &v.rows {
+                            for (e, t) in row.iter().zip(&targets) {
+                                if let (Some(p), Some(t)) = (placeholder_index(e), t) {
+                                    set(p, def.columns[*t].ty);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Statement::Update(upd) => {
+            for a in &upd.assignments {
+                if let (AssignmentTarget::ColumnName(n), Some(p)) =
+                    (&a.target, placeholder_index(&a.value))
+                {
+                    if let Some(ObjectNamePart::Identifier(id)) = n.0.last() {
+                        if let Some(ty) = col_type(&ident_name(id)) {
+                            set(p, ty);
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    let _ = visit_expressions(stmt, |e| {
+        let name_of = |e: &Expr| match e {
+            Expr::Identifier(id) => Some(ident_name(id)),
+            Expr::CompoundIdentifier(p) => p.last().map(ident_name),
+            _ => None,
+        };
+        match e {
+            Expr::BinaryOp { left, right, .. } => {
+                if let (Some(c), Some(p)) = (name_of(left), placeholder_index(right)) {
+                    if let Some(ty) = col_type(&c) {
+                        set(p, ty);
+                    }
+                }
+                if let (Some(c), Some(p)) = (name_of(right), placeholder_index(left)) {
+                    if let Some(ty) = col_type(&c) {
+                        set(p, ty);
+                    }
+                }
+            }
+            Expr::InList { expr, list, .. } => {
+                if let Some(ty) = name_of(expr).and_then(|c| col_type(&c)) {
+                    for l in list {
+                        if let Some(p) = placeholder_index(l) {
+                            set(p, ty);
+                        }
+                    }
+                }
+            }
+            Expr::Between {
+                expr, low, high, ..
+            } => {
+                if let Some(ty) = name_of(expr).and_then(|c| col_type(&c)) {
+                    for l in [low, high] {
+                        if let Some(p) = placeholder_index(l) {
+                            set(p, ty);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_array_literals() {
+        assert_eq!(
+            parse_array_text("{1,2, 3}", ColumnType::BigInt).unwrap(),
+            vec![Value::BigInt(1), Value::BigInt(2), Value::BigInt(3)]
+        );
+        assert_eq!(
+            parse_array_text("{\"a,b\",NULL}", ColumnType::Text).unwrap(),
+            vec![Value::Text("a,b".into()), Value::Null]
+        );
+        assert!(parse_array_text("1,2", ColumnType::Int).is_err());
+    }
+}

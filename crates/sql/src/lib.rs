@@ -1,0 +1,32 @@
+//! Eddy's SQL layer: everything between a SQL string and the storage engine.
+//!
+//! It owns:
+//! * [`session`]: per-client state and the dispatch of each statement to a
+//!   planning path: fixed plan ([`fastpath`]), DDL/DML (in `session`), COPY
+//!   ([`copy`]) or DataFusion (queries, EXPLAIN);
+//! * [`provider`]: `EddyTable`, DataFusion's view of an Eddy table, with
+//!   projection and filter pushdown (row-group pruning) and one DataFusion
+//!   partition per group of storage scan partitions;
+//! * [`catalog`]: the `public` schema over the engine and a synthesised
+//!   `pg_catalog` (plus PostgreSQL functions psql and drivers call);
+//! * [`pgtypes`]: PostgreSQL type OIDs and the text/binary value encodings;
+//! * [`error`]: `SqlError` and its exhaustive SQLSTATE mapping.
+//!
+//! Invariants: every statement is atomic on its own (one `Table::write` or
+//! one `BulkLoader::commit`); a query reads one snapshot per table; input
+//! never reaches a panic.
+//!
+//! It knows nothing of the wire protocol: `eddy-server` turns [`session::Output`]
+//! into pgwire messages. Design notes: `docs/design/sql.md`.
+
+pub mod catalog;
+pub mod copy;
+pub mod error;
+pub mod fastpath;
+pub mod pgtypes;
+pub mod provider;
+pub mod rewrite;
+pub mod session;
+
+pub use error::{Result, SqlError};
+pub use session::{Database, Output, Prepared, ResultColumn, Session};

@@ -1,0 +1,564 @@
+//! `EddyTable`: DataFusion's view of one Eddy table, and `EddyScanExec`,
+//! the scan operator over a table snapshot.
+//!
+//! Invariants:
+//! * one provider is built per statement (the schema provider makes a fresh
+//!   one on every lookup) and it takes at most one [`TableSnapshot`], on its
+//!   first scan: every scan of the table in one query reads the same LSNs;
+//! * filters are reported `Inexact`: DataFusion re-applies them, Eddy only
+//!   uses them to skip row groups whose min/max cannot match;
+//! * storage scans are synchronous, so each DataFusion partition runs them
+//!   on a blocking thread and hands batches over a bounded channel (2
+//!   batches): back-pressure, never an unbounded buffer.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{DataFusionError, ScalarValue};
+use datafusion::datasource::TableType;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use eddy_common::{ColumnType, Value};
+use eddy_storage::{RowGroupStats, ScanPartition, Table, TableSnapshot};
+
+use crate::pgtypes::coerce_value;
+
+/// Name of the hidden key column of DML scans.
+pub const KEY_COLUMN: &str = "_eddy_key";
+
+/// One Eddy table as a DataFusion table.
+pub struct EddyTable {
+    table: Arc<Table>,
+    schema: SchemaRef,
+    /// Expose the hidden `_eddy_key` column last (UPDATE/DELETE scans).
+    with_key: bool,
+    snapshot: OnceLock<Arc<TableSnapshot>>,
+}
+
+impl fmt::Debug for EddyTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EddyTable")
+            .field("name", &self.table.def().name)
+            .field("with_key", &self.with_key)
+            .finish()
+    }
+}
+
+impl EddyTable {
+    pub fn new(table: Arc<Table>, with_key: bool) -> EddyTable {
+        let base = table.schema();
+        let schema = if with_key {
+            let mut fields: Vec<Field> = base.fields().iter().map(|f| f.as_ref().clone()).collect();
+            fields.push(Field::new(KEY_COLUMN, DataType::Binary, false));
+            Arc::new(Schema::new(fields))
+        } else {
+            base
+        };
+        EddyTable {
+            table,
+            schema,
+            with_key,
+            snapshot: OnceLock::new(),
+        }
+    }
+
+    fn snapshot(&self) -> Arc<TableSnapshot> {
+        Arc::clone(
+            self.snapshot
+                .get_or_init(|| Arc::new(self.table.snapshot())),
+        )
+    }
+}
+
+#[async_trait]
+impl TableProvider for EddyTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> datafusion::error::Result<Vec<TableProviderFilterPushDown>> {
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        let ncols = self.table.def().columns.len();
+        let all: Vec<usize> = (0..self.schema.fields().len()).collect();
+        let wanted: Vec<usize> = projection.cloned().unwrap_or(all);
+        let out_schema = Arc::new(self.schema.project(&wanted)?);
+        let types: Vec<ColumnType> = self.table.def().columns.iter().map(|c| c.ty).collect();
+        let names: Vec<String> = self
+            .table
+            .def()
+            .columns
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        let prune = Arc::new(PrunePredicate::from_filters(filters, &names, &types));
+        let partitions = self.snapshot().partitions();
+        let target = state.config().target_partitions().max(1);
+        let groups = group_partitions(partitions, target);
+        let _ = ncols;
+        Ok(Arc::new(EddyScanExec::new(
+            self.table.def().name.clone(),
+            ncols,
+            wanted,
+            out_schema,
+            groups,
+            prune,
+            limit,
+        )))
+    }
+}
+
+/// Spread scan partitions over at most `target` groups, balancing rows.
+fn group_partitions(mut parts: Vec<ScanPartition>, target: usize) -> Vec<Vec<Arc<ScanPartition>>> {
+    parts.sort_by_key(|p| std::cmp::Reverse(p.num_rows_upper_bound()));
+    let n = target.min(parts.len()).max(1);
+    let mut groups: Vec<(u64, Vec<Arc<ScanPartition>>)> = (0..n).map(|_| (0, Vec::new())).collect();
+    for p in parts {
+        let rows = p.num_rows_upper_bound();
+        if let Some(g) = groups.iter_mut().min_by_key(|g| g.0) {
+            g.0 += rows;
+            g.1.push(Arc::new(p));
+        }
+    }
+    groups.into_iter().map(|g| g.1).collect()
+}
+
+/// Scan of one table snapshot: partition `i` reads the scan partitions of group `i`.
+pub struct EddyScanExec {
+    table: String,
+    ncols: usize,
+    /// Provider-schema indices DataFusion wants, in its order (`ncols` = key).
+    wanted: Vec<usize>,
+    groups: Vec<Vec<Arc<ScanPartition>>>,
+    prune: Arc<PrunePredicate>,
+    limit: Option<usize>,
+    props: Arc<PlanProperties>,
+}
+
+impl fmt::Debug for EddyScanExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "EddyScanExec({})", self.table)
+    }
+}
+
+impl EddyScanExec {
+    fn new(
+        table: String,
+        ncols: usize,
+        wanted: Vec<usize>,
+        schema: SchemaRef,
+        groups: Vec<Vec<Arc<ScanPartition>>>,
+        prune: Arc<PrunePredicate>,
+        limit: Option<usize>,
+    ) -> EddyScanExec {
+        let props = PlanProperties::new(
+            EquivalenceProperties::new(schema),
+            Partitioning::UnknownPartitioning(groups.len().max(1)),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        EddyScanExec {
+            table,
+            ncols,
+            wanted,
+            groups,
+            prune,
+            limit,
+            props: Arc::new(props),
+        }
+    }
+}
+
+impl DisplayAs for EddyScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let parts: usize = self.groups.iter().map(|g| g.len()).sum();
+        write!(
+            f,
+            "EddyScanExec: table={}, partitions={}, scan_units={}, projection={:?}, prune_predicates={}",
+            self.table,
+            self.groups.len(),
+            parts,
+            self.wanted,
+            self.prune.conds.len()
+        )?;
+        if let Some(l) = self.limit {
+            write!(f, ", limit={l}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for EddyScanExec {
+    fn name(&self) -> &str {
+        "EddyScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.props
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> datafusion::error::Result<TreeNodeRecursion>,
+    ) -> datafusion::error::Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> datafusion::error::Result<SendableRecordBatchStream> {
+        let schema = self.schema();
+        let units: Vec<Arc<ScanPartition>> =
+            self.groups.get(partition).cloned().unwrap_or_default();
+        let (tx, rx) = tokio::sync::mpsc::channel::<datafusion::error::Result<RecordBatch>>(2);
+        let wanted = self.wanted.clone();
+        let ncols = self.ncols;
+        let prune = Arc::clone(&self.prune);
+        let limit = self.limit;
+        let out_schema = Arc::clone(&schema);
+        tokio::task::spawn_blocking(move || {
+            let with_key = wanted.contains(&ncols);
+            // storage projection: wanted data columns in order of first use
+            let mut cols: Vec<usize> = Vec::new();
+            for &w in &wanted {
+                if w < ncols && !cols.contains(&w) {
+                    cols.push(w);
+                }
+            }
+            let need_rows_only = cols.is_empty() && !with_key;
+            if need_rows_only && ncols > 0 {
+                cols.push(0);
+            }
+            let keep = |rg: &RowGroupStats| prune.keep(rg);
+            let mut sent = 0usize;
+            for unit in units {
+                let iter = match unit.scan(Some(&cols), with_key, &keep) {
+                    Ok(it) => it,
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(DataFusionError::External(Box::new(e))));
+                        return;
+                    }
+                };
+                for batch in iter {
+                    let out = batch
+                        .map_err(|e| DataFusionError::External(Box::new(e)))
+                        .and_then(|b| reorder(&b, &wanted, &cols, ncols, &out_schema));
+                    let rows = out.as_ref().map(|b| b.num_rows()).unwrap_or(0);
+                    if tx.blocking_send(out).is_err() {
+                        return; // the query was dropped or cancelled
+                    }
+                    sent += rows;
+                    if limit.is_some_and(|l| sent >= l) {
+                        return;
+                    }
+                }
+            }
+        });
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+/// Turn a storage batch (columns `cols`, then the key if requested) into the
+/// batch DataFusion asked for (provider indices `wanted`).
+fn reorder(
+    batch: &RecordBatch,
+    wanted: &[usize],
+    cols: &[usize],
+    ncols: usize,
+    schema: &SchemaRef,
+) -> datafusion::error::Result<RecordBatch> {
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(wanted.len());
+    for &w in wanted {
+        let idx = if w == ncols {
+            batch.num_columns().checked_sub(1)
+        } else {
+            cols.iter().position(|c| *c == w)
+        };
+        let a = idx
+            .and_then(|i| batch.columns().get(i))
+            .ok_or_else(|| DataFusionError::Internal(format!("storage batch lacks column {w}")))?;
+        arrays.push(Arc::clone(a));
+    }
+    let opts = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        arrays,
+        &opts,
+    )?)
+}
+
+// ---------------------------------------------------------------------------
+// row-group pruning
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum CmpOp {
+    Eq,
+    Lt,
+    LtEq,
+    Gt,
+    GtEq,
+}
+
+#[derive(Debug)]
+struct Cond {
+    col: usize,
+    op: CmpOp,
+    value: Value,
+}
+
+/// Conjunction of `column op literal` conditions checked against row-group
+/// min/max. Conditions it cannot understand are simply left out (it only
+/// ever keeps too much, never too little).
+#[derive(Debug, Default)]
+pub struct PrunePredicate {
+    conds: Vec<Cond>,
+}
+
+impl PrunePredicate {
+    fn from_filters(filters: &[Expr], names: &[String], types: &[ColumnType]) -> PrunePredicate {
+        let mut p = PrunePredicate::default();
+        for f in filters {
+            p.collect(f, names, types);
+        }
+        p
+    }
+
+    fn collect(&mut self, e: &Expr, names: &[String], types: &[ColumnType]) {
+        match e {
+            Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::And,
+                right,
+            }) => {
+                self.collect(left, names, types);
+                self.collect(right, names, types);
+            }
+            Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+                let (col, lit, op) = match (
+                    column_of(left),
+                    literal_of(right),
+                    column_of(right),
+                    literal_of(left),
+                ) {
+                    (Some(c), Some(l), _, _) => (c, l, *op),
+                    (_, _, Some(c), Some(l)) => match op.swap() {
+                        Some(s) => (c, l, s),
+                        None => return,
+                    },
+                    _ => return,
+                };
+                let cop = match op {
+                    Operator::Eq => CmpOp::Eq,
+                    Operator::Lt => CmpOp::Lt,
+                    Operator::LtEq => CmpOp::LtEq,
+                    Operator::Gt => CmpOp::Gt,
+                    Operator::GtEq => CmpOp::GtEq,
+                    _ => return,
+                };
+                self.push(col, cop, lit, names, types);
+            }
+            Expr::Between(Between {
+                expr,
+                negated: false,
+                low,
+                high,
+            }) => {
+                if let (Some(c), Some(lo), Some(hi)) =
+                    (column_of(expr), literal_of(low), literal_of(high))
+                {
+                    self.push(c, CmpOp::GtEq, lo, names, types);
+                    self.push(c, CmpOp::LtEq, hi, names, types);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn push(
+        &mut self,
+        col: &str,
+        op: CmpOp,
+        lit: &ScalarValue,
+        names: &[String],
+        types: &[ColumnType],
+    ) {
+        let Some(idx) = names.iter().position(|n| n == col) else {
+            return;
+        };
+        let Some(v) = scalar_to_value(lit) else {
+            return;
+        };
+        if let Ok(v) = coerce_value(v, types[idx]) {
+            if !v.is_null() {
+                self.conds.push(Cond {
+                    col: idx,
+                    op,
+                    value: v,
+                });
+            }
+        }
+    }
+
+    /// Whether a row group may hold matching rows.
+    pub fn keep(&self, rg: &RowGroupStats) -> bool {
+        for c in &self.conds {
+            let Some(stats) = rg.columns.get(c.col) else {
+                continue;
+            };
+            let (min, max) = (&stats.min, &stats.max);
+            if min.is_null() || max.is_null() {
+                continue; // unknown
+            }
+            let (Some(lo), Some(hi)) = (cmp_values(&c.value, min), cmp_values(&c.value, max))
+            else {
+                continue;
+            };
+            let possible = match c.op {
+                CmpOp::Eq => lo != Ordering::Less && hi != Ordering::Greater,
+                CmpOp::Lt => lo == Ordering::Greater, // min < v
+                CmpOp::LtEq => lo != Ordering::Less,  // min <= v
+                CmpOp::Gt => hi == Ordering::Less,    // max > v
+                CmpOp::GtEq => hi != Ordering::Greater, // max >= v
+            };
+            if !possible {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+fn column_of(e: &Expr) -> Option<&str> {
+    match e {
+        Expr::Column(c) => Some(c.name.as_str()),
+        _ => None,
+    }
+}
+
+fn literal_of(e: &Expr) -> Option<&ScalarValue> {
+    match e {
+        Expr::Literal(v, _) => Some(v),
+        _ => None,
+    }
+}
+
+/// A stored value for a DataFusion literal, when it has one.
+pub fn scalar_to_value(s: &ScalarValue) -> Option<Value> {
+    Some(match s {
+        ScalarValue::Boolean(Some(b)) => Value::Boolean(*b),
+        ScalarValue::Int8(Some(x)) => Value::SmallInt(*x as i16),
+        ScalarValue::Int16(Some(x)) => Value::SmallInt(*x),
+        ScalarValue::Int32(Some(x)) => Value::Int(*x),
+        ScalarValue::Int64(Some(x)) => Value::BigInt(*x),
+        ScalarValue::UInt8(Some(x)) => Value::SmallInt(*x as i16),
+        ScalarValue::UInt16(Some(x)) => Value::Int(*x as i32),
+        ScalarValue::UInt32(Some(x)) => Value::BigInt(*x as i64),
+        ScalarValue::UInt64(Some(x)) => Value::BigInt(i64::try_from(*x).ok()?),
+        ScalarValue::Float32(Some(x)) => Value::Real(*x),
+        ScalarValue::Float64(Some(x)) => Value::Double(*x),
+        ScalarValue::Decimal128(Some(x), _, s) => {
+            Value::Text(crate::pgtypes::format_decimal(*x, *s))
+        }
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Value::Text(s.clone()),
+        ScalarValue::Date32(Some(d)) => Value::Date(*d),
+        ScalarValue::TimestampMicrosecond(Some(t), _) => Value::Timestamp(*t),
+        ScalarValue::TimestampMillisecond(Some(t), _) => Value::Timestamp(t.checked_mul(1000)?),
+        ScalarValue::TimestampSecond(Some(t), _) => Value::Timestamp(t.checked_mul(1_000_000)?),
+        ScalarValue::TimestampNanosecond(Some(t), _) => Value::Timestamp(*t / 1000),
+        ScalarValue::Binary(Some(b))
+        | ScalarValue::LargeBinary(Some(b))
+        | ScalarValue::BinaryView(Some(b)) => Value::Bytea(b.clone()),
+        s if s.is_null() => Value::Null,
+        _ => return None,
+    })
+}
+
+/// Order two values of the same type; `None` for mixed types or NaN.
+pub fn cmp_values(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Boolean(x), Value::Boolean(y)) => Some(x.cmp(y)),
+        (Value::SmallInt(x), Value::SmallInt(y)) => Some(x.cmp(y)),
+        (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
+        (Value::BigInt(x), Value::BigInt(y)) => Some(x.cmp(y)),
+        (Value::Real(x), Value::Real(y)) => x.partial_cmp(y),
+        (Value::Double(x), Value::Double(y)) => x.partial_cmp(y),
+        (Value::Decimal(x), Value::Decimal(y)) => Some(x.cmp(y)),
+        (Value::Text(x), Value::Text(y)) => Some(x.cmp(y)),
+        (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
+        (Value::Timestamp(x), Value::Timestamp(y)) => Some(x.cmp(y)),
+        (Value::Bytea(x), Value::Bytea(y)) => Some(x.cmp(y)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::prelude::{col, lit};
+    use eddy_storage::ColumnStats;
+
+    #[test]
+    fn prunes_row_groups_outside_the_range() {
+        let names = vec!["a".to_string()];
+        let types = vec![ColumnType::Int];
+        let p = PrunePredicate::from_filters(&[col("a").gt(lit(10i32))], &names, &types);
+        let rg = |lo, hi| RowGroupStats {
+            rows: 10,
+            columns: vec![ColumnStats {
+                min: Value::Int(lo),
+                max: Value::Int(hi),
+                null_count: 0,
+            }],
+        };
+        assert!(!p.keep(&rg(0, 10)));
+        assert!(p.keep(&rg(0, 11)));
+        let p = PrunePredicate::from_filters(&[col("a").eq(lit(5i64))], &names, &types);
+        assert!(p.keep(&rg(0, 10)));
+        assert!(!p.keep(&rg(6, 10)));
+    }
+}

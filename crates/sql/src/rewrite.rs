@@ -1,0 +1,403 @@
+//! SQL text and AST preprocessing: splitting a simple-query string into
+//! statements, parsing with the PostgreSQL dialect, rewriting PostgreSQL
+//! idioms DataFusion does not know (`OPERATOR(pg_catalog.~)`, `COLLATE`,
+//! `::regclass`, `pg_catalog.`-qualified functions, unqualified `pg_*`
+//! tables), and substituting bound parameters as literals.
+//!
+//! Every rewrite here is semantics-preserving for Eddy's catalog; none
+//! touches a user table's data.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions_mut, visit_relations_mut, BinaryOperator, CastKind, DataType as SqlType,
+    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident,
+    ObjectName, ObjectNamePart, Statement, Value as SqlValue, ValueWithSpan,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::tokenizer::Span;
+use eddy_common::Value;
+
+use crate::error::{Result, SqlError};
+use crate::pgtypes::{format_decimal, value_text};
+
+/// Split a query string into statements at top-level `;`, honouring quotes,
+/// dollar quotes and comments. Empty statements are dropped.
+pub fn split_statements(sql: &str) -> Vec<String> {
+    let bytes = sql.as_bytes();
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\'' | b'"' => {
+                let q = bytes[i];
+                i += 1;
+                while i < bytes.len() {
+                    if bytes[i] == q {
+                        if i + 1 < bytes.len() && bytes[i + 1] == q {
+                            i += 2;
+                            continue;
+                        }
+                        break;
+                    }
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'-' if bytes.get(i + 1) == Some(&b'-') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 2;
+            }
+            b'$' => {
+                // $tag$ ... $tag$ (but not $1 parameters)
+                let rest = &sql[i..];
+                let tag_end = rest[1..].find('$').map(|p| p + 1);
+                match tag_end {
+                    Some(e)
+                        if rest[1..e].chars().all(|c| c.is_alphanumeric() || c == '_')
+                            && !rest[1..e].starts_with(|c: char| c.is_ascii_digit()) =>
+                    {
+                        let tag = &rest[..=e];
+                        match rest[e + 1..].find(tag) {
+                            Some(close) => i += e + 1 + close + tag.len(),
+                            None => i = bytes.len(),
+                        }
+                    }
+                    _ => i += 1,
+                }
+            }
+            b';' => {
+                let s = sql[start..i].trim();
+                if !s.is_empty() {
+                    out.push(s.to_string());
+                }
+                i += 1;
+                start = i;
+            }
+            _ => i += 1,
+        }
+    }
+    if start < sql.len() {
+        let s = sql[start..].trim();
+        if !s.is_empty() && !is_only_comments(s) {
+            out.push(s.to_string());
+        }
+    }
+    out
+}
+
+fn is_only_comments(s: &str) -> bool {
+    s.lines().all(|l| {
+        let l = l.trim();
+        l.is_empty() || l.starts_with("--")
+    })
+}
+
+/// Parse exactly one statement with the PostgreSQL dialect.
+pub fn parse_statement(sql: &str) -> Result<Statement> {
+    let mut stmts = Parser::parse_sql(&PostgreSqlDialect {}, sql)?;
+    match stmts.len() {
+        1 => Ok(stmts.remove(0)),
+        0 => Err(SqlError::Syntax("empty statement".into())),
+        _ => Err(SqlError::Syntax("expected one statement".into())),
+    }
+}
+
+/// Lower-case an unquoted identifier, keep a quoted one.
+pub fn ident_name(id: &Ident) -> String {
+    if id.quote_style.is_some() {
+        id.value.clone()
+    } else {
+        id.value.to_lowercase()
+    }
+}
+
+/// The table named by an object name (`t`, `public.t`, `eddy.public.t`).
+pub fn table_name(name: &ObjectName) -> Result<String> {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|p| match p {
+            ObjectNamePart::Identifier(id) => Ok(ident_name(id)),
+            ObjectNamePart::Function(_) => Err(SqlError::FeatureNotSupported(format!(
+                "unsupported name {name}"
+            ))),
+        })
+        .collect::<Result<_>>()?;
+    match parts.as_slice() {
+        [t] => Ok(t.clone()),
+        [schema, t] if schema == "public" => Ok(t.clone()),
+        [_, schema, t] if schema == "public" => Ok(t.clone()),
+        _ => Err(SqlError::UndefinedTable(name.to_string())),
+    }
+}
+
+fn last_ident(name: &ObjectName) -> Option<String> {
+    match name.0.last()? {
+        ObjectNamePart::Identifier(id) => Some(id.value.to_lowercase()),
+        ObjectNamePart::Function(_) => None,
+    }
+}
+
+fn call(name: &str, args: Vec<Expr>) -> Expr {
+    Expr::Function(Function {
+        name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new(name))]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args: args
+                .into_iter()
+                .map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a)))
+                .collect(),
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
+}
+
+/// Rewrite PostgreSQL catalog idioms into what DataFusion understands.
+/// `is_user_table` says whether a bare name is one of the user's tables
+/// (then `pg_*` names are left alone).
+pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
+    let _ = visit_relations_mut(stmt, |rel| {
+        if rel.0.len() == 1 {
+            if let Some(n) = last_ident(rel) {
+                if n.starts_with("pg_") && !is_user_table(&n) {
+                    rel.0
+                        .insert(0, ObjectNamePart::Identifier(Ident::new("pg_catalog")));
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    let _ = visit_expressions_mut(stmt, |e| {
+        rewrite_expr(e);
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+fn rewrite_expr(e: &mut Expr) {
+    match e {
+        Expr::BinaryOp { op, .. } => {
+            if let BinaryOperator::PGCustomBinaryOperator(parts) = op {
+                let new = match parts.last().map(|s| s.as_str()) {
+                    Some("~") => Some(BinaryOperator::PGRegexMatch),
+                    Some("~*") => Some(BinaryOperator::PGRegexIMatch),
+                    Some("!~") => Some(BinaryOperator::PGRegexNotMatch),
+                    Some("!~*") => Some(BinaryOperator::PGRegexNotIMatch),
+                    Some("=") => Some(BinaryOperator::Eq),
+                    Some("<>") => Some(BinaryOperator::NotEq),
+                    Some("<") => Some(BinaryOperator::Lt),
+                    Some(">") => Some(BinaryOperator::Gt),
+                    _ => None,
+                };
+                if let Some(n) = new {
+                    *op = n;
+                }
+            }
+        }
+        Expr::Collate { expr, .. } => {
+            let inner = std::mem::replace(expr.as_mut(), Expr::Value(SqlValue::Null.into()));
+            *e = inner;
+            rewrite_expr(e);
+        }
+        Expr::Cast {
+            expr, data_type, ..
+        } => {
+            let custom = match data_type {
+                SqlType::Custom(name, _) => last_ident(name),
+                SqlType::Regclass => Some("regclass".into()),
+                _ => None,
+            };
+            match custom.as_deref() {
+                Some("regclass") | Some("regproc") | Some("regprocedure")
+                | Some("regnamespace") => {
+                    let inner =
+                        std::mem::replace(expr.as_mut(), Expr::Value(SqlValue::Null.into()));
+                    *e = call("eddy_regclass", vec![inner]);
+                }
+                Some("regtype") => {
+                    let inner =
+                        std::mem::replace(expr.as_mut(), Expr::Value(SqlValue::Null.into()));
+                    *e = call("eddy_regtype", vec![inner]);
+                }
+                Some("oid") | Some("regrole") | Some("xid") | Some("int2vector")
+                | Some("oidvector") => {
+                    *data_type = SqlType::BigInt(None);
+                }
+                Some("text") | Some("name") | Some("bpchar") | Some("varchar") | Some("char") => {
+                    *data_type = SqlType::Text;
+                }
+                Some("int4") | Some("int") | Some("integer") => *data_type = SqlType::Int(None),
+                Some("int8") | Some("bigint") => *data_type = SqlType::BigInt(None),
+                Some("int2") | Some("smallint") => *data_type = SqlType::SmallInt(None),
+                Some("bool") | Some("boolean") => *data_type = SqlType::Boolean,
+                Some("float8") => *data_type = SqlType::Float64,
+                Some("float4") => *data_type = SqlType::Float32,
+                _ => {}
+            }
+        }
+        Expr::Function(f) => {
+            if f.name.0.len() == 2 {
+                if let Some(ObjectNamePart::Identifier(first)) = f.name.0.first() {
+                    if first.value.eq_ignore_ascii_case("pg_catalog") {
+                        f.name.0.remove(0);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A literal expression for a bound parameter value.
+pub fn value_to_expr(v: &Value, decimal_scale: Option<i8>) -> Expr {
+    let lit = |v: SqlValue| {
+        Expr::Value(ValueWithSpan {
+            value: v,
+            span: Span::empty(),
+        })
+    };
+    let cast = |text: String, data_type: SqlType| Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(lit(SqlValue::SingleQuotedString(text))),
+        data_type,
+        array: false,
+        format: None,
+    };
+    match v {
+        Value::Null => lit(SqlValue::Null),
+        Value::Boolean(b) => lit(SqlValue::Boolean(*b)),
+        Value::SmallInt(x) => cast(x.to_string(), SqlType::SmallInt(None)),
+        Value::Int(x) => cast(x.to_string(), SqlType::Int(None)),
+        Value::BigInt(x) => lit(SqlValue::Number(x.to_string(), false)),
+        Value::Real(_) => cast(value_text(v, None), SqlType::Real),
+        Value::Double(_) => cast(value_text(v, None), SqlType::DoublePrecision),
+        Value::Decimal(x) => lit(SqlValue::Number(
+            format_decimal(*x, decimal_scale.unwrap_or(0)),
+            false,
+        )),
+        Value::Text(s) => lit(SqlValue::SingleQuotedString(s.clone())),
+        Value::Date(_) => cast(value_text(v, None), SqlType::Date),
+        Value::Timestamp(_) => cast(
+            value_text(v, None),
+            SqlType::Timestamp(None, datafusion::sql::sqlparser::ast::TimezoneInfo::None),
+        ),
+        Value::Bytea(b) => {
+            let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            lit(SqlValue::HexStringLiteral(hex))
+        }
+    }
+}
+
+/// Replace `$n` placeholders with the literal values of the parameters.
+pub fn substitute_params(stmt: &mut Statement, params: &[Value]) -> Result<()> {
+    let mut err: Option<SqlError> = None;
+    let _ = visit_expressions_mut(stmt, |e| {
+        if let Expr::Value(ValueWithSpan {
+            value: SqlValue::Placeholder(p),
+            ..
+        }) = e
+        {
+            match p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+                Some(n) if n >= 1 && n <= params.len() => {
+                    *e = value_to_expr(&params[n - 1], None);
+                }
+                _ => {
+                    err = Some(SqlError::InvalidParameter(format!(
+                        "there is no parameter {p}"
+                    )));
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    match err {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The highest `$n` in a statement (the number of parameters it takes).
+pub fn count_params(stmt: &mut Statement) -> usize {
+    let mut max = 0;
+    let _ = visit_expressions_mut(stmt, |e| {
+        if let Expr::Value(ValueWithSpan {
+            value: SqlValue::Placeholder(p),
+            ..
+        }) = e
+        {
+            if let Some(n) = p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+                max = max.max(n);
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    max
+}
+
+/// `$n` -> n when the expression is a placeholder.
+pub fn placeholder_index(e: &Expr) -> Option<usize> {
+    match e {
+        Expr::Value(ValueWithSpan {
+            value: SqlValue::Placeholder(p),
+            ..
+        }) => p
+            .strip_prefix('$')
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|n| *n >= 1),
+        Expr::Cast { expr, .. } => placeholder_index(expr),
+        Expr::Nested(inner) => placeholder_index(inner),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_statements_outside_quotes() {
+        let v = split_statements("select ';'; select $$a;b$$ ; -- c;\n select 1;");
+        assert_eq!(v, vec!["select ';'", "select $$a;b$$", "-- c;\n select 1"]);
+        assert_eq!(split_statements(" ; ;"), Vec::<String>::new());
+        assert_eq!(split_statements("select $1"), vec!["select $1"]);
+    }
+
+    #[test]
+    fn rewrites_psql_idioms() {
+        let mut s = parse_statement(
+            "SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relname OPERATOR(pg_catalog.~) '^(t)$' COLLATE pg_catalog.default AND c.oid = 't'::regclass",
+        )
+        .unwrap();
+        pg_compat(&mut s, &|_| false);
+        let text = s.to_string();
+        assert!(text.contains("c.relname ~ '^(t)$'"), "{text}");
+        assert!(text.contains("eddy_regclass('t')"), "{text}");
+    }
+
+    #[test]
+    fn substitutes_parameters() {
+        let mut s = parse_statement("SELECT * FROM t WHERE a = $1 AND b = $2").unwrap();
+        assert_eq!(count_params(&mut s), 2);
+        substitute_params(&mut s, &[Value::BigInt(5), Value::Text("x'y".into())]).unwrap();
+        assert_eq!(s.to_string(), "SELECT * FROM t WHERE a = 5 AND b = 'x''y'");
+        let mut s = parse_statement("SELECT $3").unwrap();
+        assert!(substitute_params(&mut s, &[]).is_err());
+    }
+}

@@ -1,0 +1,1439 @@
+//! One client session: settings, the DataFusion context, and the dispatch
+//! of each statement to its planning path (fixed plan, DDL, DML, COPY or
+//! DataFusion).
+//!
+//! Invariants:
+//! * every statement is atomic on its own: it ends in one `Table::write`,
+//!   one `BulkLoader::commit`, or no write at all; BEGIN/COMMIT/ROLLBACK are
+//!   accepted for client compatibility and do not group statements;
+//! * a query's snapshot is taken while it is planned (before `execute`
+//!   returns), so a later statement in the same request cannot leak into it;
+//! * storage calls block, so they run under `block_in_place` (the server
+//!   runs a multi-threaded runtime).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
+use datafusion::arrow::compute::{cast_with_options, CastOptions};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{
+    CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider, SchemaProvider,
+};
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::physical_plan::execute_stream;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::{
+    AlterTableOperation, ColumnOption, Expr, FromTable, ObjectType, OnConflictAction, OnInsert,
+    Query, SetExpr, Statement, TableConstraint, TableFactor, TableObject,
+};
+use eddy_common::{ColumnDef, ColumnType, Orientation, Row, Value};
+use eddy_storage::{CreateTable, Engine, Key, OnConflict, Table, WriteOp};
+use futures::StreamExt;
+
+use crate::catalog::{pg_functions, PgCatalogSchema, PublicSchema};
+use crate::copy::{self, CopyIn, CopyOut};
+use crate::error::{Result, SqlError};
+use crate::fastpath::{self, FastPlan};
+use crate::pgtypes::{self, column_type_from_sql, oid, pg_oid};
+use crate::provider::{EddyTable, KEY_COLUMN};
+use crate::rewrite::{self, ident_name, table_name};
+
+/// Session settings reported by SHOW and pg_settings, with their defaults.
+pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
+    ("application_name", ""),
+    ("client_encoding", "UTF8"),
+    ("datestyle", "ISO, MDY"),
+    ("default_transaction_isolation", "read committed"),
+    ("extra_float_digits", "1"),
+    ("integer_datetimes", "on"),
+    ("intervalstyle", "postgres"),
+    ("is_superuser", "on"),
+    ("lc_collate", "C"),
+    ("lc_ctype", "C"),
+    ("max_identifier_length", "63"),
+    ("search_path", "\"$user\", public"),
+    ("server_encoding", "UTF8"),
+    ("server_version", "15.0"),
+    ("server_version_num", "150000"),
+    ("standard_conforming_strings", "on"),
+    ("statement_timeout", "0"),
+    ("timezone", "UTC"),
+    ("transaction_isolation", "read committed"),
+    ("transaction_read_only", "off"),
+];
+
+/// Shared by all sessions: the storage engine and the database's name.
+pub struct Database {
+    pub engine: Arc<Engine>,
+    pub name: String,
+}
+
+/// What a statement produced.
+pub enum Output {
+    /// Rows, streamed; `tag` is the command word ("SELECT", "EXPLAIN", "SHOW").
+    Rows {
+        schema: SchemaRef,
+        stream: SendableRecordBatchStream,
+    },
+    /// A command with its complete tag ("INSERT 0 3", "CREATE TABLE").
+    Command(String),
+    TxnStart(String),
+    TxnEnd(String),
+    /// COPY ... FROM STDIN: the caller feeds data into it, then finishes it.
+    CopyIn(Box<CopyIn>),
+    /// COPY ... TO STDOUT.
+    CopyOut(CopyOut),
+    Empty,
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Output::Rows { schema, .. } => write!(f, "Rows({} columns)", schema.fields().len()),
+            Output::Command(t) => write!(f, "Command({t})"),
+            Output::TxnStart(t) => write!(f, "TxnStart({t})"),
+            Output::TxnEnd(t) => write!(f, "TxnEnd({t})"),
+            Output::CopyIn(_) => write!(f, "CopyIn"),
+            Output::CopyOut(_) => write!(f, "CopyOut"),
+            Output::Empty => write!(f, "Empty"),
+        }
+    }
+}
+
+/// The statement kinds metrics are kept for.
+pub fn statement_kind(sql: &str) -> &'static str {
+    let first = sql
+        .trim_start()
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ';')
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    match first.as_str() {
+        "select" | "with" | "values" | "table" => "select",
+        "insert" => "insert",
+        "update" => "update",
+        "delete" => "delete",
+        "copy" => "copy",
+        "create" | "drop" | "alter" | "truncate" => "ddl",
+        "begin" | "start" | "commit" | "end" | "rollback" | "abort" => "transaction",
+        "explain" => "explain",
+        _ => "other",
+    }
+}
+
+/// A column of a result set as the protocol describes it.
+#[derive(Clone, Debug)]
+pub struct ResultColumn {
+    pub name: String,
+    pub type_oid: u32,
+}
+
+/// A parsed (and, for queries, planned) statement of the extended protocol.
+#[derive(Debug)]
+pub struct Prepared {
+    pub sql: String,
+    /// None for an empty or a custom command (VACUUM, CREATE TABLE GROUP).
+    pub stmt: Option<Statement>,
+    pub param_types: Vec<u32>,
+    pub columns: Vec<ResultColumn>,
+    pub fast: Option<FastPlan>,
+}
+
+/// One client's session.
+pub struct Session {
+    db: Arc<Database>,
+    ctx: SessionContext,
+    dml_schema: Arc<MemorySchemaProvider>,
+    settings: BTreeMap<String, String>,
+    user: String,
+}
+
+fn run_blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+impl Session {
+    pub fn new(db: Arc<Database>, user: &str, backend_pid: i32) -> Result<Session> {
+        let config = SessionConfig::new()
+            .with_default_catalog_and_schema(db.name.clone(), "public")
+            .with_create_default_catalog_and_schema(false)
+            .with_information_schema(true);
+        let ctx = SessionContext::new_with_config(config);
+        let catalog = MemoryCatalogProvider::new();
+        catalog.register_schema(
+            "public",
+            Arc::new(PublicSchema::new(Arc::clone(&db.engine))),
+        )?;
+        catalog.register_schema(
+            "pg_catalog",
+            Arc::new(PgCatalogSchema::new(Arc::clone(&db.engine), &db.name, user)),
+        )?;
+        let dml_schema = Arc::new(MemorySchemaProvider::new());
+        catalog.register_schema(
+            "eddy_dml",
+            Arc::clone(&dml_schema) as Arc<dyn SchemaProvider>,
+        )?;
+        ctx.register_catalog(db.name.clone(), Arc::new(catalog));
+        for f in pg_functions(Arc::clone(&db.engine), &db.name, user, backend_pid) {
+            ctx.register_udf(f);
+        }
+        let settings = DEFAULT_SETTINGS
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Ok(Session {
+            db,
+            ctx,
+            dml_schema,
+            settings,
+            user: user.to_string(),
+        })
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.db.engine
+    }
+
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    /// Run a simple-query string: each statement in turn, stopping at the
+    /// first error (which is the last element), or at a COPY FROM STDIN.
+    pub async fn simple_query(&mut self, sql: &str) -> Vec<Result<Output>> {
+        let mut out = Vec::new();
+        for text in rewrite::split_statements(sql) {
+            let r = self.execute_text(&text, &[]).await;
+            let stop = matches!(r, Err(_) | Ok(Output::CopyIn(_)));
+            out.push(r);
+            if stop {
+                break;
+            }
+        }
+        out
+    }
+
+    async fn execute_text(&mut self, text: &str, params: &[Value]) -> Result<Output> {
+        if let Some(o) = self.custom_command(text).await? {
+            return Ok(o);
+        }
+        let mut stmt = rewrite::parse_statement(text)?;
+        if !params.is_empty() {
+            rewrite::substitute_params(&mut stmt, params)?;
+        }
+        self.execute_statement(stmt).await
+    }
+
+    /// Parse (and for queries plan) a statement of the extended protocol.
+    pub async fn prepare(&mut self, sql: &str, client_types: &[u32]) -> Result<Prepared> {
+        let text = sql.trim().trim_end_matches(';').trim().to_string();
+        if text.is_empty() || self.is_custom_command(&text) {
+            return Ok(Prepared {
+                sql: text,
+                stmt: None,
+                param_types: vec![],
+                columns: vec![],
+                fast: None,
+            });
+        }
+        let mut stmt = rewrite::parse_statement(&text)?;
+        let nparams = rewrite::count_params(&mut stmt);
+        let mut param_types: Vec<u32> = (0..nparams)
+            .map(|i| {
+                client_types
+                    .get(i)
+                    .copied()
+                    .filter(|t| *t != 0)
+                    .unwrap_or(0)
+            })
+            .collect();
+        let fast = fastpath::recognise(&stmt, &self.db.engine);
+        let mut columns = Vec::new();
+        if let Some(f) = &fast {
+            for (i, t) in f.param_types().iter().enumerate() {
+                if let Some(slot) = param_types.get_mut(i) {
+                    if *slot == 0 {
+                        *slot = *t;
+                    }
+                }
+            }
+            columns = f.columns();
+        } else {
+            fastpath::infer_param_types(&stmt, &self.db.engine, &mut param_types);
+            if let Statement::Query(_) | Statement::Explain { .. } = &stmt {
+                let mut s = stmt.clone();
+                self.compat(&mut s);
+                let plan = self
+                    .ctx
+                    .state()
+                    .statement_to_plan(DFStatement::Statement(Box::new(s)))
+                    .await?;
+                if let Ok(types) = plan.get_parameter_types() {
+                    for (name, ty) in types {
+                        let idx = name.trim_start_matches('$').parse::<usize>().unwrap_or(0);
+                        if let (Some(slot), Some(ty)) =
+                            (param_types.get_mut(idx.wrapping_sub(1)), ty)
+                        {
+                            if *slot == 0 {
+                                *slot = pg_oid(&ty);
+                            }
+                        }
+                    }
+                }
+                columns = plan
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| ResultColumn {
+                        name: f.name().clone(),
+                        type_oid: pg_oid(f.data_type()),
+                    })
+                    .collect();
+            } else if let Statement::ShowVariable { variable } = &stmt {
+                let name = variable
+                    .iter()
+                    .map(ident_name)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                columns = vec![ResultColumn {
+                    name,
+                    type_oid: oid::TEXT,
+                }];
+            }
+        }
+        for t in param_types.iter_mut() {
+            if *t == 0 {
+                *t = oid::TEXT;
+            }
+        }
+        Ok(Prepared {
+            sql: text,
+            stmt: Some(stmt),
+            param_types,
+            columns,
+            fast,
+        })
+    }
+
+    /// Execute a prepared statement with decoded parameters.
+    pub async fn execute_prepared(&mut self, p: &Prepared, params: &[Value]) -> Result<Output> {
+        if params.len() != p.param_types.len() {
+            return Err(SqlError::WrongParameterCount {
+                expected: p.param_types.len(),
+                got: params.len(),
+            });
+        }
+        if let Some(f) = &p.fast {
+            let f = f.clone();
+            let params = params.to_vec();
+            let engine = Arc::clone(&self.db.engine);
+            return run_blocking(move || fastpath::execute(&f, &engine, &params));
+        }
+        match &p.stmt {
+            None if p.sql.is_empty() => Ok(Output::Empty),
+            None => match self.custom_command(&p.sql).await? {
+                Some(o) => Ok(o),
+                None => Ok(Output::Empty),
+            },
+            Some(stmt) => {
+                let mut stmt = stmt.clone();
+                if !params.is_empty() {
+                    rewrite::substitute_params(&mut stmt, params)?;
+                }
+                self.execute_statement(stmt).await
+            }
+        }
+    }
+
+    fn is_custom_command(&self, text: &str) -> bool {
+        let lower = text.trim().to_ascii_lowercase();
+        lower.starts_with("vacuum")
+            || lower.starts_with("analyze")
+            || lower.starts_with("analyse")
+            || lower.starts_with("create table group")
+            || lower.starts_with("discard")
+            || lower.starts_with("checkpoint")
+            || lower.starts_with("deallocate")
+            || lower.starts_with("reset")
+    }
+
+    /// Commands Eddy parses itself (sqlparser does not know them, or they
+    /// are Eddy's own).
+    async fn custom_command(&mut self, text: &str) -> Result<Option<Output>> {
+        if !self.is_custom_command(text) {
+            return Ok(None);
+        }
+        let words: Vec<String> = text
+            .trim()
+            .trim_end_matches(';')
+            .split(|c: char| c.is_whitespace() || c == '(' || c == ')' || c == ',' || c == '=')
+            .filter(|w| !w.is_empty())
+            .map(|w| w.to_string())
+            .collect();
+        let lower: Vec<String> = words.iter().map(|w| w.to_ascii_lowercase()).collect();
+        let engine = Arc::clone(&self.db.engine);
+        match lower[0].as_str() {
+            "vacuum" => {
+                let table = lower
+                    .iter()
+                    .skip(1)
+                    .find(|w| !matches!(w.as_str(), "analyze" | "full" | "verbose" | "freeze"))
+                    .cloned();
+                tracing::info!(table = ?table, "VACUUM: full compaction");
+                if let Some(t) = &table {
+                    if engine.table(t).is_none() {
+                        return Err(SqlError::UndefinedTable(t.clone()));
+                    }
+                }
+                run_blocking(|| engine.compact(table.as_deref()))?;
+                Ok(Some(Output::Command("VACUUM".into())))
+            }
+            "analyze" | "analyse" => Ok(Some(Output::Command("ANALYZE".into()))),
+            "checkpoint" => {
+                run_blocking(|| engine.flush())?;
+                Ok(Some(Output::Command("CHECKPOINT".into())))
+            }
+            "discard" => Ok(Some(Output::Command(format!(
+                "DISCARD {}",
+                words.get(1).map(|w| w.to_uppercase()).unwrap_or_default()
+            )))),
+            "deallocate" => Ok(Some(Output::Command("DEALLOCATE".into()))),
+            "reset" => {
+                if let Some(name) = lower.get(1) {
+                    if name == "all" {
+                        self.settings = DEFAULT_SETTINGS
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.to_string()))
+                            .collect();
+                    } else if let Some((_, v)) = DEFAULT_SETTINGS.iter().find(|(k, _)| k == name) {
+                        self.settings.insert(name.clone(), v.to_string());
+                    }
+                }
+                Ok(Some(Output::Command("RESET".into())))
+            }
+            _ => {
+                // CREATE TABLE GROUP name [WITH (shard_count = n)]
+                let name = words
+                    .get(3)
+                    .map(|w| {
+                        rewrite::ident_name(&datafusion::sql::sqlparser::ast::Ident::new(
+                            w.trim_matches('"'),
+                        ))
+                    })
+                    .ok_or_else(|| SqlError::Syntax("CREATE TABLE GROUP needs a name".into()))?;
+                let mut shards = engine.config().default_shard_count;
+                if let Some(pos) = lower.iter().position(|w| w == "shard_count") {
+                    shards = lower
+                        .get(pos + 1)
+                        .and_then(|v| v.trim_matches('\'').parse().ok())
+                        .filter(|n| *n >= 1 && *n <= 1024)
+                        .ok_or_else(|| {
+                            SqlError::InvalidParameter(
+                                "shard_count must be an integer between 1 and 1024".into(),
+                            )
+                        })?;
+                }
+                run_blocking(|| engine.create_table_group(&name, shards))?;
+                Ok(Some(Output::Command("CREATE TABLE GROUP".into())))
+            }
+        }
+    }
+
+    fn compat(&self, stmt: &mut Statement) {
+        let engine = Arc::clone(&self.db.engine);
+        rewrite::pg_compat(stmt, &|n| engine.table(n).is_some());
+    }
+
+    async fn execute_statement(&mut self, mut stmt: Statement) -> Result<Output> {
+        match stmt {
+            Statement::Query(_) | Statement::Explain { .. } => {
+                self.compat(&mut stmt);
+                self.run_query(stmt).await
+            }
+            Statement::Insert(ins) => self.insert(ins).await,
+            Statement::Update(upd) => self.update(upd).await,
+            Statement::Delete(del) => self.delete(del).await,
+            Statement::CreateTable(ct) => self.create_table(ct).await,
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                ..
+            } => {
+                if object_type != ObjectType::Table {
+                    return Err(SqlError::FeatureNotSupported(format!(
+                        "DROP {object_type} is not supported"
+                    )));
+                }
+                for n in &names {
+                    let name = table_name(n)?;
+                    if self.db.engine.table(&name).is_none() {
+                        if if_exists {
+                            continue;
+                        }
+                        return Err(SqlError::UndefinedTable(name));
+                    }
+                    let engine = Arc::clone(&self.db.engine);
+                    run_blocking(|| engine.drop_table(&name))?;
+                }
+                Ok(Output::Command("DROP TABLE".into()))
+            }
+            Statement::Truncate(t) => {
+                for target in &t.table_names {
+                    let name = table_name(&target.name)?;
+                    let engine = Arc::clone(&self.db.engine);
+                    if engine.table(&name).is_none() {
+                        return Err(SqlError::UndefinedTable(name));
+                    }
+                    run_blocking(|| engine.truncate_table(&name))?;
+                }
+                Ok(Output::Command("TRUNCATE TABLE".into()))
+            }
+            Statement::AlterTable(at) => self.alter_table(at).await,
+            Statement::Copy {
+                source,
+                to,
+                target,
+                options,
+                legacy_options,
+                ..
+            } => {
+                let session_ctx = self.ctx.clone();
+                copy::start(
+                    self,
+                    &session_ctx,
+                    source,
+                    to,
+                    target,
+                    options,
+                    legacy_options,
+                )
+                .await
+            }
+            Statement::StartTransaction { .. } => Ok(Output::TxnStart("BEGIN".into())),
+            Statement::Commit { .. } => Ok(Output::TxnEnd("COMMIT".into())),
+            Statement::Rollback { .. } => Ok(Output::TxnEnd("ROLLBACK".into())),
+            Statement::Savepoint { .. } => Ok(Output::Command("SAVEPOINT".into())),
+            Statement::ReleaseSavepoint { .. } => Ok(Output::Command("RELEASE".into())),
+            Statement::Set(set) => self.set(set),
+            Statement::ShowVariable { variable } => self.show(&variable),
+            Statement::Discard { .. } => Ok(Output::Command("DISCARD ALL".into())),
+            Statement::Deallocate { .. } => Ok(Output::Command("DEALLOCATE".into())),
+            Statement::Analyze(_) => Ok(Output::Command("ANALYZE".into())),
+            Statement::Vacuum(_) => {
+                let engine = Arc::clone(&self.db.engine);
+                run_blocking(|| engine.compact(None))?;
+                Ok(Output::Command("VACUUM".into()))
+            }
+            Statement::CreateIndex(_) => Err(SqlError::FeatureNotSupported(
+                "secondary indexes are not supported: the primary key is the only index".into(),
+            )),
+            other => Err(SqlError::FeatureNotSupported(format!(
+                "statement not supported: {}",
+                other.to_string().chars().take(60).collect::<String>()
+            ))),
+        }
+    }
+
+    // ---- queries -----------------------------------------------------------
+
+    /// Plan and start a query through DataFusion. The snapshot is taken here.
+    pub async fn run_query(&self, stmt: Statement) -> Result<Output> {
+        let state = self.ctx.state();
+        let plan = state
+            .statement_to_plan(DFStatement::Statement(Box::new(stmt)))
+            .await?;
+        let df = self.ctx.execute_logical_plan(plan).await?;
+        let physical = df.create_physical_plan().await?;
+        let schema = physical.schema();
+        let stream = execute_stream(physical, self.ctx.task_ctx())?;
+        Ok(Output::Rows { schema, stream })
+    }
+
+    /// Plan a SELECT written as text and collect its batches.
+    pub async fn query_batches(&self, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        let mut stmt = rewrite::parse_statement(sql)?;
+        self.compat(&mut stmt);
+        match self.run_query(stmt).await? {
+            Output::Rows { schema, mut stream } => {
+                let mut batches = Vec::new();
+                while let Some(b) = stream.next().await {
+                    batches.push(b?);
+                }
+                Ok((schema, batches))
+            }
+            _ => Err(SqlError::Internal("query produced no rows".into())),
+        }
+    }
+
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    fn table(&self, name: &str) -> Result<Arc<Table>> {
+        self.db
+            .engine
+            .table(name)
+            .ok_or_else(|| SqlError::UndefinedTable(name.to_string()))
+    }
+
+    // ---- settings ----------------------------------------------------------
+
+    fn set(&mut self, set: datafusion::sql::sqlparser::ast::Set) -> Result<Output> {
+        use datafusion::sql::sqlparser::ast::Set as S;
+        match set {
+            S::SingleAssignment {
+                variable, values, ..
+            } => {
+                let name = variable.to_string().to_ascii_lowercase();
+                let value = values
+                    .iter()
+                    .map(|v| match v {
+                        Expr::Value(v) => match &v.value {
+                            datafusion::sql::sqlparser::ast::Value::SingleQuotedString(s) => {
+                                s.clone()
+                            }
+                            other => other.to_string(),
+                        },
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                self.settings.insert(name, value);
+            }
+            S::SetTimeZone { value, .. } => {
+                self.settings.insert(
+                    "timezone".into(),
+                    value.to_string().trim_matches('\'').to_string(),
+                );
+            }
+            _ => {}
+        }
+        Ok(Output::Command("SET".into()))
+    }
+
+    fn show(&self, variable: &[datafusion::sql::sqlparser::ast::Ident]) -> Result<Output> {
+        let name = variable
+            .iter()
+            .map(ident_name)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let (names, values): (Vec<String>, Vec<String>) = if name == "all" {
+            self.settings
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .unzip()
+        } else {
+            let key = if name == "time zone" {
+                "timezone".to_string()
+            } else {
+                name.clone()
+            };
+            let v = self
+                .settings
+                .get(&key)
+                .cloned()
+                .ok_or(SqlError::UnknownSetting(name.clone()))?;
+            (vec![key], vec![v])
+        };
+        let (schema, columns): (SchemaRef, Vec<ArrayRef>) = if name == "all" {
+            (
+                Arc::new(Schema::new(vec![
+                    Field::new("name", DataType::Utf8, false),
+                    Field::new("setting", DataType::Utf8, false),
+                ])),
+                vec![
+                    Arc::new(StringArray::from(names)),
+                    Arc::new(StringArray::from(values)),
+                ],
+            )
+        } else {
+            (
+                Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, false)])),
+                vec![Arc::new(StringArray::from(values))],
+            )
+        };
+        let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
+        Ok(batches_output(schema, vec![batch]))
+    }
+
+    // ---- DDL ---------------------------------------------------------------
+
+    async fn create_table(
+        &mut self,
+        ct: datafusion::sql::sqlparser::ast::CreateTable,
+    ) -> Result<Output> {
+        let name = table_name(&ct.name)?;
+        if self.db.engine.table(&name).is_some() {
+            if ct.if_not_exists {
+                return Ok(Output::Command("CREATE TABLE".into()));
+            }
+            return Err(SqlError::Storage(eddy_storage::StorageError::TableExists(
+                name,
+            )));
+        }
+        let mut columns = Vec::new();
+        let mut pk: Vec<usize> = Vec::new();
+        for (i, c) in ct.columns.iter().enumerate() {
+            let ty = column_type_from_sql(&c.data_type)?;
+            let mut nullable = true;
+            for o in &c.options {
+                match &o.option {
+                    ColumnOption::NotNull => nullable = false,
+                    ColumnOption::PrimaryKey(_) => {
+                        nullable = false;
+                        pk.push(i);
+                    }
+                    ColumnOption::Null | ColumnOption::Comment(_) | ColumnOption::Collation(_) => {}
+                    ColumnOption::Unique(_) => {
+                        return Err(SqlError::FeatureNotSupported(
+                            "UNIQUE constraints are not supported; use a PRIMARY KEY".into(),
+                        ))
+                    }
+                    ColumnOption::Default(_)
+                    | ColumnOption::Generated { .. }
+                    | ColumnOption::Identity(_) => {
+                        return Err(SqlError::FeatureNotSupported(
+                            "column defaults are not supported".into(),
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+            columns.push(ColumnDef::new(ident_name(&c.name), ty, nullable));
+        }
+        for con in &ct.constraints {
+            if let TableConstraint::PrimaryKey(p) = con {
+                if !pk.is_empty() {
+                    return Err(SqlError::InvalidDefinition(format!(
+                        "multiple primary keys for table \"{name}\" are not allowed"
+                    )));
+                }
+                for ic in &p.columns {
+                    let cname = match &ic.column.expr {
+                        Expr::Identifier(id) => ident_name(id),
+                        other => {
+                            return Err(SqlError::InvalidDefinition(format!(
+                                "bad primary key column {other}"
+                            )))
+                        }
+                    };
+                    let idx = columns
+                        .iter()
+                        .position(|c: &ColumnDef| c.name == cname)
+                        .ok_or_else(|| SqlError::UndefinedColumn(cname.clone()))?;
+                    columns[idx].nullable = false;
+                    pk.push(idx);
+                }
+            }
+        }
+        let opts = parse_table_options(&ct.table_options, &columns)?;
+        if let Some(q) = ct.query {
+            return self.create_table_as(name, *q, opts).await;
+        }
+        if columns.is_empty() {
+            return Err(SqlError::InvalidDefinition(
+                "a table needs at least one column".into(),
+            ));
+        }
+        let orientation = opts.orientation.unwrap_or(if pk.is_empty() {
+            Orientation::Column
+        } else {
+            Orientation::RowColumn
+        });
+        let spec = CreateTable {
+            name,
+            columns,
+            primary_key: pk,
+            distribution_key: opts.distribution_key,
+            orientation,
+            table_group: opts.table_group,
+            shard_count: opts.shard_count,
+        };
+        let engine = Arc::clone(&self.db.engine);
+        run_blocking(|| engine.create_table(spec))?;
+        Ok(Output::Command("CREATE TABLE".into()))
+    }
+
+    async fn create_table_as(
+        &mut self,
+        name: String,
+        q: Query,
+        opts: TableOptions,
+    ) -> Result<Output> {
+        let mut stmt = Statement::Query(Box::new(q));
+        self.compat(&mut stmt);
+        let (schema, batches) = match self.run_query(stmt).await? {
+            Output::Rows { schema, mut stream } => {
+                let mut v = Vec::new();
+                while let Some(b) = stream.next().await {
+                    v.push(b?);
+                }
+                (schema, v)
+            }
+            _ => return Err(SqlError::Internal("CREATE TABLE AS without rows".into())),
+        };
+        let mut columns = Vec::new();
+        for f in schema.fields() {
+            let ty = storable_type(f.data_type()).ok_or_else(|| {
+                SqlError::FeatureNotSupported(format!(
+                    "column \"{}\" has type {} which cannot be stored",
+                    f.name(),
+                    f.data_type()
+                ))
+            })?;
+            columns.push(ColumnDef::new(f.name().to_lowercase(), ty, true));
+        }
+        let spec = CreateTable {
+            name: name.clone(),
+            columns: columns.clone(),
+            primary_key: vec![],
+            distribution_key: vec![],
+            orientation: opts.orientation.unwrap_or(Orientation::Column),
+            table_group: opts.table_group,
+            shard_count: opts.shard_count,
+        };
+        let engine = Arc::clone(&self.db.engine);
+        let table = run_blocking(|| engine.create_table(spec))?;
+        let types: Vec<ColumnType> = columns.iter().map(|c| c.ty).collect();
+        let result = run_blocking(|| -> Result<u64> {
+            let mut loader = table.bulk_loader();
+            for b in &batches {
+                let cast = cast_batch(b, &table.schema(), &types)?;
+                loader.push(cast)?;
+            }
+            Ok(loader.commit()?)
+        });
+        match result {
+            Ok(n) => Ok(Output::Command(format!("SELECT {n}"))),
+            Err(e) => {
+                let _ = run_blocking(|| engine.drop_table(&name));
+                Err(e)
+            }
+        }
+    }
+
+    async fn alter_table(
+        &mut self,
+        at: datafusion::sql::sqlparser::ast::AlterTable,
+    ) -> Result<Output> {
+        let name = table_name(&at.name)?;
+        if self.db.engine.table(&name).is_none() {
+            if at.if_exists {
+                return Ok(Output::Command("ALTER TABLE".into()));
+            }
+            return Err(SqlError::UndefinedTable(name));
+        }
+        for op in at.operations {
+            match op {
+                AlterTableOperation::AddColumn {
+                    column_def,
+                    if_not_exists,
+                    ..
+                } => {
+                    let cname = ident_name(&column_def.name);
+                    let table = self.table(&name)?;
+                    if table.def().column_index(&cname).is_some() && if_not_exists {
+                        continue;
+                    }
+                    let ty = column_type_from_sql(&column_def.data_type)?;
+                    let mut nullable = true;
+                    for o in &column_def.options {
+                        match &o.option {
+                            ColumnOption::NotNull => nullable = false,
+                            ColumnOption::Default(_) => {
+                                return Err(SqlError::FeatureNotSupported(
+                                    "column defaults are not supported".into(),
+                                ))
+                            }
+                            ColumnOption::PrimaryKey(_) => {
+                                return Err(SqlError::FeatureNotSupported(
+                                    "ADD COLUMN ... PRIMARY KEY is not supported".into(),
+                                ))
+                            }
+                            _ => {}
+                        }
+                    }
+                    if !nullable && table.approx_row_count() > 0 {
+                        return Err(SqlError::NotNullViolation(format!(
+                            "column \"{cname}\" of relation \"{name}\" contains null values"
+                        )));
+                    }
+                    let engine = Arc::clone(&self.db.engine);
+                    run_blocking(|| engine.add_column(&name, ColumnDef::new(cname, ty, nullable)))?;
+                }
+                AlterTableOperation::AddConstraint {
+                    constraint: TableConstraint::PrimaryKey(p),
+                    ..
+                } => {
+                    let cols: Vec<String> = p
+                        .columns
+                        .iter()
+                        .map(|ic| match &ic.column.expr {
+                            Expr::Identifier(id) => Ok(ident_name(id)),
+                            other => Err(SqlError::InvalidDefinition(format!(
+                                "bad primary key column {other}"
+                            ))),
+                        })
+                        .collect::<Result<_>>()?;
+                    self.add_primary_key(&name, &cols).await?;
+                }
+                other => {
+                    return Err(SqlError::FeatureNotSupported(format!(
+                        "ALTER TABLE {other} is not supported"
+                    )));
+                }
+            }
+        }
+        Ok(Output::Command("ALTER TABLE".into()))
+    }
+
+    /// ALTER TABLE ... ADD PRIMARY KEY: rewrite the table into a new one with
+    /// the key (bulk load), then swap names. Duplicates fail with 23505 and
+    /// leave the original untouched.
+    async fn add_primary_key(&mut self, name: &str, cols: &[String]) -> Result<()> {
+        let old = self.table(name)?;
+        let def = old.def().clone();
+        if def.has_primary_key() {
+            return Err(SqlError::InvalidDefinition(format!(
+                "multiple primary keys for table \"{name}\" are not allowed"
+            )));
+        }
+        let pk: Vec<usize> = cols
+            .iter()
+            .map(|c| {
+                def.column_index(c)
+                    .ok_or_else(|| SqlError::UndefinedColumn(c.clone()))
+            })
+            .collect::<Result<_>>()?;
+        let engine = Arc::clone(&self.db.engine);
+        let tmp = format!("{name}__eddy_rewrite");
+        let mut columns = def.columns.clone();
+        for &k in &pk {
+            columns[k].nullable = false;
+        }
+        let types: Vec<ColumnType> = columns.iter().map(|c| c.ty).collect();
+        let result = run_blocking(|| -> Result<()> {
+            if engine.table(&tmp).is_some() {
+                engine.drop_table(&tmp)?;
+            }
+            let new = engine.create_table(CreateTable {
+                name: tmp.clone(),
+                columns: columns.clone(),
+                primary_key: pk.clone(),
+                distribution_key: vec![],
+                orientation: if def.orientation == Orientation::Column {
+                    Orientation::RowColumn
+                } else {
+                    def.orientation
+                },
+                table_group: None,
+                shard_count: None,
+            })?;
+            let mut seen = std::collections::HashSet::new();
+            let mut loader = new.bulk_loader();
+            let snap = old.snapshot();
+            for part in snap.partitions() {
+                for batch in part.scan(None, false, &|_| true)? {
+                    let batch = batch?;
+                    let rows = pgtypes::batch_to_rows(&batch, &types)?;
+                    for row in &rows {
+                        let key: Vec<Value> = pk.iter().map(|&k| row[k].clone()).collect();
+                        if let Some(ci) = pk.iter().find(|&&k| row[k].is_null()) {
+                            return Err(SqlError::NotNullViolation(format!(
+                                "column \"{}\" of relation \"{name}\" contains null values",
+                                columns[*ci].name
+                            )));
+                        }
+                        let k = new.key_of(&key)?;
+                        if !seen.insert(k.0) {
+                            return Err(SqlError::UniqueViolation(format!(
+                                "could not create unique index \"{name}_pkey\": Key ({}) is duplicated",
+                                key.iter().map(|v| pgtypes::value_text(v, None)).collect::<Vec<_>>().join(", ")
+                            )));
+                        }
+                    }
+                    loader.push(batch)?;
+                }
+            }
+            loader.commit()?;
+            engine.drop_table(name)?;
+            engine.rename_table(&tmp, name)?;
+            Ok(())
+        });
+        if result.is_err() && engine.table(name).is_some() {
+            let _ = run_blocking(|| engine.drop_table(&tmp));
+        }
+        result
+    }
+
+    // ---- DML ---------------------------------------------------------------
+
+    async fn insert(&mut self, ins: datafusion::sql::sqlparser::ast::Insert) -> Result<Output> {
+        let tname = match &ins.table {
+            TableObject::TableName(n) => table_name(n)?,
+            _ => {
+                return Err(SqlError::FeatureNotSupported(
+                    "INSERT INTO must name a table".into(),
+                ))
+            }
+        };
+        if ins.returning.is_some() {
+            return Err(SqlError::FeatureNotSupported(
+                "RETURNING is not supported".into(),
+            ));
+        }
+        let table = self.table(&tname)?;
+        let def = table.def().clone();
+        let targets: Vec<usize> = if ins.columns.is_empty() {
+            (0..def.columns.len()).collect()
+        } else {
+            ins.columns
+                .iter()
+                .map(|c| {
+                    let n =
+                        c.0.last()
+                            .map(|p| match p {
+                                datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(id) => {
+                                    ident_name(id)
+                                }
+                                other => other.to_string(),
+                            })
+                            .unwrap_or_default();
+                    def.column_index(&n).ok_or_else(|| {
+                        SqlError::UndefinedColumn(format!("{n}\" of relation \"{tname}"))
+                    })
+                })
+                .collect::<Result<_>>()?
+        };
+        let source = ins.source.ok_or_else(|| {
+            SqlError::FeatureNotSupported("INSERT without VALUES or SELECT".into())
+        })?;
+        // Evaluate the source rows through DataFusion.
+        let mut stmt = Statement::Query(source);
+        self.compat(&mut stmt);
+        let batches = match self.run_query(stmt).await? {
+            Output::Rows { mut stream, .. } => {
+                let mut v = Vec::new();
+                while let Some(b) = stream.next().await {
+                    v.push(b?);
+                }
+                v
+            }
+            _ => vec![],
+        };
+        let mut rows: Vec<Row> = Vec::new();
+        for b in &batches {
+            if b.num_columns() != targets.len() {
+                return Err(SqlError::Syntax(if b.num_columns() > targets.len() {
+                    "INSERT has more expressions than target columns".into()
+                } else {
+                    "INSERT has more target columns than expressions".into()
+                }));
+            }
+            let mut arrays = Vec::with_capacity(targets.len());
+            for (i, &t) in targets.iter().enumerate() {
+                arrays.push(cast_column(
+                    b.column(i),
+                    def.columns[t].ty,
+                    &def.columns[t].name,
+                )?);
+            }
+            for r in 0..b.num_rows() {
+                let mut row = vec![Value::Null; def.columns.len()];
+                for (i, &t) in targets.iter().enumerate() {
+                    row[t] = pgtypes::cell_value(arrays[i].as_ref(), r, def.columns[t].ty)?;
+                }
+                rows.push(row);
+            }
+        }
+        let on_conflict = match ins.on {
+            None => OnConflict::Error,
+            Some(OnInsert::OnConflict(oc)) => match oc.action {
+                OnConflictAction::DoNothing => OnConflict::DoNothing,
+                OnConflictAction::DoUpdate(du) => {
+                    if !def.has_primary_key() {
+                        return Err(SqlError::InvalidDefinition(
+                            "there is no unique or exclusion constraint matching the ON CONFLICT specification".into(),
+                        ));
+                    }
+                    OnConflict::Update(fastpath::conflict_updater(
+                        &def,
+                        &tname,
+                        &du.assignments,
+                        du.selection.as_ref(),
+                    )?)
+                }
+            },
+            Some(OnInsert::DuplicateKeyUpdate(_)) => {
+                return Err(SqlError::FeatureNotSupported(
+                    "ON DUPLICATE KEY UPDATE is not supported".into(),
+                ))
+            }
+            Some(_) => {
+                return Err(SqlError::FeatureNotSupported(
+                    "unsupported ON clause".into(),
+                ))
+            }
+        };
+        let count_updates = matches!(on_conflict, OnConflict::Update(_));
+        let ops: Vec<WriteOp> = rows
+            .into_iter()
+            .map(|row| WriteOp::Insert {
+                row,
+                on_conflict: on_conflict.clone(),
+            })
+            .collect();
+        if ops.is_empty() {
+            return Ok(Output::Command("INSERT 0 0".into()));
+        }
+        let summary = run_blocking(|| table.write(ops))?;
+        let n = summary.inserted + if count_updates { summary.updated } else { 0 };
+        Ok(Output::Command(format!("INSERT 0 {n}")))
+    }
+
+    /// Run `SELECT <items>, _eddy_key FROM <table> AS alias WHERE ...` over
+    /// a key-exposing provider of the table; returns the batches.
+    async fn dml_scan(
+        &mut self,
+        table: &Arc<Table>,
+        alias: &str,
+        items: &str,
+        selection: Option<&Expr>,
+    ) -> Result<Vec<RecordBatch>> {
+        let reg = "__target";
+        let provider = Arc::new(EddyTable::new(Arc::clone(table), true));
+        self.dml_schema.register_table(reg.to_string(), provider)?;
+        let where_clause = selection.map(|e| format!(" WHERE {e}")).unwrap_or_default();
+        let sql = format!("SELECT {items} FROM eddy_dml.{reg} AS \"{alias}\"{where_clause}");
+        let result = self.query_batches(&sql).await;
+        let _ = self.dml_schema.deregister_table(reg);
+        Ok(result?.1)
+    }
+
+    async fn update(&mut self, upd: datafusion::sql::sqlparser::ast::Update) -> Result<Output> {
+        if upd.from.is_some() || upd.returning.is_some() {
+            return Err(SqlError::FeatureNotSupported(
+                "UPDATE ... FROM / RETURNING is not supported".into(),
+            ));
+        }
+        let (tname, alias) = relation_of(&upd.table.relation)?;
+        let table = self.table(&tname)?;
+        let def = table.def().clone();
+        let mut exprs: Vec<Option<Expr>> = vec![None; def.columns.len()];
+        for a in &upd.assignments {
+            let cname = match &a.target {
+                datafusion::sql::sqlparser::ast::AssignmentTarget::ColumnName(n) => {
+                    n.0.last()
+                        .map(|p| match p {
+                            datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(id) => {
+                                ident_name(id)
+                            }
+                            other => other.to_string(),
+                        })
+                        .unwrap_or_default()
+                }
+                other => return Err(SqlError::FeatureNotSupported(format!("UPDATE SET {other}"))),
+            };
+            let idx = def.column_index(&cname).ok_or_else(|| {
+                SqlError::UndefinedColumn(format!("{cname}\" of relation \"{tname}"))
+            })?;
+            exprs[idx] = Some(a.value.clone());
+        }
+        let items: Vec<String> = def
+            .columns
+            .iter()
+            .zip(&exprs)
+            .map(|(c, e)| match e {
+                Some(e) => format!("({e}) AS \"{}\"", c.name),
+                None => format!("\"{alias}\".\"{}\"", c.name),
+            })
+            .chain(std::iter::once(format!("\"{alias}\".\"{KEY_COLUMN}\"")))
+            .collect();
+        let batches = self
+            .dml_scan(&table, &alias, &items.join(", "), upd.selection.as_ref())
+            .await?;
+        let pk_changed = def.primary_key.iter().any(|k| exprs[*k].is_some());
+        let mut ops = Vec::new();
+        let mut n = 0u64;
+        for b in &batches {
+            let ncols = def.columns.len();
+            let mut arrays = Vec::with_capacity(ncols);
+            for (i, c) in def.columns.iter().enumerate() {
+                arrays.push(cast_column(b.column(i), c.ty, &c.name)?);
+            }
+            let keys = b.column(ncols);
+            let keys = keys
+                .as_any()
+                .downcast_ref::<datafusion::arrow::array::BinaryArray>()
+                .ok_or_else(|| SqlError::Internal("key column is not binary".into()))?;
+            for r in 0..b.num_rows() {
+                let row: Row = (0..ncols)
+                    .map(|i| pgtypes::cell_value(arrays[i].as_ref(), r, def.columns[i].ty))
+                    .collect::<Result<_>>()?;
+                if pk_changed || !def.has_primary_key() {
+                    ops.push(WriteOp::Delete {
+                        key: Key(keys.value(r).to_vec()),
+                    });
+                    ops.push(WriteOp::Insert {
+                        row,
+                        on_conflict: OnConflict::Error,
+                    });
+                } else {
+                    ops.push(WriteOp::Insert {
+                        row,
+                        on_conflict: OnConflict::Replace,
+                    });
+                }
+                n += 1;
+            }
+        }
+        if pk_changed {
+            // deletes first, so keys moving between rows do not collide
+            let (mut dels, ins): (Vec<WriteOp>, Vec<WriteOp>) = ops
+                .into_iter()
+                .partition(|o| matches!(o, WriteOp::Delete { .. }));
+            dels.extend(ins);
+            ops = dels;
+        }
+        if !ops.is_empty() {
+            run_blocking(|| table.write(ops))?;
+        }
+        Ok(Output::Command(format!("UPDATE {n}")))
+    }
+
+    async fn delete(&mut self, del: datafusion::sql::sqlparser::ast::Delete) -> Result<Output> {
+        if del.using.is_some() || del.returning.is_some() {
+            return Err(SqlError::FeatureNotSupported(
+                "DELETE ... USING / RETURNING is not supported".into(),
+            ));
+        }
+        let from = match &del.from {
+            FromTable::WithFromKeyword(v) | FromTable::WithoutKeyword(v) => v,
+        };
+        let rel = from
+            .first()
+            .ok_or_else(|| SqlError::Syntax("DELETE needs a table".into()))?;
+        let (tname, alias) = relation_of(&rel.relation)?;
+        let table = self.table(&tname)?;
+        let batches = self
+            .dml_scan(
+                &table,
+                &alias,
+                &format!("\"{alias}\".\"{KEY_COLUMN}\""),
+                del.selection.as_ref(),
+            )
+            .await?;
+        let mut ops = Vec::new();
+        for b in &batches {
+            let keys = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<datafusion::arrow::array::BinaryArray>()
+                .ok_or_else(|| SqlError::Internal("key column is not binary".into()))?;
+            for r in 0..keys.len() {
+                ops.push(WriteOp::Delete {
+                    key: Key(keys.value(r).to_vec()),
+                });
+            }
+        }
+        let n = ops.len();
+        if n > 0 {
+            run_blocking(|| table.write(ops))?;
+        }
+        Ok(Output::Command(format!("DELETE {n}")))
+    }
+}
+
+/// Options of `CREATE TABLE ... WITH (...)`.
+#[derive(Default)]
+struct TableOptions {
+    orientation: Option<Orientation>,
+    distribution_key: Vec<usize>,
+    shard_count: Option<u32>,
+    table_group: Option<String>,
+}
+
+fn option_text(e: &Expr) -> String {
+    match e {
+        Expr::Value(v) => match &v.value {
+            datafusion::sql::sqlparser::ast::Value::SingleQuotedString(s)
+            | datafusion::sql::sqlparser::ast::Value::DoubleQuotedString(s) => s.clone(),
+            other => other.to_string(),
+        },
+        Expr::Identifier(id) => id.value.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn parse_table_options(
+    opts: &datafusion::sql::sqlparser::ast::CreateTableOptions,
+    columns: &[ColumnDef],
+) -> Result<TableOptions> {
+    use datafusion::sql::sqlparser::ast::{CreateTableOptions as C, SqlOption};
+    let list = match opts {
+        C::None => return Ok(TableOptions::default()),
+        C::With(v) | C::Options(v) | C::Plain(v) | C::TableProperties(v) => v,
+    };
+    let mut out = TableOptions::default();
+    for o in list {
+        let (key, value) = match o {
+            SqlOption::KeyValue { key, value } => {
+                (key.value.to_ascii_lowercase(), option_text(value))
+            }
+            other => {
+                return Err(SqlError::InvalidParameter(format!(
+                    "unrecognized table option {other}"
+                )))
+            }
+        };
+        match key.as_str() {
+            "orientation" => {
+                out.orientation = Some(
+                    Orientation::parse(&value)
+                        .map_err(|e| SqlError::InvalidParameter(e.to_string()))?,
+                )
+            }
+            "distribution_key" => {
+                for name in value
+                    .split(',')
+                    .map(|s| s.trim().to_lowercase())
+                    .filter(|s| !s.is_empty())
+                {
+                    let idx = columns
+                        .iter()
+                        .position(|c| c.name == name)
+                        .ok_or_else(|| SqlError::UndefinedColumn(name.clone()))?;
+                    out.distribution_key.push(idx);
+                }
+            }
+            "shard_count" => {
+                out.shard_count = Some(
+                    value
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=1024).contains(n))
+                        .ok_or_else(|| {
+                            SqlError::InvalidParameter(format!(
+                                "invalid shard_count \"{value}\": expected 1..1024"
+                            ))
+                        })?,
+                )
+            }
+            "table_group" => out.table_group = Some(value.to_lowercase()),
+            // PostgreSQL storage parameters clients send (pgbench): accepted, ignored
+            "fillfactor" | "autovacuum_enabled" | "toast_tuple_target" | "parallel_workers"
+            | "clustering_key" => {}
+            other => {
+                return Err(SqlError::InvalidParameter(format!(
+                    "unrecognized parameter \"{other}\""
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn relation_of(tf: &TableFactor) -> Result<(String, String)> {
+    match tf {
+        TableFactor::Table { name, alias, .. } => {
+            let t = table_name(name)?;
+            let a = alias
+                .as_ref()
+                .map(|a| ident_name(&a.name))
+                .unwrap_or_else(|| t.clone());
+            Ok((t, a))
+        }
+        other => Err(SqlError::FeatureNotSupported(format!(
+            "cannot modify {other}"
+        ))),
+    }
+}
+
+/// The Eddy column type a query result column is stored as.
+pub fn storable_type(dt: &DataType) -> Option<ColumnType> {
+    ColumnType::from_arrow(dt).or(match dt {
+        DataType::Utf8View | DataType::LargeUtf8 | DataType::Null => Some(ColumnType::Text),
+        DataType::Int8 | DataType::UInt8 => Some(ColumnType::SmallInt),
+        DataType::UInt16 => Some(ColumnType::Int),
+        DataType::UInt32 | DataType::UInt64 => Some(ColumnType::BigInt),
+        DataType::Float16 => Some(ColumnType::Real),
+        DataType::Timestamp(..) => Some(ColumnType::Timestamp),
+        DataType::BinaryView | DataType::LargeBinary => Some(ColumnType::Bytea),
+        _ => None,
+    })
+}
+
+/// Cast a result column to the Arrow type of a stored column, failing (not
+/// nulling) on values that do not fit.
+pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef> {
+    let target = ty.to_arrow();
+    if a.data_type() == &target {
+        return Ok(Arc::clone(a));
+    }
+    let opts = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    cast_with_options(a, &target, &opts).map_err(|e| {
+        let msg = e.to_string();
+        if msg.contains("overflow") || msg.contains("too large") || msg.contains("Overflow") {
+            SqlError::NumericOutOfRange(format!(
+                "value out of range for column \"{name}\" of type {}",
+                ty.pg_name()
+            ))
+        } else if matches!(
+            a.data_type(),
+            DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8
+        ) {
+            SqlError::InvalidText(format!(
+                "invalid input syntax for type {} in column \"{name}\": {msg}",
+                ty.pg_name()
+            ))
+        } else {
+            SqlError::DatatypeMismatch(format!(
+                "column \"{name}\" is of type {} but expression is of type {}",
+                ty.pg_name(),
+                a.data_type()
+            ))
+        }
+    })
+}
+
+/// Cast every column of a batch to the stored types.
+pub fn cast_batch(
+    b: &RecordBatch,
+    schema: &SchemaRef,
+    types: &[ColumnType],
+) -> Result<RecordBatch> {
+    let cols: Vec<ArrayRef> = b
+        .columns()
+        .iter()
+        .zip(types)
+        .zip(schema.fields())
+        .map(|((a, t), f)| cast_column(a, *t, f.name()))
+        .collect::<Result<_>>()?;
+    Ok(RecordBatch::try_new(Arc::clone(schema), cols)?)
+}
+
+/// An output of already-computed batches.
+pub fn batches_output(schema: SchemaRef, batches: Vec<RecordBatch>) -> Output {
+    let stream = futures::stream::iter(batches.into_iter().map(Ok));
+    Output::Rows {
+        schema: Arc::clone(&schema),
+        stream: Box::pin(RecordBatchStreamAdapter::new(schema, stream)),
+    }
+}
+
+/// Whether a query is a plain `VALUES` list (used by tests).
+pub fn is_values(q: &Query) -> bool {
+    matches!(q.body.as_ref(), SetExpr::Values(_))
+}

@@ -1,0 +1,1009 @@
+//! The engine: catalog, table groups and their shards, tables, cross-shard
+//! commit, background flush and compaction.
+//!
+//! # Catalog
+//! `catalog.json` (written with [`manifest::write_atomic`]) holds table
+//! groups, table definitions and id counters. DDL writes the catalog first,
+//! then changes shards: a crash in between leaves files of an unknown
+//! table id, which recovery deletes.
+//!
+//! # Cross-shard writes (two-phase commit)
+//! A write that touches several shards locks their commit locks in shard
+//! order (no deadlock), logs a *prepare* record tagged with a transaction id
+//! in every shard's WAL, then appends the id to the commit log (`txnlog/`)
+//! and fsyncs it: that fsync is the commit point. Recovery applies tagged
+//! records only for ids found in the commit log. After recovery every shard
+//! is flushed and the commit log emptied.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtOrd};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use arrow::datatypes::SchemaRef;
+use eddy_common::{
+    ColumnDef, ColumnType, Lsn, Orientation, Row, ShardId, TableDef, TableGroupId, TableId, TxnId,
+    Value,
+};
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+
+use crate::bulk::BulkLoader;
+use crate::codec::{self, encode_key_value, stable_hash, Key};
+use crate::error::{Result, StorageError};
+use crate::filestore::FileStore;
+use crate::manifest;
+use crate::shard::{OnConflict, Shard, ShardOp, ShardOpKind, WriteSummary};
+use crate::snapshot::TableSnapshot;
+use crate::wal::Wal;
+
+/// Engine settings.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub data_dir: PathBuf,
+    /// A shard flushes once its memtables hold this many bytes.
+    pub memtable_bytes: usize,
+    /// Shards of the `default` table group created with a new database.
+    pub default_shard_count: u32,
+    /// fsync the WAL before acknowledging (turn off only for tests/benches).
+    pub sync: bool,
+    /// Run flush and compaction in a background thread.
+    pub background_compaction: bool,
+}
+
+impl EngineConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> EngineConfig {
+        EngineConfig {
+            data_dir: data_dir.into(),
+            memtable_bytes: 64 << 20,
+            default_shard_count: 2,
+            sync: true,
+            background_compaction: true,
+        }
+    }
+}
+
+/// A table group as the catalog records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableGroupInfo {
+    pub id: TableGroupId,
+    pub name: String,
+    pub shard_count: u32,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct CatalogData {
+    next_table_id: u32,
+    next_group_id: u32,
+    groups: Vec<TableGroupInfo>,
+    tables: Vec<TableDef>,
+    /// Row ids below this may have been handed out.
+    rowid_limit: u64,
+}
+
+/// What CREATE TABLE asks for.
+#[derive(Clone, Debug)]
+pub struct CreateTable {
+    pub name: String,
+    pub columns: Vec<ColumnDef>,
+    pub primary_key: Vec<usize>,
+    pub distribution_key: Vec<usize>,
+    pub orientation: Orientation,
+    pub table_group: Option<String>,
+    pub shard_count: Option<u32>,
+}
+
+pub struct TableGroup {
+    pub info: TableGroupInfo,
+    pub shards: Vec<Arc<Shard>>,
+}
+
+pub(crate) struct EngineInner {
+    cfg: EngineConfig,
+    store: Arc<FileStore>,
+    catalog: Mutex<CatalogData>,
+    groups: RwLock<HashMap<TableGroupId, Arc<TableGroup>>>,
+    tables: RwLock<BTreeMap<String, Arc<Table>>>,
+    txnlog: Mutex<Wal>,
+    next_txn: AtomicU64,
+    rowids: Mutex<(u64, u64)>,
+    closed: AtomicBool,
+    _lock: std::fs::File,
+}
+
+/// The storage engine of one database directory.
+pub struct Engine {
+    inner: Arc<EngineInner>,
+    background: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// A table handle. A schema change replaces the handle in the engine;
+/// old handles keep working with the old definition.
+pub struct Table {
+    def: Arc<TableDef>,
+    schema: SchemaRef,
+    group: Arc<TableGroup>,
+    engine: Weak<EngineInner>,
+}
+
+/// One operation of a write.
+#[derive(Clone, Debug)]
+pub enum WriteOp {
+    Insert { row: Row, on_conflict: OnConflict },
+    Delete { key: Key },
+}
+
+impl Engine {
+    /// Opens the database in `cfg.data_dir`, creating it or recovering it.
+    pub fn open(cfg: EngineConfig) -> Result<Arc<Engine>> {
+        let dir = cfg.data_dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::io(&dir, e))?;
+        let lock_path = dir.join("LOCK");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| StorageError::io(&lock_path, e))?;
+        lock.try_lock().map_err(|_| {
+            StorageError::io(
+                &lock_path,
+                std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    "the data directory is in use by another process",
+                ),
+            )
+        })?;
+        let store = Arc::new(FileStore::local(&dir)?);
+        let cat_path = dir.join("catalog.json");
+        let mut catalog: CatalogData = match manifest::read_checked(&cat_path)? {
+            Some(c) => c,
+            None => {
+                let c = CatalogData {
+                    next_table_id: 1,
+                    next_group_id: 2,
+                    groups: vec![TableGroupInfo {
+                        id: TableGroupId(1),
+                        name: "default".into(),
+                        shard_count: cfg.default_shard_count.max(1),
+                    }],
+                    tables: Vec::new(),
+                    rowid_limit: 0,
+                };
+                manifest::write_atomic(&cat_path, &c)?;
+                c
+            }
+        };
+        // Reserve a fresh range of row ids, so ids handed out before a crash
+        // are never reused.
+        let rowid_start = catalog.rowid_limit;
+        catalog.rowid_limit = rowid_start + (1 << 24);
+        manifest::write_atomic(&cat_path, &catalog)?;
+
+        let (txnlog, entries) = Wal::open(&dir.join("txnlog"), Lsn::ZERO, cfg.sync, 64 << 20)?;
+        let committed: HashSet<TxnId> = entries.iter().map(|e| TxnId(e.lsn.0)).collect();
+        // Transaction ids must never repeat, even after the commit log was
+        // emptied: an aborted prepare record could otherwise look committed.
+        let now_micros = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let next_txn = txnlog.lsn_floor().0.max(now_micros) + 1;
+
+        let mut groups = HashMap::new();
+        for g in &catalog.groups {
+            let defs: Vec<Arc<TableDef>> = catalog
+                .tables
+                .iter()
+                .filter(|t| t.table_group == g.id)
+                .map(|t| Arc::new(t.clone()))
+                .collect();
+            let mut shards = Vec::new();
+            for s in 0..g.shard_count {
+                shards.push(Arc::new(Shard::open(
+                    &dir,
+                    store.clone(),
+                    g.id,
+                    ShardId(s),
+                    &defs,
+                    &committed,
+                    cfg.sync,
+                )?));
+            }
+            groups.insert(
+                g.id,
+                Arc::new(TableGroup {
+                    info: g.clone(),
+                    shards,
+                }),
+            );
+        }
+        let inner = Arc::new(EngineInner {
+            store,
+            catalog: Mutex::new(catalog),
+            groups: RwLock::new(groups),
+            tables: RwLock::new(BTreeMap::new()),
+            txnlog: Mutex::new(txnlog),
+            next_txn: AtomicU64::new(next_txn),
+            rowids: Mutex::new((rowid_start, rowid_start + (1 << 24))),
+            closed: AtomicBool::new(false),
+            _lock: lock,
+            cfg,
+        });
+        {
+            let cat = inner.catalog.lock();
+            let mut tables = inner.tables.write();
+            for def in &cat.tables {
+                let t = inner.make_table(Arc::new(def.clone()))?;
+                tables.insert(def.name.clone(), t);
+            }
+        }
+        if !committed.is_empty() {
+            // Every prepare record is now applied or discarded for good;
+            // flush so the WALs no longer need the commit log.
+            inner.flush_all()?;
+            let last = Lsn(next_txn - 1);
+            inner.txnlog.lock().truncate_through(last)?;
+            inner.next_txn.store(next_txn + 1, AtOrd::SeqCst);
+        }
+        let engine = Arc::new(Engine {
+            inner,
+            background: Mutex::new(None),
+        });
+        if engine.inner.cfg.background_compaction {
+            let weak = Arc::downgrade(&engine.inner);
+            let h = std::thread::Builder::new()
+                .name("eddy-maintenance".into())
+                .spawn(move || maintenance_loop(weak))
+                .map_err(|e| StorageError::io("maintenance thread", e))?;
+            *engine.background.lock() = Some(h);
+        }
+        tracing::info!(data_dir = %engine.inner.cfg.data_dir.display(), tables = engine.inner.tables.read().len(), "storage engine open");
+        Ok(engine)
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.cfg
+    }
+
+    pub fn create_table_group(&self, name: &str, shard_count: u32) -> Result<TableGroupId> {
+        self.inner.create_table_group(name, shard_count)
+    }
+
+    pub fn table_groups(&self) -> Vec<TableGroupInfo> {
+        self.inner.catalog.lock().groups.clone()
+    }
+
+    pub fn create_table(&self, spec: CreateTable) -> Result<Arc<Table>> {
+        self.inner.check_open()?;
+        validate_spec(&spec)?;
+        let mut cat = self.inner.catalog.lock();
+        if self.inner.tables.read().contains_key(&spec.name) {
+            return Err(StorageError::TableExists(spec.name));
+        }
+        let group_name = match (&spec.table_group, spec.shard_count) {
+            (Some(g), _) => g.clone(),
+            (None, None) => "default".to_string(),
+            (None, Some(_)) => format!("{}_tg", spec.name),
+        };
+        let group = match cat.groups.iter().find(|g| g.name == group_name) {
+            Some(g) => {
+                if let Some(n) = spec.shard_count {
+                    if n != g.shard_count {
+                        return Err(StorageError::InvalidDefinition(format!(
+                            "table group \"{}\" has {} shards, not {n}",
+                            g.name, g.shard_count
+                        )));
+                    }
+                }
+                g.id
+            }
+            None if spec.table_group.is_some() => {
+                return Err(StorageError::TableGroupNotFound(group_name))
+            }
+            None => {
+                drop(cat);
+                self.inner
+                    .create_table_group(&group_name, spec.shard_count.unwrap_or(1))?;
+                cat = self.inner.catalog.lock();
+                cat.groups
+                    .iter()
+                    .find(|g| g.name == group_name)
+                    .map(|g| g.id)
+                    .ok_or_else(|| StorageError::TableGroupNotFound(group_name.clone()))?
+            }
+        };
+        let id = TableId(cat.next_table_id);
+        let def = TableDef {
+            id,
+            name: spec.name.clone(),
+            columns: spec.columns,
+            primary_key: spec.primary_key,
+            distribution_key: spec.distribution_key,
+            orientation: spec.orientation,
+            table_group: group,
+            schema_version: 1,
+        };
+        let mut next = cat.clone();
+        next.next_table_id += 1;
+        next.tables.push(def.clone());
+        manifest::write_atomic(&self.inner.cfg.data_dir.join("catalog.json"), &next)?;
+        *cat = next;
+        let def = Arc::new(def);
+        if let Some(g) = self.inner.groups.read().get(&group) {
+            for s in &g.shards {
+                s.add_table(def.clone());
+            }
+        }
+        let t = self.inner.make_table(def)?;
+        self.inner.tables.write().insert(spec.name, t.clone());
+        Ok(t)
+    }
+
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        self.inner.check_open()?;
+        let mut cat = self.inner.catalog.lock();
+        let t = self
+            .table(name)
+            .ok_or_else(|| StorageError::TableNotFound(name.to_string()))?;
+        let mut next = cat.clone();
+        next.tables.retain(|d| d.name != name);
+        manifest::write_atomic(&self.inner.cfg.data_dir.join("catalog.json"), &next)?;
+        *cat = next;
+        self.inner.tables.write().remove(name);
+        for s in &t.group.shards {
+            s.remove_table(t.def.id)?;
+        }
+        Ok(())
+    }
+
+    /// Empties a table: it gets a new id (like a new relfilenode), and the
+    /// old id's data is removed.
+    pub fn truncate_table(&self, name: &str) -> Result<()> {
+        self.inner.check_open()?;
+        let mut cat = self.inner.catalog.lock();
+        let t = self
+            .table(name)
+            .ok_or_else(|| StorageError::TableNotFound(name.to_string()))?;
+        let mut next = cat.clone();
+        let new_id = TableId(next.next_table_id);
+        next.next_table_id += 1;
+        let mut def = (*t.def).clone();
+        def.id = new_id;
+        for d in next.tables.iter_mut() {
+            if d.name == name {
+                *d = def.clone();
+            }
+        }
+        manifest::write_atomic(&self.inner.cfg.data_dir.join("catalog.json"), &next)?;
+        *cat = next;
+        let def = Arc::new(def);
+        for s in &t.group.shards {
+            s.add_table(def.clone());
+            s.remove_table(t.def.id)?;
+        }
+        let nt = self.inner.make_table(def)?;
+        self.inner.tables.write().insert(name.to_string(), nt);
+        Ok(())
+    }
+
+    /// Renames a table (used to swap in a rewritten table).
+    pub fn rename_table(&self, from: &str, to: &str) -> Result<Arc<Table>> {
+        self.inner.check_open()?;
+        let mut cat = self.inner.catalog.lock();
+        let t = self
+            .table(from)
+            .ok_or_else(|| StorageError::TableNotFound(from.to_string()))?;
+        if self.inner.tables.read().contains_key(to) {
+            return Err(StorageError::TableExists(to.to_string()));
+        }
+        let mut next = cat.clone();
+        let mut def = (*t.def).clone();
+        def.name = to.to_string();
+        def.schema_version += 1;
+        for d in next.tables.iter_mut() {
+            if d.name == from {
+                *d = def.clone();
+            }
+        }
+        manifest::write_atomic(&self.inner.cfg.data_dir.join("catalog.json"), &next)?;
+        *cat = next;
+        let def = Arc::new(def);
+        for s in &t.group.shards {
+            s.alter_table(def.clone())?;
+        }
+        let nt = self.inner.make_table(def)?;
+        let mut tables = self.inner.tables.write();
+        tables.remove(from);
+        tables.insert(to.to_string(), nt.clone());
+        Ok(nt)
+    }
+
+    /// Adds a nullable column; existing rows read it as NULL.
+    pub fn add_column(&self, table: &str, column: ColumnDef) -> Result<Arc<Table>> {
+        self.inner.check_open()?;
+        let mut cat = self.inner.catalog.lock();
+        let t = self
+            .table(table)
+            .ok_or_else(|| StorageError::TableNotFound(table.to_string()))?;
+        if t.def.column_index(&column.name).is_some() {
+            return Err(StorageError::ColumnExists {
+                table: table.to_string(),
+                column: column.name,
+            });
+        }
+        if !column.nullable {
+            return Err(StorageError::InvalidDefinition(format!(
+                "column \"{}\" must be nullable: existing rows have no value for it",
+                column.name
+            )));
+        }
+        let mut def = (*t.def).clone();
+        def.columns.push(column);
+        def.schema_version += 1;
+        let mut next = cat.clone();
+        for d in next.tables.iter_mut() {
+            if d.name == table {
+                *d = def.clone();
+            }
+        }
+        manifest::write_atomic(&self.inner.cfg.data_dir.join("catalog.json"), &next)?;
+        *cat = next;
+        let def = Arc::new(def);
+        for s in &t.group.shards {
+            s.alter_table(def.clone())?;
+        }
+        let nt = self.inner.make_table(def)?;
+        self.inner
+            .tables
+            .write()
+            .insert(table.to_string(), nt.clone());
+        Ok(nt)
+    }
+
+    pub fn table(&self, name: &str) -> Option<Arc<Table>> {
+        self.inner.tables.read().get(name).cloned()
+    }
+
+    pub fn tables(&self) -> Vec<Arc<Table>> {
+        self.inner.tables.read().values().cloned().collect()
+    }
+
+    /// Flushes every memtable to files and truncates the WALs.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.flush_all()
+    }
+
+    /// Full compaction of one table's group (or of everything): merges
+    /// files and drops deleted rows and old versions.
+    pub fn compact(&self, table: Option<&str>) -> Result<()> {
+        self.inner.check_open()?;
+        let groups: Vec<Arc<TableGroup>> = match table {
+            Some(n) => vec![self
+                .table(n)
+                .ok_or_else(|| StorageError::TableNotFound(n.to_string()))?
+                .group
+                .clone()],
+            None => self.inner.groups.read().values().cloned().collect(),
+        };
+        for g in groups {
+            for s in &g.shards {
+                s.flush()?;
+                s.compact(true)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes and stops background work. Further calls fail with `Closed`.
+    pub fn close(&self) -> Result<()> {
+        if self.inner.closed.swap(true, AtOrd::SeqCst) {
+            return Ok(());
+        }
+        if let Some(h) = self.background.lock().take() {
+            let _ = h.join();
+        }
+        self.inner.flush_all()
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.inner.closed.store(true, AtOrd::SeqCst);
+        if let Some(h) = self.background.lock().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn maintenance_loop(weak: Weak<EngineInner>) {
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let Some(inner) = weak.upgrade() else { return };
+        if inner.closed.load(AtOrd::SeqCst) {
+            return;
+        }
+        let groups: Vec<Arc<TableGroup>> = inner.groups.read().values().cloned().collect();
+        for g in groups {
+            for s in &g.shards {
+                if inner.closed.load(AtOrd::SeqCst) {
+                    return;
+                }
+                if s.memtable_bytes() >= inner.cfg.memtable_bytes {
+                    if let Err(e) = s.flush() {
+                        tracing::error!(shard = %s.rel_dir, error = %e, "background flush failed");
+                    }
+                }
+                if s.needs_compaction() {
+                    if let Err(e) = s.compact(false) {
+                        tracing::error!(shard = %s.rel_dir, error = %e, "background compaction failed");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn validate_spec(spec: &CreateTable) -> Result<()> {
+    let bad = |m: String| Err(StorageError::InvalidDefinition(m));
+    if spec.name.is_empty() {
+        return bad("empty table name".into());
+    }
+    if spec.columns.is_empty() {
+        return bad("a table needs at least one column".into());
+    }
+    let mut seen = HashSet::new();
+    for c in &spec.columns {
+        if !seen.insert(c.name.as_str()) {
+            return bad(format!("column \"{}\" specified more than once", c.name));
+        }
+    }
+    let n = spec.columns.len();
+    if spec
+        .primary_key
+        .iter()
+        .chain(&spec.distribution_key)
+        .any(|&i| i >= n)
+    {
+        return bad("key column index out of range".into());
+    }
+    for &i in &spec.primary_key {
+        if spec.columns[i].nullable {
+            return bad(format!(
+                "primary key column \"{}\" must be NOT NULL",
+                spec.columns[i].name
+            ));
+        }
+        if !codec::key_type_allowed(spec.columns[i].ty) {
+            return bad(format!(
+                "column \"{}\" of type {} cannot be part of a primary key",
+                spec.columns[i].name, spec.columns[i].ty
+            ));
+        }
+    }
+    if !spec.primary_key.is_empty()
+        && !spec
+            .distribution_key
+            .iter()
+            .all(|i| spec.primary_key.contains(i))
+    {
+        return bad("the distribution key must be a subset of the primary key".into());
+    }
+    if spec.shard_count == Some(0) || spec.shard_count.is_some_and(|n| n > 1024) {
+        return bad("shard_count must be between 1 and 1024".into());
+    }
+    Ok(())
+}
+
+impl EngineInner {
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(AtOrd::SeqCst) {
+            Err(StorageError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn make_table(self: &Arc<Self>, def: Arc<TableDef>) -> Result<Arc<Table>> {
+        let group = self
+            .groups
+            .read()
+            .get(&def.table_group)
+            .cloned()
+            .ok_or_else(|| StorageError::TableGroupNotFound(def.table_group.to_string()))?;
+        Ok(Arc::new(Table {
+            schema: Arc::new(def.arrow_schema()),
+            def,
+            group,
+            engine: Arc::downgrade(self),
+        }))
+    }
+
+    fn create_table_group(&self, name: &str, shard_count: u32) -> Result<TableGroupId> {
+        self.check_open()?;
+        if shard_count == 0 || shard_count > 1024 {
+            return Err(StorageError::InvalidDefinition(
+                "shard_count must be between 1 and 1024".into(),
+            ));
+        }
+        let mut cat = self.catalog.lock();
+        if cat.groups.iter().any(|g| g.name == name) {
+            return Err(StorageError::TableGroupExists(name.to_string()));
+        }
+        let info = TableGroupInfo {
+            id: TableGroupId(cat.next_group_id),
+            name: name.to_string(),
+            shard_count,
+        };
+        let mut next = cat.clone();
+        next.next_group_id += 1;
+        next.groups.push(info.clone());
+        manifest::write_atomic(&self.cfg.data_dir.join("catalog.json"), &next)?;
+        *cat = next;
+        let mut shards = Vec::new();
+        for s in 0..shard_count {
+            shards.push(Arc::new(Shard::open(
+                &self.cfg.data_dir,
+                self.store.clone(),
+                info.id,
+                ShardId(s),
+                &[],
+                &HashSet::new(),
+                self.cfg.sync,
+            )?));
+        }
+        let id = info.id;
+        self.groups
+            .write()
+            .insert(id, Arc::new(TableGroup { info, shards }));
+        Ok(id)
+    }
+
+    fn flush_all(&self) -> Result<()> {
+        let groups: Vec<Arc<TableGroup>> = self.groups.read().values().cloned().collect();
+        for g in groups {
+            for s in &g.shards {
+                s.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn alloc_rowids(&self, n: u64) -> Result<u64> {
+        let mut r = self.rowids.lock();
+        if r.0 + n > r.1 {
+            let mut cat = self.catalog.lock();
+            let mut next = cat.clone();
+            next.rowid_limit = r.0 + n + (1 << 24);
+            manifest::write_atomic(&self.cfg.data_dir.join("catalog.json"), &next)?;
+            *cat = next;
+            r.1 = r.0 + n + (1 << 24);
+        }
+        let start = r.0;
+        r.0 += n;
+        Ok(start)
+    }
+
+    pub(crate) fn next_txn(&self) -> TxnId {
+        TxnId(self.next_txn.fetch_add(1, AtOrd::SeqCst))
+    }
+
+    /// The commit point of a cross-shard transaction.
+    pub(crate) fn log_commit(&self, txn: TxnId) -> Result<()> {
+        let mut log = self.txnlog.lock();
+        log.append(&[(Lsn(txn.0), &[])])
+    }
+}
+
+// ---------------------------------------------------------------- routing
+
+/// Memcomparable key of a row. `rowid` is used (with `shard`) only for
+/// tables without a primary key.
+pub fn key_for_row(def: &TableDef, row: &[Value], rowid: u64) -> Key {
+    key_for_row_in_shard(def, row, rowid, 0)
+}
+
+pub(crate) fn key_for_row_in_shard(def: &TableDef, row: &[Value], rowid: u64, shard: u32) -> Key {
+    if def.primary_key.is_empty() {
+        let mut k = Vec::with_capacity(13);
+        k.push(0x02);
+        k.extend_from_slice(&shard.to_be_bytes());
+        k.extend_from_slice(&rowid.to_be_bytes());
+        return Key(k);
+    }
+    let vals: Vec<&Value> = def.primary_key.iter().map(|&i| &row[i]).collect();
+    codec::encode_key(&vals)
+}
+
+/// The shard a row lives in.
+pub(crate) fn shard_for_row(def: &TableDef, row: &[Value], rowid: u64, n: u32) -> u32 {
+    let cols = if def.distribution_key.is_empty() {
+        &def.primary_key
+    } else {
+        &def.distribution_key
+    };
+    if cols.is_empty() {
+        return (stable_hash(&rowid.to_le_bytes()) % n as u64) as u32;
+    }
+    let mut buf = Vec::with_capacity(16);
+    for &i in cols {
+        encode_key_value(&row[i], &mut buf);
+    }
+    (stable_hash(&buf) % n as u64) as u32
+}
+
+/// The shard of an encoded key (for deletes by key).
+pub(crate) fn shard_for_key(def: &TableDef, key: &Key, n: u32) -> Result<u32> {
+    let k = key.as_bytes();
+    if def.primary_key.is_empty() {
+        if k.len() != 13 || k[0] != 0x02 {
+            return Err(StorageError::InvalidDefinition(
+                "malformed row id key".into(),
+            ));
+        }
+        let s = u32::from_be_bytes([k[1], k[2], k[3], k[4]]);
+        return Ok(s % n);
+    }
+    if def.distribution_key.is_empty() || def.distribution_key == def.primary_key {
+        return Ok((stable_hash(k) % n as u64) as u32);
+    }
+    let types: Vec<ColumnType> = def.primary_key.iter().map(|&i| def.columns[i].ty).collect();
+    let parts = split_key(k, &types)
+        .ok_or_else(|| StorageError::InvalidDefinition("malformed key".into()))?;
+    let mut buf = Vec::new();
+    for &d in &def.distribution_key {
+        if let Some(pos) = def.primary_key.iter().position(|&p| p == d) {
+            buf.extend_from_slice(parts[pos]);
+        }
+    }
+    Ok((stable_hash(&buf) % n as u64) as u32)
+}
+
+/// Splits an encoded key into the byte ranges of its columns.
+fn split_key<'a>(k: &'a [u8], types: &[ColumnType]) -> Option<Vec<&'a [u8]>> {
+    let mut out = Vec::with_capacity(types.len());
+    let mut pos = 0;
+    for ty in types {
+        let start = pos;
+        match *k.get(pos)? {
+            0x00 => pos += 1,
+            0x01 => {
+                pos += 1;
+                let width = match ty {
+                    ColumnType::Boolean => Some(1),
+                    ColumnType::SmallInt => Some(2),
+                    ColumnType::Int | ColumnType::Date | ColumnType::Real => Some(4),
+                    ColumnType::BigInt | ColumnType::Timestamp | ColumnType::Double => Some(8),
+                    ColumnType::Decimal(..) => Some(16),
+                    ColumnType::Text | ColumnType::Bytea => None,
+                };
+                match width {
+                    Some(w) => pos += w,
+                    None => loop {
+                        let c = *k.get(pos)?;
+                        let d = *k.get(pos + 1)?;
+                        if c == 0 && d == 0x01 {
+                            pos += 2;
+                            break;
+                        }
+                        pos += if c == 0 { 2 } else { 1 };
+                    },
+                }
+            }
+            _ => return None,
+        }
+        out.push(k.get(start..pos)?);
+    }
+    Some(out)
+}
+
+impl Table {
+    pub fn def(&self) -> &Arc<TableDef> {
+        &self.def
+    }
+
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    pub fn shard_count(&self) -> u32 {
+        self.group.shards.len() as u32
+    }
+
+    pub(crate) fn engine(&self) -> Result<Arc<EngineInner>> {
+        let e = self.engine.upgrade().ok_or(StorageError::Closed)?;
+        e.check_open()?;
+        Ok(e)
+    }
+
+    pub(crate) fn shards(&self) -> &[Arc<Shard>] {
+        &self.group.shards
+    }
+
+    /// Encodes a primary key given as values in primary-key order.
+    pub fn key_of(&self, pk: &[Value]) -> Result<Key> {
+        if pk.len() != self.def.primary_key.len() || pk.is_empty() {
+            return Err(StorageError::InvalidDefinition(format!(
+                "table \"{}\" has a primary key of {} columns, got {} values",
+                self.def.name,
+                self.def.primary_key.len(),
+                pk.len()
+            )));
+        }
+        Ok(codec::encode_key(&pk.iter().collect::<Vec<_>>()))
+    }
+
+    fn shard_of_pk(&self, pk: &[Value]) -> u32 {
+        let n = self.shard_count();
+        let mut row = vec![Value::Null; self.def.columns.len()];
+        for (v, &i) in pk.iter().zip(&self.def.primary_key) {
+            row[i] = v.clone();
+        }
+        shard_for_row(&self.def, &row, 0, n)
+    }
+
+    /// Writes atomically: every operation or none; durable on return.
+    pub fn write(&self, ops: Vec<WriteOp>) -> Result<WriteSummary> {
+        let engine = self.engine()?;
+        let n = self.shard_count();
+        let no_pk = self.def.primary_key.is_empty();
+        let inserts = ops
+            .iter()
+            .filter(|o| matches!(o, WriteOp::Insert { .. }))
+            .count() as u64;
+        let mut rowid = if no_pk && inserts > 0 {
+            engine.alloc_rowids(inserts)?
+        } else {
+            0
+        };
+        let mut per_shard: BTreeMap<u32, Vec<ShardOp>> = BTreeMap::new();
+        for op in ops {
+            match op {
+                WriteOp::Insert { row, on_conflict } => {
+                    codec::check_row(&self.def, &row)?;
+                    let s = shard_for_row(&self.def, &row, rowid, n);
+                    let key = key_for_row_in_shard(&self.def, &row, rowid, s);
+                    rowid += 1;
+                    per_shard.entry(s).or_default().push(ShardOp {
+                        table: self.def.clone(),
+                        key,
+                        kind: ShardOpKind::Insert { row, on_conflict },
+                    });
+                }
+                WriteOp::Delete { key } => {
+                    let s = shard_for_key(&self.def, &key, n)?;
+                    per_shard.entry(s).or_default().push(ShardOp {
+                        table: self.def.clone(),
+                        key,
+                        kind: ShardOpKind::Delete,
+                    });
+                }
+            }
+        }
+        match per_shard.len() {
+            0 => Ok(WriteSummary::default()),
+            1 => {
+                let Some((s, ops)) = per_shard.pop_first() else {
+                    return Ok(WriteSummary::default());
+                };
+                self.group.shards[s as usize].write(ops)
+            }
+            _ => {
+                let txn = engine.next_txn();
+                let mut prepared = Vec::new();
+                for (s, ops) in &per_shard {
+                    let shard = &self.group.shards[*s as usize];
+                    // On error the guards of earlier shards drop here: their
+                    // prepare records are never committed.
+                    prepared.push((shard, shard.prepare(ops, txn)?));
+                }
+                engine.log_commit(txn)?;
+                let mut parts = Vec::new();
+                for (shard, (guard, p, lsn)) in prepared {
+                    parts.push(shard.finish(guard, p, lsn, true)?);
+                }
+                Ok(WriteSummary::merge(&parts))
+            }
+        }
+    }
+
+    /// The latest committed row with this primary key.
+    pub fn get(&self, pk: &[Value]) -> Result<Option<Row>> {
+        let key = self.key_of(pk)?;
+        let shard = &self.group.shards[self.shard_of_pk(pk) as usize];
+        let Some(t) = shard.tablets(self.def.id) else {
+            return Err(StorageError::TableNotFound(self.def.name.clone()));
+        };
+        let at = shard.visible_lsn();
+        let width = self.def.columns.len();
+        if let Some(rl) = &t.row {
+            let v = rl.read().clone();
+            return match v.get(&key.0, at)? {
+                Some(b) => codec::decode_row_bytes(&b, width, "row tablet").map(Some),
+                None => Ok(None),
+            };
+        }
+        match &t.col {
+            Some(cl) => {
+                let v = cl.read().clone();
+                Ok(v.get(&key.0)?.map(|mut r| {
+                    r.resize(width, Value::Null);
+                    r
+                }))
+            }
+            None => Ok(None),
+        }
+    }
+
+    pub fn multi_get(&self, pks: &[Vec<Value>]) -> Result<Vec<Option<Row>>> {
+        pks.iter().map(|pk| self.get(pk)).collect()
+    }
+
+    /// A consistent snapshot: one LSN per shard, taken now.
+    pub fn snapshot(&self) -> TableSnapshot {
+        TableSnapshot::take(self)
+    }
+
+    /// Starts a bulk load (COPY, INSERT ... SELECT).
+    pub fn bulk_loader(self: &Arc<Self>) -> BulkLoader {
+        BulkLoader::new(self.clone())
+    }
+
+    pub fn approx_row_count(&self) -> u64 {
+        self.group
+            .shards
+            .iter()
+            .filter_map(|s| s.tablets(self.def.id))
+            .map(|t| {
+                if let Some(cl) = &t.col {
+                    let v = cl.read().clone();
+                    v.memtable.len() as u64
+                        + v.files
+                            .iter()
+                            .map(|f| f.meta.rows - f.deletes.lock().len())
+                            .sum::<u64>()
+                } else if let Some(rl) = &t.row {
+                    rl.read().approx_entries()
+                } else {
+                    0
+                }
+            })
+            .sum()
+    }
+
+    /// The visible LSN of every shard now.
+    pub fn lsns(&self) -> Vec<Lsn> {
+        self.group.shards.iter().map(|s| s.visible_lsn()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_key_finds_column_boundaries() {
+        let k = codec::encode_key(&[
+            &Value::Text("a\0b".into()),
+            &Value::BigInt(7),
+            &Value::Null,
+            &Value::Int(-1),
+        ]);
+        let parts = split_key(
+            &k.0,
+            &[
+                ColumnType::Text,
+                ColumnType::BigInt,
+                ColumnType::Int,
+                ColumnType::Int,
+            ],
+        )
+        .unwrap();
+        assert_eq!(parts.len(), 4);
+        let mut again = Vec::new();
+        encode_key_value(&Value::BigInt(7), &mut again);
+        assert_eq!(parts[1], again.as_slice());
+        assert_eq!(parts[2], &[0u8][..]);
+    }
+}

@@ -1,0 +1,123 @@
+//! The storage engine's error type, grouped by who is at fault.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the storage engine.
+///
+/// Variants fall in three groups: the user's fault (bad definitions, constraint
+/// violations), the environment's (I/O, full disk) and corruption (a file whose
+/// checksum or structure is wrong: never returned as data).
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    // ---- user errors ----
+    #[error("table \"{0}\" already exists")]
+    TableExists(String),
+    #[error("table \"{0}\" does not exist")]
+    TableNotFound(String),
+    #[error("table group \"{0}\" already exists")]
+    TableGroupExists(String),
+    #[error("table group \"{0}\" does not exist")]
+    TableGroupNotFound(String),
+    #[error("column \"{column}\" of table \"{table}\" already exists")]
+    ColumnExists { table: String, column: String },
+    #[error("invalid table definition: {0}")]
+    InvalidDefinition(String),
+    #[error("duplicate key value violates unique constraint \"{table}_pkey\": Key ({key}) already exists")]
+    DuplicateKey { table: String, key: String },
+    #[error(
+        "null value in column \"{column}\" of relation \"{table}\" violates not-null constraint"
+    )]
+    NotNull { table: String, column: String },
+    #[error("value for column \"{column}\" of relation \"{table}\" has the wrong type: expected {expected}, got {got}")]
+    WrongType {
+        table: String,
+        column: String,
+        expected: String,
+        got: String,
+    },
+    #[error("row for relation \"{table}\" has {got} values, expected {expected}")]
+    WrongArity {
+        table: String,
+        expected: usize,
+        got: usize,
+    },
+    #[error("ON CONFLICT DO UPDATE failed: {0}")]
+    ConflictUpdate(String),
+
+    // ---- environment ----
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("object store error: {0}")]
+    ObjectStore(#[from] object_store::Error),
+    #[error("arrow error in {context}: {source}")]
+    Arrow {
+        context: String,
+        #[source]
+        source: arrow::error::ArrowError,
+    },
+    #[error("the storage engine is closed")]
+    Closed,
+    #[error("the storage engine failed earlier and refuses writes until restarted: {0}")]
+    Poisoned(String),
+
+    // ---- corruption ----
+    #[error("corrupt file {path}: {detail}")]
+    Corrupt { path: PathBuf, detail: String },
+}
+
+impl StorageError {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> StorageError {
+        StorageError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub fn corrupt(path: impl Into<PathBuf>, detail: impl Into<String>) -> StorageError {
+        StorageError::Corrupt {
+            path: path.into(),
+            detail: detail.into(),
+        }
+    }
+
+    pub fn arrow(context: impl Into<String>, source: arrow::error::ArrowError) -> StorageError {
+        StorageError::Arrow {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// The PostgreSQL SQLSTATE a client should see for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            StorageError::TableExists(_) => "42P07",
+            StorageError::TableNotFound(_) => "42P01",
+            StorageError::TableGroupExists(_) => "42710",
+            StorageError::TableGroupNotFound(_) => "42704",
+            StorageError::ColumnExists { .. } => "42701",
+            StorageError::InvalidDefinition(_) => "42P16",
+            StorageError::DuplicateKey { .. } => "23505",
+            StorageError::NotNull { .. } => "23502",
+            StorageError::WrongType { .. } => "42804",
+            StorageError::WrongArity { .. } => "42601",
+            StorageError::ConflictUpdate(_) => "22000",
+            StorageError::Io { source, .. } if is_disk_full(source) => "53100",
+            StorageError::Io { .. } => "58030",
+            StorageError::ObjectStore(_) => "58030",
+            StorageError::Arrow { .. } => "XX000",
+            StorageError::Closed => "57P01",
+            StorageError::Poisoned(_) => "58030",
+            StorageError::Corrupt { .. } => "XX001",
+        }
+    }
+}
+
+fn is_disk_full(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::StorageFull || e.raw_os_error() == Some(28)
+}
+
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;

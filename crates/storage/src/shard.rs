@@ -1,0 +1,1057 @@
+//! One shard of a table group: its WAL, the tablets of every table in the
+//! group, group commit, flush, compaction and recovery.
+//!
+//! # Write path and its fsync order
+//! 1. A writer queues its operations and takes the commit lock; whoever
+//!    holds the lock is the *leader* and drains the whole queue (group
+//!    commit).
+//! 2. The leader resolves each write against the latest state (conflict
+//!    checks, ON CONFLICT actions) into logged operations; a write that
+//!    fails is answered with its error and logs nothing.
+//! 3. It assigns consecutive LSNs and appends all records with one write
+//!    and one `fdatasync` ([`Wal::append`]).
+//! 4. It applies the records to the memtables of every tablet, in LSN order,
+//!    then publishes the visible LSN and answers the writers.
+//!
+//! So a write is acknowledged only after its record is durable (never
+//! lost), and a record is either replayed whole or cut off whole as a torn
+//! tail (never partly visible).
+//!
+//! # Flush and compaction
+//! Both run under the commit lock (so writers wait, readers do not):
+//! memtables become files (written and fsync'd), then the manifest is
+//! replaced atomically (tmp + fsync + rename + dir fsync), then WAL segments
+//! at or below the flushed LSN are deleted, then superseded files.
+//!
+//! # Recovery
+//! Load the manifest, open its files and delete maps, replay WAL records
+//! above `flushed_lsn` (records of a cross-shard transaction only if the
+//! commit log says it committed), delete files nothing references.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering as AtOrd};
+use std::sync::Arc;
+
+use eddy_common::{ColumnType, FileId, Lsn, Row, ShardId, TableDef, TableGroupId, TableId, TxnId};
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{decode_row_bytes, encode_row, put_varint, Key, Reader};
+use crate::column_tablet::{
+    column_file_name, ColumnFile, ColumnFileMeta, ColumnFileWriter, ColumnVersion, Columns,
+};
+use crate::delete_map::DeleteMap;
+use crate::error::{Result, StorageError};
+use crate::filestore::FileStore;
+use crate::manifest::{self, Manifest, TabletFiles};
+use crate::row_tablet::{
+    row_file_name, Entry, MergeIter, RowFile, RowFileBuilder, RowFileMeta, RowMemtable, RowVersion,
+};
+use crate::wal::Wal;
+
+/// What happens when an inserted key already exists.
+#[derive(Clone)]
+pub enum OnConflict {
+    /// Fail the whole write with SQLSTATE 23505.
+    Error,
+    /// Keep the existing row; the insert counts as ignored.
+    DoNothing,
+    /// Replace the existing row (upsert).
+    Replace,
+    /// Compute the new row from (existing, proposed); `None` keeps the old row.
+    Update(ConflictUpdateFn),
+}
+
+pub type ConflictUpdateFn =
+    Arc<dyn Fn(&Row, &Row) -> std::result::Result<Option<Row>, String> + Send + Sync>;
+
+impl std::fmt::Debug for OnConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            OnConflict::Error => "Error",
+            OnConflict::DoNothing => "DoNothing",
+            OnConflict::Replace => "Replace",
+            OnConflict::Update(_) => "Update",
+        })
+    }
+}
+
+/// Counts of what a write did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteSummary {
+    pub inserted: u64,
+    pub updated: u64,
+    pub deleted: u64,
+    pub ignored: u64,
+}
+
+impl WriteSummary {
+    fn add(&mut self, o: &WriteSummary) {
+        self.inserted += o.inserted;
+        self.updated += o.updated;
+        self.deleted += o.deleted;
+        self.ignored += o.ignored;
+    }
+}
+
+/// An operation routed to this shard, before conflict resolution.
+pub struct ShardOp {
+    pub table: Arc<TableDef>,
+    pub key: Key,
+    pub kind: ShardOpKind,
+}
+
+pub enum ShardOpKind {
+    Insert { row: Row, on_conflict: OnConflict },
+    Delete,
+}
+
+/// An operation as logged: a full new row or a delete.
+#[derive(Clone)]
+struct LoggedOp {
+    table: TableId,
+    key: Vec<u8>,
+    row: Option<(Row, Arc<[u8]>)>,
+}
+
+/// Files a bulk load adds to one tablet.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct BulkFiles {
+    pub table: TableId,
+    pub row: Vec<RowFileMeta>,
+    pub col: Vec<ColumnFileMeta>,
+}
+
+const REC_WRITE: u8 = 1;
+const REC_BULK: u8 = 2;
+
+/// Tablets of one table in this shard.
+pub struct Tablets {
+    pub def: RwLock<Arc<TableDef>>,
+    pub row: Option<RwLock<Arc<RowVersion>>>,
+    pub col: Option<RwLock<Arc<ColumnVersion>>>,
+}
+
+impl Tablets {
+    fn new(def: Arc<TableDef>) -> Tablets {
+        Tablets {
+            row: def
+                .orientation
+                .has_row()
+                .then(|| RwLock::new(Arc::new(RowVersion::default()))),
+            col: def
+                .orientation
+                .has_column()
+                .then(|| RwLock::new(Arc::new(ColumnVersion::new(columns_of(&def))))),
+            def: RwLock::new(def),
+        }
+    }
+
+    fn row_version(&self) -> Option<Arc<RowVersion>> {
+        self.row.as_ref().map(|r| r.read().clone())
+    }
+
+    fn col_version(&self) -> Option<Arc<ColumnVersion>> {
+        self.col.as_ref().map(|c| c.read().clone())
+    }
+
+    /// The latest row of `key` (leader only: sees everything applied).
+    fn current(&self, key: &[u8]) -> Result<Option<Row>> {
+        let width = self.def.read().columns.len();
+        if let Some(rv) = self.row_version() {
+            return match rv.get(key, Lsn::MAX)? {
+                Some(bytes) => decode_row_bytes(&bytes, width, "row tablet").map(Some),
+                None => Ok(None),
+            };
+        }
+        match self.col_version() {
+            Some(cv) => cv.get(key),
+            None => Ok(None),
+        }
+    }
+}
+
+pub fn columns_of(def: &TableDef) -> Columns {
+    def.columns.iter().map(|c| (c.name.clone(), c.ty)).collect()
+}
+
+struct Pending {
+    ops: Vec<ShardOp>,
+    reply: std::sync::mpsc::SyncSender<Result<WriteSummary>>,
+}
+
+/// State only the commit leader touches.
+pub struct CommitState {
+    wal: Wal,
+    next_lsn: u64,
+    manifest: Manifest,
+    next_file_id: u64,
+}
+
+pub struct Shard {
+    pub group: TableGroupId,
+    pub id: ShardId,
+    /// Directory relative to the file store root, e.g. `tg1/s0`.
+    pub rel_dir: String,
+    abs_dir: PathBuf,
+    store: Arc<FileStore>,
+    visible: AtomicU64,
+    tablets: RwLock<HashMap<TableId, Arc<Tablets>>>,
+    commit: Mutex<CommitState>,
+    queue: Mutex<Vec<Pending>>,
+    poisoned: Mutex<Option<String>>,
+}
+
+/// The answer of a cross-shard prepare: what to apply once committed.
+pub struct Prepared {
+    logged: Vec<LoggedOp>,
+    summary: WriteSummary,
+}
+
+impl Shard {
+    /// Opens (recovering) a shard. `tables` are the catalog's tables of this
+    /// group; `committed` the cross-shard transactions known committed.
+    pub fn open(
+        data_dir: &std::path::Path,
+        store: Arc<FileStore>,
+        group: TableGroupId,
+        id: ShardId,
+        tables: &[Arc<TableDef>],
+        committed: &HashSet<TxnId>,
+        sync: bool,
+    ) -> Result<Shard> {
+        let rel_dir = format!("tg{}/s{}", group.0, id.0);
+        let abs_dir = data_dir.join(&rel_dir);
+        std::fs::create_dir_all(&abs_dir).map_err(|e| StorageError::io(&abs_dir, e))?;
+        let manifest_path = abs_dir.join("MANIFEST");
+        let manifest: Manifest = manifest::read_checked(&manifest_path)?.unwrap_or_default();
+        let (wal, entries) = Wal::open(&abs_dir.join("wal"), manifest.flushed_lsn, sync, 64 << 20)?;
+
+        let mut tablets = HashMap::new();
+        for def in tables {
+            let t = Tablets::new(def.clone());
+            if let Some(files) = manifest.table(def.id) {
+                load_tablet_files(&store, &rel_dir, &manifest_path, &t, files)?;
+            }
+            tablets.insert(def.id, Arc::new(t));
+        }
+        let existing = store.list(&rel_dir)?;
+        let max_seen = existing
+            .iter()
+            .filter_map(|n| n.split('.').next()?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        let shard = Shard {
+            group,
+            id,
+            rel_dir,
+            abs_dir,
+            store,
+            visible: AtomicU64::new(0),
+            tablets: RwLock::new(tablets),
+            commit: Mutex::new(CommitState {
+                next_lsn: 0,
+                wal,
+                next_file_id: max_seen.max(manifest.max_file_id().0) + 1,
+                manifest,
+            }),
+            queue: Mutex::new(Vec::new()),
+            poisoned: Mutex::new(None),
+        };
+        let mut st = shard.commit.lock();
+        let mut last = st.manifest.flushed_lsn;
+        let mut referenced: HashSet<String> = st.manifest.all_file_names().into_iter().collect();
+        let replayed = entries.len();
+        for e in entries {
+            last = e.lsn;
+            shard.replay(&e.payload, e.lsn, committed, &mut referenced)?;
+        }
+        st.next_lsn = last.0.max(st.wal.last_lsn().0) + 1;
+        shard.visible.store(st.next_lsn - 1, AtOrd::Release);
+        // Garbage: files of failed bulk loads, superseded files whose
+        // deletion was cut short by a crash.
+        for name in existing {
+            let is_data = name.ends_with(".row") || name.ends_with(".arrow");
+            if is_data && !referenced.contains(&name) {
+                tracing::info!(shard = %shard.rel_dir, file = %name, "removing unreferenced file");
+                shard.store.delete(&format!("{}/{name}", shard.rel_dir))?;
+            }
+        }
+        if replayed > 0 {
+            tracing::info!(shard = %shard.rel_dir, records = replayed, lsn = %last, "replayed WAL");
+        }
+        drop(st);
+        Ok(shard)
+    }
+
+    fn replay(
+        &self,
+        payload: &[u8],
+        lsn: Lsn,
+        committed: &HashSet<TxnId>,
+        referenced: &mut HashSet<String>,
+    ) -> Result<()> {
+        let bad = || {
+            StorageError::corrupt(
+                self.abs_dir.join("wal"),
+                format!("undecodable record at LSN {lsn}"),
+            )
+        };
+        let mut r = Reader::new(payload);
+        let kind = r.u8().map_err(|_| bad())?;
+        let txn = r.u64().map_err(|_| bad())?;
+        if txn != 0 && !committed.contains(&TxnId(txn)) {
+            tracing::info!(shard = %self.rel_dir, %lsn, txn, "skipping record of an uncommitted transaction");
+            return Ok(());
+        }
+        match kind {
+            REC_WRITE => {
+                let n = r.varint().map_err(|_| bad())? as usize;
+                let mut ops = Vec::with_capacity(n.min(1 << 16));
+                for _ in 0..n {
+                    let table = TableId(r.u32().map_err(|_| bad())?);
+                    let is_put = r.u8().map_err(|_| bad())? == 1;
+                    let key = r.len_prefixed().map_err(|_| bad())?.to_vec();
+                    let row = if is_put {
+                        let bytes = r.len_prefixed().map_err(|_| bad())?;
+                        Some(bytes)
+                    } else {
+                        None
+                    };
+                    let Some(t) = self.tablets.read().get(&table).cloned() else {
+                        continue; // dropped or truncated table
+                    };
+                    let row = match row {
+                        Some(b) => {
+                            let width = t.def.read().columns.len();
+                            let row = decode_row_bytes(b, width, "WAL record")?;
+                            Some((row, Arc::from(b)))
+                        }
+                        None => None,
+                    };
+                    ops.push(LoggedOp { table, key, row });
+                }
+                self.apply(&ops, lsn)
+            }
+            REC_BULK => {
+                let json = r.len_prefixed().map_err(|_| bad())?;
+                let files: BulkFiles = serde_json::from_slice(json).map_err(|_| bad())?;
+                for f in &files.row {
+                    referenced.insert(row_file_name(f.id));
+                }
+                for f in &files.col {
+                    referenced.insert(column_file_name(f.id));
+                }
+                self.install_bulk(&files, lsn)
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    pub fn visible_lsn(&self) -> Lsn {
+        Lsn(self.visible.load(AtOrd::Acquire))
+    }
+
+    pub fn tablets(&self, table: TableId) -> Option<Arc<Tablets>> {
+        self.tablets.read().get(&table).cloned()
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(why) => Err(StorageError::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn poison(&self, e: &StorageError) {
+        tracing::error!(shard = %self.rel_dir, error = %e, "shard failed; refusing writes until restart");
+        *self.poisoned.lock() = Some(e.to_string());
+    }
+
+    // ------------------------------------------------------------ writes
+
+    /// Writes `ops` atomically and durably (group commit).
+    pub fn write(&self, ops: Vec<ShardOp>) -> Result<WriteSummary> {
+        self.check_poisoned()?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.queue.lock().push(Pending { ops, reply: tx });
+        {
+            let mut st = self.commit.lock();
+            // An earlier leader may have committed this write while we
+            // waited: then leave the queue to a writer still waiting, so
+            // that groups stay large.
+            if let Ok(r) = rx.try_recv() {
+                return r;
+            }
+            let batch = std::mem::take(&mut *self.queue.lock());
+            if !batch.is_empty() {
+                self.commit_group(&mut st, batch);
+            }
+        }
+        rx.recv().unwrap_or(Err(StorageError::Closed))
+    }
+
+    fn commit_group(&self, st: &mut CommitState, batch: Vec<Pending>) {
+        let mut overlay: HashMap<(TableId, Vec<u8>), Option<Row>> = HashMap::new();
+        let mut accepted: Vec<(Pending, Vec<LoggedOp>, WriteSummary, Lsn)> = Vec::new();
+        let mut records: Vec<(Lsn, Vec<u8>)> = Vec::new();
+        for p in batch {
+            if let Err(e) = self.check_poisoned() {
+                let _ = p.reply.send(Err(e));
+                continue;
+            }
+            let mut local = overlay.clone();
+            match self.resolve(&p.ops, &mut local) {
+                Ok((logged, summary)) => {
+                    overlay = local;
+                    if logged.is_empty() {
+                        let _ = p.reply.send(Ok(summary));
+                        continue;
+                    }
+                    let lsn = Lsn(st.next_lsn);
+                    st.next_lsn += 1;
+                    records.push((lsn, encode_write(0, &logged)));
+                    accepted.push((p, logged, summary, lsn));
+                }
+                Err(e) => {
+                    let _ = p.reply.send(Err(e));
+                }
+            }
+        }
+        if records.is_empty() {
+            return;
+        }
+        let refs: Vec<(Lsn, &[u8])> = records.iter().map(|(l, b)| (*l, b.as_slice())).collect();
+        if let Err(e) = st.wal.append(&refs) {
+            self.poison(&e);
+            for (p, ..) in accepted {
+                let _ = p.reply.send(Err(StorageError::Poisoned(e.to_string())));
+            }
+            return;
+        }
+        for (p, logged, summary, lsn) in accepted {
+            let r = self.apply(&logged, lsn).map(|_| summary);
+            if let Err(e) = &r {
+                self.poison(e);
+            }
+            self.visible.store(lsn.0, AtOrd::Release);
+            let _ = p.reply.send(r);
+        }
+    }
+
+    /// Turns requested operations into logged ones against the latest state
+    /// plus `overlay` (effects of earlier writes of the same group).
+    fn resolve(
+        &self,
+        ops: &[ShardOp],
+        overlay: &mut HashMap<(TableId, Vec<u8>), Option<Row>>,
+    ) -> Result<(Vec<LoggedOp>, WriteSummary)> {
+        let mut out = Vec::with_capacity(ops.len());
+        let mut sum = WriteSummary::default();
+        for op in ops {
+            let tid = op.table.id;
+            let tablets = self
+                .tablets(tid)
+                .ok_or_else(|| StorageError::TableNotFound(op.table.name.clone()))?;
+            let ok = (tid, op.key.0.clone());
+            let existing = match overlay.get(&ok) {
+                Some(v) => v.clone(),
+                None => tablets.current(&op.key.0)?,
+            };
+            match &op.kind {
+                ShardOpKind::Delete => {
+                    if existing.is_some() {
+                        sum.deleted += 1;
+                        overlay.insert(ok, None);
+                        out.push(LoggedOp {
+                            table: tid,
+                            key: op.key.0.clone(),
+                            row: None,
+                        });
+                    }
+                }
+                ShardOpKind::Insert { row, on_conflict } => {
+                    let new_row = match (&existing, on_conflict) {
+                        (None, _) => {
+                            sum.inserted += 1;
+                            Some(row.clone())
+                        }
+                        (Some(_), OnConflict::Error) => {
+                            return Err(StorageError::DuplicateKey {
+                                table: op.table.name.clone(),
+                                key: crate::codec::describe_values(&op.table, row),
+                            })
+                        }
+                        (Some(_), OnConflict::DoNothing) => {
+                            sum.ignored += 1;
+                            None
+                        }
+                        (Some(_), OnConflict::Replace) => {
+                            sum.updated += 1;
+                            Some(row.clone())
+                        }
+                        (Some(old), OnConflict::Update(f)) => {
+                            match f(old, row).map_err(StorageError::ConflictUpdate)? {
+                                Some(new) => {
+                                    crate::codec::check_row(&op.table, &new)?;
+                                    let new_key = crate::engine::key_for_row(&op.table, &new, 0);
+                                    if new_key.0 != op.key.0 {
+                                        return Err(StorageError::ConflictUpdate(
+                                            "ON CONFLICT DO UPDATE cannot change the primary key"
+                                                .into(),
+                                        ));
+                                    }
+                                    sum.updated += 1;
+                                    Some(new)
+                                }
+                                None => {
+                                    sum.ignored += 1;
+                                    None
+                                }
+                            }
+                        }
+                    };
+                    if let Some(r) = new_row {
+                        let mut bytes = Vec::with_capacity(64);
+                        encode_row(&r, &mut bytes);
+                        overlay.insert(ok, Some(r.clone()));
+                        out.push(LoggedOp {
+                            table: tid,
+                            key: op.key.0.clone(),
+                            row: Some((r, Arc::from(bytes))),
+                        });
+                    }
+                }
+            }
+        }
+        Ok((out, sum))
+    }
+
+    /// Applies logged operations to every tablet (leader or recovery only).
+    fn apply(&self, ops: &[LoggedOp], lsn: Lsn) -> Result<()> {
+        let tablets = self.tablets.read();
+        for op in ops {
+            let Some(t) = tablets.get(&op.table) else {
+                continue;
+            };
+            if let Some(rv) = t.row_version() {
+                rv.memtable
+                    .insert(op.key.clone(), lsn, op.row.as_ref().map(|r| r.1.clone()));
+            }
+            if let Some(cv) = t.col_version() {
+                match &op.row {
+                    Some((row, _)) => cv.put(op.key.clone(), row.clone(), lsn)?,
+                    None => cv.delete(&op.key, lsn)?,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------ cross-shard (2PC)
+
+    /// Phase one of a cross-shard write: holds the commit lock, resolves and
+    /// logs a prepare record. The caller must then call [`Shard::finish`]
+    /// with the guard, after the commit log decided.
+    pub fn prepare(
+        &self,
+        ops: &[ShardOp],
+        txn: TxnId,
+    ) -> Result<(parking_lot::MutexGuard<'_, CommitState>, Prepared, Lsn)> {
+        self.check_poisoned()?;
+        let mut st = self.commit.lock();
+        // Drain queued single-shard writers first so they are not starved.
+        let batch = std::mem::take(&mut *self.queue.lock());
+        if !batch.is_empty() {
+            self.commit_group(&mut st, batch);
+        }
+        let (logged, summary) = self.resolve(ops, &mut HashMap::new())?;
+        let lsn = Lsn(st.next_lsn);
+        st.next_lsn += 1;
+        let rec = encode_write(txn.0, &logged);
+        if let Err(e) = st.wal.append(&[(lsn, &rec)]) {
+            self.poison(&e);
+            return Err(e);
+        }
+        Ok((st, Prepared { logged, summary }, lsn))
+    }
+
+    /// Phase two: applies a prepared write once the transaction committed.
+    pub fn finish(
+        &self,
+        _guard: parking_lot::MutexGuard<'_, CommitState>,
+        prepared: Prepared,
+        lsn: Lsn,
+        committed: bool,
+    ) -> Result<WriteSummary> {
+        if !committed {
+            // The prepare record stays in the WAL but is skipped at replay:
+            // its transaction id never reaches the commit log.
+            return Ok(WriteSummary::default());
+        }
+        let r = self.apply(&prepared.logged, lsn);
+        if let Err(e) = &r {
+            self.poison(e);
+        }
+        self.visible.store(lsn.0, AtOrd::Release);
+        r.map(|_| prepared.summary)
+    }
+
+    // ------------------------------------------------------- bulk load
+
+    pub fn alloc_file_id(&self) -> FileId {
+        let mut st = self.commit.lock();
+        let id = st.next_file_id;
+        st.next_file_id += 1;
+        FileId(id)
+    }
+
+    pub fn store(&self) -> &Arc<FileStore> {
+        &self.store
+    }
+
+    /// Commits a bulk load into this shard: one WAL record naming the files
+    /// (already durable), then the files become visible at its LSN.
+    /// With `txn`, returns holding the lock for the cross-shard protocol.
+    pub fn bulk_prepare(
+        &self,
+        files: &BulkFiles,
+        txn: TxnId,
+    ) -> Result<(parking_lot::MutexGuard<'_, CommitState>, Lsn)> {
+        self.check_poisoned()?;
+        let mut st = self.commit.lock();
+        let lsn = Lsn(st.next_lsn);
+        st.next_lsn += 1;
+        let json = serde_json::to_vec(files)
+            .map_err(|e| StorageError::InvalidDefinition(format!("bulk files: {e}")))?;
+        let mut rec = vec![REC_BULK];
+        rec.extend_from_slice(&txn.0.to_le_bytes());
+        put_varint(&mut rec, json.len() as u64);
+        rec.extend_from_slice(&json);
+        if let Err(e) = st.wal.append(&[(lsn, &rec)]) {
+            self.poison(&e);
+            return Err(e);
+        }
+        Ok((st, lsn))
+    }
+
+    pub fn bulk_finish(
+        &self,
+        mut guard: parking_lot::MutexGuard<'_, CommitState>,
+        files: &BulkFiles,
+        lsn: Lsn,
+    ) -> Result<()> {
+        // A row tablet's memtable holds versions older than the bulk files;
+        // flush it first so "newest file wins" stays true.
+        if let Some(t) = self.tablets(files.table) {
+            if let Some(rv) = t.row_version() {
+                if !rv.memtable.is_empty() {
+                    self.flush_locked(&mut guard)?;
+                }
+            }
+        }
+        let r = self.install_bulk(files, lsn);
+        if let Err(e) = &r {
+            self.poison(e);
+        }
+        self.visible.store(lsn.0, AtOrd::Release);
+        r
+    }
+
+    fn install_bulk(&self, files: &BulkFiles, lsn: Lsn) -> Result<()> {
+        let Some(t) = self.tablets(files.table) else {
+            return Ok(());
+        };
+        if let Some(rl) = &t.row {
+            let mut v = (**rl.read()).clone();
+            for m in &files.row {
+                let mut m = m.clone();
+                m.min_lsn = lsn;
+                m.max_lsn = lsn;
+                m.bulk = true;
+                v.l0.insert(0, Arc::new(RowFile::open(&self.store, &self.rel_dir, m)?));
+            }
+            *rl.write() = Arc::new(v);
+        }
+        if let Some(cl) = &t.col {
+            let mut v = (**cl.read()).clone();
+            for m in &files.col {
+                let mut m = m.clone();
+                m.min_lsn = lsn;
+                m.max_lsn = lsn;
+                let f = ColumnFile::open(&self.store, &self.rel_dir, m, Default::default())?;
+                v.supersede_keys_of(&f, lsn)?;
+                v.files.push(Arc::new(f));
+            }
+            *cl.write() = Arc::new(v);
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------- DDL
+
+    pub fn add_table(&self, def: Arc<TableDef>) {
+        let _st = self.commit.lock();
+        self.tablets
+            .write()
+            .insert(def.id, Arc::new(Tablets::new(def)));
+    }
+
+    /// Removes a table's tablets and files (drop or truncate).
+    pub fn remove_table(&self, id: TableId) -> Result<()> {
+        let mut st = self.commit.lock();
+        self.tablets.write().remove(&id);
+        let old = st.manifest.tables.remove(&id.0);
+        if let Some(files) = old {
+            self.write_manifest(&mut st)?;
+            for f in files.row_l0.iter().chain(&files.row_l1) {
+                self.store
+                    .delete(&format!("{}/{}", self.rel_dir, row_file_name(f.id)))?;
+            }
+            for f in &files.col {
+                self.store
+                    .delete(&format!("{}/{}", self.rel_dir, column_file_name(f.id)))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Installs a new definition (ADD COLUMN): the column memtable is
+    /// flushed first so that every batch in it has one schema.
+    pub fn alter_table(&self, def: Arc<TableDef>) -> Result<()> {
+        let mut st = self.commit.lock();
+        self.flush_locked(&mut st)?;
+        if let Some(t) = self.tablets(def.id) {
+            if let Some(cl) = &t.col {
+                let old = cl.read().clone();
+                *cl.write() = Arc::new(ColumnVersion {
+                    memtable: Arc::new(crate::column_tablet::ColMemtable::new(columns_of(&def))),
+                    files: old.files.clone(),
+                });
+            }
+            *t.def.write() = def;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------- flush
+
+    pub fn memtable_bytes(&self) -> usize {
+        self.tablets
+            .read()
+            .values()
+            .map(|t| {
+                t.row_version().map_or(0, |r| r.memtable.approx_bytes())
+                    + t.col_version().map_or(0, |c| c.memtable.approx_bytes())
+            })
+            .sum()
+    }
+
+    pub fn flush(&self) -> Result<()> {
+        let mut st = self.commit.lock();
+        self.flush_locked(&mut st)
+    }
+
+    fn next_file_id(st: &mut CommitState) -> FileId {
+        let id = FileId(st.next_file_id);
+        st.next_file_id += 1;
+        id
+    }
+
+    fn flush_locked(&self, st: &mut CommitState) -> Result<()> {
+        let flushed = self.visible_lsn();
+        let tablets: Vec<Arc<Tablets>> = self.tablets.read().values().cloned().collect();
+        for t in &tablets {
+            if let Some(rl) = &t.row {
+                let v = rl.read().clone();
+                if !v.memtable.is_empty() {
+                    let mut b = RowFileBuilder::default();
+                    let mut last: Option<Vec<u8>> = None;
+                    for e in v.memtable.iter() {
+                        // keep only the newest version of each key
+                        if last.as_deref() == Some(e.key.as_slice()) {
+                            continue;
+                        }
+                        last = Some(e.key.clone());
+                        b.add(&e);
+                    }
+                    let id = Self::next_file_id(st);
+                    let (bytes, meta) = b.finish(id, 0);
+                    self.store
+                        .put(&format!("{}/{}", self.rel_dir, row_file_name(id)), bytes)?;
+                    let f = RowFile::open(&self.store, &self.rel_dir, meta)?;
+                    let mut nv = (*v).clone();
+                    nv.memtable = Arc::new(RowMemtable::default());
+                    nv.l0.insert(0, Arc::new(f));
+                    *rl.write() = Arc::new(nv);
+                }
+            }
+            if let Some(cl) = &t.col {
+                let v = cl.read().clone();
+                if !v.memtable.is_empty() {
+                    let mut w = ColumnFileWriter::new(v.memtable.columns.clone())?;
+                    for b in v.memtable.batches() {
+                        w.push(b)?;
+                    }
+                    let id = Self::next_file_id(st);
+                    let (bytes, meta) = w.finish(id, None)?;
+                    self.store
+                        .put(&format!("{}/{}", self.rel_dir, column_file_name(id)), bytes)?;
+                    let f = ColumnFile::open(
+                        &self.store,
+                        &self.rel_dir,
+                        meta,
+                        v.memtable.deletes.clone(),
+                    )?;
+                    let mut nv = (*v).clone();
+                    nv.memtable = Arc::new(crate::column_tablet::ColMemtable::new(
+                        v.memtable.columns.clone(),
+                    ));
+                    nv.files.push(Arc::new(f));
+                    *cl.write() = Arc::new(nv);
+                }
+            }
+        }
+        st.manifest.flushed_lsn = flushed;
+        let old_names: HashSet<String> = st.manifest.all_file_names().into_iter().collect();
+        self.write_manifest(st)?;
+        st.wal.truncate_through(flushed)?;
+        self.delete_unlisted(st, old_names)
+    }
+
+    /// Rebuilds the manifest from the published tablet versions and writes it.
+    fn write_manifest(&self, st: &mut CommitState) -> Result<()> {
+        let mut tables = BTreeMap::new();
+        for (id, t) in self.tablets.read().iter() {
+            let mut tf = TabletFiles::default();
+            if let Some(rv) = t.row_version() {
+                tf.row_l0 = rv.l0.iter().map(|f| f.meta.clone()).collect();
+                tf.row_l1 = rv.l1.iter().map(|f| f.meta.clone()).collect();
+            }
+            if let Some(cv) = t.col_version() {
+                for f in &cv.files {
+                    tf.col.push(f.meta.clone());
+                    let d = f.deletes.lock();
+                    if !d.is_empty() {
+                        tf.col_deletes
+                            .insert(f.meta.id.0, manifest::bitmap_to_bytes(d.bitmap()));
+                    }
+                }
+            }
+            tables.insert(id.0, tf);
+        }
+        st.manifest.tables = tables;
+        manifest::write_atomic(&self.abs_dir.join("MANIFEST"), &st.manifest)
+    }
+
+    fn delete_unlisted(&self, st: &CommitState, before: HashSet<String>) -> Result<()> {
+        let now: HashSet<String> = st.manifest.all_file_names().into_iter().collect();
+        for name in before.difference(&now) {
+            self.store.delete(&format!("{}/{name}", self.rel_dir))?;
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------- compaction
+
+    /// Whether background compaction has work here.
+    pub fn needs_compaction(&self) -> bool {
+        self.tablets.read().values().any(|t| {
+            t.row_version().is_some_and(|r| r.l0.len() >= 4)
+                || t.col_version().is_some_and(|c| {
+                    c.files.len() >= 16
+                        || c.files.iter().any(|f| {
+                            let d = f.deletes.lock().len();
+                            f.meta.rows > 0 && d * 5 > f.meta.rows
+                        })
+                })
+        })
+    }
+
+    /// Compacts row tablets (L0 + L1 into a new L1) and column tablets
+    /// (merging files and dropping deleted rows). `full` compacts everything
+    /// that has more than one file or any deleted row (VACUUM).
+    pub fn compact(&self, full: bool) -> Result<()> {
+        let mut st = self.commit.lock();
+        let old_names: HashSet<String> = st.manifest.all_file_names().into_iter().collect();
+        let tablets: Vec<Arc<Tablets>> = self.tablets.read().values().cloned().collect();
+        let mut changed = false;
+        for t in &tablets {
+            if let Some(rl) = &t.row {
+                let v = rl.read().clone();
+                if (full && v.l0.len() + v.l1.len() > 1)
+                    || v.l0.len() >= 4
+                    || (full && !v.l0.is_empty())
+                {
+                    let sources: Vec<Box<dyn Iterator<Item = Result<Entry>> + Send>> =
+                        v.l0.iter()
+                            .chain(&v.l1)
+                            .map(|f| {
+                                Box::new(f.iter()) as Box<dyn Iterator<Item = Result<Entry>> + Send>
+                            })
+                            .collect();
+                    let mut out = Vec::new();
+                    let mut b = RowFileBuilder::default();
+                    for e in MergeIter::new(sources, None, true) {
+                        b.add(&e?);
+                        if b.approx_bytes() >= 64 << 20 {
+                            out.push(self.finish_row_file(&mut st, std::mem::take(&mut b))?);
+                        }
+                    }
+                    if b.entries() > 0 {
+                        out.push(self.finish_row_file(&mut st, b)?);
+                    }
+                    let mut nv = (*v).clone();
+                    nv.l0.clear();
+                    nv.l1 = out;
+                    *rl.write() = Arc::new(nv);
+                    changed = true;
+                }
+            }
+            if let Some(cl) = &t.col {
+                let v = cl.read().clone();
+                let any_deletes = v.files.iter().any(|f| !f.deletes.lock().is_empty());
+                let many = v.files.len() >= 16;
+                if (full && (v.files.len() > 1 || any_deletes)) || many || self.needs_compaction() {
+                    let nv = self.compact_columns(&mut st, &v)?;
+                    *cl.write() = Arc::new(nv);
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            self.write_manifest(&mut st)?;
+            self.delete_unlisted(&st, old_names)?;
+        }
+        Ok(())
+    }
+
+    fn finish_row_file(&self, st: &mut CommitState, b: RowFileBuilder) -> Result<Arc<RowFile>> {
+        let id = Self::next_file_id(st);
+        let (bytes, meta) = b.finish(id, 1);
+        self.store
+            .put(&format!("{}/{}", self.rel_dir, row_file_name(id)), bytes)?;
+        Ok(Arc::new(RowFile::open(&self.store, &self.rel_dir, meta)?))
+    }
+
+    fn compact_columns(&self, st: &mut CommitState, v: &ColumnVersion) -> Result<ColumnVersion> {
+        use arrow::array::{BooleanArray, UInt64Array};
+        let columns = v.memtable.columns.clone();
+        let types: Vec<ColumnType> = columns.iter().map(|c| c.1).collect();
+        let mut w = ColumnFileWriter::new(columns.clone())?;
+        let schema = w.schema().clone();
+        for f in &v.files {
+            let deletes = f.deletes.lock().bitmap().clone();
+            for g in 0..f.row_group_count() {
+                let b = f.read_row_group(g, None)?;
+                let start = f.row_group_start(g) as u32;
+                let keep: BooleanArray = (0..b.num_rows() as u32)
+                    .map(|r| Some(!deletes.contains(start + r)))
+                    .collect();
+                let b = arrow::compute::filter_record_batch(&b, &keep)
+                    .map_err(|e| StorageError::arrow("compaction filter", e))?;
+                if b.num_rows() == 0 {
+                    continue;
+                }
+                let n = b.num_rows();
+                let fncols = f.ncols();
+                let mut cols = Vec::with_capacity(types.len() + 2);
+                for (i, ty) in types.iter().enumerate() {
+                    cols.push(if i < fncols {
+                        b.column(i).clone()
+                    } else {
+                        crate::arrow_conv::null_column(*ty, n)
+                    });
+                }
+                let lsn_col = if f.meta.min_lsn == f.meta.max_lsn {
+                    Arc::new(UInt64Array::from(vec![f.meta.max_lsn.0; n])) as arrow::array::ArrayRef
+                } else {
+                    b.column(fncols).clone()
+                };
+                cols.push(lsn_col);
+                cols.push(b.column(fncols + 1).clone());
+                let out = arrow::record_batch::RecordBatch::try_new(schema.clone(), cols)
+                    .map_err(|e| StorageError::arrow("compaction batch", e))?;
+                w.push(out)?;
+            }
+        }
+        let mut files = Vec::new();
+        if w.rows() > 0 {
+            let id = Self::next_file_id(st);
+            let (bytes, meta) = w.finish(id, None)?;
+            self.store
+                .put(&format!("{}/{}", self.rel_dir, column_file_name(id)), bytes)?;
+            files.push(Arc::new(ColumnFile::open(
+                &self.store,
+                &self.rel_dir,
+                meta,
+                Default::default(),
+            )?));
+        }
+        Ok(ColumnVersion {
+            memtable: v.memtable.clone(),
+            files,
+        })
+    }
+}
+
+fn load_tablet_files(
+    store: &FileStore,
+    rel_dir: &str,
+    manifest_path: &std::path::Path,
+    t: &Tablets,
+    files: &TabletFiles,
+) -> Result<()> {
+    if let Some(rl) = &t.row {
+        let mut v = RowVersion::default();
+        for m in &files.row_l0 {
+            v.l0.push(Arc::new(RowFile::open(store, rel_dir, m.clone())?));
+        }
+        for m in &files.row_l1 {
+            v.l1.push(Arc::new(RowFile::open(store, rel_dir, m.clone())?));
+        }
+        *rl.write() = Arc::new(v);
+    }
+    if let Some(cl) = &t.col {
+        let mut v = ColumnVersion::new(columns_of(&t.def.read()));
+        for m in &files.col {
+            let deletes = match files.col_deletes.get(&m.id.0) {
+                Some(b) => DeleteMap::from_bitmap(manifest::bitmap_from_bytes(manifest_path, b)?),
+                None => DeleteMap::default(),
+            };
+            let f = ColumnFile::open(store, rel_dir, m.clone(), Arc::new(Mutex::new(deletes)))?;
+            v.files.push(Arc::new(f));
+        }
+        *cl.write() = Arc::new(v);
+    }
+    Ok(())
+}
+
+fn encode_write(txn: u64, ops: &[LoggedOp]) -> Vec<u8> {
+    let mut rec = Vec::with_capacity(32 + ops.len() * 64);
+    rec.push(REC_WRITE);
+    rec.extend_from_slice(&txn.to_le_bytes());
+    put_varint(&mut rec, ops.len() as u64);
+    for op in ops {
+        rec.extend_from_slice(&op.table.0.to_le_bytes());
+        rec.push(op.row.is_some() as u8);
+        put_varint(&mut rec, op.key.len() as u64);
+        rec.extend_from_slice(&op.key);
+        if let Some((_, bytes)) = &op.row {
+            put_varint(&mut rec, bytes.len() as u64);
+            rec.extend_from_slice(bytes);
+        }
+    }
+    rec
+}
+
+impl WriteSummary {
+    pub fn merge(parts: &[WriteSummary]) -> WriteSummary {
+        let mut s = WriteSummary::default();
+        for p in parts {
+            s.add(p);
+        }
+        s
+    }
+}

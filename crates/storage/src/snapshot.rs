@@ -1,0 +1,368 @@
+//! Snapshot reads: a table's state at one LSN per shard, split into
+//! independent scan partitions.
+//!
+//! A snapshot holds `Arc`s of the tablet versions (memtable, file lists) and
+//! the delete bitmaps as of its LSN, so a scan never blocks a writer, a
+//! writer never blocks a scan, and the scan's answer never changes while it
+//! runs. Read-your-writes: a write returns only after the shard's visible
+//! LSN covers it, and a snapshot taken afterwards reads at least that LSN.
+//!
+//! Partitions never merge across files: each column file is scanned on its
+//! own with its visibility (LSN) and delete bitmaps, so all of them can run
+//! in parallel.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use eddy_common::{ColumnType, Lsn, TableDef};
+use roaring::RoaringBitmap;
+
+use crate::arrow_conv::{null_column, ColumnBuilder, RowGroupStats, KEY_COLUMN};
+use crate::codec::decode_row_bytes;
+use crate::column_tablet::ColumnFile;
+use crate::engine::Table;
+use crate::error::{Result, StorageError};
+use crate::row_tablet::RowVersion;
+
+const ROW_SCAN_BATCH: usize = 8192;
+
+/// A table at one LSN per shard.
+pub struct TableSnapshot {
+    def: Arc<TableDef>,
+    lsns: Vec<Lsn>,
+    partitions: Vec<ScanPartition>,
+}
+
+impl TableSnapshot {
+    pub(crate) fn take(table: &Table) -> TableSnapshot {
+        let def = table.def().clone();
+        let mut lsns = Vec::new();
+        let mut partitions = Vec::new();
+        for shard in table.shards() {
+            let at = shard.visible_lsn();
+            lsns.push(at);
+            let Some(t) = shard.tablets(def.id) else {
+                continue;
+            };
+            if let Some(cl) = &t.col {
+                let v = cl.read().clone();
+                let snap = v.snapshot(at);
+                for (file, deletes) in snap.files {
+                    partitions.push(ScanPartition {
+                        def: def.clone(),
+                        at,
+                        source: Source::File { file, deletes },
+                    });
+                }
+                if !snap.mem.is_empty() {
+                    partitions.push(ScanPartition {
+                        def: def.clone(),
+                        at,
+                        source: Source::Memtable {
+                            batches: snap.mem,
+                            deletes: snap.mem_deletes,
+                            ncols: snap.columns.len(),
+                        },
+                    });
+                }
+            } else if let Some(rl) = &t.row {
+                partitions.push(ScanPartition {
+                    def: def.clone(),
+                    at,
+                    source: Source::Rows(rl.read().clone()),
+                });
+            }
+        }
+        TableSnapshot {
+            def,
+            lsns,
+            partitions,
+        }
+    }
+
+    pub fn def(&self) -> &Arc<TableDef> {
+        &self.def
+    }
+
+    /// The read LSN of every shard.
+    pub fn lsns(&self) -> Vec<Lsn> {
+        self.lsns.clone()
+    }
+
+    pub fn partitions(&self) -> Vec<ScanPartition> {
+        self.partitions.clone()
+    }
+}
+
+#[derive(Clone)]
+enum Source {
+    File {
+        file: Arc<ColumnFile>,
+        deletes: RoaringBitmap,
+    },
+    Memtable {
+        batches: Vec<RecordBatch>,
+        deletes: RoaringBitmap,
+        ncols: usize,
+    },
+    Rows(Arc<RowVersion>),
+}
+
+/// An independent unit of a scan.
+#[derive(Clone)]
+pub struct ScanPartition {
+    def: Arc<TableDef>,
+    at: Lsn,
+    source: Source,
+}
+
+/// The output schema of a scan with this projection.
+pub fn scan_schema(def: &TableDef, projection: Option<&[usize]>, with_key: bool) -> SchemaRef {
+    let full = def.arrow_schema();
+    let mut fields: Vec<Field> = match projection {
+        Some(p) => p.iter().map(|&i| full.field(i).clone()).collect(),
+        None => full.fields().iter().map(|f| f.as_ref().clone()).collect(),
+    };
+    if with_key {
+        fields.push(Field::new(KEY_COLUMN, DataType::Binary, false));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+impl ScanPartition {
+    pub fn num_rows_upper_bound(&self) -> u64 {
+        match &self.source {
+            Source::File { file, .. } => file.meta.rows,
+            Source::Memtable { batches, .. } => batches.iter().map(|b| b.num_rows() as u64).sum(),
+            Source::Rows(v) => v.approx_entries(),
+        }
+    }
+
+    /// Statistics per row group; empty when unknown.
+    pub fn row_groups(&self) -> Vec<RowGroupStats> {
+        match &self.source {
+            Source::File { file, .. } => (0..file.row_group_count())
+                .map(|g| file.row_group_stats(g))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Bytes of the file behind this partition (0 for memory).
+    pub fn file_bytes(&self) -> u64 {
+        match &self.source {
+            Source::File { file, .. } => file.meta.bytes,
+            _ => 0,
+        }
+    }
+
+    /// Scans the partition. See `docs/design/storage-api.md`.
+    pub fn scan(
+        &self,
+        projection: Option<&[usize]>,
+        with_key: bool,
+        keep_row_group: &dyn Fn(&RowGroupStats) -> bool,
+    ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
+        let ncols = self.def.columns.len();
+        let proj: Vec<usize> = match projection {
+            Some(p) => {
+                if let Some(&bad) = p.iter().find(|&&i| i >= ncols) {
+                    return Err(StorageError::InvalidDefinition(format!(
+                        "projection index {bad} out of range"
+                    )));
+                }
+                p.to_vec()
+            }
+            None => (0..ncols).collect(),
+        };
+        let schema = scan_schema(&self.def, Some(&proj), with_key);
+        let types: Vec<ColumnType> = self.def.columns.iter().map(|c| c.ty).collect();
+        match &self.source {
+            Source::File { file, deletes } => {
+                let kept: Vec<usize> = (0..file.row_group_count())
+                    .filter(|&g| keep_row_group(&file.row_group_stats(g)))
+                    .collect();
+                let file = file.clone();
+                let deletes = deletes.clone();
+                let at = self.at;
+                let need_lsn = file.meta.max_lsn > at && file.meta.min_lsn != file.meta.max_lsn;
+                let fncols = file.ncols();
+                // stored columns to decode: projected ones the file has, then lsn, key
+                let mut stored: Vec<usize> = proj.iter().copied().filter(|&i| i < fncols).collect();
+                let lsn_pos = need_lsn.then(|| {
+                    stored.push(fncols);
+                    stored.len() - 1
+                });
+                let key_pos = with_key.then(|| {
+                    stored.push(fncols + 1);
+                    stored.len() - 1
+                });
+                Ok(Box::new(kept.into_iter().filter_map(move |g| {
+                    let run = || -> Result<Option<RecordBatch>> {
+                        let b = file.read_row_group(g, Some(&stored))?;
+                        let start = file.row_group_start(g) as u32;
+                        let mask = visibility(&b, start, &deletes, lsn_pos, at);
+                        assemble(&schema, &types, &proj, fncols, &b, mask, key_pos)
+                    };
+                    run().transpose()
+                })))
+            }
+            Source::Memtable {
+                batches,
+                deletes,
+                ncols: mncols,
+            } => {
+                let mut start = 0u32;
+                let mut items = Vec::with_capacity(batches.len());
+                for b in batches {
+                    items.push((start, b.clone()));
+                    start += b.num_rows() as u32;
+                }
+                let deletes = deletes.clone();
+                let at = self.at;
+                let mncols = *mncols;
+                Ok(Box::new(items.into_iter().filter_map(move |(start, b)| {
+                    let mut stored: Vec<usize> =
+                        proj.iter().copied().filter(|&i| i < mncols).collect();
+                    stored.push(mncols);
+                    let lsn_pos = Some(stored.len() - 1);
+                    let key_pos = with_key.then(|| {
+                        stored.push(mncols + 1);
+                        stored.len() - 1
+                    });
+                    let run = || -> Result<Option<RecordBatch>> {
+                        let b = b
+                            .project(&stored)
+                            .map_err(|e| StorageError::arrow("memtable projection", e))?;
+                        let mask = visibility(&b, start, &deletes, lsn_pos, at);
+                        assemble(&schema, &types, &proj, mncols, &b, mask, key_pos)
+                    };
+                    run().transpose()
+                })))
+            }
+            Source::Rows(v) => {
+                let width = ncols;
+                let mut merge = v.scan(self.at);
+                let mut done = false;
+                Ok(Box::new(std::iter::from_fn(move || {
+                    if done {
+                        return None;
+                    }
+                    let mut builders: Vec<ColumnBuilder> = proj
+                        .iter()
+                        .map(|&i| ColumnBuilder::new(types[i], ROW_SCAN_BATCH))
+                        .collect();
+                    let mut keys = arrow::array::BinaryBuilder::new();
+                    let mut n = 0;
+                    while n < ROW_SCAN_BATCH {
+                        match merge.next() {
+                            None => {
+                                done = true;
+                                break;
+                            }
+                            Some(Err(e)) => {
+                                done = true;
+                                return Some(Err(e));
+                            }
+                            Some(Ok(e)) => {
+                                let Some(bytes) = e.value else { continue };
+                                let row = match decode_row_bytes(&bytes, width, "row file") {
+                                    Ok(r) => r,
+                                    Err(err) => {
+                                        done = true;
+                                        return Some(Err(err));
+                                    }
+                                };
+                                for (b, &i) in builders.iter_mut().zip(&proj) {
+                                    b.append(&row[i]);
+                                }
+                                if with_key {
+                                    keys.append_value(&e.key);
+                                }
+                                n += 1;
+                            }
+                        }
+                    }
+                    if n == 0 {
+                        return None;
+                    }
+                    let mut cols: Vec<ArrayRef> = builders.iter_mut().map(|b| b.finish()).collect();
+                    if with_key {
+                        cols.push(Arc::new(keys.finish()));
+                    }
+                    Some(
+                        RecordBatch::try_new(schema.clone(), cols)
+                            .map_err(|e| StorageError::arrow("row scan batch", e)),
+                    )
+                })))
+            }
+        }
+    }
+}
+
+/// Which rows of a batch starting at row `start` are visible at `at`.
+fn visibility(
+    b: &RecordBatch,
+    start: u32,
+    deletes: &RoaringBitmap,
+    lsn_pos: Option<usize>,
+    at: Lsn,
+) -> Option<BooleanArray> {
+    let n = b.num_rows() as u32;
+    let any_deleted = deletes.range_cardinality(start..start + n) > 0;
+    let lsns = lsn_pos.and_then(|p| b.column(p).as_any().downcast_ref::<UInt64Array>().cloned());
+    let any_future = lsns
+        .as_ref()
+        .is_some_and(|l| arrow::compute::max(l).is_some_and(|m| m > at.0));
+    if !any_deleted && !any_future {
+        return None;
+    }
+    Some(
+        (0..n)
+            .map(|r| {
+                let dead = any_deleted && deletes.contains(start + r);
+                let future =
+                    any_future && lsns.as_ref().is_some_and(|l| l.value(r as usize) > at.0);
+                Some(!dead && !future)
+            })
+            .collect(),
+    )
+}
+
+/// Builds the output batch: projected columns (NULL for columns the stored
+/// batch predates), then the key column, filtered by `mask`.
+fn assemble(
+    schema: &SchemaRef,
+    types: &[ColumnType],
+    proj: &[usize],
+    stored_ncols: usize,
+    b: &RecordBatch,
+    mask: Option<BooleanArray>,
+    key_pos: Option<usize>,
+) -> Result<Option<RecordBatch>> {
+    let n = b.num_rows();
+    let mut cols: Vec<ArrayRef> = Vec::with_capacity(proj.len() + 1);
+    let mut src = 0;
+    for &i in proj {
+        if i < stored_ncols {
+            cols.push(b.column(src).clone());
+            src += 1;
+        } else {
+            cols.push(null_column(types[i], n));
+        }
+    }
+    if let Some(k) = key_pos {
+        cols.push(b.column(k).clone());
+    }
+    let opts = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n));
+    let out = RecordBatch::try_new_with_options(schema.clone(), cols, &opts)
+        .map_err(|e| StorageError::arrow("scan batch", e))?;
+    let out = match mask {
+        Some(m) => arrow::compute::filter_record_batch(&out, &m)
+            .map_err(|e| StorageError::arrow("visibility filter", e))?,
+        None => out,
+    };
+    Ok((out.num_rows() > 0).then_some(out))
+}
