@@ -41,6 +41,16 @@ struct Cli {
 enum Command {
     /// Run the database server.
     Server(ServerArgs),
+    /// Stream jobs: wordcount, latency, nexmark.
+    Stream {
+        #[command(subcommand)]
+        cmd: eddy_stream::cli::StreamCommand,
+    },
+    /// Benchmarks: SSB, TPC-H and YCSB against Eddy and its peers.
+    Bench {
+        #[command(subcommand)]
+        cmd: eddy_bench::cli::BenchCommand,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -84,6 +94,10 @@ enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Stream(eddy_stream::StreamError),
+    #[error(transparent)]
+    Bench(eddy_bench::BenchError),
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -98,6 +112,8 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Server(args) => run_server(args),
+        Command::Stream { cmd } => eddy_stream::cli::run(cmd).map_err(ServerError::Stream),
+        Command::Bench { cmd } => eddy_bench::cli::run(cmd).map_err(ServerError::Bench),
     };
     if let Err(e) = result {
         let mut msg = e.to_string();
@@ -186,6 +202,7 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
     if let Some(v) = file.storage.background_compaction {
         cfg.background_compaction = v;
     }
+    tracing::info!(gpu = %eddy_gpu::discover(), "devices");
     let engine = Engine::open(cfg)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

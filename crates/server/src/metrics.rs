@@ -93,6 +93,7 @@ impl Metrics {
             "eddy_connections {}",
             self.connections.load(Ordering::Relaxed)
         );
+        out.push_str(&eddy_gpu::GPU_METRICS.render_prometheus());
         out
     }
 }

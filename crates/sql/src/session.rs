@@ -47,6 +47,7 @@ pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
     ("client_encoding", "UTF8"),
     ("datestyle", "ISO, MDY"),
     ("default_transaction_isolation", "read committed"),
+    ("eddy.gpu", "auto"),
     ("extra_float_digits", "1"),
     ("integer_datetimes", "on"),
     ("intervalstyle", "postgres"),
@@ -166,7 +167,14 @@ impl Session {
             .with_default_catalog_and_schema(db.name.clone(), "public")
             .with_create_default_catalog_and_schema(false)
             .with_information_schema(true);
-        let ctx = SessionContext::new_with_config(config);
+        let config = eddy_gpu::session::with_gpu_options(config);
+        let state = eddy_gpu::session::with_gpu_rule(
+            datafusion::execution::SessionStateBuilder::new()
+                .with_config(config)
+                .with_default_features(),
+        )
+        .build();
+        let ctx = SessionContext::new_with_state(state);
         let catalog = MemoryCatalogProvider::new();
         catalog.register_schema(
             "public",
@@ -414,6 +422,9 @@ impl Session {
                             .map(|(k, v)| (k.to_string(), v.to_string()))
                             .collect();
                     } else if let Some((_, v)) = DEFAULT_SETTINGS.iter().find(|(k, _)| k == name) {
+                        if let Some(applied) = eddy_gpu::session::apply_set(&self.ctx, name, v) {
+                            applied.map_err(|e| SqlError::InvalidParameter(e.to_string()))?;
+                        }
                         self.settings.insert(name.clone(), v.to_string());
                     }
                 }
@@ -607,6 +618,9 @@ impl Session {
                     })
                     .collect::<Vec<_>>()
                     .join(", ");
+                if let Some(applied) = eddy_gpu::session::apply_set(&self.ctx, &name, &value) {
+                    applied.map_err(|e| SqlError::InvalidParameter(e.to_string()))?;
+                }
                 self.settings.insert(name, value);
             }
             S::SetTimeZone { value, .. } => {

@@ -13,11 +13,20 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::error::{Result, StreamError};
-use crate::graph::{ExecutionGraph, JobGraph, NodeKind, OperatorFactory, Partitioning, SourceFactory, StreamGraph};
-use crate::operator::keyed::{AggFolder, AggregateFunction, EmitMode, KeyedAggOp, KeyedProcessOp, ReduceFolder};
+use crate::graph::{
+    ExecutionGraph, JobGraph, NodeKind, OperatorFactory, Partitioning, SourceFactory, StreamGraph,
+};
+use crate::operator::keyed::{
+    AggFolder, AggregateFunction, EmitMode, KeyedAggOp, KeyedProcessOp, ReduceFolder,
+};
 use crate::operator::sink::{CollectHandle, CollectSinkOp, FileSinkOp, ForEachSinkOp, PrintSinkOp};
-use crate::operator::window::{TimeMode, WindowEvent, WindowJoinOp, WindowKind, WindowOp, WindowResult, WindowSpec};
-use crate::operator::{CoFlatMapOp, FilterOp, FlatMapOp, IdentityOp, MapOp, Operator, SubtaskInfo, TryMapOp, WatermarkOp};
+use crate::operator::window::{
+    TimeMode, WindowEvent, WindowJoinOp, WindowKind, WindowOp, WindowResult, WindowSpec,
+};
+use crate::operator::{
+    CoFlatMapOp, FilterOp, FlatMapOp, IdentityOp, MapOp, Operator, SubtaskInfo, TryMapOp,
+    WatermarkOp,
+};
 use crate::runtime::{JobConfig, JobHandle, JobManager, JobResult, JobShared};
 use crate::source::{self, ErasedSource, SourceAdapter, SourceReader};
 use crate::state::KeyedState;
@@ -51,11 +60,15 @@ impl<T> Clone for DataStream<T> {
     }
 }
 
-fn op_factory<O: Operator + 'static>(f: impl Fn(&SubtaskInfo) -> Result<O> + Send + Sync + 'static) -> OperatorFactory {
+fn op_factory<O: Operator + 'static>(
+    f: impl Fn(&SubtaskInfo) -> Result<O> + Send + Sync + 'static,
+) -> OperatorFactory {
     Arc::new(move |i| Ok(Box::new(f(i)?) as Box<dyn Operator>))
 }
 
-fn hash_partitioning<T: Data, K: Hash, KF: Fn(&T) -> K + Clone + Send + Sync + 'static>(kf: KF) -> Partitioning {
+fn hash_partitioning<T: Data, K: Hash, KF: Fn(&T) -> K + Clone + Send + Sync + 'static>(
+    kf: KF,
+) -> Partitioning {
     let w: WriterFactory = Arc::new(move |n, b| {
         let kf = kf.clone();
         Box::new(HashWriter::new(n, b, move |r: &T| key_hash(&kf(r))))
@@ -106,7 +119,9 @@ impl StreamEnv {
         name: &str,
         make: impl Fn(&SubtaskInfo) -> Result<R> + Send + Sync + 'static,
     ) -> DataStream<T> {
-        let f: SourceFactory = Arc::new(move |i| Ok(Box::new(SourceAdapter::<T, R>::new(make(i)?)) as Box<dyn ErasedSource>));
+        let f: SourceFactory = Arc::new(move |i| {
+            Ok(Box::new(SourceAdapter::<T, R>::new(make(i)?)) as Box<dyn ErasedSource>)
+        });
         let id = self.add_node(name, NodeKind::Source(f), TypeInfo::of::<T>());
         self.stream(id)
     }
@@ -115,19 +130,25 @@ impl StreamEnv {
     /// with `_` or `.` skipped). Replayable by byte offset.
     pub fn read_text_file(&self, path: impl AsRef<Path>) -> DataStream<String> {
         let p: PathBuf = path.as_ref().to_path_buf();
-        self.add_source("text-file", move |i| source::FileSource::new(&p, i, source::parse_text, false))
+        self.add_source("text-file", move |i| {
+            source::FileSource::new(&p, i, source::parse_text, false)
+        })
     }
 
     /// CSV rows (fields as strings) of a file or directory.
     pub fn read_csv(&self, path: impl AsRef<Path>) -> DataStream<Vec<String>> {
         let p: PathBuf = path.as_ref().to_path_buf();
-        self.add_source("csv-file", move |i| source::FileSource::new(&p, i, source::parse_csv, true))
+        self.add_source("csv-file", move |i| {
+            source::FileSource::new(&p, i, source::parse_csv, true)
+        })
     }
 
     /// JSON-lines records of a file or directory.
     pub fn read_json_lines<T: Data>(&self, path: impl AsRef<Path>) -> DataStream<T> {
         let p: PathBuf = path.as_ref().to_path_buf();
-        self.add_source("json-file", move |i| source::FileSource::new(&p, i, source::parse_json::<T>, true))
+        self.add_source("json-file", move |i| {
+            source::FileSource::new(&p, i, source::parse_json::<T>, true)
+        })
     }
 
     /// Text lines from a TCP socket (parallelism 1, not replayable).
@@ -146,7 +167,9 @@ impl StreamEnv {
     where
         F: Fn(u64) -> T + Clone + Send + Sync + 'static,
     {
-        self.add_source("generator", move |i| Ok(source::GeneratorSource::new(f.clone(), i, count, rate)))
+        self.add_source("generator", move |i| {
+            Ok(source::GeneratorSource::new(f.clone(), i, count, rate))
+        })
     }
 
     /// A bounded stream of the given records.
@@ -159,14 +182,21 @@ impl StreamEnv {
     /// `events` Nexmark events (the `nexmark` crate, default configuration).
     pub fn nexmark(&self, events: u64) -> DataStream<nexmark::event::Event> {
         self.add_source("nexmark", move |i| {
-            Ok(source::NexmarkSource::new(nexmark::config::NexmarkConfig::default(), events, i))
+            Ok(source::NexmarkSource::new(
+                nexmark::config::NexmarkConfig::default(),
+                events,
+                i,
+            ))
         })
     }
 
     /// The JobGraph the current StreamGraph compiles to.
     pub fn job_graph(&self) -> Result<JobGraph> {
         let inner = self.inner.borrow();
-        let default_p = inner.config.parallelism.unwrap_or_else(|| inner.config.total_slots());
+        let default_p = inner
+            .config
+            .parallelism
+            .unwrap_or_else(|| inner.config.total_slots());
         JobGraph::compile(inner.graph.clone(), default_p)
     }
 
@@ -202,7 +232,14 @@ impl StreamEnv {
 
 impl<T: Data> DataStream<T> {
     fn then<U: Data>(&self, name: &str, f: OperatorFactory, p: Partitioning) -> DataStream<U> {
-        let id = self.env.add_node(name, NodeKind::Operator { factory: f, inputs: 1 }, TypeInfo::of::<U>());
+        let id = self.env.add_node(
+            name,
+            NodeKind::Operator {
+                factory: f,
+                inputs: 1,
+            },
+            TypeInfo::of::<U>(),
+        );
         self.env.add_edge(self.node, id, 0, p);
         self.env.stream(id)
     }
@@ -232,28 +269,57 @@ impl<T: Data> DataStream<T> {
     }
 
     /// One output per record.
-    pub fn map<U: Data, F: Fn(T) -> U + Clone + Send + Sync + 'static>(&self, f: F) -> DataStream<U> {
-        self.then("map", op_factory(move |_| Ok(MapOp::new(f.clone()))), Partitioning::Forward)
+    pub fn map<U: Data, F: Fn(T) -> U + Clone + Send + Sync + 'static>(
+        &self,
+        f: F,
+    ) -> DataStream<U> {
+        self.then(
+            "map",
+            op_factory(move |_| Ok(MapOp::new(f.clone()))),
+            Partitioning::Forward,
+        )
     }
 
     /// A fallible map: an error fails the task (and restarts the job).
-    pub fn try_map<U: Data, F: Fn(T) -> Result<U> + Clone + Send + Sync + 'static>(&self, f: F) -> DataStream<U> {
-        self.then("try_map", op_factory(move |_| Ok(TryMapOp::new(f.clone()))), Partitioning::Forward)
+    pub fn try_map<U: Data, F: Fn(T) -> Result<U> + Clone + Send + Sync + 'static>(
+        &self,
+        f: F,
+    ) -> DataStream<U> {
+        self.then(
+            "try_map",
+            op_factory(move |_| Ok(TryMapOp::new(f.clone()))),
+            Partitioning::Forward,
+        )
     }
 
     /// Any number of outputs per record (pushed onto the vector).
-    pub fn flat_map<U: Data, F: Fn(T, &mut Vec<U>) + Clone + Send + Sync + 'static>(&self, f: F) -> DataStream<U> {
-        self.then("flat_map", op_factory(move |_| Ok(FlatMapOp::new(f.clone()))), Partitioning::Forward)
+    pub fn flat_map<U: Data, F: Fn(T, &mut Vec<U>) + Clone + Send + Sync + 'static>(
+        &self,
+        f: F,
+    ) -> DataStream<U> {
+        self.then(
+            "flat_map",
+            op_factory(move |_| Ok(FlatMapOp::new(f.clone()))),
+            Partitioning::Forward,
+        )
     }
 
     /// Records for which `f` holds.
     pub fn filter<F: Fn(&T) -> bool + Clone + Send + Sync + 'static>(&self, f: F) -> DataStream<T> {
-        self.then("filter", op_factory(move |_| Ok(FilterOp::new(f.clone()))), Partitioning::Forward)
+        self.then(
+            "filter",
+            op_factory(move |_| Ok(FilterOp::new(f.clone()))),
+            Partitioning::Forward,
+        )
     }
 
     /// Redistributes batches round-robin over the next operator's subtasks.
     pub fn rebalance(&self) -> DataStream<T> {
-        self.then("rebalance", op_factory(|_| Ok(IdentityOp)), Partitioning::Rebalance)
+        self.then(
+            "rebalance",
+            op_factory(|_| Ok(IdentityOp)),
+            Partitioning::Rebalance,
+        )
     }
 
     /// Event-time watermarks with bounded out-of-orderness `bound_ms`.
@@ -270,7 +336,10 @@ impl<T: Data> DataStream<T> {
     }
 
     /// Partitions by key.
-    pub fn key_by<K: Key, KF: Fn(&T) -> K + Clone + Send + Sync + 'static>(&self, kf: KF) -> KeyedStream<K, T, KF> {
+    pub fn key_by<K: Key, KF: Fn(&T) -> K + Clone + Send + Sync + 'static>(
+        &self,
+        kf: KF,
+    ) -> KeyedStream<K, T, KF> {
         KeyedStream {
             stream: self.clone(),
             key: kf,
@@ -305,7 +374,14 @@ impl<T: Data> DataStream<T> {
 
     /// Windowed inner join on `ka(a) == kb(b)`: `f(key, a, b)` for every pair
     /// in the same window.
-    pub fn join<B, K, KA, KB, O, F>(&self, other: &DataStream<B>, ka: KA, kb: KB, spec: JoinSpec<T, B>, f: F) -> Result<DataStream<O>>
+    pub fn join<B, K, KA, KB, O, F>(
+        &self,
+        other: &DataStream<B>,
+        ka: KA,
+        kb: KB,
+        spec: JoinSpec<T, B>,
+        f: F,
+    ) -> Result<DataStream<O>>
     where
         B: Data,
         K: Key,
@@ -315,13 +391,26 @@ impl<T: Data> DataStream<T> {
         F: Fn(&K, &T, &B) -> O + Clone + Send + Sync + 'static,
     {
         if matches!(spec.kind, WindowKind::Session { .. }) {
-            return Err(StreamError::Plan("session windows are not supported in joins".into()));
+            return Err(StreamError::Plan(
+                "session windows are not supported in joins".into(),
+            ));
         }
         let (ka2, kb2) = (ka.clone(), kb.clone());
         let factory = op_factory(move |_| {
-            Ok(WindowJoinOp::new(ka.clone(), kb.clone(), spec.kind, spec.time_a.clone(), spec.time_b.clone(), f.clone()))
+            Ok(WindowJoinOp::new(
+                ka.clone(),
+                kb.clone(),
+                spec.kind,
+                spec.time_a.clone(),
+                spec.time_b.clone(),
+                f.clone(),
+            ))
         });
-        let id = self.env.add_node("window-join", NodeKind::Operator { factory, inputs: 2 }, TypeInfo::of::<O>());
+        let id = self.env.add_node(
+            "window-join",
+            NodeKind::Operator { factory, inputs: 2 },
+            TypeInfo::of::<O>(),
+        );
         self.env.add_edge(self.node, id, 0, hash_partitioning(ka2));
         self.env.add_edge(other.node, id, 1, hash_partitioning(kb2));
         Ok(self.env.stream(id))
@@ -335,19 +424,29 @@ impl<T: Data> DataStream<T> {
     pub fn collect(&self) -> CollectHandle<T> {
         let h = CollectHandle::default();
         let h2 = h.clone();
-        self.sink("collect", op_factory(move |i| Ok(CollectSinkOp::new(h2.clone(), i.index))));
+        self.sink(
+            "collect",
+            op_factory(move |i| Ok(CollectSinkOp::new(h2.clone(), i.index))),
+        );
         h
     }
 
     /// Like `collect`, into an existing handle (e.g. shared by a job and its restored run).
     pub fn collect_into(&self, handle: &CollectHandle<T>) -> DataStream<()> {
         let h = handle.clone();
-        self.sink("collect", op_factory(move |i| Ok(CollectSinkOp::new(h.clone(), i.index))))
+        self.sink(
+            "collect",
+            op_factory(move |i| Ok(CollectSinkOp::new(h.clone(), i.index))),
+        )
     }
 
     /// Exactly-once text file sink: `format` writes one line per record
     /// into `dir/part-<subtask>-<checkpoint>`.
-    pub fn write_text<F: Fn(&T, &mut String) + Clone + Send + Sync + 'static>(&self, dir: impl AsRef<Path>, format: F) -> DataStream<()> {
+    pub fn write_text<F: Fn(&T, &mut String) + Clone + Send + Sync + 'static>(
+        &self,
+        dir: impl AsRef<Path>,
+        format: F,
+    ) -> DataStream<()> {
         let d = dir.as_ref().to_path_buf();
         self.sink(
             "file-sink",
@@ -356,13 +455,22 @@ impl<T: Data> DataStream<T> {
     }
 
     /// Prints one line per record to stdout.
-    pub fn print<F: Fn(&T, &mut String) + Clone + Send + Sync + 'static>(&self, format: F) -> DataStream<()> {
-        self.sink("print", op_factory(move |_| Ok(PrintSinkOp::new(format.clone()))))
+    pub fn print<F: Fn(&T, &mut String) + Clone + Send + Sync + 'static>(
+        &self,
+        format: F,
+    ) -> DataStream<()> {
+        self.sink(
+            "print",
+            op_factory(move |_| Ok(PrintSinkOp::new(format.clone()))),
+        )
     }
 
     /// Calls `f` for every record (side effects are at-least-once).
     pub fn for_each<F: Fn(T) + Clone + Send + Sync + 'static>(&self, f: F) -> DataStream<()> {
-        self.sink("for_each", op_factory(move |_| Ok(ForEachSinkOp::new(f.clone()))))
+        self.sink(
+            "for_each",
+            op_factory(move |_| Ok(ForEachSinkOp::new(f.clone()))),
+        )
     }
 }
 
@@ -375,7 +483,8 @@ pub struct KeyedStream<K, T, KF> {
 
 impl<K: Key, T: Data, KF: Fn(&T) -> K + Clone + Send + Sync + 'static> KeyedStream<K, T, KF> {
     fn keyed<O: Data>(&self, name: &str, f: OperatorFactory) -> DataStream<O> {
-        self.stream.then(name, f, hash_partitioning(self.key.clone()))
+        self.stream
+            .then(name, f, hash_partitioning(self.key.clone()))
     }
 
     /// Rolling reduce `f(&mut acc, v)`: emits each changed key's new value after every input batch.
@@ -384,15 +493,29 @@ impl<K: Key, T: Data, KF: Fn(&T) -> K + Clone + Send + Sync + 'static> KeyedStre
     }
 
     /// Reduce emitting only the final value per key when the input ends (bounded jobs).
-    pub fn reduce_at_end<F: Fn(&mut T, T) + Clone + Send + Sync + 'static>(&self, f: F) -> DataStream<T> {
+    pub fn reduce_at_end<F: Fn(&mut T, T) + Clone + Send + Sync + 'static>(
+        &self,
+        f: F,
+    ) -> DataStream<T> {
         self.reduce_mode(f, EmitMode::AtEnd)
     }
 
-    fn reduce_mode<F: Fn(&mut T, T) + Clone + Send + Sync + 'static>(&self, f: F, mode: EmitMode) -> DataStream<T> {
+    fn reduce_mode<F: Fn(&mut T, T) + Clone + Send + Sync + 'static>(
+        &self,
+        f: F,
+        mode: EmitMode,
+    ) -> DataStream<T> {
         let kf = self.key.clone();
         self.keyed(
             "reduce",
-            op_factory(move |_| Ok(KeyedAggOp::new(kf.clone(), ReduceFolder(f.clone()), |_: &K, v: T| v, mode))),
+            op_factory(move |_| {
+                Ok(KeyedAggOp::new(
+                    kf.clone(),
+                    ReduceFolder(f.clone()),
+                    |_: &K, v: T| v,
+                    mode,
+                ))
+            }),
         )
     }
 
@@ -402,25 +525,46 @@ impl<K: Key, T: Data, KF: Fn(&T) -> K + Clone + Send + Sync + 'static> KeyedStre
     }
 
     /// Aggregate emitting `(key, result)` once per key when the input ends.
-    pub fn aggregate_at_end<A: AggregateFunction<T> + Clone>(&self, agg: A) -> DataStream<(K, A::Out)> {
+    pub fn aggregate_at_end<A: AggregateFunction<T> + Clone>(
+        &self,
+        agg: A,
+    ) -> DataStream<(K, A::Out)> {
         self.aggregate_mode(agg, EmitMode::AtEnd)
     }
 
-    fn aggregate_mode<A: AggregateFunction<T> + Clone>(&self, agg: A, mode: EmitMode) -> DataStream<(K, A::Out)> {
+    fn aggregate_mode<A: AggregateFunction<T> + Clone>(
+        &self,
+        agg: A,
+        mode: EmitMode,
+    ) -> DataStream<(K, A::Out)> {
         let kf = self.key.clone();
         self.keyed(
             "aggregate",
-            op_factory(move |_| Ok(KeyedAggOp::new(kf.clone(), AggFolder(agg.clone()), |k: &K, o: A::Out| (k.clone(), o), mode))),
+            op_factory(move |_| {
+                Ok(KeyedAggOp::new(
+                    kf.clone(),
+                    AggFolder(agg.clone()),
+                    |k: &K, o: A::Out| (k.clone(), o),
+                    mode,
+                ))
+            }),
         )
     }
 
     /// `f(key, value, state, out)` with keyed value/list/map state.
     pub fn process<O: Data, F>(&self, f: F) -> DataStream<O>
     where
-        F: FnMut(&K, T, &mut KeyedState<K>, &mut Vec<O>) -> Result<()> + Clone + Send + Sync + 'static,
+        F: FnMut(&K, T, &mut KeyedState<K>, &mut Vec<O>) -> Result<()>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
     {
         let kf = self.key.clone();
-        self.keyed("process", op_factory(move |_| Ok(KeyedProcessOp::new(kf.clone(), f.clone()))))
+        self.keyed(
+            "process",
+            op_factory(move |_| Ok(KeyedProcessOp::new(kf.clone(), f.clone()))),
+        )
     }
 
     /// Windows over this keyed stream.
@@ -445,11 +589,13 @@ pub struct WindowedStream<K, T, KF> {
 type Fired<K, O, T> = DataStream<WindowEvent<K, O, T>>;
 
 fn split_main<K: Key, O: Data, T: Data>(s: &Fired<K, O, T>) -> DataStream<WindowResult<K, O>> {
-    s.flat_map(|e: WindowEvent<K, O, T>, out: &mut Vec<WindowResult<K, O>>| {
-        if let WindowEvent::Fired(r) = e {
-            out.push(r)
-        }
-    })
+    s.flat_map(
+        |e: WindowEvent<K, O, T>, out: &mut Vec<WindowResult<K, O>>| {
+            if let WindowEvent::Fired(r) = e {
+                out.push(r)
+            }
+        },
+    )
 }
 
 fn split_late<K: Key, O: Data, T: Data>(s: &Fired<K, O, T>) -> DataStream<T> {
@@ -461,22 +607,44 @@ fn split_late<K: Key, O: Data, T: Data>(s: &Fired<K, O, T>) -> DataStream<T> {
 }
 
 impl<K: Key, T: Data, KF: Fn(&T) -> K + Clone + Send + Sync + 'static> WindowedStream<K, T, KF> {
-    fn reduce_events<F: Fn(&mut T, T) + Clone + Send + Sync + 'static>(&self, f: F) -> Fired<K, T, T> {
+    fn reduce_events<F: Fn(&mut T, T) + Clone + Send + Sync + 'static>(
+        &self,
+        f: F,
+    ) -> Fired<K, T, T> {
         let kf = self.keyed.key.clone();
         let spec = self.spec.clone();
-        self.keyed
-            .keyed("window-reduce", op_factory(move |_| Ok(WindowOp::new(kf.clone(), ReduceFolder(f.clone()), spec.clone()))))
+        self.keyed.keyed(
+            "window-reduce",
+            op_factory(move |_| {
+                Ok(WindowOp::new(
+                    kf.clone(),
+                    ReduceFolder(f.clone()),
+                    spec.clone(),
+                ))
+            }),
+        )
     }
 
     fn aggregate_events<A: AggregateFunction<T> + Clone>(&self, agg: A) -> Fired<K, A::Out, T> {
         let kf = self.keyed.key.clone();
         let spec = self.spec.clone();
-        self.keyed
-            .keyed("window-aggregate", op_factory(move |_| Ok(WindowOp::new(kf.clone(), AggFolder(agg.clone()), spec.clone()))))
+        self.keyed.keyed(
+            "window-aggregate",
+            op_factory(move |_| {
+                Ok(WindowOp::new(
+                    kf.clone(),
+                    AggFolder(agg.clone()),
+                    spec.clone(),
+                ))
+            }),
+        )
     }
 
     /// Reduces each window; late records are dropped.
-    pub fn reduce<F: Fn(&mut T, T) + Clone + Send + Sync + 'static>(&self, f: F) -> DataStream<WindowResult<K, T>> {
+    pub fn reduce<F: Fn(&mut T, T) + Clone + Send + Sync + 'static>(
+        &self,
+        f: F,
+    ) -> DataStream<WindowResult<K, T>> {
         split_main(&self.reduce_events(f))
     }
 
@@ -490,7 +658,10 @@ impl<K: Key, T: Data, KF: Fn(&T) -> K + Clone + Send + Sync + 'static> WindowedS
     }
 
     /// Aggregates each window; late records are dropped.
-    pub fn aggregate<A: AggregateFunction<T> + Clone>(&self, agg: A) -> DataStream<WindowResult<K, A::Out>> {
+    pub fn aggregate<A: AggregateFunction<T> + Clone>(
+        &self,
+        agg: A,
+    ) -> DataStream<WindowResult<K, A::Out>> {
         split_main(&self.aggregate_events(agg))
     }
 
@@ -520,7 +691,11 @@ impl<A: Data, B: Data> ConnectedStreams<A, B> {
     {
         let factory = op_factory(move |_| Ok(CoFlatMapOp::new(f1.clone(), f2.clone())));
         let env = &self.a.env;
-        let id = env.add_node("co-flat-map", NodeKind::Operator { factory, inputs: 2 }, TypeInfo::of::<U>());
+        let id = env.add_node(
+            "co-flat-map",
+            NodeKind::Operator { factory, inputs: 2 },
+            TypeInfo::of::<U>(),
+        );
         env.add_edge(self.a.node, id, 0, Partitioning::Forward);
         env.add_edge(self.b.node, id, 1, Partitioning::Forward);
         env.stream(id)

@@ -145,8 +145,8 @@ pub fn run(cmd: StreamCommand) -> Result<()> {
         StreamCommand::Latency(a) => {
             let r = latency(&a)?;
             println!(
-                "latency: rate {}/s for {} s, {} samples: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
-                a.rate, a.seconds, r.samples, r.p50_ms, r.p99_ms, r.max_ms
+                "latency: rate {}/s for {} s, {} samples: p50 {:.3} ms, p99 {:.3} ms, p999 {:.3} ms, max {:.3} ms",
+                a.rate, a.seconds, r.samples, r.p50_ms, r.p99_ms, r.p999_ms, r.max_ms
             );
         }
         StreamCommand::Nexmark(a) => {
@@ -269,7 +269,8 @@ pub fn wordcount(a: &WordcountArgs) -> Result<WordcountReport> {
         for (word, c) in &sorted {
             writeln!(w, "{word},{c}").map_err(|e| StreamError::io(out.display().to_string(), e))?;
         }
-        w.flush().map_err(|e| StreamError::io(out.display().to_string(), e))?;
+        w.flush()
+            .map_err(|e| StreamError::io(out.display().to_string(), e))?;
     }
     Ok(WordcountReport {
         bytes,
@@ -293,7 +294,9 @@ pub fn wordcount_baseline(input: &Path) -> Result<WordcountReport> {
         let mut r = BufReader::with_capacity(1 << 20, f);
         loop {
             line.clear();
-            let n = r.read_line(&mut line).map_err(|e| StreamError::io(p.display().to_string(), e))?;
+            let n = r
+                .read_line(&mut line)
+                .map_err(|e| StreamError::io(p.display().to_string(), e))?;
             if n == 0 {
                 break;
             }
@@ -342,7 +345,9 @@ pub fn vocabulary(n: usize, seed: u64) -> Vec<String> {
     let mut words = Vec::with_capacity(n);
     while words.len() < n {
         let len = 2 + (rng.next() % 6 + rng.next() % 6) as usize; // 2..=12, peaked at 7
-        let w: String = (0..len).map(|_| (b'a' + (rng.next() % 26) as u8) as char).collect();
+        let w: String = (0..len)
+            .map(|_| (b'a' + (rng.next() % 26) as u8) as char)
+            .collect();
         if seen.insert(w.clone()) {
             words.push(w);
         }
@@ -362,7 +367,8 @@ pub fn gen_text(output: &Path, mb: u64, words: usize, seed: u64) -> Result<u64> 
     }
     let total = acc;
     let mut rng = SplitMix(seed ^ 0xabcdef);
-    let f = fs::File::create(output).map_err(|e| StreamError::io(output.display().to_string(), e))?;
+    let f =
+        fs::File::create(output).map_err(|e| StreamError::io(output.display().to_string(), e))?;
     let mut w = BufWriter::with_capacity(1 << 20, f);
     let target = mb * 1_000_000;
     let mut written = 0u64;
@@ -379,10 +385,12 @@ pub fn gen_text(output: &Path, mb: u64, words: usize, seed: u64) -> Result<u64> 
             line.push_str(&vocab[idx]);
         }
         line.push('\n');
-        w.write_all(line.as_bytes()).map_err(|e| StreamError::io(output.display().to_string(), e))?;
+        w.write_all(line.as_bytes())
+            .map_err(|e| StreamError::io(output.display().to_string(), e))?;
         written += line.len() as u64;
     }
-    w.flush().map_err(|e| StreamError::io(output.display().to_string(), e))?;
+    w.flush()
+        .map_err(|e| StreamError::io(output.display().to_string(), e))?;
     Ok(written)
 }
 
@@ -395,6 +403,8 @@ pub struct LatencyReport {
     pub p50_ms: f64,
     /// 99th percentile, ms.
     pub p99_ms: f64,
+    /// 99.9th percentile, ms.
+    pub p999_ms: f64,
     /// Maximum, ms.
     pub max_ms: f64,
 }
@@ -406,8 +416,8 @@ fn mono_ns() -> u64 {
 }
 
 const LAT_WORDS: [&str; 20] = [
-    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",
-    "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+    "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
 ];
 
 /// `eddy stream latency`: timestamped lines -> split -> regex filter -> a
@@ -423,7 +433,8 @@ pub fn latency(a: &LatencyArgs) -> Result<LatencyReport> {
             .map_err(|e| StreamError::Internal(format!("histogram: {e}")))?,
     ));
     let h2 = hist.clone();
-    let re = regex_lite::Regex::new("^[a-m][a-z]*$").map_err(|e| StreamError::Internal(e.to_string()))?;
+    let re = regex_lite::Regex::new("^[a-m][a-z]*$")
+        .map_err(|e| StreamError::Internal(e.to_string()))?;
     mono_ns();
     env.generate(Some(a.rate * a.seconds), Some(a.rate as f64), |i: u64| {
         let mut s = mono_ns().to_string();
@@ -457,6 +468,7 @@ pub fn latency(a: &LatencyArgs) -> Result<LatencyReport> {
         samples: hist.len(),
         p50_ms: hist.value_at_quantile(0.5) as f64 / 1000.0,
         p99_ms: hist.value_at_quantile(0.99) as f64 / 1000.0,
+        p999_ms: hist.value_at_quantile(0.999) as f64 / 1000.0,
         max_ms: hist.max() as f64 / 1000.0,
     })
 }
@@ -477,7 +489,11 @@ pub struct NexmarkReport {
 }
 
 /// Builds a Nexmark query; returns a handle counting its results.
-pub fn nexmark_job(env: &StreamEnv, query: &str, events: u64) -> Result<crate::operator::sink::CollectHandle<u64>> {
+pub fn nexmark_job(
+    env: &StreamEnv,
+    query: &str,
+    events: u64,
+) -> Result<crate::operator::sink::CollectHandle<u64>> {
     use nexmark::event::Event;
     let ev = env.nexmark(events);
     let bids = ev.flat_map(|e: Event, out: &mut Vec<nexmark::event::Bid>| {
@@ -491,7 +507,10 @@ pub fn nexmark_job(env: &StreamEnv, query: &str, events: u64) -> Result<crate::o
     Ok(match query {
         "q0" => count(bids.map(|b| b.price as u64)),
         "q1" => count(bids.map(|b| (b.price as f64 * 0.908) as u64)),
-        "q2" => count(bids.filter(|b| b.auction % 123 == 0).map(|b| b.auction as u64)),
+        "q2" => count(
+            bids.filter(|b| b.auction % 123 == 0)
+                .map(|b| b.auction as u64),
+        ),
         "q3" => {
             #[derive(Clone, serde::Serialize, serde::Deserialize)]
             enum Q3 {
@@ -502,7 +521,9 @@ pub fn nexmark_job(env: &StreamEnv, query: &str, events: u64) -> Result<crate::o
                 Event::Person(p) if ["OR", "ID", "CA"].contains(&p.state.as_str()) => {
                     out.push(Q3::Person(p.id as u64, p.name, p.city, p.state))
                 }
-                Event::Auction(a) if a.category == 10 => out.push(Q3::Auction(a.seller as u64, a.id as u64)),
+                Event::Auction(a) if a.category == 10 => {
+                    out.push(Q3::Auction(a.seller as u64, a.id as u64))
+                }
                 _ => {}
             });
             count(
@@ -553,7 +574,8 @@ pub fn nexmark_job(env: &StreamEnv, query: &str, events: u64) -> Result<crate::o
             )
         }
         "q7" => {
-            let spec = WindowSpec::tumbling(Duration::from_secs(10)).event_time(|b: &(u64, u64)| b.1 as i64);
+            let spec = WindowSpec::tumbling(Duration::from_secs(10))
+                .event_time(|b: &(u64, u64)| b.1 as i64);
             count(
                 bids.map(move |b| (b.price as u64, ts(b.date_time) as u64))
                     .assign_timestamps(1000, |b: &(u64, u64)| b.1 as i64)
@@ -589,13 +611,21 @@ pub fn nexmark_job(env: &StreamEnv, query: &str, events: u64) -> Result<crate::o
             );
             count(persons.join(&auctions, |p| p.0, |a| a.0, spec, |k: &u64, _p, _a| *k)?)
         }
-        q => return Err(StreamError::Plan(format!("nexmark query {q} is not implemented (q0-q3, q5, q7, q8 are)"))),
+        q => {
+            return Err(StreamError::Plan(format!(
+                "nexmark query {q} is not implemented (q0-q3, q5, q7, q8 are)"
+            )))
+        }
     })
 }
 
 /// `eddy stream nexmark`.
 pub fn nexmark(a: &NexmarkArgs) -> Result<NexmarkReport> {
-    let env = StreamEnv::new(JobConfig::default().parallelism(a.parallelism).slots(a.parallelism));
+    let env = StreamEnv::new(
+        JobConfig::default()
+            .parallelism(a.parallelism)
+            .slots(a.parallelism),
+    );
     let out = nexmark_job(&env, &a.query, a.events)?;
     let start = Instant::now();
     let h = env.submit(&format!("nexmark-{}", a.query))?;

@@ -89,9 +89,9 @@ impl StreamError {
     /// Whether restarting the job can help (not for plan errors).
     pub fn is_retryable(&self) -> bool {
         match self {
-            StreamError::Plan(_) | StreamError::Cancelled | StreamError::RestartsExhausted { .. } => {
-                false
-            }
+            StreamError::Plan(_)
+            | StreamError::Cancelled
+            | StreamError::RestartsExhausted { .. } => false,
             StreamError::Io { .. }
             | StreamError::Parse { .. }
             | StreamError::Network(_)

@@ -204,18 +204,27 @@ impl JobGraph {
                     return Err(StreamError::Plan(format!("source {} has inputs", n.name)))
                 }
                 NodeKind::Operator { .. } if ins == 0 => {
-                    return Err(StreamError::Plan(format!("operator {} has no input", n.name)))
+                    return Err(StreamError::Plan(format!(
+                        "operator {} has no input",
+                        n.name
+                    )))
                 }
                 _ => {}
             }
             for e in stream.in_edges(n.id) {
                 if e.from >= n.id {
-                    return Err(StreamError::Plan(format!("edge into {} is not in topological order", n.name)));
+                    return Err(StreamError::Plan(format!(
+                        "edge into {} is not in topological order",
+                        n.name
+                    )));
                 }
             }
         }
         let chainable = |e: &StreamEdge| -> bool {
-            let (a, b) = (&stream.nodes[e.from.0 as usize], &stream.nodes[e.to.0 as usize]);
+            let (a, b) = (
+                &stream.nodes[e.from.0 as usize],
+                &stream.nodes[e.to.0 as usize],
+            );
             matches!(e.partitioning, Partitioning::Forward)
                 && par[e.from.0 as usize] == par[e.to.0 as usize]
                 && stream.out_edges(e.from).count() == 1
@@ -255,7 +264,9 @@ impl JobGraph {
                 Partitioning::Forward if vertices[fv].parallelism == vertices[tv].parallelism => {
                     (ShipStrategy::Forward, out_type.forward.clone())
                 }
-                Partitioning::Forward | Partitioning::Rebalance => (ShipStrategy::Rebalance, out_type.rebalance.clone()),
+                Partitioning::Forward | Partitioning::Rebalance => {
+                    (ShipStrategy::Rebalance, out_type.rebalance.clone())
+                }
                 Partitioning::Hash(w) => (ShipStrategy::Hash, w.clone()),
             };
             tracing::debug!(from = %stream.nodes[e.from.0 as usize].name, to = %stream.nodes[e.to.0 as usize].name,
@@ -405,7 +416,11 @@ impl ExecutionGraph {
 
     /// Subtasks placed on `tm`.
     pub fn subtasks_on(&self, tm: TaskManagerId) -> Vec<SubtaskId> {
-        self.placements.iter().filter(|p| p.tm == tm).map(|p| p.subtask).collect()
+        self.placements
+            .iter()
+            .filter(|p| p.tm == tm)
+            .map(|p| p.subtask)
+            .collect()
     }
 }
 
@@ -417,17 +432,26 @@ mod tests {
 
     fn op(g: &mut StreamGraph, name: &str, inputs: usize) -> NodeId {
         let f: OperatorFactory = Arc::new(|_| Ok(Box::new(IdentityOp) as Box<dyn Operator>));
-        g.add_node(name, NodeKind::Operator { factory: f, inputs }, TypeInfo::of::<u64>())
+        g.add_node(
+            name,
+            NodeKind::Operator { factory: f, inputs },
+            TypeInfo::of::<u64>(),
+        )
     }
     fn src(g: &mut StreamGraph, name: &str) -> NodeId {
         let f: SourceFactory = Arc::new(|_| Err(StreamError::Internal("unused".into())));
         g.add_node(name, NodeKind::Source(f), TypeInfo::of::<u64>())
     }
     fn hash() -> Partitioning {
-        Partitioning::Hash(Arc::new(|n, b| Box::new(HashWriter::<u64, _>::new(n, b, |v: &u64| key_hash(v)))))
+        Partitioning::Hash(Arc::new(|n, b| {
+            Box::new(HashWriter::<u64, _>::new(n, b, |v: &u64| key_hash(v)))
+        }))
     }
     fn chains(j: &JobGraph) -> Vec<Vec<u32>> {
-        j.vertices.iter().map(|v| v.nodes.iter().map(|n| n.0).collect()).collect()
+        j.vertices
+            .iter()
+            .map(|v| v.nodes.iter().map(|n| n.0).collect())
+            .collect()
     }
 
     #[test]
@@ -496,7 +520,10 @@ mod tests {
             n.chainable = false;
         }
         let j = JobGraph::compile(g, 2)?;
-        assert_eq!(chains(&j), vec![vec![0], vec![1], vec![2], vec![3], vec![4]]);
+        assert_eq!(
+            chains(&j),
+            vec![vec![0], vec![1], vec![2], vec![3], vec![4]]
+        );
         assert!(j.edges.iter().all(|e| e.strategy == ShipStrategy::Forward));
         Ok(())
     }
@@ -513,7 +540,10 @@ mod tests {
         g.add_edge(j2, m, 0, Partitioning::Forward);
         let j = JobGraph::compile(g, 2)?;
         assert_eq!(chains(&j), vec![vec![0], vec![1], vec![2, 3]]);
-        assert_eq!(j.edges.iter().map(|e| e.input).collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(
+            j.edges.iter().map(|e| e.input).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
         Ok(())
     }
 
@@ -538,7 +568,12 @@ mod tests {
         ];
         let eg = ExecutionGraph::build(j, tms)?;
         // replicas of a vertex go to different TaskManagers
-        let tms_of_v0: Vec<u32> = eg.placements.iter().filter(|p| p.subtask.vertex.0 == 0).map(|p| p.tm.0).collect();
+        let tms_of_v0: Vec<u32> = eg
+            .placements
+            .iter()
+            .filter(|p| p.subtask.vertex.0 == 0)
+            .map(|p| p.tm.0)
+            .collect();
         assert_eq!(tms_of_v0, vec![0, 1]);
         assert_eq!(eg.channels.len(), 4);
         assert_eq!(eg.channels.iter().filter(|c| c.network).count(), 2);

@@ -58,7 +58,9 @@ pub type Word = smol_str::SmolStr;
 
 /// Everything a job needs.
 pub mod prelude {
-    pub use crate::api::{ConnectedStreams, DataStream, JoinSpec, KeyedStream, StreamEnv, WindowedStream};
+    pub use crate::api::{
+        ConnectedStreams, DataStream, JoinSpec, KeyedStream, StreamEnv, WindowedStream,
+    };
     pub use crate::error::{Result, StreamError};
     pub use crate::operator::keyed::AggregateFunction;
     pub use crate::operator::sink::{read_committed_lines, CollectHandle};

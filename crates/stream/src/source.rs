@@ -60,7 +60,10 @@ pub struct SourceAdapter<T, R> {
 impl<T, R> SourceAdapter<T, R> {
     /// Wraps a reader.
     pub fn new(reader: R) -> Self {
-        SourceAdapter { reader, _t: PhantomData }
+        SourceAdapter {
+            reader,
+            _t: PhantomData,
+        }
     }
 }
 
@@ -69,7 +72,11 @@ impl<T: Data, R: SourceReader<T>> ErasedSource for SourceAdapter<T, R> {
         let mut out = Vec::with_capacity(max.min(4096));
         let st = self.reader.poll(&mut out, max)?;
         let n = out.len();
-        let b = if out.is_empty() { None } else { Some(Box::new(out) as AnyBatch) };
+        let b = if out.is_empty() {
+            None
+        } else {
+            Some(Box::new(out) as AnyBatch)
+        };
         Ok((b, n, st))
     }
     fn snapshot(&self) -> Result<Vec<u8>> {
@@ -106,7 +113,9 @@ pub fn list_input_files(path: &Path) -> Result<Vec<(PathBuf, u64)>> {
         if name.starts_with('_') || name.starts_with('.') {
             continue;
         }
-        let m = entry.metadata().map_err(|e| StreamError::io(name.clone(), e))?;
+        let m = entry
+            .metadata()
+            .map_err(|e| StreamError::io(name.clone(), e))?;
         if m.is_file() {
             files.push((entry.path(), m.len()));
         }
@@ -212,7 +221,12 @@ pub struct FileSource<T> {
 
 impl<T: Data> FileSource<T> {
     /// A source over `path` for one subtask.
-    pub fn new(path: &Path, info: &SubtaskInfo, parse: LineParser<T>, skip_blank: bool) -> Result<Self> {
+    pub fn new(
+        path: &Path,
+        info: &SubtaskInfo,
+        parse: LineParser<T>,
+        skip_blank: bool,
+    ) -> Result<Self> {
         let splits = plan_splits(path, info.index, info.parallelism)?;
         let pos = splits.first().map_or(0, |s| s.start);
         Ok(FileSource {
@@ -230,7 +244,8 @@ impl<T: Data> FileSource<T> {
     /// start and not 0, skips the partial line that belongs to the previous split.
     fn open(&mut self) -> Result<()> {
         let s = &self.splits[self.split];
-        let f = fs::File::open(&s.path).map_err(|e| StreamError::io(s.path.display().to_string(), e))?;
+        let f = fs::File::open(&s.path)
+            .map_err(|e| StreamError::io(s.path.display().to_string(), e))?;
         let mut r = BufReader::with_capacity(1 << 20, f);
         if self.pos == s.start && s.start > 0 {
             r.seek(SeekFrom::Start(s.start - 1))
@@ -251,7 +266,8 @@ impl<T: Data> FileSource<T> {
 
 impl<T: Data> SourceReader<T> for FileSource<T> {
     fn poll(&mut self, out: &mut Vec<T>, max: usize) -> Result<SourcePoll> {
-        while out.len() < max {
+        let limit = out.len().saturating_add(max);
+        while out.len() < limit {
             if self.split >= self.splits.len() {
                 return Ok(SourcePoll::Finished);
             }
@@ -326,7 +342,8 @@ impl<T> FileSource<T> {
 pub fn read_all(path: &Path) -> Result<Vec<u8>> {
     let mut f = fs::File::open(path).map_err(|e| StreamError::io(path.display().to_string(), e))?;
     let mut v = Vec::new();
-    f.read_to_end(&mut v).map_err(|e| StreamError::io(path.display().to_string(), e))?;
+    f.read_to_end(&mut v)
+        .map_err(|e| StreamError::io(path.display().to_string(), e))?;
     Ok(v)
 }
 
@@ -368,7 +385,9 @@ impl<T: Data, F: FnMut(u64) -> T + Send> SourceReader<T> for GeneratorSource<T, 
             if due <= done {
                 let next_at = (done + 1) as f64 / rate;
                 let wait = next_at - t0.elapsed().as_secs_f64();
-                return Ok(SourcePoll::Idle(Duration::from_secs_f64(wait.clamp(0.0, 0.1))));
+                return Ok(SourcePoll::Idle(Duration::from_secs_f64(
+                    wait.clamp(0.0, 0.1),
+                )));
             }
             budget = budget.min(due - done);
         }
@@ -421,7 +440,8 @@ impl SocketSource {
 impl SourceReader<String> for SocketSource {
     fn poll(&mut self, out: &mut Vec<String>, max: usize) -> Result<SourcePoll> {
         if self.reader.is_none() {
-            let s = TcpStream::connect(&self.addr).map_err(|e| StreamError::io(self.addr.clone(), e))?;
+            let s = TcpStream::connect(&self.addr)
+                .map_err(|e| StreamError::io(self.addr.clone(), e))?;
             s.set_read_timeout(Some(Duration::from_millis(5)))
                 .map_err(|e| StreamError::io(self.addr.clone(), e))?;
             self.reader = Some(BufReader::new(s));
@@ -429,7 +449,8 @@ impl SourceReader<String> for SocketSource {
         let Some(r) = self.reader.as_mut() else {
             return Err(StreamError::Internal("socket reader missing".into()));
         };
-        while out.len() < max {
+        let limit = out.len().saturating_add(max);
+        while out.len() < limit {
             match r.read_until(b'\n', &mut self.buf) {
                 Ok(0) => return Ok(SourcePoll::Finished),
                 Ok(n) => {
@@ -442,7 +463,12 @@ impl SourceReader<String> for SocketSource {
                     out.push(parse_text(line, Path::new(&self.addr), self.bytes)?);
                     self.buf.clear();
                 }
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
                     return Ok(if out.is_empty() {
                         SourcePoll::Idle(Duration::from_millis(1))
                     } else {
@@ -479,7 +505,9 @@ impl NexmarkSource {
     pub fn new(cfg: nexmark::config::NexmarkConfig, events: u64, info: &SubtaskInfo) -> Self {
         let index = info.index as u64;
         let step = info.parallelism.max(1) as u64;
-        let gen = nexmark::EventGenerator::new(cfg.clone()).with_offset(index).with_step(step);
+        let gen = nexmark::EventGenerator::new(cfg.clone())
+            .with_offset(index)
+            .with_step(step);
         NexmarkSource {
             cfg,
             gen,

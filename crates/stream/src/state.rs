@@ -116,13 +116,19 @@ impl<K: Key, UK: Key, UV: Data> MapState<K, UK, UV> {
     }
     /// The entries of `key`, in no particular order.
     pub fn entries(&self, key: &K) -> Vec<(&UK, &UV)> {
-        self.map.get(key).map_or_else(Vec::new, |m| m.iter().collect())
+        self.map
+            .get(key)
+            .map_or_else(Vec::new, |m| m.iter().collect())
     }
 }
 
 impl<K: Key, UK: Key, UV: Data> StateKind for MapState<K, UK, UV> {
     fn to_json(&self) -> Result<serde_json::Value> {
-        let v: Vec<(&K, Vec<(&UK, &UV)>)> = self.map.iter().map(|(k, m)| (k, m.iter().collect())).collect();
+        let v: Vec<(&K, Vec<(&UK, &UV)>)> = self
+            .map
+            .iter()
+            .map(|(k, m)| (k, m.iter().collect()))
+            .collect();
         Ok(serde_json::to_value(v)?)
     }
 }
@@ -163,7 +169,11 @@ struct SavedState {
 }
 
 impl<K: Key> KeyedState<K> {
-    fn slot<S: StateKind>(&mut self, name: &str, load: impl FnOnce(Option<serde_json::Value>) -> Result<S>) -> Result<&mut S> {
+    fn slot<S: StateKind>(
+        &mut self,
+        name: &str,
+        load: impl FnOnce(Option<serde_json::Value>) -> Result<S>,
+    ) -> Result<&mut S> {
         if !self.slots.contains_key(name) {
             let s = load(self.restored.remove(name))?;
             self.slots.insert(
@@ -177,7 +187,9 @@ impl<K: Key> KeyedState<K> {
         self.slots
             .get_mut(name)
             .and_then(|s| s.data.downcast_mut::<S>())
-            .ok_or_else(|| StreamError::Plan(format!("state '{name}' used with two different types")))
+            .ok_or_else(|| {
+                StreamError::Plan(format!("state '{name}' used with two different types"))
+            })
     }
 
     /// The value state `name`.
@@ -248,13 +260,19 @@ mod tests {
         s.value::<u64>("count")?.set(&"a".to_string(), 3);
         s.list::<i32>("l")?.add(&"a".to_string(), 1);
         s.list::<i32>("l")?.add(&"a".to_string(), 2);
-        s.map::<u32, String>("m")?.put(&"b".to_string(), 7, "x".into());
+        s.map::<u32, String>("m")?
+            .put(&"b".to_string(), 7, "x".into());
         let bytes = s.snapshot()?;
         let mut r: KeyedState<String> = KeyedState::default();
         r.restore(&bytes)?;
         assert_eq!(r.value::<u64>("count")?.get(&"a".to_string()), Some(&3));
         assert_eq!(r.list::<i32>("l")?.get(&"a".to_string()), &[1, 2]);
-        assert_eq!(r.map::<u32, String>("m")?.get(&"b".to_string(), &7).map(|s| s.as_str()), Some("x"));
+        assert_eq!(
+            r.map::<u32, String>("m")?
+                .get(&"b".to_string(), &7)
+                .map(|s| s.as_str()),
+            Some("x")
+        );
         // untouched restored state survives a second snapshot
         let mut r2: KeyedState<String> = KeyedState::default();
         r2.restore(&r.snapshot()?)?;

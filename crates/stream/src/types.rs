@@ -100,7 +100,11 @@ pub fn fast_map<K, V>() -> FastMap<K, V> {
 /// or on `flush`. Implemented per type and partitioning.
 pub trait EdgeWriter: Send {
     /// Appends a batch; calls `send(channel, batch)` for each full buffer.
-    fn write(&mut self, batch: AnyBatch, send: &mut dyn FnMut(usize, AnyBatch) -> Result<()>) -> Result<()>;
+    fn write(
+        &mut self,
+        batch: AnyBatch,
+        send: &mut dyn FnMut(usize, AnyBatch) -> Result<()>,
+    ) -> Result<()>;
     /// Sends every non-empty buffer.
     fn flush(&mut self, send: &mut dyn FnMut(usize, AnyBatch) -> Result<()>) -> Result<()>;
     /// Whether some buffer holds records.
@@ -151,7 +155,9 @@ impl TypeInfo {
                 Ok(Box::new(v))
             },
             forward: Arc::new(|_n, batch_size| Box::new(RoundRobinWriter::<T>::new(1, batch_size))),
-            rebalance: Arc::new(|n, batch_size| Box::new(RoundRobinWriter::<T>::new(n, batch_size))),
+            rebalance: Arc::new(|n, batch_size| {
+                Box::new(RoundRobinWriter::<T>::new(n, batch_size))
+            }),
         }
     }
 }
@@ -183,7 +189,11 @@ impl<T> RoundRobinWriter<T> {
 }
 
 impl<T: Data> EdgeWriter for RoundRobinWriter<T> {
-    fn write(&mut self, batch: AnyBatch, send: &mut dyn FnMut(usize, AnyBatch) -> Result<()>) -> Result<()> {
+    fn write(
+        &mut self,
+        batch: AnyBatch,
+        send: &mut dyn FnMut(usize, AnyBatch) -> Result<()>,
+    ) -> Result<()> {
         let mut v = downcast::<T>(batch)?;
         if self.buf.is_empty() && v.len() >= self.batch_size / 2 {
             let c = self.target();
@@ -226,7 +236,9 @@ impl<T: Data, F: Fn(&T) -> u64 + Send> HashWriter<T, F> {
     /// A writer over `channels` channels.
     pub fn new(channels: usize, batch_size: usize, key_hash: F) -> Self {
         HashWriter {
-            bufs: (0..channels.max(1)).map(|_| Vec::with_capacity(batch_size)).collect(),
+            bufs: (0..channels.max(1))
+                .map(|_| Vec::with_capacity(batch_size))
+                .collect(),
             key_hash,
             batch_size: batch_size.max(1),
             pending: 0,
@@ -235,11 +247,19 @@ impl<T: Data, F: Fn(&T) -> u64 + Send> HashWriter<T, F> {
 }
 
 impl<T: Data, F: Fn(&T) -> u64 + Send> EdgeWriter for HashWriter<T, F> {
-    fn write(&mut self, batch: AnyBatch, send: &mut dyn FnMut(usize, AnyBatch) -> Result<()>) -> Result<()> {
+    fn write(
+        &mut self,
+        batch: AnyBatch,
+        send: &mut dyn FnMut(usize, AnyBatch) -> Result<()>,
+    ) -> Result<()> {
         let v = downcast::<T>(batch)?;
         let n = self.bufs.len() as u64;
         for r in v {
-            let c = if n == 1 { 0 } else { ((self.key_hash)(&r) % n) as usize };
+            let c = if n == 1 {
+                0
+            } else {
+                ((self.key_hash)(&r) % n) as usize
+            };
             let buf = &mut self.bufs[c];
             buf.push(r);
             self.pending += 1;

@@ -21,8 +21,12 @@ fn random_panics_never_lose_or_duplicate() -> Result<()> {
     println!("fault injection seed {seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     // panic points: counter values at which a task panics, each once, spaced apart
-    let mut upstream: Vec<u64> = (0..3).map(|i| 1_500 + i * 3_000 + rng.random_range(0..1_000)).collect();
-    let mut downstream: Vec<u64> = (0..2).map(|i| 3_000 + i * 4_000 + rng.random_range(0..1_000)).collect();
+    let mut upstream: Vec<u64> = (0..3)
+        .map(|i| 1_500 + i * 3_000 + rng.random_range(0..1_000))
+        .collect();
+    let mut downstream: Vec<u64> = (0..2)
+        .map(|i| 3_000 + i * 4_000 + rng.random_range(0..1_000))
+        .collect();
     upstream.sort();
     downstream.sort();
     let (up, down) = (Arc::new(upstream), Arc::new(downstream));
@@ -47,19 +51,17 @@ fn random_panics_never_lose_or_duplicate() -> Result<()> {
     let seen_up = Arc::new(AtomicU64::new(0));
     let seen_down = Arc::new(AtomicU64::new(0));
     let (su, sd) = (seen_up.clone(), seen_down.clone());
-    let parsed = env
-        .read_text_file(&input)
-        .map(move |line: String| {
-            let n = su.fetch_add(1, Ordering::SeqCst);
-            if up.binary_search(&n).is_ok() {
-                panic!("injected upstream failure at record {n}");
-            }
-            std::thread::sleep(Duration::from_micros(20)); // long enough for checkpoints between failures
-            let mut it = line.split(' ');
-            let k = it.next().unwrap_or("").to_string();
-            let v: u64 = it.next().and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
-            (k, v)
-        });
+    let parsed = env.read_text_file(&input).map(move |line: String| {
+        let n = su.fetch_add(1, Ordering::SeqCst);
+        if up.binary_search(&n).is_ok() {
+            panic!("injected upstream failure at record {n}");
+        }
+        std::thread::sleep(Duration::from_micros(20)); // long enough for checkpoints between failures
+        let mut it = line.split(' ');
+        let k = it.next().unwrap_or("").to_string();
+        let v: u64 = it.next().and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
+        (k, v)
+    });
     parsed.write_text(&sink_dir, |r: &(String, u64), s: &mut String| {
         s.push_str(&r.0);
         s.push(',');
@@ -67,21 +69,33 @@ fn random_panics_never_lose_or_duplicate() -> Result<()> {
     });
     let counts = parsed
         .key_by(|r: &(String, u64)| r.0.clone())
-        .process(move |k: &String, _r: (String, u64), st: &mut KeyedState<String>, out: &mut Vec<(String, u64)>| {
-            let n = sd.fetch_add(1, Ordering::SeqCst);
-            if down.binary_search(&n).is_ok() {
-                panic!("injected downstream failure at record {n}");
-            }
-            let c = st.value::<u64>("count")?.get(k).copied().unwrap_or(0) + 1;
-            st.value::<u64>("count")?.set(k, c);
-            out.push((k.clone(), c));
-            Ok(())
-        })
+        .process(
+            move |k: &String,
+                  _r: (String, u64),
+                  st: &mut KeyedState<String>,
+                  out: &mut Vec<(String, u64)>| {
+                let n = sd.fetch_add(1, Ordering::SeqCst);
+                if down.binary_search(&n).is_ok() {
+                    panic!("injected downstream failure at record {n}");
+                }
+                let c = st.value::<u64>("count")?.get(k).copied().unwrap_or(0) + 1;
+                st.value::<u64>("count")?.set(k, c);
+                out.push((k.clone(), c));
+                Ok(())
+            },
+        )
         .collect();
     let r = env.execute("fault-injection")?;
     assert_eq!(r.status, JobStatus::Finished);
-    assert!(r.restarts >= 2, "expected several restarts, got {}", r.restarts);
-    assert!(seen_up.load(Ordering::SeqCst) > LINES, "failures must have caused replay");
+    assert!(
+        r.restarts >= 2,
+        "expected several restarts, got {}",
+        r.restarts
+    );
+    assert!(
+        seen_up.load(Ordering::SeqCst) > LINES,
+        "failures must have caused replay"
+    );
 
     // keyed state + collect sink: per key the running counts are exactly 1..=n
     let mut per_key: BTreeMap<String, Vec<u64>> = BTreeMap::new();
@@ -93,32 +107,59 @@ fn random_panics_never_lose_or_duplicate() -> Result<()> {
         cs.sort();
         let n = LINES / KEYS + u64::from(k[1..].parse::<u64>().unwrap_or(0) < LINES % KEYS);
         assert_eq!(cs.len() as u64, n, "key {k}: lost or duplicated updates");
-        assert!(cs.iter().copied().eq(1..=n), "key {k}: counts are not 1..=n");
+        assert!(
+            cs.iter().copied().eq(1..=n),
+            "key {k}: counts are not 1..=n"
+        );
     }
 
     // exactly-once file sink: every input record exactly once, no pending files left
     let mut lines = read_committed_lines(&sink_dir)?;
-    lines.sort_by_key(|l| l.split(',').nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(u64::MAX));
-    assert_eq!(lines.len() as u64, LINES, "file sink lost or duplicated records");
+    lines.sort_by_key(|l| {
+        l.split(',')
+            .nth(1)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(u64::MAX)
+    });
+    assert_eq!(
+        lines.len() as u64,
+        LINES,
+        "file sink lost or duplicated records"
+    );
     for (i, l) in lines.iter().enumerate() {
-        assert_eq!(l, &format!("k{},{}", i as u64 % KEYS, i), "file sink line {i}");
+        assert_eq!(
+            l,
+            &format!("k{},{}", i as u64 % KEYS, i),
+            "file sink line {i}"
+        );
     }
     let leftovers: Vec<String> = std::fs::read_dir(&sink_dir)
         .map_err(|e| StreamError::io("read_dir", e))?
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().to_string()))
         .filter(|n| n.starts_with('.'))
         .collect();
-    assert!(leftovers.is_empty(), "uncommitted files left: {leftovers:?}");
+    assert!(
+        leftovers.is_empty(),
+        "uncommitted files left: {leftovers:?}"
+    );
     Ok(())
 }
 
 #[test]
 fn restarts_are_bounded() {
-    let env = StreamEnv::new(JobConfig::default().parallelism(1).slots(1).restart_attempts(2));
+    let env = StreamEnv::new(
+        JobConfig::default()
+            .parallelism(1)
+            .slots(1)
+            .restart_attempts(2),
+    );
     let _ = env
         .generate(Some(1000), None, |i| i)
         .map(|i: u64| if i == 500 { panic!("always fails") } else { i })
         .collect();
     let r = env.execute("always-fails");
-    assert!(matches!(r, Err(StreamError::RestartsExhausted { attempts: 3, .. })), "{r:?}");
+    assert!(
+        matches!(r, Err(StreamError::RestartsExhausted { attempts: 3, .. })),
+        "{r:?}"
+    );
 }

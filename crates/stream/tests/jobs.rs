@@ -18,15 +18,17 @@ fn ts(i: u64) -> i64 {
 }
 
 fn words(env: &StreamEnv, out: &CollectHandle<(Word, u64)>) {
-    env.generate(Some(N), Some(RATE), |i| format!("w{} w{} x", i % 97, (i * 31) % 13))
-        .flat_map(|line: String, o: &mut Vec<(Word, u64)>| {
-            for w in line.split_whitespace() {
-                o.push((Word::new(w), 1));
-            }
-        })
-        .key_by(|(w, _): &(Word, u64)| w.clone())
-        .reduce_at_end(|a: &mut (Word, u64), b| a.1 += b.1)
-        .collect_into(out);
+    env.generate(Some(N), Some(RATE), |i| {
+        format!("w{} w{} x", i % 97, (i * 31) % 13)
+    })
+    .flat_map(|line: String, o: &mut Vec<(Word, u64)>| {
+        for w in line.split_whitespace() {
+            o.push((Word::new(w), 1));
+        }
+    })
+    .key_by(|(w, _): &(Word, u64)| w.clone())
+    .reduce_at_end(|a: &mut (Word, u64), b| a.1 += b.1)
+    .collect_into(out);
 }
 
 #[test]
@@ -34,7 +36,11 @@ fn wordcount_agrees_and_is_exact() -> Result<()> {
     let got = must_agree_three_ways(words)?;
     let mut expect: BTreeMap<String, u64> = BTreeMap::new();
     for i in 0..N {
-        for w in [format!("w{}", i % 97), format!("w{}", (i * 31) % 13), "x".to_string()] {
+        for w in [
+            format!("w{}", i % 97),
+            format!("w{}", (i * 31) % 13),
+            "x".to_string(),
+        ] {
             *expect.entry(w).or_default() += 1;
         }
     }
@@ -47,17 +53,22 @@ fn keyed_state(env: &StreamEnv, out: &CollectHandle<(u64, u64, u64, u64)>) {
     // per key: count (value state), last three values (list state), distinct residues (map state)
     env.generate(Some(N), Some(RATE), |i| (i % 50, i))
         .key_by(|r: &(u64, u64)| r.0)
-        .process(|k: &u64, (_, v): (u64, u64), st: &mut KeyedState<u64>, o: &mut Vec<(u64, u64, u64, u64)>| {
-            // outputs must not depend on arrival order: count, list length, map size
-            let c = st.value::<u64>("count")?.get(k).copied().unwrap_or(0) + 1;
-            st.value::<u64>("count")?.set(k, c);
-            st.list::<u64>("seen")?.add(k, v);
-            let len = st.list::<u64>("seen")?.get(k).len() as u64;
-            st.map::<u64, u64>("buckets")?.put(k, c % 5, v);
-            let buckets = st.map::<u64, u64>("buckets")?.entries(k).len() as u64;
-            o.push((*k, c, len, buckets));
-            Ok(())
-        })
+        .process(
+            |k: &u64,
+             (_, v): (u64, u64),
+             st: &mut KeyedState<u64>,
+             o: &mut Vec<(u64, u64, u64, u64)>| {
+                // outputs must not depend on arrival order: count, list length, map size
+                let c = st.value::<u64>("count")?.get(k).copied().unwrap_or(0) + 1;
+                st.value::<u64>("count")?.set(k, c);
+                st.list::<u64>("seen")?.add(k, v);
+                let len = st.list::<u64>("seen")?.get(k).len() as u64;
+                st.map::<u64, u64>("buckets")?.put(k, c % 5, v);
+                let buckets = st.map::<u64, u64>("buckets")?.entries(k).len() as u64;
+                o.push((*k, c, len, buckets));
+                Ok(())
+            },
+        )
         .collect_into(out);
 }
 
@@ -85,7 +96,9 @@ fn event_time_windows(env: &StreamEnv, out: &CollectHandle<(u64, i64, i64, u64)>
         .assign_timestamps(100, |r: &(u64, i64, u64)| r.1);
     let tumbling = src
         .key_by(|r: &(u64, i64, u64)| r.0)
-        .window(WindowSpec::tumbling(Duration::from_millis(1000)).event_time(|r: &(u64, i64, u64)| r.1))
+        .window(
+            WindowSpec::tumbling(Duration::from_millis(1000)).event_time(|r: &(u64, i64, u64)| r.1),
+        )
         .reduce(|a: &mut (u64, i64, u64), b| a.2 += b.2)
         .map(|r| (r.key, r.window.start, r.window.end, r.value.2));
     let sliding = src
@@ -105,7 +118,11 @@ fn event_time_tumbling_and_sliding_windows_agree() -> Result<()> {
     let total_tumbling: u64 = got.iter().filter(|r| r.0 < 100).map(|r| r.3).sum();
     assert_eq!(total_tumbling, N);
     let total_sliding: u64 = got.iter().filter(|r| r.0 >= 100).map(|r| r.3).sum();
-    assert_eq!(total_sliding, N * 4, "each record is in size/slide = 4 sliding windows");
+    assert_eq!(
+        total_sliding,
+        N * 4,
+        "each record is in size/slide = 4 sliding windows"
+    );
     Ok(())
 }
 
@@ -114,15 +131,32 @@ fn join_and_connect(env: &StreamEnv, out: &CollectHandle<(u64, u64, u64)>) {
         .generate(Some(N / 3), Some(RATE / 3.0), |i| (i % 20, i as i64 * 9))
         .assign_timestamps(50, |r: &(u64, i64)| r.1);
     let b = env
-        .generate(Some(N / 3), Some(RATE / 3.0), |i| (i % 30, i as i64 * 9 + 1))
+        .generate(Some(N / 3), Some(RATE / 3.0), |i| {
+            (i % 30, i as i64 * 9 + 1)
+        })
         .assign_timestamps(50, |r: &(u64, i64)| r.1);
-    let spec = JoinSpec::event_time(WindowKind::Tumbling { size: 500 }, |r: &(u64, i64)| r.1, |r: &(u64, i64)| r.1);
+    let spec = JoinSpec::event_time(
+        WindowKind::Tumbling { size: 500 },
+        |r: &(u64, i64)| r.1,
+        |r: &(u64, i64)| r.1,
+    );
     let joined = a
-        .join(&b, |r| r.0, |r| r.0, spec, |k: &u64, x: &(u64, i64), y: &(u64, i64)| (*k, (x.1 / 500) as u64, (y.1 - x.1).unsigned_abs()))
+        .join(
+            &b,
+            |r| r.0,
+            |r| r.0,
+            spec,
+            |k: &u64, x: &(u64, i64), y: &(u64, i64)| {
+                (*k, (x.1 / 500) as u64, (y.1 - x.1).unsigned_abs())
+            },
+        )
         .unwrap_or_else(|e| panic!("join plan: {e}"));
     let connected = a
         .connect(&b)
-        .flat_map(|x: (u64, i64), o: &mut Vec<(u64, u64, u64)>| o.push((1000 + x.0, 0, 0)), |_y: (u64, i64), _o| {})
+        .flat_map(
+            |x: (u64, i64), o: &mut Vec<(u64, u64, u64)>| o.push((1000 + x.0, 0, 0)),
+            |_y: (u64, i64), _o| {},
+        )
         .key_by(|r: &(u64, u64, u64)| r.0)
         .reduce_at_end(|acc: &mut (u64, u64, u64), _| acc.2 += 1);
     joined.union(&[connected]).collect_into(out);
@@ -175,7 +209,12 @@ fn file_sources_csv_and_json_lines() -> Result<()> {
 
     // a malformed JSON line fails the job with a parse error, not a panic
     std::fs::write(jdir.join("b.jsonl"), "{not json\n").map_err(|e| StreamError::io("w", e))?;
-    let env = StreamEnv::new(JobConfig::default().parallelism(1).slots(1).restart_attempts(0));
+    let env = StreamEnv::new(
+        JobConfig::default()
+            .parallelism(1)
+            .slots(1)
+            .restart_attempts(0),
+    );
     let _ = env.read_json_lines::<Rec>(&jdir).collect();
     let err = env.execute("bad-json");
     assert!(matches!(err, Err(StreamError::Task { .. })), "{err:?}");
@@ -205,8 +244,12 @@ fn unbounded_job_runs_until_cancelled_and_processing_time_windows_fire() -> Resu
 
 #[test]
 fn socket_source_reads_lines() -> Result<()> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| StreamError::io("bind", e))?;
-    let addr = listener.local_addr().map_err(|e| StreamError::io("addr", e))?.to_string();
+    let listener =
+        std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| StreamError::io("bind", e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| StreamError::io("addr", e))?
+        .to_string();
     let server = std::thread::spawn(move || {
         if let Ok((mut s, _)) = listener.accept() {
             use std::io::Write;
@@ -216,7 +259,10 @@ fn socket_source_reads_lines() -> Result<()> {
         }
     });
     let env = StreamEnv::new(JobConfig::default().parallelism(2).slots(2));
-    let out = env.socket_text_stream(&addr).filter(|l: &String| l.starts_with("line")).collect();
+    let out = env
+        .socket_text_stream(&addr)
+        .filter(|l: &String| l.starts_with("line"))
+        .collect();
     env.execute("socket")?;
     let _ = server.join();
     let mut v = out.take();

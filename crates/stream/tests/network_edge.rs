@@ -13,16 +13,21 @@ const N: u64 = 20_000;
 
 fn free_addr() -> Result<String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| StreamError::io("bind", e))?;
-    Ok(l.local_addr().map_err(|e| StreamError::io("addr", e))?.to_string())
+    Ok(l.local_addr()
+        .map_err(|e| StreamError::io("addr", e))?
+        .to_string())
 }
 
 /// Runs this process's TaskManager of the two-process job; returns its results.
 fn run_task_manager(local: u32, addrs: Vec<String>) -> Result<Vec<(u64, u64)>> {
-    let cfg = JobConfig::default().parallelism(2).restart_attempts(0).cluster(ClusterConfig {
-        data_addrs: addrs,
-        local,
-        slots: 1,
-    });
+    let cfg = JobConfig::default()
+        .parallelism(2)
+        .restart_attempts(0)
+        .cluster(ClusterConfig {
+            data_addrs: addrs,
+            local,
+            slots: 1,
+        });
     let env = StreamEnv::new(cfg);
     let out = env
         .generate(Some(N), None, |i| ((i / 2) % 10, 1u64))
@@ -38,7 +43,11 @@ fn run_task_manager(local: u32, addrs: Vec<String>) -> Result<Vec<(u64, u64)>> {
 fn two_task_managers_exchange_records_over_tcp() -> Result<()> {
     if let Ok(local) = std::env::var("EDDY_STREAM_TM") {
         // child: the second TaskManager; prints its results for the parent
-        let addrs: Vec<String> = std::env::var("EDDY_STREAM_ADDRS").unwrap_or_default().split(',').map(String::from).collect();
+        let addrs: Vec<String> = std::env::var("EDDY_STREAM_ADDRS")
+            .unwrap_or_default()
+            .split(',')
+            .map(String::from)
+            .collect();
         let rows = run_task_manager(local.parse().unwrap_or(1), addrs)?;
         println!("RESULT {}", serde_json::to_string(&rows)?);
         return Ok(());
@@ -46,7 +55,12 @@ fn two_task_managers_exchange_records_over_tcp() -> Result<()> {
     let addrs = vec![free_addr()?, free_addr()?];
     let exe = std::env::current_exe().map_err(|e| StreamError::io("current_exe", e))?;
     let mut child = Command::new(exe)
-        .args(["two_task_managers_exchange_records_over_tcp", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "two_task_managers_exchange_records_over_tcp",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("EDDY_STREAM_TM", "1")
         .env("EDDY_STREAM_ADDRS", addrs.join(","))
         .stdout(Stdio::piped())
@@ -65,19 +79,27 @@ fn two_task_managers_exchange_records_over_tcp() -> Result<()> {
             None => std::thread::sleep(Duration::from_millis(20)),
         }
     }
-    let output = child.wait_with_output().map_err(|e| StreamError::io("child output", e))?;
+    let output = child
+        .wait_with_output()
+        .map_err(|e| StreamError::io("child output", e))?;
     assert!(output.status.success(), "child failed");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line = stdout
         .lines()
-        .find_map(|l| l.strip_prefix("RESULT "))
+        .find_map(|l| l.find("RESULT ").map(|i| &l[i + "RESULT ".len()..]))
         .unwrap_or_else(|| panic!("child printed no result: {stdout}"));
     let remote: Vec<(u64, u64)> = serde_json::from_str(line)?;
     let local = local?;
-    assert!(!local.is_empty() && !remote.is_empty(), "both TaskManagers own some keys");
+    assert!(
+        !local.is_empty() && !remote.is_empty(),
+        "both TaskManagers own some keys"
+    );
     let mut all: BTreeMap<u64, u64> = BTreeMap::new();
     for (k, c) in local.into_iter().chain(remote) {
-        assert!(all.insert(k, c).is_none(), "key {k} counted on both TaskManagers");
+        assert!(
+            all.insert(k, c).is_none(),
+            "key {k} counted on both TaskManagers"
+        );
     }
     // every key got records from both sources, half of them over TCP
     let expect: BTreeMap<u64, u64> = (0..10).map(|k| (k, N / 10)).collect();

@@ -49,10 +49,15 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
 }
 
 fn run(kind: WindowKind, lateness: i64, steps: &[Step]) -> Result<Sink> {
-    let mut spec: WindowSpec<Rec> = WindowSpec::tumbling(std::time::Duration::from_millis(1)).event_time(|r: &Rec| r.1);
+    let mut spec: WindowSpec<Rec> =
+        WindowSpec::tumbling(std::time::Duration::from_millis(1)).event_time(|r: &Rec| r.1);
     spec.kind = kind;
     spec.lateness = lateness;
-    let mut op = WindowOp::new(|r: &Rec| r.0, ReduceFolder(|a: &mut Rec, b: Rec| a.2 += b.2), spec);
+    let mut op = WindowOp::new(
+        |r: &Rec| r.0,
+        ReduceFolder(|a: &mut Rec, b: Rec| a.2 += b.2),
+        spec,
+    );
     let mut sink = Sink {
         wm: i64::MIN,
         ..Default::default()
@@ -76,7 +81,11 @@ fn run(kind: WindowKind, lateness: i64, steps: &[Step]) -> Result<Sink> {
 
 /// Brute force: per record, the watermark when it arrived decides which of
 /// its windows still accept it; a record no window accepts is late.
-fn model(kind: WindowKind, lateness: i64, steps: &[Step]) -> (BTreeMap<(u8, Window), u64>, Vec<Rec>) {
+fn model(
+    kind: WindowKind,
+    lateness: i64,
+    steps: &[Step],
+) -> (BTreeMap<(u8, Window), u64>, Vec<Rec>) {
     let mut wm = i64::MIN;
     let mut sums = BTreeMap::new();
     let mut late = Vec::new();
@@ -102,7 +111,11 @@ fn model(kind: WindowKind, lateness: i64, steps: &[Step]) -> (BTreeMap<(u8, Wind
     (sums, late)
 }
 
-fn check(kind: WindowKind, lateness: i64, steps: &[Step]) -> std::result::Result<(), TestCaseError> {
+fn check(
+    kind: WindowKind,
+    lateness: i64,
+    steps: &[Step],
+) -> std::result::Result<(), TestCaseError> {
     let sink = run(kind, lateness, steps).map_err(|e| TestCaseError::fail(e.to_string()))?;
     let (sums, mut late) = model(kind, lateness, steps);
     let mut last: BTreeMap<(u8, Window), u64> = BTreeMap::new();
@@ -111,7 +124,12 @@ fn check(kind: WindowKind, lateness: i64, steps: &[Step]) -> std::result::Result
     for (e, wm) in &sink.events {
         match e {
             WindowEvent::Fired(r) => {
-                prop_assert!(r.window.end - 1 <= *wm, "window {:?} fired at watermark {}", r.window, wm);
+                prop_assert!(
+                    r.window.end - 1 <= *wm,
+                    "window {:?} fired at watermark {}",
+                    r.window,
+                    wm
+                );
                 last.insert((r.key, r.window), r.value.2);
                 *fires.entry((r.key, r.window)).or_insert(0) += 1;
             }
@@ -120,7 +138,10 @@ fn check(kind: WindowKind, lateness: i64, steps: &[Step]) -> std::result::Result
     }
     prop_assert_eq!(&last, &sums, "final window results differ from the model");
     if lateness == 0 {
-        prop_assert!(fires.values().all(|n| *n == 1), "a window fired twice without lateness");
+        prop_assert!(
+            fires.values().all(|n| *n == 1),
+            "a window fired twice without lateness"
+        );
     }
     got_late.sort();
     late.sort();
@@ -168,5 +189,30 @@ fn session_windows_merge_on_overlap() -> Result<()> {
     fired.sort();
     assert_eq!(fired, vec![(0, 0, 22, 4), (0, 40, 50, 1), (1, 7, 17, 10)]);
     assert_eq!(late, vec![(0, 2, 1)]);
+    Ok(())
+}
+
+#[test]
+fn late_record_extending_a_fired_session_fires_the_merged_session() -> Result<()> {
+    let kind = WindowKind::Session { gap: 10 };
+    // [0, 10) fires at watermark 9; a record at 8 (within the lateness)
+    // extends it to [0, 18), which must fire again once the watermark passes 17
+    let steps = vec![
+        Step::Rec((0, 0, 1)),
+        Step::Wm(9),
+        Step::Rec((0, 8, 1)),
+        Step::Wm(12),
+        Step::Wm(17),
+    ];
+    let sink = run(kind, 100, &steps)?;
+    let fired: Vec<(u8, i64, i64, u64, i64)> = sink
+        .events
+        .into_iter()
+        .filter_map(|(e, wm)| match e {
+            WindowEvent::Fired(r) => Some((r.key, r.window.start, r.window.end, r.value.2, wm)),
+            WindowEvent::Late(_) => None,
+        })
+        .collect();
+    assert_eq!(fired, vec![(0, 0, 10, 1, 9), (0, 0, 18, 2, 17)]);
     Ok(())
 }

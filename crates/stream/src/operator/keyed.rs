@@ -173,7 +173,10 @@ where
             for (k, (acc, _)) in &self.state {
                 o.push((self.emit)(k, self.folder.out(acc)));
                 if o.len() >= 1024 {
-                    out.emit(Box::new(std::mem::replace(&mut o, Vec::with_capacity(1024))))?;
+                    out.emit(Box::new(std::mem::replace(
+                        &mut o,
+                        Vec::with_capacity(1024),
+                    )))?;
                 }
             }
             if !o.is_empty() {

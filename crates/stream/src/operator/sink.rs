@@ -194,25 +194,40 @@ impl<T: Data, F: FnMut(&T, &mut String) + Send> FileSinkOp<T, F> {
     }
 
     fn inprogress_path(&self) -> PathBuf {
-        self.dir.join(format!(".inprogress-{}-{}-{}", self.subtask, self.attempt, self.seq))
+        self.dir.join(format!(
+            ".inprogress-{}-{}-{}",
+            self.subtask, self.attempt, self.seq
+        ))
     }
     fn pending_path(&self, tag: u64) -> PathBuf {
-        self.dir.join(format!(".pending-{}-{}", self.subtask, tag_name(tag)))
+        self.dir
+            .join(format!(".pending-{}-{}", self.subtask, tag_name(tag)))
     }
     fn part_path(&self, tag: u64) -> PathBuf {
-        self.dir.join(format!("part-{}-{}", self.subtask, tag_name(tag)))
+        self.dir
+            .join(format!("part-{}-{}", self.subtask, tag_name(tag)))
     }
 
     /// Deletes pending and in-progress files of this subtask that are not in `self.pending`.
     fn cleanup(&mut self) -> Result<()> {
         self.initialized = true;
-        let keep: HashSet<PathBuf> = self.pending.iter().map(|p| self.pending_path(p.tag)).collect();
-        let prefixes = [format!(".pending-{}-", self.subtask), format!(".inprogress-{}-", self.subtask)];
-        let rd = fs::read_dir(&self.dir).map_err(|e| StreamError::io(self.dir.display().to_string(), e))?;
+        let keep: HashSet<PathBuf> = self
+            .pending
+            .iter()
+            .map(|p| self.pending_path(p.tag))
+            .collect();
+        let prefixes = [
+            format!(".pending-{}-", self.subtask),
+            format!(".inprogress-{}-", self.subtask),
+        ];
+        let rd = fs::read_dir(&self.dir)
+            .map_err(|e| StreamError::io(self.dir.display().to_string(), e))?;
         for entry in rd {
             let entry = entry.map_err(|e| StreamError::io(self.dir.display().to_string(), e))?;
             let name = entry.file_name().to_string_lossy().to_string();
-            if prefixes.iter().any(|p| name.starts_with(p.as_str())) && !keep.contains(&entry.path()) {
+            if prefixes.iter().any(|p| name.starts_with(p.as_str()))
+                && !keep.contains(&entry.path())
+            {
                 fs::remove_file(entry.path()).map_err(|e| StreamError::io(name.clone(), e))?;
             }
         }
@@ -235,9 +250,13 @@ impl<T: Data, F: FnMut(&T, &mut String) + Send> FileSinkOp<T, F> {
 
     fn precommit(&mut self, tag: u64) -> Result<()> {
         if let Some(mut w) = self.writer.take() {
-            w.flush().map_err(|e| StreamError::io(self.dir.display().to_string(), e))?;
-            let f = w.into_inner().map_err(|e| StreamError::io(self.dir.display().to_string(), e.into_error()))?;
-            f.sync_all().map_err(|e| StreamError::io(self.dir.display().to_string(), e))?;
+            w.flush()
+                .map_err(|e| StreamError::io(self.dir.display().to_string(), e))?;
+            let f = w
+                .into_inner()
+                .map_err(|e| StreamError::io(self.dir.display().to_string(), e.into_error()))?;
+            f.sync_all()
+                .map_err(|e| StreamError::io(self.dir.display().to_string(), e))?;
             let from = self.inprogress_path();
             let to = self.pending_path(tag);
             fs::rename(&from, &to).map_err(|e| StreamError::io(from.display().to_string(), e))?;
@@ -256,7 +275,8 @@ impl<T: Data, F: FnMut(&T, &mut String) + Send> Operator for FileSinkOp<T, F> {
         let v = downcast::<T>(batch)?;
         if self.writer.is_none() {
             let p = self.inprogress_path();
-            let f = fs::File::create(&p).map_err(|e| StreamError::io(p.display().to_string(), e))?;
+            let f =
+                fs::File::create(&p).map_err(|e| StreamError::io(p.display().to_string(), e))?;
             self.writer = Some(BufWriter::with_capacity(1 << 16, f));
         }
         let Some(w) = self.writer.as_mut() else {
@@ -376,7 +396,8 @@ impl<T: Data, F: FnMut(&T, &mut String) + Send> Operator for PrintSinkOp<T, F> {
             self.line.clear();
             (self.format)(&r, &mut self.line);
             self.line.push('\n');
-            lock.write_all(self.line.as_bytes()).map_err(|e| StreamError::io("stdout", e))?;
+            lock.write_all(self.line.as_bytes())
+                .map_err(|e| StreamError::io("stdout", e))?;
         }
         Ok(())
     }

@@ -60,16 +60,25 @@ impl WindowKind {
         match *self {
             WindowKind::Tumbling { size } => {
                 let start = ts - ts.rem_euclid(size);
-                out.push(Window { start, end: start + size });
+                out.push(Window {
+                    start,
+                    end: start + size,
+                });
             }
             WindowKind::Sliding { size, slide } => {
                 let mut start = ts - ts.rem_euclid(slide);
                 while start > ts - size {
-                    out.push(Window { start, end: start + size });
+                    out.push(Window {
+                        start,
+                        end: start + size,
+                    });
                     start -= slide;
                 }
             }
-            WindowKind::Session { gap } => out.push(Window { start: ts, end: ts + gap }),
+            WindowKind::Session { gap } => out.push(Window {
+                start: ts,
+                end: ts + gap,
+            }),
         }
     }
 }
@@ -178,6 +187,9 @@ pub fn now_ms() -> Timestamp {
         .unwrap_or(0)
 }
 
+/// Snapshot of a window operator: its watermark and every key's panes.
+type WindowSnapshot<K, P> = (Timestamp, Vec<(K, Vec<P>)>);
+
 #[derive(Serialize, Deserialize, Clone)]
 struct Pane<A> {
     window: Window,
@@ -243,7 +255,9 @@ impl<K: Key, T: Data, KF: Fn(&T) -> K, F: Folder<T>> WindowOp<K, T, KF, F> {
                         let p = panes.swap_remove(j);
                         merged.window.start = merged.window.start.min(p.window.start);
                         merged.window.end = merged.window.end.max(p.window.end);
-                        merged.fired |= p.fired;
+                        // `merged.fired` stays false: the merged session is a new
+                        // window; if the watermark already passed its end it fires
+                        // below at once (a late update), otherwise when it passes.
                         let mut acc = p.acc;
                         self.folder.merge(&mut acc, merged.acc);
                         merged.acc = acc;
@@ -307,7 +321,11 @@ impl<K: Key, T: Data, KF: Fn(&T) -> K, F: Folder<T>> WindowOp<K, T, KF, F> {
                 }
                 let keep = wm < (p.window.end - 1).saturating_add(lateness);
                 if keep {
-                    let due = if p.fired { (p.window.end - 1).saturating_add(lateness) + 1 } else { p.window.end };
+                    let due = if p.fired {
+                        (p.window.end - 1).saturating_add(lateness) + 1
+                    } else {
+                        p.window.end
+                    };
                     min_end = min_end.min(due);
                 }
                 keep
@@ -388,7 +406,7 @@ where
     }
 
     fn restore(&mut self, state: &[u8]) -> Result<()> {
-        let (wm, panes): (Timestamp, Vec<(K, Vec<Pane<F::Acc>>)>) = serde_json::from_slice(state)?;
+        let (wm, panes): WindowSnapshot<K, Pane<F::Acc>> = serde_json::from_slice(state)?;
         self.wm = wm;
         self.panes.clear();
         self.min_end = Timestamp::MIN + 1; // force a rescan on the next advance
@@ -541,7 +559,9 @@ where
 
     fn next_timer(&self) -> Option<Instant> {
         match self.ta {
-            TimeMode::Processing if !self.panes.is_empty() => Some(Instant::now() + Duration::from_millis(5)),
+            TimeMode::Processing if !self.panes.is_empty() => {
+                Some(Instant::now() + Duration::from_millis(5))
+            }
             _ => None,
         }
     }
@@ -563,7 +583,7 @@ where
     }
 
     fn restore(&mut self, state: &[u8]) -> Result<()> {
-        let (wm, panes): (Timestamp, Vec<(K, Vec<JoinPane<A, B>>)>) = serde_json::from_slice(state)?;
+        let (wm, panes): WindowSnapshot<K, JoinPane<A, B>> = serde_json::from_slice(state)?;
         self.wm = wm;
         self.panes = panes.into_iter().collect::<FastMap<_, _>>();
         Ok(())

@@ -69,8 +69,11 @@ impl CheckpointStorage {
     /// Directory storage at `<dir>/<job>` (created if missing).
     pub fn dir(dir: &Path, job: &str) -> Result<Self> {
         let root = dir.join(job);
-        std::fs::create_dir_all(&root).map_err(|e| StreamError::io(root.display().to_string(), e))?;
-        let store = LocalFileSystem::new_with_prefix(&root).map_err(ckpt_err)?;
+        std::fs::create_dir_all(&root)
+            .map_err(|e| StreamError::io(root.display().to_string(), e))?;
+        let store = LocalFileSystem::new_with_prefix(&root)
+            .map_err(ckpt_err)?
+            .with_automatic_cleanup(true);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .map_err(|e| StreamError::io("checkpoint runtime", e))?;
@@ -91,7 +94,10 @@ impl CheckpointStorage {
                 let prefix = chk_prefix(c.id.0);
                 for (s, st) in &c.states {
                     let p = ObjPath::from(format!("{prefix}/{}-{}", s.vertex.0, s.index));
-                    store.put(&p, PutPayload::from(st.encode())).await.map_err(ckpt_err)?;
+                    store
+                        .put(&p, PutPayload::from(st.encode()))
+                        .await
+                        .map_err(ckpt_err)?;
                 }
                 let meta = Metadata {
                     id: c.id.0,
@@ -114,7 +120,11 @@ impl CheckpointStorage {
         let mut ids = BTreeMap::<u64, bool>::new();
         for o in &all {
             let s = o.location.to_string();
-            if let Some(id) = s.strip_prefix("chk-").and_then(|r| r.split('/').next()).and_then(|n| n.parse::<u64>().ok()) {
+            if let Some(id) = s
+                .strip_prefix("chk-")
+                .and_then(|r| r.split('/').next())
+                .and_then(|n| n.parse::<u64>().ok())
+            {
                 let done = ids.entry(id).or_insert(false);
                 *done |= s.ends_with("/_metadata");
             }
@@ -123,7 +133,10 @@ impl CheckpointStorage {
         let keep_from = complete.iter().rev().nth(1).copied().unwrap_or(newest);
         for o in all {
             let s = o.location.to_string();
-            let id = s.strip_prefix("chk-").and_then(|r| r.split('/').next()).and_then(|n| n.parse::<u64>().ok());
+            let id = s
+                .strip_prefix("chk-")
+                .and_then(|r| r.split('/').next())
+                .and_then(|n| n.parse::<u64>().ok());
             if let Some(id) = id {
                 let incomplete_old = !ids.get(&id).copied().unwrap_or(false) && id < newest;
                 if id < keep_from || incomplete_old {
@@ -147,7 +160,11 @@ impl CheckpointStorage {
                         if !s.ends_with("/_metadata") {
                             return None;
                         }
-                        s.strip_prefix("chk-")?.split('/').next()?.parse::<u64>().ok()
+                        s.strip_prefix("chk-")?
+                            .split('/')
+                            .next()?
+                            .parse::<u64>()
+                            .ok()
                     })
                     .max();
                 let Some(id) = newest else { return Ok(None) };
@@ -219,9 +236,13 @@ mod tests {
             s.save(&ck(id))?;
         }
         // an incomplete checkpoint (no _metadata) is ignored
-        std::fs::create_dir_all(d.path().join("job/chk-000000000009")).map_err(|e| StreamError::io("x", e))?;
-        std::fs::write(d.path().join("job/chk-000000000009/0-1"), b"junk").map_err(|e| StreamError::io("x", e))?;
-        let l = s.latest()?.ok_or_else(|| StreamError::Internal("none".into()))?;
+        std::fs::create_dir_all(d.path().join("job/chk-000000000009"))
+            .map_err(|e| StreamError::io("x", e))?;
+        std::fs::write(d.path().join("job/chk-000000000009/0-1"), b"junk")
+            .map_err(|e| StreamError::io("x", e))?;
+        let l = s
+            .latest()?
+            .ok_or_else(|| StreamError::Internal("none".into()))?;
         assert_eq!(l.id, CheckpointId(4));
         assert_eq!(l.states, ck(4).states);
         let kept: Vec<_> = std::fs::read_dir(d.path().join("job"))

@@ -27,7 +27,9 @@ use crate::error::{Result, StreamError};
 use crate::graph::{ExecutionGraph, NodeKind, TaskManagerSpec};
 use crate::operator::{Operator, SubtaskInfo};
 use crate::runtime::checkpoint::{CheckpointStorage, CompletedCheckpoint};
-use crate::runtime::task::{Chain, InputChannel, OutEdge, Task, TaskControl, TaskEvent, TaskMetrics, TaskOutput, TaskState};
+use crate::runtime::task::{
+    Chain, InputChannel, OutEdge, Task, TaskControl, TaskEvent, TaskMetrics, TaskOutput, TaskState,
+};
 use crate::types::{CheckpointId, Message, SubtaskId, TaskManagerId, Timestamp};
 
 /// Several processes, one TaskManager each, connected over TCP.
@@ -215,7 +217,8 @@ impl JobShared {
     }
     /// Records emitted by sources so far.
     pub fn source_records(&self) -> u64 {
-        self.earlier_records.load(Ordering::Relaxed) + self.metrics.lock().source_records.load(Ordering::Relaxed)
+        self.earlier_records.load(Ordering::Relaxed)
+            + self.metrics.lock().source_records.load(Ordering::Relaxed)
     }
 }
 
@@ -251,7 +254,9 @@ impl JobHandle {
     /// Waits for the job to end.
     pub fn wait(mut self) -> Result<JobResult> {
         match self.thread.take() {
-            Some(t) => t.join().map_err(|_| StreamError::Internal("job manager thread panicked".into()))?,
+            Some(t) => t
+                .join()
+                .map_err(|_| StreamError::Internal("job manager thread panicked".into()))?,
             None => Err(StreamError::Internal("job already waited for".into())),
         }
     }
@@ -295,14 +300,20 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 
 impl JobManager {
     /// A JobManager for a compiled job.
-    pub fn new(name: &str, graph: ExecutionGraph, config: JobConfig, shared: Arc<JobShared>) -> Result<Self> {
+    pub fn new(
+        name: &str,
+        graph: ExecutionGraph,
+        config: JobConfig,
+        shared: Arc<JobShared>,
+    ) -> Result<Self> {
         let storage = match &config.checkpoint_dir {
             Some(d) => {
                 if !config.restore_from_latest {
                     // a fresh job must never restore an older run's checkpoints
                     let root = d.join(name);
                     if root.exists() {
-                        std::fs::remove_dir_all(&root).map_err(|e| StreamError::io(root.display().to_string(), e))?;
+                        std::fs::remove_dir_all(&root)
+                            .map_err(|e| StreamError::io(root.display().to_string(), e))?;
                     }
                 }
                 CheckpointStorage::dir(d, name)?
@@ -310,7 +321,9 @@ impl JobManager {
             None => CheckpointStorage::memory(),
         };
         if config.cluster.is_some() && config.checkpoint_interval.is_some() {
-            return Err(StreamError::Plan("checkpoints are not supported in multi-process mode".into()));
+            return Err(StreamError::Plan(
+                "checkpoints are not supported in multi-process mode".into(),
+            ));
         }
         Ok(JobManager {
             name: name.to_string(),
@@ -330,7 +343,11 @@ impl JobManager {
     /// Runs the job to its end.
     pub fn run(mut self) -> Result<JobResult> {
         let start = Instant::now();
-        let mut restore = if self.config.restore_from_latest { self.storage.latest()? } else { None };
+        let mut restore = if self.config.restore_from_latest {
+            self.storage.latest()?
+        } else {
+            None
+        };
         let mut restarts = 0u32;
         loop {
             if let Some(c) = &restore {
@@ -339,7 +356,12 @@ impl JobManager {
             }
             self.set_status(JobStatus::Running(restarts));
             let outcome = self.run_attempt(restarts, restore.as_ref());
-            let m = self.shared.metrics.lock().source_records.load(Ordering::Relaxed);
+            let m = self
+                .shared
+                .metrics
+                .lock()
+                .source_records
+                .load(Ordering::Relaxed);
             let status = match outcome {
                 Ok(AttemptEnd::Finished) => JobStatus::Finished,
                 Ok(AttemptEnd::Cancelled) => JobStatus::Cancelled,
@@ -347,7 +369,10 @@ impl JobManager {
                 Err(e) => {
                     self.shared.earlier_records.fetch_add(m, Ordering::Relaxed);
                     tracing::warn!(job = %self.name, attempt = restarts, error = %crate::error::error_chain(&e), "attempt failed");
-                    if !e.is_retryable() || restarts >= self.config.restart_attempts || self.config.cluster.is_some() {
+                    if !e.is_retryable()
+                        || restarts >= self.config.restart_attempts
+                        || self.config.cluster.is_some()
+                    {
                         self.set_status(JobStatus::Failed(crate::error::error_chain(&e)));
                         if restarts == 0 || !e.is_retryable() {
                             return Err(e);
@@ -375,7 +400,12 @@ impl JobManager {
         }
     }
 
-    fn build_tasks(&self, attempt: u32, restore: Option<&CompletedCheckpoint>, metrics: &Arc<TaskMetrics>) -> Result<Running> {
+    fn build_tasks(
+        &self,
+        attempt: u32,
+        restore: Option<&CompletedCheckpoint>,
+        metrics: &Arc<TaskMetrics>,
+    ) -> Result<Running> {
         let eg = &self.graph;
         let cfg = &self.config;
         let local_tm = cfg.cluster.as_ref().map(|c| TaskManagerId(c.local));
@@ -401,7 +431,11 @@ impl JobManager {
             let edge = &eg.job.edges[c.edge];
             let producer_type = {
                 let v = &eg.job.vertices[edge.from.0 as usize];
-                let tail = v.nodes.last().copied().ok_or_else(|| StreamError::Internal("empty vertex".into()))?;
+                let tail = v
+                    .nodes
+                    .last()
+                    .copied()
+                    .ok_or_else(|| StreamError::Internal("empty vertex".into()))?;
                 eg.job.stream.nodes[tail.0 as usize].out_type.clone()
             };
             if from_local {
@@ -412,29 +446,59 @@ impl JobManager {
                 slots[c.out_index] = Some(tx.clone());
             }
             if to_local {
-                ins.entry(c.to).or_default().push(InputChannel::new(rx.clone(), edge.input));
+                ins.entry(c.to)
+                    .or_default()
+                    .push(InputChannel::new(rx.clone(), edge.input));
             }
             if from_local && !to_local {
-                let tm = eg.placements.iter().find(|p| p.subtask == c.to).map(|p| p.tm.0 as usize).unwrap_or(0);
-                let addr = eg.task_managers.get(tm).and_then(|t| t.data_addr.clone()).ok_or_else(|| {
-                    StreamError::Plan(format!("TaskManager {tm} has no data address for a network edge"))
-                })?;
-                net_threads.push(network::spawn_sender(rx, c.id, addr, producer_type.encode, cancel.clone(), ev_tx.clone(), c.from)?);
+                let tm = eg
+                    .placements
+                    .iter()
+                    .find(|p| p.subtask == c.to)
+                    .map(|p| p.tm.0 as usize)
+                    .unwrap_or(0);
+                let addr = eg
+                    .task_managers
+                    .get(tm)
+                    .and_then(|t| t.data_addr.clone())
+                    .ok_or_else(|| {
+                        StreamError::Plan(format!(
+                            "TaskManager {tm} has no data address for a network edge"
+                        ))
+                    })?;
+                net_threads.push(network::spawn_sender(
+                    rx,
+                    c.id,
+                    addr,
+                    producer_type.encode,
+                    cancel.clone(),
+                    ev_tx.clone(),
+                    c.from,
+                )?);
             } else if to_local && !from_local {
                 incoming.insert(c.id, (tx, producer_type.decode));
             }
         }
         if !incoming.is_empty() {
             let tm = local_tm.map_or(0, |t| t.0 as usize);
-            let addr = eg.task_managers.get(tm).and_then(|t| t.data_addr.clone()).ok_or_else(|| {
-                StreamError::Plan("local TaskManager has no data address".into())
-            })?;
-            let listener = TcpListener::bind(&addr).map_err(|e| StreamError::io(addr.clone(), e))?;
+            let addr = eg
+                .task_managers
+                .get(tm)
+                .and_then(|t| t.data_addr.clone())
+                .ok_or_else(|| StreamError::Plan("local TaskManager has no data address".into()))?;
+            let listener =
+                TcpListener::bind(&addr).map_err(|e| StreamError::io(addr.clone(), e))?;
             let owner = SubtaskId {
                 vertex: crate::types::VertexId(u32::MAX),
                 index: tm as u32,
             };
-            net_threads.push(network::spawn_listener(listener, incoming, cancel.clone(), ev_tx.clone(), owner)?);
+            net_threads.push(network::spawn_listener(
+                listener,
+                incoming,
+                cancel.clone(),
+                ev_tx.clone(),
+                owner,
+            )?);
         }
         // tasks
         let mut tasks = Vec::new();
@@ -456,11 +520,17 @@ impl JobManager {
             for (i, n) in v.nodes.iter().enumerate() {
                 match &eg.job.stream.nodes[n.0 as usize].kind {
                     NodeKind::Source(f) if i == 0 => source = Some(f(&info)?),
-                    NodeKind::Source(_) => return Err(StreamError::Internal("source inside a chain".into())),
+                    NodeKind::Source(_) => {
+                        return Err(StreamError::Internal("source inside a chain".into()))
+                    }
                     NodeKind::Operator { factory, .. } => ops.push(factory(&info)?),
                 }
             }
-            let tail = v.nodes.last().copied().ok_or_else(|| StreamError::Internal("empty vertex".into()))?;
+            let tail = v
+                .nodes
+                .last()
+                .copied()
+                .ok_or_else(|| StreamError::Internal("empty vertex".into()))?;
             let tail_type = &eg.job.stream.nodes[tail.0 as usize].out_type;
             let mut edges = Vec::new();
             for (ei, e) in eg.job.edges.iter().enumerate() {
@@ -499,6 +569,7 @@ impl JobManager {
                 current_wm: Timestamp::MIN,
                 buffer_timeout: cfg.buffer_timeout,
                 metrics: metrics.clone(),
+                last_acked: 0,
             };
             if let Some(c) = restore {
                 let st = c.states.get(&p.subtask).ok_or_else(|| {
@@ -531,7 +602,10 @@ impl JobManager {
                             message: format!("panicked: {}", panic_message(p.as_ref())),
                         },
                     };
-                    let _ = events.send(TaskEvent::Failed { task: id, error: err });
+                    let _ = events.send(TaskEvent::Failed {
+                        task: id,
+                        error: err,
+                    });
                 })
                 .map_err(|e| StreamError::io("spawn task thread", e))?;
             threads.push(h);
@@ -559,7 +633,11 @@ impl JobManager {
         }
     }
 
-    fn run_attempt(&mut self, attempt: u32, restore: Option<&CompletedCheckpoint>) -> Result<AttemptEnd> {
+    fn run_attempt(
+        &mut self,
+        attempt: u32,
+        restore: Option<&CompletedCheckpoint>,
+    ) -> Result<AttemptEnd> {
         let metrics = Arc::new(TaskMetrics::default());
         *self.shared.metrics.lock() = metrics.clone();
         let r = self.build_tasks(attempt, restore, &metrics)?;
@@ -574,7 +652,8 @@ impl JobManager {
                 return Ok(AttemptEnd::Cancelled);
             }
             let wait = next_trigger.map_or(Duration::from_millis(50), |t| {
-                t.saturating_duration_since(Instant::now()).min(Duration::from_millis(50))
+                t.saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(50))
             });
             match r.events.recv_timeout(wait) {
                 Ok(TaskEvent::Ack { task, id, state }) => {
@@ -607,7 +686,10 @@ impl JobManager {
             }
             // checkpoint completion: every task acked or finished
             if let Some((id, acks)) = &pending {
-                if r.local.iter().all(|t| acks.contains_key(t) || finished.contains_key(t)) {
+                if r.local
+                    .iter()
+                    .all(|t| acks.contains_key(t) || finished.contains_key(t))
+                {
                     let mut states = acks.clone();
                     for (t, s) in &finished {
                         states.entry(*t).or_insert_with(|| s.clone());
@@ -625,7 +707,11 @@ impl JobManager {
                     tracing::info!(job = %self.name, checkpoint = id.0, "checkpoint complete");
                     Self::notify(&r, *id, false);
                     pending = None;
-                    if self.config.halt_after_checkpoints.is_some_and(|n| self.checkpoints >= n) {
+                    if self
+                        .config
+                        .halt_after_checkpoints
+                        .is_some_and(|n| self.checkpoints >= n)
+                    {
                         Self::stop(r);
                         return Ok(AttemptEnd::Halted);
                     }

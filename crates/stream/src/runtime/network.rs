@@ -35,8 +35,66 @@ fn net(e: std::io::Error, what: &str) -> StreamError {
 
 fn write_frame(w: &mut impl Write, kind: u8, payload: &[u8]) -> Result<()> {
     w.write_all(&[kind]).map_err(|e| net(e, "write"))?;
-    w.write_all(&(payload.len() as u32).to_le_bytes()).map_err(|e| net(e, "write"))?;
+    w.write_all(&(payload.len() as u32).to_le_bytes())
+        .map_err(|e| net(e, "write"))?;
     w.write_all(payload).map_err(|e| net(e, "write"))
+}
+
+/// Poll interval of socket reads and writes: a blocked network task notices
+/// cancellation within this time.
+const IO_POLL: Duration = Duration::from_millis(100);
+
+/// A TCP stream whose blocking reads and writes wake up every `IO_POLL` to
+/// check the attempt's cancel flag (a timed-out `read`/`write` transfers
+/// nothing, so retrying it loses no bytes).
+struct CancellableStream {
+    s: TcpStream,
+    cancel: Arc<AtomicBool>,
+}
+
+impl CancellableStream {
+    fn new(s: TcpStream, cancel: Arc<AtomicBool>) -> Result<Self> {
+        s.set_read_timeout(Some(IO_POLL))
+            .map_err(|e| net(e, "read timeout"))?;
+        s.set_write_timeout(Some(IO_POLL))
+            .map_err(|e| net(e, "write timeout"))?;
+        Ok(CancellableStream { s, cancel })
+    }
+    fn retry<T>(
+        &mut self,
+        mut f: impl FnMut(&mut TcpStream) -> std::io::Result<T>,
+    ) -> std::io::Result<T> {
+        loop {
+            match f(&mut self.s) {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if self.cancel.load(Ordering::Relaxed) {
+                        return Err(std::io::Error::other("cancelled"));
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
+impl Read for CancellableStream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.retry(|s| s.read(buf))
+    }
+}
+
+impl Write for CancellableStream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.retry(|s| s.write(buf))
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.retry(|s| s.flush())
+    }
 }
 
 fn connect(addr: &str, cancel: &AtomicBool) -> Result<TcpStream> {
@@ -57,11 +115,18 @@ fn connect(addr: &str, cancel: &AtomicBool) -> Result<TcpStream> {
     }
 }
 
-fn run_sender(rx: Receiver<Message>, channel: usize, addr: &str, encode: EncodeFn, cancel: &AtomicBool) -> Result<()> {
+fn run_sender(
+    rx: Receiver<Message>,
+    channel: usize,
+    addr: &str,
+    encode: EncodeFn,
+    cancel: &Arc<AtomicBool>,
+) -> Result<()> {
     let s = connect(addr, cancel)?;
     s.set_nodelay(true).map_err(|e| net(e, "nodelay"))?;
-    let mut w = BufWriter::with_capacity(1 << 16, s);
-    w.write_all(&(channel as u64).to_le_bytes()).map_err(|e| net(e, "handshake"))?;
+    let mut w = BufWriter::with_capacity(1 << 16, CancellableStream::new(s, cancel.clone())?);
+    w.write_all(&(channel as u64).to_le_bytes())
+        .map_err(|e| net(e, "handshake"))?;
     loop {
         let msg = match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(m) => m,
@@ -103,8 +168,11 @@ pub fn spawn_sender(
         .name(format!("net-send-{channel}"))
         .spawn(move || {
             if let Err(e) = run_sender(rx, channel, &addr, encode, &cancel) {
-                if !matches!(e, StreamError::Cancelled) {
-                    let _ = events.send(TaskEvent::Failed { task: owner, error: e });
+                if !matches!(e, StreamError::Cancelled) && !cancel.load(Ordering::Relaxed) {
+                    let _ = events.send(TaskEvent::Failed {
+                        task: owner,
+                        error: e,
+                    });
                 }
             }
         })
@@ -115,8 +183,12 @@ fn read_exact(r: &mut impl Read, buf: &mut [u8]) -> Result<()> {
     r.read_exact(buf).map_err(|e| net(e, "read"))
 }
 
-fn run_receiver(s: TcpStream, incoming: &HashMap<usize, (Sender<Message>, DecodeFn)>, cancel: &AtomicBool) -> Result<()> {
-    let mut r = BufReader::with_capacity(1 << 16, s);
+fn run_receiver(
+    s: TcpStream,
+    incoming: &HashMap<usize, (Sender<Message>, DecodeFn)>,
+    cancel: &Arc<AtomicBool>,
+) -> Result<()> {
+    let mut r = BufReader::with_capacity(1 << 16, CancellableStream::new(s, cancel.clone())?);
     let mut id = [0u8; 8];
     read_exact(&mut r, &mut id)?;
     let channel = u64::from_le_bytes(id) as usize;
@@ -169,7 +241,10 @@ pub fn spawn_listener(
         .spawn(move || {
             let incoming = Arc::new(incoming);
             let fail = |e: StreamError| {
-                let _ = events.send(TaskEvent::Failed { task: owner, error: e });
+                let _ = events.send(TaskEvent::Failed {
+                    task: owner,
+                    error: e,
+                });
             };
             if let Err(e) = listener.set_nonblocking(true) {
                 return fail(net(e, "listener"));
@@ -188,13 +263,21 @@ pub fn spawn_listener(
                         let inc = incoming.clone();
                         let c = cancel.clone();
                         let ev = events.clone();
-                        let h = std::thread::Builder::new().name("net-recv".into()).spawn(move || {
-                            if let Err(e) = run_receiver(s, &inc, &c) {
-                                if !matches!(e, StreamError::Cancelled) {
-                                    let _ = ev.send(TaskEvent::Failed { task: owner, error: e });
-                                }
-                            }
-                        });
+                        let h =
+                            std::thread::Builder::new()
+                                .name("net-recv".into())
+                                .spawn(move || {
+                                    if let Err(e) = run_receiver(s, &inc, &c) {
+                                        if !matches!(e, StreamError::Cancelled)
+                                            && !c.load(Ordering::Relaxed)
+                                        {
+                                            let _ = ev.send(TaskEvent::Failed {
+                                                task: owner,
+                                                error: e,
+                                            });
+                                        }
+                                    }
+                                });
                         match h {
                             Ok(h) => handles.push(h),
                             Err(e) => return fail(StreamError::io("spawn receiver", e)),
@@ -202,7 +285,9 @@ pub fn spawn_listener(
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         if Instant::now() > deadline {
-                            return fail(StreamError::Network("peers did not connect in 60 s".into()));
+                            return fail(StreamError::Network(
+                                "peers did not connect in 60 s".into(),
+                            ));
                         }
                         std::thread::sleep(Duration::from_millis(5));
                     }

@@ -84,10 +84,17 @@ fn get_opt(b: &[u8], pos: &mut usize) -> Result<Option<Vec<u8>>> {
     if tag == 0 {
         return Ok(None);
     }
-    let len_bytes: [u8; 8] = b.get(*pos..*pos + 8).ok_or_else(bad)?.try_into().map_err(|_| bad())?;
+    let len_bytes: [u8; 8] = b
+        .get(*pos..*pos + 8)
+        .ok_or_else(bad)?
+        .try_into()
+        .map_err(|_| bad())?;
     let len = u64::from_le_bytes(len_bytes) as usize;
     *pos += 8;
-    let v = b.get(*pos..pos.saturating_add(len)).ok_or_else(bad)?.to_vec();
+    let v = b
+        .get(*pos..pos.saturating_add(len))
+        .ok_or_else(bad)?
+        .to_vec();
     *pos += len;
     Ok(Some(v))
 }
@@ -201,7 +208,9 @@ impl Emitter for TaskOutput {
             };
             let Some(b) = b else { break };
             let OutEdge { writer, senders } = e;
-            writer.write(b, &mut |c, b| send_blocking(&senders[c], Message::Data(b), cancel))?;
+            writer.write(b, &mut |c, b| {
+                send_blocking(&senders[c], Message::Data(b), cancel)
+            })?;
             pending |= writer.has_pending();
         }
         if pending && self.first_pending.is_none() {
@@ -222,13 +231,26 @@ struct ChainEmitter<'a> {
 impl Emitter for ChainEmitter<'_> {
     fn emit(&mut self, batch: AnyBatch) -> Result<()> {
         match self.rest.split_first_mut() {
-            Some((op, rest)) => op.process(0, batch, &mut ChainEmitter { rest, out: self.out }),
+            Some((op, rest)) => op.process(
+                0,
+                batch,
+                &mut ChainEmitter {
+                    rest,
+                    out: self.out,
+                },
+            ),
             None => self.out.emit(batch),
         }
     }
     fn watermark(&mut self, wm: Timestamp) -> Result<()> {
         match self.rest.split_first_mut() {
-            Some((op, rest)) => op.watermark(wm, &mut ChainEmitter { rest, out: self.out }),
+            Some((op, rest)) => op.watermark(
+                wm,
+                &mut ChainEmitter {
+                    rest,
+                    out: self.out,
+                },
+            ),
             None => self.out.watermark(wm),
         }
     }
@@ -245,7 +267,14 @@ pub struct Chain {
 impl Chain {
     fn process(&mut self, input: usize, batch: AnyBatch) -> Result<()> {
         match self.ops.split_first_mut() {
-            Some((op, rest)) => op.process(input, batch, &mut ChainEmitter { rest, out: &mut self.out }),
+            Some((op, rest)) => op.process(
+                input,
+                batch,
+                &mut ChainEmitter {
+                    rest,
+                    out: &mut self.out,
+                },
+            ),
             None => self.out.emit(batch),
         }
     }
@@ -270,7 +299,13 @@ impl Chain {
         for i in 0..self.ops.len() {
             if self.ops[i].next_timer().is_some_and(|t| t <= now) {
                 let (head, rest) = self.ops.split_at_mut(i + 1);
-                head[i].on_timer(now, &mut ChainEmitter { rest, out: &mut self.out })?;
+                head[i].on_timer(
+                    now,
+                    &mut ChainEmitter {
+                        rest,
+                        out: &mut self.out,
+                    },
+                )?;
             }
         }
         Ok(())
@@ -278,7 +313,10 @@ impl Chain {
     fn finish(&mut self) -> Result<()> {
         for i in 0..self.ops.len() {
             let (head, rest) = self.ops.split_at_mut(i + 1);
-            head[i].finish(&mut ChainEmitter { rest, out: &mut self.out })?;
+            head[i].finish(&mut ChainEmitter {
+                rest,
+                out: &mut self.out,
+            })?;
         }
         Ok(())
     }
@@ -353,6 +391,8 @@ pub struct Task {
     pub buffer_timeout: Duration,
     /// Shared progress counters.
     pub metrics: Arc<TaskMetrics>,
+    /// The newest checkpoint this task acknowledged (0: none).
+    pub last_acked: u64,
 }
 
 impl Task {
@@ -395,7 +435,10 @@ impl Task {
     }
 
     fn flush_deadline(&self) -> Option<Instant> {
-        self.chain.out.first_pending.map(|t| t + self.buffer_timeout)
+        self.chain
+            .out
+            .first_pending
+            .map(|t| t + self.buffer_timeout)
     }
 
     /// Flushes on timeout and fires due timers.
@@ -431,6 +474,7 @@ impl Task {
         let ops = self.chain.snapshot(id)?;
         self.chain.out.broadcast(|| Message::Barrier(id))?;
         tracing::debug!(task = %self.name, checkpoint = id.0, "snapshot taken");
+        self.last_acked = self.last_acked.max(id.0);
         self.events
             .send(TaskEvent::Ack {
                 task: self.id,
@@ -463,7 +507,9 @@ impl Task {
             };
             let (batch, n, st) = src.poll(self.batch_size)?;
             if let Some(b) = batch {
-                self.metrics.source_records.fetch_add(n as u64, Ordering::Relaxed);
+                self.metrics
+                    .source_records
+                    .fetch_add(n as u64, Ordering::Relaxed);
                 self.chain.emit_into_chain(b)?;
             }
             match st {
@@ -484,7 +530,12 @@ impl Task {
         self.inputs.iter().all(|c| c.ended || c.blocked)
     }
 
-    fn on_message(&mut self, ch: usize, msg: Message, aligning: &mut Option<CheckpointId>) -> Result<()> {
+    fn on_message(
+        &mut self,
+        ch: usize,
+        msg: Message,
+        aligning: &mut Option<CheckpointId>,
+    ) -> Result<()> {
         match msg {
             Message::Data(b) => {
                 let input = self.inputs[ch].input;
@@ -626,11 +677,21 @@ impl Task {
         loop {
             self.check_cancel()?;
             match self.control.recv_timeout(Duration::from_millis(50)) {
-                // every checkpoint completed after this task finished includes its final state
-                Ok(TaskControl::CheckpointComplete(id, _)) => return self.chain.complete(id, true),
+                // A checkpoint this task did not acknowledge holds its final state
+                // (the JobManager uses the `Finished` snapshot for it): commit
+                // everything. One it did acknowledge holds only what came
+                // before its barrier: commit up to it and keep waiting.
+                Ok(TaskControl::CheckpointComplete(id, is_final)) => {
+                    if is_final || id.0 > self.last_acked {
+                        return self.chain.complete(id, true);
+                    }
+                    self.chain.complete(id, false)?;
+                }
                 Ok(TaskControl::TriggerCheckpoint(_)) => {}
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Err(StreamError::Cancelled),
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    return Err(StreamError::Cancelled)
+                }
             }
         }
     }

@@ -34,7 +34,12 @@ pub fn run_straight<T: Data + Ord + Debug>(build: BuildJob<T>, p: usize) -> Resu
 /// Runs `build` with checkpoints, halts it after `halt_after` checkpoints
 /// (as if the process died), then runs it again restoring from the newest
 /// checkpoint in the same directory.
-pub fn run_with_restore<T: Data + Ord + Debug>(build: BuildJob<T>, p: usize, dir: &Path, halt_after: u64) -> Result<Vec<T>> {
+pub fn run_with_restore<T: Data + Ord + Debug>(
+    build: BuildJob<T>,
+    p: usize,
+    dir: &Path,
+    halt_after: u64,
+) -> Result<Vec<T>> {
     let out = CollectHandle::default();
     let cfg = base(p)
         .checkpoint_interval(Duration::from_millis(20))
@@ -42,7 +47,11 @@ pub fn run_with_restore<T: Data + Ord + Debug>(build: BuildJob<T>, p: usize, dir
     let env = StreamEnv::new(cfg.clone().halt_after_checkpoints(halt_after));
     build(&env, &out);
     let r1 = env.execute("restore-job")?;
-    assert_eq!(r1.status, JobStatus::Halted, "job ended before its checkpoint; make it slower");
+    assert_eq!(
+        r1.status,
+        JobStatus::Halted,
+        "job ended before its checkpoint; make it slower"
+    );
     let env2 = StreamEnv::new(cfg.restore_from_latest(true));
     build(&env2, &out);
     let r2 = env2.execute("restore-job")?;
@@ -70,7 +79,11 @@ pub fn must_equal<T: PartialEq + Debug>(a: &[T], b: &[T], what: &str) {
     if a == b {
         return;
     }
-    let i = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+    let i = a
+        .iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
     panic!(
         "{what}: lengths {} vs {}, first difference at {i}: {:?} vs {:?}",
         a.len(),
