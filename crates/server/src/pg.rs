@@ -7,6 +7,7 @@
 //! requests go through pgwire's `ConnectionManager`: the running query's
 //! future is dropped, which stops its scan threads at their next batch.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -64,7 +65,73 @@ fn user_error(e: &SqlError) -> PgWireError {
 pub struct SessionSlot {
     session: tokio::sync::Mutex<Option<Session>>,
     copy_in: parking_lot::Mutex<Option<Box<CopyIn>>>,
+    cancel: Arc<CancelSignal>,
+    _registration: CancelRegistration,
     _conn: ConnCount,
+}
+
+/// A connection's cancel flag. pgwire's own cancellation only covers the
+/// planning future; rows are produced later, while pgwire streams them, so
+/// the row stream watches this signal too (see [`cancellable`]).
+#[derive(Default)]
+pub struct CancelSignal {
+    requested: std::sync::atomic::AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl CancelSignal {
+    /// Called when a statement starts: a cancel aimed at an earlier one is void.
+    fn reset(&self) {
+        self.requested.store(false, Ordering::SeqCst);
+    }
+
+    fn fire(&self) {
+        self.requested.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    fn is_requested(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
+    }
+}
+
+type CancelKey = (i32, Bytes);
+
+/// Removes a connection's cancel signal from the backend's registry on drop.
+struct CancelRegistration {
+    key: CancelKey,
+    registry: Arc<parking_lot::Mutex<HashMap<CancelKey, Arc<CancelSignal>>>>,
+}
+
+impl Drop for CancelRegistration {
+    fn drop(&mut self) {
+        self.registry.lock().remove(&self.key);
+    }
+}
+
+/// Wraps a result stream so that a cancel request stops it (dropping the
+/// DataFusion stream stops its scan tasks) and ends it with SQLSTATE 57014.
+fn cancellable(
+    stream: datafusion::execution::SendableRecordBatchStream,
+    signal: Arc<CancelSignal>,
+) -> impl futures::Stream<Item = Result<RecordBatch, SqlError>> + Send {
+    stream::unfold(Some(stream), move |state| {
+        let signal = Arc::clone(&signal);
+        async move {
+            let mut inner = state?;
+            let notified = signal.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if signal.is_requested() {
+                return Some((Err(SqlError::QueryCanceled), None));
+            }
+            tokio::select! {
+                biased;
+                _ = &mut notified => Some((Err(SqlError::QueryCanceled), None)),
+                next = inner.next() => next.map(|b| (b.map_err(SqlError::DataFusion), Some(inner))),
+            }
+        }
+    })
 }
 
 struct ConnCount(Arc<Metrics>);
@@ -79,6 +146,7 @@ pub struct Backend {
     pub db: Arc<Database>,
     pub metrics: Arc<Metrics>,
     pub manager: Arc<ConnectionManager>,
+    cancels: Arc<parking_lot::Mutex<HashMap<CancelKey, Arc<CancelSignal>>>>,
     pub auth: AuthMode,
     parser: Arc<EddyParser>,
 }
@@ -148,6 +216,7 @@ impl Backend {
             db,
             metrics,
             manager: Arc::new(ConnectionManager::new()),
+            cancels: Arc::default(),
             auth,
             parser: Arc::new(EddyParser),
         }
@@ -252,9 +321,21 @@ impl StartupHandler for ScramStartup {
 fn slot<C: ClientInfo>(client: &C, backend: &Backend) -> Arc<SessionSlot> {
     client.session_extensions().get_or_insert_with(|| {
         backend.metrics.connections.fetch_add(1, Ordering::Relaxed);
+        let (pid, secret) = client.pid_and_secret_key();
+        let key: CancelKey = (pid, secret.to_bytes());
+        let cancel = Arc::new(CancelSignal::default());
+        backend
+            .cancels
+            .lock()
+            .insert(key.clone(), Arc::clone(&cancel));
         SessionSlot {
             session: tokio::sync::Mutex::new(None),
             copy_in: parking_lot::Mutex::new(None),
+            cancel,
+            _registration: CancelRegistration {
+                key,
+                registry: Arc::clone(&backend.cancels),
+            },
             _conn: ConnCount(Arc::clone(&backend.metrics)),
         }
     })
@@ -266,6 +347,7 @@ where
     F: for<'a> FnOnce(&'a mut Session) -> futures::future::BoxFuture<'a, Result<T, SqlError>>,
 {
     let s = slot(client, backend);
+    s.cancel.reset();
     let mut guard = s.session.lock().await;
     if guard.is_none() {
         let user = client
@@ -341,6 +423,7 @@ fn query_response(
     schema: SchemaRef,
     stream: datafusion::execution::SendableRecordBatchStream,
     formats: Option<&Format>,
+    cancel: Arc<CancelSignal>,
 ) -> QueryResponse {
     let fields = Arc::new(fields_of(&schema, formats));
     let fmts: Vec<pgtypes::Format> = fields
@@ -353,10 +436,10 @@ fn query_response(
             }
         })
         .collect();
-    let rows = stream.flat_map(move |b| {
+    let rows = cancellable(stream, cancel).flat_map(move |b| {
         let items = match b {
             Ok(batch) => encode_batch(&batch, &fmts),
-            Err(e) => vec![Err(user_error(&SqlError::DataFusion(e)))],
+            Err(e) => vec![Err(user_error(&e))],
         };
         stream::iter(items)
     });
@@ -432,7 +515,12 @@ where
 {
     Ok(match out {
         Ok(Output::Rows { schema, stream }) => {
-            Response::Query(query_response(schema, stream, formats))
+            Response::Query(query_response(
+                schema,
+                stream,
+                formats,
+                Arc::clone(&slot(client, backend).cancel),
+            ))
         }
         Ok(Output::Command(tag)) => Response::Execution(Tag::new(&tag)),
         Ok(Output::TxnStart(tag)) => Response::TransactionStart(Tag::new(&tag)),
@@ -725,7 +813,7 @@ pub struct Handlers {
     pub backend: Arc<Backend>,
     pub trust: Option<Arc<TrustStartup>>,
     pub scram: Option<Arc<ScramStartup>>,
-    pub cancel: Arc<pgwire::api::cancel::DefaultCancelHandler>,
+    pub cancel: Arc<CancelRequests>,
 }
 
 impl Handlers {
@@ -748,14 +836,40 @@ impl Handlers {
                 (None, Some(Arc::new(ScramStartup { inner, database })))
             }
         };
-        let cancel = Arc::new(pgwire::api::cancel::DefaultCancelHandler::new(Arc::clone(
-            &backend.manager,
-        )));
+        let cancel = Arc::new(CancelRequests {
+            backend: Arc::clone(&backend),
+        });
         Handlers {
             backend,
             trust,
             scram,
             cancel,
+        }
+    }
+}
+
+/// Cancel requests: pgwire's manager interrupts a statement still being
+/// planned; the connection's [`CancelSignal`] stops rows being produced.
+pub struct CancelRequests {
+    backend: Arc<Backend>,
+}
+
+#[async_trait]
+impl pgwire::api::cancel::CancelHandler for CancelRequests {
+    async fn on_cancel_request(&self, request: pgwire::messages::cancel::CancelRequest) {
+        let key: CancelKey = (request.pid, request.secret_key.to_bytes());
+        let signal = self.backend.cancels.lock().get(&key).cloned();
+        match signal {
+            Some(signal) => {
+                tracing::info!(pid = request.pid, "cancel request");
+                signal.fire();
+                self.backend
+                    .manager
+                    .cancel(request.pid, &request.secret_key)
+                    .await;
+            }
+            // Unknown pid/key pairs are ignored, as PostgreSQL does.
+            None => tracing::debug!(pid = request.pid, "cancel request for no connection"),
         }
     }
 }

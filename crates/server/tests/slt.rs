@@ -15,9 +15,31 @@ struct Eddy {
     client: Client,
 }
 
+/// A protocol error shown as `SQLSTATE: message`, so `statement error 42P07`
+/// lines match on the code the server sent.
+#[derive(Debug)]
+struct DbError(String);
+
+impl std::fmt::Display for DbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DbError {}
+
+impl From<tokio_postgres::Error> for DbError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        match e.as_db_error() {
+            Some(db) => DbError(format!("{}: {}", db.code().code(), db.message())),
+            None => DbError(e.to_string()),
+        }
+    }
+}
+
 #[async_trait]
 impl sqllogictest::AsyncDB for Eddy {
-    type Error = tokio_postgres::Error;
+    type Error = DbError;
     type ColumnType = DefaultColumnType;
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, Self::Error> {
@@ -89,6 +111,7 @@ async fn sqllogictests() {
         .collect();
     files.sort();
     assert!(!files.is_empty());
+    let mut failures = Vec::new();
     for file in files {
         let data = tempfile::tempdir().expect("tempdir");
         let port = free_port();
@@ -120,16 +143,18 @@ async fn sqllogictests() {
                 &format!("host=127.0.0.1 port={port} user=eddy dbname=eddy"),
                 NoTls,
             )
-            .await?;
+            .await
+            .map_err(DbError::from)?;
             tokio::spawn(async move {
                 let _ = conn.await;
             });
             Ok(Eddy { client })
         });
         runner.with_column_validator(|_, _| true);
-        if let Err(e) = runner.run_file_async(&file).await {
-            panic!("{}: {e}", file.display());
+        match runner.run_file_async(&file).await {
+            Ok(()) => println!("ok {}", file.display()),
+            Err(e) => failures.push(format!("{}: {e}", file.display())),
         }
-        println!("ok {}", file.display());
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

@@ -224,6 +224,12 @@ fn mem_table(cols: &[(&str, DataType)], rows: Vec<Vec<S>>) -> datafusion::error:
 
 use DataType::{Boolean as B, Float32 as F4, Int16 as I2, Int32 as I4, Int64 as I8, Utf8 as T};
 
+/// `text[]` columns (reloptions, stxkind): drivers apply `= any(...)`,
+/// `||` and `array_to_string` to them.
+fn text_array() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)))
+}
+
 /// Builtin types reported in pg_type: (oid, name, category, array oid of it).
 const PG_TYPES: &[(u32, &str, &str, u32)] = &[
     (oid::BOOL, "bool", "B", 1000),
@@ -429,7 +435,7 @@ fn build_pg_table(
                     ("relrewrite", I8),
                     ("relacl", T),
                     ("relpartbound", T),
-                    ("reloptions", T),
+                    ("reloptions", text_array()),
                 ],
                 rows,
             )
@@ -457,6 +463,9 @@ fn build_pg_table(
                         i(0),
                         i4(0),
                         b(pg_typlen(o) > 0 && pg_typlen(o) <= 8),
+                        s(if pg_typlen(o) > 0 { "p" } else { "x" }),
+                        s(""),
+                        i4(-1),
                     ]);
                 }
                 for (n, &ci) in d.primary_key.iter().enumerate() {
@@ -479,6 +488,9 @@ fn build_pg_table(
                         i(0),
                         i4(0),
                         b(pg_typlen(o) > 0 && pg_typlen(o) <= 8),
+                        s(if pg_typlen(o) > 0 { "p" } else { "x" }),
+                        s(""),
+                        i4(-1),
                     ]);
                 }
             }
@@ -500,6 +512,9 @@ fn build_pg_table(
                     ("attcollation", I8),
                     ("attndims", I4),
                     ("attbyval", B),
+                    ("attstorage", T),
+                    ("attcompression", T),
+                    ("attstattarget", I4),
                 ],
                 rows,
             )
@@ -941,7 +956,7 @@ fn build_pg_table(
                 ("stxname", T),
                 ("stxnamespace", I8),
                 ("stxkeys", T),
-                ("stxkind", T),
+                ("stxkind", text_array()),
                 ("stxstattarget", I4),
             ],
             vec![],

@@ -466,7 +466,7 @@ fn parse_numeric_binary(b: &[u8]) -> Option<String> {
     }
     // groups implied by weight beyond the stored digits
     let stored_int = digits.len() as i32;
-    for _ in stored_int..=weight {
+    for _ in stored_int..=if digits.is_empty() { -1 } else { weight } {
         int.push_str("0000");
     }
     if weight < -1 {
@@ -735,7 +735,7 @@ fn parse_float(t: &str) -> Option<f64> {
     }
 }
 
-fn parse_bytea_text(s: &str) -> Option<Vec<u8>> {
+pub fn parse_bytea_text(s: &str) -> Option<Vec<u8>> {
     if let Some(hex) = s.strip_prefix("\\x") {
         let hex = hex.as_bytes();
         if hex.len() % 2 != 0 {

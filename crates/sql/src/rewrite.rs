@@ -105,12 +105,48 @@ fn is_only_comments(s: &str) -> bool {
 
 /// Parse exactly one statement with the PostgreSQL dialect.
 pub fn parse_statement(sql: &str) -> Result<Statement> {
-    let mut stmts = Parser::parse_sql(&PostgreSqlDialect {}, sql)?;
+    let normalized = normalize_copy_options(sql);
+    let mut stmts = Parser::parse_sql(&PostgreSqlDialect {}, normalized.as_deref().unwrap_or(sql))?;
     match stmts.len() {
         1 => Ok(stmts.remove(0)),
         0 => Err(SqlError::Syntax("empty statement".into())),
         _ => Err(SqlError::Syntax("expected one statement".into())),
     }
+}
+
+/// PostgreSQL's COPY accepts `on`/`off` for boolean options (`WITH (freeze
+/// on)`, as pgbench sends); the parser wants `true`/`false`. Rewrites only
+/// an option-list word that follows a boolean option name.
+fn normalize_copy_options(sql: &str) -> Option<String> {
+    let trimmed = sql.trim_start();
+    if !trimmed.get(..4).is_some_and(|w| w.eq_ignore_ascii_case("copy")) {
+        return None;
+    }
+    let open = sql.rfind('(')?;
+    let close = sql[open..].find(')')? + open;
+    let options: Vec<String> = sql[open + 1..close]
+        .split(',')
+        .map(|opt| {
+            let words: Vec<&str> = opt.split_whitespace().collect();
+            match words.as_slice() {
+                [name, value]
+                    if matches!(
+                        name.to_ascii_lowercase().as_str(),
+                        "freeze" | "header" | "oids"
+                    ) =>
+                {
+                    let v = match value.to_ascii_lowercase().as_str() {
+                        "on" => "true",
+                        "off" => "false",
+                        _ => value,
+                    };
+                    format!("{name} {v}")
+                }
+                _ => opt.trim().to_string(),
+            }
+        })
+        .collect();
+    Some(format!("{}({}){}", &sql[..open], options.join(", "), &sql[close + 1..]))
 }
 
 /// Lower-case an unquoted identifier, keep a quoted one.
@@ -173,6 +209,9 @@ fn call(name: &str, args: Vec<Expr>) -> Expr {
 /// `is_user_table` says whether a bare name is one of the user's tables
 /// (then `pg_*` names are left alone).
 pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
+    if let Statement::Query(q) = stmt {
+        empty_publication_query(q);
+    }
     let _ = visit_relations_mut(stmt, |rel| {
         if rel.0.len() == 1 {
             if let Some(n) = last_ident(rel) {
@@ -251,6 +290,43 @@ fn rewrite_expr(e: &mut Expr) {
                 _ => {}
             }
         }
+        Expr::Subquery(q) => {
+            if reads_pg_collation(q) {
+                // Eddy has one collation, the default, and no column overrides
+                // it: psql's `(SELECT collname ... WHERE a.attcollation <>
+                // t.typcollation)` is always NULL, and its non-equality
+                // correlation is beyond DataFusion's decorrelation.
+                *e = Expr::Value(SqlValue::Null.into());
+            } else if aggregate_catalog_scalar_subquery(q) {
+                // Conjuncts that read only the outer row (psql's `AND
+                // a.atthasdef`) stop DataFusion's decorrelation; as a guard
+                // outside the subquery they mean the same: no row, NULL.
+                if let Some(guard) = take_outer_only_conjuncts(q) {
+                    let sub = std::mem::replace(e, Expr::Value(SqlValue::Null.into()));
+                    *e = Expr::Case {
+                        case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                        end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                        operand: None,
+                        conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
+                            condition: guard,
+                            result: sub,
+                        }],
+                        else_result: None,
+                    };
+                }
+            }
+        }
+        Expr::Function(f)
+            if last_ident(&f.name).as_deref() == Some("array")
+                && matches!(f.args, FunctionArguments::Subquery(_))
+                && f.to_string().contains("pg_catalog.") =>
+        {
+            // psql's `array(select ...)` over catalog objects Eddy does not
+            // have: TOAST options (`unnest(tc.reloptions)`, tc a LEFT JOIN
+            // that never matches), policy roles (pg_policy is empty),
+            // publications. Each is evaluated on no row or yields no element.
+            *e = Expr::Value(SqlValue::Null.into());
+        }
         Expr::Function(f) => {
             if f.name.0.len() == 2 {
                 if let Some(ObjectNamePart::Identifier(first)) = f.name.0.first() {
@@ -261,6 +337,203 @@ fn rewrite_expr(e: &mut Expr) {
             }
         }
         _ => {}
+    }
+}
+
+/// Eddy has no publications: a query each of whose branches reads a
+/// `pg_publication*` table (psql's `\d` footer) has no rows. It is answered
+/// as such, because its array arithmetic (`prattrs[s]`, `array_upper`) is
+/// beyond DataFusion.
+fn empty_publication_query(q: &mut datafusion::sql::sqlparser::ast::Query) {
+    use datafusion::sql::sqlparser::ast::{SelectItem, SetExpr, TableFactor};
+    fn leaves<'a>(e: &'a SetExpr, out: &mut Vec<&'a datafusion::sql::sqlparser::ast::Select>) -> bool {
+        match e {
+            SetExpr::Select(s) => {
+                out.push(s);
+                true
+            }
+            SetExpr::SetOperation { left, right, .. } => leaves(left, out) && leaves(right, out),
+            _ => false,
+        }
+    }
+    let mut selects = Vec::new();
+    if !leaves(&q.body, &mut selects) {
+        return;
+    }
+    let reads_publication = |s: &datafusion::sql::sqlparser::ast::Select| {
+        s.from.iter().any(|t| {
+            std::iter::once(&t.relation)
+                .chain(t.joins.iter().map(|j| &j.relation))
+                .any(|r| matches!(r, TableFactor::Table { name, .. }
+                    if last_ident(name).is_some_and(|n| n.starts_with("pg_publication"))))
+        })
+    };
+    if !selects.iter().all(|s| reads_publication(s)) {
+        return;
+    }
+    let Some(first) = selects.first() else {
+        return;
+    };
+    let columns: Vec<String> = first
+        .projection
+        .iter()
+        .enumerate()
+        .map(|(i, item)| match item {
+            SelectItem::ExprWithAlias { alias, .. } => format!("NULL AS \"{}\"", alias.value),
+            SelectItem::UnnamedExpr(Expr::Identifier(id)) => format!("NULL AS \"{}\"", id.value),
+            SelectItem::UnnamedExpr(Expr::CompoundIdentifier(p)) if !p.is_empty() => {
+                format!("NULL AS \"{}\"", p[p.len() - 1].value)
+            }
+            _ => format!("NULL AS column{}", i + 1),
+        })
+        .collect();
+    if let Ok(Statement::Query(empty)) =
+        parse_statement(&format!("SELECT {} WHERE false", columns.join(", ")))
+    {
+        *q = *empty;
+    }
+}
+
+fn reads_pg_collation(q: &datafusion::sql::sqlparser::ast::Query) -> bool {
+    use datafusion::sql::sqlparser::ast::{SetExpr, TableFactor};
+    let SetExpr::Select(sel) = q.body.as_ref() else {
+        return false;
+    };
+    sel.from.iter().any(|t| {
+        std::iter::once(&t.relation)
+            .chain(t.joins.iter().map(|j| &j.relation))
+            .any(|r| matches!(r, TableFactor::Table { name, .. } if last_ident(name).as_deref() == Some("pg_collation")))
+    })
+}
+
+/// psql and drivers put correlated scalar subqueries over catalog tables in
+/// their select lists (`(SELECT c.collname FROM pg_collation c WHERE ...)`);
+/// DataFusion only decorrelates aggregated ones. Over catalog tables such a
+/// subquery yields at most one row, so wrapping its one output in `max()`
+/// keeps the answer. User tables are never touched.
+fn aggregate_catalog_scalar_subquery(q: &mut datafusion::sql::sqlparser::ast::Query) -> bool {
+    use datafusion::sql::sqlparser::ast::{GroupByExpr, SelectItem, SetExpr, TableFactor};
+    let SetExpr::Select(sel) = q.body.as_mut() else {
+        return false;
+    };
+    let group_by_empty = match &sel.group_by {
+        GroupByExpr::Expressions(v, _) => v.is_empty(),
+        GroupByExpr::All(_) => false,
+    };
+    if sel.projection.len() != 1 || !group_by_empty || sel.from.is_empty() || sel.having.is_some()
+    {
+        return false;
+    }
+    let catalog_only = sel.from.iter().all(|t| {
+        std::iter::once(&t.relation)
+            .chain(t.joins.iter().map(|j| &j.relation))
+            .all(|r| match r {
+                TableFactor::Table { name, .. } => {
+                    name.0.len() == 2
+                        && matches!(name.0.first(), Some(ObjectNamePart::Identifier(i))
+                            if i.value.eq_ignore_ascii_case("pg_catalog")
+                                || i.value.eq_ignore_ascii_case("information_schema"))
+                }
+                _ => false,
+            })
+    });
+    if !catalog_only {
+        return false;
+    }
+    let wrap = |e: &mut Expr| {
+        if let Expr::Function(f) = e {
+            let name = f.name.to_string().to_ascii_lowercase();
+            if matches!(
+                name.as_str(),
+                "count" | "sum" | "min" | "max" | "avg" | "array_agg" | "string_agg" | "bool_and"
+                    | "bool_or"
+            ) {
+                return;
+            }
+        }
+        let inner = std::mem::replace(e, Expr::Value(SqlValue::Null.into()));
+        *e = call("max", vec![inner]);
+    };
+    match &mut sel.projection[0] {
+        SelectItem::UnnamedExpr(e) => {
+            let alias = Ident::new("value");
+            let mut inner = std::mem::replace(e, Expr::Value(SqlValue::Null.into()));
+            wrap(&mut inner);
+            sel.projection[0] = SelectItem::ExprWithAlias { expr: inner, alias };
+        }
+        SelectItem::ExprWithAlias { expr, .. } => wrap(expr),
+        _ => return false,
+    }
+    true
+}
+
+/// Removes from a subquery's WHERE the `AND` conjuncts whose columns are all
+/// qualified by a name that is not one of the subquery's own relations (so
+/// they read only the outer row), and returns them joined by `AND`.
+fn take_outer_only_conjuncts(q: &mut datafusion::sql::sqlparser::ast::Query) -> Option<Expr> {
+    use datafusion::sql::sqlparser::ast::{SetExpr, TableFactor};
+    let SetExpr::Select(sel) = q.body.as_mut() else {
+        return None;
+    };
+    let mut local: Vec<String> = Vec::new();
+    for t in &sel.from {
+        for r in std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)) {
+            if let TableFactor::Table { name, alias, .. } = r {
+                if let Some(n) = last_ident(name) {
+                    local.push(n);
+                }
+                if let Some(a) = alias {
+                    local.push(a.name.value.to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    let selection = sel.selection.take()?;
+    let mut conjuncts = Vec::new();
+    split_and(selection, &mut conjuncts);
+    let (outer, inner): (Vec<Expr>, Vec<Expr>) = conjuncts.into_iter().partition(|c| {
+        let mut qualifiers = Vec::new();
+        let mut unqualified = false;
+        let _ = datafusion::sql::sqlparser::ast::visit_expressions(c, |e| {
+            match e {
+                Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
+                    qualifiers.push(parts[parts.len() - 2].value.to_ascii_lowercase())
+                }
+                Expr::Identifier(_) | Expr::Subquery(_) | Expr::Exists { .. } => {
+                    unqualified = true
+                }
+                _ => {}
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        !unqualified && !qualifiers.is_empty() && qualifiers.iter().all(|q| !local.contains(q))
+    });
+    sel.selection = inner.into_iter().reduce(|a, b| Expr::BinaryOp {
+        left: Box::new(a),
+        op: BinaryOperator::And,
+        right: Box::new(b),
+    });
+    outer.into_iter().reduce(|a, b| Expr::BinaryOp {
+        left: Box::new(a),
+        op: BinaryOperator::And,
+        right: Box::new(b),
+    })
+}
+
+fn split_and(e: Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => {
+            split_and(*left, out);
+            split_and(*right, out);
+        }
+        Expr::Nested(inner) if matches!(inner.as_ref(), Expr::BinaryOp { op: BinaryOperator::And, .. }) => {
+            split_and(*inner, out)
+        }
+        other => out.push(other),
     }
 }
 
@@ -389,6 +662,22 @@ mod tests {
         let text = s.to_string();
         assert!(text.contains("c.relname ~ '^(t)$'"), "{text}");
         assert!(text.contains("eddy_regclass('t')"), "{text}");
+    }
+
+    #[test]
+    fn rewrites_psql_describe_subqueries() {
+        let mut s = parse_statement(
+            "SELECT a.attname, (SELECT pg_catalog.pg_get_expr(d.adbin, d.adrelid, true) FROM pg_catalog.pg_attrdef d WHERE d.adrelid = a.attrelid AND d.adnum = a.attnum AND a.atthasdef), \
+             (SELECT c.collname FROM pg_catalog.pg_collation c, pg_catalog.pg_type t WHERE c.oid = a.attcollation AND t.oid = a.atttypid AND a.attcollation <> t.typcollation) AS attcollation, \
+             pg_catalog.array_to_string(c.reloptions || array(select 'toast.' || x from pg_catalog.unnest(tc.reloptions) x), ', ') \
+             FROM pg_catalog.pg_attribute a",
+        )
+        .unwrap();
+        pg_compat(&mut s, &|_| false);
+        let text = s.to_string();
+        assert!(text.contains("CASE WHEN a.atthasdef THEN (SELECT max(pg_get_expr(d.adbin, d.adrelid, true)) AS value"), "{text}");
+        assert!(text.contains("NULL AS attcollation"), "{text}");
+        assert!(text.contains("array_to_string(c.reloptions || NULL"), "{text}");
     }
 
     #[test]

@@ -1393,6 +1393,30 @@ pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef>
     if a.data_type() == &target {
         return Ok(Arc::clone(a));
     }
+    if ty == ColumnType::Bytea
+        && matches!(
+            a.data_type(),
+            DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8
+        )
+    {
+        // PostgreSQL reads text as bytea input ('\x0102' is two bytes), not as raw UTF-8.
+        if let Ok(text) = cast_with_options(a, &DataType::Utf8, &CastOptions::default()) {
+            if let Some(text) = text.as_any().downcast_ref::<StringArray>() {
+                let mut out = datafusion::arrow::array::BinaryBuilder::new();
+                for v in text.iter() {
+                    match v {
+                        None => out.append_null(),
+                        Some(s) => out.append_value(pgtypes::parse_bytea_text(s).ok_or_else(|| {
+                            SqlError::InvalidText(format!(
+                                "invalid input syntax for type bytea in column \"{name}\": \"{s}\""
+                            ))
+                        })?),
+                    }
+                }
+                return Ok(Arc::new(out.finish()));
+            }
+        }
+    }
     let opts = CastOptions {
         safe: false,
         ..Default::default()
