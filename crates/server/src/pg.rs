@@ -514,14 +514,12 @@ where
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
     Ok(match out {
-        Ok(Output::Rows { schema, stream }) => {
-            Response::Query(query_response(
-                schema,
-                stream,
-                formats,
-                Arc::clone(&slot(client, backend).cancel),
-            ))
-        }
+        Ok(Output::Rows { schema, stream }) => Response::Query(query_response(
+            schema,
+            stream,
+            formats,
+            Arc::clone(&slot(client, backend).cancel),
+        )),
         Ok(Output::Command(tag)) => Response::Execution(Tag::new(&tag)),
         Ok(Output::TxnStart(tag)) => Response::TransactionStart(Tag::new(&tag)),
         Ok(Output::TxnEnd(tag)) => Response::TransactionEnd(Tag::new(&tag)),

@@ -384,10 +384,7 @@ impl CopyIn {
             CopyFormat::Binary => self.process_binary(),
             CopyFormat::Text | CopyFormat::Csv => {
                 let mut start = 0;
-                loop {
-                    let Some(end) = self.record_end(start, at_end) else {
-                        break;
-                    };
+                while let Some(end) = self.record_end(start, at_end) {
                     let rec_end = end.min(self.buf.len());
                     let mut rec: Vec<u8> = self.buf[start..rec_end].to_vec();
                     start = (end + 1).min(self.buf.len());
@@ -512,7 +509,7 @@ impl CopyIn {
         self.rows += self.pending_rows as u64;
         self.pending_rows = 0;
         self.loader.push(batch)?;
-        if self.rows % (BATCH_ROWS as u64 * 16) == 0 {
+        if self.rows.is_multiple_of(BATCH_ROWS as u64 * 16) {
             tracing::info!(table = %self.table.def().name, rows = self.rows, "COPY progress");
         }
         Ok(())
@@ -648,7 +645,7 @@ fn split_csv(line: &str, opts: &CopyOptions) -> std::result::Result<Vec<Option<S
     let mut chars = line.chars().peekable();
     while let Some(c) = chars.next() {
         if quoted {
-            if c == e && chars.peek() == Some(&q) && (e != q || true) {
+            if c == e && chars.peek() == Some(&q) {
                 if e == q {
                     // doubled quote or end of quoted section
                     chars.next();

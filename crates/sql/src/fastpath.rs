@@ -819,22 +819,17 @@ fn num(v: &Value) -> Option<(Option<i128>, f64)> {
     }
 }
 
-fn eval(
-    ev: &Ev,
-    existing: &Row,
-    excluded: &Row,
-    def: &TableDef,
-) -> std::result::Result<Value, String> {
+fn eval(ev: &Ev, existing: &Row, excluded: &Row) -> std::result::Result<Value, String> {
     Ok(match ev {
         Ev::Existing(i) => existing.get(*i).cloned().unwrap_or(Value::Null),
         Ev::Excluded(i) => excluded.get(*i).cloned().unwrap_or(Value::Null),
         Ev::Lit(v) => v.clone(),
-        Ev::Not(inner) => match eval(inner, existing, excluded, def)? {
+        Ev::Not(inner) => match eval(inner, existing, excluded)? {
             Value::Boolean(b) => Value::Boolean(!b),
             Value::Null => Value::Null,
             _ => return Err("argument of NOT must be boolean".into()),
         },
-        Ev::Neg(inner) => match num(&eval(inner, existing, excluded, def)?) {
+        Ev::Neg(inner) => match num(&eval(inner, existing, excluded)?) {
             Some((Some(i), _)) => {
                 Value::BigInt(i64::try_from(-i).map_err(|_| "integer out of range")?)
             }
@@ -842,11 +837,11 @@ fn eval(
             None => Value::Null,
         },
         Ev::IsNull(inner, want) => {
-            Value::Boolean(eval(inner, existing, excluded, def)?.is_null() == *want)
+            Value::Boolean(eval(inner, existing, excluded)?.is_null() == *want)
         }
         Ev::Bin(l, op, r) => {
-            let a = eval(l, existing, excluded, def)?;
-            let b = eval(r, existing, excluded, def)?;
+            let a = eval(l, existing, excluded)?;
+            let b = eval(r, existing, excluded)?;
             match op {
                 BinaryOperator::And | BinaryOperator::Or => {
                     let (x, y) = (
@@ -947,13 +942,13 @@ pub fn conflict_updater(
     let def = def.clone();
     Ok(Arc::new(move |existing: &Row, excluded: &Row| {
         if let Some(f) = &filter {
-            if !matches!(eval(f, existing, excluded, &def)?, Value::Boolean(true)) {
+            if !matches!(eval(f, existing, excluded)?, Value::Boolean(true)) {
                 return Ok(None);
             }
         }
         let mut row = existing.clone();
         for (idx, ev) in &sets {
-            let v = eval(ev, existing, excluded, &def)?;
+            let v = eval(ev, existing, excluded)?;
             let ty = def.columns[*idx].ty;
             row[*idx] = coerce_value(v, ty).map_err(|e| e.to_string())?;
         }

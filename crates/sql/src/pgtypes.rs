@@ -478,7 +478,7 @@ fn parse_numeric_binary(b: &[u8]) -> Option<String> {
     while frac.len() < dscale {
         frac.push('0');
     }
-    frac.truncate(dscale.max(0));
+    frac.truncate(dscale);
     let sign = if sign == 0x4000 { "-" } else { "" };
     Some(if frac.is_empty() {
         format!("{sign}{int}")

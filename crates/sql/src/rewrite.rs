@@ -119,7 +119,10 @@ pub fn parse_statement(sql: &str) -> Result<Statement> {
 /// an option-list word that follows a boolean option name.
 fn normalize_copy_options(sql: &str) -> Option<String> {
     let trimmed = sql.trim_start();
-    if !trimmed.get(..4).is_some_and(|w| w.eq_ignore_ascii_case("copy")) {
+    if !trimmed
+        .get(..4)
+        .is_some_and(|w| w.eq_ignore_ascii_case("copy"))
+    {
         return None;
     }
     let open = sql.rfind('(')?;
@@ -146,7 +149,12 @@ fn normalize_copy_options(sql: &str) -> Option<String> {
             }
         })
         .collect();
-    Some(format!("{}({}){}", &sql[..open], options.join(", "), &sql[close + 1..]))
+    Some(format!(
+        "{}({}){}",
+        &sql[..open],
+        options.join(", "),
+        &sql[close + 1..]
+    ))
 }
 
 /// Lower-case an unquoted identifier, keep a quoted one.
@@ -327,12 +335,10 @@ fn rewrite_expr(e: &mut Expr) {
             // publications. Each is evaluated on no row or yields no element.
             *e = Expr::Value(SqlValue::Null.into());
         }
-        Expr::Function(f) => {
-            if f.name.0.len() == 2 {
-                if let Some(ObjectNamePart::Identifier(first)) = f.name.0.first() {
-                    if first.value.eq_ignore_ascii_case("pg_catalog") {
-                        f.name.0.remove(0);
-                    }
+        Expr::Function(f) if f.name.0.len() == 2 => {
+            if let Some(ObjectNamePart::Identifier(first)) = f.name.0.first() {
+                if first.value.eq_ignore_ascii_case("pg_catalog") {
+                    f.name.0.remove(0);
                 }
             }
         }
@@ -346,7 +352,10 @@ fn rewrite_expr(e: &mut Expr) {
 /// beyond DataFusion.
 fn empty_publication_query(q: &mut datafusion::sql::sqlparser::ast::Query) {
     use datafusion::sql::sqlparser::ast::{SelectItem, SetExpr, TableFactor};
-    fn leaves<'a>(e: &'a SetExpr, out: &mut Vec<&'a datafusion::sql::sqlparser::ast::Select>) -> bool {
+    fn leaves<'a>(
+        e: &'a SetExpr,
+        out: &mut Vec<&'a datafusion::sql::sqlparser::ast::Select>,
+    ) -> bool {
         match e {
             SetExpr::Select(s) => {
                 out.push(s);
@@ -364,8 +373,10 @@ fn empty_publication_query(q: &mut datafusion::sql::sqlparser::ast::Query) {
         s.from.iter().any(|t| {
             std::iter::once(&t.relation)
                 .chain(t.joins.iter().map(|j| &j.relation))
-                .any(|r| matches!(r, TableFactor::Table { name, .. }
-                    if last_ident(name).is_some_and(|n| n.starts_with("pg_publication"))))
+                .any(|r| {
+                    matches!(r, TableFactor::Table { name, .. }
+                    if last_ident(name).is_some_and(|n| n.starts_with("pg_publication")))
+                })
         })
     };
     if !selects.iter().all(|s| reads_publication(s)) {
@@ -420,8 +431,7 @@ fn aggregate_catalog_scalar_subquery(q: &mut datafusion::sql::sqlparser::ast::Qu
         GroupByExpr::Expressions(v, _) => v.is_empty(),
         GroupByExpr::All(_) => false,
     };
-    if sel.projection.len() != 1 || !group_by_empty || sel.from.is_empty() || sel.having.is_some()
-    {
+    if sel.projection.len() != 1 || !group_by_empty || sel.from.is_empty() || sel.having.is_some() {
         return false;
     }
     let catalog_only = sel.from.iter().all(|t| {
@@ -445,7 +455,14 @@ fn aggregate_catalog_scalar_subquery(q: &mut datafusion::sql::sqlparser::ast::Qu
             let name = f.name.to_string().to_ascii_lowercase();
             if matches!(
                 name.as_str(),
-                "count" | "sum" | "min" | "max" | "avg" | "array_agg" | "string_agg" | "bool_and"
+                "count"
+                    | "sum"
+                    | "min"
+                    | "max"
+                    | "avg"
+                    | "array_agg"
+                    | "string_agg"
+                    | "bool_and"
                     | "bool_or"
             ) {
                 return;
@@ -499,9 +516,7 @@ fn take_outer_only_conjuncts(q: &mut datafusion::sql::sqlparser::ast::Query) -> 
                 Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
                     qualifiers.push(parts[parts.len() - 2].value.to_ascii_lowercase())
                 }
-                Expr::Identifier(_) | Expr::Subquery(_) | Expr::Exists { .. } => {
-                    unqualified = true
-                }
+                Expr::Identifier(_) | Expr::Subquery(_) | Expr::Exists { .. } => unqualified = true,
                 _ => {}
             }
             ControlFlow::<()>::Continue(())
@@ -530,7 +545,15 @@ fn split_and(e: Expr, out: &mut Vec<Expr>) {
             split_and(*left, out);
             split_and(*right, out);
         }
-        Expr::Nested(inner) if matches!(inner.as_ref(), Expr::BinaryOp { op: BinaryOperator::And, .. }) => {
+        Expr::Nested(inner)
+            if matches!(
+                inner.as_ref(),
+                Expr::BinaryOp {
+                    op: BinaryOperator::And,
+                    ..
+                }
+            ) =>
+        {
             split_and(*inner, out)
         }
         other => out.push(other),
@@ -677,7 +700,10 @@ mod tests {
         let text = s.to_string();
         assert!(text.contains("CASE WHEN a.atthasdef THEN (SELECT max(pg_get_expr(d.adbin, d.adrelid, true)) AS value"), "{text}");
         assert!(text.contains("NULL AS attcollation"), "{text}");
-        assert!(text.contains("array_to_string(c.reloptions || NULL"), "{text}");
+        assert!(
+            text.contains("array_to_string(c.reloptions || NULL"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1406,11 +1406,13 @@ pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef>
                 for v in text.iter() {
                     match v {
                         None => out.append_null(),
-                        Some(s) => out.append_value(pgtypes::parse_bytea_text(s).ok_or_else(|| {
-                            SqlError::InvalidText(format!(
+                        Some(s) => {
+                            out.append_value(pgtypes::parse_bytea_text(s).ok_or_else(|| {
+                                SqlError::InvalidText(format!(
                                 "invalid input syntax for type bytea in column \"{name}\": \"{s}\""
                             ))
-                        })?),
+                            })?)
+                        }
                     }
                 }
                 return Ok(Arc::new(out.finish()));
