@@ -224,6 +224,28 @@ impl ExecutionPlan for EddyScanExec {
         &self.props
     }
 
+    /// Row counts (upper bounds: deletes not yet compacted are counted) let
+    /// DataFusion's join selection build hash tables on the small side and
+    /// broadcast small dimensions instead of repartitioning the fact table.
+    fn partition_statistics(
+        &self,
+        partition: Option<usize>,
+    ) -> datafusion::error::Result<Arc<datafusion::common::Statistics>> {
+        let parts: Box<dyn Iterator<Item = &Arc<ScanPartition>>> = match partition {
+            Some(i) => Box::new(self.groups.get(i).into_iter().flatten()),
+            None => Box::new(self.groups.iter().flatten()),
+        };
+        let rows: u64 = parts.map(|p| p.num_rows_upper_bound()).sum();
+        let rows = match self.limit {
+            Some(l) => rows.min(l as u64),
+            None => rows,
+        };
+        let schema = self.props.eq_properties.schema();
+        let mut stats = datafusion::common::Statistics::new_unknown(schema);
+        stats.num_rows = datafusion::common::stats::Precision::Inexact(rows as usize);
+        Ok(Arc::new(stats))
+    }
+
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         vec![]
     }
