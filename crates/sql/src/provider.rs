@@ -231,11 +231,13 @@ impl ExecutionPlan for EddyScanExec {
         &self,
         partition: Option<usize>,
     ) -> datafusion::error::Result<Arc<datafusion::common::Statistics>> {
-        let parts: Box<dyn Iterator<Item = &Arc<ScanPartition>>> = match partition {
-            Some(i) => Box::new(self.groups.get(i).into_iter().flatten()),
-            None => Box::new(self.groups.iter().flatten()),
+        let group_rows = |g: &Vec<Arc<ScanPartition>>| -> u64 {
+            g.iter().map(|p| p.num_rows_upper_bound()).sum()
         };
-        let rows: u64 = parts.map(|p| p.num_rows_upper_bound()).sum();
+        let rows: u64 = match partition {
+            Some(i) => self.groups.get(i).map(group_rows).unwrap_or(0),
+            None => self.groups.iter().map(group_rows).sum(),
+        };
         let rows = match self.limit {
             Some(l) => rows.min(l as u64),
             None => rows,

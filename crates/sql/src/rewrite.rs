@@ -115,8 +115,9 @@ pub fn parse_statement(sql: &str) -> Result<Statement> {
 }
 
 /// PostgreSQL's COPY accepts `on`/`off` for boolean options (`WITH (freeze
-/// on)`, as pgbench sends); the parser wants `true`/`false`. Rewrites only
-/// an option-list word that follows a boolean option name.
+/// on)`, as pgbench sends); the parser wants `true`/`false`. Only a bare
+/// `on`/`off` word right after a boolean option name changes; quoted text
+/// (`DELIMITER ','`) and everything else is kept byte for byte.
 fn normalize_copy_options(sql: &str) -> Option<String> {
     let trimmed = sql.trim_start();
     if !trimmed
@@ -125,36 +126,50 @@ fn normalize_copy_options(sql: &str) -> Option<String> {
     {
         return None;
     }
-    let open = sql.rfind('(')?;
-    let close = sql[open..].find(')')? + open;
-    let options: Vec<String> = sql[open + 1..close]
-        .split(',')
-        .map(|opt| {
-            let words: Vec<&str> = opt.split_whitespace().collect();
-            match words.as_slice() {
-                [name, value]
-                    if matches!(
-                        name.to_ascii_lowercase().as_str(),
-                        "freeze" | "header" | "oids"
-                    ) =>
-                {
-                    let v = match value.to_ascii_lowercase().as_str() {
-                        "on" => "true",
-                        "off" => "false",
-                        _ => value,
-                    };
-                    format!("{name} {v}")
+    // Word tokens (start, end) outside quotes.
+    let bytes = sql.as_bytes();
+    let mut words = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            q @ (b'\'' | b'"') => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != q {
+                    i += 1;
                 }
-                _ => opt.trim().to_string(),
+                i += 1;
             }
-        })
-        .collect();
-    Some(format!(
-        "{}({}){}",
-        &sql[..open],
-        options.join(", "),
-        &sql[close + 1..]
-    ))
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                words.push((start, i));
+            }
+            _ => i += 1,
+        }
+    }
+    let mut out = String::with_capacity(sql.len());
+    let mut copied = 0;
+    for pair in words.windows(2) {
+        let (name, value) = (&sql[pair[0].0..pair[0].1], &sql[pair[1].0..pair[1].1]);
+        let boolean_option = ["freeze", "header", "oids"]
+            .iter()
+            .any(|o| name.eq_ignore_ascii_case(o));
+        let replacement = match value.to_ascii_lowercase().as_str() {
+            "on" if boolean_option => "true",
+            "off" if boolean_option => "false",
+            _ => continue,
+        };
+        out.push_str(&sql[copied..pair[1].0]);
+        out.push_str(replacement);
+        copied = pair[1].1;
+    }
+    if copied == 0 {
+        return None;
+    }
+    out.push_str(&sql[copied..]);
+    Some(out)
 }
 
 /// Lower-case an unquoted identifier, keep a quoted one.
@@ -346,6 +361,24 @@ fn rewrite_expr(e: &mut Expr) {
     }
 }
 
+/// The relations of a SELECT's FROM list, joined ones included.
+fn from_relations(
+    sel: &datafusion::sql::sqlparser::ast::Select,
+) -> impl Iterator<Item = &datafusion::sql::sqlparser::ast::TableFactor> {
+    sel.from
+        .iter()
+        .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)))
+}
+
+/// `a AND b AND ...`, or `None` for no conjunct.
+fn and_all(conjuncts: Vec<Expr>) -> Option<Expr> {
+    conjuncts.into_iter().reduce(|a, b| Expr::BinaryOp {
+        left: Box::new(a),
+        op: BinaryOperator::And,
+        right: Box::new(b),
+    })
+}
+
 /// Eddy has no publications: a query each of whose branches reads a
 /// `pg_publication*` table (psql's `\d` footer) has no rows. It is answered
 /// as such, because its array arithmetic (`prattrs[s]`, `array_upper`) is
@@ -370,13 +403,9 @@ fn empty_publication_query(q: &mut datafusion::sql::sqlparser::ast::Query) {
         return;
     }
     let reads_publication = |s: &datafusion::sql::sqlparser::ast::Select| {
-        s.from.iter().any(|t| {
-            std::iter::once(&t.relation)
-                .chain(t.joins.iter().map(|j| &j.relation))
-                .any(|r| {
-                    matches!(r, TableFactor::Table { name, .. }
-                    if last_ident(name).is_some_and(|n| n.starts_with("pg_publication")))
-                })
+        from_relations(s).any(|r| {
+            matches!(r, TableFactor::Table { name, .. }
+                if last_ident(name).is_some_and(|n| n.starts_with("pg_publication")))
         })
     };
     if !selects.iter().all(|s| reads_publication(s)) {
@@ -410,10 +439,8 @@ fn reads_pg_collation(q: &datafusion::sql::sqlparser::ast::Query) -> bool {
     let SetExpr::Select(sel) = q.body.as_ref() else {
         return false;
     };
-    sel.from.iter().any(|t| {
-        std::iter::once(&t.relation)
-            .chain(t.joins.iter().map(|j| &j.relation))
-            .any(|r| matches!(r, TableFactor::Table { name, .. } if last_ident(name).as_deref() == Some("pg_collation")))
+    from_relations(sel).any(|r| {
+        matches!(r, TableFactor::Table { name, .. } if last_ident(name).as_deref() == Some("pg_collation"))
     })
 }
 
@@ -434,18 +461,14 @@ fn aggregate_catalog_scalar_subquery(q: &mut datafusion::sql::sqlparser::ast::Qu
     if sel.projection.len() != 1 || !group_by_empty || sel.from.is_empty() || sel.having.is_some() {
         return false;
     }
-    let catalog_only = sel.from.iter().all(|t| {
-        std::iter::once(&t.relation)
-            .chain(t.joins.iter().map(|j| &j.relation))
-            .all(|r| match r {
-                TableFactor::Table { name, .. } => {
-                    name.0.len() == 2
-                        && matches!(name.0.first(), Some(ObjectNamePart::Identifier(i))
-                            if i.value.eq_ignore_ascii_case("pg_catalog")
-                                || i.value.eq_ignore_ascii_case("information_schema"))
-                }
-                _ => false,
-            })
+    let catalog_only = from_relations(sel).all(|r| match r {
+        TableFactor::Table { name, .. } => {
+            name.0.len() == 2
+                && matches!(name.0.first(), Some(ObjectNamePart::Identifier(i))
+                    if i.value.eq_ignore_ascii_case("pg_catalog")
+                        || i.value.eq_ignore_ascii_case("information_schema"))
+        }
+        _ => false,
     });
     if !catalog_only {
         return false;
@@ -493,15 +516,13 @@ fn take_outer_only_conjuncts(q: &mut datafusion::sql::sqlparser::ast::Query) -> 
         return None;
     };
     let mut local: Vec<String> = Vec::new();
-    for t in &sel.from {
-        for r in std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)) {
-            if let TableFactor::Table { name, alias, .. } = r {
-                if let Some(n) = last_ident(name) {
-                    local.push(n);
-                }
-                if let Some(a) = alias {
-                    local.push(a.name.value.to_ascii_lowercase());
-                }
+    for r in from_relations(sel) {
+        if let TableFactor::Table { name, alias, .. } = r {
+            if let Some(n) = last_ident(name) {
+                local.push(n);
+            }
+            if let Some(a) = alias {
+                local.push(a.name.value.to_ascii_lowercase());
             }
         }
     }
@@ -523,16 +544,8 @@ fn take_outer_only_conjuncts(q: &mut datafusion::sql::sqlparser::ast::Query) -> 
         });
         !unqualified && !qualifiers.is_empty() && qualifiers.iter().all(|q| !local.contains(q))
     });
-    sel.selection = inner.into_iter().reduce(|a, b| Expr::BinaryOp {
-        left: Box::new(a),
-        op: BinaryOperator::And,
-        right: Box::new(b),
-    });
-    outer.into_iter().reduce(|a, b| Expr::BinaryOp {
-        left: Box::new(a),
-        op: BinaryOperator::And,
-        right: Box::new(b),
-    })
+    sel.selection = and_all(inner);
+    and_all(outer)
 }
 
 fn split_and(e: Expr, out: &mut Vec<Expr>) {
@@ -704,6 +717,20 @@ mod tests {
             text.contains("array_to_string(c.reloptions || NULL"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn copy_boolean_options_accept_on_off_and_keep_quoted_text() {
+        assert_eq!(
+            normalize_copy_options("copy t from stdin with (freeze on, DELIMITER ',', header OFF)")
+                .as_deref(),
+            Some("copy t from stdin with (freeze true, DELIMITER ',', header false)")
+        );
+        assert_eq!(
+            normalize_copy_options("COPY t FROM STDIN (FORMAT csv, DELIMITER ',')"),
+            None
+        );
+        assert_eq!(normalize_copy_options("select 'freeze on'"), None);
     }
 
     #[test]

@@ -422,9 +422,7 @@ impl Session {
                             .map(|(k, v)| (k.to_string(), v.to_string()))
                             .collect();
                     } else if let Some((_, v)) = DEFAULT_SETTINGS.iter().find(|(k, _)| k == name) {
-                        if let Some(applied) = eddy_gpu::session::apply_set(&self.ctx, name, v) {
-                            applied.map_err(|e| SqlError::InvalidParameter(e.to_string()))?;
-                        }
+                        self.apply_gpu_setting(name, v)?;
                         self.settings.insert(name.clone(), v.to_string());
                     }
                 }
@@ -598,6 +596,15 @@ impl Session {
 
     // ---- settings ----------------------------------------------------------
 
+    /// Forwards `eddy.gpu*` settings to the session's GPU options (others
+    /// are Eddy's own and only recorded).
+    fn apply_gpu_setting(&self, name: &str, value: &str) -> Result<()> {
+        match eddy_gpu::session::apply_set(&self.ctx, name, value) {
+            Some(applied) => applied.map_err(|e| SqlError::InvalidParameter(e.to_string())),
+            None => Ok(()),
+        }
+    }
+
     fn set(&mut self, set: datafusion::sql::sqlparser::ast::Set) -> Result<Output> {
         use datafusion::sql::sqlparser::ast::Set as S;
         match set {
@@ -618,9 +625,7 @@ impl Session {
                     })
                     .collect::<Vec<_>>()
                     .join(", ");
-                if let Some(applied) = eddy_gpu::session::apply_set(&self.ctx, &name, &value) {
-                    applied.map_err(|e| SqlError::InvalidParameter(e.to_string()))?;
-                }
+                self.apply_gpu_setting(&name, &value)?;
                 self.settings.insert(name, value);
             }
             S::SetTimeZone { value, .. } => {
