@@ -122,13 +122,17 @@ impl TableProvider for EddyTable {
         let partitions = self.snapshot().partitions();
         let target = state.config().target_partitions().max(1);
         let groups = group_partitions(partitions, target);
-        let _ = ncols;
+        let group_stats: Vec<ScanStats> = groups
+            .iter()
+            .map(|g| ScanStats::of_group(g, &wanted, &types))
+            .collect();
         Ok(Arc::new(EddyScanExec::new(
             self.table.def().name.clone(),
             ncols,
             wanted,
             out_schema,
             groups,
+            group_stats,
             prune,
             limit,
         )))
@@ -150,6 +154,144 @@ fn group_partitions(mut parts: Vec<ScanPartition>, target: usize) -> Vec<Vec<Arc
     groups.into_iter().map(|g| g.1).collect()
 }
 
+/// Planner statistics of one scan group, per output column: row count (an
+/// upper bound: deletes not yet compacted are counted) and, for numeric and
+/// date columns whose partitions are all files, min/max and null counts from
+/// the row-group statistics. Estimates only (`Inexact`): DataFusion uses
+/// them to order joins, never to answer a query.
+#[derive(Clone, Debug)]
+struct ScanStats {
+    rows: u64,
+    /// Per output column: (min, max, nulls), `None` where unknown.
+    columns: Vec<Option<(Value, Value, u64)>>,
+}
+
+impl ScanStats {
+    fn of_group(group: &[Arc<ScanPartition>], wanted: &[usize], types: &[ColumnType]) -> ScanStats {
+        let rows = group.iter().map(|p| p.num_rows_upper_bound()).sum();
+        let row_groups: Vec<Vec<RowGroupStats>> = group
+            .iter()
+            .filter(|p| p.num_rows_upper_bound() > 0)
+            .map(|p| p.row_groups())
+            .collect();
+        let all_files = row_groups.iter().all(|rg| !rg.is_empty());
+        let columns = wanted
+            .iter()
+            .map(|&c| {
+                let ty = *types.get(c)?;
+                if !all_files || !has_range_statistics(ty) {
+                    return None;
+                }
+                let mut acc: Option<(Value, Value, u64)> = None;
+                for rg in row_groups.iter().flatten() {
+                    let cs = rg.columns.get(c)?;
+                    acc = Some(match acc {
+                        None => (cs.min.clone(), cs.max.clone(), cs.null_count),
+                        Some((lo, hi, n)) => (
+                            min_value(lo, cs.min.clone()),
+                            max_value(hi, cs.max.clone()),
+                            n + cs.null_count,
+                        ),
+                    });
+                }
+                acc
+            })
+            .collect();
+        ScanStats { rows, columns }
+    }
+
+    /// Combine the statistics of two groups of the same scan.
+    fn merge(self, other: &ScanStats) -> ScanStats {
+        let columns = self
+            .columns
+            .into_iter()
+            .zip(&other.columns)
+            .map(|(a, b)| match (a, b) {
+                (Some((lo, hi, n)), Some((lo2, hi2, n2))) => Some((
+                    min_value(lo, lo2.clone()),
+                    max_value(hi, hi2.clone()),
+                    n + n2,
+                )),
+                _ => None,
+            })
+            .collect();
+        ScanStats {
+            rows: self.rows + other.rows,
+            columns,
+        }
+    }
+
+    fn to_datafusion(
+        &self,
+        schema: SchemaRef,
+        limit: Option<usize>,
+    ) -> datafusion::common::Statistics {
+        use datafusion::common::stats::Precision;
+        let rows = match limit {
+            Some(l) => self.rows.min(l as u64),
+            None => self.rows,
+        };
+        let mut stats = datafusion::common::Statistics::new_unknown(&schema);
+        stats.num_rows = Precision::Inexact(rows as usize);
+        for ((cs, field), known) in stats
+            .column_statistics
+            .iter_mut()
+            .zip(schema.fields())
+            .zip(&self.columns)
+        {
+            let Some((lo, hi, nulls)) = known else {
+                continue;
+            };
+            let Some(ty) = ColumnType::from_arrow(field.data_type()) else {
+                continue;
+            };
+            let lo = crate::pgtypes::value_to_scalar(lo, ty);
+            let hi = crate::pgtypes::value_to_scalar(hi, ty);
+            if lo.is_null() || hi.is_null() {
+                continue;
+            }
+            cs.min_value = Precision::Inexact(lo);
+            cs.max_value = Precision::Inexact(hi);
+            cs.null_count = Precision::Inexact(*nulls as usize);
+        }
+        stats
+    }
+}
+
+/// Types whose stored min/max are exact values (text statistics may be
+/// truncated prefixes, so they are left out of planner estimates).
+fn has_range_statistics(ty: ColumnType) -> bool {
+    matches!(
+        ty,
+        ColumnType::SmallInt
+            | ColumnType::Int
+            | ColumnType::BigInt
+            | ColumnType::Real
+            | ColumnType::Double
+            | ColumnType::Decimal(..)
+            | ColumnType::Date
+            | ColumnType::Timestamp
+    )
+}
+
+fn min_value(a: Value, b: Value) -> Value {
+    match (&a, &b) {
+        (Value::Null, _) => b,
+        (_, Value::Null) => a,
+        _ if cmp_values(&b, &a) == Some(Ordering::Less) => b,
+        _ => a,
+    }
+}
+
+fn max_value(a: Value, b: Value) -> Value {
+    match (&a, &b) {
+        (Value::Null, _) => b,
+        (_, Value::Null) => a,
+        _ if cmp_values(&b, &a) == Some(Ordering::Greater) => b,
+        _ => a,
+    }
+}
+
 /// Scan of one table snapshot: partition `i` reads the scan partitions of group `i`.
 pub struct EddyScanExec {
     table: String,
@@ -157,6 +299,8 @@ pub struct EddyScanExec {
     /// Provider-schema indices DataFusion wants, in its order (`ncols` = key).
     wanted: Vec<usize>,
     groups: Vec<Vec<Arc<ScanPartition>>>,
+    /// Planner statistics, one per group.
+    group_stats: Vec<ScanStats>,
     prune: Arc<PrunePredicate>,
     limit: Option<usize>,
     props: Arc<PlanProperties>,
@@ -175,6 +319,7 @@ impl EddyScanExec {
         wanted: Vec<usize>,
         schema: SchemaRef,
         groups: Vec<Vec<Arc<ScanPartition>>>,
+        group_stats: Vec<ScanStats>,
         prune: Arc<PrunePredicate>,
         limit: Option<usize>,
     ) -> EddyScanExec {
@@ -189,6 +334,7 @@ impl EddyScanExec {
             ncols,
             wanted,
             groups,
+            group_stats,
             prune,
             limit,
             props: Arc::new(props),
@@ -224,27 +370,30 @@ impl ExecutionPlan for EddyScanExec {
         &self.props
     }
 
-    /// Row counts (upper bounds: deletes not yet compacted are counted) let
-    /// DataFusion's join selection build hash tables on the small side and
-    /// broadcast small dimensions instead of repartitioning the fact table.
+    /// Row counts and numeric min/max let DataFusion's join selection build
+    /// hash tables on the small side (also after a join: its output estimate
+    /// needs key ranges) and broadcast small dimensions instead of
+    /// repartitioning the fact table.
     fn partition_statistics(
         &self,
         partition: Option<usize>,
     ) -> datafusion::error::Result<Arc<datafusion::common::Statistics>> {
-        let group_rows = |g: &Vec<Arc<ScanPartition>>| -> u64 {
-            g.iter().map(|p| p.num_rows_upper_bound()).sum()
+        let schema = self.schema();
+        let stats = match partition {
+            Some(i) => self.group_stats.get(i).cloned(),
+            None => self
+                .group_stats
+                .split_first()
+                .map(|(first, rest)| rest.iter().fold(first.clone(), |acc, g| acc.merge(g))),
         };
-        let rows: u64 = match partition {
-            Some(i) => self.groups.get(i).map(group_rows).unwrap_or(0),
-            None => self.groups.iter().map(group_rows).sum(),
+        let stats = match stats {
+            Some(s) => s.to_datafusion(schema, self.limit),
+            None => {
+                let mut s = datafusion::common::Statistics::new_unknown(&schema);
+                s.num_rows = datafusion::common::stats::Precision::Exact(0);
+                s
+            }
         };
-        let rows = match self.limit {
-            Some(l) => rows.min(l as u64),
-            None => rows,
-        };
-        let schema = self.props.eq_properties.schema();
-        let mut stats = datafusion::common::Statistics::new_unknown(schema);
-        stats.num_rows = datafusion::common::stats::Precision::Inexact(rows as usize);
         Ok(Arc::new(stats))
     }
 

@@ -163,10 +163,20 @@ fn run_blocking<T>(f: impl FnOnce() -> T) -> T {
 
 impl Session {
     pub fn new(db: Arc<Database>, user: &str, backend_pid: i32) -> Result<Session> {
-        let config = SessionConfig::new()
+        let mut config = SessionConfig::new()
             .with_default_catalog_and_schema(db.name.clone(), "public")
             .with_create_default_catalog_and_schema(false)
             .with_information_schema(true);
+        // Star joins probe the fact table against dimension keys that are
+        // dense integers but filtered (2.5k dates in a 69k yyyymmdd range,
+        // 8k of 200k parts): a direct-indexed array of up to 4M slots (16 MB)
+        // is cheaper than hashing and comparing every fact row, so allow
+        // DataFusion's perfect-hash join up to that key range whatever the
+        // density.
+        config
+            .options_mut()
+            .execution
+            .perfect_hash_join_small_build_threshold = 1 << 22;
         let config = eddy_gpu::session::with_gpu_options(config);
         let state = eddy_gpu::session::with_gpu_rule(
             datafusion::execution::SessionStateBuilder::new()
