@@ -80,7 +80,101 @@ impl EddyTable {
                 .get_or_init(|| Arc::new(self.table.snapshot())),
         )
     }
+
+    /// Rows of the statement's snapshot (an upper bound: deletes not yet
+    /// compacted are counted).
+    pub fn num_rows(&self) -> u64 {
+        self.snapshot()
+            .partitions()
+            .iter()
+            .map(|p| p.num_rows_upper_bound())
+            .sum()
+    }
+
+    /// The fraction of rows for which `predicate` is true, measured on a
+    /// sample of at most about [`SAMPLE_ROWS`] rows (every k-th row group of
+    /// the snapshot, so sorted data is still sampled end to end). For the
+    /// join-order rule; `None` when the predicate cannot be evaluated here
+    /// (unknown columns, subqueries).
+    pub fn filter_selectivity(&self, predicate: &Expr) -> Option<f64> {
+        use datafusion::common::tree_node::{Transformed, TreeNode};
+        use datafusion::common::{Column, DFSchema};
+        use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+        use datafusion::physical_expr::{create_physical_expr, execution_props::ExecutionProps};
+        use std::cell::Cell;
+
+        let def = self.table.def();
+        let mut cols: Vec<usize> = Vec::new();
+        for c in predicate.column_refs() {
+            let i = def.columns.iter().position(|d| d.name == c.name)?;
+            if !cols.contains(&i) {
+                cols.push(i);
+            }
+        }
+        if cols.is_empty() {
+            return None;
+        }
+        let unqualified = predicate
+            .clone()
+            .transform(|e| {
+                Ok(match e {
+                    Expr::Column(c) => {
+                        Transformed::yes(Expr::Column(Column::new_unqualified(c.name)))
+                    }
+                    other => Transformed::no(other),
+                })
+            })
+            .ok()?
+            .data;
+        let schema = Arc::new(self.table.schema().project(&cols).ok()?);
+        let df_schema = DFSchema::try_from(schema.as_ref().clone()).ok()?;
+        let physical = create_physical_expr(
+            &unqualified,
+            &df_schema,
+            &ExecutionProps::new(),
+            &PhysicalPlanningContext::default(),
+        )
+        .ok()?;
+
+        let partitions = self.snapshot().partitions();
+        let total: u64 = partitions.iter().map(|p| p.num_rows_upper_bound()).sum();
+        let stride = (total / SAMPLE_ROWS).max(1) as usize;
+        let seen_groups = Cell::new(0usize);
+        let keep = |_: &RowGroupStats| {
+            let n = seen_groups.get();
+            seen_groups.set(n + 1);
+            n % stride == 0
+        };
+        let (mut evaluated, mut passed) = (0usize, 0usize);
+        for p in &partitions {
+            for batch in p.scan(Some(&cols), false, &keep).ok()? {
+                let batch = batch.ok()?;
+                let batch =
+                    RecordBatch::try_new(Arc::clone(&schema), batch.columns().to_vec()).ok()?;
+                let result = physical
+                    .evaluate(&batch)
+                    .ok()?
+                    .into_array(batch.num_rows())
+                    .ok()?;
+                let mask = result
+                    .as_any()
+                    .downcast_ref::<datafusion::arrow::array::BooleanArray>()?;
+                evaluated += batch.num_rows();
+                passed += mask.true_count();
+                if evaluated as u64 >= 2 * SAMPLE_ROWS {
+                    break;
+                }
+            }
+        }
+        if evaluated == 0 {
+            return Some(if total == 0 { 0.0 } else { 1.0 });
+        }
+        Some(passed as f64 / evaluated as f64)
+    }
 }
+
+/// Rows [`EddyTable::filter_selectivity`] aims to evaluate.
+pub const SAMPLE_ROWS: u64 = 256 * 1024;
 
 #[async_trait]
 impl TableProvider for EddyTable {

@@ -181,7 +181,8 @@ impl Session {
         let state = eddy_gpu::session::with_gpu_rule(
             datafusion::execution::SessionStateBuilder::new()
                 .with_config(config)
-                .with_default_features(),
+                .with_default_features()
+                .with_optimizer_rule(Arc::new(crate::join_order::ReorderStarJoins)),
         )
         .build();
         let ctx = SessionContext::new_with_state(state);
