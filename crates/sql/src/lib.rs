@@ -27,6 +27,7 @@ pub mod join_order;
 pub mod pgtypes;
 pub mod provider;
 pub mod rewrite;
+pub mod scan_filter;
 pub mod session;
 
 pub use error::{Result, SqlError};

@@ -34,6 +34,7 @@ use eddy_common::{ColumnType, Value};
 use eddy_storage::{RowGroupStats, ScanPartition, Table, TableSnapshot};
 
 use crate::pgtypes::coerce_value;
+use crate::scan_filter::ScanFilter;
 
 /// Name of the hidden key column of DML scans.
 pub const KEY_COLUMN: &str = "_eddy_key";
@@ -190,7 +191,16 @@ impl TableProvider for EddyTable {
         &self,
         filters: &[&Expr],
     ) -> datafusion::error::Result<Vec<TableProviderFilterPushDown>> {
-        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+        // Filters the scan evaluates itself are Exact (DataFusion drops its
+        // FilterExec); the rest only prune row groups and DataFusion
+        // re-applies them.
+        Ok(filters
+            .iter()
+            .map(|f| match ScanFilter::terms_of(f, &self.schema) {
+                Some(_) => TableProviderFilterPushDown::Exact,
+                None => TableProviderFilterPushDown::Inexact,
+            })
+            .collect())
     }
 
     async fn scan(
@@ -213,6 +223,7 @@ impl TableProvider for EddyTable {
             .map(|c| c.name.clone())
             .collect();
         let prune = Arc::new(PrunePredicate::from_filters(filters, &names, &types));
+        let exact = Arc::new(ScanFilter::from_filters(filters, &self.schema));
         let partitions = self.snapshot().partitions();
         let target = state.config().target_partitions().max(1);
         let groups = group_partitions(partitions, target);
@@ -228,6 +239,7 @@ impl TableProvider for EddyTable {
             groups,
             group_stats,
             prune,
+            exact,
             limit,
         )))
     }
@@ -396,6 +408,8 @@ pub struct EddyScanExec {
     /// Planner statistics, one per group.
     group_stats: Vec<ScanStats>,
     prune: Arc<PrunePredicate>,
+    /// Filters reported `Exact`: applied here, not by DataFusion.
+    exact: Arc<ScanFilter>,
     limit: Option<usize>,
     props: Arc<PlanProperties>,
 }
@@ -415,6 +429,7 @@ impl EddyScanExec {
         groups: Vec<Vec<Arc<ScanPartition>>>,
         group_stats: Vec<ScanStats>,
         prune: Arc<PrunePredicate>,
+        exact: Arc<ScanFilter>,
         limit: Option<usize>,
     ) -> EddyScanExec {
         let props = PlanProperties::new(
@@ -430,6 +445,7 @@ impl EddyScanExec {
             groups,
             group_stats,
             prune,
+            exact,
             limit,
             props: Arc::new(props),
         }
@@ -448,6 +464,9 @@ impl DisplayAs for EddyScanExec {
             self.wanted,
             self.prune.conds.len()
         )?;
+        if !self.exact.is_empty() {
+            write!(f, ", filter_terms={}", self.exact.len())?;
+        }
         if let Some(l) = self.limit {
             write!(f, ", limit={l}")?;
         }
@@ -521,6 +540,7 @@ impl ExecutionPlan for EddyScanExec {
         let wanted = self.wanted.clone();
         let ncols = self.ncols;
         let prune = Arc::clone(&self.prune);
+        let exact = Arc::clone(&self.exact);
         let limit = self.limit;
         let out_schema = Arc::clone(&schema);
         tokio::task::spawn_blocking(move || {
@@ -530,6 +550,12 @@ impl ExecutionPlan for EddyScanExec {
             for &w in &wanted {
                 if w < ncols && !cols.contains(&w) {
                     cols.push(w);
+                }
+            }
+            // columns only the scan's own filter reads come last
+            for c in exact.columns() {
+                if !cols.contains(&c) {
+                    cols.push(c);
                 }
             }
             let need_rows_only = cols.is_empty() && !with_key;
@@ -549,7 +575,15 @@ impl ExecutionPlan for EddyScanExec {
                 for batch in iter {
                     let out = batch
                         .map_err(|e| DataFusionError::External(Box::new(e)))
+                        .and_then(|b| {
+                            exact
+                                .apply(b, |c| cols.iter().position(|x| *x == c))
+                                .map_err(DataFusionError::Internal)
+                        })
                         .and_then(|b| reorder(&b, &wanted, &cols, ncols, &out_schema));
+                    if matches!(&out, Ok(b) if b.num_rows() == 0) {
+                        continue;
+                    }
                     let rows = out.as_ref().map(|b| b.num_rows()).unwrap_or(0);
                     if tx.blocking_send(out).is_err() {
                         return; // the query was dropped or cancelled
