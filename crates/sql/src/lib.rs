@@ -23,6 +23,7 @@ pub mod catalog;
 pub mod copy;
 pub mod error;
 pub mod fastpath;
+pub mod join_filter;
 pub mod join_order;
 pub mod pgtypes;
 pub mod provider;

@@ -33,6 +33,7 @@ use datafusion::physical_plan::{
 use eddy_common::{ColumnType, Value};
 use eddy_storage::{RowGroupStats, ScanPartition, Table, TableSnapshot};
 
+use crate::join_filter::{JoinKeyFilter, ScanJoinFilters};
 use crate::pgtypes::coerce_value;
 use crate::scan_filter::ScanFilter;
 
@@ -410,6 +411,9 @@ pub struct EddyScanExec {
     prune: Arc<PrunePredicate>,
     /// Filters reported `Exact`: applied here, not by DataFusion.
     exact: Arc<ScanFilter>,
+    /// Build-side keys of hash joins above (table column, keys): rows
+    /// whose key no such join can match are dropped here.
+    join_filters: Vec<(usize, Arc<JoinKeyFilter>)>,
     limit: Option<usize>,
     props: Arc<PlanProperties>,
 }
@@ -446,9 +450,39 @@ impl EddyScanExec {
             group_stats,
             prune,
             exact,
+            join_filters: Vec::new(),
             limit,
             props: Arc::new(props),
         }
+    }
+}
+
+impl EddyScanExec {
+    /// This scan, also dropping rows whose output column `column` has no
+    /// key in `filter` (see `join_filter`); `None` for the hidden key column.
+    pub fn with_join_filter(
+        &self,
+        column: usize,
+        filter: Arc<JoinKeyFilter>,
+    ) -> Option<Arc<dyn ExecutionPlan>> {
+        let table_column = *self.wanted.get(column)?;
+        if table_column >= self.ncols {
+            return None;
+        }
+        let mut join_filters = self.join_filters.clone();
+        join_filters.push((table_column, filter));
+        Some(Arc::new(EddyScanExec {
+            table: self.table.clone(),
+            ncols: self.ncols,
+            wanted: self.wanted.clone(),
+            groups: self.groups.clone(),
+            group_stats: self.group_stats.clone(),
+            prune: Arc::clone(&self.prune),
+            exact: Arc::clone(&self.exact),
+            join_filters,
+            limit: self.limit,
+            props: Arc::clone(&self.props),
+        }))
     }
 }
 
@@ -466,6 +500,9 @@ impl DisplayAs for EddyScanExec {
         )?;
         if !self.exact.is_empty() {
             write!(f, ", filter_terms={}", self.exact.len())?;
+        }
+        if !self.join_filters.is_empty() {
+            write!(f, ", join_key_filters={}", self.join_filters.len())?;
         }
         if let Some(l) = self.limit {
             write!(f, ", limit={l}")?;
@@ -541,9 +578,13 @@ impl ExecutionPlan for EddyScanExec {
         let ncols = self.ncols;
         let prune = Arc::clone(&self.prune);
         let exact = Arc::clone(&self.exact);
+        let join_filters = self.join_filters.clone();
         let limit = self.limit;
         let out_schema = Arc::clone(&schema);
-        tokio::task::spawn_blocking(move || {
+        let scan = move || {
+            // Join filters are looked at now, on the first poll: the hash
+            // joins above have read their build sides by then.
+            let mut join_filters = ScanJoinFilters::new(join_filters);
             let with_key = wanted.contains(&ncols);
             // storage projection: wanted data columns in order of first use
             let mut cols: Vec<usize> = Vec::new();
@@ -552,8 +593,10 @@ impl ExecutionPlan for EddyScanExec {
                     cols.push(w);
                 }
             }
-            // columns only the scan's own filter reads come last
-            for c in exact.columns() {
+            // columns only the scan's own filters read come last
+            let filter_columns: Vec<usize> =
+                exact.columns().chain(join_filters.columns()).collect();
+            for c in filter_columns {
                 if !cols.contains(&c) {
                     cols.push(c);
                 }
@@ -576,9 +619,11 @@ impl ExecutionPlan for EddyScanExec {
                     let out = batch
                         .map_err(|e| DataFusionError::External(Box::new(e)))
                         .and_then(|b| {
-                            exact
-                                .apply(b, |c| cols.iter().position(|x| *x == c))
-                                .map_err(DataFusionError::Internal)
+                            let position = |c: usize| cols.iter().position(|x| *x == c);
+                            let mask = exact
+                                .mask(&b, position)
+                                .map_err(DataFusionError::Internal)?;
+                            join_filters.apply(b, mask, position)
                         })
                         .and_then(|b| reorder(&b, &wanted, &cols, ncols, &out_schema));
                     if matches!(&out, Ok(b) if b.num_rows() == 0) {
@@ -594,9 +639,14 @@ impl ExecutionPlan for EddyScanExec {
                     }
                 }
             }
-        });
-        let stream = futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|item| (item, rx))
+        };
+        // The storage scan starts on the first poll, not here.
+        let mut scan = Some(scan);
+        let stream = futures::stream::unfold(rx, move |mut rx| {
+            if let Some(scan) = scan.take() {
+                tokio::task::spawn_blocking(scan);
+            }
+            async move { rx.recv().await.map(|item| (item, rx)) }
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }

@@ -88,16 +88,13 @@ impl ScanFilter {
         self.terms.iter().map(|t| t.column)
     }
 
-    /// Keeps the rows of `batch` that pass; `position(c)` is where table
-    /// column `c` sits in the batch.
-    pub fn apply(
+    /// The rows of `batch` that pass (`None`: no terms); `position(c)` is
+    /// where table column `c` sits in the batch.
+    pub fn mask(
         &self,
-        batch: RecordBatch,
+        batch: &RecordBatch,
         position: impl Fn(usize) -> Option<usize>,
-    ) -> Result<RecordBatch, String> {
-        if self.terms.is_empty() || batch.num_rows() == 0 {
-            return Ok(batch);
-        }
+    ) -> Result<Option<BooleanBuffer>, String> {
         let mut mask: Option<BooleanBuffer> = None;
         for t in &self.terms {
             let array = position(t.column)
@@ -110,18 +107,26 @@ impl ScanFilter {
                 Some(acc) => &acc & &m,
             });
         }
-        let Some(mask) = mask else {
-            return Ok(batch);
-        };
-        let selected = mask.count_set_bits();
-        if selected == batch.num_rows() {
-            return Ok(batch);
-        }
-        if selected == 0 {
-            return Ok(batch.slice(0, 0));
-        }
-        filter_record_batch(&batch, &BooleanArray::new(mask, None)).map_err(|e| e.to_string())
+        Ok(mask)
     }
+}
+
+/// Keeps the rows of `batch` set in `mask` (`None`: all of them).
+pub fn filter_batch(
+    batch: RecordBatch,
+    mask: Option<BooleanBuffer>,
+) -> datafusion::error::Result<RecordBatch> {
+    let Some(mask) = mask else {
+        return Ok(batch);
+    };
+    let selected = mask.count_set_bits();
+    if selected == batch.num_rows() {
+        return Ok(batch);
+    }
+    if selected == 0 {
+        return Ok(batch.slice(0, 0));
+    }
+    Ok(filter_record_batch(&batch, &BooleanArray::new(mask, None))?)
 }
 
 fn collect(expr: &Expr, schema: &Schema, out: &mut Vec<Term>) -> Option<()> {
@@ -292,7 +297,8 @@ mod tests {
         for (expr, model) in cases {
             let filter = ScanFilter::from_filters(&[expr.clone()], &s);
             assert!(!filter.is_empty(), "{expr}");
-            let out = filter.apply(batch.clone(), Some).unwrap();
+            let mask = filter.mask(&batch, Some).unwrap();
+            let out = filter_batch(batch.clone(), mask).unwrap();
             let got: Vec<i32> = out
                 .column(0)
                 .as_any()

@@ -182,7 +182,8 @@ impl Session {
             datafusion::execution::SessionStateBuilder::new()
                 .with_config(config)
                 .with_default_features()
-                .with_optimizer_rule(Arc::new(crate::join_order::ReorderStarJoins)),
+                .with_optimizer_rule(Arc::new(crate::join_order::ReorderStarJoins))
+                .with_physical_optimizer_rule(Arc::new(crate::join_filter::SemiJoinReduction)),
         )
         .build();
         let ctx = SessionContext::new_with_state(state);
