@@ -47,6 +47,9 @@ pub struct EddyTable {
     /// Expose the hidden `_eddy_key` column last (UPDATE/DELETE scans).
     with_key: bool,
     snapshot: OnceLock<Arc<TableSnapshot>>,
+    /// Measured filter selectivities by predicate text: the optimizer asks
+    /// again on every pass and for every sub-chain of a join tree.
+    selectivities: std::sync::Mutex<std::collections::HashMap<String, Option<f64>>>,
 }
 
 impl fmt::Debug for EddyTable {
@@ -73,6 +76,7 @@ impl EddyTable {
             schema,
             with_key,
             snapshot: OnceLock::new(),
+            selectivities: Default::default(),
         }
     }
 
@@ -99,6 +103,18 @@ impl EddyTable {
     /// join-order rule; `None` when the predicate cannot be evaluated here
     /// (unknown columns, subqueries).
     pub fn filter_selectivity(&self, predicate: &Expr) -> Option<f64> {
+        let key = predicate.to_string();
+        if let Some(known) = self.selectivities.lock().ok()?.get(&key) {
+            return *known;
+        }
+        let measured = self.measure_selectivity(predicate);
+        if let Ok(mut cache) = self.selectivities.lock() {
+            cache.insert(key, measured);
+        }
+        measured
+    }
+
+    fn measure_selectivity(&self, predicate: &Expr) -> Option<f64> {
         use datafusion::common::tree_node::{Transformed, TreeNode};
         use datafusion::common::{Column, DFSchema};
         use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
@@ -176,7 +192,7 @@ impl EddyTable {
 }
 
 /// Rows [`EddyTable::filter_selectivity`] aims to evaluate.
-pub const SAMPLE_ROWS: u64 = 256 * 1024;
+pub const SAMPLE_ROWS: u64 = 64 * 1024;
 
 #[async_trait]
 impl TableProvider for EddyTable {
