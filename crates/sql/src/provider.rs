@@ -47,10 +47,15 @@ pub struct EddyTable {
     /// Expose the hidden `_eddy_key` column last (UPDATE/DELETE scans).
     with_key: bool,
     snapshot: OnceLock<Arc<TableSnapshot>>,
-    /// Measured filter selectivities by predicate text: the optimizer asks
-    /// again on every pass and for every sub-chain of a join tree.
-    selectivities: std::sync::Mutex<std::collections::HashMap<String, Option<f64>>>,
 }
+
+/// Measured filter selectivities by (table, snapshot LSNs, predicate text):
+/// the optimizer asks on every pass and for every sub-chain of a join tree,
+/// and repeated queries over unchanged data ask the same again. Any write
+/// changes the LSNs and so the key; the map is emptied when it grows large.
+static SELECTIVITIES: OnceLock<std::sync::Mutex<std::collections::HashMap<String, Option<f64>>>> =
+    OnceLock::new();
+const SELECTIVITY_CACHE_ENTRIES: usize = 4096;
 
 impl fmt::Debug for EddyTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -76,7 +81,6 @@ impl EddyTable {
             schema,
             with_key,
             snapshot: OnceLock::new(),
-            selectivities: Default::default(),
         }
     }
 
@@ -103,12 +107,21 @@ impl EddyTable {
     /// join-order rule; `None` when the predicate cannot be evaluated here
     /// (unknown columns, subqueries).
     pub fn filter_selectivity(&self, predicate: &Expr) -> Option<f64> {
-        let key = predicate.to_string();
-        if let Some(known) = self.selectivities.lock().ok()?.get(&key) {
+        let key = format!(
+            "{:?}|{:?}|{}",
+            self.table.def().id,
+            self.snapshot().lsns(),
+            predicate
+        );
+        let cache = SELECTIVITIES.get_or_init(Default::default);
+        if let Some(known) = cache.lock().ok()?.get(&key) {
             return *known;
         }
         let measured = self.measure_selectivity(predicate);
-        if let Ok(mut cache) = self.selectivities.lock() {
+        if let Ok(mut cache) = cache.lock() {
+            if cache.len() >= SELECTIVITY_CACHE_ENTRIES {
+                cache.clear();
+            }
             cache.insert(key, measured);
         }
         measured
