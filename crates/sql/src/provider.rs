@@ -33,9 +33,9 @@ use datafusion::physical_plan::{
 use eddy_common::{ColumnType, Value};
 use eddy_storage::{RowGroupStats, ScanPartition, Table, TableSnapshot};
 
-use crate::join_filter::{JoinKeyFilter, ScanJoinFilters};
+use crate::join_filter::JoinKeyFilter;
 use crate::pgtypes::coerce_value;
-use crate::scan_filter::ScanFilter;
+use crate::scan_filter::{RowFilters, ScanFilter};
 
 /// Name of the hidden key column of DML scans.
 pub const KEY_COLUMN: &str = "_eddy_key";
@@ -613,7 +613,7 @@ impl ExecutionPlan for EddyScanExec {
         let scan = move || {
             // Join filters are looked at now, on the first poll: the hash
             // joins above have read their build sides by then.
-            let mut join_filters = ScanJoinFilters::new(join_filters);
+            let mut row_filters = RowFilters::new(exact, join_filters);
             let with_key = wanted.contains(&ncols);
             // storage projection: wanted data columns in order of first use
             let mut cols: Vec<usize> = Vec::new();
@@ -624,7 +624,7 @@ impl ExecutionPlan for EddyScanExec {
             }
             // columns only the scan's own filters read come last
             let filter_columns: Vec<usize> =
-                exact.columns().chain(join_filters.columns()).collect();
+                row_filters.columns();
             for c in filter_columns {
                 if !cols.contains(&c) {
                     cols.push(c);
@@ -648,11 +648,7 @@ impl ExecutionPlan for EddyScanExec {
                     let out = batch
                         .map_err(|e| DataFusionError::External(Box::new(e)))
                         .and_then(|b| {
-                            let position = |c: usize| cols.iter().position(|x| *x == c);
-                            let mask = exact
-                                .mask(&b, position)
-                                .map_err(DataFusionError::Internal)?;
-                            join_filters.apply(b, mask, position)
+                            row_filters.apply(b, |c: usize| cols.iter().position(|x| *x == c))
                         })
                         .and_then(|b| reorder(&b, &wanted, &cols, ncols, &out_schema));
                     if matches!(&out, Ok(b) if b.num_rows() == 0) {

@@ -30,6 +30,9 @@ use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::{DataType, Schema, TimeUnit};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
+use std::sync::Arc;
+
+use crate::join_filter::JoinKeyFilter;
 
 /// Comparison of a column with a constant, column on the left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +91,54 @@ impl ScanFilter {
         self.terms.iter().map(|t| t.column)
     }
 
+    /// Mask of term `i` alone.
+    fn term_mask_at(
+        &self,
+        i: usize,
+        batch: &RecordBatch,
+        position: &dyn Fn(usize) -> Option<usize>,
+    ) -> Option<BooleanBuffer> {
+        let t = self.terms.get(i)?;
+        let array = position(t.column).and_then(|c| batch.columns().get(c))?;
+        term_mask(array, t.op, &t.literal)
+    }
+
+    /// Keeps the indices in `selection` whose row passes term `i`.
+    fn term_retain(
+        &self,
+        i: usize,
+        batch: &RecordBatch,
+        position: &dyn Fn(usize) -> Option<usize>,
+        selection: &mut Vec<u32>,
+    ) -> Option<()> {
+        let t = self.terms.get(i)?;
+        let array = position(t.column).and_then(|c| batch.columns().get(c))?;
+        let op = t.op;
+        macro_rules! typed {
+            ($array_type:ty, $x:expr) => {{
+                let a = array.as_any().downcast_ref::<$array_type>()?;
+                let (values, valid, x) = (a.values(), a.nulls(), *$x);
+                selection.retain(|&r| {
+                    let r = r as usize;
+                    valid.is_none_or(|n| n.is_valid(r))
+                        && values.get(r).is_some_and(|v| holds(*v, op, x))
+                });
+            }};
+        }
+        match &t.literal {
+            ScalarValue::Int16(Some(x)) => typed!(Int16Array, x),
+            ScalarValue::Int32(Some(x)) => typed!(Int32Array, x),
+            ScalarValue::Int64(Some(x)) => typed!(Int64Array, x),
+            ScalarValue::Date32(Some(x)) => typed!(Date32Array, x),
+            ScalarValue::Decimal128(Some(x), _, _) => typed!(Decimal128Array, x),
+            ScalarValue::TimestampMicrosecond(Some(x), None) => {
+                typed!(TimestampMicrosecondArray, x)
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
     /// The rows of `batch` that pass (`None`: no terms); `position(c)` is
     /// where table column `c` sits in the batch.
     pub fn mask(
@@ -108,6 +159,167 @@ impl ScanFilter {
             });
         }
         Ok(mask)
+    }
+}
+
+/// One row test a scan applies: a term of its own filter, or a join's
+/// key bitmap (see `join_filter`).
+#[derive(Clone)]
+enum RowTest {
+    Term(usize),
+    JoinKeys(usize, Arc<JoinKeyFilter>),
+}
+
+/// Everything one scan filters on, most selective first: the first test
+/// runs over every row as a packed pass, the others only over the rows
+/// still selected, and the survivors are gathered once. The order is
+/// measured on the first batch (each test's pass rate on its own).
+pub struct RowFilters {
+    own: Arc<ScanFilter>,
+    tests: Vec<RowTest>,
+    ordered: bool,
+}
+
+impl RowFilters {
+    /// The scan's own terms plus the join filters that are published.
+    pub fn new(own: Arc<ScanFilter>, joins: Vec<(usize, Arc<JoinKeyFilter>)>) -> RowFilters {
+        let mut tests: Vec<RowTest> = (0..own.terms.len()).map(RowTest::Term).collect();
+        tests.extend(
+            joins
+                .into_iter()
+                .filter(|(_, f)| f.is_published())
+                .map(|(c, f)| RowTest::JoinKeys(c, f)),
+        );
+        RowFilters {
+            own,
+            tests,
+            ordered: false,
+        }
+    }
+
+    /// Table columns the tests read.
+    pub fn columns(&self) -> Vec<usize> {
+        self.tests
+            .iter()
+            .filter_map(|t| match t {
+                RowTest::Term(i) => self.own.terms.get(*i).map(|t| t.column),
+                RowTest::JoinKeys(c, _) => Some(*c),
+            })
+            .collect()
+    }
+
+    fn mask_of(
+        &self,
+        test: &RowTest,
+        batch: &RecordBatch,
+        position: &dyn Fn(usize) -> Option<usize>,
+    ) -> Option<BooleanBuffer> {
+        match test {
+            RowTest::Term(i) => self.own.term_mask_at(*i, batch, position),
+            RowTest::JoinKeys(c, f) => {
+                let keys = position(*c).and_then(|i| batch.columns().get(i))?;
+                f.mask(keys)
+            }
+        }
+    }
+
+    /// The rows of `batch` that pass every test. An own term that cannot
+    /// be evaluated is an error (DataFusion relies on it); a join filter
+    /// that cannot is skipped (the join still checks).
+    pub fn apply(
+        &mut self,
+        batch: RecordBatch,
+        position: impl Fn(usize) -> Option<usize>,
+    ) -> datafusion::error::Result<RecordBatch> {
+        if self.tests.is_empty() || batch.num_rows() == 0 {
+            return Ok(batch);
+        }
+        let missing = |t: &RowTest| match t {
+            RowTest::Term(i) => Err(datafusion::error::DataFusionError::Internal(format!(
+                "scan filter term {i} cannot be evaluated on this batch"
+            ))),
+            RowTest::JoinKeys(..) => Ok(()),
+        };
+        if !self.ordered {
+            let mut rated = Vec::with_capacity(self.tests.len());
+            for t in self.tests.drain(..) {
+                let m = match &t {
+                    RowTest::Term(i) => self.own.term_mask_at(*i, &batch, &position),
+                    RowTest::JoinKeys(c, f) => position(*c)
+                        .and_then(|i| batch.columns().get(i))
+                        .and_then(|k| f.mask(k)),
+                };
+                let passed = m.as_ref().map(|m| m.count_set_bits()).unwrap_or(usize::MAX);
+                rated.push((passed, t, m));
+            }
+            rated.sort_by_key(|r| r.0);
+            let mut mask: Option<BooleanBuffer> = None;
+            for (_, t, m) in rated {
+                match m {
+                    Some(m) => {
+                        mask = Some(match mask {
+                            None => m,
+                            Some(acc) => &acc & &m,
+                        })
+                    }
+                    None => missing(&t)?,
+                }
+                self.tests.push(t);
+            }
+            self.ordered = true;
+            return filter_batch(batch, mask);
+        }
+        let first = &self.tests[0];
+        let Some(mask) = self.mask_of(first, &batch, &position) else {
+            missing(first)?;
+            // The first test was a join filter that cannot run here: fall
+            // back to masks for the rest.
+            let mut mask: Option<BooleanBuffer> = None;
+            for t in &self.tests[1..] {
+                match self.mask_of(t, &batch, &position) {
+                    Some(m) => {
+                        mask = Some(match mask {
+                            None => m,
+                            Some(acc) => &acc & &m,
+                        })
+                    }
+                    None => missing(t)?,
+                }
+            }
+            return filter_batch(batch, mask);
+        };
+        if self.tests.len() == 1 {
+            return filter_batch(batch, Some(mask));
+        }
+        let mut selection: Vec<u32> = mask.set_indices().map(|i| i as u32).collect();
+        for t in &self.tests[1..] {
+            if selection.is_empty() {
+                break;
+            }
+            match t {
+                RowTest::Term(i) => {
+                    if self
+                        .own
+                        .term_retain(*i, &batch, &position, &mut selection)
+                        .is_none()
+                    {
+                        missing(t)?;
+                    }
+                }
+                RowTest::JoinKeys(c, f) => {
+                    if let Some(k) = position(*c).and_then(|i| batch.columns().get(i)) {
+                        f.retain(k, &mut selection);
+                    }
+                }
+            }
+        }
+        if selection.len() == batch.num_rows() {
+            return Ok(batch);
+        }
+        let indices = datafusion::arrow::array::UInt32Array::from(selection);
+        Ok(datafusion::arrow::compute::take_record_batch(
+            &batch, &indices,
+        )?)
     }
 }
 
@@ -208,6 +420,18 @@ fn pack<T: Copy>(values: &[T], pred: impl Fn(T) -> bool) -> BooleanBuffer {
     BooleanBuffer::new(Buffer::from_vec(words), 0, values.len())
 }
 
+#[inline]
+fn holds<T: PartialOrd>(v: T, op: Op, x: T) -> bool {
+    match op {
+        Op::Eq => v == x,
+        Op::NotEq => v != x,
+        Op::Lt => v < x,
+        Op::LtEq => v <= x,
+        Op::Gt => v > x,
+        Op::GtEq => v >= x,
+    }
+}
+
 fn compare<T: Copy + PartialOrd>(values: &[T], op: Op, x: T) -> BooleanBuffer {
     match op {
         Op::Eq => pack(values, |v| v == x),
@@ -247,7 +471,6 @@ mod tests {
     use super::*;
     use datafusion::arrow::datatypes::Field;
     use datafusion::logical_expr::{col, lit};
-    use std::sync::Arc;
 
     fn schema() -> Schema {
         Schema::new(vec![
@@ -299,6 +522,13 @@ mod tests {
             assert!(!filter.is_empty(), "{expr}");
             let mask = filter.mask(&batch, Some).unwrap();
             let out = filter_batch(batch.clone(), mask).unwrap();
+            // the ordered path (first term packed, the rest on a selection)
+            // gives the same rows from the second batch on
+            let mut ordered = RowFilters::new(Arc::new(filter.clone()), Vec::new());
+            let first = ordered.apply(batch.clone(), Some).unwrap();
+            let second = ordered.apply(batch.clone(), Some).unwrap();
+            assert_eq!(first, out, "{expr}");
+            assert_eq!(second, out, "{expr}");
             let got: Vec<i32> = out
                 .column(0)
                 .as_any()
