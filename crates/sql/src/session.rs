@@ -177,6 +177,14 @@ impl Session {
             .options_mut()
             .execution
             .perfect_hash_join_small_build_threshold = 1 << 22;
+        // Dimensions of a few million rows are still far smaller than the
+        // fact table: build them once (CollectLeft) instead of hashing and
+        // repartitioning every fact row (SSB SF10: part has 800k rows, above
+        // DataFusion's 128k-row default). CollectLeft joins are also the
+        // ones whose keys filter the fact scan (`join_filter`).
+        let optimizer = &mut config.options_mut().optimizer;
+        optimizer.hash_join_single_partition_threshold = 256 << 20;
+        optimizer.hash_join_single_partition_threshold_rows = 8 << 20;
         let config = eddy_gpu::session::with_gpu_options(config);
         let state = eddy_gpu::session::with_gpu_rule(
             datafusion::execution::SessionStateBuilder::new()
