@@ -123,9 +123,12 @@ impl JoinGraph {
     }
 }
 
+/// An input's Eddy table and the filter over it, if any.
+type EddyInput = (Arc<dyn TableProvider>, Option<Expr>);
+
 /// The table under an input (when it is an Eddy table), with the filter
 /// over it if there is one.
-fn eddy_input(plan: &LogicalPlan) -> Option<(Arc<dyn TableProvider>, Option<Expr>)> {
+fn eddy_input(plan: &LogicalPlan) -> Option<EddyInput> {
     match plan {
         LogicalPlan::Projection(p) => eddy_input(&p.input),
         LogicalPlan::Filter(f) => {
@@ -173,8 +176,7 @@ fn reorder(root: &LogicalPlan, config: &dyn OptimizerConfig) -> Option<LogicalPl
         edges.push((li, l.clone(), ri, r.clone()));
     }
 
-    let tables: Vec<Option<(Arc<dyn TableProvider>, Option<Expr>)>> =
-        graph.inputs.iter().map(eddy_input).collect();
+    let tables: Vec<Option<EddyInput>> = graph.inputs.iter().map(eddy_input).collect();
     let rows: Vec<u64> = tables
         .iter()
         .map(|t| {

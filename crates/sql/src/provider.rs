@@ -174,7 +174,7 @@ impl EddyTable {
         let keep = |_: &RowGroupStats| {
             let n = seen_groups.get();
             seen_groups.set(n + 1);
-            n % stride == 0
+            n.is_multiple_of(stride)
         };
         let (mut evaluated, mut passed) = (0usize, 0usize);
         for p in &partitions {
@@ -268,9 +268,11 @@ impl TableProvider for EddyTable {
             out_schema,
             groups,
             group_stats,
-            prune,
-            exact,
-            limit,
+            Pushdown {
+                prune,
+                exact,
+                limit,
+            },
         )))
     }
 }
@@ -428,6 +430,13 @@ fn max_value(a: Value, b: Value) -> Value {
     }
 }
 
+/// What DataFusion pushed into a scan.
+struct Pushdown {
+    prune: Arc<PrunePredicate>,
+    exact: Arc<ScanFilter>,
+    limit: Option<usize>,
+}
+
 /// Scan of one table snapshot: partition `i` reads the scan partitions of group `i`.
 pub struct EddyScanExec {
     table: String,
@@ -461,10 +470,13 @@ impl EddyScanExec {
         schema: SchemaRef,
         groups: Vec<Vec<Arc<ScanPartition>>>,
         group_stats: Vec<ScanStats>,
-        prune: Arc<PrunePredicate>,
-        exact: Arc<ScanFilter>,
-        limit: Option<usize>,
+        pushdown: Pushdown,
     ) -> EddyScanExec {
+        let Pushdown {
+            prune,
+            exact,
+            limit,
+        } = pushdown;
         let props = PlanProperties::new(
             EquivalenceProperties::new(schema),
             Partitioning::UnknownPartitioning(groups.len().max(1)),
@@ -623,8 +635,7 @@ impl ExecutionPlan for EddyScanExec {
                 }
             }
             // columns only the scan's own filters read come last
-            let filter_columns: Vec<usize> =
-                row_filters.columns();
+            let filter_columns: Vec<usize> = row_filters.columns();
             for c in filter_columns {
                 if !cols.contains(&c) {
                     cols.push(c);

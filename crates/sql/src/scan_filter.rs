@@ -505,7 +505,8 @@ mod tests {
         let f: ArrayRef = Arc::new(datafusion::arrow::array::Float64Array::from(vec![0.0; 200]));
         let st: ArrayRef = Arc::new(datafusion::arrow::array::StringArray::from(vec!["x"; 200]));
         let batch = RecordBatch::try_new(Arc::new(s.clone()), vec![a, f, st]).unwrap();
-        let cases: Vec<(Expr, Box<dyn Fn(i32) -> bool>)> = vec![
+        type Model = Box<dyn Fn(i32) -> bool>;
+        let cases: Vec<(Expr, Model)> = vec![
             (
                 col("a").between(lit(4i32), lit(6i32)),
                 Box::new(|v| (4..=6).contains(&v)),
@@ -518,7 +519,7 @@ mod tests {
             ),
         ];
         for (expr, model) in cases {
-            let filter = ScanFilter::from_filters(&[expr.clone()], &s);
+            let filter = ScanFilter::from_filters(std::slice::from_ref(&expr), &s);
             assert!(!filter.is_empty(), "{expr}");
             let mask = filter.mask(&batch, Some).unwrap();
             let out = filter_batch(batch.clone(), mask).unwrap();
