@@ -47,6 +47,7 @@ pub fn index_oid(t: &Table) -> i64 {
 /// The `public` schema: Eddy tables, looked up in the engine on every use.
 pub struct PublicSchema {
     engine: Arc<Engine>,
+    scan_filters: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for PublicSchema {
@@ -62,8 +63,16 @@ impl std::fmt::Debug for PgCatalogSchema {
 }
 
 impl PublicSchema {
-    pub fn new(engine: Arc<Engine>) -> PublicSchema {
-        PublicSchema { engine }
+    /// `scan_filters`: the session's switch for scans applying simple
+    /// filters themselves (see `EddyTable::with_scan_filters`).
+    pub fn new(
+        engine: Arc<Engine>,
+        scan_filters: Arc<std::sync::atomic::AtomicBool>,
+    ) -> PublicSchema {
+        PublicSchema {
+            engine,
+            scan_filters,
+        }
     }
 }
 
@@ -78,10 +87,11 @@ impl SchemaProvider for PublicSchema {
     }
 
     async fn table(&self, name: &str) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
-        Ok(self
-            .engine
-            .table(name)
-            .map(|t| Arc::new(EddyTable::new(t, false)) as Arc<dyn TableProvider>))
+        Ok(self.engine.table(name).map(|t| {
+            let scan_filters = self.scan_filters.load(std::sync::atomic::Ordering::Relaxed);
+            Arc::new(EddyTable::new(t, false).with_scan_filters(scan_filters))
+                as Arc<dyn TableProvider>
+        }))
     }
 
     fn table_exist(&self, name: &str) -> bool {

@@ -47,6 +47,8 @@ pub struct EddyTable {
     /// Expose the hidden `_eddy_key` column last (UPDATE/DELETE scans).
     with_key: bool,
     snapshot: OnceLock<Arc<TableSnapshot>>,
+    /// Whether supported filters are applied by the scan (`Exact`).
+    scan_filters: bool,
 }
 
 /// Measured filter selectivities by (table, snapshot LSNs, predicate text):
@@ -81,7 +83,15 @@ impl EddyTable {
             schema,
             with_key,
             snapshot: OnceLock::new(),
+            scan_filters: true,
         }
+    }
+
+    /// With `false`, every filter is `Inexact` and stays a DataFusion
+    /// `FilterExec` (which the GPU rule can offload).
+    pub fn with_scan_filters(mut self, on: bool) -> EddyTable {
+        self.scan_filters = on;
+        self
     }
 
     fn snapshot(&self) -> Arc<TableSnapshot> {
@@ -227,8 +237,8 @@ impl TableProvider for EddyTable {
         Ok(filters
             .iter()
             .map(|f| match ScanFilter::terms_of(f, &self.schema) {
-                Some(_) => TableProviderFilterPushDown::Exact,
-                None => TableProviderFilterPushDown::Inexact,
+                Some(_) if self.scan_filters => TableProviderFilterPushDown::Exact,
+                _ => TableProviderFilterPushDown::Inexact,
             })
             .collect())
     }
@@ -253,7 +263,11 @@ impl TableProvider for EddyTable {
             .map(|c| c.name.clone())
             .collect();
         let prune = Arc::new(PrunePredicate::from_filters(filters, &names, &types));
-        let exact = Arc::new(ScanFilter::from_filters(filters, &self.schema));
+        let exact = Arc::new(if self.scan_filters {
+            ScanFilter::from_filters(filters, &self.schema)
+        } else {
+            ScanFilter::default()
+        });
         let partitions = self.snapshot().partitions();
         let target = state.config().target_partitions().max(1);
         let groups = group_partitions(partitions, target);

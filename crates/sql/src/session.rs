@@ -147,6 +147,10 @@ pub struct Prepared {
 pub struct Session {
     db: Arc<Database>,
     ctx: SessionContext,
+    /// Whether scans apply simple filters themselves (`scan_filter`); off
+    /// while the GPU may run the query, so that filters stay `FilterExec`s
+    /// the GPU rule can offload. Shared with the `public` schema provider.
+    scan_filters: Arc<std::sync::atomic::AtomicBool>,
     dml_schema: Arc<MemorySchemaProvider>,
     settings: BTreeMap<String, String>,
     user: String,
@@ -196,9 +200,13 @@ impl Session {
         .build();
         let ctx = SessionContext::new_with_state(state);
         let catalog = MemoryCatalogProvider::new();
+        let scan_filters = Arc::new(std::sync::atomic::AtomicBool::new(true));
         catalog.register_schema(
             "public",
-            Arc::new(PublicSchema::new(Arc::clone(&db.engine))),
+            Arc::new(PublicSchema::new(
+                Arc::clone(&db.engine),
+                Arc::clone(&scan_filters),
+            )),
         )?;
         catalog.register_schema(
             "pg_catalog",
@@ -217,13 +225,16 @@ impl Session {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        Ok(Session {
+        let session = Session {
             db,
             ctx,
+            scan_filters,
             dml_schema,
             settings,
             user: user.to_string(),
-        })
+        };
+        session.refresh_scan_filters();
+        Ok(session)
     }
 
     pub fn engine(&self) -> &Arc<Engine> {
@@ -619,10 +630,20 @@ impl Session {
     /// Forwards `eddy.gpu*` settings to the session's GPU options (others
     /// are Eddy's own and only recorded).
     fn apply_gpu_setting(&self, name: &str, value: &str) -> Result<()> {
-        match eddy_gpu::session::apply_set(&self.ctx, name, value) {
+        let applied = match eddy_gpu::session::apply_set(&self.ctx, name, value) {
             Some(applied) => applied.map_err(|e| SqlError::InvalidParameter(e.to_string())),
             None => Ok(()),
-        }
+        };
+        self.refresh_scan_filters();
+        applied
+    }
+
+    /// Scans filter by themselves unless the GPU may take the query.
+    fn refresh_scan_filters(&self) {
+        let gpu_may_run = eddy_gpu::session::current(&self.ctx).gpu != eddy_gpu::GpuMode::Off
+            && eddy_gpu::device::device_available_for_planning();
+        self.scan_filters
+            .store(!gpu_may_run, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn set(&mut self, set: datafusion::sql::sqlparser::ast::Set) -> Result<Output> {
