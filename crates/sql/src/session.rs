@@ -371,15 +371,6 @@ impl Session {
             });
         }
         if let Some(f) = &p.fast {
-            // Point reads take microseconds (memtable, page cache): run them
-            // on the worker. `block_in_place` would hand the worker's queue
-            // to another thread on every lookup, and on a 2-core machine
-            // those thread switches cost more than the read (YCSB C: 30%
-            // of server time in the scheduler). Writes may wait for the WAL
-            // fsync, so they still leave the worker.
-            if matches!(f, fastpath::FastPlan::Get { .. }) {
-                return fastpath::execute(f, &self.db.engine, params);
-            }
             let f = f.clone();
             let params = params.to_vec();
             let engine = Arc::clone(&self.db.engine);
