@@ -105,8 +105,7 @@ impl JoinGraph {
                 Some(())
             }
             LogicalPlan::Projection(p)
-                if matches!(p.input.as_ref(), LogicalPlan::Join(_))
-                    && is_reorderable_join(&p.input)
+                if is_reorderable_join(&p.input)
                     && p.expr.iter().all(|e| matches!(e, Expr::Column(_))) =>
             {
                 self.collect(&p.input, is_left_spine)

@@ -23,7 +23,7 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, ScalarValue};
 use datafusion::datasource::TableType;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
+use datafusion::logical_expr::{Expr, Operator, TableProviderFilterPushDown};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -426,22 +426,23 @@ fn has_range_statistics(ty: ColumnType) -> bool {
     )
 }
 
-fn min_value(a: Value, b: Value) -> Value {
+/// `b` if it is non-NULL and orders `wanted` against `a`, else `a` (NULL
+/// only when both are).
+fn pick(a: Value, b: Value, wanted: Ordering) -> Value {
     match (&a, &b) {
         (Value::Null, _) => b,
         (_, Value::Null) => a,
-        _ if cmp_values(&b, &a) == Some(Ordering::Less) => b,
+        _ if cmp_values(&b, &a) == Some(wanted) => b,
         _ => a,
     }
 }
 
+fn min_value(a: Value, b: Value) -> Value {
+    pick(a, b, Ordering::Less)
+}
+
 fn max_value(a: Value, b: Value) -> Value {
-    match (&a, &b) {
-        (Value::Null, _) => b,
-        (_, Value::Null) => a,
-        _ if cmp_values(&b, &a) == Some(Ordering::Greater) => b,
-        _ => a,
-    }
+    pick(a, b, Ordering::Greater)
 }
 
 /// What DataFusion pushed into a scan.
@@ -452,6 +453,7 @@ struct Pushdown {
 }
 
 /// Scan of one table snapshot: partition `i` reads the scan partitions of group `i`.
+#[derive(Clone)]
 pub struct EddyScanExec {
     table: String,
     ncols: usize,
@@ -524,20 +526,9 @@ impl EddyScanExec {
         if table_column >= self.ncols {
             return None;
         }
-        let mut join_filters = self.join_filters.clone();
-        join_filters.push((table_column, filter));
-        Some(Arc::new(EddyScanExec {
-            table: self.table.clone(),
-            ncols: self.ncols,
-            wanted: self.wanted.clone(),
-            groups: self.groups.clone(),
-            group_stats: self.group_stats.clone(),
-            prune: Arc::clone(&self.prune),
-            exact: Arc::clone(&self.exact),
-            join_filters,
-            limit: self.limit,
-            props: Arc::clone(&self.props),
-        }))
+        let mut scan = self.clone();
+        scan.join_filters.push((table_column, filter));
+        Some(Arc::new(scan))
     }
 }
 
@@ -768,54 +759,18 @@ impl PrunePredicate {
     }
 
     fn collect(&mut self, e: &Expr, names: &[String], types: &[ColumnType]) {
-        match e {
-            Expr::BinaryExpr(BinaryExpr {
-                left,
-                op: Operator::And,
-                right,
-            }) => {
-                self.collect(left, names, types);
-                self.collect(right, names, types);
-            }
-            Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
-                let (col, lit, op) = match (
-                    column_of(left),
-                    literal_of(right),
-                    column_of(right),
-                    literal_of(left),
-                ) {
-                    (Some(c), Some(l), _, _) => (c, l, *op),
-                    (_, _, Some(c), Some(l)) => match op.swap() {
-                        Some(s) => (c, l, s),
-                        None => return,
-                    },
-                    _ => return,
-                };
-                let cop = match op {
-                    Operator::Eq => CmpOp::Eq,
-                    Operator::Lt => CmpOp::Lt,
-                    Operator::LtEq => CmpOp::LtEq,
-                    Operator::Gt => CmpOp::Gt,
-                    Operator::GtEq => CmpOp::GtEq,
-                    _ => return,
-                };
-                self.push(col, cop, lit, names, types);
-            }
-            Expr::Between(Between {
-                expr,
-                negated: false,
-                low,
-                high,
-            }) => {
-                if let (Some(c), Some(lo), Some(hi)) =
-                    (column_of(expr), literal_of(low), literal_of(high))
-                {
-                    self.push(c, CmpOp::GtEq, lo, names, types);
-                    self.push(c, CmpOp::LtEq, hi, names, types);
-                }
-            }
-            _ => {}
-        }
+        // Conjuncts that are not comparisons are simply not used.
+        crate::scan_filter::for_each_comparison(e, &mut |col, op, lit| {
+            let cop = match op {
+                Operator::Eq => CmpOp::Eq,
+                Operator::Lt => CmpOp::Lt,
+                Operator::LtEq => CmpOp::LtEq,
+                Operator::Gt => CmpOp::Gt,
+                Operator::GtEq => CmpOp::GtEq,
+                _ => return,
+            };
+            self.push(col, cop, lit, names, types);
+        });
     }
 
     fn push(
@@ -869,20 +824,6 @@ impl PrunePredicate {
             }
         }
         true
-    }
-}
-
-fn column_of(e: &Expr) -> Option<&str> {
-    match e {
-        Expr::Column(c) => Some(c.name.as_str()),
-        _ => None,
-    }
-}
-
-fn literal_of(e: &Expr) -> Option<&ScalarValue> {
-    match e {
-        Expr::Literal(v, _) => Some(v),
-        _ => None,
     }
 }
 

@@ -63,8 +63,14 @@ impl ScanFilter {
     /// The terms of `expr` if the scan can apply all of it exactly.
     pub fn terms_of(expr: &Expr, schema: &Schema) -> Option<Vec<Term>> {
         let mut out = Vec::new();
-        collect(expr, schema, &mut out)?;
-        Some(out)
+        let mut all_supported = true;
+        let all_comparisons = for_each_comparison(expr, &mut |col, op, lit| match Op::of(op)
+            .and_then(|op| term(col, op, lit, schema))
+        {
+            Some(t) => out.push(t),
+            None => all_supported = false,
+        });
+        (all_comparisons && all_supported).then_some(out)
     }
 
     /// The terms of every filter the scan supports (those `terms_of`
@@ -84,11 +90,6 @@ impl ScanFilter {
 
     pub fn len(&self) -> usize {
         self.terms.len()
-    }
-
-    /// Table columns the filter reads.
-    pub fn columns(&self) -> impl Iterator<Item = usize> + '_ {
-        self.terms.iter().map(|t| t.column)
     }
 
     /// Mask of term `i` alone.
@@ -137,28 +138,6 @@ impl ScanFilter {
             _ => return None,
         }
         Some(())
-    }
-
-    /// The rows of `batch` that pass (`None`: no terms); `position(c)` is
-    /// where table column `c` sits in the batch.
-    pub fn mask(
-        &self,
-        batch: &RecordBatch,
-        position: impl Fn(usize) -> Option<usize>,
-    ) -> Result<Option<BooleanBuffer>, String> {
-        let mut mask: Option<BooleanBuffer> = None;
-        for t in &self.terms {
-            let array = position(t.column)
-                .and_then(|i| batch.columns().get(i))
-                .ok_or_else(|| format!("scan filter column {} missing from the batch", t.column))?;
-            let m = term_mask(array, t.op, &t.literal)
-                .ok_or_else(|| format!("scan filter type mismatch on column {}", t.column))?;
-            mask = Some(match mask {
-                None => m,
-                Some(acc) => &acc & &m,
-            });
-        }
-        Ok(mask)
     }
 }
 
@@ -271,22 +250,11 @@ impl RowFilters {
         }
         let first = &self.tests[0];
         let Some(mask) = self.mask_of(first, &batch, &position) else {
+            // Tests whose mask cannot be computed were rated last on the
+            // first batch (own terms among them fail there), so the first
+            // test has none only when every test is such a join filter.
             missing(first)?;
-            // The first test was a join filter that cannot run here: fall
-            // back to masks for the rest.
-            let mut mask: Option<BooleanBuffer> = None;
-            for t in &self.tests[1..] {
-                match self.mask_of(t, &batch, &position) {
-                    Some(m) => {
-                        mask = Some(match mask {
-                            None => m,
-                            Some(acc) => &acc & &m,
-                        })
-                    }
-                    None => missing(t)?,
-                }
-            }
-            return filter_batch(batch, mask);
+            return Ok(batch);
         };
         if self.tests.len() == 1 {
             return filter_batch(batch, Some(mask));
@@ -341,33 +309,35 @@ pub fn filter_batch(
     Ok(filter_record_batch(&batch, &BooleanArray::new(mask, None))?)
 }
 
-fn collect(expr: &Expr, schema: &Schema, out: &mut Vec<Term>) -> Option<()> {
+/// Calls `each(column, op, literal)` for every `column op literal`
+/// comparison of the conjunction `expr` (literal-first comparisons are
+/// mirrored; `BETWEEN` gives `>=` and `<=`); every conjunct is visited.
+/// Returns whether every conjunct was such a comparison. Shared with the
+/// row-group pruning in `provider`.
+pub fn for_each_comparison<'e>(
+    expr: &'e Expr,
+    each: &mut dyn FnMut(&'e str, Operator, &'e ScalarValue),
+) -> bool {
     match expr {
         Expr::BinaryExpr(BinaryExpr {
             left,
             op: Operator::And,
             right,
         }) => {
-            collect(left, schema, out)?;
-            collect(right, schema, out)
+            let l = for_each_comparison(left, each);
+            let r = for_each_comparison(right, each);
+            l && r
         }
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
-            let (col, lit, op) = match (left.as_ref(), right.as_ref()) {
-                (Expr::Column(c), Expr::Literal(l, _)) => (c, l, *op),
-                (Expr::Literal(l, _), Expr::Column(c)) => (c, l, op.swap()?),
-                _ => return None,
-            };
-            let op = match op {
-                Operator::Eq => Op::Eq,
-                Operator::NotEq => Op::NotEq,
-                Operator::Lt => Op::Lt,
-                Operator::LtEq => Op::LtEq,
-                Operator::Gt => Op::Gt,
-                Operator::GtEq => Op::GtEq,
-                _ => return None,
-            };
-            out.push(term(&col.name, op, lit, schema)?);
-            Some(())
+            match (left.as_ref(), right.as_ref()) {
+                (Expr::Column(c), Expr::Literal(l, _)) => each(&c.name, *op, l),
+                (Expr::Literal(l, _), Expr::Column(c)) => match op.swap() {
+                    Some(op) => each(&c.name, op, l),
+                    None => return false,
+                },
+                _ => return false,
+            }
+            true
         }
         Expr::Between(Between {
             expr,
@@ -376,13 +346,27 @@ fn collect(expr: &Expr, schema: &Schema, out: &mut Vec<Term>) -> Option<()> {
             high,
         }) => match (expr.as_ref(), low.as_ref(), high.as_ref()) {
             (Expr::Column(c), Expr::Literal(lo, _), Expr::Literal(hi, _)) => {
-                out.push(term(&c.name, Op::GtEq, lo, schema)?);
-                out.push(term(&c.name, Op::LtEq, hi, schema)?);
-                Some(())
+                each(&c.name, Operator::GtEq, lo);
+                each(&c.name, Operator::LtEq, hi);
+                true
             }
-            _ => None,
+            _ => false,
         },
-        _ => None,
+        _ => false,
+    }
+}
+
+impl Op {
+    fn of(op: Operator) -> Option<Op> {
+        Some(match op {
+            Operator::Eq => Op::Eq,
+            Operator::NotEq => Op::NotEq,
+            Operator::Lt => Op::Lt,
+            Operator::LtEq => Op::LtEq,
+            Operator::Gt => Op::Gt,
+            Operator::GtEq => Op::GtEq,
+            _ => return None,
+        })
     }
 }
 
@@ -521,14 +505,11 @@ mod tests {
         for (expr, model) in cases {
             let filter = ScanFilter::from_filters(std::slice::from_ref(&expr), &s);
             assert!(!filter.is_empty(), "{expr}");
-            let mask = filter.mask(&batch, Some).unwrap();
-            let out = filter_batch(batch.clone(), mask).unwrap();
-            // the ordered path (first term packed, the rest on a selection)
-            // gives the same rows from the second batch on
+            // first batch: all masks ANDed; later batches: the first term
+            // packed, the rest on a selection; both give the model's rows
             let mut ordered = RowFilters::new(Arc::new(filter.clone()), Vec::new());
-            let first = ordered.apply(batch.clone(), Some).unwrap();
+            let out = ordered.apply(batch.clone(), Some).unwrap();
             let second = ordered.apply(batch.clone(), Some).unwrap();
-            assert_eq!(first, out, "{expr}");
             assert_eq!(second, out, "{expr}");
             let got: Vec<i32> = out
                 .column(0)
