@@ -12,6 +12,7 @@
 mod config;
 mod metrics;
 mod pg;
+mod txn_status;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use eddy_common::{ColumnType, Value};
+use eddy_common::Value;
 use eddy_sql::copy::{binary_header, binary_trailer, csv_header, encode_row, CopyIn};
 use eddy_sql::pgtypes::{self, column_type_for_oid, encode_cell};
 use eddy_sql::session::{statement_kind, Output};
@@ -63,7 +63,7 @@ fn user_error(e: &SqlError) -> PgWireError {
 
 /// Per-connection state kept in pgwire's session extensions.
 pub struct SessionSlot {
-    session: tokio::sync::Mutex<Option<Session>>,
+    pub(crate) session: tokio::sync::Mutex<Option<Session>>,
     copy_in: parking_lot::Mutex<Option<Box<CopyIn>>>,
     cancel: Arc<CancelSignal>,
     _registration: CancelRegistration,
@@ -318,7 +318,7 @@ impl StartupHandler for ScramStartup {
     }
 }
 
-fn slot<C: ClientInfo>(client: &C, backend: &Backend) -> Arc<SessionSlot> {
+pub(crate) fn slot<C: ClientInfo>(client: &C, backend: &Backend) -> Arc<SessionSlot> {
     client.session_extensions().get_or_insert_with(|| {
         backend.metrics.connections.fetch_add(1, Ordering::Relaxed);
         let (pid, secret) = client.pid_and_secret_key();
@@ -543,6 +543,20 @@ where
 
 #[async_trait]
 impl SimpleQueryHandler for Backend {
+    async fn on_query<C>(
+        &self,
+        client: &mut C,
+        query: pgwire::messages::simplequery::Query,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        crate::txn_status::on_query(self, client, query).await
+    }
+
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -651,53 +665,11 @@ fn decode_params(p: &Prepared, portal: &Portal<Stmt>) -> Result<Vec<Value>, SqlE
             }
             (Some(ty), true) => pgtypes::parse_binary(bytes, oid, ty)?,
             (None, false) => Value::Text(String::from_utf8_lossy(bytes).into_owned()),
-            (None, true) => Value::Text(binary_array_to_text(bytes)?),
+            (None, true) => Value::Text(pgtypes::binary_array_to_text(bytes)?),
         };
         out.push(v);
     }
     Ok(out)
-}
-
-/// A binary-format one-dimensional array as its text literal `{a,b}`.
-fn binary_array_to_text(b: &[u8]) -> Result<String, SqlError> {
-    let bad =
-        || SqlError::InvalidParameter("incorrect binary data format in array parameter".into());
-    let rd = |at: usize| -> Result<i32, SqlError> {
-        b.get(at..at + 4)
-            .map(|s| i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
-            .ok_or_else(bad)
-    };
-    let ndim = rd(0)?;
-    let elem_oid = rd(8)? as u32;
-    if ndim == 0 {
-        return Ok("{}".into());
-    }
-    if ndim != 1 {
-        return Err(SqlError::FeatureNotSupported(
-            "only one-dimensional array parameters are supported".into(),
-        ));
-    }
-    let n = rd(12)?.max(0) as usize;
-    let mut pos = 20;
-    let ty = column_type_for_oid(elem_oid).unwrap_or(ColumnType::Text);
-    let mut parts = Vec::with_capacity(n);
-    for _ in 0..n {
-        let len = rd(pos)?;
-        pos += 4;
-        if len < 0 {
-            parts.push("NULL".to_string());
-            continue;
-        }
-        let data = b.get(pos..pos + len as usize).ok_or_else(bad)?;
-        pos += len as usize;
-        let v = pgtypes::parse_binary(data, elem_oid, ty)?;
-        let t = pgtypes::value_text(&v, None);
-        parts.push(format!(
-            "\"{}\"",
-            t.replace('\\', "\\\\").replace('"', "\\\"")
-        ));
-    }
-    Ok(format!("{{{}}}", parts.join(",")))
 }
 
 #[async_trait]
@@ -707,6 +679,20 @@ impl ExtendedQueryHandler for Backend {
 
     fn query_parser(&self) -> Arc<Self::QueryParser> {
         Arc::clone(&self.parser)
+    }
+
+    async fn on_sync<C>(
+        &self,
+        client: &mut C,
+        _message: pgwire::messages::extendedquery::Sync,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        crate::txn_status::on_sync(self, client).await
     }
 
     async fn do_query<C>(
@@ -776,8 +762,21 @@ impl CopyHandler for Backend {
                 "no COPY in progress".into(),
             )));
         };
-        let result = tokio::task::block_in_place(move || c.finish());
+        let result = match tokio::task::block_in_place(move || c.finish()) {
+            Ok(eddy_sql::copy::CopyFinish::Committed(n)) => Ok(n),
+            Ok(eddy_sql::copy::CopyFinish::InTransaction { table, batches }) => {
+                with_session(client, self, move |s| {
+                    Box::pin(async move { s.copy_into_transaction(&table, batches) })
+                })
+                .await
+            }
+            Err(e) => Err(e),
+        };
         self.metrics.record("copy", start.elapsed(), result.is_ok());
+        if result.is_err() {
+            crate::txn_status::note_error(client, self).await;
+        }
+        crate::txn_status::sync_status(client, self).await;
         match result {
             Ok(n) => {
                 let tag = Tag::new("COPY").with_rows(n as usize);
@@ -798,6 +797,8 @@ impl CopyHandler for Backend {
     {
         let s = slot(client, self);
         drop(s.copy_in.lock().take());
+        crate::txn_status::note_error(client, self).await;
+        crate::txn_status::sync_status(client, self).await;
         PgWireError::UserError(Box::new(ErrorInfo::new(
             "ERROR".into(),
             "57014".into(),

@@ -48,6 +48,7 @@ pub fn index_oid(t: &Table) -> i64 {
 pub struct PublicSchema {
     engine: Arc<Engine>,
     scan_filters: Arc<std::sync::atomic::AtomicBool>,
+    view: Arc<crate::provider::ReadView>,
 }
 
 impl std::fmt::Debug for PublicSchema {
@@ -68,10 +69,12 @@ impl PublicSchema {
     pub fn new(
         engine: Arc<Engine>,
         scan_filters: Arc<std::sync::atomic::AtomicBool>,
+        view: Arc<crate::provider::ReadView>,
     ) -> PublicSchema {
         PublicSchema {
             engine,
             scan_filters,
+            view,
         }
     }
 }
@@ -89,8 +92,11 @@ impl SchemaProvider for PublicSchema {
     async fn table(&self, name: &str) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
         Ok(self.engine.table(name).map(|t| {
             let scan_filters = self.scan_filters.load(std::sync::atomic::Ordering::Relaxed);
-            Arc::new(EddyTable::new(t, false).with_scan_filters(scan_filters))
-                as Arc<dyn TableProvider>
+            Arc::new(
+                EddyTable::new(t, false)
+                    .with_scan_filters(scan_filters)
+                    .with_view(Arc::clone(&self.view)),
+            ) as Arc<dyn TableProvider>
         }))
     }
 

@@ -3,8 +3,10 @@
 //! and binary formats (and Parquet for files read).
 //!
 //! Invariants:
-//! * a COPY is one `BulkLoader::commit`: a malformed row drops the loader,
-//!   so nothing of a failed COPY is ever visible;
+//! * outside a transaction block a COPY is one `BulkLoader::commit`: a
+//!   malformed row drops the loader, so nothing of a failed COPY is ever
+//!   visible; inside a block its rows go into the transaction like an
+//!   INSERT's (a duplicate key is 23505) and commit with it;
 //! * a malformed row is reported with its line number, column and reason
 //!   (22P04 for the shape of a line, 22P02 for a value);
 //! * COPY into a table with a primary key replaces rows with an equal key
@@ -229,11 +231,12 @@ pub async fn start(
             })
             .collect::<Result<_>>()?
     };
-    let mut copy_in = CopyIn::new(table, targets, opts.clone())?;
+    let in_block = session.in_transaction_block();
+    let mut copy_in = CopyIn::new(table, targets, opts.clone(), in_block)?;
     match target {
         CopyTarget::Stdin => Ok(Output::CopyIn(Box::new(copy_in))),
         CopyTarget::File { filename } => {
-            let n = if opts.format == CopyFormat::Parquet {
+            let done = if opts.format == CopyFormat::Parquet {
                 load_parquet(&filename, copy_in)?
             } else {
                 let data = std::fs::read(&filename).map_err(|e| SqlError::Io {
@@ -245,6 +248,12 @@ pub async fn start(
                 }
                 copy_in.finish()?
             };
+            let n = match done {
+                CopyFinish::Committed(n) => n,
+                CopyFinish::InTransaction { table, batches } => {
+                    session.copy_into_transaction(&table, batches)?
+                }
+            };
             Ok(Output::Command(format!("COPY {n}")))
         }
         _ => Err(SqlError::FeatureNotSupported(
@@ -253,7 +262,7 @@ pub async fn start(
     }
 }
 
-fn load_parquet(path: &str, mut copy_in: CopyIn) -> Result<u64> {
+fn load_parquet(path: &str, mut copy_in: CopyIn) -> Result<CopyFinish> {
     use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     let file = std::fs::File::open(path).map_err(|e| SqlError::Io {
         path: path.to_string(),
@@ -286,11 +295,21 @@ fn load_parquet(path: &str, mut copy_in: CopyIn) -> Result<u64> {
         }
         let b = RecordBatch::try_new(copy_in.table.schema(), arrays)?;
         copy_in.rows += b.num_rows() as u64;
-        copy_in.loader.push(b)?;
+        copy_in.push(b)?;
         tracing::info!(table = %def.name, rows = copy_in.rows, "COPY progress");
     }
-    let n = copy_in.loader.commit()?;
-    Ok(n)
+    copy_in.commit()
+}
+
+/// How a COPY FROM ended.
+pub enum CopyFinish {
+    /// Loaded and committed (outside a transaction block): the row count.
+    Committed(u64),
+    /// Parsed inside a transaction block: the rows go into the transaction.
+    InTransaction {
+        table: Arc<Table>,
+        batches: Vec<RecordBatch>,
+    },
 }
 
 /// An in-progress COPY ... FROM: parses data as it arrives and pushes
@@ -300,7 +319,10 @@ pub struct CopyIn {
     targets: Vec<usize>,
     types: Vec<ColumnType>,
     opts: CopyOptions,
-    loader: BulkLoader,
+    /// Outside a transaction block; inside one the batches are kept in
+    /// `pending` and go into the transaction when the COPY ends.
+    loader: Option<BulkLoader>,
+    pending: Vec<RecordBatch>,
     builders: Vec<Box<dyn ArrayBuilder>>,
     pending_rows: usize,
     rows: u64,
@@ -314,16 +336,22 @@ pub struct CopyIn {
 }
 
 impl CopyIn {
-    fn new(table: Arc<Table>, targets: Vec<usize>, opts: CopyOptions) -> Result<CopyIn> {
+    fn new(
+        table: Arc<Table>,
+        targets: Vec<usize>,
+        opts: CopyOptions,
+        in_transaction: bool,
+    ) -> Result<CopyIn> {
         let types: Vec<ColumnType> = table.def().columns.iter().map(|c| c.ty).collect();
         let builders = types.iter().map(|t| builder_for(*t, BATCH_ROWS)).collect();
-        let loader = table.bulk_loader();
+        let loader = (!in_transaction).then(|| table.bulk_loader());
         Ok(CopyIn {
             table,
             targets,
             types,
             opts,
             loader,
+            pending: Vec::new(),
             builders,
             pending_rows: 0,
             rows: 0,
@@ -365,18 +393,48 @@ impl CopyIn {
         Ok(())
     }
 
-    /// Finish: parse what is left and commit. Returns the rows loaded.
-    pub fn finish(mut self) -> Result<u64> {
+    /// Finish: parse what is left and commit (outside a transaction
+    /// block), or hand the rows to the caller for the open transaction.
+    pub fn finish(mut self) -> Result<CopyFinish> {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
         self.process(true)?;
         self.flush_batch()?;
+        self.commit()
+    }
+
+    fn push(&mut self, batch: RecordBatch) -> Result<()> {
+        match &mut self.loader {
+            Some(l) => l.push(batch)?,
+            None => {
+                let rows: usize = self.pending.iter().map(|b| b.num_rows()).sum();
+                if rows + batch.num_rows() > crate::txn::MAX_TXN_ROWS {
+                    return Err(SqlError::FeatureNotSupported(format!(
+                        "COPY inside a transaction block is limited to {} rows; run it outside the block",
+                        crate::txn::MAX_TXN_ROWS
+                    )));
+                }
+                self.pending.push(batch);
+            }
+        }
+        Ok(())
+    }
+
+    fn commit(self) -> Result<CopyFinish> {
         let rows = self.rows;
         let name = self.table.def().name.clone();
-        let n = self.loader.commit()?;
-        tracing::info!(table = %name, rows, "COPY committed");
-        Ok(n)
+        match self.loader {
+            Some(l) => {
+                let n = l.commit()?;
+                tracing::info!(table = %name, rows, "COPY committed");
+                Ok(CopyFinish::Committed(n))
+            }
+            None => Ok(CopyFinish::InTransaction {
+                table: self.table,
+                batches: self.pending,
+            }),
+        }
     }
 
     fn process(&mut self, at_end: bool) -> Result<()> {
@@ -508,7 +566,7 @@ impl CopyIn {
         let batch = RecordBatch::try_new(self.table.schema(), arrays)?;
         self.rows += self.pending_rows as u64;
         self.pending_rows = 0;
-        self.loader.push(batch)?;
+        self.push(batch)?;
         if self.rows.is_multiple_of(BATCH_ROWS as u64 * 16) {
             tracing::info!(table = %self.table.def().name, rows = self.rows, "COPY progress");
         }

@@ -33,6 +33,18 @@ pub enum SqlError {
     InvalidText(String),
     #[error("{0}")]
     InvalidParameter(String),
+    /// A binary-format value whose bytes are not a valid encoding (22P03).
+    #[error("{0}")]
+    InvalidBinary(String),
+    /// Date/time text that is not a date or time at all (22007).
+    #[error("{0}")]
+    InvalidDatetime(String),
+    /// A date or time outside what Eddy (or PostgreSQL) can represent (22008).
+    #[error("{0}")]
+    DatetimeOverflow(String),
+    /// `$n` with no such parameter, or a number above 65535 (42P02).
+    #[error("there is no parameter {0}")]
+    UndefinedParameter(String),
     #[error("unrecognized configuration parameter \"{0}\"")]
     UnknownSetting(String),
     #[error("{0}")]
@@ -49,6 +61,18 @@ pub enum SqlError {
     QueryCanceled,
     #[error("prepared statement expects {expected} parameters, got {got}")]
     WrongParameterCount { expected: usize, got: usize },
+    /// Any statement but ROLLBACK after an error in a transaction block.
+    #[error("current transaction is aborted, commands ignored until end of transaction block")]
+    InFailedTransaction,
+    /// A statement that cannot run inside a transaction block (25001).
+    #[error("{0} cannot run inside a transaction block")]
+    ActiveTransaction(String),
+    #[error("cannot execute {0} in a read-only transaction")]
+    ReadOnlyTransaction(String),
+    #[error("savepoint \"{0}\" does not exist")]
+    NoSuchSavepoint(String),
+    #[error("{0} can only be used in transaction blocks")]
+    NoActiveTransaction(String),
 
     // ---- the environment ----
     #[error(transparent)]
@@ -93,6 +117,10 @@ impl SqlError {
             SqlError::DatatypeMismatch(_) => "42804",
             SqlError::InvalidText(_) => "22P02",
             SqlError::InvalidParameter(_) => "22023",
+            SqlError::InvalidBinary(_) => "22P03",
+            SqlError::InvalidDatetime(_) => "22007",
+            SqlError::DatetimeOverflow(_) => "22008",
+            SqlError::UndefinedParameter(_) => "42P02",
             SqlError::UnknownSetting(_) => "42704",
             SqlError::BadCopyFile(_) => "22P04",
             SqlError::UniqueViolation(_) => "23505",
@@ -101,6 +129,11 @@ impl SqlError {
             SqlError::NumericOutOfRange(_) => "22003",
             SqlError::QueryCanceled => "57014",
             SqlError::WrongParameterCount { .. } => "08P01",
+            SqlError::InFailedTransaction => "25P02",
+            SqlError::ActiveTransaction(_) => "25001",
+            SqlError::ReadOnlyTransaction(_) => "25006",
+            SqlError::NoSuchSavepoint(_) => "3B001",
+            SqlError::NoActiveTransaction(_) => "25P01",
             SqlError::Storage(e) => e.sqlstate(),
             SqlError::Io { source, .. } => match source.kind() {
                 std::io::ErrorKind::NotFound => "58P01",

@@ -24,7 +24,7 @@ use datafusion::sql::sqlparser::ast::{
     TableFactor, TableObject, UnaryOperator, Value as SqlValue,
 };
 use eddy_common::{ColumnType, Row, TableDef, Value};
-use eddy_storage::{ConflictUpdateFn, Engine, OnConflict, Table, WriteOp};
+use eddy_storage::{ConflictUpdateFn, Engine, Key, LockMode, LockWait, OnConflict, Table, WriteOp};
 
 use crate::error::{Result, SqlError};
 use crate::pgtypes::{self, coerce_value, oid_for_column_type, parse_text};
@@ -553,6 +553,79 @@ fn table_of(engine: &Arc<Engine>, name: &str) -> Result<Arc<Table>> {
 }
 
 /// Run a fixed plan (blocking: call from a blocking context).
+/// The row a fixed-plan write must lock: UPDATE and DELETE by key, and
+/// INSERT with ON CONFLICT (which reads the row it may replace). A plain
+/// INSERT needs no lock: storage checks duplicates under its commit lock.
+fn write_target(
+    plan: &FastPlan,
+    engine: &Arc<Engine>,
+    params: &[Value],
+) -> Result<Option<(Arc<Table>, Key)>> {
+    match plan {
+        FastPlan::Update { table, key, .. } | FastPlan::Delete { table, key, .. } => {
+            let t = table_of(engine, table)?;
+            let def = t.def().clone();
+            let vals: Vec<Value> = key
+                .iter()
+                .zip(&def.primary_key)
+                .map(|(s, k)| resolve(s, params, def.columns[*k].ty))
+                .collect::<Result<_>>()?;
+            if vals.iter().any(|v| v.is_null()) {
+                return Ok(None);
+            }
+            let k = t.key_of(&vals)?;
+            Ok(Some((t, k)))
+        }
+        FastPlan::Insert {
+            table,
+            targets,
+            values,
+            on_conflict,
+            ..
+        } if !matches!(on_conflict, OnConflict::Error) => {
+            let t = table_of(engine, table)?;
+            let def = t.def().clone();
+            if !def.has_primary_key() {
+                return Ok(None);
+            }
+            let mut row = vec![Value::Null; def.columns.len()];
+            for (src, &target) in values.iter().zip(targets) {
+                if let Some(col) = def.columns.get(target) {
+                    row[target] = resolve(src, params, col.ty)?;
+                }
+            }
+            let k = eddy_storage::engine::key_for_row(&def, &row, 0);
+            Ok(Some((t, k)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Runs a fixed plan in autocommit, holding the lock of the row it writes
+/// (waiting for a transaction that holds it) while it writes.
+pub fn execute_locked(
+    plan: &FastPlan,
+    engine: &Arc<Engine>,
+    params: &[Value],
+    lock_timeout: Option<std::time::Duration>,
+) -> Result<Output> {
+    let Some((t, key)) = write_target(plan, engine, params)? else {
+        return execute(plan, engine, params);
+    };
+    let owner = engine.begin_txn();
+    engine.locks().lock(
+        owner,
+        t.def().id,
+        key.as_bytes(),
+        LockMode::Exclusive,
+        LockWait::Block(lock_timeout),
+        &t.def().name,
+    )?;
+    let r = execute(plan, engine, params);
+    engine.locks().release_all(owner);
+    r
+}
+
 pub fn execute(plan: &FastPlan, engine: &Arc<Engine>, params: &[Value]) -> Result<Output> {
     match plan {
         FastPlan::Get {

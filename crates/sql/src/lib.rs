@@ -30,6 +30,7 @@ pub mod provider;
 pub mod rewrite;
 pub mod scan_filter;
 pub mod session;
+pub mod txn;
 
 pub use error::{Result, SqlError};
 pub use session::{Database, Output, Prepared, ResultColumn, Session};

@@ -40,9 +40,36 @@ use crate::scan_filter::{RowFilters, ScanFilter};
 /// Name of the hidden key column of DML scans.
 pub const KEY_COLUMN: &str = "_eddy_key";
 
+/// The snapshots the session's current statement reads, by table: one
+/// consistent cut, overlaid with the transaction's own writes. A table not
+/// in it is read at a snapshot taken when the scan is planned.
+#[derive(Default)]
+pub struct ReadView {
+    snapshots:
+        parking_lot::Mutex<std::collections::HashMap<eddy_common::TableId, Arc<TableSnapshot>>>,
+}
+
+impl fmt::Debug for ReadView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ReadView")
+    }
+}
+
+impl ReadView {
+    /// Installs the snapshots of the next statement.
+    pub fn set(&self, snaps: std::collections::HashMap<eddy_common::TableId, Arc<TableSnapshot>>) {
+        *self.snapshots.lock() = snaps;
+    }
+
+    pub fn get(&self, table: eddy_common::TableId) -> Option<Arc<TableSnapshot>> {
+        self.snapshots.lock().get(&table).cloned()
+    }
+}
+
 /// One Eddy table as a DataFusion table.
 pub struct EddyTable {
     table: Arc<Table>,
+    view: Option<Arc<ReadView>>,
     schema: SchemaRef,
     /// Expose the hidden `_eddy_key` column last (UPDATE/DELETE scans).
     with_key: bool,
@@ -80,6 +107,7 @@ impl EddyTable {
         };
         EddyTable {
             table,
+            view: None,
             schema,
             with_key,
             snapshot: OnceLock::new(),
@@ -94,11 +122,19 @@ impl EddyTable {
         self
     }
 
+    /// Reads through the session's statement snapshots.
+    pub fn with_view(mut self, view: Arc<ReadView>) -> EddyTable {
+        self.view = Some(view);
+        self
+    }
+
     fn snapshot(&self) -> Arc<TableSnapshot> {
-        Arc::clone(
-            self.snapshot
-                .get_or_init(|| Arc::new(self.table.snapshot())),
-        )
+        Arc::clone(self.snapshot.get_or_init(|| {
+            self.view
+                .as_ref()
+                .and_then(|v| v.get(self.table.def().id))
+                .unwrap_or_else(|| Arc::new(self.table.snapshot()))
+        }))
     }
 
     /// Rows of the statement's snapshot (an upper bound: deletes not yet

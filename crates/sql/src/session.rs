@@ -3,9 +3,13 @@
 //! DataFusion).
 //!
 //! Invariants:
-//! * every statement is atomic on its own: it ends in one `Table::write`,
-//!   one `BulkLoader::commit`, or no write at all; BEGIN/COMMIT/ROLLBACK are
-//!   accepted for client compatibility and do not group statements;
+//! * every statement runs in a transaction ([`crate::txn`]): the session's
+//!   open block (BEGIN ... COMMIT), or an implicit one committed when the
+//!   statement ends; a statement's writes go to the transaction, never
+//!   straight to storage (exceptions: a plain autocommit INSERT and COPY
+//!   outside a block are one atomic `Table::write` / `BulkLoader::commit`);
+//! * after an error inside a block every statement but ROLLBACK (or
+//!   ROLLBACK TO a savepoint) fails with 25P02;
 //! * a query's snapshot is taken while it is planned (before `execute`
 //!   returns), so a later statement in the same request cannot leak into it;
 //! * storage calls block, so they run under `block_in_place` (the server
@@ -26,11 +30,11 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    AlterTableOperation, ColumnOption, Expr, FromTable, ObjectType, OnConflictAction, OnInsert,
-    Query, SetExpr, Statement, TableConstraint, TableFactor, TableObject,
+    AlterTableOperation, ColumnOption, Expr, ObjectType, Query, SetExpr, Statement,
+    TableConstraint, TableFactor,
 };
-use eddy_common::{ColumnDef, ColumnType, Orientation, Row, Value};
-use eddy_storage::{CreateTable, Engine, Key, OnConflict, Table, WriteOp};
+use eddy_common::{ColumnDef, ColumnType, Orientation, Value};
+use eddy_storage::{CreateTable, Engine, Table};
 use futures::StreamExt;
 
 use crate::catalog::{pg_functions, PgCatalogSchema, PublicSchema};
@@ -38,8 +42,11 @@ use crate::copy::{self, CopyIn, CopyOut};
 use crate::error::{Result, SqlError};
 use crate::fastpath::{self, FastPlan};
 use crate::pgtypes::{self, column_type_from_sql, oid, pg_oid};
-use crate::provider::{EddyTable, KEY_COLUMN};
 use crate::rewrite::{self, ident_name, table_name};
+use crate::txn::Transaction;
+
+mod control;
+mod dml;
 
 /// Session settings reported by SHOW and pg_settings, with their defaults.
 pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
@@ -47,13 +54,16 @@ pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
     ("client_encoding", "UTF8"),
     ("datestyle", "ISO, MDY"),
     ("default_transaction_isolation", "read committed"),
+    ("default_transaction_read_only", "off"),
     ("eddy.gpu", "auto"),
     ("extra_float_digits", "1"),
+    ("idle_in_transaction_session_timeout", "0"),
     ("integer_datetimes", "on"),
     ("intervalstyle", "postgres"),
     ("is_superuser", "on"),
     ("lc_collate", "C"),
     ("lc_ctype", "C"),
+    ("lock_timeout", "0"),
     ("max_identifier_length", "63"),
     ("search_path", "\"$user\", public"),
     ("server_encoding", "UTF8"),
@@ -154,6 +164,19 @@ pub struct Session {
     dml_schema: Arc<MemorySchemaProvider>,
     settings: BTreeMap<String, String>,
     user: String,
+    /// The statement snapshots scans read (shared with the `public` schema).
+    view: Arc<crate::provider::ReadView>,
+    /// The open transaction: a BEGIN block, or the implicit transaction of
+    /// the statement running now.
+    txn: Option<Transaction>,
+}
+
+/// Where a session stands, as ReadyForQuery reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxnStatus {
+    Idle,
+    InBlock,
+    Failed,
 }
 
 fn run_blocking<T>(f: impl FnOnce() -> T) -> T {
@@ -201,11 +224,13 @@ impl Session {
         let ctx = SessionContext::new_with_state(state);
         let catalog = MemoryCatalogProvider::new();
         let scan_filters = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let view = Arc::new(crate::provider::ReadView::default());
         catalog.register_schema(
             "public",
             Arc::new(PublicSchema::new(
                 Arc::clone(&db.engine),
                 Arc::clone(&scan_filters),
+                Arc::clone(&view),
             )),
         )?;
         catalog.register_schema(
@@ -232,6 +257,8 @@ impl Session {
             dml_schema,
             settings,
             user: user.to_string(),
+            view,
+            txn: None,
         };
         session.refresh_scan_filters();
         Ok(session)
@@ -370,11 +397,19 @@ impl Session {
                 got: params.len(),
             });
         }
-        if let Some(f) = &p.fast {
+        if self.txn.as_ref().is_some_and(|t| t.aborted)
+            && !p.stmt.as_ref().is_some_and(control::allowed_when_aborted)
+        {
+            return Err(SqlError::InFailedTransaction);
+        }
+        // Fixed plans run in autocommit only: inside a block the general
+        // path reads the transaction's snapshot and own writes.
+        if let (Some(f), None) = (&p.fast, &self.txn) {
             let f = f.clone();
             let params = params.to_vec();
             let engine = Arc::clone(&self.db.engine);
-            return run_blocking(move || fastpath::execute(&f, &engine, &params));
+            let timeout = self.lock_timeout()?;
+            return run_blocking(move || fastpath::execute_locked(&f, &engine, &params, timeout));
         }
         match &p.stmt {
             None if p.sql.is_empty() => Ok(Output::Empty),
@@ -492,9 +527,75 @@ impl Session {
         rewrite::pg_compat(stmt, &|n| engine.table(n).is_some());
     }
 
-    async fn execute_statement(&mut self, mut stmt: Statement) -> Result<Output> {
+    /// Runs one statement in the open transaction block, or in an implicit
+    /// transaction of its own that commits when it succeeds.
+    async fn execute_statement(&mut self, stmt: Statement) -> Result<Output> {
+        if control::is_transaction_control(&stmt) {
+            return self.transaction_control(stmt);
+        }
+        if self.txn.as_ref().is_some_and(|t| t.aborted) {
+            return Err(SqlError::InFailedTransaction);
+        }
+        if let Some(t) = &self.txn {
+            if t.read_only && control::writes(&stmt) {
+                return Err(SqlError::ReadOnlyTransaction(
+                    statement_kind(&stmt.to_string()).to_uppercase(),
+                ));
+            }
+            let r = self.dispatch(stmt).await;
+            if r.is_err() {
+                self.note_error();
+            }
+            return r;
+        }
+        let (isolation, read_only) = self.default_modes()?;
+        if read_only && control::writes(&stmt) {
+            return Err(SqlError::ReadOnlyTransaction(
+                statement_kind(&stmt.to_string()).to_uppercase(),
+            ));
+        }
+        let mut txn = Transaction::new(Arc::clone(&self.db.engine), isolation, read_only, false);
+        txn.lock_timeout = self.lock_timeout()?;
+        self.txn = Some(txn);
+        let r = self.dispatch(stmt).await;
+        let txn = self.txn.take();
+        match (r, txn) {
+            (Ok(out), Some(txn)) => {
+                let dropped = txn.created_tables.clone();
+                let engine = Arc::clone(&self.db.engine);
+                match run_blocking(|| txn.commit()) {
+                    Ok(()) => Ok(out),
+                    Err(e) => {
+                        self.drop_tables(&dropped);
+                        let _ = engine;
+                        Err(e)
+                    }
+                }
+            }
+            (r, Some(txn)) => {
+                let dropped = txn.created_tables.clone();
+                drop(txn);
+                self.drop_tables(&dropped);
+                r
+            }
+            (r, None) => r,
+        }
+    }
+
+    async fn dispatch(&mut self, mut stmt: Statement) -> Result<Output> {
         match stmt {
-            Statement::Query(_) | Statement::Explain { .. } => {
+            Statement::Query(ref q) => {
+                if !q.locks.is_empty() {
+                    return Err(SqlError::FeatureNotSupported(
+                        "SELECT ... FOR UPDATE / FOR SHARE is not supported yet".into(),
+                    ));
+                }
+                self.install_view(&stmt)?;
+                self.compat(&mut stmt);
+                self.run_query(stmt).await
+            }
+            Statement::Explain { .. } => {
+                self.install_view(&stmt)?;
                 self.compat(&mut stmt);
                 self.run_query(stmt).await
             }
@@ -508,6 +609,7 @@ impl Session {
                 names,
                 ..
             } => {
+                self.refuse_in_block("DROP TABLE")?;
                 if object_type != ObjectType::Table {
                     return Err(SqlError::FeatureNotSupported(format!(
                         "DROP {object_type} is not supported"
@@ -527,17 +629,16 @@ impl Session {
                 Ok(Output::Command("DROP TABLE".into()))
             }
             Statement::Truncate(t) => {
+                let mut tables = Vec::new();
                 for target in &t.table_names {
-                    let name = table_name(&target.name)?;
-                    let engine = Arc::clone(&self.db.engine);
-                    if engine.table(&name).is_none() {
-                        return Err(SqlError::UndefinedTable(name));
-                    }
-                    run_blocking(|| engine.truncate_table(&name))?;
+                    tables.push(self.table(&table_name(&target.name)?)?);
                 }
-                Ok(Output::Command("TRUNCATE TABLE".into()))
+                self.truncate(tables)
             }
-            Statement::AlterTable(at) => self.alter_table(at).await,
+            Statement::AlterTable(at) => {
+                self.refuse_in_block("ALTER TABLE")?;
+                self.alter_table(at).await
+            }
             Statement::Copy {
                 source,
                 to,
@@ -558,17 +659,13 @@ impl Session {
                 )
                 .await
             }
-            Statement::StartTransaction { .. } => Ok(Output::TxnStart("BEGIN".into())),
-            Statement::Commit { .. } => Ok(Output::TxnEnd("COMMIT".into())),
-            Statement::Rollback { .. } => Ok(Output::TxnEnd("ROLLBACK".into())),
-            Statement::Savepoint { .. } => Ok(Output::Command("SAVEPOINT".into())),
-            Statement::ReleaseSavepoint { .. } => Ok(Output::Command("RELEASE".into())),
             Statement::Set(set) => self.set(set),
             Statement::ShowVariable { variable } => self.show(&variable),
             Statement::Discard { .. } => Ok(Output::Command("DISCARD ALL".into())),
             Statement::Deallocate { .. } => Ok(Output::Command("DEALLOCATE".into())),
             Statement::Analyze(_) => Ok(Output::Command("ANALYZE".into())),
             Statement::Vacuum(_) => {
+                self.refuse_in_block("VACUUM")?;
                 let engine = Arc::clone(&self.db.engine);
                 run_blocking(|| engine.compact(None))?;
                 Ok(Output::Command("VACUUM".into()))
@@ -667,8 +764,14 @@ impl Session {
                     .collect::<Vec<_>>()
                     .join(", ");
                 self.apply_gpu_setting(&name, &value)?;
+                let value = self.check_transaction_setting(&name, value)?;
                 self.settings.insert(name, value);
             }
+            S::SetTransaction {
+                modes,
+                snapshot,
+                session,
+            } => return self.set_transaction(&modes, snapshot.is_some(), session),
             S::SetTimeZone { value, .. } => {
                 self.settings.insert(
                     "timezone".into(),
@@ -692,11 +795,19 @@ impl Session {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .unzip()
         } else {
-            let key = if name == "time zone" {
-                "timezone".to_string()
-            } else {
-                name.clone()
+            let key = match name.as_str() {
+                "time zone" => "timezone".to_string(),
+                "transaction isolation level" => "transaction_isolation".to_string(),
+                _ => name.clone(),
             };
+            if let Some(v) = self.transaction_setting(&key) {
+                let schema = Arc::new(Schema::new(vec![Field::new(&key, DataType::Utf8, false)]));
+                let batch = RecordBatch::try_new(
+                    Arc::clone(&schema),
+                    vec![Arc::new(StringArray::from(vec![v])) as ArrayRef],
+                )?;
+                return Ok(batches_output(schema, vec![batch]));
+            }
             let v = self
                 .settings
                 .get(&key)
@@ -797,6 +908,7 @@ impl Session {
         }
         let opts = parse_table_options(&ct.table_options, &columns)?;
         if let Some(q) = ct.query {
+            self.refuse_in_block("CREATE TABLE AS")?;
             return self.create_table_as(name, *q, opts).await;
         }
         if columns.is_empty() {
@@ -819,7 +931,13 @@ impl Session {
             shard_count: opts.shard_count,
         };
         let engine = Arc::clone(&self.db.engine);
+        let table_name = spec.name.clone();
         run_blocking(|| engine.create_table(spec))?;
+        // Inside a block, ROLLBACK drops it again (see transactions.md for
+        // what this does not cover: others see it before COMMIT).
+        if let Some(t) = self.txn.as_mut() {
+            t.created_tables.push(table_name);
+        }
         Ok(Output::Command("CREATE TABLE".into()))
     }
 
@@ -1036,281 +1154,6 @@ impl Session {
     }
 
     // ---- DML ---------------------------------------------------------------
-
-    async fn insert(&mut self, ins: datafusion::sql::sqlparser::ast::Insert) -> Result<Output> {
-        let tname = match &ins.table {
-            TableObject::TableName(n) => table_name(n)?,
-            _ => {
-                return Err(SqlError::FeatureNotSupported(
-                    "INSERT INTO must name a table".into(),
-                ))
-            }
-        };
-        if ins.returning.is_some() {
-            return Err(SqlError::FeatureNotSupported(
-                "RETURNING is not supported".into(),
-            ));
-        }
-        let table = self.table(&tname)?;
-        let def = table.def().clone();
-        let targets: Vec<usize> = if ins.columns.is_empty() {
-            (0..def.columns.len()).collect()
-        } else {
-            ins.columns
-                .iter()
-                .map(|c| {
-                    let n =
-                        c.0.last()
-                            .map(|p| match p {
-                                datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(id) => {
-                                    ident_name(id)
-                                }
-                                other => other.to_string(),
-                            })
-                            .unwrap_or_default();
-                    def.column_index(&n).ok_or_else(|| {
-                        SqlError::UndefinedColumn(format!("{n}\" of relation \"{tname}"))
-                    })
-                })
-                .collect::<Result<_>>()?
-        };
-        let source = ins.source.ok_or_else(|| {
-            SqlError::FeatureNotSupported("INSERT without VALUES or SELECT".into())
-        })?;
-        // Evaluate the source rows through DataFusion.
-        let mut stmt = Statement::Query(source);
-        self.compat(&mut stmt);
-        let batches = match self.run_query(stmt).await? {
-            Output::Rows { mut stream, .. } => {
-                let mut v = Vec::new();
-                while let Some(b) = stream.next().await {
-                    v.push(b?);
-                }
-                v
-            }
-            _ => vec![],
-        };
-        let mut rows: Vec<Row> = Vec::new();
-        for b in &batches {
-            if b.num_columns() != targets.len() {
-                return Err(SqlError::Syntax(if b.num_columns() > targets.len() {
-                    "INSERT has more expressions than target columns".into()
-                } else {
-                    "INSERT has more target columns than expressions".into()
-                }));
-            }
-            let mut arrays = Vec::with_capacity(targets.len());
-            for (i, &t) in targets.iter().enumerate() {
-                arrays.push(cast_column(
-                    b.column(i),
-                    def.columns[t].ty,
-                    &def.columns[t].name,
-                )?);
-            }
-            for r in 0..b.num_rows() {
-                let mut row = vec![Value::Null; def.columns.len()];
-                for (i, &t) in targets.iter().enumerate() {
-                    row[t] = pgtypes::cell_value(arrays[i].as_ref(), r, def.columns[t].ty)?;
-                }
-                rows.push(row);
-            }
-        }
-        let on_conflict = match ins.on {
-            None => OnConflict::Error,
-            Some(OnInsert::OnConflict(oc)) => match oc.action {
-                OnConflictAction::DoNothing => OnConflict::DoNothing,
-                OnConflictAction::DoUpdate(du) => {
-                    if !def.has_primary_key() {
-                        return Err(SqlError::InvalidDefinition(
-                            "there is no unique or exclusion constraint matching the ON CONFLICT specification".into(),
-                        ));
-                    }
-                    OnConflict::Update(fastpath::conflict_updater(
-                        &def,
-                        &tname,
-                        &du.assignments,
-                        du.selection.as_ref(),
-                    )?)
-                }
-            },
-            Some(OnInsert::DuplicateKeyUpdate(_)) => {
-                return Err(SqlError::FeatureNotSupported(
-                    "ON DUPLICATE KEY UPDATE is not supported".into(),
-                ))
-            }
-            Some(_) => {
-                return Err(SqlError::FeatureNotSupported(
-                    "unsupported ON clause".into(),
-                ))
-            }
-        };
-        let count_updates = matches!(on_conflict, OnConflict::Update(_));
-        let ops: Vec<WriteOp> = rows
-            .into_iter()
-            .map(|row| WriteOp::Insert {
-                row,
-                on_conflict: on_conflict.clone(),
-            })
-            .collect();
-        if ops.is_empty() {
-            return Ok(Output::Command("INSERT 0 0".into()));
-        }
-        let summary = run_blocking(|| table.write(ops))?;
-        let n = summary.inserted + if count_updates { summary.updated } else { 0 };
-        Ok(Output::Command(format!("INSERT 0 {n}")))
-    }
-
-    /// Run `SELECT <items>, _eddy_key FROM <table> AS alias WHERE ...` over
-    /// a key-exposing provider of the table; returns the batches.
-    async fn dml_scan(
-        &mut self,
-        table: &Arc<Table>,
-        alias: &str,
-        items: &str,
-        selection: Option<&Expr>,
-    ) -> Result<Vec<RecordBatch>> {
-        let reg = "__target";
-        let provider = Arc::new(EddyTable::new(Arc::clone(table), true));
-        self.dml_schema.register_table(reg.to_string(), provider)?;
-        let where_clause = selection.map(|e| format!(" WHERE {e}")).unwrap_or_default();
-        let sql = format!("SELECT {items} FROM eddy_dml.{reg} AS \"{alias}\"{where_clause}");
-        let result = self.query_batches(&sql).await;
-        let _ = self.dml_schema.deregister_table(reg);
-        Ok(result?.1)
-    }
-
-    async fn update(&mut self, upd: datafusion::sql::sqlparser::ast::Update) -> Result<Output> {
-        if upd.from.is_some() || upd.returning.is_some() {
-            return Err(SqlError::FeatureNotSupported(
-                "UPDATE ... FROM / RETURNING is not supported".into(),
-            ));
-        }
-        let (tname, alias) = relation_of(&upd.table.relation)?;
-        let table = self.table(&tname)?;
-        let def = table.def().clone();
-        let mut exprs: Vec<Option<Expr>> = vec![None; def.columns.len()];
-        for a in &upd.assignments {
-            let cname = match &a.target {
-                datafusion::sql::sqlparser::ast::AssignmentTarget::ColumnName(n) => {
-                    n.0.last()
-                        .map(|p| match p {
-                            datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(id) => {
-                                ident_name(id)
-                            }
-                            other => other.to_string(),
-                        })
-                        .unwrap_or_default()
-                }
-                other => return Err(SqlError::FeatureNotSupported(format!("UPDATE SET {other}"))),
-            };
-            let idx = def.column_index(&cname).ok_or_else(|| {
-                SqlError::UndefinedColumn(format!("{cname}\" of relation \"{tname}"))
-            })?;
-            exprs[idx] = Some(a.value.clone());
-        }
-        let items: Vec<String> = def
-            .columns
-            .iter()
-            .zip(&exprs)
-            .map(|(c, e)| match e {
-                Some(e) => format!("({e}) AS \"{}\"", c.name),
-                None => format!("\"{alias}\".\"{}\"", c.name),
-            })
-            .chain(std::iter::once(format!("\"{alias}\".\"{KEY_COLUMN}\"")))
-            .collect();
-        let batches = self
-            .dml_scan(&table, &alias, &items.join(", "), upd.selection.as_ref())
-            .await?;
-        let pk_changed = def.primary_key.iter().any(|k| exprs[*k].is_some());
-        let mut ops = Vec::new();
-        let mut n = 0u64;
-        for b in &batches {
-            let ncols = def.columns.len();
-            let mut arrays = Vec::with_capacity(ncols);
-            for (i, c) in def.columns.iter().enumerate() {
-                arrays.push(cast_column(b.column(i), c.ty, &c.name)?);
-            }
-            let keys = b.column(ncols);
-            let keys = keys
-                .as_any()
-                .downcast_ref::<datafusion::arrow::array::BinaryArray>()
-                .ok_or_else(|| SqlError::Internal("key column is not binary".into()))?;
-            for r in 0..b.num_rows() {
-                let row: Row = (0..ncols)
-                    .map(|i| pgtypes::cell_value(arrays[i].as_ref(), r, def.columns[i].ty))
-                    .collect::<Result<_>>()?;
-                if pk_changed || !def.has_primary_key() {
-                    ops.push(WriteOp::Delete {
-                        key: Key(keys.value(r).to_vec()),
-                    });
-                    ops.push(WriteOp::Insert {
-                        row,
-                        on_conflict: OnConflict::Error,
-                    });
-                } else {
-                    ops.push(WriteOp::Insert {
-                        row,
-                        on_conflict: OnConflict::Replace,
-                    });
-                }
-                n += 1;
-            }
-        }
-        if pk_changed {
-            // deletes first, so keys moving between rows do not collide
-            let (mut dels, ins): (Vec<WriteOp>, Vec<WriteOp>) = ops
-                .into_iter()
-                .partition(|o| matches!(o, WriteOp::Delete { .. }));
-            dels.extend(ins);
-            ops = dels;
-        }
-        if !ops.is_empty() {
-            run_blocking(|| table.write(ops))?;
-        }
-        Ok(Output::Command(format!("UPDATE {n}")))
-    }
-
-    async fn delete(&mut self, del: datafusion::sql::sqlparser::ast::Delete) -> Result<Output> {
-        if del.using.is_some() || del.returning.is_some() {
-            return Err(SqlError::FeatureNotSupported(
-                "DELETE ... USING / RETURNING is not supported".into(),
-            ));
-        }
-        let from = match &del.from {
-            FromTable::WithFromKeyword(v) | FromTable::WithoutKeyword(v) => v,
-        };
-        let rel = from
-            .first()
-            .ok_or_else(|| SqlError::Syntax("DELETE needs a table".into()))?;
-        let (tname, alias) = relation_of(&rel.relation)?;
-        let table = self.table(&tname)?;
-        let batches = self
-            .dml_scan(
-                &table,
-                &alias,
-                &format!("\"{alias}\".\"{KEY_COLUMN}\""),
-                del.selection.as_ref(),
-            )
-            .await?;
-        let mut ops = Vec::new();
-        for b in &batches {
-            let keys = b
-                .column(0)
-                .as_any()
-                .downcast_ref::<datafusion::arrow::array::BinaryArray>()
-                .ok_or_else(|| SqlError::Internal("key column is not binary".into()))?;
-            for r in 0..keys.len() {
-                ops.push(WriteOp::Delete {
-                    key: Key(keys.value(r).to_vec()),
-                });
-            }
-        }
-        let n = ops.len();
-        if n > 0 {
-            run_blocking(|| table.write(ops))?;
-        }
-        Ok(Output::Command(format!("DELETE {n}")))
-    }
 }
 
 /// Options of `CREATE TABLE ... WITH (...)`.

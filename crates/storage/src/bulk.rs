@@ -291,9 +291,9 @@ impl BulkLoader {
             0 => {}
             1 => {
                 let s = involved[0];
-                let (g, lsn) =
+                let (mut g, lsn) =
                     shards[s].bulk_prepare(&self.shards[s].files, eddy_common::TxnId(0))?;
-                shards[s].bulk_finish(g, &self.shards[s].files, lsn)?;
+                shards[s].bulk_finish(&mut g, &self.shards[s].files, lsn, true)?;
             }
             _ => {
                 let txn = engine.next_txn();
@@ -303,8 +303,13 @@ impl BulkLoader {
                     prepared.push((s, g, lsn));
                 }
                 engine.log_commit(txn)?;
-                for (s, g, lsn) in prepared {
-                    shards[s].bulk_finish(g, &self.shards[s].files, lsn)?;
+                for (s, g, lsn) in &mut prepared {
+                    shards[*s].bulk_finish(g, &self.shards[*s].files, *lsn, false)?;
+                }
+                // All shards become visible together (see `commit`).
+                let _gate = engine.publish_gate.write();
+                for (s, _, lsn) in &prepared {
+                    shards[*s].publish(*lsn);
                 }
             }
         }

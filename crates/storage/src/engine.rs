@@ -33,6 +33,7 @@ use crate::bulk::BulkLoader;
 use crate::codec::{self, encode_key_value, stable_hash, Key};
 use crate::error::{Result, StorageError};
 use crate::filestore::FileStore;
+use crate::locks::LockManager;
 use crate::manifest;
 use crate::shard::{OnConflict, Shard, ShardOp, ShardOpKind, WriteSummary};
 use crate::snapshot::TableSnapshot;
@@ -107,6 +108,12 @@ pub(crate) struct EngineInner {
     tables: RwLock<BTreeMap<String, Arc<Table>>>,
     txnlog: Mutex<Wal>,
     next_txn: AtomicU64,
+    /// Held shared while a snapshot reads the visible LSNs of several
+    /// shards, exclusively while a multi-shard commit publishes them: a
+    /// snapshot sees such a commit on all its shards or on none. Only
+    /// atomic stores run under the exclusive side.
+    pub(crate) publish_gate: RwLock<()>,
+    locks: LockManager,
     rowids: Mutex<(u64, u64)>,
     closed: AtomicBool,
     _lock: std::fs::File,
@@ -182,13 +189,22 @@ impl Engine {
         manifest::write_atomic(&cat_path, &catalog)?;
 
         let (txnlog, entries) = Wal::open(&dir.join("txnlog"), Lsn::ZERO, cfg.sync, 64 << 20)?;
-        let committed: HashSet<TxnId> = entries.iter().map(|e| TxnId(e.lsn.0)).collect();
+        // A commit record carries its transaction id (older records: the id
+        // was the record's LSN).
+        let committed: HashSet<TxnId> = entries
+            .iter()
+            .map(|e| match <[u8; 8]>::try_from(e.payload.as_slice()) {
+                Ok(b) => TxnId(u64::from_le_bytes(b)),
+                Err(_) => TxnId(e.lsn.0),
+            })
+            .collect();
+        let max_committed = committed.iter().map(|t| t.0).max().unwrap_or(0);
         // Transaction ids must never repeat, even after the commit log was
         // emptied: an aborted prepare record could otherwise look committed.
         let now_micros = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
-        let next_txn = txnlog.lsn_floor().0.max(now_micros) + 1;
+        let next_txn = txnlog.lsn_floor().0.max(now_micros).max(max_committed) + 1;
 
         let mut groups = HashMap::new();
         for g in &catalog.groups {
@@ -225,6 +241,8 @@ impl Engine {
             tables: RwLock::new(BTreeMap::new()),
             txnlog: Mutex::new(txnlog),
             next_txn: AtomicU64::new(next_txn),
+            publish_gate: RwLock::new(()),
+            locks: LockManager::default(),
             rowids: Mutex::new((rowid_start, rowid_start + (1 << 24))),
             closed: AtomicBool::new(false),
             _lock: lock,
@@ -242,8 +260,10 @@ impl Engine {
             // Every prepare record is now applied or discarded for good;
             // flush so the WALs no longer need the commit log.
             inner.flush_all()?;
-            let last = Lsn(next_txn - 1);
-            inner.txnlog.lock().truncate_through(last)?;
+            let mut log = inner.txnlog.lock();
+            let last = log.lsn_floor();
+            log.truncate_through(last)?;
+            drop(log);
             inner.next_txn.store(next_txn + 1, AtOrd::SeqCst);
         }
         let engine = Arc::new(Engine {
@@ -260,6 +280,10 @@ impl Engine {
         }
         tracing::info!(data_dir = %engine.inner.cfg.data_dir.display(), tables = engine.inner.tables.read().len(), "storage engine open");
         Ok(engine)
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<EngineInner> {
+        &self.inner
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -689,10 +713,19 @@ impl EngineInner {
         TxnId(self.next_txn.fetch_add(1, AtOrd::SeqCst))
     }
 
-    /// The commit point of a cross-shard transaction.
+    /// The commit point of a cross-shard transaction. Transaction ids are
+    /// handed out before the prepare phase, so concurrent transactions reach
+    /// this point in any order: the record gets the log's next sequence
+    /// number (never below the id, so the log's floor stays above every id
+    /// it holds) and carries the id as its payload.
     pub(crate) fn log_commit(&self, txn: TxnId) -> Result<()> {
         let mut log = self.txnlog.lock();
-        log.append(&[(Lsn(txn.0), &[])])
+        let seq = Lsn((log.lsn_floor().0 + 1).max(txn.0));
+        log.append(&[(seq, &txn.0.to_le_bytes())])
+    }
+
+    pub(crate) fn locks(&self) -> &LockManager {
+        &self.locks
     }
 }
 
@@ -834,7 +867,7 @@ impl Table {
         Ok(codec::encode_key(&pk.iter().collect::<Vec<_>>()))
     }
 
-    fn shard_of_pk(&self, pk: &[Value]) -> u32 {
+    pub(crate) fn shard_of_pk(&self, pk: &[Value]) -> u32 {
         let n = self.shard_count();
         let mut row = vec![Value::Null; self.def.columns.len()];
         for (v, &i) in pk.iter().zip(&self.def.primary_key) {
@@ -846,6 +879,38 @@ impl Table {
     /// Writes atomically: every operation or none; durable on return.
     pub fn write(&self, ops: Vec<WriteOp>) -> Result<WriteSummary> {
         let engine = self.engine()?;
+        let mut per_shard = self.route(&engine, ops)?;
+        match per_shard.len() {
+            0 => Ok(WriteSummary::default()),
+            1 => {
+                let Some((s, ops)) = per_shard.pop_first() else {
+                    return Ok(WriteSummary::default());
+                };
+                self.group.shards[s as usize].write(ops)
+            }
+            _ => {
+                let routed = per_shard
+                    .into_iter()
+                    .map(|(s, ops)| {
+                        let shard = Arc::clone(&self.group.shards[s as usize]);
+                        ((self.group.info.id, s), (shard, ops))
+                    })
+                    .collect();
+                engine.commit_routed(routed)
+            }
+        }
+    }
+
+    pub(crate) fn group_id(&self) -> TableGroupId {
+        self.group.info.id
+    }
+
+    /// Splits `ops` by the shard they belong to, checking each row.
+    pub(crate) fn route(
+        &self,
+        engine: &EngineInner,
+        ops: Vec<WriteOp>,
+    ) -> Result<BTreeMap<u32, Vec<ShardOp>>> {
         let n = self.shard_count();
         let no_pk = self.def.primary_key.is_empty();
         let inserts = ops
@@ -881,31 +946,7 @@ impl Table {
                 }
             }
         }
-        match per_shard.len() {
-            0 => Ok(WriteSummary::default()),
-            1 => {
-                let Some((s, ops)) = per_shard.pop_first() else {
-                    return Ok(WriteSummary::default());
-                };
-                self.group.shards[s as usize].write(ops)
-            }
-            _ => {
-                let txn = engine.next_txn();
-                let mut prepared = Vec::new();
-                for (s, ops) in &per_shard {
-                    let shard = &self.group.shards[*s as usize];
-                    // On error the guards of earlier shards drop here: their
-                    // prepare records are never committed.
-                    prepared.push((shard, shard.prepare(ops, txn)?));
-                }
-                engine.log_commit(txn)?;
-                let mut parts = Vec::new();
-                for (shard, (guard, p, lsn)) in prepared {
-                    parts.push(shard.finish(guard, p, lsn, true)?);
-                }
-                Ok(WriteSummary::merge(&parts))
-            }
-        }
+        Ok(per_shard)
     }
 
     /// The latest committed row with this primary key.

@@ -44,6 +44,16 @@ pub enum StorageError {
     #[error("ON CONFLICT DO UPDATE failed: {0}")]
     ConflictUpdate(String),
 
+    // ---- concurrency ----
+    #[error("deadlock detected: transaction {waiter} waits for transaction {holder}, which waits for it")]
+    Deadlock { waiter: u64, holder: u64 },
+    #[error("could not obtain lock on row in relation \"{0}\"")]
+    LockNotAvailable(String),
+    #[error("canceling statement due to lock timeout")]
+    LockTimeout,
+    #[error("could not serialize access due to concurrent update")]
+    SerializationFailure,
+
     // ---- environment ----
     #[error("I/O error on {path}: {source}")]
     Io {
@@ -105,6 +115,9 @@ impl StorageError {
             StorageError::WrongType { .. } => "42804",
             StorageError::WrongArity { .. } => "42601",
             StorageError::ConflictUpdate(_) => "22000",
+            StorageError::Deadlock { .. } => "40P01",
+            StorageError::LockNotAvailable(_) | StorageError::LockTimeout => "55P03",
+            StorageError::SerializationFailure => "40001",
             StorageError::Io { source, .. } if is_disk_full(source) => "53100",
             StorageError::Io { .. } => "58030",
             StorageError::ObjectStore(_) => "58030",

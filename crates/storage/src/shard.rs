@@ -45,6 +45,7 @@ use crate::delete_map::DeleteMap;
 use crate::error::{Result, StorageError};
 use crate::filestore::FileStore;
 use crate::manifest::{self, Manifest, TabletFiles};
+use crate::recent_writes::RecentWrites;
 use crate::row_tablet::{
     row_file_name, Entry, MergeIter, RowFile, RowFileBuilder, RowFileMeta, RowMemtable, RowVersion,
 };
@@ -201,12 +202,23 @@ pub struct Shard {
     commit: Mutex<CommitState>,
     queue: Mutex<Vec<Pending>>,
     poisoned: Mutex<Option<String>>,
+    /// Latest committed write per recently written key (conflict checks).
+    recent: Mutex<RecentWrites>,
 }
 
 /// The answer of a cross-shard prepare: what to apply once committed.
 pub struct Prepared {
     logged: Vec<LoggedOp>,
     summary: WriteSummary,
+}
+
+impl Prepared {
+    pub(crate) fn empty() -> Prepared {
+        Prepared {
+            logged: Vec::new(),
+            summary: WriteSummary::default(),
+        }
+    }
 }
 
 impl Shard {
@@ -258,6 +270,7 @@ impl Shard {
             }),
             queue: Mutex::new(Vec::new()),
             poisoned: Mutex::new(None),
+            recent: Mutex::new(RecentWrites::default()),
         };
         let mut st = shard.commit.lock();
         let mut last = st.manifest.flushed_lsn;
@@ -269,6 +282,7 @@ impl Shard {
         }
         st.next_lsn = last.0.max(st.wal.last_lsn().0) + 1;
         shard.visible.store(st.next_lsn - 1, AtOrd::Release);
+        *shard.recent.lock() = RecentWrites::starting_at(Lsn(st.next_lsn - 1));
         // Garbage: files of failed bulk loads, superseded files whose
         // deletion was cut short by a crash.
         for name in existing {
@@ -351,6 +365,12 @@ impl Shard {
 
     pub fn visible_lsn(&self) -> Lsn {
         Lsn(self.visible.load(AtOrd::Acquire))
+    }
+
+    /// An LSN at or above that of the latest committed write of `key`
+    /// (see [`RecentWrites`]).
+    pub fn last_write(&self, table: TableId, key: &[u8]) -> Lsn {
+        self.recent.lock().last_write(table, key)
     }
 
     pub fn tablets(&self, table: TableId) -> Option<Arc<Tablets>> {
@@ -530,6 +550,12 @@ impl Shard {
 
     /// Applies logged operations to every tablet (leader or recovery only).
     fn apply(&self, ops: &[LoggedOp], lsn: Lsn) -> Result<()> {
+        {
+            let mut recent = self.recent.lock();
+            for op in ops {
+                recent.record(op.table, &op.key, lsn);
+            }
+        }
         let tablets = self.tablets.read();
         for op in ops {
             let Some(t) = tablets.get(&op.table) else {
@@ -575,6 +601,22 @@ impl Shard {
             return Err(e);
         }
         Ok((st, Prepared { logged, summary }, lsn))
+    }
+
+    /// Phase two, first half: applies a committed prepared write to the
+    /// memtables. Nothing is visible until [`Shard::publish`]; the caller
+    /// still holds the commit lock.
+    pub(crate) fn apply_prepared(&self, prepared: Prepared, lsn: Lsn) -> Result<WriteSummary> {
+        let r = self.apply(&prepared.logged, lsn);
+        if let Err(e) = &r {
+            self.poison(e);
+        }
+        r.map(|_| prepared.summary)
+    }
+
+    /// Phase two, second half: makes everything up to `lsn` visible.
+    pub(crate) fn publish(&self, lsn: Lsn) {
+        self.visible.store(lsn.0, AtOrd::Release);
     }
 
     /// Phase two: applies a prepared write once the transaction committed.
@@ -636,18 +678,22 @@ impl Shard {
         Ok((st, lsn))
     }
 
+    /// Installs committed bulk files. With `publish` false the caller makes
+    /// them visible later with [`Shard::publish`] (multi-shard commits),
+    /// still holding `guard` until then.
     pub fn bulk_finish(
         &self,
-        mut guard: parking_lot::MutexGuard<'_, CommitState>,
+        guard: &mut parking_lot::MutexGuard<'_, CommitState>,
         files: &BulkFiles,
         lsn: Lsn,
+        publish: bool,
     ) -> Result<()> {
         // A row tablet's memtable holds versions older than the bulk files;
         // flush it first so "newest file wins" stays true.
         if let Some(t) = self.tablets(files.table) {
             if let Some(rv) = t.row_version() {
                 if !rv.memtable.is_empty() {
-                    self.flush_locked(&mut guard)?;
+                    self.flush_locked(guard)?;
                 }
             }
         }
@@ -655,11 +701,14 @@ impl Shard {
         if let Err(e) = &r {
             self.poison(e);
         }
-        self.visible.store(lsn.0, AtOrd::Release);
+        if publish {
+            self.visible.store(lsn.0, AtOrd::Release);
+        }
         r
     }
 
     fn install_bulk(&self, files: &BulkFiles, lsn: Lsn) -> Result<()> {
+        self.recent.lock().record_all(lsn);
         let Some(t) = self.tablets(files.table) else {
             return Ok(());
         };

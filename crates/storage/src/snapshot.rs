@@ -11,12 +11,13 @@
 //! own with its visibility (LSN) and delete bitmaps, so all of them can run
 //! in parallel.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use eddy_common::{ColumnType, Lsn, TableDef};
+use eddy_common::{ColumnType, Lsn, Row, TableDef};
 use roaring::RoaringBitmap;
 
 use crate::arrow_conv::{null_column, ColumnBuilder, RowGroupStats, KEY_COLUMN};
@@ -54,6 +55,7 @@ impl TableSnapshot {
                         def: def.clone(),
                         at,
                         source: Source::File { file, deletes },
+                        hidden: None,
                     });
                 }
                 if !snap.mem.is_empty() {
@@ -65,6 +67,7 @@ impl TableSnapshot {
                             deletes: snap.mem_deletes,
                             ncols: snap.columns.len(),
                         },
+                        hidden: None,
                     });
                 }
             } else if let Some(rl) = &t.row {
@@ -72,6 +75,7 @@ impl TableSnapshot {
                     def: def.clone(),
                     at,
                     source: Source::Rows(rl.read().clone()),
+                    hidden: None,
                 });
             }
         }
@@ -94,6 +98,47 @@ impl TableSnapshot {
     pub fn partitions(&self) -> Vec<ScanPartition> {
         self.partitions.clone()
     }
+
+    /// This snapshot as one transaction sees it: its own uncommitted writes
+    /// replace (or delete) the snapshot's versions of their keys.
+    pub fn with_overlay(&self, overlay: Arc<Overlay>) -> TableSnapshot {
+        let mut partitions: Vec<ScanPartition> = if overlay.truncated {
+            Vec::new()
+        } else {
+            self.partitions
+                .iter()
+                .map(|p| ScanPartition {
+                    hidden: (!overlay.hidden.is_empty()).then(|| Arc::clone(&overlay)),
+                    ..p.clone()
+                })
+                .collect()
+        };
+        if !overlay.rows.is_empty() {
+            partitions.push(ScanPartition {
+                def: self.def.clone(),
+                at: Lsn::MAX,
+                source: Source::Overlay(Arc::clone(&overlay)),
+                hidden: None,
+            });
+        }
+        TableSnapshot {
+            def: self.def.clone(),
+            lsns: self.lsns.clone(),
+            partitions,
+        }
+    }
+}
+
+/// A transaction's uncommitted writes to one table.
+#[derive(Default, Debug)]
+pub struct Overlay {
+    /// Keys the transaction wrote (replaced or deleted): the snapshot's
+    /// versions of them are hidden.
+    pub hidden: HashSet<Vec<u8>>,
+    /// The rows the transaction wrote, by key.
+    pub rows: Vec<(Vec<u8>, Row)>,
+    /// The transaction truncated the table: no snapshot row is visible.
+    pub truncated: bool,
 }
 
 #[derive(Clone)]
@@ -108,6 +153,7 @@ enum Source {
         ncols: usize,
     },
     Rows(Arc<RowVersion>),
+    Overlay(Arc<Overlay>),
 }
 
 /// An independent unit of a scan.
@@ -116,6 +162,8 @@ pub struct ScanPartition {
     def: Arc<TableDef>,
     at: Lsn,
     source: Source,
+    /// Keys a transaction overwrote: rows with them are skipped.
+    hidden: Option<Arc<Overlay>>,
 }
 
 /// The output schema of a scan with this projection.
@@ -137,6 +185,7 @@ impl ScanPartition {
             Source::File { file, .. } => file.meta.rows,
             Source::Memtable { batches, .. } => batches.iter().map(|b| b.num_rows() as u64).sum(),
             Source::Rows(v) => v.approx_entries(),
+            Source::Overlay(o) => o.rows.len() as u64,
         }
     }
 
@@ -165,6 +214,42 @@ impl ScanPartition {
         with_key: bool,
         keep_row_group: &dyn Fn(&RowGroupStats) -> bool,
     ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
+        let Some(hidden) = self.hidden.clone() else {
+            return self.scan_source(projection, with_key, keep_row_group);
+        };
+        // Read the keys too, drop the rows the transaction overwrote.
+        let inner = self.scan_source(projection, true, keep_row_group)?;
+        Ok(Box::new(inner.map(move |b| {
+            let b = b?;
+            let key_col = b.num_columns() - 1;
+            let keys = b
+                .column(key_col)
+                .as_any()
+                .downcast_ref::<arrow::array::BinaryArray>()
+                .ok_or_else(|| {
+                    StorageError::InvalidDefinition("key column is not binary".into())
+                })?;
+            let keep: BooleanArray = (0..keys.len())
+                .map(|i| Some(!hidden.hidden.contains(keys.value(i))))
+                .collect();
+            let mut b = arrow::compute::filter_record_batch(&b, &keep)
+                .map_err(|e| StorageError::arrow("overlay filter", e))?;
+            if !with_key {
+                let keep_cols: Vec<usize> = (0..key_col).collect();
+                b = b
+                    .project(&keep_cols)
+                    .map_err(|e| StorageError::arrow("overlay projection", e))?;
+            }
+            Ok(b)
+        })))
+    }
+
+    fn scan_source(
+        &self,
+        projection: Option<&[usize]>,
+        with_key: bool,
+        keep_row_group: &dyn Fn(&RowGroupStats) -> bool,
+    ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
         let ncols = self.def.columns.len();
         let proj: Vec<usize> = match projection {
             Some(p) => {
@@ -180,6 +265,33 @@ impl ScanPartition {
         let schema = scan_schema(&self.def, Some(&proj), with_key);
         let types: Vec<ColumnType> = self.def.columns.iter().map(|c| c.ty).collect();
         match &self.source {
+            Source::Overlay(o) => {
+                let mut builders: Vec<ColumnBuilder> = proj
+                    .iter()
+                    .map(|&i| ColumnBuilder::new(types[i], o.rows.len()))
+                    .collect();
+                let mut keys = arrow::array::BinaryBuilder::new();
+                for (key, row) in &o.rows {
+                    for (b, &i) in builders.iter_mut().zip(&proj) {
+                        b.append(row.get(i).unwrap_or(&eddy_common::Value::Null));
+                    }
+                    if with_key {
+                        keys.append_value(key);
+                    }
+                }
+                let mut cols: Vec<ArrayRef> = builders.iter_mut().map(|b| b.finish()).collect();
+                if with_key {
+                    cols.push(Arc::new(keys.finish()));
+                }
+                let b = RecordBatch::try_new_with_options(
+                    schema,
+                    cols,
+                    &arrow::record_batch::RecordBatchOptions::new()
+                        .with_row_count(Some(o.rows.len())),
+                )
+                .map_err(|e| StorageError::arrow("overlay batch", e));
+                Ok(Box::new(std::iter::once(b)))
+            }
             Source::File { file, deletes } => {
                 let kept: Vec<usize> = (0..file.row_group_count())
                     .filter(|&g| keep_row_group(&file.row_group_stats(g)))

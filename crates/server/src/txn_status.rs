@@ -1,0 +1,176 @@
+//! The transaction status byte of ReadyForQuery (I, T, E), taken from the
+//! session rather than inferred from the responses.
+//!
+//! pgwire infers the status from the kinds of responses a statement gave,
+//! which cannot express PostgreSQL's rules (ROLLBACK TO SAVEPOINT leaves an
+//! aborted block for an open one; a failed COMMIT ends the block). So the
+//! simple-query cycle and Sync are overridden here to report
+//! `Session::txn_status`, and an error the session did not see itself (a
+//! row stream failing after the statement returned, a COPY failing, a
+//! protocol error) is passed to `Session::note_error`, which aborts an open
+//! block as PostgreSQL does.
+//!
+//! Invariant: every ReadyForQuery this server sends carries the session's
+//! status after the statements before it.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::future::{select, Either};
+use futures::{Sink, SinkExt};
+use pgwire::api::query::{
+    send_execution_response, send_query_response, send_ready_for_query, SimpleQueryHandler,
+};
+use pgwire::api::results::Response;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{
+    copy, ClientInfo, ClientPortalStore, ConnectionHandle, PgWireConnectionState, DEFAULT_NAME,
+};
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::response::{EmptyQueryResponse, ReadyForQuery, TransactionStatus};
+use pgwire::messages::simplequery::Query;
+use pgwire::messages::PgWireBackendMessage;
+
+use crate::pg::{slot, Backend};
+use eddy_sql::session::TxnStatus;
+
+/// The session's status (Idle before the session exists).
+pub async fn session_status<C: ClientInfo>(client: &C, backend: &Backend) -> TransactionStatus {
+    let s = slot(client, backend);
+    let guard = s.session.lock().await;
+    match guard.as_ref().map(|s| s.txn_status()) {
+        Some(TxnStatus::InBlock) => TransactionStatus::Transaction,
+        Some(TxnStatus::Failed) => TransactionStatus::Error,
+        _ => TransactionStatus::Idle,
+    }
+}
+
+/// An error reached the client outside the session's own statement path.
+pub async fn note_error<C: ClientInfo>(client: &C, backend: &Backend) {
+    let s = slot(client, backend);
+    let mut guard = s.session.lock().await;
+    if let Some(sess) = guard.as_mut() {
+        sess.note_error();
+    }
+}
+
+/// Sets the client's status from the session (before pgwire reports it).
+pub async fn sync_status<C: ClientInfo>(client: &mut C, backend: &Backend) {
+    let status = session_status(client, backend).await;
+    client.set_transaction_status(status);
+}
+
+/// pgwire's simple-query cycle, with the status from the session.
+pub async fn on_query<C>(backend: &Backend, client: &mut C, query: Query) -> PgWireResult<()>
+where
+    C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+    C::PortalStore: PortalStore,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let r = run_query(backend, client, query).await;
+    if r.is_err() {
+        // pgwire answers the error and then ReadyForQuery with the
+        // client's status turned to E where it was not I.
+        note_error(client, backend).await;
+        sync_status(client, backend).await;
+    }
+    r
+}
+
+async fn run_query<C>(backend: &Backend, client: &mut C, query: Query) -> PgWireResult<()>
+where
+    C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+    C::PortalStore: PortalStore,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
+        return Err(PgWireError::NotReadyForQuery);
+    }
+    client.set_state(PgWireConnectionState::QueryInProgress);
+    let text = query.query;
+    if text.chars().all(|c| c == ';' || c.is_whitespace()) {
+        client
+            .feed(PgWireBackendMessage::EmptyQueryResponse(
+                EmptyQueryResponse::new(),
+            ))
+            .await?;
+    } else {
+        let handle = client.session_extensions().get::<Arc<ConnectionHandle>>();
+        let resp = match handle {
+            Some(h) => {
+                let cancel = h.start_query().await;
+                match select(Box::pin(backend.do_query(client, &text)), cancel).await {
+                    Either::Left((r, _)) => r,
+                    Either::Right(_) => Err(PgWireError::QueryCanceled),
+                }
+            }
+            None => backend.do_query(client, &text).await,
+        }?;
+        for r in resp {
+            match r {
+                Response::EmptyQuery => {
+                    client
+                        .feed(PgWireBackendMessage::EmptyQueryResponse(
+                            EmptyQueryResponse::new(),
+                        ))
+                        .await?;
+                }
+                Response::Query(results) => send_query_response(client, results, true).await?,
+                Response::Execution(tag)
+                | Response::TransactionStart(tag)
+                | Response::TransactionEnd(tag) => send_execution_response(client, tag).await?,
+                Response::Error(e) => {
+                    client
+                        .feed(PgWireBackendMessage::ErrorResponse((*e).into()))
+                        .await?;
+                }
+                Response::CopyIn(result) => {
+                    copy::send_copy_in_response(client, result).await?;
+                    client.set_state(PgWireConnectionState::CopyInProgress(false));
+                }
+                Response::CopyOut(result) => copy::send_copy_out_response(client, result).await?,
+                Response::CopyBoth(result) => {
+                    copy::send_copy_both_response(client, result).await?;
+                    client.set_state(PgWireConnectionState::CopyInProgress(false));
+                }
+            }
+        }
+    }
+    // During COPY FROM STDIN, ReadyForQuery comes when the copy ends.
+    sync_status(client, backend).await;
+    if !matches!(client.state(), PgWireConnectionState::CopyInProgress(_)) {
+        client.set_state(PgWireConnectionState::ReadyForQuery);
+        let status = client.transaction_status();
+        send_ready_for_query(client, status).await?;
+    }
+    Ok(())
+}
+
+/// pgwire's Sync, with the status from the session. An E that pgwire set
+/// while the session is still in an open block is an error the session did
+/// not see (a failed Bind, a row stream failing): it aborts the block.
+pub async fn on_sync<C>(backend: &Backend, client: &mut C) -> PgWireResult<()>
+where
+    C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+    C::PortalStore: PortalStore,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    if client.transaction_status() == TransactionStatus::Error
+        && session_status(client, backend).await == TransactionStatus::Transaction
+    {
+        note_error(client, backend).await;
+    }
+    sync_status(client, backend).await;
+    client.portal_store().rm_portal(DEFAULT_NAME);
+    let status = client.transaction_status();
+    client
+        .send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(
+            status,
+        )))
+        .await?;
+    client.flush().await?;
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! The real `eddy` binary on a free loopback port with a temporary data
+//! directory, for end-to-end tests. No mocks.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio_postgres::{Client, NoTls};
+
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+    pub _dir: Option<tempfile::TempDir>,
+    pub data_dir: std::path::PathBuf,
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(54329)
+}
+
+impl Server {
+    pub fn start_in(
+        dir: Option<tempfile::TempDir>,
+        data_dir: std::path::PathBuf,
+        auth: &str,
+    ) -> Server {
+        let port = free_port();
+        let http = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_eddy"))
+            .args(["server", "--data-dir"])
+            .arg(&data_dir)
+            .args([
+                "--pg-addr",
+                &format!("127.0.0.1:{port}"),
+                "--http-addr",
+                &format!("127.0.0.1:{http}"),
+                "--auth",
+                auth,
+            ])
+            .env("EDDY_PASSWORD", "secret")
+            .env("EDDY_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start eddy");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "eddy did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Server {
+            child,
+            port,
+            _dir: dir,
+            data_dir,
+        }
+    }
+
+    pub fn start(auth: &str) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().to_path_buf();
+        Server::start_in(Some(dir), path, auth)
+    }
+
+    pub async fn connect(&self) -> Client {
+        self.connect_as("eddy", "secret").await.expect("connect")
+    }
+
+    pub async fn connect_as(&self, user: &str, pw: &str) -> Result<Client, tokio_postgres::Error> {
+        let conn = format!(
+            "host=127.0.0.1 port={} user={user} password={pw} dbname=eddy",
+            self.port
+        );
+        let (client, connection) = tokio_postgres::connect(&conn, NoTls).await?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(client)
+    }
+
+    pub fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,433 @@
+//! Transaction control: BEGIN / START TRANSACTION, COMMIT, ROLLBACK,
+//! SAVEPOINT, ROLLBACK TO, RELEASE, SET TRANSACTION and the settings that
+//! go with them, with PostgreSQL's answers (including its warnings-only
+//! cases: COMMIT without a transaction just says COMMIT).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::sql::sqlparser::ast::{
+    Statement, TransactionAccessMode, TransactionIsolationLevel, TransactionMode,
+};
+
+use super::{run_blocking, Output, Session, TxnStatus};
+use crate::error::{Result, SqlError};
+use crate::rewrite::ident_name;
+use crate::txn::{Isolation, Transaction};
+
+/// Statements that manage the transaction itself.
+pub(super) fn is_transaction_control(stmt: &Statement) -> bool {
+    matches!(
+        stmt,
+        Statement::StartTransaction { .. }
+            | Statement::Commit { .. }
+            | Statement::Rollback { .. }
+            | Statement::Savepoint { .. }
+            | Statement::ReleaseSavepoint { .. }
+    )
+}
+
+/// What PostgreSQL still runs in an aborted block.
+pub(super) fn allowed_when_aborted(stmt: &Statement) -> bool {
+    matches!(stmt, Statement::Commit { .. } | Statement::Rollback { .. })
+}
+
+/// Statements a READ ONLY transaction refuses.
+pub(super) fn writes(stmt: &Statement) -> bool {
+    matches!(
+        stmt,
+        Statement::Insert(_)
+            | Statement::Update(_)
+            | Statement::Delete(_)
+            | Statement::Truncate(_)
+            | Statement::CreateTable(_)
+            | Statement::Drop { .. }
+            | Statement::AlterTable(_)
+            | Statement::Copy { to: false, .. }
+    )
+}
+
+fn modes_of(modes: &[TransactionMode]) -> Result<(Option<Isolation>, Option<bool>)> {
+    let mut iso = None;
+    let mut ro = None;
+    for m in modes {
+        match m {
+            TransactionMode::IsolationLevel(l) => {
+                iso = Some(match l {
+                    TransactionIsolationLevel::ReadUncommitted
+                    | TransactionIsolationLevel::ReadCommitted => Isolation::ReadCommitted,
+                    TransactionIsolationLevel::RepeatableRead => Isolation::RepeatableRead,
+                    TransactionIsolationLevel::Serializable => {
+                        return Err(Isolation::parse("serializable").err().unwrap_or_else(|| {
+                            SqlError::FeatureNotSupported("SERIALIZABLE".into())
+                        }))
+                    }
+                    other => {
+                        return Err(SqlError::FeatureNotSupported(format!(
+                            "isolation level {other} is not supported"
+                        )))
+                    }
+                })
+            }
+            TransactionMode::AccessMode(TransactionAccessMode::ReadOnly) => ro = Some(true),
+            TransactionMode::AccessMode(TransactionAccessMode::ReadWrite) => ro = Some(false),
+        }
+    }
+    Ok((iso, ro))
+}
+
+fn on_off(v: &str) -> Option<bool> {
+    match v.trim().trim_matches('\'').to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Some(true),
+        "off" | "false" | "no" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+impl Session {
+    /// Whether a BEGIN block is open.
+    pub fn in_transaction_block(&self) -> bool {
+        self.txn.as_ref().is_some_and(|t| t.explicit)
+    }
+
+    /// What ReadyForQuery reports now.
+    pub fn txn_status(&self) -> TxnStatus {
+        match &self.txn {
+            Some(t) if t.explicit && t.aborted => TxnStatus::Failed,
+            Some(t) if t.explicit => TxnStatus::InBlock,
+            _ => TxnStatus::Idle,
+        }
+    }
+
+    /// An error reached the client after the statement returned (while its
+    /// rows streamed, or in the protocol layer): inside a block it aborts
+    /// the transaction, as in PostgreSQL.
+    pub fn note_error(&mut self) {
+        if let Some(t) = self.txn.as_mut() {
+            if t.explicit {
+                t.aborted = true;
+            }
+        }
+    }
+
+    /// Isolation and access mode of a new transaction, from the settings.
+    pub(super) fn default_modes(&self) -> Result<(Isolation, bool)> {
+        let iso = Isolation::parse(
+            self.settings
+                .get("default_transaction_isolation")
+                .map(String::as_str)
+                .unwrap_or("read committed"),
+        )?;
+        let ro = self
+            .settings
+            .get("default_transaction_read_only")
+            .and_then(|v| on_off(v))
+            .unwrap_or(false);
+        Ok((iso, ro))
+    }
+
+    /// `lock_timeout` as a duration (None: wait forever).
+    pub(super) fn lock_timeout(&self) -> Result<Option<Duration>> {
+        let v = self
+            .settings
+            .get("lock_timeout")
+            .map(String::as_str)
+            .unwrap_or("0");
+        let ms = parse_duration_ms(v).ok_or_else(|| {
+            SqlError::InvalidParameter(format!(
+                "invalid value for parameter \"lock_timeout\": \"{v}\""
+            ))
+        })?;
+        Ok((ms > 0).then(|| Duration::from_millis(ms)))
+    }
+
+    /// Validates transaction-related `SET name = value` (others pass).
+    pub(super) fn check_transaction_setting(
+        &mut self,
+        name: &str,
+        value: String,
+    ) -> Result<String> {
+        match name {
+            "transaction_isolation" => {
+                let iso = Isolation::parse(&value)?;
+                self.set_current_isolation(iso)?;
+                Ok(iso.name().to_string())
+            }
+            "default_transaction_isolation" => Ok(Isolation::parse(&value)?.name().to_string()),
+            "transaction_read_only" | "default_transaction_read_only" => {
+                let ro = on_off(&value).ok_or_else(|| {
+                    SqlError::InvalidParameter(format!(
+                        "parameter \"{name}\" requires a Boolean value"
+                    ))
+                })?;
+                if name == "transaction_read_only" {
+                    if let Some(t) = self.txn.as_mut().filter(|t| t.explicit) {
+                        t.read_only = ro;
+                    }
+                }
+                Ok(if ro { "on" } else { "off" }.to_string())
+            }
+            "lock_timeout" | "idle_in_transaction_session_timeout" => {
+                let ms = parse_duration_ms(&value).ok_or_else(|| {
+                    SqlError::InvalidParameter(format!(
+                        "invalid value for parameter \"{name}\": \"{value}\""
+                    ))
+                })?;
+                if name == "idle_in_transaction_session_timeout" && ms > 0 {
+                    return Err(SqlError::FeatureNotSupported(
+                        "idle_in_transaction_session_timeout is not supported yet (only 0)".into(),
+                    ));
+                }
+                if name == "lock_timeout" {
+                    if let Some(t) = self.txn.as_mut() {
+                        t.lock_timeout = parse_duration_ms(&value)
+                            .filter(|ms| *ms > 0)
+                            .map(Duration::from_millis);
+                    }
+                }
+                Ok(value)
+            }
+            _ => Ok(value),
+        }
+    }
+
+    /// SHOW of a setting that depends on the open transaction.
+    pub(super) fn transaction_setting(&self, name: &str) -> Option<String> {
+        let t = self.txn.as_ref().filter(|t| t.explicit);
+        match name {
+            "transaction_isolation" => Some(match t {
+                Some(t) => t.isolation.name().to_string(),
+                None => self
+                    .default_modes()
+                    .map(|m| m.0.name().to_string())
+                    .unwrap_or_default(),
+            }),
+            "transaction_read_only" => Some(
+                match t {
+                    Some(t) => t.read_only,
+                    None => self.default_modes().map(|m| m.1).unwrap_or(false),
+                }
+                .then_some("on")
+                .unwrap_or("off")
+                .to_string(),
+            ),
+            _ => None,
+        }
+    }
+
+    fn set_current_isolation(&mut self, iso: Isolation) -> Result<()> {
+        match self.txn.as_mut().filter(|t| t.explicit) {
+            Some(t) if t.started() && t.isolation != iso => Err(SqlError::ActiveTransaction(
+                "SET TRANSACTION ISOLATION LEVEL after the first query".into(),
+            )),
+            Some(t) => {
+                t.isolation = iso;
+                Ok(())
+            }
+            // Outside a block PostgreSQL warns and does nothing.
+            None => Ok(()),
+        }
+    }
+
+    /// SET TRANSACTION ... / SET SESSION CHARACTERISTICS AS TRANSACTION ...
+    pub(super) fn set_transaction(
+        &mut self,
+        modes: &[TransactionMode],
+        snapshot: bool,
+        session: bool,
+    ) -> Result<Output> {
+        if snapshot {
+            return Err(SqlError::FeatureNotSupported(
+                "SET TRANSACTION SNAPSHOT is not supported".into(),
+            ));
+        }
+        let (iso, ro) = modes_of(modes)?;
+        if session {
+            if let Some(i) = iso {
+                self.settings
+                    .insert("default_transaction_isolation".into(), i.name().into());
+            }
+            if let Some(r) = ro {
+                self.settings.insert(
+                    "default_transaction_read_only".into(),
+                    if r { "on" } else { "off" }.into(),
+                );
+            }
+        } else {
+            if let Some(i) = iso {
+                self.set_current_isolation(i)?;
+            }
+            if let (Some(r), Some(t)) = (ro, self.txn.as_mut().filter(|t| t.explicit)) {
+                t.read_only = r;
+            }
+        }
+        Ok(Output::Command("SET".into()))
+    }
+
+    /// 25001 for statements Eddy cannot yet run transactionally.
+    pub(super) fn refuse_in_block(&self, what: &str) -> Result<()> {
+        if self.txn.as_ref().is_some_and(|t| t.explicit) {
+            return Err(SqlError::ActiveTransaction(what.to_string()));
+        }
+        Ok(())
+    }
+
+    /// Drops tables a rolled-back transaction created.
+    pub(super) fn drop_tables(&self, names: &[String]) {
+        let engine = Arc::clone(&self.db.engine);
+        for n in names.iter().rev() {
+            if let Err(e) = run_blocking(|| engine.drop_table(n)) {
+                tracing::warn!(table = %n, error = %e, "could not drop a table of a rolled-back transaction");
+            }
+        }
+    }
+
+    /// Ends the open block, discarding everything it did.
+    fn rollback_block(&mut self) {
+        if let Some(t) = self.txn.take() {
+            let created = t.created_tables.clone();
+            drop(t);
+            self.drop_tables(&created);
+        }
+    }
+
+    pub(super) fn transaction_control(&mut self, stmt: Statement) -> Result<Output> {
+        let in_block = self.txn.as_ref().is_some_and(|t| t.explicit);
+        match stmt {
+            Statement::StartTransaction {
+                modes, modifier, ..
+            } => {
+                if modifier.is_some() {
+                    return Err(SqlError::FeatureNotSupported(
+                        "BEGIN with a transaction modifier is not supported".into(),
+                    ));
+                }
+                if self.txn.as_ref().is_some_and(|t| t.aborted) {
+                    return Err(SqlError::InFailedTransaction);
+                }
+                let (iso, ro) = modes_of(&modes)?;
+                if in_block {
+                    // PostgreSQL: WARNING, there is already a transaction in progress.
+                    return Ok(Output::TxnStart("BEGIN".into()));
+                }
+                let (d_iso, d_ro) = self.default_modes()?;
+                let mut t = Transaction::new(
+                    Arc::clone(&self.db.engine),
+                    iso.unwrap_or(d_iso),
+                    ro.unwrap_or(d_ro),
+                    true,
+                );
+                t.lock_timeout = self.lock_timeout()?;
+                self.txn = Some(t);
+                Ok(Output::TxnStart("BEGIN".into()))
+            }
+            Statement::Commit { chain, .. } => {
+                if chain {
+                    return Err(SqlError::FeatureNotSupported(
+                        "COMMIT AND CHAIN is not supported".into(),
+                    ));
+                }
+                let Some(t) = self.txn.take().filter(|t| t.explicit) else {
+                    // PostgreSQL: WARNING, there is no transaction in progress.
+                    return Ok(Output::TxnEnd("COMMIT".into()));
+                };
+                if t.aborted {
+                    self.txn = Some(t);
+                    self.rollback_block();
+                    return Ok(Output::TxnEnd("ROLLBACK".into()));
+                }
+                let created = t.created_tables.clone();
+                match run_blocking(|| t.commit()) {
+                    Ok(()) => Ok(Output::TxnEnd("COMMIT".into())),
+                    Err(e) => {
+                        self.drop_tables(&created);
+                        Err(e)
+                    }
+                }
+            }
+            Statement::Rollback {
+                chain, savepoint, ..
+            } => {
+                if chain {
+                    return Err(SqlError::FeatureNotSupported(
+                        "ROLLBACK AND CHAIN is not supported".into(),
+                    ));
+                }
+                match savepoint {
+                    Some(name) => {
+                        let name = ident_name(&name);
+                        let t = self.txn.as_mut().filter(|t| t.explicit).ok_or_else(|| {
+                            SqlError::NoActiveTransaction("ROLLBACK TO SAVEPOINT".into())
+                        })?;
+                        let dropped = t.rollback_to(&name)?;
+                        self.drop_tables(&dropped);
+                        // TxnEnd, not Command: the protocol layer must not
+                        // keep an E status the session has left (the server
+                        // reports the session's own status either way).
+                        Ok(Output::TxnEnd("ROLLBACK".into()))
+                    }
+                    None => {
+                        self.rollback_block();
+                        Ok(Output::TxnEnd("ROLLBACK".into()))
+                    }
+                }
+            }
+            Statement::Savepoint { name } => {
+                let t = self
+                    .txn
+                    .as_mut()
+                    .filter(|t| t.explicit)
+                    .ok_or_else(|| SqlError::NoActiveTransaction("SAVEPOINT".into()))?;
+                if t.aborted {
+                    return Err(SqlError::InFailedTransaction);
+                }
+                t.savepoint(&ident_name(&name));
+                Ok(Output::Command("SAVEPOINT".into()))
+            }
+            Statement::ReleaseSavepoint { name } => {
+                let t = self
+                    .txn
+                    .as_mut()
+                    .filter(|t| t.explicit)
+                    .ok_or_else(|| SqlError::NoActiveTransaction("RELEASE SAVEPOINT".into()))?;
+                if t.aborted {
+                    return Err(SqlError::InFailedTransaction);
+                }
+                t.release(&ident_name(&name))?;
+                Ok(Output::Command("RELEASE".into()))
+            }
+            _ => Err(SqlError::Internal("not a transaction statement".into())),
+        }
+    }
+}
+
+/// A PostgreSQL duration setting in milliseconds (`0`, `500`, `'1s'`,
+/// `'250ms'`, `'2min'`).
+fn parse_duration_ms(v: &str) -> Option<u64> {
+    let v = v.trim().trim_matches('\'').trim().to_ascii_lowercase();
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let factor = match unit.trim() {
+        "" | "ms" => 1,
+        "s" => 1000,
+        "min" => 60_000,
+        "h" => 3_600_000,
+        _ => return None,
+    };
+    n.checked_mul(factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_postgres() {
+        assert_eq!(parse_duration_ms("0"), Some(0));
+        assert_eq!(parse_duration_ms("'1s'"), Some(1000));
+        assert_eq!(parse_duration_ms("250ms"), Some(250));
+        assert_eq!(parse_duration_ms("2min"), Some(120_000));
+        assert_eq!(parse_duration_ms("soon"), None);
+    }
+}

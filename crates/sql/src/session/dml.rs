@@ -1,0 +1,537 @@
+//! INSERT, UPDATE, DELETE, TRUNCATE and COPY into a transaction.
+//!
+//! Every statement here locks the rows it writes before it decides what to
+//! write (see [`crate::txn`]): UPDATE and DELETE find their rows on a
+//! snapshot, lock them, and if any of them changed after that snapshot
+//! they run again on a fresh one (READ COMMITTED) or fail with 40001
+//! (REPEATABLE READ); so a concurrent `SET n = n + 1` is never lost and a
+//! concurrently deleted row never comes back. The writes go to the
+//! transaction, which commits them all at once.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, BinaryArray, RecordBatch};
+use datafusion::catalog::SchemaProvider;
+use datafusion::sql::sqlparser::ast::{
+    AssignmentTarget, Delete, Expr, FromTable, Insert, ObjectNamePart, OnConflictAction, OnInsert,
+    Statement, TableObject, Update,
+};
+use eddy_common::{Row, TableDef, Value};
+use eddy_storage::engine::key_for_row;
+use eddy_storage::{LockMode, OnConflict, StorageError, Table, TableSnapshot, WriteOp};
+use futures::StreamExt;
+
+use super::{cast_column, relation_of, run_blocking, Output, Session};
+use crate::error::{Result, SqlError};
+use crate::fastpath;
+use crate::pgtypes;
+use crate::provider::{EddyTable, KEY_COLUMN};
+use crate::rewrite::{ident_name, table_name};
+use crate::txn::{Isolation, Transaction};
+
+/// READ COMMITTED re-runs of one UPDATE/DELETE before it gives up (40001).
+const MAX_RERUNS: usize = 1000;
+
+fn column_name(n: &datafusion::sql::sqlparser::ast::ObjectName) -> String {
+    n.0.last()
+        .map(|p| match p {
+            ObjectNamePart::Identifier(id) => ident_name(id),
+            other => other.to_string(),
+        })
+        .unwrap_or_default()
+}
+
+/// Rows of `batches` (columns laid out as `def`) with their keys (last column).
+fn rows_with_keys(def: &TableDef, batches: &[RecordBatch]) -> Result<Vec<(Vec<u8>, Row)>> {
+    let ncols = def.columns.len();
+    let mut out = Vec::new();
+    for b in batches {
+        let mut arrays = Vec::with_capacity(ncols);
+        for (i, c) in def.columns.iter().enumerate() {
+            arrays.push(cast_column(b.column(i), c.ty, &c.name)?);
+        }
+        let keys = b
+            .column(ncols)
+            .as_any()
+            .downcast_ref::<BinaryArray>()
+            .ok_or_else(|| SqlError::Internal("key column is not binary".into()))?;
+        for r in 0..b.num_rows() {
+            let row: Row = (0..ncols)
+                .map(|i| pgtypes::cell_value(arrays[i].as_ref(), r, def.columns[i].ty))
+                .collect::<Result<_>>()?;
+            out.push((keys.value(r).to_vec(), row));
+        }
+    }
+    Ok(out)
+}
+
+fn keys_of(batches: &[RecordBatch]) -> Result<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    for b in batches {
+        let keys = b
+            .column(0)
+            .as_any()
+            .downcast_ref::<BinaryArray>()
+            .ok_or_else(|| SqlError::Internal("key column is not binary".into()))?;
+        for r in 0..keys.len() {
+            out.push(keys.value(r).to_vec());
+        }
+    }
+    Ok(out)
+}
+
+impl Session {
+    fn txn_mut(&mut self) -> Result<&mut Transaction> {
+        self.txn
+            .as_mut()
+            .ok_or_else(|| SqlError::Internal("statement outside a transaction".into()))
+    }
+
+    /// Installs, for the next statement, a snapshot of every table it names
+    /// (one consistent cut), overlaid with the transaction's writes.
+    pub(super) fn install_view(&mut self, stmt: &Statement) -> Result<()> {
+        let mut tables: Vec<Arc<Table>> = Vec::new();
+        let _ = datafusion::sql::sqlparser::ast::visit_relations(stmt, |name| {
+            if let Ok(n) = table_name(name) {
+                if let Some(t) = self.db.engine.table(&n) {
+                    if !tables.iter().any(|x| x.def().id == t.def().id) {
+                        tables.push(t);
+                    }
+                }
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+        self.install_tables(&tables)?;
+        Ok(())
+    }
+
+    /// Snapshots of `tables` for the next statement; returns them.
+    fn install_tables(
+        &mut self,
+        tables: &[Arc<Table>],
+    ) -> Result<std::collections::HashMap<eddy_common::TableId, Arc<TableSnapshot>>> {
+        let snaps = match self.txn.as_mut() {
+            Some(t) => t.snapshots(tables),
+            None => tables
+                .iter()
+                .zip(self.db.engine.snapshot_tables(tables))
+                .map(|(t, s)| (t.def().id, Arc::new(s)))
+                .collect(),
+        };
+        self.view.set(snaps.clone());
+        Ok(snaps)
+    }
+
+    /// Runs `SELECT <items>, _eddy_key FROM <table> AS alias WHERE ...` over
+    /// the statement's snapshot of the table; returns the batches.
+    async fn dml_scan(
+        &mut self,
+        table: &Arc<Table>,
+        alias: &str,
+        items: &str,
+        selection: Option<&Expr>,
+    ) -> Result<Vec<RecordBatch>> {
+        let reg = "__target";
+        let provider =
+            Arc::new(EddyTable::new(Arc::clone(table), true).with_view(Arc::clone(&self.view)));
+        self.dml_schema.register_table(reg.to_string(), provider)?;
+        let where_clause = selection.map(|e| format!(" WHERE {e}")).unwrap_or_default();
+        let sql = format!("SELECT {items} FROM eddy_dml.{reg} AS \"{alias}\"{where_clause}");
+        let result = self.query_batches(&sql).await;
+        let _ = self.dml_schema.deregister_table(reg);
+        Ok(result?.1)
+    }
+
+    /// Runs a row-finding scan until the rows it found are locked and
+    /// unchanged since its snapshot (see the module doc). `scan` returns
+    /// what the statement will write plus the keys to lock.
+    async fn locked_scan<T>(
+        &mut self,
+        table: &Arc<Table>,
+        run: impl for<'a> Fn(
+            &'a mut Session,
+        ) -> futures::future::BoxFuture<'a, Result<(T, Vec<Vec<u8>>)>>,
+    ) -> Result<T> {
+        for _ in 0..MAX_RERUNS {
+            let snaps = self.install_tables(std::slice::from_ref(table))?;
+            let snap = snaps
+                .get(&table.def().id)
+                .cloned()
+                .ok_or_else(|| SqlError::Internal("no snapshot for the target".into()))?;
+            let (out, keys) = run(self).await?;
+            let txn = self.txn_mut()?;
+            let changed = run_blocking(|| -> Result<bool> {
+                txn.lock_rows(
+                    table,
+                    keys.iter().map(|k| k.as_slice()),
+                    LockMode::Exclusive,
+                )?;
+                txn.changed_since(table, &snap, keys.iter().map(|k| k.as_slice()))
+            })?;
+            if !changed {
+                return Ok(out);
+            }
+            if txn.isolation == Isolation::RepeatableRead {
+                return Err(StorageError::SerializationFailure.into());
+            }
+            tracing::debug!(table = %table.def().name, "rows changed under the statement; re-running it on a fresh snapshot");
+        }
+        Err(StorageError::SerializationFailure.into())
+    }
+
+    pub(super) async fn insert(&mut self, ins: Insert) -> Result<Output> {
+        let tname = match &ins.table {
+            TableObject::TableName(n) => table_name(n)?,
+            _ => {
+                return Err(SqlError::FeatureNotSupported(
+                    "INSERT INTO must name a table".into(),
+                ))
+            }
+        };
+        if ins.returning.is_some() {
+            return Err(SqlError::FeatureNotSupported(
+                "RETURNING is not supported".into(),
+            ));
+        }
+        let table = self.table(&tname)?;
+        let def = table.def().clone();
+        let targets: Vec<usize> = if ins.columns.is_empty() {
+            (0..def.columns.len()).collect()
+        } else {
+            ins.columns
+                .iter()
+                .map(|c| {
+                    let n = column_name(c);
+                    def.column_index(&n).ok_or_else(|| {
+                        SqlError::UndefinedColumn(format!("{n}\" of relation \"{tname}"))
+                    })
+                })
+                .collect::<Result<_>>()?
+        };
+        let source = ins.source.ok_or_else(|| {
+            SqlError::FeatureNotSupported("INSERT without VALUES or SELECT".into())
+        })?;
+        // Evaluate the source rows through DataFusion.
+        let mut stmt = Statement::Query(source);
+        self.install_view(&stmt)?;
+        self.compat(&mut stmt);
+        let batches = match self.run_query(stmt).await? {
+            Output::Rows { mut stream, .. } => {
+                let mut v = Vec::new();
+                while let Some(b) = stream.next().await {
+                    v.push(b?);
+                }
+                v
+            }
+            _ => vec![],
+        };
+        let mut rows: Vec<Row> = Vec::new();
+        for b in &batches {
+            if b.num_columns() != targets.len() {
+                return Err(SqlError::Syntax(if b.num_columns() > targets.len() {
+                    "INSERT has more expressions than target columns".into()
+                } else {
+                    "INSERT has more target columns than expressions".into()
+                }));
+            }
+            let mut arrays = Vec::with_capacity(targets.len());
+            for (i, &t) in targets.iter().enumerate() {
+                arrays.push(cast_column(
+                    b.column(i),
+                    def.columns[t].ty,
+                    &def.columns[t].name,
+                )?);
+            }
+            for r in 0..b.num_rows() {
+                let mut row = vec![Value::Null; def.columns.len()];
+                for (i, &t) in targets.iter().enumerate() {
+                    row[t] = pgtypes::cell_value(arrays[i].as_ref(), r, def.columns[t].ty)?;
+                }
+                rows.push(row);
+            }
+        }
+        let on_conflict = match ins.on {
+            None => OnConflict::Error,
+            Some(OnInsert::OnConflict(oc)) => match oc.action {
+                OnConflictAction::DoNothing => OnConflict::DoNothing,
+                OnConflictAction::DoUpdate(du) => {
+                    if !def.has_primary_key() {
+                        return Err(SqlError::InvalidDefinition(
+                            "there is no unique or exclusion constraint matching the ON CONFLICT specification".into(),
+                        ));
+                    }
+                    OnConflict::Update(fastpath::conflict_updater(
+                        &def,
+                        &tname,
+                        &du.assignments,
+                        du.selection.as_ref(),
+                    )?)
+                }
+            },
+            Some(OnInsert::DuplicateKeyUpdate(_)) => {
+                return Err(SqlError::FeatureNotSupported(
+                    "ON DUPLICATE KEY UPDATE is not supported".into(),
+                ))
+            }
+            Some(_) => {
+                return Err(SqlError::FeatureNotSupported(
+                    "unsupported ON clause".into(),
+                ))
+            }
+        };
+        if rows.is_empty() {
+            return Ok(Output::Command("INSERT 0 0".into()));
+        }
+        let txn = self.txn_mut()?;
+        // A plain autocommit INSERT is one atomic write: storage checks
+        // duplicates under its commit lock, so it needs no row locks.
+        if !txn.explicit && !txn.has_writes() && matches!(on_conflict, OnConflict::Error) {
+            let ops: Vec<WriteOp> = rows
+                .into_iter()
+                .map(|row| WriteOp::Insert {
+                    row,
+                    on_conflict: OnConflict::Error,
+                })
+                .collect();
+            let summary = run_blocking(|| table.write(ops))?;
+            return Ok(Output::Command(format!("INSERT 0 {}", summary.inserted)));
+        }
+        let snap = self
+            .view
+            .get(def.id)
+            .unwrap_or_else(|| Arc::new(table.snapshot()));
+        let txn = self.txn_mut()?;
+        let n = run_blocking(|| insert_rows(txn, &table, &snap, rows, &on_conflict))?;
+        Ok(Output::Command(format!("INSERT 0 {n}")))
+    }
+
+    pub(super) async fn update(&mut self, upd: Update) -> Result<Output> {
+        if upd.from.is_some() || upd.returning.is_some() {
+            return Err(SqlError::FeatureNotSupported(
+                "UPDATE ... FROM / RETURNING is not supported".into(),
+            ));
+        }
+        let (tname, alias) = relation_of(&upd.table.relation)?;
+        let table = self.table(&tname)?;
+        let def = table.def().clone();
+        let mut exprs: Vec<Option<Expr>> = vec![None; def.columns.len()];
+        for a in &upd.assignments {
+            let cname = match &a.target {
+                AssignmentTarget::ColumnName(n) => column_name(n),
+                other => return Err(SqlError::FeatureNotSupported(format!("UPDATE SET {other}"))),
+            };
+            let idx = def.column_index(&cname).ok_or_else(|| {
+                SqlError::UndefinedColumn(format!("{cname}\" of relation \"{tname}"))
+            })?;
+            exprs[idx] = Some(a.value.clone());
+        }
+        let items: Vec<String> = def
+            .columns
+            .iter()
+            .zip(&exprs)
+            .map(|(c, e)| match e {
+                Some(e) => format!("({e}) AS \"{}\"", c.name),
+                None => format!("\"{alias}\".\"{}\"", c.name),
+            })
+            .chain(std::iter::once(format!("\"{alias}\".\"{KEY_COLUMN}\"")))
+            .collect();
+        let items = items.join(", ");
+        let selection = upd.selection.clone();
+        let scan_def = def.clone();
+        let target = Arc::clone(&table);
+        let rows = self
+            .locked_scan(&table, move |s| {
+                let items = items.clone();
+                let selection = selection.clone();
+                let def = scan_def.clone();
+                let target = Arc::clone(&target);
+                let alias = alias.clone();
+                Box::pin(async move {
+                    let batches = s
+                        .dml_scan(&target, &alias, &items, selection.as_ref())
+                        .await?;
+                    let rows = rows_with_keys(&def, &batches)?;
+                    let keys = rows.iter().map(|(k, _)| k.clone()).collect();
+                    Ok((rows, keys))
+                })
+            })
+            .await?;
+        let pk_changed = def.primary_key.iter().any(|k| exprs[*k].is_some());
+        let n = rows.len();
+        let txn = self.txn_mut()?;
+        run_blocking(|| -> Result<()> {
+            if !pk_changed || !def.has_primary_key() {
+                for (key, row) in rows {
+                    eddy_storage::codec::check_row(&def, &row)?;
+                    txn.put(&table, key, Some(row))?;
+                }
+                return Ok(());
+            }
+            // The key moves: delete every old version first, so that keys
+            // moving between rows do not collide, then insert.
+            for (key, _) in &rows {
+                txn.put(&table, key.clone(), None)?;
+            }
+            let snap = Arc::new(table.snapshot());
+            let new_rows = rows.into_iter().map(|(_, r)| r).collect();
+            insert_rows(txn, &table, &snap, new_rows, &OnConflict::Error)?;
+            Ok(())
+        })?;
+        Ok(Output::Command(format!("UPDATE {n}")))
+    }
+
+    pub(super) async fn delete(&mut self, del: Delete) -> Result<Output> {
+        if del.using.is_some() || del.returning.is_some() {
+            return Err(SqlError::FeatureNotSupported(
+                "DELETE ... USING / RETURNING is not supported".into(),
+            ));
+        }
+        let from = match &del.from {
+            FromTable::WithFromKeyword(v) | FromTable::WithoutKeyword(v) => v,
+        };
+        let rel = from
+            .first()
+            .ok_or_else(|| SqlError::Syntax("DELETE needs a table".into()))?;
+        let (tname, alias) = relation_of(&rel.relation)?;
+        let table = self.table(&tname)?;
+        let selection = del.selection.clone();
+        let target = Arc::clone(&table);
+        let keys = self
+            .locked_scan(&table, move |s| {
+                let selection = selection.clone();
+                let target = Arc::clone(&target);
+                let alias = alias.clone();
+                Box::pin(async move {
+                    let items = format!("\"{alias}\".\"{KEY_COLUMN}\"");
+                    let batches = s
+                        .dml_scan(&target, &alias, &items, selection.as_ref())
+                        .await?;
+                    let keys = keys_of(&batches)?;
+                    Ok((keys.clone(), keys))
+                })
+            })
+            .await?;
+        let n = keys.len();
+        let txn = self.txn_mut()?;
+        for k in keys {
+            txn.put(&table, k, None)?;
+        }
+        Ok(Output::Command(format!("DELETE {n}")))
+    }
+
+    /// TRUNCATE: at once outside a block; inside one, the tables read as
+    /// empty to the transaction and are emptied when it commits.
+    pub(super) fn truncate(&mut self, tables: Vec<Arc<Table>>) -> Result<Output> {
+        let txn = self.txn_mut()?;
+        if txn.explicit {
+            for t in &tables {
+                txn.truncate(t)?;
+            }
+        } else {
+            let engine = Arc::clone(&self.db.engine);
+            for t in &tables {
+                run_blocking(|| engine.truncate_table(&t.def().name))?;
+            }
+        }
+        Ok(Output::Command("TRUNCATE TABLE".into()))
+    }
+
+    /// Rows of a COPY FROM inside a transaction block: inserted into the
+    /// transaction like an INSERT (a duplicate key fails with 23505).
+    pub fn copy_into_transaction(
+        &mut self,
+        table: &Arc<Table>,
+        batches: Vec<RecordBatch>,
+    ) -> Result<u64> {
+        if self.txn.as_ref().is_some_and(|t| t.aborted) {
+            return Err(SqlError::InFailedTransaction);
+        }
+        let def = table.def().clone();
+        let mut rows = Vec::new();
+        for b in &batches {
+            for r in 0..b.num_rows() {
+                let row: Row = def
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| pgtypes::cell_value(b.column(i).as_ref(), r, c.ty))
+                    .collect::<Result<_>>()?;
+                rows.push(row);
+            }
+        }
+        let snap = Arc::new(table.snapshot());
+        let txn = self.txn_mut()?;
+        let r = run_blocking(|| insert_rows(txn, table, &snap, rows, &OnConflict::Error));
+        if r.is_err() {
+            self.note_error();
+        }
+        r
+    }
+}
+
+/// Inserts rows into the transaction: each key is locked, then checked
+/// against the transaction's own writes and the latest committed version.
+fn insert_rows(
+    txn: &mut Transaction,
+    table: &Arc<Table>,
+    snap: &TableSnapshot,
+    rows: Vec<Row>,
+    on_conflict: &OnConflict,
+) -> Result<u64> {
+    let def = table.def().clone();
+    let mut n = 0u64;
+    for row in rows {
+        eddy_storage::codec::check_row(&def, &row)?;
+        if !def.has_primary_key() {
+            txn.append(table, row)?;
+            n += 1;
+            continue;
+        }
+        let key = key_for_row(&def, &row, 0);
+        txn.lock_rows(table, [key.as_bytes()], LockMode::Exclusive)?;
+        let existing = match txn.own_row(table, key.as_bytes()) {
+            Some(own) => own,
+            None if txn.truncated(table) => None,
+            None => {
+                if txn.isolation == Isolation::RepeatableRead
+                    && txn.changed_since(table, snap, [key.as_bytes()])?
+                {
+                    return Err(StorageError::SerializationFailure.into());
+                }
+                table.get_by_key(&key)?
+            }
+        };
+        let new_row = match (existing, on_conflict) {
+            (None, _) => Some(row),
+            (Some(_), OnConflict::Error) => {
+                return Err(StorageError::DuplicateKey {
+                    table: def.name.clone(),
+                    key: eddy_storage::codec::describe_values(&def, &row),
+                }
+                .into())
+            }
+            (Some(_), OnConflict::DoNothing) => None,
+            (Some(_), OnConflict::Replace) => Some(row),
+            (Some(old), OnConflict::Update(f)) => {
+                match f(&old, &row).map_err(StorageError::ConflictUpdate)? {
+                    Some(new) => {
+                        eddy_storage::codec::check_row(&def, &new)?;
+                        if key_for_row(&def, &new, 0) != key {
+                            return Err(StorageError::ConflictUpdate(
+                                "ON CONFLICT DO UPDATE cannot change the primary key".into(),
+                            )
+                            .into());
+                        }
+                        Some(new)
+                    }
+                    None => None,
+                }
+            }
+        };
+        if let Some(r) = new_row {
+            txn.put(table, key.0, Some(r))?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}

@@ -1,0 +1,377 @@
+//! A session's transaction: its snapshots, its private writes, its row
+//! locks and savepoints. `docs/design/transactions.md` has the whole design.
+//!
+//! Invariants a reader needs before touching this file:
+//! * **Private until COMMIT.** Writes go into [`Transaction`]'s write set,
+//!   never to storage, until [`Transaction::commit`] hands all of them to
+//!   [`Engine::commit`] at once (one WAL record on one shard, two-phase
+//!   commit over several). Dropping a transaction (ROLLBACK, an aborting
+//!   error, a closed connection) discards them and releases its locks.
+//! * **Own writes are seen.** Every snapshot the transaction reads through
+//!   is overlaid with its write set ([`eddy_storage::Overlay`]).
+//! * **Locks before decisions.** A row is locked (exclusive, in the
+//!   transaction's name) before the transaction decides what to write to
+//!   it; after the lock is held, a row whose latest committed write is
+//!   newer than the snapshot the decision was made on is re-decided on a
+//!   fresh snapshot (READ COMMITTED) or fails with 40001 (REPEATABLE READ).
+//! * **Snapshots.** READ COMMITTED takes one consistent snapshot of the
+//!   statement's tables per statement; REPEATABLE READ pins a snapshot of
+//!   every table at its first statement and reads only that.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use eddy_common::{Lsn, Row, TableId, TxnId};
+use eddy_storage::{
+    Engine, Key, LockMode, LockWait, OnConflict, Overlay, Table, TableSnapshot, WriteOp,
+};
+
+use crate::error::{Result, SqlError};
+
+/// Isolation levels Eddy honours. SERIALIZABLE is refused, never weakened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    ReadCommitted,
+    RepeatableRead,
+}
+
+impl Isolation {
+    pub fn parse(text: &str) -> Result<Isolation> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "read committed" | "read uncommitted" => Ok(Isolation::ReadCommitted),
+            "repeatable read" => Ok(Isolation::RepeatableRead),
+            "serializable" => Err(SqlError::FeatureNotSupported(
+                "SERIALIZABLE isolation is not supported; use REPEATABLE READ (snapshot isolation) or READ COMMITTED".into(),
+            )),
+            other => Err(SqlError::InvalidParameter(format!(
+                "invalid value for parameter \"transaction_isolation\": \"{other}\""
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read committed",
+            Isolation::RepeatableRead => "repeatable read",
+        }
+    }
+}
+
+/// First byte of the keys this transaction invents for rows it inserts
+/// into tables without a primary key (storage keys start with 0x00-0x02).
+const OWN_ROW_KEY: u8 = 0xFF;
+
+/// Rows written per transaction before it is refused (it is held in memory).
+pub const MAX_TXN_ROWS: usize = 4 << 20;
+
+/// One table's part of a write set.
+#[derive(Clone)]
+pub struct TableWrites {
+    pub table: Arc<Table>,
+    /// Key -> new row, or `None` for deleted.
+    pub rows: BTreeMap<Vec<u8>, Option<Row>>,
+    /// TRUNCATE ran in this transaction (applied first at commit).
+    pub truncated: bool,
+}
+
+/// A transaction in progress.
+pub struct Transaction {
+    engine: Arc<Engine>,
+    pub id: TxnId,
+    pub isolation: Isolation,
+    pub read_only: bool,
+    /// Opened by BEGIN (false: the implicit transaction of one statement).
+    pub explicit: bool,
+    /// An error happened inside the block: only ROLLBACK may follow.
+    pub aborted: bool,
+    writes: BTreeMap<TableId, TableWrites>,
+    savepoints: Vec<(String, BTreeMap<TableId, TableWrites>, Vec<String>)>,
+    /// REPEATABLE READ: the snapshots taken at the first statement.
+    pinned: Option<HashMap<TableId, Arc<TableSnapshot>>>,
+    /// Tables created in this transaction: dropped if it rolls back.
+    pub created_tables: Vec<String>,
+    next_own_key: u64,
+    /// `lock_timeout` (None: wait until the holder ends).
+    pub lock_timeout: Option<Duration>,
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        self.engine.locks().release_all(self.id);
+    }
+}
+
+impl Transaction {
+    pub fn new(
+        engine: Arc<Engine>,
+        isolation: Isolation,
+        read_only: bool,
+        explicit: bool,
+    ) -> Transaction {
+        let id = engine.begin_txn();
+        Transaction {
+            engine,
+            id,
+            isolation,
+            read_only,
+            explicit,
+            aborted: false,
+            writes: BTreeMap::new(),
+            savepoints: Vec::new(),
+            pinned: None,
+            created_tables: Vec::new(),
+            next_own_key: 0,
+            lock_timeout: None,
+        }
+    }
+
+    pub fn has_writes(&self) -> bool {
+        !self.writes.is_empty()
+    }
+
+    /// Whether a statement has already run (the isolation level is fixed).
+    pub fn started(&self) -> bool {
+        self.pinned.is_some() || !self.writes.is_empty()
+    }
+
+    /// Snapshots of `tables` for one statement, overlaid with this
+    /// transaction's writes.
+    pub fn snapshots(&mut self, tables: &[Arc<Table>]) -> HashMap<TableId, Arc<TableSnapshot>> {
+        let base: HashMap<TableId, Arc<TableSnapshot>> = match self.isolation {
+            Isolation::ReadCommitted => tables
+                .iter()
+                .zip(self.engine.snapshot_tables(tables))
+                .map(|(t, s)| (t.def().id, Arc::new(s)))
+                .collect(),
+            Isolation::RepeatableRead => {
+                if self.pinned.is_none() {
+                    let all = self.engine.tables();
+                    let snaps = self.engine.snapshot_tables(&all);
+                    self.pinned = Some(
+                        all.iter()
+                            .zip(snaps)
+                            .map(|(t, s)| (t.def().id, Arc::new(s)))
+                            .collect(),
+                    );
+                }
+                let pinned = self.pinned.get_or_insert_with(HashMap::new);
+                let mut out = HashMap::new();
+                for t in tables {
+                    // A table created after the snapshot: read it as it is now.
+                    let s = pinned
+                        .entry(t.def().id)
+                        .or_insert_with(|| Arc::new(t.snapshot()));
+                    out.insert(t.def().id, Arc::clone(s));
+                }
+                out
+            }
+        };
+        base.into_iter()
+            .map(|(id, snap)| match self.writes.get(&id) {
+                Some(w) => (id, Arc::new(snap.with_overlay(Arc::new(overlay_of(w))))),
+                None => (id, snap),
+            })
+            .collect()
+    }
+
+    /// Locks rows of `table` (skipping rows this transaction invented).
+    pub fn lock_rows<'a>(
+        &self,
+        table: &Table,
+        keys: impl IntoIterator<Item = &'a [u8]>,
+        mode: LockMode,
+    ) -> Result<()> {
+        let wait = LockWait::Block(self.lock_timeout);
+        for k in keys {
+            if k.first() == Some(&OWN_ROW_KEY) {
+                continue;
+            }
+            self.engine
+                .locks()
+                .lock(self.id, table.def().id, k, mode, wait, &table.def().name)?;
+        }
+        Ok(())
+    }
+
+    /// The keys among `keys` whose latest committed write is newer than
+    /// `snap` (rows this transaction wrote itself are not counted: it holds
+    /// their locks since it wrote them).
+    pub fn changed_since<'a>(
+        &self,
+        table: &Table,
+        snap: &TableSnapshot,
+        keys: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<bool> {
+        let lsns = snap.lsns();
+        let own = self.writes.get(&table.def().id);
+        for k in keys {
+            if k.first() == Some(&OWN_ROW_KEY) || own.is_some_and(|w| w.rows.contains_key(k)) {
+                continue;
+            }
+            let key = Key(k.to_vec());
+            let at = lsns
+                .get(table.shard_of_key(&key)?)
+                .copied()
+                .unwrap_or(Lsn::ZERO);
+            if table.last_write(&key)? > at {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// What this transaction wrote under `key`: `Some(None)` deleted,
+    /// `Some(Some(row))` written, `None` untouched.
+    pub fn own_row(&self, table: &Table, key: &[u8]) -> Option<Option<Row>> {
+        self.writes.get(&table.def().id)?.rows.get(key).cloned()
+    }
+
+    /// Whether this transaction truncated `table`.
+    pub fn truncated(&self, table: &Table) -> bool {
+        self.writes
+            .get(&table.def().id)
+            .is_some_and(|w| w.truncated)
+    }
+
+    fn table_writes(&mut self, table: &Arc<Table>) -> Result<&mut TableWrites> {
+        let total: usize = self.writes.values().map(|w| w.rows.len()).sum();
+        if total >= MAX_TXN_ROWS {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "a transaction may write at most {MAX_TXN_ROWS} rows; load larger data with COPY outside a transaction block"
+            )));
+        }
+        Ok(self
+            .writes
+            .entry(table.def().id)
+            .or_insert_with(|| TableWrites {
+                table: Arc::clone(table),
+                rows: BTreeMap::new(),
+                truncated: false,
+            }))
+    }
+
+    /// Records a new version (`Some`) or a delete (`None`) of `key`.
+    pub fn put(&mut self, table: &Arc<Table>, key: Vec<u8>, row: Option<Row>) -> Result<()> {
+        let w = self.table_writes(table)?;
+        if row.is_none() && key.first() == Some(&OWN_ROW_KEY) {
+            // a row this transaction inserted and now deletes: it never existed
+            w.rows.remove(&key);
+        } else {
+            w.rows.insert(key, row);
+        }
+        Ok(())
+    }
+
+    /// Records a row inserted into a table without a primary key.
+    pub fn append(&mut self, table: &Arc<Table>, row: Row) -> Result<()> {
+        let mut key = vec![OWN_ROW_KEY];
+        key.extend_from_slice(&self.next_own_key.to_be_bytes());
+        self.next_own_key += 1;
+        self.put(table, key, Some(row))
+    }
+
+    /// TRUNCATE inside the transaction: the table reads as empty from now
+    /// on, and is emptied at commit before the rows written after it.
+    pub fn truncate(&mut self, table: &Arc<Table>) -> Result<()> {
+        let w = self.table_writes(table)?;
+        w.rows.clear();
+        w.truncated = true;
+        Ok(())
+    }
+
+    pub fn savepoint(&mut self, name: &str) {
+        self.savepoints.push((
+            name.to_string(),
+            self.writes.clone(),
+            self.created_tables.clone(),
+        ));
+    }
+
+    /// ROLLBACK TO SAVEPOINT: writes after it are discarded (the savepoint
+    /// stays); the locks stay held, as in PostgreSQL. Tables created after
+    /// the savepoint are returned for the caller to drop.
+    pub fn rollback_to(&mut self, name: &str) -> Result<Vec<String>> {
+        let pos = self.find_savepoint(name)?;
+        self.savepoints.truncate(pos + 1);
+        let (_, writes, created) = &self.savepoints[pos];
+        self.writes = writes.clone();
+        let dropped: Vec<String> = self
+            .created_tables
+            .iter()
+            .filter(|t| !created.contains(t))
+            .cloned()
+            .collect();
+        self.created_tables = created.clone();
+        self.aborted = false;
+        Ok(dropped)
+    }
+
+    /// RELEASE SAVEPOINT: forgets it and every later one.
+    pub fn release(&mut self, name: &str) -> Result<()> {
+        let pos = self.find_savepoint(name)?;
+        self.savepoints.truncate(pos);
+        Ok(())
+    }
+
+    fn find_savepoint(&self, name: &str) -> Result<usize> {
+        self.savepoints
+            .iter()
+            .rposition(|(n, _, _)| n == name)
+            .ok_or_else(|| SqlError::NoSuchSavepoint(name.to_string()))
+    }
+
+    /// Makes every write durable and visible at once, then releases the
+    /// locks (by dropping `self`).
+    pub fn commit(self) -> Result<()> {
+        let mut batch: Vec<(Arc<Table>, Vec<WriteOp>)> = Vec::new();
+        for w in self.writes.values() {
+            let mut table = Arc::clone(&w.table);
+            if w.truncated {
+                self.engine.truncate_table(&table.def().name)?;
+                table = self
+                    .engine
+                    .table(&table.def().name)
+                    .ok_or_else(|| SqlError::UndefinedTable(table.def().name.clone()))?;
+            }
+            let no_pk = !table.def().has_primary_key();
+            let mut ops = Vec::with_capacity(w.rows.len());
+            for (key, row) in &w.rows {
+                let own = key.first() == Some(&OWN_ROW_KEY);
+                if no_pk && !own && !w.truncated {
+                    // a stored row without a key of its own: replace = delete + insert
+                    ops.push(WriteOp::Delete {
+                        key: Key(key.clone()),
+                    });
+                }
+                match row {
+                    Some(r) => ops.push(WriteOp::Insert {
+                        row: r.clone(),
+                        on_conflict: OnConflict::Replace,
+                    }),
+                    None if !no_pk && !w.truncated => ops.push(WriteOp::Delete {
+                        key: Key(key.clone()),
+                    }),
+                    None => {}
+                }
+            }
+            batch.push((table, ops));
+        }
+        if !batch.is_empty() {
+            self.engine.commit(batch)?;
+        }
+        Ok(())
+    }
+}
+
+fn overlay_of(w: &TableWrites) -> Overlay {
+    Overlay {
+        hidden: w.rows.keys().cloned().collect(),
+        rows: w
+            .rows
+            .iter()
+            .filter_map(|(k, r)| r.as_ref().map(|r| (k.clone(), r.clone())))
+            .collect(),
+        truncated: w.truncated,
+    }
+}

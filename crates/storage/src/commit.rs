@@ -1,0 +1,156 @@
+//! Committing a transaction: every write of it, over any number of tables
+//! and shards, durable and visible at once; and snapshots that see such a
+//! commit whole or not at all.
+//!
+//! * One shard: the writes are one WAL record through the shard's group
+//!   commit (one fsync shared with concurrent writers).
+//! * Several shards: two-phase commit. Commit locks are taken in
+//!   (table group, shard) order, so two commits never wait for each other
+//!   in a cycle; each shard logs a prepare record tagged with the
+//!   transaction id; the id's record in the commit log is the commit point;
+//!   the writes are applied to the memtables (still invisible: above the
+//!   visible LSN), and then all visible LSNs move forward together under
+//!   the publish gate.
+//! * A snapshot over several shards reads their visible LSNs under the
+//!   shared side of the publish gate ([`Engine::snapshot_tables`]).
+//!
+//! See `docs/design/transactions.md`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use eddy_common::{Lsn, Row, TableGroupId, TxnId};
+
+use crate::codec::{self, Key};
+use crate::engine::{Engine, EngineInner, Table, WriteOp};
+use crate::error::{Result, StorageError};
+use crate::locks::LockManager;
+use crate::shard::{Shard, ShardOp, WriteSummary};
+use crate::snapshot::TableSnapshot;
+
+/// Writes routed to shards, in commit-lock order.
+pub(crate) type Routed = BTreeMap<(TableGroupId, u32), (Arc<Shard>, Vec<ShardOp>)>;
+
+impl EngineInner {
+    /// Commits writes already split by shard: see the module doc.
+    pub(crate) fn commit_routed(&self, mut routed: Routed) -> Result<WriteSummary> {
+        if routed.len() <= 1 {
+            return match routed.pop_first() {
+                Some((_, (shard, ops))) => shard.write(ops),
+                None => Ok(WriteSummary::default()),
+            };
+        }
+        let txn = self.next_txn();
+        let mut prepared = Vec::with_capacity(routed.len());
+        for (shard, ops) in routed.values() {
+            // On error the guards of earlier shards drop here: their
+            // prepare records are never committed.
+            let (guard, p, lsn) = shard.prepare(ops, txn)?;
+            prepared.push((shard, guard, p, lsn));
+        }
+        self.log_commit(txn)?;
+        let mut parts = Vec::with_capacity(prepared.len());
+        let mut first_error = None;
+        for (shard, _guard, p, lsn) in &mut prepared {
+            let p = std::mem::replace(p, crate::shard::Prepared::empty());
+            match shard.apply_prepared(p, *lsn) {
+                Ok(s) => parts.push(s),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        {
+            let _gate = self.publish_gate.write();
+            for (shard, _, _, lsn) in &prepared {
+                shard.publish(*lsn);
+            }
+        }
+        drop(prepared);
+        match first_error {
+            // Committed and durable, but a shard could not apply it in
+            // memory: that shard is poisoned and recovery replays it.
+            Some(e) => Err(e),
+            None => Ok(WriteSummary::merge(&parts)),
+        }
+    }
+}
+
+impl Engine {
+    /// A new transaction id (row-lock owner). Never repeats.
+    pub fn begin_txn(&self) -> TxnId {
+        self.inner().next_txn()
+    }
+
+    /// The engine's row locks.
+    pub fn locks(&self) -> &LockManager {
+        self.inner().locks()
+    }
+
+    /// Commits the writes of one transaction over any tables: all of them
+    /// or none, durable on return, visible to every later snapshot at once.
+    pub fn commit(&self, writes: Vec<(Arc<Table>, Vec<WriteOp>)>) -> Result<WriteSummary> {
+        let inner = self.inner();
+        let mut routed: Routed = BTreeMap::new();
+        for (table, ops) in writes {
+            let engine = table.engine()?;
+            for (s, ops) in table.route(&engine, ops)? {
+                let shard = Arc::clone(&table.shards()[s as usize]);
+                routed
+                    .entry((table.group_id(), s))
+                    .or_insert_with(|| (shard, Vec::new()))
+                    .1
+                    .extend(ops);
+            }
+        }
+        inner.commit_routed(routed)
+    }
+
+    /// Snapshots of several tables taken at one instant: a multi-shard
+    /// commit is in all of them or in none.
+    pub fn snapshot_tables(&self, tables: &[Arc<Table>]) -> Vec<TableSnapshot> {
+        let _gate = self.inner().publish_gate.read();
+        tables.iter().map(|t| TableSnapshot::take(t)).collect()
+    }
+}
+
+impl Table {
+    /// Index of the shard holding `key`.
+    pub fn shard_of_key(&self, key: &Key) -> Result<usize> {
+        crate::engine::shard_for_key(self.def(), key, self.shard_count()).map(|s| s as usize)
+    }
+
+    /// An LSN at or above that of the latest committed write of `key`; a
+    /// row whose answer is above a snapshot's LSN for its shard changed
+    /// after that snapshot.
+    pub fn last_write(&self, key: &Key) -> Result<Lsn> {
+        let s = self.shard_of_key(key)?;
+        Ok(self.shards()[s].last_write(self.def().id, key.as_bytes()))
+    }
+
+    /// The latest committed row stored under `key`.
+    pub fn get_by_key(&self, key: &Key) -> Result<Option<Row>> {
+        let shard = &self.shards()[self.shard_of_key(key)?];
+        let Some(t) = shard.tablets(self.def().id) else {
+            return Err(StorageError::TableNotFound(self.def().name.clone()));
+        };
+        let width = self.def().columns.len();
+        if let Some(rl) = &t.row {
+            let v = rl.read().clone();
+            return match v.get(key.as_bytes(), shard.visible_lsn())? {
+                Some(b) => codec::decode_row_bytes(&b, width, "row tablet").map(Some),
+                None => Ok(None),
+            };
+        }
+        match &t.col {
+            Some(cl) => {
+                let v = cl.read().clone();
+                Ok(v.get(key.as_bytes())?.map(|mut r| {
+                    r.resize(width, eddy_common::Value::Null);
+                    r
+                }))
+            }
+            None => Ok(None),
+        }
+    }
+}
