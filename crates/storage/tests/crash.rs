@@ -50,38 +50,74 @@ fn ensure_tables(e: &Engine) {
     }
 }
 
-/// The child: writes forever, printing each acknowledged write.
+/// Writer threads of the child: concurrent multi-shard commits reach the
+/// commit log in any order (the order their ids were handed out is not the
+/// order they commit in), which recovery must accept.
+const WRITERS: i64 = 4;
+
+/// The child: writes forever from several threads, printing each
+/// acknowledged write.
 #[test]
 fn crash_child() {
     let Ok(dir) = std::env::var("EDDY_CRASH_CHILD") else {
         return; // not running as the child
     };
+    // A writer that fails must fail the run, not just stop writing.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("crash child: {info}");
+        std::process::abort();
+    }));
     let e = open(&dir);
     ensure_tables(&e);
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "ready");
-    let _ = out.flush();
-    let mut rng = rand::rng();
-    let mut v: i64 = std::env::var("EDDY_CRASH_BASE")
+    let out = std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    if let Ok(mut o) = out.lock() {
+        let _ = writeln!(o, "ready");
+        let _ = o.flush();
+    }
+    let base: i64 = std::env::var("EDDY_CRASH_BASE")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
+    let threads: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let e = std::sync::Arc::clone(&e);
+            let out = std::sync::Arc::clone(&out);
+            std::thread::spawn(move || writer(&e, w, base, &out))
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
+/// One writer: pairs `p` with `p % WRITERS == w`, values increasing.
+fn writer(e: &Engine, w: i64, base: i64, out: &std::sync::Mutex<std::io::Stdout>) {
+    let mut rng = rand::rng();
+    let mut v = base + w;
     loop {
-        v += 1;
-        let name = if v % 2 == 0 { "kv_row" } else { "kv_col" };
-        let t = e.table(name).unwrap();
-        if v % 50 == 0 {
+        v += WRITERS;
+        let say = |line: String| {
+            if let Ok(mut o) = out.lock() {
+                let _ = writeln!(o, "{line}");
+                let _ = o.flush();
+            }
+        };
+        if w == 0 && v % 50 < WRITERS {
             // bulk load: 100 rows with key 1000+i, all value v
+            let name = if v % 100 < 50 { "kv_row" } else { "kv_col" };
+            let t = e.table(name).unwrap();
             let rows: Vec<Vec<Value>> = (0..100)
                 .map(|i| vec![Value::BigInt(1000 + i), Value::BigInt(v)])
                 .collect();
             let mut l = t.bulk_loader();
             l.push(rows_to_batch(&t, &rows).unwrap()).unwrap();
             l.commit().unwrap();
-            let _ = writeln!(out, "bulk {name} {v}");
-        } else {
-            let p = rng.random_range(0..PAIRS);
-            let ops = vec![
+            say(format!("bulk {name} {v}"));
+            continue;
+        }
+        let p = rng.random_range(0..PAIRS / WRITERS) * WRITERS + w;
+        let pair = |p: i64| {
+            vec![
                 WriteOp::Insert {
                     row: vec![Value::BigInt(p), Value::BigInt(v)],
                     on_conflict: OnConflict::Replace,
@@ -90,11 +126,22 @@ fn crash_child() {
                     row: vec![Value::BigInt(p + 100), Value::BigInt(v)],
                     on_conflict: OnConflict::Replace,
                 },
-            ];
-            t.write(ops).unwrap();
-            let _ = writeln!(out, "ack {name} {p} {v}");
+            ]
+        };
+        if v % 3 == 0 {
+            // one transaction over both tables (and both shards)
+            let batch = ["kv_row", "kv_col"]
+                .iter()
+                .map(|n| (e.table(n).unwrap(), pair(p)))
+                .collect();
+            e.commit(batch).unwrap();
+            say(format!("ack kv_row {p} {v}"));
+            say(format!("ack kv_col {p} {v}"));
+        } else {
+            let name = if v % 2 == 0 { "kv_row" } else { "kv_col" };
+            e.table(name).unwrap().write(pair(p)).unwrap();
+            say(format!("ack {name} {p} {v}"));
         }
-        let _ = out.flush();
     }
 }
 
@@ -132,6 +179,10 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
                 .collect::<Vec<_>>()
         });
         std::thread::sleep(Duration::from_millis(rng.random_range(150..700)));
+        assert!(
+            matches!(child.try_wait(), Ok(None)),
+            "the child died before it was killed (a writer failed)"
+        );
         unsafe {
             libc::kill(child.id() as i32, libc::SIGKILL);
         }
