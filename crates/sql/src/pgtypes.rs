@@ -257,77 +257,203 @@ fn write_timestamp(micros: i64, out: &mut String) {
     }
 }
 
-/// Parse `YYYY-MM-DD` into days since the Unix epoch.
-pub fn parse_date(s: &str) -> Option<i32> {
+/// Why date/time text was refused: the SQLSTATE differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DtError {
+    /// Not a date/time at all (22007).
+    Syntax,
+    /// A field or the whole value out of range (22008).
+    Range,
+    /// `infinity` / `-infinity`, which Eddy cannot store (22008).
+    Infinite,
+}
+
+impl DtError {
+    fn to_sql(self, type_name: &str, input: &str) -> SqlError {
+        match self {
+            DtError::Syntax => SqlError::InvalidDatetime(format!(
+                "invalid input syntax for type {type_name}: \"{input}\""
+            )),
+            DtError::Range => SqlError::DatetimeOverflow(format!(
+                "date/time field value out of range: \"{input}\""
+            )),
+            DtError::Infinite => infinite_datetime(type_name),
+        }
+    }
+}
+
+fn infinite_datetime(type_name: &str) -> SqlError {
+    SqlError::DatetimeOverflow(format!(
+        "{type_name} out of range: Eddy cannot store an infinite {type_name}"
+    ))
+}
+
+/// The last year PostgreSQL's `date` accepts.
+const MAX_YEAR: i64 = 5_874_897;
+
+/// A non-empty run of ASCII digits as a number; `Syntax` for anything else,
+/// `Range` for more digits than a `u32` holds.
+fn digits_u32(s: &str) -> std::result::Result<u32, DtError> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(DtError::Syntax);
+    }
+    s.parse().map_err(|_| DtError::Range)
+}
+
+fn is_infinity(s: &str) -> bool {
+    ["infinity", "+infinity", "-infinity"]
+        .iter()
+        .any(|w| s.eq_ignore_ascii_case(w))
+}
+
+/// `YYYY-MM-DD` -> days since the Unix epoch.
+fn date_from_text(s: &str) -> std::result::Result<i32, DtError> {
     let s = s.trim();
+    if is_infinity(s) {
+        return Err(DtError::Infinite);
+    }
     let mut it = s.splitn(3, '-');
-    let y: i64 = it.next()?.trim().parse().ok()?;
-    let m: u32 = it.next()?.trim().parse().ok()?;
-    let d: u32 = it.next()?.trim().parse().ok()?;
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
-        return None;
+    let mut field = || it.next().map(str::trim).ok_or(DtError::Syntax);
+    let (y, m, d) = (field()?, field()?, field()?);
+    let y = i64::from(digits_u32(y)?);
+    let (m, d) = (digits_u32(m)?, digits_u32(d)?);
+    if y > MAX_YEAR || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return Err(DtError::Range);
     }
     let days = days_from_civil(y, m, d);
     // reject 2023-02-30 and friends
     if civil_from_days(days) != (y, m, d) {
-        return None;
+        return Err(DtError::Range);
     }
-    i32::try_from(days).ok()
+    i32::try_from(days).map_err(|_| DtError::Range)
+}
+
+/// Split a zone suffix (`Z`, `+HH`, `-HH:MM`, `+HHMM`) off a time of day:
+/// (time, offset in seconds east of UTC).
+fn split_zone(rest: &str) -> std::result::Result<(&str, i64), DtError> {
+    let Some(i) = rest.rfind(['+', '-', 'Z']).filter(|i| *i >= 5) else {
+        return Ok((rest, 0));
+    };
+    // `i` is the byte offset of an ASCII character, so both halves are
+    // char-boundary safe; `get` keeps it so even if that changes.
+    let (time, zone) = (
+        rest.get(..i).ok_or(DtError::Syntax)?,
+        rest.get(i..).ok_or(DtError::Syntax)?,
+    );
+    if zone == "Z" {
+        return Ok((time.trim(), 0));
+    }
+    let sign = if zone.starts_with('-') { -1 } else { 1 };
+    let z = zone.get(1..).ok_or(DtError::Syntax)?;
+    let (h, m) = match z.split_once(':') {
+        Some((h, m)) => (digits_u32(h)?, digits_u32(m)?),
+        // all-ASCII-digit text, so slicing at 2 is on a char boundary
+        None if z.len() == 4 && z.bytes().all(|b| b.is_ascii_digit()) => (
+            digits_u32(z.get(..2).ok_or(DtError::Syntax)?)?,
+            digits_u32(z.get(2..).ok_or(DtError::Syntax)?)?,
+        ),
+        None => (digits_u32(z)?, 0),
+    };
+    // PostgreSQL's limit on a numeric zone displacement
+    if h > 15 || m > 59 {
+        return Err(DtError::Range);
+    }
+    Ok((
+        time.trim(),
+        sign * (i64::from(h) * 3600 + i64::from(m) * 60),
+    ))
+}
+
+/// `YYYY-MM-DD[ T]HH:MM[:SS[.ffffff]][Z|+HH[:MM]]` -> microseconds since the
+/// Unix epoch, with every step checked.
+fn timestamp_from_text(s: &str) -> std::result::Result<i64, DtError> {
+    let s = s.trim();
+    if is_infinity(s) {
+        return Err(DtError::Infinite);
+    }
+    let (date, rest) = match s.find([' ', 'T']) {
+        Some(i) => (
+            s.get(..i).ok_or(DtError::Syntax)?,
+            s.get(i + 1..).ok_or(DtError::Syntax)?.trim(),
+        ),
+        None => (s, ""),
+    };
+    let day_start = i64::from(date_from_text(date)?)
+        .checked_mul(MICROS_PER_DAY)
+        .ok_or(DtError::Range)?;
+    if rest.is_empty() {
+        return Ok(day_start);
+    }
+    let (time, offset_secs) = split_zone(rest)?;
+    let mut parts = time.splitn(3, ':');
+    let h = digits_u32(parts.next().ok_or(DtError::Syntax)?)?;
+    let mi = digits_u32(parts.next().ok_or(DtError::Syntax)?)?;
+    let (sec, micros) = match parts.next() {
+        None => (0, 0),
+        Some(sec) => match sec.split_once('.') {
+            Some((s, f)) => {
+                if f.is_empty() || !f.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(DtError::Syntax);
+                }
+                // ASCII digits only, so byte slicing is char-boundary safe
+                let digits = f.get(..f.len().min(6)).ok_or(DtError::Syntax)?;
+                let scale = 10i64.pow(6 - digits.len() as u32);
+                (digits_u32(s)?, i64::from(digits_u32(digits)?) * scale)
+            }
+            None => (digits_u32(sec)?, 0),
+        },
+    };
+    if h > 23 || mi > 59 || sec > 60 {
+        return Err(DtError::Range);
+    }
+    let secs = i64::from(h) * 3600 + i64::from(mi) * 60 + i64::from(sec) - offset_secs;
+    secs.checked_mul(1_000_000)
+        .and_then(|t| t.checked_add(micros))
+        .and_then(|t| t.checked_add(day_start))
+        .ok_or(DtError::Range)
+}
+
+/// Parse `YYYY-MM-DD` into days since the Unix epoch.
+pub fn parse_date(s: &str) -> Option<i32> {
+    date_from_text(s).ok()
 }
 
 /// Parse `YYYY-MM-DD[ T]HH:MM[:SS[.ffffff]][Z|+HH[:MM]]` into microseconds
 /// since the Unix epoch. A zone suffix is converted to UTC.
 pub fn parse_timestamp(s: &str) -> Option<i64> {
-    let s = s.trim();
-    let (date, rest) = match s.find([' ', 'T']) {
-        Some(i) => (&s[..i], s[i + 1..].trim()),
-        None => (s, ""),
-    };
-    let days = parse_date(date)? as i64;
-    if rest.is_empty() {
-        return Some(days * MICROS_PER_DAY);
+    timestamp_from_text(s).ok()
+}
+
+/// PostgreSQL's valid `date` range in days since 2000-01-01 (`IS_VALID_DATE`).
+const PG_DATE_RANGE: std::ops::Range<i32> = -2_451_545..2_145_031_949;
+/// PostgreSQL's valid `timestamp` range in microseconds since 2000-01-01
+/// (`IS_VALID_TIMESTAMP`).
+const PG_TIMESTAMP_RANGE: std::ops::Range<i64> =
+    -211_813_488_000_000_000..9_223_371_331_200_000_000;
+
+/// A binary `date` (days since 2000-01-01) as days since 1970-01-01.
+fn date_from_binary(raw: i32) -> Result<i32> {
+    if raw == i32::MAX || raw == i32::MIN {
+        return Err(infinite_datetime("date"));
     }
-    // split a zone suffix
-    let (time, offset_secs) = match rest.rfind(['+', '-', 'Z']) {
-        Some(i) if i >= 5 => {
-            let zone = &rest[i..];
-            let off = if zone == "Z" {
-                0
-            } else {
-                let sign = if zone.starts_with('-') { -1 } else { 1 };
-                let z = &zone[1..];
-                let (h, m) = match z.split_once(':') {
-                    Some((h, m)) => (h.parse::<i64>().ok()?, m.parse::<i64>().ok()?),
-                    None if z.len() == 4 => (z[..2].parse().ok()?, z[2..].parse().ok()?),
-                    None => (z.parse::<i64>().ok()?, 0),
-                };
-                sign * (h * 3600 + m * 60)
-            };
-            (rest[..i].trim(), off)
-        }
-        _ => (rest, 0),
-    };
-    let mut parts = time.splitn(3, ':');
-    let h: i64 = parts.next()?.parse().ok()?;
-    let mi: i64 = parts.next()?.parse().ok()?;
-    let (sec, micros) = match parts.next() {
-        None => (0, 0),
-        Some(sec) => match sec.split_once('.') {
-            Some((s, f)) => {
-                let digits: String = f.chars().take(6).collect();
-                if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
-                    return None;
-                }
-                let scale = 10i64.pow(6 - digits.len() as u32);
-                (s.parse::<i64>().ok()?, digits.parse::<i64>().ok()? * scale)
-            }
-            None => (sec.parse::<i64>().ok()?, 0),
-        },
-    };
-    if !(0..24).contains(&h) || !(0..60).contains(&mi) || !(0..61).contains(&sec) {
-        return None;
+    let range = || SqlError::DatetimeOverflow("date out of range".into());
+    if !PG_DATE_RANGE.contains(&raw) {
+        return Err(range());
     }
-    Some(days * MICROS_PER_DAY + (h * 3600 + mi * 60 + sec - offset_secs) * 1_000_000 + micros)
+    raw.checked_add(PG_EPOCH_DAYS).ok_or_else(range)
+}
+
+/// A binary `timestamp` (microseconds since 2000-01-01) as microseconds
+/// since 1970-01-01.
+fn timestamp_from_binary(raw: i64) -> Result<i64> {
+    if raw == i64::MAX || raw == i64::MIN {
+        return Err(infinite_datetime("timestamp"));
+    }
+    let range = || SqlError::DatetimeOverflow("timestamp out of range".into());
+    if !PG_TIMESTAMP_RANGE.contains(&raw) {
+        return Err(range());
+    }
+    raw.checked_add(PG_EPOCH_MICROS).ok_or_else(range)
 }
 
 // ---------------------------------------------------------------------------
@@ -337,14 +463,14 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
 pub fn format_decimal(v: i128, scale: i8) -> String {
     if scale <= 0 {
         let mut s = v.to_string();
-        for _ in 0..(-scale as i32) {
-            s.push('0');
+        if v != 0 {
+            s.extend(std::iter::repeat_n('0', usize::from(scale.unsigned_abs())));
         }
         return s;
     }
     let neg = v < 0;
     let digits = v.unsigned_abs().to_string();
-    let scale = scale as usize;
+    let scale = usize::from(scale.unsigned_abs());
     let (int, frac) = if digits.len() > scale {
         let (a, b) = digits.split_at(digits.len() - scale);
         (a.to_string(), b.to_string())
@@ -354,7 +480,10 @@ pub fn format_decimal(v: i128, scale: i8) -> String {
     format!("{}{int}.{frac}", if neg { "-" } else { "" })
 }
 
-/// Parse a decimal literal into a scaled integer, rounding half away from zero.
+/// Parse a decimal literal into a scaled integer, rounding half away from
+/// zero. `None` for malformed text and for values that need more than
+/// `precision` digits. Work is bounded by `precision`, not by the exponent
+/// or the number of digits written.
 pub fn parse_decimal(s: &str, precision: u8, scale: i8) -> Option<i128> {
     let s = s.trim();
     let (neg, body) = match s.strip_prefix('-') {
@@ -362,129 +491,206 @@ pub fn parse_decimal(s: &str, precision: u8, scale: i8) -> Option<i128> {
         None => (false, s.strip_prefix('+').unwrap_or(s)),
     };
     let (mantissa, exp) = match body.find(['e', 'E']) {
-        Some(i) => (&body[..i], body[i + 1..].parse::<i32>().ok()?),
+        // `i` is an ASCII letter: both slices are on char boundaries
+        Some(i) => (body.get(..i)?, body.get(i + 1..)?.parse::<i32>().ok()?),
         None => (body, 0),
     };
     let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
     if int.is_empty() && frac.is_empty() {
         return None;
     }
-    if !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) {
+    if !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let mut digits: String = format!("{int}{frac}");
-    let mut point = int.len() as i32 + exp; // digits before the point
+    let limit = 10i128.checked_pow(u32::from(precision))?;
+    // significant digits, leading zeros dropped
+    let lead = int
+        .bytes()
+        .chain(frac.bytes())
+        .take_while(|b| *b == b'0')
+        .count();
+    let digits: Vec<u8> = int
+        .bytes()
+        .chain(frac.bytes())
+        .skip(lead)
+        .map(|b| b - b'0')
+        .collect();
     if digits.is_empty() {
-        digits.push('0');
-        point = 1;
+        return Some(0);
     }
-    let want = point + scale as i32; // digits to keep
+    // how many digits the scaled integer has (digits[0] is not zero)
+    let point = i64::try_from(int.len()).ok()? - i64::try_from(lead).ok()? + i64::from(exp);
+    let want = point + i64::from(scale);
+    if want > i64::from(precision) {
+        return None; // at least 10^precision
+    }
+    if want < 0 {
+        return Some(0); // below half a unit of the last place
+    }
+    let want = usize::try_from(want).ok()?;
     let mut value: i128 = 0;
-    let bytes = digits.as_bytes();
-    for i in 0..want.max(0) {
-        let d = bytes
-            .get(i as usize)
-            .map(|b| (b - b'0') as i128)
-            .unwrap_or(0);
-        value = value.checked_mul(10)?.checked_add(d)?;
+    for i in 0..want {
+        let d = digits.get(i).copied().unwrap_or(0);
+        value = value.checked_mul(10)?.checked_add(i128::from(d))?;
     }
-    if want >= 0 {
-        if let Some(b) = bytes.get(want as usize) {
-            if *b >= b'5' {
-                value = value.checked_add(1)?;
-            }
-        }
+    if digits.get(want).is_some_and(|d| *d >= 5) {
+        value = value.checked_add(1)?;
     }
-    if value >= 10i128.checked_pow(precision as u32)? {
+    if value >= limit {
         return None;
     }
     Some(if neg { -value } else { value })
 }
 
+/// `NUMERIC_MAX_PRECISION + NUMERIC_MAX_RESULT_SCALE`: the most base-10000
+/// digits PostgreSQL accepts in a binary numeric.
+const NUMERIC_MAX_NDIGITS: i16 = 3000;
+/// `NUMERIC_MAX_DISPLAY_SCALE`.
+const NUMERIC_MAX_DSCALE: i16 = 1000;
+const NUMERIC_POS: u16 = 0x0000;
+const NUMERIC_NEG: u16 = 0x4000;
+const NUMERIC_NAN: u16 = 0xC000;
+const NUMERIC_PINF: u16 = 0xD000;
+const NUMERIC_NINF: u16 = 0xF000;
+
 fn numeric_binary(v: i128, scale: i8, out: &mut BytesMut) {
-    // PostgreSQL numeric: ndigits, weight, sign, dscale, then base-10000 digits.
-    let dscale = scale.max(0) as i32;
-    let neg = v < 0;
-    let mut abs = v.unsigned_abs();
-    // shift so the fractional part is a multiple of 4 digits
-    let pad = (4 - dscale % 4) % 4;
-    for _ in 0..pad {
-        abs *= 10;
+    // PostgreSQL numeric: ndigits, weight, sign, dscale, then base-10000
+    // digits. Built from the decimal digits, so no step can overflow.
+    let dscale = usize::from(scale.max(0).unsigned_abs());
+    let mut digits = v.unsigned_abs().to_string().into_bytes();
+    if v == 0 {
+        digits.clear();
+    } else if scale < 0 {
+        digits.extend(std::iter::repeat_n(b'0', usize::from(scale.unsigned_abs())));
     }
-    let frac_groups = (dscale + pad) / 4;
-    let mut groups: Vec<i16> = Vec::new();
-    while abs > 0 {
-        groups.push((abs % 10_000) as i16);
-        abs /= 10_000;
-    }
-    groups.reverse();
-    let weight = groups.len() as i32 - frac_groups - 1;
-    // strip trailing zero groups
+    // integer digits padded on the left and fraction digits padded on the
+    // right to whole groups of four
+    let (int, frac) = if digits.len() > dscale {
+        let (a, b) = digits.split_at(digits.len() - dscale);
+        (a.to_vec(), b.to_vec())
+    } else {
+        let mut f = vec![b'0'; dscale - digits.len()];
+        f.extend_from_slice(&digits);
+        (Vec::new(), f)
+    };
+    let mut padded = vec![b'0'; (4 - int.len() % 4) % 4];
+    padded.extend_from_slice(&int);
+    let int_groups = padded.len() / 4;
+    padded.extend_from_slice(&frac);
+    padded.resize(padded.len().div_ceil(4) * 4, b'0');
+    let mut groups: Vec<i16> = padded
+        .chunks(4)
+        .map(|c| c.iter().fold(0i16, |acc, d| acc * 10 + i16::from(d - b'0')))
+        .collect();
+    let mut weight = int_groups as i32 - 1;
+    // strip leading and trailing zero groups
+    let lead = groups.iter().take_while(|g| **g == 0).count();
+    groups.drain(..lead);
+    weight -= lead as i32;
     while groups.last() == Some(&0) {
         groups.pop();
     }
-    let weight = if groups.is_empty() { 0 } else { weight };
+    if groups.is_empty() {
+        weight = 0;
+    }
     out.put_i16(groups.len() as i16);
     out.put_i16(weight as i16);
-    out.put_u16(if neg { 0x4000 } else { 0 });
+    out.put_u16(if v < 0 { NUMERIC_NEG } else { NUMERIC_POS });
     out.put_i16(dscale as i16);
     for g in groups {
         out.put_i16(g);
     }
 }
 
-fn parse_numeric_binary(b: &[u8]) -> Option<String> {
-    if b.len() < 8 {
-        return None;
+/// A binary numeric, decoded but not yet converted to a column type.
+#[derive(Debug, PartialEq)]
+enum WireNumeric {
+    /// The value's text, `-12.340` style, with `dscale` fraction digits.
+    Finite(String),
+    NaN,
+    Infinity,
+    NegInfinity,
+}
+
+/// Decode a binary numeric, validating its header as PostgreSQL's
+/// `numeric_recv` does before allocating anything sized by it. The text
+/// built is bounded: at most 32768 integer groups and 250 fraction groups.
+fn parse_numeric_binary(b: &[u8]) -> Result<WireNumeric> {
+    let bad = |what: &str| SqlError::InvalidBinary(format!("{what} in external \"numeric\" value"));
+    let i16_at = |at: usize| {
+        b.get(at..at + 2)
+            .map(|s| i16::from_be_bytes([s[0], s[1]]))
+            .ok_or_else(|| SqlError::InvalidBinary("insufficient data left in message".into()))
+    };
+    let nd = i16_at(0)?;
+    let weight = i32::from(i16_at(2)?);
+    let sign = i16_at(4)? as u16;
+    let dscale = i16_at(6)?;
+    if !(0..=NUMERIC_MAX_NDIGITS).contains(&nd) {
+        return Err(bad("invalid length"));
     }
-    let nd = i16::from_be_bytes([b[0], b[1]]) as usize;
-    let weight = i16::from_be_bytes([b[2], b[3]]) as i32;
-    let sign = u16::from_be_bytes([b[4], b[5]]);
-    let dscale = i16::from_be_bytes([b[6], b[7]]) as usize;
-    if sign == 0xC000 {
-        return Some("NaN".into());
+    let nd = usize::from(nd.unsigned_abs());
+    if b.len() != 8 + 2 * nd {
+        return Err(SqlError::InvalidBinary(
+            "incorrect binary data format in numeric value".into(),
+        ));
     }
-    if b.len() < 8 + nd * 2 {
-        return None;
+    if !matches!(
+        sign,
+        NUMERIC_POS | NUMERIC_NEG | NUMERIC_NAN | NUMERIC_PINF | NUMERIC_NINF
+    ) {
+        return Err(bad("invalid sign"));
     }
-    let digits: Vec<i16> = (0..nd)
-        .map(|i| i16::from_be_bytes([b[8 + 2 * i], b[9 + 2 * i]]))
-        .collect();
-    let mut int = String::new();
-    let mut frac = String::new();
-    for (i, d) in digits.iter().enumerate() {
-        let pos = weight - i as i32;
-        if pos >= 0 {
-            if int.is_empty() {
-                int.push_str(&d.to_string());
-            } else {
-                int.push_str(&format!("{d:04}"));
-            }
-        } else {
-            frac.push_str(&format!("{d:04}"));
+    if !(0..=NUMERIC_MAX_DSCALE).contains(&dscale) {
+        return Err(bad("invalid scale"));
+    }
+    let dscale = usize::from(dscale.unsigned_abs());
+    let mut digits = Vec::with_capacity(nd);
+    for i in 0..nd {
+        let d = i16_at(8 + 2 * i)?;
+        if !(0..10_000).contains(&d) {
+            return Err(bad("invalid digit"));
+        }
+        digits.push(d);
+    }
+    match sign {
+        NUMERIC_NAN => return Ok(WireNumeric::NaN),
+        NUMERIC_PINF => return Ok(WireNumeric::Infinity),
+        NUMERIC_NINF => return Ok(WireNumeric::NegInfinity),
+        _ => {}
+    }
+    // digit `i` has weight `weight - i`: group k (k >= 0 integer, k < 0
+    // fraction) is digits[weight - k]
+    let group = |k: i32| -> i16 {
+        usize::try_from(weight - k)
+            .ok()
+            .and_then(|i| digits.get(i).copied())
+            .unwrap_or(0)
+    };
+    let mut text = String::new();
+    if sign == NUMERIC_NEG {
+        text.push('-');
+    }
+    if weight < 0 {
+        text.push('0');
+    } else {
+        text.push_str(&group(weight).to_string());
+        for k in (0..weight).rev() {
+            text.push_str(&format!("{:04}", group(k)));
         }
     }
-    // groups implied by weight beyond the stored digits
-    let stored_int = digits.len() as i32;
-    for _ in stored_int..=if digits.is_empty() { -1 } else { weight } {
-        int.push_str("0000");
+    if dscale > 0 {
+        text.push('.');
+        let mut frac = String::with_capacity(dscale + 4);
+        let mut k = -1;
+        while frac.len() < dscale {
+            frac.push_str(&format!("{:04}", group(k)));
+            k -= 1;
+        }
+        frac.truncate(dscale);
+        text.push_str(&frac);
     }
-    if weight < -1 {
-        frac = format!("{}{}", "0000".repeat((-weight - 1) as usize), frac);
-    }
-    if int.is_empty() {
-        int.push('0');
-    }
-    while frac.len() < dscale {
-        frac.push('0');
-    }
-    frac.truncate(dscale);
-    let sign = if sign == 0x4000 { "-" } else { "" };
-    Some(if frac.is_empty() {
-        format!("{sign}{int}")
-    } else {
-        format!("{sign}{int}.{frac}")
-    })
+    Ok(WireNumeric::Finite(text))
 }
 
 // ---------------------------------------------------------------------------
@@ -521,13 +727,22 @@ fn hex_bytea(b: &[u8], out: &mut String) {
     }
 }
 
-fn timestamp_micros(array: &dyn Array, unit: &TimeUnit, row: usize) -> i64 {
-    match unit {
-        TimeUnit::Second => array.as_primitive::<TimestampSecondType>().value(row) * 1_000_000,
-        TimeUnit::Millisecond => array.as_primitive::<TimestampMillisecondType>().value(row) * 1000,
-        TimeUnit::Microsecond => array.as_primitive::<TimestampMicrosecondType>().value(row),
-        TimeUnit::Nanosecond => array.as_primitive::<TimestampNanosecondType>().value(row) / 1000,
-    }
+fn timestamp_micros(array: &dyn Array, unit: &TimeUnit, row: usize) -> Result<i64> {
+    let micros = match unit {
+        TimeUnit::Second => array
+            .as_primitive::<TimestampSecondType>()
+            .value(row)
+            .checked_mul(1_000_000),
+        TimeUnit::Millisecond => array
+            .as_primitive::<TimestampMillisecondType>()
+            .value(row)
+            .checked_mul(1000),
+        TimeUnit::Microsecond => Some(array.as_primitive::<TimestampMicrosecondType>().value(row)),
+        TimeUnit::Nanosecond => {
+            Some(array.as_primitive::<TimestampNanosecondType>().value(row) / 1000)
+        }
+    };
+    micros.ok_or_else(|| SqlError::DatetimeOverflow("timestamp out of range".into()))
 }
 
 /// Text form of one non-null cell. `fallback` formats types Eddy has no
@@ -578,7 +793,7 @@ pub fn cell_text(array: &dyn Array, row: usize, out: &mut String) -> Result<()> 
         DataType::BinaryView => hex_bytea(array.as_binary_view().value(row), out),
         DataType::Date32 => write_date(array.as_primitive::<Date32Type>().value(row) as i64, out),
         DataType::Timestamp(unit, tz) => {
-            write_timestamp(timestamp_micros(array, unit, row), out);
+            write_timestamp(timestamp_micros(array, unit, row)?, out);
             if tz.is_some() {
                 out.push_str("+00");
             }
@@ -638,12 +853,18 @@ fn encode_binary(array: &dyn Array, row: usize, out: &mut BytesMut) -> Result<()
         DataType::Binary => out.put_slice(array.as_binary::<i32>().value(row)),
         DataType::LargeBinary => out.put_slice(array.as_binary::<i64>().value(row)),
         DataType::BinaryView => out.put_slice(array.as_binary_view().value(row)),
-        DataType::Date32 => {
-            out.put_i32(array.as_primitive::<Date32Type>().value(row) - PG_EPOCH_DAYS)
-        }
-        DataType::Timestamp(unit, _) => {
-            out.put_i64(timestamp_micros(array, unit, row) - PG_EPOCH_MICROS)
-        }
+        DataType::Date32 => out.put_i32(
+            array
+                .as_primitive::<Date32Type>()
+                .value(row)
+                .checked_sub(PG_EPOCH_DAYS)
+                .ok_or_else(|| SqlError::DatetimeOverflow("date out of range".into()))?,
+        ),
+        DataType::Timestamp(unit, _) => out.put_i64(
+            timestamp_micros(array, unit, row)?
+                .checked_sub(PG_EPOCH_MICROS)
+                .ok_or_else(|| SqlError::DatetimeOverflow("timestamp out of range".into()))?,
+        ),
         // everything else is announced as text: its binary form is its text
         _ => {
             let mut s = String::new();
@@ -691,6 +912,9 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
         }
         ColumnType::Real => Value::Real(parse_float(t).ok_or_else(bad)? as f32),
         ColumnType::Double => Value::Double(parse_float(t).ok_or_else(bad)?),
+        ColumnType::Decimal(..) if is_special_numeric(t) => {
+            return Err(unstorable_numeric(t, ty));
+        }
         ColumnType::Decimal(p, sc) => Value::Decimal(parse_decimal(t, p, sc).ok_or_else(|| {
             if t.chars()
                 .all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))
@@ -701,8 +925,10 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
             }
         })?),
         ColumnType::Text => Value::Text(s.to_string()),
-        ColumnType::Date => Value::Date(parse_date(t).ok_or_else(bad)?),
-        ColumnType::Timestamp => Value::Timestamp(parse_timestamp(t).ok_or_else(bad)?),
+        ColumnType::Date => Value::Date(date_from_text(t).map_err(|e| e.to_sql("date", s))?),
+        ColumnType::Timestamp => {
+            Value::Timestamp(timestamp_from_text(t).map_err(|e| e.to_sql("timestamp", s))?)
+        }
         ColumnType::Bytea => Value::Bytea(parse_bytea_text(s).ok_or_else(bad)?),
     })
 }
@@ -753,38 +979,66 @@ pub fn parse_bytea_text(s: &str) -> Option<Vec<u8>> {
     }
 }
 
+/// `NaN`, `Infinity` and `-Infinity`, the numeric values Eddy's decimals
+/// cannot hold.
+fn is_special_numeric(t: &str) -> bool {
+    [
+        "nan",
+        "infinity",
+        "+infinity",
+        "-infinity",
+        "inf",
+        "+inf",
+        "-inf",
+    ]
+    .iter()
+    .any(|w| t.eq_ignore_ascii_case(w))
+}
+
+fn unstorable_numeric(t: &str, ty: ColumnType) -> SqlError {
+    SqlError::FeatureNotSupported(format!(
+        "cannot convert {t} to type {}: Eddy has no NaN or infinite numeric",
+        ty.pg_name()
+    ))
+}
+
 /// Decode a binary-format value sent as PostgreSQL type `wire_oid`, then
-/// convert it to the column type `ty`.
+/// convert it to the column type `ty`. Every length, header field and
+/// range is checked before use: any byte string gives a value or an error.
 pub fn parse_binary(b: &[u8], wire_oid: u32, ty: ColumnType) -> Result<Value> {
     let bad = || {
-        SqlError::InvalidParameter(format!(
+        SqlError::InvalidBinary(format!(
             "incorrect binary data format for a value of type oid {wire_oid}"
         ))
     };
-    let fixed = |n: usize| -> Result<&[u8]> {
-        if b.len() == n {
-            Ok(b)
-        } else {
-            Err(bad())
-        }
-    };
+    fn fixed<const N: usize>(b: &[u8], bad: impl Fn() -> SqlError) -> Result<[u8; N]> {
+        b.try_into().map_err(|_| bad())
+    }
     let v = match wire_oid {
-        oid::BOOL => Value::Boolean(fixed(1)?[0] != 0),
-        oid::INT2 => Value::SmallInt(i16::from_be_bytes(fixed(2)?.try_into().map_err(|_| bad())?)),
-        oid::INT4 | oid::OID => {
-            Value::Int(i32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad())?))
+        oid::BOOL => Value::Boolean(fixed::<1>(b, bad)?[0] != 0),
+        oid::INT2 => Value::SmallInt(i16::from_be_bytes(fixed(b, bad)?)),
+        oid::INT4 | oid::OID => Value::Int(i32::from_be_bytes(fixed(b, bad)?)),
+        oid::INT8 => Value::BigInt(i64::from_be_bytes(fixed(b, bad)?)),
+        oid::FLOAT4 => Value::Real(f32::from_be_bytes(fixed(b, bad)?)),
+        oid::FLOAT8 => Value::Double(f64::from_be_bytes(fixed(b, bad)?)),
+        oid::DATE => Value::Date(date_from_binary(i32::from_be_bytes(fixed(b, bad)?))?),
+        oid::TIMESTAMP | oid::TIMESTAMPTZ => {
+            Value::Timestamp(timestamp_from_binary(i64::from_be_bytes(fixed(b, bad)?))?)
         }
-        oid::INT8 => Value::BigInt(i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad())?)),
-        oid::FLOAT4 => Value::Real(f32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad())?)),
-        oid::FLOAT8 => Value::Double(f64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad())?)),
-        oid::DATE => Value::Date(
-            i32::from_be_bytes(fixed(4)?.try_into().map_err(|_| bad())?) + PG_EPOCH_DAYS,
-        ),
-        oid::TIMESTAMP | oid::TIMESTAMPTZ => Value::Timestamp(
-            i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| bad())?) + PG_EPOCH_MICROS,
-        ),
         oid::BYTEA => Value::Bytea(b.to_vec()),
-        oid::NUMERIC => return parse_text(&parse_numeric_binary(b).ok_or_else(bad)?, ty),
+        oid::NUMERIC => {
+            let special = match parse_numeric_binary(b)? {
+                WireNumeric::Finite(text) => return parse_text(&text, ty),
+                WireNumeric::NaN => "NaN",
+                WireNumeric::Infinity => "Infinity",
+                WireNumeric::NegInfinity => "-Infinity",
+            };
+            // floats and text hold these; decimals and integers cannot
+            return match ty {
+                ColumnType::Real | ColumnType::Double | ColumnType::Text => parse_text(special, ty),
+                _ => Err(unstorable_numeric(special, ty)),
+            };
+        }
         // text-like and unknown types: the bytes are the text form
         _ => {
             let s = std::str::from_utf8(b)
@@ -793,6 +1047,120 @@ pub fn parse_binary(b: &[u8], wire_oid: u32, ty: ColumnType) -> Result<Value> {
         }
     };
     coerce_value(v, ty)
+}
+
+/// PostgreSQL's `MAXDIM`.
+const MAX_ARRAY_DIMS: i32 = 6;
+
+/// Reads big-endian fields off client bytes; running short is an error.
+struct WireReader<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> WireReader<'a> {
+    fn short() -> SqlError {
+        SqlError::InvalidBinary("insufficient data left in message".into())
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if n > self.b.len() {
+            return Err(Self::short());
+        }
+        let (head, tail) = self.b.split_at(n);
+        self.b = tail;
+        Ok(head)
+    }
+
+    fn i32(&mut self) -> Result<i32> {
+        let s = self.take(4)?;
+        Ok(i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+    }
+
+    fn remaining(&self) -> usize {
+        self.b.len()
+    }
+}
+
+/// A binary-format one-dimensional array parameter as its text literal
+/// `{"a","b",NULL}`. The header (dimensions, flags, element count) is
+/// checked against the bytes actually present before anything is
+/// allocated, and the elements must use up the value exactly.
+pub fn binary_array_to_text(b: &[u8]) -> Result<String> {
+    let mut r = WireReader { b };
+    let ndim = r.i32()?;
+    let flags = r.i32()?;
+    let elem_oid = u32::from_be_bytes(r.i32()?.to_be_bytes());
+    if !(0..=MAX_ARRAY_DIMS).contains(&ndim) {
+        return Err(SqlError::InvalidBinary(format!(
+            "invalid number of dimensions: {ndim}"
+        )));
+    }
+    if flags != 0 && flags != 1 {
+        return Err(SqlError::InvalidBinary("invalid array flags".into()));
+    }
+    let mut count: usize = 1;
+    for _ in 0..ndim {
+        let len = r.i32()?;
+        let lower = r.i32()?;
+        let len = usize::try_from(len)
+            .map_err(|_| SqlError::InvalidBinary(format!("invalid array dimension {len}")))?;
+        if lower
+            .checked_add(i32::try_from(len).unwrap_or(i32::MAX))
+            .is_none()
+        {
+            return Err(SqlError::InvalidBinary(
+                "array lower bound is too large".into(),
+            ));
+        }
+        count = count.saturating_mul(len);
+    }
+    if ndim == 0 {
+        count = 0;
+    }
+    // every element takes at least its 4-byte length: a count the bytes
+    // cannot back is refused before it sizes anything
+    if count > r.remaining() / 4 {
+        return Err(WireReader::short());
+    }
+    if ndim > 1 {
+        return Err(SqlError::FeatureNotSupported(
+            "only one-dimensional array parameters are supported".into(),
+        ));
+    }
+    let ty = column_type_for_oid(elem_oid).unwrap_or(ColumnType::Text);
+    let scale = match ty {
+        ColumnType::Decimal(_, s) => Some(s),
+        _ => None,
+    };
+    let mut out = String::from("{");
+    for i in 0..count {
+        if i > 0 {
+            out.push(',');
+        }
+        let len = r.i32()?;
+        if len == -1 {
+            out.push_str("NULL");
+            continue;
+        }
+        let len = usize::try_from(len).map_err(|_| WireReader::short())?;
+        let v = parse_binary(r.take(len)?, elem_oid, ty)?;
+        let t = value_text(&v, scale);
+        out.push('"');
+        for c in t.chars() {
+            if c == '\\' || c == '"' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push('"');
+    }
+    if r.remaining() != 0 {
+        return Err(SqlError::InvalidBinary(
+            "incorrect binary data format in array value".into(),
+        ));
+    }
+    out.push('}');
+    Ok(out)
 }
 
 /// Convert a value to column type `ty` (integer widening/narrowing with a
@@ -821,7 +1189,11 @@ pub fn coerce_value(v: Value, ty: ColumnType) -> Result<Value> {
         _ => match (ty, &v) {
             (ColumnType::Double, Value::Real(f)) => Value::Double(*f as f64),
             (ColumnType::Real, Value::Double(f)) => Value::Real(*f as f32),
-            (ColumnType::Timestamp, Value::Date(d)) => Value::Timestamp(*d as i64 * MICROS_PER_DAY),
+            (ColumnType::Timestamp, Value::Date(d)) => Value::Timestamp(
+                i64::from(*d)
+                    .checked_mul(MICROS_PER_DAY)
+                    .ok_or_else(|| SqlError::DatetimeOverflow("timestamp out of range".into()))?,
+            ),
             (_, Value::Text(s)) => parse_text(s, ty)?,
             _ => {
                 let text = value_text(&v, None);
@@ -901,7 +1273,7 @@ pub fn cell_value(array: &dyn Array, row: usize, ty: ColumnType) -> Result<Value
             Value::Date(array.as_primitive::<Date32Type>().value(row))
         }
         (ColumnType::Timestamp, DataType::Timestamp(unit, _)) => {
-            Value::Timestamp(timestamp_micros(array, unit, row))
+            Value::Timestamp(timestamp_micros(array, unit, row)?)
         }
         (ColumnType::Bytea, DataType::Binary) => {
             Value::Bytea(array.as_binary::<i32>().value(row).to_vec())
@@ -1133,7 +1505,7 @@ mod tests {
             let mut out = BytesMut::new();
             numeric_binary(v, s, &mut out);
             let text = parse_numeric_binary(&out).unwrap();
-            assert_eq!(text, format_decimal(v, s), "{v} {s}");
+            assert_eq!(text, WireNumeric::Finite(format_decimal(v, s)), "{v} {s}");
         }
     }
 
@@ -1165,5 +1537,442 @@ mod tests {
             "22003"
         );
         assert!(parse_binary(&[1, 2], oid::INT4, ColumnType::Int).is_err());
+    }
+
+    /// A binary numeric from its header fields and base-10000 digits.
+    fn numeric(nd: i16, weight: i16, sign: u16, dscale: i16, digits: &[i16]) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&nd.to_be_bytes());
+        b.extend_from_slice(&weight.to_be_bytes());
+        b.extend_from_slice(&sign.to_be_bytes());
+        b.extend_from_slice(&dscale.to_be_bytes());
+        for d in digits {
+            b.extend_from_slice(&d.to_be_bytes());
+        }
+        b
+    }
+
+    fn state(r: Result<Value>) -> &'static str {
+        r.unwrap_err().sqlstate()
+    }
+
+    const DEC: ColumnType = ColumnType::Decimal(38, 10);
+
+    #[test]
+    fn binary_numeric_header_is_validated() {
+        // Before: a negative dscale became a huge usize and the fraction
+        // loop pushed '0' until the process ran out of memory.
+        let neg_scale = numeric(1, 0, 0, -1, &[1]);
+        assert_eq!(state(parse_binary(&neg_scale, oid::NUMERIC, DEC)), "22P03");
+        let huge_scale = numeric(1, 0, 0, 1001, &[1]);
+        assert_eq!(state(parse_binary(&huge_scale, oid::NUMERIC, DEC)), "22P03");
+        // negative / absurd digit counts: 8 + 2 * (-1 as usize) overflowed
+        for nd in [-1i16, i16::MIN, 3001, i16::MAX] {
+            let b = numeric(nd, 0, 0, 0, &[1]);
+            assert_eq!(state(parse_binary(&b, oid::NUMERIC, DEC)), "22P03", "{nd}");
+        }
+        // length must be exactly 8 + 2 * ndigits
+        assert_eq!(
+            state(parse_binary(&numeric(2, 0, 0, 0, &[1]), oid::NUMERIC, DEC)),
+            "22P03"
+        );
+        assert_eq!(
+            state(parse_binary(
+                &numeric(1, 0, 0, 0, &[1, 2]),
+                oid::NUMERIC,
+                DEC
+            )),
+            "22P03"
+        );
+        assert_eq!(state(parse_binary(&[0, 0, 0], oid::NUMERIC, DEC)), "22P03");
+        // sign and digits
+        assert_eq!(
+            state(parse_binary(
+                &numeric(1, 0, 0x1234, 0, &[1]),
+                oid::NUMERIC,
+                DEC
+            )),
+            "22P03"
+        );
+        for d in [-1i16, 10_000, i16::MAX] {
+            let b = numeric(1, 0, 0, 0, &[d]);
+            assert_eq!(state(parse_binary(&b, oid::NUMERIC, DEC)), "22P03");
+        }
+        // extreme weights are bounded work and a clean error or value
+        let far = numeric(1, i16::MAX, 0, 1000, &[9999]);
+        assert_eq!(state(parse_binary(&far, oid::NUMERIC, DEC)), "22003");
+        let tiny = numeric(1, i16::MIN, 0x4000, 1000, &[9999]);
+        assert_eq!(
+            parse_binary(&tiny, oid::NUMERIC, DEC).unwrap(),
+            Value::Decimal(0)
+        );
+        assert!(matches!(
+            parse_binary(&far, oid::NUMERIC, ColumnType::Text).unwrap(),
+            Value::Text(t) if t.len() == 4 * 32_768 + 1001
+        ));
+        // a valid value still decodes: -12.5 = -(12, 5000 x 10^-4), dscale 1
+        let v = numeric(2, 0, 0x4000, 1, &[12, 5000]);
+        assert_eq!(
+            parse_binary(&v, oid::NUMERIC, ColumnType::Decimal(10, 2)).unwrap(),
+            Value::Decimal(-1250)
+        );
+    }
+
+    #[test]
+    fn numeric_nan_and_infinity_are_clear_errors_or_floats() {
+        for sign in [0xC000u16, 0xD000, 0xF000] {
+            let b = numeric(0, 0, sign, 0, &[]);
+            assert_eq!(state(parse_binary(&b, oid::NUMERIC, DEC)), "0A000");
+            assert_eq!(
+                state(parse_binary(&b, oid::NUMERIC, ColumnType::Int)),
+                "0A000"
+            );
+            let Value::Double(f) = parse_binary(&b, oid::NUMERIC, ColumnType::Double).unwrap()
+            else {
+                panic!("not a double")
+            };
+            assert!(f.is_nan() || f.is_infinite());
+        }
+        assert_eq!(state(parse_text("NaN", DEC)), "0A000");
+        assert_eq!(state(parse_text("-Infinity", DEC)), "0A000");
+    }
+
+    #[test]
+    fn numeric_encoding_does_not_overflow() {
+        // Before: the fraction padding multiplied a 38-digit value by 1000
+        // in u128 and overflowed.
+        let max = 10i128.pow(38) - 1;
+        for (v, s) in [
+            (max, 1i8),
+            (-max, 1),
+            (max, 37),
+            (max, 0),
+            (5, -2),
+            (-123, -5),
+            (1, 38),
+            (12_345_678, 4),
+        ] {
+            let mut out = BytesMut::new();
+            numeric_binary(v, s, &mut out);
+            let WireNumeric::Finite(text) = parse_numeric_binary(&out).unwrap() else {
+                panic!("not finite")
+            };
+            assert_eq!(text, format_decimal(v, s), "{v} {s}");
+        }
+        assert_eq!(format_decimal(5, -2), "500");
+        // no overflow negating i8::MIN
+        assert!(format_decimal(1, i8::MIN).ends_with('0'));
+    }
+
+    #[test]
+    fn decimal_text_work_is_bounded_by_precision() {
+        let start = std::time::Instant::now();
+        // Before: "0e999999999" looped a billion times; "1e2147483647"
+        // overflowed i32 computing the point.
+        assert_eq!(parse_decimal("0e999999999", 38, 10), Some(0));
+        assert_eq!(parse_decimal("1e2147483647", 38, 10), None);
+        assert_eq!(parse_decimal("1e-2147483648", 38, 10), Some(0));
+        assert_eq!(parse_decimal("0.00000000005", 38, 10), Some(1));
+        assert_eq!(parse_decimal("0.00000000004", 38, 10), Some(0));
+        assert_eq!(parse_decimal("99.995", 4, 2), None);
+        assert_eq!(parse_decimal("99.994", 4, 2), Some(9999));
+        assert_eq!(parse_decimal("-1.5", 38, 0), Some(-2));
+        assert_eq!(parse_decimal("1é", 38, 0), None);
+        assert_eq!(parse_decimal("1e5é", 38, 0), None);
+        let long = format!("0.{}1", "0".repeat(100_000));
+        assert_eq!(parse_decimal(&long, 38, 10), Some(0));
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+    }
+
+    #[test]
+    fn binary_array_header_is_validated() {
+        fn array(ndim: i32, flags: i32, elem: u32, dims: &[(i32, i32)], rest: &[u8]) -> Vec<u8> {
+            let mut b = Vec::new();
+            b.extend_from_slice(&ndim.to_be_bytes());
+            b.extend_from_slice(&flags.to_be_bytes());
+            b.extend_from_slice(&elem.to_be_bytes());
+            for (len, lower) in dims {
+                b.extend_from_slice(&len.to_be_bytes());
+                b.extend_from_slice(&lower.to_be_bytes());
+            }
+            b.extend_from_slice(rest);
+            b
+        }
+        let st = |b: &[u8]| binary_array_to_text(b).unwrap_err().sqlstate();
+        // Before: Vec::with_capacity(2^31 - 1) of Strings aborted the process.
+        let huge = array(1, 0, oid::INT4, &[(i32::MAX, 1)], &[0, 0, 0, 4, 0, 0, 0, 1]);
+        assert_eq!(st(&huge), "22P03");
+        assert_eq!(st(&array(1, 0, oid::INT4, &[(-1, 1)], &[])), "22P03");
+        assert_eq!(st(&array(-1, 0, oid::INT4, &[], &[])), "22P03");
+        assert_eq!(st(&array(7, 0, oid::INT4, &[], &[])), "22P03");
+        assert_eq!(st(&array(0, 2, oid::INT4, &[], &[])), "22P03");
+        assert_eq!(
+            st(&array(1, 0, oid::INT4, &[(1, i32::MAX)], &[0; 8])),
+            "22P03"
+        );
+        // element lengths below -1, or past the end
+        let minus2 = array(1, 0, oid::INT4, &[(1, 1)], &(-2i32).to_be_bytes());
+        assert_eq!(st(&minus2), "22P03");
+        let past = array(1, 0, oid::INT4, &[(1, 1)], &[0x7f, 0xff, 0xff, 0xff, 1]);
+        assert_eq!(st(&past), "22P03");
+        // trailing bytes
+        assert_eq!(st(&array(0, 0, oid::INT4, &[], &[0])), "22P03");
+        // truncated header
+        assert_eq!(st(&[0, 0, 0, 1, 0, 0]), "22P03");
+        // valid multi-dimensional arrays are a clean "not supported"
+        let two = array(
+            2,
+            0,
+            oid::INT4,
+            &[(1, 1), (1, 1)],
+            &[0, 0, 0, 4, 0, 0, 0, 7],
+        );
+        assert_eq!(st(&two), "0A000");
+        // and well-formed arrays still decode
+        let mut elems = Vec::new();
+        for e in [Some(1i32), None, Some(-3)] {
+            match e {
+                Some(v) => {
+                    elems.extend_from_slice(&4i32.to_be_bytes());
+                    elems.extend_from_slice(&v.to_be_bytes());
+                }
+                None => elems.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        let ok = array(1, 1, oid::INT4, &[(3, 1)], &elems);
+        assert_eq!(binary_array_to_text(&ok).unwrap(), r#"{"1",NULL,"-3"}"#);
+        assert_eq!(
+            binary_array_to_text(&array(0, 0, oid::INT4, &[], &[])).unwrap(),
+            "{}"
+        );
+        let text = array(1, 0, oid::TEXT, &[(1, 1)], &[0, 0, 0, 3, b'a', b'"', b'\\']);
+        assert_eq!(binary_array_to_text(&text).unwrap(), r#"{"a\"\\"}"#);
+        // numeric elements print with their scale, not as scaled integers
+        let n = numeric(1, 0, 0, 1, &[7]);
+        let mut el = (n.len() as i32).to_be_bytes().to_vec();
+        el.extend_from_slice(&n);
+        let arr = array(1, 0, oid::NUMERIC, &[(1, 1)], &el);
+        assert_eq!(binary_array_to_text(&arr).unwrap(), r#"{"7.0000000000"}"#);
+    }
+
+    #[test]
+    fn multibyte_time_zone_suffixes_are_errors_not_panics() {
+        // Before: `z[..2]` on "1é1" sliced inside 'é' and panicked.
+        for s in [
+            "2024-01-01 10:00:00+1é1",
+            "2024-01-01 10:00:00-é1",
+            "2024-01-01 10:00:00+日本",
+            "2024-01-01T10:00:00Zé",
+            "2024-01-01 10:00:00.1é",
+            "2024-01-01 1é:00",
+            "2024-01-01 10:00:00+",
+        ] {
+            let e = parse_text(s, ColumnType::Timestamp).unwrap_err();
+            assert_eq!(e.sqlstate(), "22007", "{s}: {e}");
+        }
+        // absurd offsets overflowed `h * 3600`
+        for s in [
+            "2024-01-01 10:00:00+99999999999999999999",
+            "2024-01-01 10:00:00+16",
+            "2024-01-01 10:00:00-05:60",
+            "2024-01-01 25:00:00",
+        ] {
+            let e = parse_text(s, ColumnType::Timestamp).unwrap_err();
+            assert!(matches!(e.sqlstate(), "22007" | "22008"), "{s}: {e}");
+        }
+        assert_eq!(
+            parse_timestamp("2024-01-01 10:00:00+0530"),
+            parse_timestamp("2024-01-01 04:30:00")
+        );
+        assert_eq!(
+            parse_timestamp("2024-01-01 10:00:00-05"),
+            parse_timestamp("2024-01-01T15:00:00Z")
+        );
+        assert_eq!(state(parse_text("2024-13-01", ColumnType::Date)), "22008");
+        assert_eq!(state(parse_text("20x4-01-01", ColumnType::Date)), "22007");
+    }
+
+    #[test]
+    fn infinite_and_extreme_datetimes_are_22008() {
+        // Before: i32::MAX + PG_EPOCH_DAYS and i64::MAX + PG_EPOCH_MICROS
+        // overflowed (a panic in debug builds, garbage in release).
+        for raw in [i32::MAX, i32::MIN, 2_145_031_949, -2_451_546] {
+            let e = parse_binary(&raw.to_be_bytes(), oid::DATE, ColumnType::Date).unwrap_err();
+            assert_eq!(e.sqlstate(), "22008", "{raw}");
+        }
+        for raw in [i64::MAX, i64::MIN, i64::MAX - 1, -211_813_488_000_000_001] {
+            for o in [oid::TIMESTAMP, oid::TIMESTAMPTZ] {
+                let e = parse_binary(&raw.to_be_bytes(), o, ColumnType::Timestamp).unwrap_err();
+                assert_eq!(e.sqlstate(), "22008", "{raw}");
+            }
+        }
+        assert_eq!(
+            parse_binary(&0i32.to_be_bytes(), oid::DATE, ColumnType::Date).unwrap(),
+            Value::Date(PG_EPOCH_DAYS)
+        );
+        // a date far in the future fits `date` but not a timestamp
+        let far = parse_binary(
+            &2_145_031_948i32.to_be_bytes(),
+            oid::DATE,
+            ColumnType::Timestamp,
+        );
+        assert_eq!(state(far), "22008");
+        for s in ["infinity", "-infinity", "+Infinity"] {
+            assert_eq!(state(parse_text(s, ColumnType::Date)), "22008");
+            assert_eq!(state(parse_text(s, ColumnType::Timestamp)), "22008");
+        }
+        // years whose day count overflowed days_from_civil
+        assert_eq!(
+            state(parse_text("99999999999999999-01-01", ColumnType::Date)),
+            "22008"
+        );
+        assert_eq!(
+            state(parse_text("5874897-12-31 10:00", ColumnType::Timestamp)),
+            "22008"
+        );
+        assert!(parse_text("5874897-12-31", ColumnType::Date).is_ok());
+        // timestamps in seconds that do not fit in microseconds
+        let a = datafusion::arrow::array::TimestampSecondArray::from(vec![i64::MAX]);
+        let mut out = BytesMut::new();
+        let e = encode_cell(&a, 0, Format::Binary, &mut out).unwrap_err();
+        assert_eq!(e.sqlstate(), "22008");
+        let d = datafusion::arrow::array::Date32Array::from(vec![i32::MIN]);
+        let e = encode_cell(&d, 0, Format::Binary, &mut out).unwrap_err();
+        assert_eq!(e.sqlstate(), "22008");
+    }
+}
+
+/// Random client bytes and text into every decoder: any result is fine, a
+/// panic is not.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    const OIDS: &[u32] = &[
+        oid::BOOL,
+        oid::BYTEA,
+        oid::CHAR,
+        oid::NAME,
+        oid::INT8,
+        oid::INT2,
+        oid::INT4,
+        oid::TEXT,
+        oid::OID,
+        oid::FLOAT4,
+        oid::FLOAT8,
+        oid::UNKNOWN,
+        oid::VARCHAR,
+        oid::BPCHAR,
+        oid::DATE,
+        oid::TIME,
+        oid::TIMESTAMP,
+        oid::TIMESTAMPTZ,
+        oid::INTERVAL,
+        oid::NUMERIC,
+        oid::INT2_ARRAY,
+        oid::INT4_ARRAY,
+        oid::TEXT_ARRAY,
+        0,
+        u32::MAX,
+    ];
+
+    const TYPES: &[ColumnType] = &[
+        ColumnType::Boolean,
+        ColumnType::SmallInt,
+        ColumnType::Int,
+        ColumnType::BigInt,
+        ColumnType::Real,
+        ColumnType::Double,
+        ColumnType::Decimal(38, 10),
+        ColumnType::Decimal(5, 2),
+        ColumnType::Decimal(38, 0),
+        ColumnType::Decimal(1, 1),
+        ColumnType::Text,
+        ColumnType::Date,
+        ColumnType::Timestamp,
+        ColumnType::Bytea,
+    ];
+
+    fn any_type() -> impl Strategy<Value = ColumnType> {
+        proptest::sample::select(TYPES)
+    }
+
+    fn any_oid() -> impl Strategy<Value = u32> {
+        proptest::sample::select(OIDS)
+    }
+
+    /// Text that looks enough like numbers, dates and zones to get deep
+    /// into the parsers, multi-byte characters included.
+    fn datish() -> impl Strategy<Value = String> {
+        "[0-9 :+\\-.TZzeE,é日\\\\xNaInfity]{0,40}"
+    }
+
+    fn be16(v: i16) -> [u8; 2] {
+        v.to_be_bytes()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn parse_binary_never_panics(bytes in vec(any::<u8>(), 0..48), o in any_oid(), ty in any_type()) {
+            let _ = parse_binary(&bytes, o, ty);
+            let _ = binary_array_to_text(&bytes);
+        }
+
+        #[test]
+        fn numeric_headers_never_panic(
+            nd in prop_oneof![0i16..6, any::<i16>()],
+            weight in any::<i16>(),
+            sign in prop_oneof![
+                Just(0u16), Just(0x4000u16), Just(0xC000u16), Just(0xD000u16), Just(0xF000u16),
+                any::<u16>(),
+            ],
+            dscale in prop_oneof![0i16..40, any::<i16>()],
+            digits in vec(prop_oneof![0i16..10_000, any::<i16>()], 0..6),
+            ty in any_type(),
+        ) {
+            let mut b = Vec::new();
+            b.extend_from_slice(&be16(nd));
+            b.extend_from_slice(&be16(weight));
+            b.extend_from_slice(&sign.to_be_bytes());
+            b.extend_from_slice(&be16(dscale));
+            for d in &digits {
+                b.extend_from_slice(&be16(*d));
+            }
+            let _ = parse_binary(&b, oid::NUMERIC, ty);
+        }
+
+        #[test]
+        fn array_headers_never_panic(
+            ndim in -1i32..8,
+            flags in -1i32..3,
+            elem in any_oid(),
+            dims in vec((prop_oneof![-2i32..4, any::<i32>()], any::<i32>()), 0..3),
+            elems in vec((prop_oneof![-3i32..10, any::<i32>()], vec(any::<u8>(), 0..10)), 0..5),
+        ) {
+            let mut b = Vec::new();
+            b.extend_from_slice(&ndim.to_be_bytes());
+            b.extend_from_slice(&flags.to_be_bytes());
+            b.extend_from_slice(&elem.to_be_bytes());
+            for (len, lower) in &dims {
+                b.extend_from_slice(&len.to_be_bytes());
+                b.extend_from_slice(&lower.to_be_bytes());
+            }
+            for (len, data) in &elems {
+                b.extend_from_slice(&len.to_be_bytes());
+                b.extend_from_slice(data);
+            }
+            let _ = binary_array_to_text(&b);
+        }
+
+        #[test]
+        fn parse_text_never_panics(s in prop_oneof![any::<String>(), datish()], ty in any_type()) {
+            let _ = parse_text(&s, ty);
+            let _ = parse_decimal(&s, 38, 10);
+            let _ = parse_bytea_text(&s);
+        }
     }
 }

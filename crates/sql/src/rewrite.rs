@@ -10,9 +10,10 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, visit_relations_mut, BinaryOperator, CastKind, DataType as SqlType,
-    Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident,
-    ObjectName, ObjectNamePart, Statement, Value as SqlValue, ValueWithSpan,
+    visit_expressions, visit_expressions_mut, visit_relations_mut, BinaryOperator, CastKind,
+    DataType as SqlType, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
+    FunctionArguments, Ident, ObjectName, ObjectNamePart, Statement, Value as SqlValue,
+    ValueWithSpan,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -107,11 +108,17 @@ fn is_only_comments(s: &str) -> bool {
 pub fn parse_statement(sql: &str) -> Result<Statement> {
     let normalized = normalize_copy_options(sql);
     let mut stmts = Parser::parse_sql(&PostgreSqlDialect {}, normalized.as_deref().unwrap_or(sql))?;
-    match stmts.len() {
-        1 => Ok(stmts.remove(0)),
-        0 => Err(SqlError::Syntax("empty statement".into())),
-        _ => Err(SqlError::Syntax("expected one statement".into())),
+    let stmt = match stmts.len() {
+        1 => stmts.remove(0),
+        0 => return Err(SqlError::Syntax("empty statement".into())),
+        _ => return Err(SqlError::Syntax("expected one statement".into())),
+    };
+    // Refuse `$0` and `$70000` here, before anything sizes a vector by a
+    // parameter number.
+    if sql.contains('$') {
+        check_params(&stmt)?;
     }
+    Ok(stmt)
 }
 
 /// PostgreSQL's COPY accepts `on`/`off` for boolean options (`WITH (freeze
@@ -613,6 +620,47 @@ pub fn value_to_expr(v: &Value, decimal_scale: Option<i8>) -> Expr {
     }
 }
 
+/// The most parameters a statement can take: the Bind message counts them
+/// in 16 bits, and PostgreSQL refuses higher `$n`.
+pub const MAX_PARAMS: usize = 65_535;
+
+/// `$n` -> n for a numbered placeholder with n in `1..=MAX_PARAMS`.
+fn param_number(p: &str) -> Option<usize> {
+    p.strip_prefix('$')
+        .filter(|n| n.len() <= 5)
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|n| (1..=MAX_PARAMS).contains(n))
+}
+
+/// A numbered placeholder (`$` and digits only) whose number is out of range.
+fn is_bad_param_number(p: &str) -> bool {
+    p.strip_prefix('$')
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        && param_number(p).is_none()
+}
+
+/// Refuse placeholders `$0` and above `$65535` with 42P02, as PostgreSQL does.
+pub fn check_params(stmt: &Statement) -> Result<()> {
+    let mut bad: Option<String> = None;
+    let _ = visit_expressions(stmt, |e| {
+        if let Expr::Value(ValueWithSpan {
+            value: SqlValue::Placeholder(p),
+            ..
+        }) = e
+        {
+            if is_bad_param_number(p) {
+                bad = Some(p.clone());
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    match bad {
+        Some(p) => Err(SqlError::UndefinedParameter(p)),
+        None => Ok(()),
+    }
+}
+
 /// Replace `$n` placeholders with the literal values of the parameters.
 pub fn substitute_params(stmt: &mut Statement, params: &[Value]) -> Result<()> {
     let mut err: Option<SqlError> = None;
@@ -622,14 +670,12 @@ pub fn substitute_params(stmt: &mut Statement, params: &[Value]) -> Result<()> {
             ..
         }) = e
         {
-            match p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
-                Some(n) if n >= 1 && n <= params.len() => {
+            match param_number(p) {
+                Some(n) if n <= params.len() => {
                     *e = value_to_expr(&params[n - 1], None);
                 }
                 _ => {
-                    err = Some(SqlError::InvalidParameter(format!(
-                        "there is no parameter {p}"
-                    )));
+                    err = Some(SqlError::UndefinedParameter(p.clone()));
                     return ControlFlow::Break(());
                 }
             }
@@ -643,15 +689,17 @@ pub fn substitute_params(stmt: &mut Statement, params: &[Value]) -> Result<()> {
 }
 
 /// The highest `$n` in a statement (the number of parameters it takes).
+/// Numbers outside `1..=MAX_PARAMS` are not counted ([`parse_statement`]
+/// has already refused them), so the result never exceeds [`MAX_PARAMS`].
 pub fn count_params(stmt: &mut Statement) -> usize {
     let mut max = 0;
-    let _ = visit_expressions_mut(stmt, |e| {
+    let _ = visit_expressions(&*stmt, |e| {
         if let Expr::Value(ValueWithSpan {
             value: SqlValue::Placeholder(p),
             ..
         }) = e
         {
-            if let Some(n) = p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+            if let Some(n) = param_number(p) {
                 max = max.max(n);
             }
         }
@@ -660,16 +708,13 @@ pub fn count_params(stmt: &mut Statement) -> usize {
     max
 }
 
-/// `$n` -> n when the expression is a placeholder.
+/// `$n` -> n when the expression is a placeholder with n in `1..=MAX_PARAMS`.
 pub fn placeholder_index(e: &Expr) -> Option<usize> {
     match e {
         Expr::Value(ValueWithSpan {
             value: SqlValue::Placeholder(p),
             ..
-        }) => p
-            .strip_prefix('$')
-            .and_then(|n| n.parse::<usize>().ok())
-            .filter(|n| *n >= 1),
+        }) => param_number(p),
         Expr::Cast { expr, .. } => placeholder_index(expr),
         Expr::Nested(inner) => placeholder_index(inner),
         _ => None,
@@ -740,6 +785,44 @@ mod tests {
         substitute_params(&mut s, &[Value::BigInt(5), Value::Text("x'y".into())]).unwrap();
         assert_eq!(s.to_string(), "SELECT * FROM t WHERE a = 5 AND b = 'x''y'");
         let mut s = parse_statement("SELECT $3").unwrap();
-        assert!(substitute_params(&mut s, &[]).is_err());
+        assert_eq!(
+            substitute_params(&mut s, &[]).unwrap_err().sqlstate(),
+            "42P02"
+        );
+    }
+
+    #[test]
+    fn parameter_numbers_above_65535_are_refused_before_allocation() {
+        // Before: count_params returned 4_000_000_000 and prepare built a
+        // Vec of that many parameter types.
+        for sql in [
+            "SELECT $4000000000",
+            "SELECT $65536",
+            "SELECT $0",
+            "SELECT 1 WHERE $1 = $99999999999999999999999999",
+            "INSERT INTO t VALUES ($1, $70000)",
+        ] {
+            let e = parse_statement(sql).unwrap_err();
+            assert_eq!(e.sqlstate(), "42P02", "{sql}: {e}");
+        }
+        let mut s = parse_statement("SELECT $65535, $1").unwrap();
+        assert_eq!(count_params(&mut s), MAX_PARAMS);
+        // an AST built without parse_statement still never counts past the limit
+        let mut s = Parser::parse_sql(&PostgreSqlDialect {}, "SELECT $4000000000")
+            .unwrap()
+            .remove(0);
+        assert_eq!(count_params(&mut s), 0);
+        assert!(check_params(&s).is_err());
+        let placeholder = |p: &str| {
+            Expr::Value(ValueWithSpan {
+                value: SqlValue::Placeholder(p.into()),
+                span: Span::empty(),
+            })
+        };
+        assert_eq!(placeholder_index(&placeholder("$4000000000")), None);
+        assert_eq!(placeholder_index(&placeholder("$0")), None);
+        assert_eq!(placeholder_index(&placeholder("$65535")), Some(65_535));
+        // dollar-quoted strings are not placeholders
+        assert!(parse_statement("SELECT $$ $4000000000 $$").is_ok());
     }
 }
