@@ -202,15 +202,13 @@ impl Session {
                     .map(|m| m.0.name().to_string())
                     .unwrap_or_default(),
             }),
-            "transaction_read_only" => Some(
-                match t {
+            "transaction_read_only" => {
+                let ro = match t {
                     Some(t) => t.read_only,
                     None => self.default_modes().map(|m| m.1).unwrap_or(false),
-                }
-                .then_some("on")
-                .unwrap_or("off")
-                .to_string(),
-            ),
+                };
+                Some(if ro { "on" } else { "off" }.to_string())
+            }
             _ => None,
         }
     }
