@@ -12,8 +12,9 @@
 //! * **Locks before decisions.** A row is locked (exclusive, in the
 //!   transaction's name) before the transaction decides what to write to
 //!   it; after the lock is held, a row whose latest committed write is
-//!   newer than the snapshot the decision was made on is re-decided on a
-//!   fresh snapshot (READ COMMITTED) or fails with 40001 (REPEATABLE READ).
+//!   newer than the snapshot the decision was made on is re-decided on its
+//!   newest version (READ COMMITTED, PostgreSQL's EvalPlanQual) or fails
+//!   with 40001 (REPEATABLE READ).
 //! * **Snapshots.** READ COMMITTED takes one consistent snapshot of the
 //!   statement's tables per statement; REPEATABLE READ pins a snapshot of
 //!   every table at its first statement and reads only that.

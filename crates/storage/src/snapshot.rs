@@ -56,6 +56,7 @@ impl TableSnapshot {
                         at,
                         source: Source::File { file, deletes },
                         hidden: None,
+                        only: None,
                     });
                 }
                 if !snap.mem.is_empty() {
@@ -68,6 +69,7 @@ impl TableSnapshot {
                             ncols: snap.columns.len(),
                         },
                         hidden: None,
+                        only: None,
                     });
                 }
             } else if let Some(rl) = &t.row {
@@ -76,6 +78,7 @@ impl TableSnapshot {
                     at,
                     source: Source::Rows(rl.read().clone()),
                     hidden: None,
+                    only: None,
                 });
             }
         }
@@ -109,6 +112,7 @@ impl TableSnapshot {
                 .iter()
                 .map(|p| ScanPartition {
                     hidden: (!overlay.hidden.is_empty()).then(|| Arc::clone(&overlay)),
+                    only: p.only.clone(),
                     ..p.clone()
                 })
                 .collect()
@@ -119,12 +123,30 @@ impl TableSnapshot {
                 at: Lsn::MAX,
                 source: Source::Overlay(Arc::clone(&overlay)),
                 hidden: None,
+                only: None,
             });
         }
         TableSnapshot {
             def: self.def.clone(),
             lsns: self.lsns.clone(),
             partitions,
+        }
+    }
+
+    /// This snapshot reduced to the rows stored under `keys` (a statement
+    /// re-checking rows that changed under it).
+    pub fn restricted_to(&self, keys: Arc<HashSet<Vec<u8>>>) -> TableSnapshot {
+        TableSnapshot {
+            def: self.def.clone(),
+            lsns: self.lsns.clone(),
+            partitions: self
+                .partitions
+                .iter()
+                .map(|p| ScanPartition {
+                    only: Some(Arc::clone(&keys)),
+                    ..p.clone()
+                })
+                .collect(),
         }
     }
 }
@@ -164,6 +186,8 @@ pub struct ScanPartition {
     source: Source,
     /// Keys a transaction overwrote: rows with them are skipped.
     hidden: Option<Arc<Overlay>>,
+    /// When set, only rows with these keys are read.
+    only: Option<Arc<HashSet<Vec<u8>>>>,
 }
 
 /// The output schema of a scan with this projection.
@@ -214,10 +238,13 @@ impl ScanPartition {
         with_key: bool,
         keep_row_group: &dyn Fn(&RowGroupStats) -> bool,
     ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
-        let Some(hidden) = self.hidden.clone() else {
+        if self.hidden.is_none() && self.only.is_none() {
             return self.scan_source(projection, with_key, keep_row_group);
-        };
-        // Read the keys too, drop the rows the transaction overwrote.
+        }
+        let hidden = self.hidden.clone();
+        let only = self.only.clone();
+        // Read the keys too, drop the rows the transaction overwrote (and
+        // those outside `only`).
         let inner = self.scan_source(projection, true, keep_row_group)?;
         Ok(Box::new(inner.map(move |b| {
             let b = b?;
@@ -230,7 +257,13 @@ impl ScanPartition {
                     StorageError::InvalidDefinition("key column is not binary".into())
                 })?;
             let keep: BooleanArray = (0..keys.len())
-                .map(|i| Some(!hidden.hidden.contains(keys.value(i))))
+                .map(|i| {
+                    let k = keys.value(i);
+                    Some(
+                        !hidden.as_ref().is_some_and(|h| h.hidden.contains(k))
+                            && only.as_ref().is_none_or(|o| o.contains(k)),
+                    )
+                })
                 .collect();
             let mut b = arrow::compute::filter_record_batch(&b, &keep)
                 .map_err(|e| StorageError::arrow("overlay filter", e))?;

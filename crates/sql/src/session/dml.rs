@@ -2,11 +2,11 @@
 //!
 //! Every statement here locks the rows it writes before it decides what to
 //! write (see [`crate::txn`]): UPDATE and DELETE find their rows on a
-//! snapshot, lock them, and if any of them changed after that snapshot
-//! they run again on a fresh one (READ COMMITTED) or fail with 40001
-//! (REPEATABLE READ); so a concurrent `SET n = n + 1` is never lost and a
-//! concurrently deleted row never comes back. The writes go to the
-//! transaction, which commits them all at once.
+//! snapshot, lock them, and rows that changed after that snapshot are
+//! re-checked on their newest version (READ COMMITTED) or fail the
+//! statement with 40001 (REPEATABLE READ); so a concurrent `SET n = n + 1`
+//! is never lost and a concurrently deleted row never comes back. The
+//! writes go to the transaction, which commits them all at once.
 
 use std::sync::Arc;
 
@@ -142,39 +142,73 @@ impl Session {
         Ok(result?.1)
     }
 
-    /// Runs a row-finding scan until the rows it found are locked and
-    /// unchanged since its snapshot (see the module doc). `scan` returns
-    /// what the statement will write plus the keys to lock.
-    async fn locked_scan<T>(
+    /// Finds the rows an UPDATE or DELETE writes, PostgreSQL's way: `run`
+    /// scans the statement's snapshot and returns (key, new row or `None`
+    /// for a delete) per matching row; the rows are locked; rows that
+    /// changed after the snapshot are then re-checked on their newest
+    /// version only (READ COMMITTED: `run` again over a fresh snapshot
+    /// restricted to those keys: a row that no longer matches is left
+    /// alone, one that still does gets its new values from the newest
+    /// version; rows that only now match are not added) or fail the
+    /// statement with 40001 (REPEATABLE READ).
+    async fn locked_scan(
         &mut self,
         table: &Arc<Table>,
         run: impl for<'a> Fn(
             &'a mut Session,
-        ) -> futures::future::BoxFuture<'a, Result<(T, Vec<Vec<u8>>)>>,
-    ) -> Result<T> {
+        )
+            -> futures::future::BoxFuture<'a, Result<Vec<(Vec<u8>, Option<Row>)>>>,
+    ) -> Result<Vec<(Vec<u8>, Option<Row>)>> {
+        let id = table.def().id;
+        let snaps = self.install_tables(std::slice::from_ref(table))?;
+        let mut snap = snaps
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| SqlError::Internal("no snapshot for the target".into()))?;
+        let mut found: std::collections::BTreeMap<Vec<u8>, Option<Row>> =
+            run(self).await?.into_iter().collect();
+        let mut check: Vec<Vec<u8>> = found.keys().cloned().collect();
         for _ in 0..MAX_RERUNS {
-            let snaps = self.install_tables(std::slice::from_ref(table))?;
-            let snap = snaps
-                .get(&table.def().id)
-                .cloned()
-                .ok_or_else(|| SqlError::Internal("no snapshot for the target".into()))?;
-            let (out, keys) = run(self).await?;
             let txn = self.txn_mut()?;
-            let changed = run_blocking(|| -> Result<bool> {
+            let changed: Vec<Vec<u8>> = run_blocking(|| -> Result<Vec<Vec<u8>>> {
                 txn.lock_rows(
                     table,
-                    keys.iter().map(|k| k.as_slice()),
+                    check.iter().map(|k| k.as_slice()),
                     LockMode::Exclusive,
                 )?;
-                txn.changed_since(table, &snap, keys.iter().map(|k| k.as_slice()))
+                let mut changed = Vec::new();
+                for k in &check {
+                    if txn.changed_since(table, &snap, [k.as_slice()])? {
+                        changed.push(k.clone());
+                    }
+                }
+                Ok(changed)
             })?;
-            if !changed {
-                return Ok(out);
+            if changed.is_empty() {
+                return Ok(found.into_iter().collect());
             }
             if txn.isolation == Isolation::RepeatableRead {
                 return Err(StorageError::SerializationFailure.into());
             }
-            tracing::debug!(table = %table.def().name, "rows changed under the statement; re-running it on a fresh snapshot");
+            tracing::debug!(table = %table.def().name, rows = changed.len(), "rows changed under the statement; re-checking their newest versions");
+            // The locks are held: the newest versions cannot change again.
+            let fresh = self.install_tables(std::slice::from_ref(table))?;
+            let base = fresh
+                .get(&id)
+                .cloned()
+                .ok_or_else(|| SqlError::Internal("no snapshot for the target".into()))?;
+            let keys: std::collections::HashSet<Vec<u8>> = changed.iter().cloned().collect();
+            let restricted = Arc::new(base.restricted_to(Arc::new(keys)));
+            let mut view = fresh;
+            view.insert(id, Arc::clone(&restricted));
+            self.view.set(view);
+            for k in &changed {
+                found.remove(k);
+            }
+            let again = run(self).await?;
+            check = again.iter().map(|(k, _)| k.clone()).collect();
+            found.extend(again);
+            snap = base;
         }
         Err(StorageError::SerializationFailure.into())
     }
@@ -339,7 +373,7 @@ impl Session {
         let selection = upd.selection.clone();
         let scan_def = def.clone();
         let target = Arc::clone(&table);
-        let rows = self
+        let rows: Vec<(Vec<u8>, Row)> = self
             .locked_scan(&table, move |s| {
                 let items = items.clone();
                 let selection = selection.clone();
@@ -350,12 +384,16 @@ impl Session {
                     let batches = s
                         .dml_scan(&target, &alias, &items, selection.as_ref())
                         .await?;
-                    let rows = rows_with_keys(&def, &batches)?;
-                    let keys = rows.iter().map(|(k, _)| k.clone()).collect();
-                    Ok((rows, keys))
+                    Ok(rows_with_keys(&def, &batches)?
+                        .into_iter()
+                        .map(|(k, r)| (k, Some(r)))
+                        .collect())
                 })
             })
-            .await?;
+            .await?
+            .into_iter()
+            .filter_map(|(k, r)| r.map(|r| (k, r)))
+            .collect();
         let pk_changed = def.primary_key.iter().any(|k| exprs[*k].is_some());
         let n = rows.len();
         let txn = self.txn_mut()?;
@@ -396,7 +434,7 @@ impl Session {
         let table = self.table(&tname)?;
         let selection = del.selection.clone();
         let target = Arc::clone(&table);
-        let keys = self
+        let keys: Vec<Vec<u8>> = self
             .locked_scan(&table, move |s| {
                 let selection = selection.clone();
                 let target = Arc::clone(&target);
@@ -406,11 +444,13 @@ impl Session {
                     let batches = s
                         .dml_scan(&target, &alias, &items, selection.as_ref())
                         .await?;
-                    let keys = keys_of(&batches)?;
-                    Ok((keys.clone(), keys))
+                    Ok(keys_of(&batches)?.into_iter().map(|k| (k, None)).collect())
                 })
             })
-            .await?;
+            .await?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
         let n = keys.len();
         let txn = self.txn_mut()?;
         for k in keys {
