@@ -93,13 +93,18 @@ pub struct Transaction {
     /// Tables created in this transaction: dropped if it rolls back.
     pub created_tables: Vec<String>,
     next_own_key: u64,
+    /// Whether this transaction ever asked for a row lock (most read-only
+    /// statements never do, and then skip the lock table at the end).
+    locked: std::sync::atomic::AtomicBool,
     /// `lock_timeout` (None: wait until the holder ends).
     pub lock_timeout: Option<Duration>,
 }
 
 impl Drop for Transaction {
     fn drop(&mut self) {
-        self.engine.locks().release_all(self.id);
+        if self.locked.load(std::sync::atomic::Ordering::Relaxed) {
+            self.engine.locks().release_all(self.id);
+        }
     }
 }
 
@@ -123,6 +128,7 @@ impl Transaction {
             pinned: None,
             created_tables: Vec::new(),
             next_own_key: 0,
+            locked: std::sync::atomic::AtomicBool::new(false),
             lock_timeout: None,
         }
     }
@@ -188,6 +194,8 @@ impl Transaction {
             if k.first() == Some(&OWN_ROW_KEY) {
                 continue;
             }
+            self.locked
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             self.engine
                 .locks()
                 .lock(self.id, table.def().id, k, mode, wait, &table.def().name)?;
