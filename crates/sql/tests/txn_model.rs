@@ -84,6 +84,9 @@ struct State {
     ledger: BTreeMap<i64, i64>,
 }
 
+/// A block's writes at a savepoint: balance deltas and ledger changes.
+type Saved = (BTreeMap<i64, i64>, BTreeMap<i64, Option<i64>>);
+
 /// A session's open block as the model sees it.
 #[derive(Clone, Debug)]
 struct Block {
@@ -91,7 +94,7 @@ struct Block {
     /// top of what it read; transfers are increments, so they compose).
     deltas: BTreeMap<i64, i64>,
     ledger: BTreeMap<i64, Option<i64>>,
-    savepoints: Vec<(BTreeMap<i64, i64>, BTreeMap<i64, Option<i64>>)>,
+    savepoints: Vec<Saved>,
     aborted: bool,
 }
 
