@@ -778,7 +778,17 @@ impl Session {
                     value.to_string().trim_matches('\'').to_string(),
                 );
             }
-            _ => {}
+            S::SetNames { charset_name, .. }
+                if matches!(
+                    ident_name(&charset_name).to_ascii_lowercase().as_str(),
+                    "utf8" | "unicode"
+                ) => {}
+            other => {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "{} is not supported",
+                    other.to_string().chars().take(60).collect::<String>()
+                )))
+            }
         }
         Ok(Output::Command("SET".into()))
     }
