@@ -853,6 +853,11 @@ impl Session {
         ct: datafusion::sql::sqlparser::ast::CreateTable,
     ) -> Result<Output> {
         let name = table_name(&ct.name)?;
+        if ct.temporary {
+            return Err(SqlError::FeatureNotSupported(
+                "TEMPORARY tables are not supported yet".into(),
+            ));
+        }
         if self.db.engine.table(&name).is_some() {
             if ct.if_not_exists {
                 return Ok(Output::Command("CREATE TABLE".into()));
