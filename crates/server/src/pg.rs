@@ -19,7 +19,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use eddy_common::Value;
 use eddy_sql::copy::{binary_header, binary_trailer, csv_header, encode_row, CopyIn};
-use eddy_sql::pgtypes::{self, column_type_for_oid, encode_cell};
+use eddy_sql::pgtypes::{self, encode_cell};
 use eddy_sql::session::{statement_kind, Output};
 use eddy_sql::{Database, Prepared, Session, SqlError};
 use futures::{stream, Sink, SinkExt, StreamExt};
@@ -423,19 +423,41 @@ fn query_response(
     schema: SchemaRef,
     stream: datafusion::execution::SendableRecordBatchStream,
     formats: Option<&Format>,
+    described: &[eddy_sql::ResultColumn],
     cancel: Arc<CancelSignal>,
 ) -> QueryResponse {
-    let fields = Arc::new(fields_of(&schema, formats));
+    let mut fields = fields_of(&schema, formats);
+    // A column Describe announced as text but that runs as another type
+    // (`SELECT $1`: the statement was planned before its parameters had
+    // values) is sent as its text form, which is also text's binary form:
+    // the client decodes what it was told to expect.
+    let as_text: Vec<bool> = fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            described.get(i).is_some_and(|d| {
+                matches!(d.type_oid, pgtypes::oid::TEXT | pgtypes::oid::VARCHAR)
+                    && f.datatype().oid() != d.type_oid
+            })
+        })
+        .collect();
+    for (f, text) in fields.iter_mut().zip(&as_text) {
+        if *text {
+            *f = FieldInfo::new(f.name().to_string(), None, None, Type::TEXT, f.format());
+        }
+    }
     let fmts: Vec<pgtypes::Format> = fields
         .iter()
-        .map(|f| {
-            if f.format() == FieldFormat::Binary {
+        .zip(&as_text)
+        .map(|(f, text)| {
+            if f.format() == FieldFormat::Binary && !text {
                 pgtypes::Format::Binary
             } else {
                 pgtypes::Format::Text
             }
         })
         .collect();
+    let fields = Arc::new(fields);
     let rows = cancellable(stream, cancel).flat_map(move |b| {
         let items = match b {
             Ok(batch) => encode_batch(&batch, &fmts),
@@ -507,6 +529,7 @@ async fn to_response<C>(
     backend: &Backend,
     out: Result<Output, SqlError>,
     formats: Option<&Format>,
+    described: &[eddy_sql::ResultColumn],
 ) -> PgWireResult<Response>
 where
     C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -518,6 +541,7 @@ where
             schema,
             stream,
             formats,
+            described,
             Arc::clone(&slot(client, backend).cancel),
         )),
         Ok(Output::Command(tag)) => Response::Execution(Tag::new(&tag)),
@@ -578,7 +602,7 @@ impl SimpleQueryHandler for Backend {
         let ok = outs.iter().all(|o| o.is_ok());
         let mut resps = Vec::with_capacity(outs.len());
         for o in outs {
-            resps.push(to_response(client, self, o, None).await?);
+            resps.push(to_response(client, self, o, None, &[]).await?);
         }
         self.metrics.record(kind, start.elapsed(), ok);
         Ok(resps)
@@ -656,20 +680,35 @@ fn decode_params(p: &Prepared, portal: &Portal<Stmt>) -> Result<Vec<Value>, SqlE
             continue;
         };
         let binary = field_format(&portal.parameter_format, i) == FieldFormat::Binary;
-        let ty = column_type_for_oid(oid);
-        let v = match (ty, binary) {
-            (Some(ty), false) => {
-                let s = std::str::from_utf8(bytes)
-                    .map_err(|_| SqlError::InvalidText("invalid UTF-8 in parameter".into()))?;
-                pgtypes::parse_text(s, ty)?
-            }
-            (Some(ty), true) => pgtypes::parse_binary(bytes, oid, ty)?,
-            (None, false) => Value::Text(String::from_utf8_lossy(bytes).into_owned()),
-            (None, true) => Value::Text(pgtypes::binary_array_to_text(bytes)?),
-        };
-        out.push(v);
+        out.push(pgtypes::parse_param(bytes, oid, binary)?);
     }
     Ok(out)
+}
+
+/// The statement to run for `params`. NUMERIC parameters decode to their
+/// exact text, which the fixed-plan path rounds to the column's scale; on
+/// the general path they would be string literals, so they are bound here
+/// as typed decimal literals (`CAST('1.50' AS DECIMAL(3,2))`) that keep
+/// their scale and take part in arithmetic. The session substitutes the
+/// other parameters. Statements without NUMERIC parameters are not copied.
+fn bind_numeric_params(p: &Arc<Prepared>, params: &[Value]) -> Arc<Prepared> {
+    if !p.param_types.contains(&pgtypes::oid::NUMERIC) {
+        return Arc::clone(p);
+    }
+    let Some(stmt) = &p.stmt else {
+        return Arc::clone(p);
+    };
+    let mut stmt = stmt.clone();
+    if !eddy_sql::rewrite::bind_numeric_params(&mut stmt, params, &p.param_types) {
+        return Arc::clone(p);
+    }
+    Arc::new(Prepared {
+        sql: p.sql.clone(),
+        stmt: Some(stmt),
+        param_types: p.param_types.clone(),
+        columns: p.columns.clone(),
+        fast: p.fast.clone(),
+    })
 }
 
 #[async_trait]
@@ -712,7 +751,7 @@ impl ExtendedQueryHandler for Backend {
         let kind = statement_kind(&prepared.sql);
         let out = match decode_params(&prepared, portal) {
             Ok(params) => {
-                let p = Arc::clone(&prepared);
+                let p = bind_numeric_params(&prepared, &params);
                 with_session(client, self, move |s| {
                     Box::pin(async move { s.execute_prepared(&p, &params).await })
                 })
@@ -721,7 +760,14 @@ impl ExtendedQueryHandler for Backend {
             Err(e) => Err(e),
         };
         let ok = out.is_ok();
-        let resp = to_response(client, self, out, Some(&portal.result_column_format)).await?;
+        let resp = to_response(
+            client,
+            self,
+            out,
+            Some(&portal.result_column_format),
+            &prepared.columns,
+        )
+        .await?;
         self.metrics.record(kind, start.elapsed(), ok);
         Ok(resp)
     }

@@ -516,12 +516,13 @@ impl CopyIn {
             text.split(self.opts.delimiter as char)
                 .map(|f| {
                     if f == self.opts.null {
-                        None
+                        Ok(None)
                     } else {
-                        Some(unescape_text(f))
+                        unescape_text(f).map(Some)
                     }
                 })
-                .collect()
+                .collect::<std::result::Result<_, String>>()
+                .map_err(|m| self.bad_line(m))?
         };
         if fields.len() < self.targets.len() {
             let missing = &self.table.def().columns[self.targets[fields.len()]].name;
@@ -665,29 +666,67 @@ impl CopyIn {
     }
 }
 
-fn unescape_text(f: &str) -> String {
+/// A COPY text-format field with its backslash escapes decoded, as
+/// PostgreSQL's COPY reads them: `\b \f \n \r \t \v`, one to three octal
+/// digits or `\x` and one or two hex digits for a byte, any other character
+/// for itself. Bytes from escapes must still form UTF-8.
+fn unescape_text(f: &str) -> std::result::Result<String, String> {
     if !f.contains('\\') {
-        return f.to_string();
+        return Ok(f.to_string());
     }
-    let mut out = String::with_capacity(f.len());
-    let mut it = f.chars();
-    while let Some(c) = it.next() {
-        if c != '\\' {
-            out.push(c);
+    let b = f.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    let octal = |c: u8| (b'0'..=b'7').contains(&c).then(|| c - b'0');
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
             continue;
         }
-        match it.next() {
-            Some('t') => out.push('\t'),
-            Some('n') => out.push('\n'),
-            Some('r') => out.push('\r'),
-            Some('b') => out.push('\u{8}'),
-            Some('f') => out.push('\u{c}'),
-            Some('v') => out.push('\u{b}'),
-            Some(o) => out.push(o),
-            None => out.push('\\'),
+        i += 1;
+        let Some(&c) = b.get(i) else {
+            out.push(b'\\');
+            break;
+        };
+        i += 1;
+        match c {
+            b't' => out.push(b'\t'),
+            b'n' => out.push(b'\n'),
+            b'r' => out.push(b'\r'),
+            b'b' => out.push(0x08),
+            b'f' => out.push(0x0c),
+            b'v' => out.push(0x0b),
+            b'0'..=b'7' => {
+                let mut v = c - b'0';
+                for _ in 0..2 {
+                    match b.get(i).copied().and_then(octal) {
+                        Some(d) => {
+                            v = v.wrapping_mul(8).wrapping_add(d);
+                            i += 1;
+                        }
+                        None => break,
+                    }
+                }
+                out.push(v);
+            }
+            b'x' => match b.get(i).copied().and_then(hex) {
+                Some(h) => {
+                    i += 1;
+                    let mut v = h;
+                    if let Some(l) = b.get(i).copied().and_then(hex) {
+                        v = v * 16 + l;
+                        i += 1;
+                    }
+                    out.push(v);
+                }
+                None => out.push(b'x'),
+            },
+            other => out.push(other),
         }
     }
-    out
+    String::from_utf8(out).map_err(|_| "invalid byte sequence for encoding \"UTF8\"".to_string())
 }
 
 fn split_csv(line: &str, opts: &CopyOptions) -> std::result::Result<Vec<Option<String>>, String> {
@@ -928,6 +967,12 @@ mod tests {
             ]
         );
         assert!(split_csv("\"open", &o).is_err());
-        assert_eq!(unescape_text("a\\tb\\\\"), "a\tb\\");
+        assert_eq!(unescape_text("a\\tb\\\\").unwrap(), "a\tb\\");
+        // PostgreSQL's COPY escapes: octal and hex bytes; a doubled
+        // backslash keeps bytea's own `\x` for byteain
+        assert_eq!(unescape_text("\\101\\x42\\x4a\\7").unwrap(), "ABJ\u{7}");
+        assert_eq!(unescape_text("\\\\x6869").unwrap(), "\\x6869");
+        assert_eq!(unescape_text("\\xg").unwrap(), "xg");
+        assert!(unescape_text("\\377").is_err());
     }
 }

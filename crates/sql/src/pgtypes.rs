@@ -365,8 +365,14 @@ fn split_zone(rest: &str) -> std::result::Result<(&str, i64), DtError> {
 }
 
 /// `YYYY-MM-DD[ T]HH:MM[:SS[.ffffff]][Z|+HH[:MM]]` -> microseconds since the
-/// Unix epoch, with every step checked.
+/// Unix epoch, with every step checked; a zone suffix converts to UTC.
 fn timestamp_from_text(s: &str) -> std::result::Result<i64, DtError> {
+    timestamp_from_text_zone(s, true)
+}
+
+/// [`timestamp_from_text`]; with `apply_zone` false a zone suffix is read
+/// and ignored, as PostgreSQL's `timestamp` (without time zone) input does.
+fn timestamp_from_text_zone(s: &str, apply_zone: bool) -> std::result::Result<i64, DtError> {
     let s = s.trim();
     if is_infinity(s) {
         return Err(DtError::Infinite);
@@ -406,6 +412,7 @@ fn timestamp_from_text(s: &str) -> std::result::Result<i64, DtError> {
     if h > 23 || mi > 59 || sec > 60 {
         return Err(DtError::Range);
     }
+    let offset_secs = if apply_zone { offset_secs } else { 0 };
     let secs = i64::from(h) * 3600 + i64::from(mi) * 60 + i64::from(sec) - offset_secs;
     secs.checked_mul(1_000_000)
         .and_then(|t| t.checked_add(micros))
@@ -422,6 +429,18 @@ pub fn parse_date(s: &str) -> Option<i32> {
 /// since the Unix epoch. A zone suffix is converted to UTC.
 pub fn parse_timestamp(s: &str) -> Option<i64> {
     timestamp_from_text(s).ok()
+}
+
+/// `timestamp` text as PostgreSQL reads it: a zone suffix is ignored
+/// (`'2024-01-01 12:30+02'::timestamp` is 12:30).
+pub fn timestamp_wall_clock(s: &str) -> Result<i64> {
+    timestamp_from_text_zone(s.trim(), false).map_err(|e| e.to_sql("timestamp", s))
+}
+
+/// `timestamptz` text as an instant: a zone suffix converts to UTC, no
+/// suffix means UTC (the session time zone).
+pub fn timestamp_instant(s: &str) -> Result<i64> {
+    timestamp_from_text(s.trim()).map_err(|e| e.to_sql("timestamp with time zone", s))
 }
 
 /// PostgreSQL's valid `date` range in days since 2000-01-01 (`IS_VALID_DATE`).
@@ -540,6 +559,173 @@ pub fn parse_decimal(s: &str, precision: u8, scale: i8) -> Option<i128> {
         return None;
     }
     Some(if neg { -value } else { value })
+}
+
+/// A `numeric` value as PostgreSQL reads it, before it meets a column.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NumericText {
+    /// `numeric_out`'s text: `-12.340`, no exponent, no leading zeros,
+    /// exactly the value's display scale of fraction digits.
+    Finite(String),
+    NaN,
+    Infinity,
+    NegInfinity,
+}
+
+impl NumericText {
+    /// The text PostgreSQL prints for the value.
+    pub fn into_text(self) -> String {
+        match self {
+            NumericText::Finite(t) => t,
+            NumericText::NaN => "NaN".into(),
+            NumericText::Infinity => "Infinity".into(),
+            NumericText::NegInfinity => "-Infinity".into(),
+        }
+    }
+}
+
+/// `NUMERIC_WEIGHT_MAX` in decimal digits: the most integer digits a
+/// `numeric` holds.
+const NUMERIC_MAX_INT_DIGITS: i64 = 131_072;
+/// `NUMERIC_DSCALE_MAX`: the most fraction digits a `numeric` holds.
+const NUMERIC_MAX_SCALE: i64 = 16_383;
+
+/// Read numeric text as PostgreSQL's `numeric_in` does and give it back as
+/// `numeric_out` prints it, scale included: `1.50` stays `1.50`, `1.50e1` is
+/// `15.0` (display scale `max(0, fraction digits - exponent)`), `-0.0` is
+/// `0.0`. 22P02 for text that is not a number, 22003 ("value overflows
+/// numeric format") past PostgreSQL's 131072 integer or 16383 fraction
+/// digits; the work and the text are bounded by those limits.
+pub fn numeric_from_text(s: &str) -> Result<NumericText> {
+    let bad = || SqlError::InvalidText(format!("invalid input syntax for type numeric: \"{s}\""));
+    let overflow = || SqlError::NumericOutOfRange("value overflows numeric format".into());
+    let t = s.trim();
+    let specials = [
+        ("nan", NumericText::NaN),
+        ("infinity", NumericText::Infinity),
+        ("+infinity", NumericText::Infinity),
+        ("inf", NumericText::Infinity),
+        ("+inf", NumericText::Infinity),
+        ("-infinity", NumericText::NegInfinity),
+        ("-inf", NumericText::NegInfinity),
+    ];
+    if let Some((_, v)) = specials.iter().find(|(w, _)| t.eq_ignore_ascii_case(w)) {
+        return Ok(v.clone());
+    }
+    let (neg, body) = match t.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let (mantissa, exp) = match body.find(['e', 'E']) {
+        // `i` is an ASCII letter: both slices are on char boundaries
+        Some(i) => (
+            body.get(..i).ok_or_else(bad)?,
+            Some(body.get(i + 1..).ok_or_else(bad)?),
+        ),
+        None => (body, None),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if (int.is_empty() && frac.is_empty())
+        || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+    {
+        return Err(bad());
+    }
+    let exp: i64 = match exp {
+        None => 0,
+        Some(e) => {
+            let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            // numeric_in refuses exponents from INT_MAX / 2 on
+            let magnitude = digits.trim_start_matches('0');
+            let value = match magnitude.parse::<i64>() {
+                Ok(v) if magnitude.len() <= 10 && v < i64::from(i32::MAX / 2) => v,
+                _ if magnitude.is_empty() => 0,
+                _ => return Err(overflow()),
+            };
+            if e.starts_with('-') {
+                -value
+            } else {
+                value
+            }
+        }
+    };
+    let digits = int.as_bytes().iter().chain(frac.as_bytes());
+    let scale = (frac.len() as i64 - exp).max(0);
+    if scale > NUMERIC_MAX_SCALE {
+        return Err(overflow());
+    }
+    let scale = scale as usize;
+    // where the point goes in the digits once the exponent is applied
+    let point = int.len() as i64 + exp;
+    let Some(lead) = digits.clone().position(|d| *d != b'0') else {
+        // zero, whatever its exponent
+        let mut out = String::from("0");
+        if scale > 0 {
+            out.push('.');
+            out.extend(std::iter::repeat_n('0', scale));
+        }
+        return Ok(NumericText::Finite(out));
+    };
+    if point - lead as i64 > NUMERIC_MAX_INT_DIGITS {
+        return Err(overflow());
+    }
+    let digits: Vec<u8> = digits.copied().collect();
+    let mut out = String::with_capacity(scale + point.max(1) as usize + 2);
+    if neg {
+        out.push('-');
+    }
+    // integer part from the first significant digit, then exactly `scale`
+    // fraction digits; positions outside the digits written are zeros
+    let digit = |i: i64| {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| digits.get(i))
+            .map_or('0', |d| *d as char)
+    };
+    if point <= lead as i64 {
+        out.push('0');
+    } else {
+        out.extend((lead as i64..point).map(digit));
+    }
+    if scale > 0 {
+        out.push('.');
+        out.extend((point..point + scale as i64).map(digit));
+    }
+    Ok(NumericText::Finite(out))
+}
+
+/// Decode one bound parameter of PostgreSQL type `oid` sent in text or
+/// binary format. NUMERIC parameters become their exact text (a
+/// [`Value::Decimal`] has no scale of its own): converted to the column
+/// they meet, they round once, to that column's scale; other types decode
+/// to the [`Value`] of their column type; unknown types stay text
+/// (binary arrays as their `{...}` literal).
+pub fn parse_param(raw: &[u8], oid: u32, binary: bool) -> Result<Value> {
+    if oid == oid::NUMERIC {
+        let n = if binary {
+            match parse_numeric_binary(raw)? {
+                WireNumeric::Finite(text) => numeric_from_text(&text)?,
+                WireNumeric::NaN => NumericText::NaN,
+                WireNumeric::Infinity => NumericText::Infinity,
+                WireNumeric::NegInfinity => NumericText::NegInfinity,
+            }
+        } else {
+            numeric_from_text(utf8_param(raw)?)?
+        };
+        return Ok(Value::Text(n.into_text()));
+    }
+    match (column_type_for_oid(oid), binary) {
+        (Some(ty), false) => parse_text(utf8_param(raw)?, ty),
+        (Some(ty), true) => parse_binary(raw, oid, ty),
+        (None, false) => Ok(Value::Text(utf8_param(raw)?.to_string())),
+        (None, true) => Ok(Value::Text(binary_array_to_text(raw)?)),
+    }
+}
+
+fn utf8_param(raw: &[u8]) -> Result<&str> {
+    std::str::from_utf8(raw).map_err(|_| SqlError::InvalidText("invalid UTF-8 in parameter".into()))
 }
 
 /// `NUMERIC_MAX_PRECISION + NUMERIC_MAX_RESULT_SCALE`: the most base-10000
@@ -696,27 +882,44 @@ fn parse_numeric_binary(b: &[u8]) -> Result<WireNumeric> {
 // ---------------------------------------------------------------------------
 // encoding Arrow cells
 
-/// Float text as PostgreSQL prints it (shortest round-trip, `Infinity`, `NaN`).
-fn float_text(v: f64, out: &mut String) {
+/// Float text as PostgreSQL 15 prints it (`extra_float_digits` 1): the
+/// shortest text that reads back as the same value, in fixed notation when
+/// the decimal exponent is at least -4 and below `fixed_below` (15 for
+/// `float8`, 6 for `float4`), else `1.5e+20` style with a two-digit
+/// exponent at least; `NaN`, `Infinity`, `-Infinity`.
+fn pg_float_text<F>(v: F, nan: bool, inf: Option<bool>, fixed_below: i32, out: &mut String)
+where
+    F: std::fmt::Display + std::fmt::LowerExp,
+{
     use std::fmt::Write;
-    if v.is_nan() {
+    if nan {
         out.push_str("NaN");
-    } else if v.is_infinite() {
-        out.push_str(if v > 0.0 { "Infinity" } else { "-Infinity" });
-    } else {
+        return;
+    }
+    if let Some(positive) = inf {
+        out.push_str(if positive { "Infinity" } else { "-Infinity" });
+        return;
+    }
+    // `{:e}` is the shortest round-trip digits: "1.2345e17", "-5e-7"
+    let sci = format!("{v:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..fixed_below).contains(&exp) {
         let _ = write!(out, "{v}");
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        let _ = write!(out, "{mantissa}e{sign}{:02}", exp.unsigned_abs());
     }
 }
 
+fn float_text(v: f64, out: &mut String) {
+    let inf = v.is_infinite().then_some(v > 0.0);
+    pg_float_text(v, v.is_nan(), inf, 15, out);
+}
+
 fn float32_text(v: f32, out: &mut String) {
-    use std::fmt::Write;
-    if v.is_nan() {
-        out.push_str("NaN");
-    } else if v.is_infinite() {
-        out.push_str(if v > 0.0 { "Infinity" } else { "-Infinity" });
-    } else {
-        let _ = write!(out, "{v}");
-    }
+    let inf = v.is_infinite().then_some(v > 0.0);
+    pg_float_text(v, v.is_nan(), inf, 6, out);
 }
 
 fn hex_bytea(b: &[u8], out: &mut String) {
@@ -910,8 +1113,12 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
         ColumnType::BigInt => {
             Value::BigInt(parse_int::<i64>(t).map_err(|e| if e { out_of_range() } else { bad() })?)
         }
-        ColumnType::Real => Value::Real(parse_float(t).ok_or_else(bad)? as f32),
-        ColumnType::Double => Value::Double(parse_float(t).ok_or_else(bad)?),
+        ColumnType::Real => {
+            Value::Real(parse_float(t).map_err(|e| if e { out_of_range() } else { bad() })?)
+        }
+        ColumnType::Double => {
+            Value::Double(parse_float(t).map_err(|e| if e { out_of_range() } else { bad() })?)
+        }
         ColumnType::Decimal(..) if is_special_numeric(t) => {
             return Err(unstorable_numeric(t, ty));
         }
@@ -929,7 +1136,7 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
         ColumnType::Timestamp => {
             Value::Timestamp(timestamp_from_text(t).map_err(|e| e.to_sql("timestamp", s))?)
         }
-        ColumnType::Bytea => Value::Bytea(parse_bytea_text(s).ok_or_else(bad)?),
+        ColumnType::Bytea => Value::Bytea(bytea_from_text(s)?),
     })
 }
 
@@ -952,31 +1159,107 @@ fn parse_int<T: std::str::FromStr + TryFrom<i128>>(t: &str) -> std::result::Resu
     }
 }
 
-fn parse_float(t: &str) -> Option<f64> {
-    match t.to_ascii_lowercase().as_str() {
-        "infinity" | "inf" | "+infinity" => Some(f64::INFINITY),
-        "-infinity" | "-inf" => Some(f64::NEG_INFINITY),
-        "nan" => Some(f64::NAN),
-        _ => t.parse().ok(),
+/// Float text as PostgreSQL's `float8in` / `float4in` read it: surrounding
+/// whitespace, `NaN`, `Infinity`, `inf` with either sign in any case, and
+/// decimal numbers. `Err(true)` for a number whose magnitude the type
+/// cannot hold (overflow, or underflow to zero: 22003), `Err(false)` for
+/// text that is not a number (22P02).
+fn parse_float<F>(t: &str) -> std::result::Result<F, bool>
+where
+    F: std::str::FromStr + Copy + PartialEq + Into<f64>,
+{
+    let t = t.trim();
+    let lower = t.to_ascii_lowercase();
+    let body = lower.trim_start_matches(['+', '-']);
+    let special = matches!(body, "nan" | "inf" | "infinity");
+    if special && lower.len() - body.len() > 1 {
+        return Err(false);
     }
+    // Rust also reads "nan", "inf" and "infinity" in any case, with a sign
+    let v: F = lower.parse().map_err(|_| false)?;
+    let f: f64 = v.into();
+    if !special && f.is_infinite() {
+        return Err(true);
+    }
+    if f == 0.0
+        && body
+            .split(['e'])
+            .next()
+            .is_some_and(|m| m.bytes().any(|b| (b'1'..=b'9').contains(&b)))
+    {
+        return Err(true);
+    }
+    Ok(v)
 }
 
+/// Text as `bytea` input, PostgreSQL's `byteain`: `\x` and hex digit pairs
+/// (whitespace allowed between pairs), or the escape format where `\\` is
+/// a backslash and `\ooo` (three octal digits, the first 0-3) a byte.
+/// `None` for anything else; [`bytea_from_text`] says why.
 pub fn parse_bytea_text(s: &str) -> Option<Vec<u8>> {
-    if let Some(hex) = s.strip_prefix("\\x") {
-        let hex = hex.as_bytes();
-        if hex.len() % 2 != 0 {
-            return None;
+    bytea_from_text(s).ok()
+}
+
+/// [`parse_bytea_text`] with PostgreSQL's errors: 22023 for bad hex, 22P02
+/// for a bad escape.
+pub fn bytea_from_text(s: &str) -> Result<Vec<u8>> {
+    let b = s.as_bytes();
+    if let Some(hex) = b.strip_prefix(b"\\x") {
+        let mut out = Vec::with_capacity(hex.len() / 2);
+        let mut i = 0;
+        while i < hex.len() {
+            let c = hex[i];
+            if matches!(c, b' ' | b'\n' | b'\t' | b'\r') {
+                i += 1;
+                continue;
+            }
+            let digit = |c: u8| {
+                (c as char).to_digit(16).ok_or_else(|| {
+                    SqlError::InvalidParameter(format!(
+                        "invalid hexadecimal digit: \"{}\"",
+                        String::from_utf8_lossy(&[c])
+                    ))
+                })
+            };
+            let hi = digit(c)?;
+            let lo = match hex.get(i + 1) {
+                Some(&c) => digit(c)?,
+                None => {
+                    return Err(SqlError::InvalidParameter(
+                        "invalid hexadecimal data: odd number of digits".into(),
+                    ))
+                }
+            };
+            out.push((hi * 16 + lo) as u8);
+            i += 2;
         }
-        hex.chunks(2)
-            .map(|c| {
-                let h = (c[0] as char).to_digit(16)?;
-                let l = (c[1] as char).to_digit(16)?;
-                Some((h * 16 + l) as u8)
-            })
-            .collect()
-    } else {
-        Some(s.as_bytes().to_vec())
+        return Ok(out);
     }
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        match (b.get(i + 1), b.get(i + 2), b.get(i + 3)) {
+            (Some(&d1 @ b'0'..=b'3'), Some(&d2 @ b'0'..=b'7'), Some(&d3 @ b'0'..=b'7')) => {
+                out.push(((d1 - b'0') << 6) | ((d2 - b'0') << 3) | (d3 - b'0'));
+                i += 4;
+            }
+            (Some(b'\\'), _, _) => {
+                out.push(b'\\');
+                i += 2;
+            }
+            _ => {
+                return Err(SqlError::InvalidText(
+                    "invalid input syntax for type bytea".into(),
+                ))
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// `NaN`, `Infinity` and `-Infinity`, the numeric values Eddy's decimals
@@ -1128,10 +1411,6 @@ pub fn binary_array_to_text(b: &[u8]) -> Result<String> {
         ));
     }
     let ty = column_type_for_oid(elem_oid).unwrap_or(ColumnType::Text);
-    let scale = match ty {
-        ColumnType::Decimal(_, s) => Some(s),
-        _ => None,
-    };
     let mut out = String::from("{");
     for i in 0..count {
         if i > 0 {
@@ -1143,8 +1422,14 @@ pub fn binary_array_to_text(b: &[u8]) -> Result<String> {
             continue;
         }
         let len = usize::try_from(len).map_err(|_| WireReader::short())?;
-        let v = parse_binary(r.take(len)?, elem_oid, ty)?;
-        let t = value_text(&v, scale);
+        let raw = r.take(len)?;
+        // numeric elements keep their own scale
+        let v = if elem_oid == oid::NUMERIC {
+            parse_param(raw, elem_oid, true)?
+        } else {
+            parse_binary(raw, elem_oid, ty)?
+        };
+        let t = value_text(&v, None);
         out.push('"');
         for c in t.chars() {
             if c == '\\' || c == '"' {
@@ -1510,6 +1795,188 @@ mod tests {
     }
 
     #[test]
+    fn bytea_text_is_read_as_byteain_does() {
+        // answers from PostgreSQL 15
+        assert_eq!(bytea_from_text("\\x68656c6c6f").unwrap(), b"hello");
+        assert_eq!(bytea_from_text("\\x68 65\n6C").unwrap(), b"hel");
+        assert_eq!(bytea_from_text("\\x").unwrap(), b"");
+        assert_eq!(bytea_from_text("\\000ab\\\\c").unwrap(), b"\0ab\\c");
+        assert_eq!(bytea_from_text("a\\101\\377").unwrap(), b"aA\xff");
+        assert_eq!(bytea_from_text("plain é").unwrap(), "plain é".as_bytes());
+        for (bad, state) in [
+            ("\\x6", "22023"),
+            ("\\x6g", "22023"),
+            ("\\x6 8", "22023"),
+            ("\\9", "22P02"),
+            ("\\400", "22P02"),
+            ("\\00", "22P02"),
+            ("ab\\", "22P02"),
+            ("\\X41", "22P02"),
+        ] {
+            assert_eq!(bytea_from_text(bad).unwrap_err().sqlstate(), state, "{bad}");
+        }
+        assert_eq!(
+            parse_text("\\001", ColumnType::Bytea).unwrap(),
+            Value::Bytea(vec![1])
+        );
+    }
+
+    #[test]
+    fn floats_read_and_print_as_postgresql_does() {
+        // answers from PostgreSQL 15 (float8in / float8out, float4out)
+        let f = |s: &str| match parse_text(s, ColumnType::Double) {
+            Ok(Value::Double(v)) => value_text(&Value::Double(v), None),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => e.sqlstate().to_string(),
+        };
+        for (input, want) in [
+            ("NaN", "NaN"),
+            ("nan", "NaN"),
+            ("Infinity", "Infinity"),
+            (" -INFINITY ", "-Infinity"),
+            ("inf", "Infinity"),
+            ("+inf", "Infinity"),
+            ("-Inf", "-Infinity"),
+            ("1e15", "1e+15"),
+            ("1e14", "100000000000000"),
+            ("123456789012345678", "1.2345678901234568e+17"),
+            ("0.0001", "0.0001"),
+            ("0.00001", "1e-05"),
+            ("-1.5e-7", "-1.5e-07"),
+            ("1.5e300", "1.5e+300"),
+            ("0.1", "0.1"),
+            ("-0", "-0"),
+            ("1e400", "22003"),
+            ("1e-400", "22003"),
+            ("--1", "22P02"),
+            ("+-inf", "22P02"),
+            ("1.5x", "22P02"),
+            ("", "22P02"),
+        ] {
+            assert_eq!(f(input), want, "{input}");
+        }
+        let r = |s: &str| match parse_text(s, ColumnType::Real) {
+            Ok(Value::Real(v)) => value_text(&Value::Real(v), None),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => e.sqlstate().to_string(),
+        };
+        for (input, want) in [
+            ("1234567", "1.234567e+06"),
+            ("123456", "123456"),
+            ("0.1", "0.1"),
+            ("-inf", "-Infinity"),
+            ("NAN", "NaN"),
+            ("3.4e39", "22003"),
+            ("1e-50", "22003"),
+        ] {
+            assert_eq!(r(input), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn numeric_text_keeps_its_scale() {
+        // answers from PostgreSQL 15: SELECT '<input>'::numeric
+        let n = |s: &str| match numeric_from_text(s) {
+            Ok(v) => v.into_text(),
+            Err(e) => e.sqlstate().to_string(),
+        };
+        for (input, want) in [
+            ("12345.6789", "12345.6789"),
+            ("1.50", "1.50"),
+            (" -001.50 ", "-1.50"),
+            ("+.5", "0.5"),
+            ("5.", "5"),
+            ("1e3", "1000"),
+            ("1.50e1", "15.0"),
+            ("1.5E+1", "15"),
+            ("5e-3", "0.005"),
+            ("-0.00", "0.00"),
+            ("0", "0"),
+            ("NaN", "NaN"),
+            ("-inf", "-Infinity"),
+            ("Infinity", "Infinity"),
+            ("0e5000000", "0"),
+            ("1e131072", "22003"),
+            ("1e-16384", "22003"),
+            ("1e2147483648", "22003"),
+            ("1e99999999999", "22003"),
+            ("1e", "22P02"),
+            ("1.2.3", "22P02"),
+            (".", "22P02"),
+            ("1_000", "22P02"),
+            ("--1", "22P02"),
+            ("", "22P02"),
+        ] {
+            assert_eq!(n(input), want, "{input}");
+        }
+        assert_eq!(n("1e1000").len(), 1001);
+        assert_eq!(n("1e-1001").len(), 1003);
+        assert_eq!(n("1e131071").len(), 131_072);
+        assert_eq!(n("1e-16383").len(), 16_385);
+    }
+
+    #[test]
+    fn numeric_parameters_keep_their_scale_until_they_meet_a_column() {
+        // Before: parsed at scale 10, so 12345.6789 went into a
+        // NUMERIC(18,4) column as 12345678900.0000.
+        let text = parse_param(b"12345.6789", oid::NUMERIC, false).unwrap();
+        assert_eq!(text, Value::Text("12345.6789".into()));
+        let mut bin = BytesMut::new();
+        numeric_binary(150, 2, &mut bin);
+        let v = parse_param(&bin, oid::NUMERIC, true).unwrap();
+        assert_eq!(v, Value::Text("1.50".into()));
+        assert_eq!(
+            coerce_value(text, ColumnType::Decimal(18, 4)).unwrap(),
+            Value::Decimal(123_456_789)
+        );
+        assert_eq!(
+            coerce_value(v, ColumnType::Decimal(10, 2)).unwrap(),
+            Value::Decimal(150)
+        );
+        // rounding half away from zero, then 22003 past the precision
+        let dec = |s: &str| {
+            coerce_value(
+                parse_param(s.as_bytes(), oid::NUMERIC, false).unwrap(),
+                ColumnType::Decimal(10, 2),
+            )
+        };
+        assert_eq!(dec("1.005").unwrap(), Value::Decimal(101));
+        assert_eq!(dec("-1.005").unwrap(), Value::Decimal(-101));
+        assert_eq!(dec("1.004").unwrap(), Value::Decimal(100));
+        assert_eq!(dec("123456789.12").unwrap_err().sqlstate(), "22003");
+        assert_eq!(dec("99999999.995").unwrap_err().sqlstate(), "22003");
+        assert_eq!(dec("NaN").unwrap_err().sqlstate(), "0A000");
+        // a negative zero from the wire prints as PostgreSQL's zero
+        let neg_zero = numeric(1, 0, 0x4000, 2, &[0]);
+        assert_eq!(
+            parse_param(&neg_zero, oid::NUMERIC, true).unwrap(),
+            Value::Text("0.00".into())
+        );
+        assert_eq!(state(parse_param(b"abc", oid::NUMERIC, false)), "22P02");
+        assert_eq!(parse_param(b"7", oid::INT4, false).unwrap(), Value::Int(7));
+        assert_eq!(
+            parse_param(b"x", 0, false).unwrap(),
+            Value::Text("x".into())
+        );
+    }
+
+    #[test]
+    fn timestamps_with_zones() {
+        // PostgreSQL 15, TimeZone UTC: timestamptz converts, timestamp ignores
+        let utc = timestamp_instant("2024-01-01 12:30+02").unwrap();
+        assert_eq!(
+            value_text(&Value::Timestamp(utc), None),
+            "2024-01-01 10:30:00"
+        );
+        let wall = timestamp_wall_clock("2024-01-01 12:30+02").unwrap();
+        assert_eq!(
+            value_text(&Value::Timestamp(wall), None),
+            "2024-01-01 12:30:00"
+        );
+        assert_eq!(timestamp_instant("nope").unwrap_err().sqlstate(), "22007");
+    }
+
+    #[test]
     fn cells_encode_in_both_formats() {
         let a = Int32Array::from(vec![Some(7), None]);
         let mut out = BytesMut::new();
@@ -1752,7 +2219,7 @@ mod tests {
         let mut el = (n.len() as i32).to_be_bytes().to_vec();
         el.extend_from_slice(&n);
         let arr = array(1, 0, oid::NUMERIC, &[(1, 1)], &el);
-        assert_eq!(binary_array_to_text(&arr).unwrap(), r#"{"7.0000000000"}"#);
+        assert_eq!(binary_array_to_text(&arr).unwrap(), r#"{"7.0"}"#);
     }
 
     #[test]
@@ -1973,6 +2440,9 @@ mod fuzz {
             let _ = parse_text(&s, ty);
             let _ = parse_decimal(&s, 38, 10);
             let _ = parse_bytea_text(&s);
+            let _ = numeric_from_text(&s);
+            let _ = parse_param(s.as_bytes(), oid::NUMERIC, false);
+            let _ = timestamp_wall_clock(&s);
         }
     }
 }

@@ -11,9 +11,9 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     visit_expressions, visit_expressions_mut, visit_relations_mut, BinaryOperator, CastKind,
-    DataType as SqlType, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
-    FunctionArguments, Ident, ObjectName, ObjectNamePart, Statement, Value as SqlValue,
-    ValueWithSpan,
+    CharacterLength, DataType as SqlType, ExactNumberInfo, Expr, Function, FunctionArg,
+    FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart,
+    Statement, TimezoneInfo, TypedString, Value as SqlValue, ValueWithSpan,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -21,7 +21,7 @@ use datafusion::sql::sqlparser::tokenizer::Span;
 use eddy_common::Value;
 
 use crate::error::{Result, SqlError};
-use crate::pgtypes::{format_decimal, value_text};
+use crate::pgtypes::{self, format_decimal, numeric_from_text, value_text, NumericText};
 
 /// Split a query string into statements at top-level `;`, honouring quotes,
 /// dollar quotes and comments. Empty statements are dropped.
@@ -118,7 +118,62 @@ pub fn parse_statement(sql: &str) -> Result<Statement> {
     if sql.contains('$') {
         check_params(&stmt)?;
     }
+    if let Statement::Set(set) = &stmt {
+        check_time_zone(set)?;
+    }
     Ok(stmt)
+}
+
+/// Eddy reads and prints `timestamptz` in UTC only: `SET TimeZone` to any
+/// other zone is refused (0A000) rather than accepted and ignored, which
+/// would print every instant in the wrong zone.
+fn check_time_zone(set: &datafusion::sql::sqlparser::ast::Set) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::Set;
+    let value = match set {
+        Set::SetTimeZone { value, .. } => value,
+        Set::SingleAssignment {
+            variable, values, ..
+        } if variable.to_string().eq_ignore_ascii_case("timezone") => match values.as_slice() {
+            [v] => v,
+            _ => return Ok(()),
+        },
+        _ => return Ok(()),
+    };
+    let text = match value {
+        Expr::Value(ValueWithSpan {
+            value: SqlValue::SingleQuotedString(s),
+            ..
+        }) => s.clone(),
+        other => other.to_string(),
+    };
+    let utc = [
+        "utc",
+        "etc/utc",
+        "uct",
+        "etc/uct",
+        "gmt",
+        "etc/gmt",
+        "universal",
+        "zulu",
+        "z",
+        "0",
+        "+0",
+        "-0",
+        "00",
+        "+00",
+        "-00",
+        "+00:00",
+        "-00:00",
+        "default",
+        "local",
+    ];
+    if utc.contains(&text.trim().to_ascii_lowercase().as_str()) {
+        Ok(())
+    } else {
+        Err(SqlError::FeatureNotSupported(format!(
+            "time zone \"{text}\" is not supported: Eddy's TimeZone is UTC"
+        )))
+    }
 }
 
 /// PostgreSQL's COPY accepts `on`/`off` for boolean options (`WITH (freeze
@@ -239,8 +294,15 @@ fn call(name: &str, args: Vec<Expr>) -> Expr {
 /// `is_user_table` says whether a bare name is one of the user's tables
 /// (then `pg_*` names are left alone).
 pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
-    if let Statement::Query(q) = stmt {
-        empty_publication_query(q);
+    match stmt {
+        Statement::Query(q) => {
+            empty_publication_query(q);
+            values_literals(q);
+        }
+        Statement::Insert(datafusion::sql::sqlparser::ast::Insert {
+            source: Some(q), ..
+        }) => values_literals(q),
+        _ => {}
     }
     let _ = visit_relations_mut(stmt, |rel| {
         if rel.0.len() == 1 {
@@ -261,6 +323,33 @@ pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
 
 fn rewrite_expr(e: &mut Expr) {
     match e {
+        // PostgreSQL's `1.50` is a numeric, not a float: keep its digits
+        // and scale (DataFusion would read a Float64)
+        Expr::Value(ValueWithSpan {
+            value: SqlValue::Number(n, _),
+            ..
+        }) if n.contains(['.', 'e', 'E']) || n.parse::<i64>().is_err() => {
+            if let Ok(NumericText::Finite(text)) = numeric_from_text(n) {
+                if let Some(typed) = decimal_literal(&text) {
+                    *e = typed;
+                }
+            }
+        }
+        Expr::TypedString(TypedString {
+            data_type, value, ..
+        }) if matches!(data_type, SqlType::Timestamp(..) | SqlType::Bytea) => {
+            // `TIMESTAMPTZ '...'`: the same as a cast of the string
+            let inner = Expr::Value(value.clone());
+            let data_type = data_type.clone();
+            *e = Expr::Cast {
+                kind: CastKind::Cast,
+                expr: Box::new(inner),
+                data_type,
+                array: false,
+                format: None,
+            };
+            rewrite_expr(e);
+        }
         Expr::BinaryOp { op, .. } => {
             if let BinaryOperator::PGCustomBinaryOperator(parts) = op {
                 let new = match parts.last().map(|s| s.as_str()) {
@@ -287,6 +376,10 @@ fn rewrite_expr(e: &mut Expr) {
         Expr::Cast {
             expr, data_type, ..
         } => {
+            if let Some(new) = typed_cast(expr, data_type) {
+                *e = new;
+                return;
+            }
             let custom = match data_type {
                 SqlType::Custom(name, _) => last_ident(name),
                 SqlType::Regclass => Some("regclass".into()),
@@ -365,6 +458,236 @@ fn rewrite_expr(e: &mut Expr) {
             }
         }
         _ => {}
+    }
+}
+
+/// The text of a string literal (`'...'`, `E'...'`, `$$...$$`).
+fn string_literal(e: &Expr) -> Option<&str> {
+    match e {
+        Expr::Value(ValueWithSpan {
+            value:
+                SqlValue::SingleQuotedString(s)
+                | SqlValue::EscapedStringLiteral(s)
+                | SqlValue::DollarQuotedString(datafusion::sql::sqlparser::ast::DollarQuotedString {
+                    value: s,
+                    ..
+                }),
+            ..
+        }) => Some(s),
+        Expr::Nested(inner) => string_literal(inner),
+        _ => None,
+    }
+}
+
+fn string_expr(s: String) -> Expr {
+    Expr::Value(ValueWithSpan {
+        value: SqlValue::SingleQuotedString(s),
+        span: Span::empty(),
+    })
+}
+
+fn cast_to(expr: Expr, data_type: SqlType) -> Expr {
+    Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(expr),
+        data_type,
+        array: false,
+        format: None,
+    }
+}
+
+/// The Arrow type of `timestamptz` values: instants in microseconds,
+/// printed in UTC (`+00`), the session time zone.
+const TIMESTAMPTZ_ARROW: &str = "Timestamp(Microsecond, Some(\"+00:00\"))";
+
+/// A cast PostgreSQL gives a different answer for than DataFusion, as the
+/// expression that gives PostgreSQL's; `None` to keep the cast.
+/// * `'\x6869'::bytea`, `'a\000'::bytea`: `byteain` decodes the text
+///   (DataFusion would take its UTF-8 bytes);
+/// * `x::timestamptz`: an instant printed with `+00` (DataFusion's is a
+///   timestamp without zone); a literal's zone suffix converts to UTC;
+/// * `'2024-01-01 12:30+02'::timestamp`: the suffix is ignored;
+/// * `x::varchar(n)`: an explicit cast truncates to n characters.
+fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
+    let custom = match data_type {
+        SqlType::Custom(name, _) => last_ident(name),
+        _ => None,
+    };
+    let naive = || SqlType::Timestamp(None, TimezoneInfo::None);
+    match data_type {
+        _ if matches!(data_type, SqlType::Bytea) || custom.as_deref() == Some("bytea") => {
+            let bytes = pgtypes::parse_bytea_text(string_literal(expr)?)?;
+            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            Some(Expr::Value(ValueWithSpan {
+                value: SqlValue::HexStringLiteral(hex),
+                span: Span::empty(),
+            }))
+        }
+        SqlType::Timestamp(_, TimezoneInfo::Tz | TimezoneInfo::WithTimeZone) => {
+            let inner = match string_literal(expr) {
+                Some(s) => match pgtypes::timestamp_instant(s) {
+                    Ok(t) => string_expr(value_text(&Value::Timestamp(t), None)),
+                    Err(_) => expr.clone(),
+                },
+                None => expr.clone(),
+            };
+            Some(call(
+                "arrow_cast",
+                vec![
+                    cast_to(inner, naive()),
+                    string_expr(TIMESTAMPTZ_ARROW.into()),
+                ],
+            ))
+        }
+        SqlType::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => {
+            let s = string_literal(expr)?;
+            let t = pgtypes::timestamp_wall_clock(s).ok()?;
+            let canonical = value_text(&Value::Timestamp(t), None);
+            // already canonical: leave it (and stop the rewrite repeating)
+            (canonical != s).then(|| cast_to(string_expr(canonical), naive()))
+        }
+        SqlType::Numeric(ExactNumberInfo::None)
+        | SqlType::Decimal(ExactNumberInfo::None)
+        | SqlType::Dec(ExactNumberInfo::None) => {
+            // `numeric` without a scale keeps the value's own, which only a
+            // literal shows before execution: `'1.50'::numeric` is 1.50
+            if let Expr::Cast {
+                data_type: SqlType::Decimal(ExactNumberInfo::PrecisionAndScale(..)),
+                expr: inner,
+                ..
+            } = expr
+            {
+                if string_literal(inner).is_some() {
+                    return Some(expr.clone());
+                }
+            }
+            match numeric_from_text(string_literal(expr)?).ok()? {
+                NumericText::Finite(text) => decimal_literal(&text),
+                _ => None,
+            }
+        }
+        SqlType::Varchar(Some(CharacterLength::IntegerLength { length, .. }))
+        | SqlType::CharacterVarying(Some(CharacterLength::IntegerLength { length, .. }))
+        | SqlType::CharVarying(Some(CharacterLength::IntegerLength { length, .. })) => {
+            let n = i64::try_from(*length).ok()?;
+            Some(call(
+                "left",
+                vec![
+                    cast_to(expr.clone(), SqlType::Text),
+                    Expr::Value(ValueWithSpan {
+                        value: SqlValue::Number(n.to_string(), false),
+                        span: Span::empty(),
+                    }),
+                ],
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// A numeric literal as a typed decimal, `CAST('12.50' AS DECIMAL(4,2))`,
+/// from `numeric_out` text: its digits and scale, exactly. `None` when it
+/// needs more than the 38 digits Eddy's decimals hold.
+pub fn decimal_literal(text: &str) -> Option<Expr> {
+    let unsigned = text.strip_prefix('-').unwrap_or(text);
+    let (int, frac) = unsigned.split_once('.').unwrap_or((unsigned, ""));
+    let scale = frac.len() as u64;
+    let int_digits = int.trim_start_matches('0').len() as u64;
+    let precision = (int_digits + scale).max(1);
+    if precision > 38 {
+        return None;
+    }
+    Some(cast_to(
+        string_expr(text.to_string()),
+        SqlType::Decimal(ExactNumberInfo::PrecisionAndScale(precision, scale as i64)),
+    ))
+}
+
+/// Bind the NUMERIC parameters (`types[i]` is the parameter's OID) as typed
+/// decimal literals, keeping the scale the client sent; [`parse_param`]
+/// gave them as their exact text. Other placeholders are left for
+/// [`substitute_params`]. Returns whether any placeholder was replaced.
+///
+/// [`parse_param`]: crate::pgtypes::parse_param
+pub fn bind_numeric_params(stmt: &mut Statement, params: &[Value], types: &[u32]) -> bool {
+    let mut changed = false;
+    let _ = visit_expressions_mut(stmt, |e| {
+        if let Expr::Value(ValueWithSpan {
+            value: SqlValue::Placeholder(p),
+            ..
+        }) = e
+        {
+            if let Some(n) = param_number(p) {
+                if types.get(n - 1) == Some(&pgtypes::oid::NUMERIC) {
+                    if let Some(v) = params.get(n - 1) {
+                        *e = match v {
+                            Value::Text(t) => {
+                                decimal_literal(t).unwrap_or_else(|| string_expr(t.clone()))
+                            }
+                            other => value_to_expr(other, None),
+                        };
+                        changed = true;
+                    }
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    changed
+}
+
+/// A multi-row VALUES list (an INSERT's rows) whose column mixes string
+/// literals with other values. PostgreSQL converts each row's value to the
+/// target column on its own; DataFusion first unifies the column's type,
+/// which fails for `'NaN'` next to `1.5` (decimal) or a string next to a
+/// `timestamptz`. So, per column: numbers among strings become the string
+/// of their `numeric_out` text (converted to the column like any other
+/// literal), and strings among `::timestamptz` casts are cast likewise.
+fn values_literals(q: &mut datafusion::sql::sqlparser::ast::Query) {
+    use datafusion::sql::sqlparser::ast::SetExpr;
+    let SetExpr::Values(values) = q.body.as_mut() else {
+        return;
+    };
+    if values.rows.len() < 2 {
+        return;
+    }
+    let width = values.rows.iter().map(|r| r.len()).max().unwrap_or(0);
+    let is_number = |e: &Expr| match e {
+        Expr::Value(ValueWithSpan {
+            value: SqlValue::Number(..),
+            ..
+        }) => true,
+        Expr::UnaryOp { expr, .. } => matches!(
+            expr.as_ref(),
+            Expr::Value(ValueWithSpan {
+                value: SqlValue::Number(..),
+                ..
+            })
+        ),
+        _ => false,
+    };
+    let is_timestamptz = |e: &Expr| {
+        matches!(e, Expr::Cast { data_type: SqlType::Timestamp(_, tz), .. }
+            if matches!(tz, TimezoneInfo::Tz | TimezoneInfo::WithTimeZone))
+    };
+    for j in 0..width {
+        let column = || values.rows.iter().filter_map(|r| r.get(j));
+        if !column().any(|e| string_literal(e).is_some()) {
+            continue;
+        }
+        let numbers_to_text = column().any(is_number);
+        let cast_strings = column().any(is_timestamptz);
+        for row in values.rows.iter_mut() {
+            let Some(e) = row.get_mut(j) else { continue };
+            if numbers_to_text && is_number(e) {
+                if let Ok(n) = numeric_from_text(&e.to_string()) {
+                    *e = string_expr(n.into_text());
+                }
+            } else if cast_strings && string_literal(e).is_some() {
+                let inner = std::mem::replace(e, Expr::Value(SqlValue::Null.into()));
+                *e = cast_to(inner, SqlType::Timestamp(None, TimezoneInfo::Tz));
+            }
+        }
     }
 }
 
@@ -724,6 +1047,7 @@ pub fn placeholder_index(e: &Expr) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pgtypes::oid;
 
     #[test]
     fn splits_statements_outside_quotes() {
@@ -789,6 +1113,130 @@ mod tests {
             substitute_params(&mut s, &[]).unwrap_err().sqlstate(),
             "42P02"
         );
+    }
+
+    fn compat(sql: &str) -> String {
+        let mut s = parse_statement(sql).unwrap();
+        pg_compat(&mut s, &|_| false);
+        s.to_string()
+    }
+
+    #[test]
+    fn numeric_literals_keep_their_digits_and_scale() {
+        assert_eq!(
+            compat("INSERT INTO t VALUES (1, 12345.6789, 1.50, -1.005, 1e3, 7)"),
+            "INSERT INTO t VALUES (1, CAST('12345.6789' AS DECIMAL(9,4)), \
+             CAST('1.50' AS DECIMAL(3,2)), -CAST('1.005' AS DECIMAL(4,3)), \
+             CAST('1000' AS DECIMAL(4,0)), 7)"
+        );
+        assert_eq!(
+            compat("SELECT 0.05, 99999999999999999999"),
+            "SELECT CAST('0.05' AS DECIMAL(2,2)), CAST('99999999999999999999' AS DECIMAL(20,0))"
+        );
+        // more digits than a decimal holds: left to DataFusion
+        let long = format!("SELECT 1.{}", "1".repeat(40));
+        assert_eq!(compat(&long), long);
+        // applying the rewrite twice changes nothing more
+        let once = compat("SELECT 1.5 + x FROM t");
+        assert_eq!(compat(&once), once);
+    }
+
+    #[test]
+    fn values_columns_mixing_strings_convert_row_by_row() {
+        assert_eq!(
+            compat("INSERT INTO t VALUES (1, 'NaN', 2.50), (2, 1e3, -1.5), (3, -2, 'x')"),
+            "INSERT INTO t VALUES (1, 'NaN', '2.50'), (2, '1000', '-1.5'), (3, '-2', 'x')"
+        );
+        assert_eq!(
+            compat("INSERT INTO t VALUES ('2024-01-01 12:30+02'), ('2024-01-01'::timestamptz)"),
+            "INSERT INTO t VALUES \
+             (arrow_cast(CAST('2024-01-01 10:30:00' AS TIMESTAMP), 'Timestamp(Microsecond, Some(\"+00:00\"))')), \
+             (arrow_cast(CAST('2024-01-01 00:00:00' AS TIMESTAMP), 'Timestamp(Microsecond, Some(\"+00:00\"))'))"
+        );
+        // columns of one kind are left to the literal rewrites
+        assert_eq!(
+            compat("INSERT INTO t VALUES (1, 'a'), (2, 'b')"),
+            "INSERT INTO t VALUES (1, 'a'), (2, 'b')"
+        );
+    }
+
+    #[test]
+    fn casts_postgresql_answers_differently() {
+        assert_eq!(
+            compat(r"SELECT '\x6869'::bytea, 'a\000b'::bytea, BYTEA '\x00'"),
+            "SELECT X'6869', X'610062', X'00'"
+        );
+        // not a valid bytea literal: left alone (DataFusion reports it)
+        assert_eq!(compat(r"SELECT '\9'::bytea"), r"SELECT '\9'::BYTEA");
+        assert_eq!(
+            compat("SELECT '2024-01-01 12:30+02'::timestamptz, ts::timestamptz FROM t"),
+            "SELECT arrow_cast(CAST('2024-01-01 10:30:00' AS TIMESTAMP), \
+             'Timestamp(Microsecond, Some(\"+00:00\"))'), \
+             arrow_cast(CAST(ts AS TIMESTAMP), 'Timestamp(Microsecond, Some(\"+00:00\"))') FROM t"
+        );
+        assert_eq!(
+            compat("SELECT '2024-01-01 12:30+02'::timestamp, TIMESTAMP '2024-01-01 12:30:00'"),
+            "SELECT CAST('2024-01-01 12:30:00' AS TIMESTAMP), CAST('2024-01-01 12:30:00' AS TIMESTAMP)"
+        );
+        assert_eq!(
+            compat("SELECT '1.50'::numeric, 1.50::numeric, CAST(' 1e1 ' AS DECIMAL), x::numeric FROM t"),
+            "SELECT CAST('1.50' AS DECIMAL(3,2)), CAST('1.50' AS DECIMAL(3,2)), \
+             CAST('10' AS DECIMAL(2,0)), x::NUMERIC FROM t"
+        );
+        assert_eq!(
+            compat("SELECT 'abcdef'::varchar(3)"),
+            "SELECT left(CAST('abcdef' AS TEXT), 3)"
+        );
+    }
+
+    #[test]
+    fn time_zones_other_than_utc_are_refused() {
+        for sql in [
+            "SET TimeZone = 'UTC'",
+            "SET timezone TO 'Etc/UTC'",
+            "SET TIME ZONE 'utc'",
+            "SET TIME ZONE LOCAL",
+            "SET SESSION TIME ZONE DEFAULT",
+            "SET TIME ZONE 0",
+            "SET search_path = public",
+        ] {
+            assert!(parse_statement(sql).is_ok(), "{sql}");
+        }
+        for sql in [
+            "SET TimeZone = 'America/New_York'",
+            "SET TIME ZONE 'Europe/Paris'",
+            "SET LOCAL timezone = '+02'",
+            "SET TIME ZONE 2",
+        ] {
+            assert_eq!(
+                parse_statement(sql).unwrap_err().sqlstate(),
+                "0A000",
+                "{sql}"
+            );
+        }
+    }
+
+    #[test]
+    fn numeric_parameters_bind_as_typed_decimals() {
+        let mut s = parse_statement("UPDATE t SET m = m + $1, s = $2 WHERE id = $3").unwrap();
+        let params = [
+            Value::Text("0.005".into()),
+            Value::Text("x".into()),
+            Value::Int(1),
+        ];
+        let types = [oid::NUMERIC, oid::TEXT, oid::INT4];
+        assert!(bind_numeric_params(&mut s, &params, &types));
+        assert_eq!(
+            s.to_string(),
+            "UPDATE t SET m = m + CAST('0.005' AS DECIMAL(3,3)), s = $2 WHERE id = $3"
+        );
+        substitute_params(&mut s, &params).unwrap();
+        assert_eq!(
+            s.to_string(),
+            "UPDATE t SET m = m + CAST('0.005' AS DECIMAL(3,3)), s = 'x' WHERE id = CAST('1' AS INT)"
+        );
+        let mut s = parse_statement("SELECT $1").unwrap();
+        assert!(!bind_numeric_params(&mut s, &[Value::Int(1)], &[oid::INT4]));
     }
 
     #[test]
