@@ -2,14 +2,15 @@
 //! the PostgreSQL protocol (tokio-postgres simple queries), one fresh
 //! server per file.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use sqllogictest::{DBOutput, DefaultColumnType};
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+
+mod common;
+use common::Server;
 
 struct Eddy {
     client: Client,
@@ -86,21 +87,6 @@ impl sqllogictest::AsyncDB for Eddy {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(54331)
-}
-
-struct Server(Child);
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqllogictests() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/slt");
@@ -113,31 +99,8 @@ async fn sqllogictests() {
     assert!(!files.is_empty());
     let mut failures = Vec::new();
     for file in files {
-        let data = tempfile::tempdir().expect("tempdir");
-        let port = free_port();
-        let http = free_port();
-        let _srv = Server(
-            Command::new(env!("CARGO_BIN_EXE_eddy"))
-                .args(["server", "--data-dir"])
-                .arg(data.path())
-                .args([
-                    "--pg-addr",
-                    &format!("127.0.0.1:{port}"),
-                    "--http-addr",
-                    &format!("127.0.0.1:{http}"),
-                    "--auth",
-                    "trust",
-                ])
-                .env("EDDY_LOG", "warn")
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("start eddy"),
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "eddy did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let srv = Server::start("trust");
+        let port = srv.port;
         let mut runner = sqllogictest::Runner::new(move || async move {
             let (client, conn) = tokio_postgres::connect(
                 &format!("host=127.0.0.1 port={port} user=eddy dbname=eddy"),

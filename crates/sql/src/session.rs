@@ -562,12 +562,10 @@ impl Session {
         match (r, txn) {
             (Ok(out), Some(txn)) => {
                 let dropped = txn.created_tables.clone();
-                let engine = Arc::clone(&self.db.engine);
                 match run_blocking(|| txn.commit()) {
                     Ok(()) => Ok(out),
                     Err(e) => {
                         self.drop_tables(&dropped);
-                        let _ = engine;
                         Err(e)
                     }
                 }

@@ -42,13 +42,18 @@ impl Isolation {
         match text.trim().to_ascii_lowercase().as_str() {
             "read committed" | "read uncommitted" => Ok(Isolation::ReadCommitted),
             "repeatable read" => Ok(Isolation::RepeatableRead),
-            "serializable" => Err(SqlError::FeatureNotSupported(
-                "SERIALIZABLE isolation is not supported; use REPEATABLE READ (snapshot isolation) or READ COMMITTED".into(),
-            )),
+            "serializable" => Err(Isolation::serializable_refused()),
             other => Err(SqlError::InvalidParameter(format!(
                 "invalid value for parameter \"transaction_isolation\": \"{other}\""
             ))),
         }
+    }
+
+    /// SERIALIZABLE is refused, never run as something weaker.
+    pub fn serializable_refused() -> SqlError {
+        SqlError::FeatureNotSupported(
+            "SERIALIZABLE isolation is not supported; use REPEATABLE READ (snapshot isolation) or READ COMMITTED".into(),
+        )
     }
 
     pub fn name(self) -> &'static str {

@@ -378,23 +378,28 @@ fn open_placeholder() -> Arc<Database> {
     })
 }
 
+/// Runs `ops` on a fresh database, checking the model after every step.
+fn run_schedule(ops: &[Op]) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let mut w = World::new().await;
+        for op in ops {
+            w.step(op).await;
+            w.check(op).await;
+        }
+    });
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
     fn transactions_match_a_serial_model(ops in proptest::collection::vec(op(), 1..60)) {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            let mut w = World::new().await;
-            for op in &ops {
-                w.step(op).await;
-                w.check(op).await;
-            }
-        });
+        run_schedule(&ops);
     }
 }
 
@@ -448,16 +453,5 @@ fn repeatable_read_refuses_a_stale_overwrite() {
         Op::Crash,
         Op::Commit { s: 2 },
     ];
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let mut w = World::new().await;
-        for op in &ops {
-            w.step(op).await;
-            w.check(op).await;
-        }
-    });
+    run_schedule(&ops);
 }

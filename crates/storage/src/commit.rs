@@ -51,22 +51,24 @@ impl EngineInner {
         self.log_commit(txn)?;
         let mut parts = Vec::with_capacity(prepared.len());
         let mut first_error = None;
-        for (shard, _guard, p, lsn) in &mut prepared {
-            let p = std::mem::replace(p, crate::shard::Prepared::empty());
-            match shard.apply_prepared(p, *lsn) {
+        // The commit-lock guards stay held (in `applied`) until published.
+        let mut applied = Vec::with_capacity(prepared.len());
+        for (shard, guard, p, lsn) in prepared {
+            match shard.apply_prepared(p, lsn) {
                 Ok(s) => parts.push(s),
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }
             }
+            applied.push((shard, guard, lsn));
         }
         {
             let _gate = self.publish_gate.write();
-            for (shard, _, _, lsn) in &prepared {
+            for (shard, _, lsn) in &applied {
                 shard.publish(*lsn);
             }
         }
-        drop(prepared);
+        drop(applied);
         match first_error {
             // Committed and durable, but a shard could not apply it in
             // memory: that shard is poisoned and recovery replays it.

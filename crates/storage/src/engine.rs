@@ -879,26 +879,15 @@ impl Table {
     /// Writes atomically: every operation or none; durable on return.
     pub fn write(&self, ops: Vec<WriteOp>) -> Result<WriteSummary> {
         let engine = self.engine()?;
-        let mut per_shard = self.route(&engine, ops)?;
-        match per_shard.len() {
-            0 => Ok(WriteSummary::default()),
-            1 => {
-                let Some((s, ops)) = per_shard.pop_first() else {
-                    return Ok(WriteSummary::default());
-                };
-                self.group.shards[s as usize].write(ops)
-            }
-            _ => {
-                let routed = per_shard
-                    .into_iter()
-                    .map(|(s, ops)| {
-                        let shard = Arc::clone(&self.group.shards[s as usize]);
-                        ((self.group.info.id, s), (shard, ops))
-                    })
-                    .collect();
-                engine.commit_routed(routed)
-            }
-        }
+        let routed = self
+            .route(&engine, ops)?
+            .into_iter()
+            .map(|(s, ops)| {
+                let shard = Arc::clone(&self.group.shards[s as usize]);
+                ((self.group.info.id, s), (shard, ops))
+            })
+            .collect();
+        engine.commit_routed(routed)
     }
 
     pub(crate) fn group_id(&self) -> TableGroupId {
@@ -981,9 +970,16 @@ impl Table {
         pks.iter().map(|pk| self.get(pk)).collect()
     }
 
-    /// A consistent snapshot: one LSN per shard, taken now.
+    /// A consistent snapshot: one LSN per shard, taken now under the
+    /// publish gate, so a multi-shard commit is in it on all shards or none.
     pub fn snapshot(&self) -> TableSnapshot {
-        TableSnapshot::take(self)
+        match self.engine.upgrade() {
+            Some(e) => {
+                let _gate = e.publish_gate.read();
+                TableSnapshot::take(self)
+            }
+            None => TableSnapshot::take(self),
+        }
     }
 
     /// Starts a bulk load (COPY, INSERT ... SELECT).

@@ -212,15 +212,6 @@ pub struct Prepared {
     summary: WriteSummary,
 }
 
-impl Prepared {
-    pub(crate) fn empty() -> Prepared {
-        Prepared {
-            logged: Vec::new(),
-            summary: WriteSummary::default(),
-        }
-    }
-}
-
 impl Shard {
     /// Opens (recovering) a shard. `tables` are the catalog's tables of this
     /// group; `committed` the cross-shard transactions known committed.

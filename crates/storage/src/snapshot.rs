@@ -112,7 +112,6 @@ impl TableSnapshot {
                 .iter()
                 .map(|p| ScanPartition {
                     hidden: (!overlay.hidden.is_empty()).then(|| Arc::clone(&overlay)),
-                    only: p.only.clone(),
                     ..p.clone()
                 })
                 .collect()

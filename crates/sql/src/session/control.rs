@@ -58,9 +58,7 @@ fn modes_of(modes: &[TransactionMode]) -> Result<(Option<Isolation>, Option<bool
                     | TransactionIsolationLevel::ReadCommitted => Isolation::ReadCommitted,
                     TransactionIsolationLevel::RepeatableRead => Isolation::RepeatableRead,
                     TransactionIsolationLevel::Serializable => {
-                        return Err(Isolation::parse("serializable").err().unwrap_or_else(|| {
-                            SqlError::FeatureNotSupported("SERIALIZABLE".into())
-                        }))
+                        return Err(Isolation::serializable_refused())
                     }
                     other => {
                         return Err(SqlError::FeatureNotSupported(format!(
