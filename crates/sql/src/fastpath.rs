@@ -6,7 +6,8 @@
 //!   `WHERE pk IN (?, ...)`, `WHERE pk = ANY($n)` (single-column keys);
 //! * `INSERT INTO t [(cols)] VALUES (?, ...) [ON CONFLICT ... DO NOTHING |
 //!   DO UPDATE SET c = <simple expression>]`;
-//! * `UPDATE t SET c = ?, ... WHERE pk = ?` (not changing the key);
+//! * `UPDATE t SET c = ? | c = c + ? | c = c - ?, ... WHERE pk = ?` (not
+//!   changing the key; increments on integer columns only);
 //! * `DELETE FROM t WHERE pk = ?`.
 //!
 //! Anything else returns `None` from [`recognise`] and takes the general
@@ -49,6 +50,16 @@ pub enum Keys {
     AnyArray(usize),
 }
 
+/// `SET c = c + d` (or `- d`) on an integer column: evaluated on the row's
+/// current version with PostgreSQL's integer arithmetic (22003 when the
+/// result leaves the column's type).
+#[derive(Clone, Debug)]
+pub struct Increment {
+    pub column: usize,
+    pub delta: Src,
+    pub subtract: bool,
+}
+
 /// A fixed plan.
 #[derive(Clone)]
 pub enum FastPlan {
@@ -70,6 +81,7 @@ pub enum FastPlan {
     Update {
         table: String,
         sets: Vec<(usize, Src)>,
+        adds: Vec<Increment>,
         key: Vec<Src>,
         params: Vec<u32>,
     },
@@ -410,6 +422,8 @@ pub fn recognise(stmt: &Statement, engine: &Arc<Engine>) -> Option<FastPlan> {
             }
             let mut params = Vec::new();
             let mut sets = Vec::new();
+            let mut adds = Vec::new();
+            let mut assigned = Vec::new();
             for a in &upd.assignments {
                 let AssignmentTarget::ColumnName(n) = &a.target else {
                     return None;
@@ -418,15 +432,22 @@ pub fn recognise(stmt: &Statement, engine: &Arc<Engine>) -> Option<FastPlan> {
                     return None;
                 };
                 let idx = def.column_index(&ident_name(id))?;
-                if def.primary_key.contains(&idx) {
+                if def.primary_key.contains(&idx) || assigned.contains(&idx) {
                     return None;
                 }
-                sets.push((idx, src_of(&a.value, def.columns[idx].ty, &mut params)?));
+                assigned.push(idx);
+                let ty = def.columns[idx].ty;
+                if let Some(src) = src_of(&a.value, ty, &mut params) {
+                    sets.push((idx, src));
+                } else {
+                    adds.push(increment_of(&a.value, idx, &alias, &def, &mut params)?);
+                }
             }
             let key = key_equalities(upd.selection.as_ref()?, &alias, &def, &mut params)?;
             Some(FastPlan::Update {
                 table: tname,
                 sets,
+                adds,
                 key,
                 params,
             })
@@ -455,6 +476,117 @@ pub fn recognise(stmt: &Statement, engine: &Arc<Engine>) -> Option<FastPlan> {
                 params,
             })
         }
+        _ => None,
+    }
+}
+
+/// `col + d`, `d + col` or `col - d` where `col` is the integer column
+/// `idx` and `d` a parameter or literal of its type.
+fn increment_of(
+    e: &Expr,
+    idx: usize,
+    alias: &str,
+    def: &TableDef,
+    params: &mut Vec<u32>,
+) -> Option<Increment> {
+    let col = def.columns.get(idx)?;
+    if !matches!(
+        col.ty,
+        ColumnType::SmallInt | ColumnType::Int | ColumnType::BigInt
+    ) {
+        return None;
+    }
+    let is_col = |x: &Expr| column_name(x, alias).as_deref() == Some(col.name.as_str());
+    match e {
+        Expr::Nested(inner) => increment_of(inner, idx, alias, def, params),
+        Expr::BinaryOp { left, op, right } => {
+            let subtract = match op {
+                BinaryOperator::Plus => false,
+                BinaryOperator::Minus => true,
+                _ => return None,
+            };
+            let delta = if is_col(left) {
+                right
+            } else if !subtract && is_col(right) {
+                left
+            } else {
+                return None;
+            };
+            Some(Increment {
+                column: idx,
+                delta: src_of(delta, col.ty, params)?,
+                subtract,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The new version of `row` under an UPDATE's `sets` and `adds`, all
+/// evaluated on the old version (as PostgreSQL does).
+pub(crate) fn updated_row(
+    def: &TableDef,
+    row: &Row,
+    sets: &[(usize, Src)],
+    adds: &[Increment],
+    params: &[Value],
+) -> Result<Row> {
+    let mut new = row.clone();
+    for (idx, src) in sets {
+        let col = def
+            .columns
+            .get(*idx)
+            .ok_or_else(|| SqlError::Internal("fixed plan names a missing column".into()))?;
+        let v = resolve(src, params, col.ty)?;
+        if let Some(slot) = new.get_mut(*idx) {
+            *slot = v;
+        }
+    }
+    for inc in adds {
+        let col = def
+            .columns
+            .get(inc.column)
+            .ok_or_else(|| SqlError::Internal("fixed plan names a missing column".into()))?;
+        let old = row.get(inc.column).cloned().unwrap_or(Value::Null);
+        let delta = resolve(&inc.delta, params, col.ty)?;
+        let v = match (int_of(&old), int_of(&delta)) {
+            (Some(a), Some(b)) => {
+                let r = if inc.subtract {
+                    a.checked_sub(b)
+                } else {
+                    a.checked_add(b)
+                };
+                let out_of_range = || {
+                    let name = match col.ty {
+                        ColumnType::SmallInt => "smallint",
+                        ColumnType::Int => "integer",
+                        _ => "bigint",
+                    };
+                    SqlError::NumericOutOfRange(format!("{name} out of range"))
+                };
+                let r = r.ok_or_else(out_of_range)?;
+                match col.ty {
+                    ColumnType::SmallInt => {
+                        Value::SmallInt(i16::try_from(r).map_err(|_| out_of_range())?)
+                    }
+                    ColumnType::Int => Value::Int(i32::try_from(r).map_err(|_| out_of_range())?),
+                    _ => Value::BigInt(r),
+                }
+            }
+            _ => Value::Null,
+        };
+        if let Some(slot) = new.get_mut(inc.column) {
+            *slot = v;
+        }
+    }
+    Ok(new)
+}
+
+fn int_of(v: &Value) -> Option<i64> {
+    match v {
+        Value::SmallInt(x) => Some(i64::from(*x)),
+        Value::Int(x) => Some(i64::from(*x)),
+        Value::BigInt(x) => Some(*x),
         _ => None,
     }
 }
@@ -488,7 +620,7 @@ fn relation(tf: &TableFactor) -> Option<(String, String)> {
     }
 }
 
-fn resolve(src: &Src, params: &[Value], ty: ColumnType) -> Result<Value> {
+pub(crate) fn resolve(src: &Src, params: &[Value], ty: ColumnType) -> Result<Value> {
     match src {
         Src::Lit(v) => Ok(v.clone()),
         Src::Param(i) => {
@@ -546,7 +678,7 @@ fn array_elem(s: &str, quoted: bool, ty: ColumnType) -> Result<Value> {
     }
 }
 
-fn table_of(engine: &Arc<Engine>, name: &str) -> Result<Arc<Table>> {
+pub(crate) fn table_of(engine: &Arc<Engine>, name: &str) -> Result<Arc<Table>> {
     engine
         .table(name)
         .ok_or_else(|| SqlError::UndefinedTable(name.to_string()))
@@ -564,12 +696,7 @@ fn write_target(
     match plan {
         FastPlan::Update { table, key, .. } | FastPlan::Delete { table, key, .. } => {
             let t = table_of(engine, table)?;
-            let def = t.def().clone();
-            let vals: Vec<Value> = key
-                .iter()
-                .zip(&def.primary_key)
-                .map(|(s, k)| resolve(s, params, def.columns[*k].ty))
-                .collect::<Result<_>>()?;
+            let vals = key_values(key, t.def(), params)?;
             if vals.iter().any(|v| v.is_null()) {
                 return Ok(None);
             }
@@ -588,12 +715,7 @@ fn write_target(
             if !def.has_primary_key() {
                 return Ok(None);
             }
-            let mut row = vec![Value::Null; def.columns.len()];
-            for (src, &target) in values.iter().zip(targets) {
-                if let Some(col) = def.columns.get(target) {
-                    row[target] = resolve(src, params, col.ty)?;
-                }
-            }
+            let row = insert_row(&def, table, targets, values, params)?;
             let k = eddy_storage::engine::key_for_row(&def, &row, 0);
             Ok(Some((t, k)))
         }
@@ -637,72 +759,9 @@ pub fn execute(plan: &FastPlan, engine: &Arc<Engine>, params: &[Value]) -> Resul
         } => {
             let t = table_of(engine, table)?;
             let def = t.def().clone();
-            let pk_types: Vec<ColumnType> =
-                def.primary_key.iter().map(|k| def.columns[*k].ty).collect();
-            let rows: Vec<Row> = match keys {
-                Keys::One(srcs) => {
-                    let key: Vec<Value> = srcs
-                        .iter()
-                        .zip(&pk_types)
-                        .map(|(s, ty)| resolve(s, params, *ty))
-                        .collect::<Result<_>>()?;
-                    if key.iter().any(|v| v.is_null()) {
-                        vec![]
-                    } else {
-                        t.get(&key)?.into_iter().collect()
-                    }
-                }
-                Keys::Many(srcs) => {
-                    let keys: Vec<Vec<Value>> = srcs
-                        .iter()
-                        .map(|s| resolve(s, params, pk_types[0]).map(|v| vec![v]))
-                        .collect::<Result<Vec<_>>>()?
-                        .into_iter()
-                        .filter(|k| !k[0].is_null())
-                        .collect();
-                    dedup_get(&t, keys)?
-                }
-                Keys::AnyArray(i) => {
-                    let v = params.get(*i).ok_or_else(|| {
-                        SqlError::InvalidParameter(format!("there is no parameter ${}", i + 1))
-                    })?;
-                    let elems = match v {
-                        Value::Text(s) => parse_array_text(s, pk_types[0])?,
-                        Value::Null => vec![],
-                        other => vec![coerce_value(other.clone(), pk_types[0])?],
-                    };
-                    dedup_get(
-                        &t,
-                        elems
-                            .into_iter()
-                            .filter(|v| !v.is_null())
-                            .map(|v| vec![v])
-                            .collect(),
-                    )?
-                }
-            };
-            let types: Vec<ColumnType> = proj
-                .iter()
-                .map(|i| def.columns.get(*i).map(|c| c.ty))
-                .collect::<Option<_>>()
-                .ok_or_else(|| SqlError::UndefinedTable(table.clone()))?;
-            let schema = Arc::new(Schema::new(
-                columns
-                    .iter()
-                    .zip(&types)
-                    .map(|(c, t)| Field::new(&c.name, t.to_arrow(), true))
-                    .collect::<Vec<_>>(),
-            ));
-            let projected: Vec<Row> = rows
-                .into_iter()
-                .map(|r| {
-                    proj.iter()
-                        .map(|i| r.get(*i).cloned().unwrap_or(Value::Null))
-                        .collect()
-                })
-                .collect();
-            let batch = pgtypes::rows_to_batch(&schema, &types, &projected)?;
-            Ok(batches_output(schema, vec![batch]))
+            let keys = lookup_keys(keys, &def, params)?;
+            let rows = dedup_get(&t, keys)?;
+            projected_output(&def, table, proj, columns, rows)
         }
         FastPlan::Insert {
             table,
@@ -713,15 +772,7 @@ pub fn execute(plan: &FastPlan, engine: &Arc<Engine>, params: &[Value]) -> Resul
             ..
         } => {
             let t = table_of(engine, table)?;
-            let def = t.def().clone();
-            let mut row = vec![Value::Null; def.columns.len()];
-            for (src, &target) in values.iter().zip(targets) {
-                let col = def
-                    .columns
-                    .get(target)
-                    .ok_or_else(|| SqlError::UndefinedTable(table.clone()))?;
-                row[target] = resolve(src, params, col.ty)?;
-            }
+            let row = insert_row(t.def(), table, targets, values, params)?;
             let s = t.write(vec![WriteOp::Insert {
                 row,
                 on_conflict: on_conflict.clone(),
@@ -730,29 +781,27 @@ pub fn execute(plan: &FastPlan, engine: &Arc<Engine>, params: &[Value]) -> Resul
             Ok(Output::Command(format!("INSERT 0 {n}")))
         }
         FastPlan::Update {
-            table, sets, key, ..
+            table,
+            sets,
+            adds,
+            key,
+            ..
         } => {
             let t = table_of(engine, table)?;
             let def = t.def().clone();
-            let key: Vec<Value> = key
-                .iter()
-                .zip(&def.primary_key)
-                .map(|(s, k)| resolve(s, params, def.columns[*k].ty))
-                .collect::<Result<_>>()?;
-            let Some(mut row) = t.get(&key)? else {
+            let key = key_values(key, &def, params)?;
+            let Some(old) = t.get(&key)? else {
                 return Ok(Output::Command("UPDATE 0".into()));
             };
-            let mut assigned = Vec::with_capacity(sets.len());
-            for (idx, src) in sets {
-                let col = def
-                    .columns
-                    .get(*idx)
-                    .ok_or_else(|| SqlError::UndefinedTable(table.clone()))?;
-                let v = resolve(src, params, col.ty)?;
-                assigned.push((*idx, v.clone()));
-                row[*idx] = v;
-            }
-            // apply the SET to whatever version is current when the write lands
+            // The caller holds the row's lock (execute_locked), so `old` is
+            // the version the write replaces.
+            let row = updated_row(&def, &old, sets, adds, params)?;
+            let assigned: Vec<(usize, Value)> = sets
+                .iter()
+                .map(|(i, _)| *i)
+                .chain(adds.iter().map(|a| a.column))
+                .filter_map(|i| row.get(i).map(|v| (i, v.clone())))
+                .collect();
             let f: ConflictUpdateFn = Arc::new(move |existing: &Row, _new: &Row| {
                 let mut r = existing.clone();
                 for (i, v) in &assigned {
@@ -773,12 +822,7 @@ pub fn execute(plan: &FastPlan, engine: &Arc<Engine>, params: &[Value]) -> Resul
         }
         FastPlan::Delete { table, key, .. } => {
             let t = table_of(engine, table)?;
-            let def = t.def().clone();
-            let key: Vec<Value> = key
-                .iter()
-                .zip(&def.primary_key)
-                .map(|(s, k)| resolve(s, params, def.columns[*k].ty))
-                .collect::<Result<_>>()?;
+            let key = key_values(key, t.def(), params)?;
             if key.iter().any(|v| v.is_null()) {
                 return Ok(Output::Command("DELETE 0".into()));
             }
@@ -789,16 +833,122 @@ pub fn execute(plan: &FastPlan, engine: &Arc<Engine>, params: &[Value]) -> Resul
     }
 }
 
-fn dedup_get(t: &Table, mut keys: Vec<Vec<Value>>) -> Result<Vec<Row>> {
-    let mut seen = Vec::with_capacity(keys.len());
-    keys.retain(|k| {
-        if seen.contains(k) {
-            false
-        } else {
-            seen.push(k.clone());
-            true
+/// The distinct, non-NULL primary keys a fixed-plan lookup asks for.
+pub(crate) fn lookup_keys(
+    keys: &Keys,
+    def: &TableDef,
+    params: &[Value],
+) -> Result<Vec<Vec<Value>>> {
+    let pk_types: Vec<ColumnType> = def
+        .primary_key
+        .iter()
+        .map(|k| def.columns.get(*k).map(|c| c.ty))
+        .collect::<Option<_>>()
+        .ok_or_else(|| SqlError::Internal("primary key names a missing column".into()))?;
+    let first = *pk_types
+        .first()
+        .ok_or_else(|| SqlError::Internal("fixed-plan lookup on a table without a key".into()))?;
+    let keys: Vec<Vec<Value>> = match keys {
+        Keys::One(srcs) => {
+            let key: Vec<Value> = srcs
+                .iter()
+                .zip(&pk_types)
+                .map(|(s, ty)| resolve(s, params, *ty))
+                .collect::<Result<_>>()?;
+            vec![key]
         }
-    });
+        Keys::Many(srcs) => srcs
+            .iter()
+            .map(|s| resolve(s, params, first).map(|v| vec![v]))
+            .collect::<Result<_>>()?,
+        Keys::AnyArray(i) => {
+            let v = params.get(*i).ok_or_else(|| {
+                SqlError::InvalidParameter(format!("there is no parameter ${}", i + 1))
+            })?;
+            let elems = match v {
+                Value::Text(s) => parse_array_text(s, first)?,
+                Value::Null => vec![],
+                other => vec![coerce_value(other.clone(), first)?],
+            };
+            elems.into_iter().map(|v| vec![v]).collect()
+        }
+    };
+    let mut out: Vec<Vec<Value>> = Vec::with_capacity(keys.len());
+    for k in keys {
+        if !k.iter().any(|v| v.is_null()) && !out.contains(&k) {
+            out.push(k);
+        }
+    }
+    Ok(out)
+}
+
+/// A lookup's rows as the statement's result (its projection and types).
+pub(crate) fn projected_output(
+    def: &TableDef,
+    table: &str,
+    proj: &[usize],
+    columns: &[ResultColumn],
+    rows: Vec<Row>,
+) -> Result<Output> {
+    let types: Vec<ColumnType> = proj
+        .iter()
+        .map(|i| def.columns.get(*i).map(|c| c.ty))
+        .collect::<Option<_>>()
+        .ok_or_else(|| SqlError::UndefinedTable(table.to_string()))?;
+    let schema = Arc::new(Schema::new(
+        columns
+            .iter()
+            .zip(&types)
+            .map(|(c, t)| Field::new(&c.name, t.to_arrow(), true))
+            .collect::<Vec<_>>(),
+    ));
+    let projected: Vec<Row> = rows
+        .into_iter()
+        .map(|r| {
+            proj.iter()
+                .map(|i| r.get(*i).cloned().unwrap_or(Value::Null))
+                .collect()
+        })
+        .collect();
+    let batch = pgtypes::rows_to_batch(&schema, &types, &projected)?;
+    Ok(batches_output(schema, vec![batch]))
+}
+
+/// The row a fixed-plan INSERT writes.
+pub(crate) fn insert_row(
+    def: &TableDef,
+    table: &str,
+    targets: &[usize],
+    values: &[Src],
+    params: &[Value],
+) -> Result<Row> {
+    let mut row = vec![Value::Null; def.columns.len()];
+    for (src, &target) in values.iter().zip(targets) {
+        let col = def
+            .columns
+            .get(target)
+            .ok_or_else(|| SqlError::UndefinedTable(table.to_string()))?;
+        row[target] = resolve(src, params, col.ty)?;
+    }
+    Ok(row)
+}
+
+/// The primary-key values of a fixed-plan UPDATE or DELETE.
+pub(crate) fn key_values(key: &[Src], def: &TableDef, params: &[Value]) -> Result<Vec<Value>> {
+    key.iter()
+        .zip(&def.primary_key)
+        .map(|(s, k)| {
+            let ty =
+                def.columns.get(*k).map(|c| c.ty).ok_or_else(|| {
+                    SqlError::Internal("primary key names a missing column".into())
+                })?;
+            resolve(s, params, ty)
+        })
+        .collect()
+}
+
+/// The rows of `keys` (distinct), read at one instant.
+fn dedup_get(t: &Table, keys: Vec<Vec<Value>>) -> Result<Vec<Row>> {
     Ok(t.multi_get(&keys)?.into_iter().flatten().collect())
 }
 

@@ -47,6 +47,7 @@ use crate::txn::Transaction;
 
 mod control;
 mod dml;
+mod fast;
 
 /// Session settings reported by SHOW and pg_settings, with their defaults.
 pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
@@ -402,14 +403,10 @@ impl Session {
         {
             return Err(SqlError::InFailedTransaction);
         }
-        // Fixed plans run in autocommit only: inside a block the general
-        // path reads the transaction's snapshot and own writes.
-        if let (Some(f), None) = (&p.fast, &self.txn) {
-            let f = f.clone();
-            let params = params.to_vec();
-            let engine = Arc::clone(&self.db.engine);
-            let timeout = self.lock_timeout()?;
-            return run_blocking(move || fastpath::execute_locked(&f, &engine, &params, timeout));
+        if let (Some(f), Some(stmt)) = (&p.fast, &p.stmt) {
+            if let Some(out) = self.execute_fast(f, stmt, params)? {
+                return Ok(out);
+            }
         }
         match &p.stmt {
             None if p.sql.is_empty() => Ok(Output::Empty),
@@ -425,6 +422,37 @@ impl Session {
                 self.execute_statement(stmt).await
             }
         }
+    }
+
+    /// Runs a fixed plan: in autocommit as one locked single-row write or a
+    /// lookup at one cut; inside a block through the transaction. `None`:
+    /// the general path must run the statement.
+    fn execute_fast(
+        &mut self,
+        plan: &FastPlan,
+        stmt: &Statement,
+        params: &[Value],
+    ) -> Result<Option<Output>> {
+        let read_only = match &self.txn {
+            Some(t) => t.read_only,
+            None => self.default_modes()?.1,
+        };
+        if read_only && control::writes(stmt) {
+            self.note_error();
+            return Err(SqlError::ReadOnlyTransaction(
+                statement_kind(&stmt.to_string()).to_uppercase(),
+            ));
+        }
+        if self.txn.is_some() {
+            let r = self.execute_fast_in_txn(plan, params);
+            if r.is_err() {
+                self.note_error();
+            }
+            return r;
+        }
+        let engine = Arc::clone(&self.db.engine);
+        let timeout = self.lock_timeout()?;
+        run_blocking(|| fastpath::execute_locked(plan, &engine, params, timeout)).map(Some)
     }
 
     fn is_custom_command(&self, text: &str) -> bool {
@@ -535,6 +563,11 @@ impl Session {
         }
         if self.txn.as_ref().is_some_and(|t| t.aborted) {
             return Err(SqlError::InFailedTransaction);
+        }
+        if let Some(plan) = fastpath::recognise(&stmt, &self.db.engine) {
+            if let Some(out) = self.execute_fast(&plan, &stmt, &[])? {
+                return Ok(out);
+            }
         }
         if let Some(t) = &self.txn {
             if t.read_only && control::writes(&stmt) {

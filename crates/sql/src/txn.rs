@@ -156,28 +156,10 @@ impl Transaction {
                 .zip(self.engine.snapshot_tables(tables))
                 .map(|(t, s)| (t.def().id, Arc::new(s)))
                 .collect(),
-            Isolation::RepeatableRead => {
-                if self.pinned.is_none() {
-                    let all = self.engine.tables();
-                    let snaps = self.engine.snapshot_tables(&all);
-                    self.pinned = Some(
-                        all.iter()
-                            .zip(snaps)
-                            .map(|(t, s)| (t.def().id, Arc::new(s)))
-                            .collect(),
-                    );
-                }
-                let pinned = self.pinned.get_or_insert_with(HashMap::new);
-                let mut out = HashMap::new();
-                for t in tables {
-                    // A table created after the snapshot: read it as it is now.
-                    let s = pinned
-                        .entry(t.def().id)
-                        .or_insert_with(|| Arc::new(t.snapshot()));
-                    out.insert(t.def().id, Arc::clone(s));
-                }
-                out
-            }
+            Isolation::RepeatableRead => tables
+                .iter()
+                .map(|t| (t.def().id, self.pinned_snapshot(t)))
+                .collect(),
         };
         base.into_iter()
             .map(|(id, snap)| match self.writes.get(&id) {
@@ -185,6 +167,57 @@ impl Transaction {
                 None => (id, snap),
             })
             .collect()
+    }
+
+    /// REPEATABLE READ's snapshot of `table`, pinning every table's at the
+    /// first statement.
+    fn pinned_snapshot(&mut self, table: &Arc<Table>) -> Arc<TableSnapshot> {
+        if self.pinned.is_none() {
+            let all = self.engine.tables();
+            let snaps = self.engine.snapshot_tables(&all);
+            self.pinned = Some(
+                all.iter()
+                    .zip(snaps)
+                    .map(|(t, s)| (t.def().id, Arc::new(s)))
+                    .collect(),
+            );
+        }
+        let pinned = self.pinned.get_or_insert_with(HashMap::new);
+        // A table created after the snapshot: read it as it is now.
+        Arc::clone(
+            pinned
+                .entry(table.def().id)
+                .or_insert_with(|| Arc::new(table.snapshot())),
+        )
+    }
+
+    /// The cut (one read LSN per shard) the current statement reads
+    /// `table` at: REPEATABLE READ's pinned snapshot, or (READ COMMITTED)
+    /// one taken now.
+    pub fn statement_lsns(&mut self, table: &Arc<Table>) -> Vec<Lsn> {
+        match self.isolation {
+            Isolation::ReadCommitted => table.visible_lsns(),
+            Isolation::RepeatableRead => self.pinned_snapshot(table).lsns(),
+        }
+    }
+
+    /// The row under `key` as this transaction sees it at the cut `lsns`:
+    /// its own write if it made one, else the committed version at the
+    /// cut. `None` when that version cannot be read by key (the caller
+    /// scans instead).
+    pub fn point_read(
+        &self,
+        table: &Table,
+        key: &Key,
+        lsns: &[Lsn],
+    ) -> Result<Option<Option<Row>>> {
+        if let Some(own) = self.own_row(table, key.as_bytes()) {
+            return Ok(Some(own));
+        }
+        if self.truncated(table) {
+            return Ok(Some(None));
+        }
+        Ok(table.get_at(key, lsns)?)
     }
 
     /// Locks rows of `table` (skipping rows this transaction invented).
@@ -217,7 +250,16 @@ impl Transaction {
         snap: &TableSnapshot,
         keys: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<bool> {
-        let lsns = snap.lsns();
+        self.changed_after(table, &snap.lsns(), keys)
+    }
+
+    /// [`Transaction::changed_since`] for a cut given by its LSNs.
+    pub fn changed_after<'a>(
+        &self,
+        table: &Table,
+        lsns: &[Lsn],
+        keys: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<bool> {
         let own = self.writes.get(&table.def().id);
         for k in keys {
             if k.first() == Some(&OWN_ROW_KEY) || own.is_some_and(|w| w.rows.contains_key(k)) {

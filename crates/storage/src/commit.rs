@@ -130,6 +130,76 @@ impl Table {
         Ok(self.shards()[s].last_write(self.def().id, key.as_bytes()))
     }
 
+    /// The row under `key` as of the cut `lsns` (one read LSN per shard,
+    /// from [`Table::visible_lsns`] or a snapshot): `Some(row)`, or `None`
+    /// when that version cannot be read by key (a column-only table whose
+    /// key was written after the cut: the caller reads a newer cut or
+    /// scans).
+    pub fn get_at(&self, key: &Key, lsns: &[Lsn]) -> Result<Option<Option<Row>>> {
+        let s = self.shard_of_key(key)?;
+        let at = *lsns.get(s).ok_or_else(|| {
+            StorageError::InvalidDefinition(format!(
+                "a read cut of {} shards for table \"{}\"",
+                lsns.len(),
+                self.def().name
+            ))
+        })?;
+        let shard = &self.shards()[s];
+        let Some(t) = shard.tablets(self.def().id) else {
+            return Err(StorageError::TableNotFound(self.def().name.clone()));
+        };
+        let width = self.def().columns.len();
+        if let Some(rl) = &t.row {
+            let v = rl.read().clone();
+            return match v.get(key.as_bytes(), at)? {
+                Some(b) => codec::decode_row_bytes(&b, width, "row tablet").map(|r| Some(Some(r))),
+                None => Ok(Some(None)),
+            };
+        }
+        let Some(cl) = &t.col else {
+            return Ok(Some(None));
+        };
+        // A column tablet keeps only the newest version of a key; it is the
+        // one at the cut if the key's latest write is not after the cut
+        // (writes are recorded there before they are applied).
+        let v = cl.read().clone();
+        let row = v.get(key.as_bytes())?;
+        if shard.last_write(self.def().id, key.as_bytes()) > at {
+            return Ok(None);
+        }
+        Ok(Some(row.map(|mut r| {
+            r.resize(width, eddy_common::Value::Null);
+            r
+        })))
+    }
+
+    /// Rows of several keys at one consistent cut, taken now: a multi-shard
+    /// commit is in all of them or in none. A key of a column-only table
+    /// written while this runs makes it take a newer cut (bounded; then
+    /// 40001, as a reader that cannot get a consistent answer).
+    pub fn get_consistent(&self, keys: &[Key]) -> Result<Vec<Option<Row>>> {
+        const ATTEMPTS: usize = 10_000;
+        'cut: for attempt in 0..ATTEMPTS {
+            let lsns = self.visible_lsns();
+            let mut out = Vec::with_capacity(keys.len());
+            for k in keys {
+                match self.get_at(k, &lsns)? {
+                    Some(r) => out.push(r),
+                    None => {
+                        if attempt > 16 {
+                            std::thread::sleep(std::time::Duration::from_micros(50));
+                        } else {
+                            std::thread::yield_now();
+                        }
+                        continue 'cut;
+                    }
+                }
+            }
+            return Ok(out);
+        }
+        Err(StorageError::SerializationFailure)
+    }
+
     /// The latest committed row stored under `key`.
     pub fn get_by_key(&self, key: &Key) -> Result<Option<Row>> {
         let shard = &self.shards()[self.shard_of_key(key)?];

@@ -954,20 +954,21 @@ impl Table {
                 None => Ok(None),
             };
         }
-        match &t.col {
-            Some(cl) => {
-                let v = cl.read().clone();
-                Ok(v.get(&key.0)?.map(|mut r| {
-                    r.resize(width, Value::Null);
-                    r
-                }))
-            }
-            None => Ok(None),
-        }
+        // A column tablet holds only the newest version, which may not be
+        // published yet: read it at a cut.
+        Ok(self.get_consistent(&[key])?.pop().flatten())
     }
 
+    /// Rows of several primary keys, read at one consistent cut.
     pub fn multi_get(&self, pks: &[Vec<Value>]) -> Result<Vec<Option<Row>>> {
-        pks.iter().map(|pk| self.get(pk)).collect()
+        if pks.len() == 1 {
+            return pks.iter().map(|pk| self.get(pk)).collect();
+        }
+        let keys: Vec<Key> = pks
+            .iter()
+            .map(|pk| self.key_of(pk))
+            .collect::<Result<_>>()?;
+        self.get_consistent(&keys)
     }
 
     /// A consistent snapshot: one LSN per shard, taken now under the
@@ -979,6 +980,20 @@ impl Table {
                 TableSnapshot::take(self)
             }
             None => TableSnapshot::take(self),
+        }
+    }
+
+    /// The visible LSN of every shard, read at one instant (under the
+    /// publish gate): a consistent cut, as a snapshot's, without the
+    /// snapshot's file lists.
+    pub fn visible_lsns(&self) -> Vec<Lsn> {
+        let read = || self.group.shards.iter().map(|s| s.visible_lsn()).collect();
+        match self.engine.upgrade() {
+            Some(e) => {
+                let _gate = e.publish_gate.read();
+                read()
+            }
+            None => read(),
         }
     }
 

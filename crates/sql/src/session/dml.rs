@@ -16,7 +16,7 @@ use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, Delete, Expr, FromTable, Insert, ObjectNamePart, OnConflictAction, OnInsert,
     Statement, TableObject, Update,
 };
-use eddy_common::{Row, TableDef, Value};
+use eddy_common::{Lsn, Row, TableDef, Value};
 use eddy_storage::engine::key_for_row;
 use eddy_storage::{LockMode, OnConflict, StorageError, Table, TableSnapshot, WriteOp};
 use futures::StreamExt;
@@ -335,7 +335,7 @@ impl Session {
             .get(def.id)
             .unwrap_or_else(|| Arc::new(table.snapshot()));
         let txn = self.txn_mut()?;
-        let n = run_blocking(|| insert_rows(txn, &table, &snap, rows, &on_conflict))?;
+        let n = run_blocking(|| insert_rows(txn, &table, &snap.lsns(), rows, &on_conflict))?;
         Ok(Output::Command(format!("INSERT 0 {n}")))
     }
 
@@ -412,7 +412,7 @@ impl Session {
             }
             let snap = Arc::new(table.snapshot());
             let new_rows = rows.into_iter().map(|(_, r)| r).collect();
-            insert_rows(txn, &table, &snap, new_rows, &OnConflict::Error)?;
+            insert_rows(txn, &table, &snap.lsns(), new_rows, &OnConflict::Error)?;
             Ok(())
         })?;
         Ok(Output::Command(format!("UPDATE {n}")))
@@ -501,7 +501,7 @@ impl Session {
         }
         let snap = Arc::new(table.snapshot());
         let txn = self.txn_mut()?;
-        let r = run_blocking(|| insert_rows(txn, table, &snap, rows, &OnConflict::Error));
+        let r = run_blocking(|| insert_rows(txn, table, &snap.lsns(), rows, &OnConflict::Error));
         if r.is_err() {
             self.note_error();
         }
@@ -511,10 +511,10 @@ impl Session {
 
 /// Inserts rows into the transaction: each key is locked, then checked
 /// against the transaction's own writes and the latest committed version.
-fn insert_rows(
+pub(super) fn insert_rows(
     txn: &mut Transaction,
     table: &Arc<Table>,
-    snap: &TableSnapshot,
+    lsns: &[Lsn],
     rows: Vec<Row>,
     on_conflict: &OnConflict,
 ) -> Result<u64> {
@@ -534,7 +534,7 @@ fn insert_rows(
             None if txn.truncated(table) => None,
             None => {
                 if txn.isolation == Isolation::RepeatableRead
-                    && txn.changed_since(table, snap, [key.as_bytes()])?
+                    && txn.changed_after(table, lsns, [key.as_bytes()])?
                 {
                     return Err(StorageError::SerializationFailure.into());
                 }
