@@ -330,12 +330,11 @@ impl Session {
             let summary = run_blocking(|| table.write(ops))?;
             return Ok(Output::Command(format!("INSERT 0 {}", summary.inserted)));
         }
-        let snap = self
-            .view
-            .get(def.id)
-            .unwrap_or_else(|| Arc::new(table.snapshot()));
+        // Only the cut's LSNs are needed (not a snapshot of the target's
+        // files and memtables, which costs as much as the table is large).
         let txn = self.txn_mut()?;
-        let n = run_blocking(|| insert_rows(txn, &table, &snap.lsns(), rows, &on_conflict))?;
+        let lsns = txn.statement_lsns(&table);
+        let n = run_blocking(|| insert_rows(txn, &table, &lsns, rows, &on_conflict))?;
         Ok(Output::Command(format!("INSERT 0 {n}")))
     }
 
@@ -410,9 +409,9 @@ impl Session {
             for (key, _) in &rows {
                 txn.put(&table, key.clone(), None)?;
             }
-            let snap = Arc::new(table.snapshot());
+            let lsns = txn.statement_lsns(&table);
             let new_rows = rows.into_iter().map(|(_, r)| r).collect();
-            insert_rows(txn, &table, &snap.lsns(), new_rows, &OnConflict::Error)?;
+            insert_rows(txn, &table, &lsns, new_rows, &OnConflict::Error)?;
             Ok(())
         })?;
         Ok(Output::Command(format!("UPDATE {n}")))
@@ -499,9 +498,9 @@ impl Session {
                 rows.push(row);
             }
         }
-        let snap = Arc::new(table.snapshot());
         let txn = self.txn_mut()?;
-        let r = run_blocking(|| insert_rows(txn, table, &snap.lsns(), rows, &OnConflict::Error));
+        let lsns = txn.statement_lsns(table);
+        let r = run_blocking(|| insert_rows(txn, table, &lsns, rows, &OnConflict::Error));
         if r.is_err() {
             self.note_error();
         }
