@@ -48,6 +48,7 @@ use crate::txn::Transaction;
 mod control;
 mod dml;
 mod fast;
+mod locking;
 
 /// Session settings reported by SHOW and pg_settings, with their defaults.
 pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
@@ -617,9 +618,7 @@ impl Session {
         match stmt {
             Statement::Query(ref q) => {
                 if !q.locks.is_empty() {
-                    return Err(SqlError::FeatureNotSupported(
-                        "SELECT ... FOR UPDATE / FOR SHARE is not supported yet".into(),
-                    ));
+                    return self.select_locking(q.as_ref().clone()).await;
                 }
                 self.install_view(&stmt)?;
                 self.compat(&mut stmt);
@@ -719,6 +718,11 @@ impl Session {
         let plan = state
             .statement_to_plan(DFStatement::Statement(Box::new(stmt)))
             .await?;
+        self.run_plan(plan).await
+    }
+
+    /// Executes a logical plan as a stream of batches.
+    pub async fn run_plan(&self, plan: datafusion::logical_expr::LogicalPlan) -> Result<Output> {
         let df = self.ctx.execute_logical_plan(plan).await?;
         let physical = df.create_physical_plan().await?;
         let schema = physical.schema();

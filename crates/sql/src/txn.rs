@@ -220,6 +220,20 @@ impl Transaction {
         Ok(table.get_at(key, lsns)?)
     }
 
+    /// Locks one row of `table` in `mode`; `Ok(false)` when `wait` is
+    /// SKIP LOCKED and another transaction holds it.
+    pub fn lock_row(&self, table: &Table, key: &[u8], mode: LockMode, wait: LockWait) -> Result<bool> {
+        if key.first() == Some(&OWN_ROW_KEY) {
+            return Ok(true);
+        }
+        self.locked
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(self
+            .engine
+            .locks()
+            .lock(self.id, table.def().id, key, mode, wait, &table.def().name)?)
+    }
+
     /// Locks rows of `table` (skipping rows this transaction invented).
     pub fn lock_rows<'a>(
         &self,

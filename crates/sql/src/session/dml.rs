@@ -106,7 +106,7 @@ impl Session {
     }
 
     /// Snapshots of `tables` for the next statement; returns them.
-    fn install_tables(
+    pub(super) fn install_tables(
         &mut self,
         tables: &[Arc<Table>],
     ) -> Result<std::collections::HashMap<eddy_common::TableId, Arc<TableSnapshot>>> {
