@@ -520,7 +520,13 @@ async fn kill_during_multi_shard_commits_restarts_all_or_nothing() {
             .await
             .unwrap();
     }
-    for round in 0..4u64 {
+    // More rounds on demand: EDDY_CRASH_ROUNDS=200 cargo test -p eddy-server
+    // --test transactions kill_during
+    let rounds: u64 = std::env::var("EDDY_CRASH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    for round in 0..rounds {
         let srv = Arc::new(Server::start_in(None, data.clone(), "trust"));
         let c = srv.connect().await;
         assert_eq!(
@@ -555,7 +561,7 @@ async fn kill_during_multi_shard_commits_restarts_all_or_nothing() {
                 }
             }));
         }
-        tokio::time::sleep(Duration::from_millis(400 + 150 * round)).await;
+        tokio::time::sleep(Duration::from_millis(300 + 150 * (round % 8))).await;
         let pid = srv.child.id();
         let _ = std::process::Command::new("kill")
             .args(["-9", &pid.to_string()])

@@ -27,6 +27,7 @@ use crate::error::{Result, StorageError};
 use crate::locks::LockManager;
 use crate::shard::{Shard, ShardOp, WriteSummary};
 use crate::snapshot::TableSnapshot;
+use crate::wal::SyncHandle;
 
 /// Writes routed to shards, in commit-lock order.
 pub(crate) type Routed = BTreeMap<(TableGroupId, u32), (Arc<Shard>, Vec<ShardOp>)>;
@@ -42,12 +43,19 @@ impl EngineInner {
         }
         let txn = self.next_txn();
         let mut prepared = Vec::with_capacity(routed.len());
+        let mut syncs = Vec::with_capacity(routed.len());
         for (shard, ops) in routed.values() {
             // On error the guards of earlier shards drop here: their
             // prepare records are never committed.
-            let (guard, p, lsn) = shard.prepare(ops, txn)?;
+            let (guard, p, lsn, sync) = shard.prepare(ops, txn)?;
+            if let Some(h) = sync {
+                syncs.push((shard, h));
+            }
             prepared.push((shard, guard, p, lsn));
         }
+        // Every prepare record durable before the commit record: the
+        // shards' fdatasyncs run at once, not one after another.
+        sync_all(&syncs)?;
         self.log_commit(txn)?;
         let mut parts = Vec::with_capacity(prepared.len());
         let mut first_error = None;
@@ -76,6 +84,34 @@ impl EngineInner {
             None => Ok(WriteSummary::merge(&parts)),
         }
     }
+}
+
+/// Syncs every handle, in parallel; a shard whose sync failed is poisoned
+/// (after a failed fdatasync the kernel may have dropped the pages: the
+/// shard must not acknowledge anything more until it is recovered).
+fn sync_all(syncs: &[(&Arc<Shard>, SyncHandle)]) -> Result<()> {
+    let results: Vec<Result<()>> = match syncs {
+        [] => return Ok(()),
+        [(_, h)] => vec![h.sync()],
+        [(_, first), rest @ ..] => std::thread::scope(|scope| {
+            let others: Vec<_> = rest.iter().map(|(_, h)| scope.spawn(|| h.sync())).collect();
+            let mut out = vec![first.sync()];
+            for t in others {
+                out.push(t.join().unwrap_or_else(|_| {
+                    Err(StorageError::Poisoned("a WAL sync thread panicked".into()))
+                }));
+            }
+            out
+        }),
+    };
+    let mut first_error = None;
+    for ((shard, _), r) in syncs.iter().zip(results) {
+        if let Err(e) = r {
+            shard.poison(&e);
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
 }
 
 impl Engine {

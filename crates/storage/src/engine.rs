@@ -107,6 +107,9 @@ pub(crate) struct EngineInner {
     groups: RwLock<HashMap<TableGroupId, Arc<TableGroup>>>,
     tables: RwLock<BTreeMap<String, Arc<Table>>>,
     txnlog: Mutex<Wal>,
+    /// The highest commit-log record known durable; its lock is held by
+    /// the one committer syncing the log (see `log_commit`).
+    txnlog_synced: Mutex<Lsn>,
     next_txn: AtomicU64,
     /// Held shared while a snapshot reads the visible LSNs of several
     /// shards, exclusively while a multi-shard commit publishes them: a
@@ -240,6 +243,7 @@ impl Engine {
             groups: RwLock::new(groups),
             tables: RwLock::new(BTreeMap::new()),
             txnlog: Mutex::new(txnlog),
+            txnlog_synced: Mutex::new(Lsn::ZERO),
             next_txn: AtomicU64::new(next_txn),
             publish_gate: RwLock::new(()),
             locks: LockManager::default(),
@@ -718,10 +722,31 @@ impl EngineInner {
     /// this point in any order: the record gets the log's next sequence
     /// number (never below the id, so the log's floor stays above every id
     /// it holds) and carries the id as its payload.
+    /// Appends `txn` to the commit log, durable on return. Concurrent
+    /// committers share fdatasyncs (group commit): each writes its record
+    /// under the log's lock, then one syncer at a time syncs everything
+    /// written so far, and a committer whose record an earlier sync covered
+    /// returns without syncing.
     pub(crate) fn log_commit(&self, txn: TxnId) -> Result<()> {
-        let mut log = self.txnlog.lock();
-        let seq = Lsn((log.lsn_floor().0 + 1).max(txn.0));
-        log.append(&[(seq, &txn.0.to_le_bytes())])
+        let seq = {
+            let mut log = self.txnlog.lock();
+            let seq = Lsn((log.lsn_floor().0 + 1).max(txn.0));
+            log.write(&[(seq, &txn.0.to_le_bytes())])?;
+            seq
+        };
+        let mut synced = self.txnlog_synced.lock();
+        if *synced >= seq {
+            return Ok(());
+        }
+        let (upto, handle) = {
+            let log = self.txnlog.lock();
+            (log.last_lsn(), log.sync_handle()?)
+        };
+        if let Some(h) = handle {
+            h.sync()?;
+        }
+        *synced = upto;
+        Ok(())
     }
 
     pub(crate) fn locks(&self) -> &LockManager {

@@ -49,7 +49,7 @@ use crate::recent_writes::RecentWrites;
 use crate::row_tablet::{
     row_file_name, Entry, MergeIter, RowFile, RowFileBuilder, RowFileMeta, RowMemtable, RowVersion,
 };
-use crate::wal::Wal;
+use crate::wal::{SyncHandle, Wal};
 
 /// What happens when an inserted key already exists.
 #[derive(Clone)]
@@ -375,7 +375,7 @@ impl Shard {
         }
     }
 
-    fn poison(&self, e: &StorageError) {
+    pub(crate) fn poison(&self, e: &StorageError) {
         tracing::error!(shard = %self.rel_dir, error = %e, "shard failed; refusing writes until restart");
         *self.poisoned.lock() = Some(e.to_string());
     }
@@ -569,13 +569,22 @@ impl Shard {
     // ------------------------------------------------ cross-shard (2PC)
 
     /// Phase one of a cross-shard write: holds the commit lock, resolves and
-    /// logs a prepare record. The caller must then call [`Shard::finish`]
-    /// with the guard, after the commit log decided.
+    /// writes a prepare record. The record is durable only once the
+    /// returned handle is synced (`None`: the log does not sync), which the
+    /// caller does (for several shards at once) before it logs the commit;
+    /// then it calls [`Shard::finish`] (or applies and publishes) with the
+    /// guard.
+    #[allow(clippy::type_complexity)]
     pub fn prepare(
         &self,
         ops: &[ShardOp],
         txn: TxnId,
-    ) -> Result<(parking_lot::MutexGuard<'_, CommitState>, Prepared, Lsn)> {
+    ) -> Result<(
+        parking_lot::MutexGuard<'_, CommitState>,
+        Prepared,
+        Lsn,
+        Option<SyncHandle>,
+    )> {
         self.check_poisoned()?;
         let mut st = self.commit.lock();
         // Drain queued single-shard writers first so they are not starved.
@@ -587,11 +596,17 @@ impl Shard {
         let lsn = Lsn(st.next_lsn);
         st.next_lsn += 1;
         let rec = encode_write(txn.0, &logged);
-        if let Err(e) = st.wal.append(&[(lsn, &rec)]) {
-            self.poison(&e);
-            return Err(e);
+        let handle = st
+            .wal
+            .write(&[(lsn, &rec)])
+            .and_then(|()| st.wal.sync_handle());
+        match handle {
+            Ok(h) => Ok((st, Prepared { logged, summary }, lsn, h)),
+            Err(e) => {
+                self.poison(&e);
+                Err(e)
+            }
         }
-        Ok((st, Prepared { logged, summary }, lsn))
     }
 
     /// Phase two, first half: applies a committed prepared write to the

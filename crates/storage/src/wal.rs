@@ -174,6 +174,23 @@ impl Wal {
     /// Appends `records` (each `(lsn, payload-without-lsn)`) and makes them
     /// durable. LSNs must be increasing and above every earlier record.
     pub fn append(&mut self, records: &[(Lsn, &[u8])]) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.write(records)?;
+        if self.sync {
+            let path = &self.segments[self.segments.len() - 1].1;
+            self.current
+                .sync_data()
+                .map_err(|e| StorageError::io(path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Writes `records` like [`Wal::append`] but does not wait for the
+    /// disk: the caller makes them durable through [`Wal::sync_handle`]
+    /// before it acknowledges anything that depends on them.
+    pub fn write(&mut self, records: &[(Lsn, &[u8])]) -> Result<()> {
         let Some(&(first, _)) = records.first() else {
             return Ok(());
         };
@@ -196,16 +213,19 @@ impl Wal {
         self.current
             .write_all(&buf)
             .map_err(|e| StorageError::io(path, e))?;
-        if self.sync {
-            self.current
-                .sync_data()
-                .map_err(|e| StorageError::io(path, e))?;
-        }
         self.current_len += buf.len() as u64;
         Ok(())
     }
 
     fn rotate(&mut self, first: Lsn) -> Result<()> {
+        // Frames written but not yet synced (Wal::write) become durable
+        // before the log moves on: a sync handle only covers its segment.
+        if self.sync {
+            let old = &self.segments[self.segments.len() - 1].1;
+            self.current
+                .sync_data()
+                .map_err(|e| StorageError::io(old, e))?;
+        }
         let path = self.dir.join(segment_name(first));
         self.current = create_segment(&self.dir, &path)?;
         self.current_len = 0;
@@ -224,6 +244,22 @@ impl Wal {
             fs::remove_file(&path).map_err(|e| StorageError::io(&path, e))?;
         }
         Ok(())
+    }
+
+    /// A handle on the current segment for `fdatasync` outside the log's
+    /// lock (so that writers can append meanwhile): syncing it makes every
+    /// frame written so far durable (earlier segments were synced when the
+    /// log rotated). `None` when the log is not synced (tests, benchmarks).
+    pub fn sync_handle(&self) -> Result<Option<SyncHandle>> {
+        if !self.sync {
+            return Ok(None);
+        }
+        let path = self.segments[self.segments.len() - 1].1.clone();
+        let file = self
+            .current
+            .try_clone()
+            .map_err(|e| StorageError::io(&path, e))?;
+        Ok(Some(SyncHandle { file, path }))
     }
 
     /// Total bytes in live segments (for flush decisions and metrics).
@@ -280,6 +316,20 @@ fn valid_frame_follows(bytes: &[u8], pos: usize) -> bool {
         .any(|p| parse_frame(bytes, p).is_some_and(|(lsn, _, _)| lsn.0 > 0))
 }
 
+/// A log segment to make durable (see [`Wal::sync_handle`]).
+pub struct SyncHandle {
+    file: File,
+    path: PathBuf,
+}
+
+impl SyncHandle {
+    pub fn sync(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| StorageError::io(&self.path, e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,6 +339,29 @@ mod tests {
             let p = format!("record {i}");
             wal.append(&[(Lsn(i), p.as_bytes())]).unwrap();
         }
+    }
+
+    #[test]
+    fn written_frames_sync_through_a_handle_across_rotations() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), Lsn::ZERO, true, 64).unwrap();
+        for i in 1..=20u64 {
+            wal.write(&[(Lsn(i), format!("frame {i}").as_bytes())])
+                .unwrap();
+        }
+        // segments of 64 bytes: the writes rotated several times
+        assert!(wal.segments.len() > 3);
+        wal.sync_handle()
+            .unwrap()
+            .expect("a synced log")
+            .sync()
+            .unwrap();
+        drop(wal);
+        let (_, got) = Wal::open(dir.path(), Lsn::ZERO, true, 64).unwrap();
+        assert_eq!(got.len(), 20);
+        assert_eq!(got[19].payload, b"frame 20");
+        let (unsynced, _) = Wal::open(&dir.path().join("nosync"), Lsn::ZERO, false, 64).unwrap();
+        assert!(unsynced.sync_handle().unwrap().is_none());
     }
 
     #[test]
