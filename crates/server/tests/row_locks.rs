@@ -46,7 +46,10 @@ async fn for_update_blocks_writers_and_share_shares() {
         .unwrap();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0].columns().len(), 3);
-    assert_eq!((rows[0].get::<_, i32>(0), rows[1].get::<_, String>(2)), (2, "z".to_string()));
+    assert_eq!(
+        (rows[0].get::<_, i32>(0), rows[1].get::<_, String>(2)),
+        (2, "z".to_string())
+    );
 
     // A writer of a locked row waits until the holder ends.
     let waiter = {
@@ -57,7 +60,9 @@ async fn for_update_blocks_writers_and_share_shares() {
     assert!(!waiter.is_finished(), "UPDATE waits for FOR UPDATE's lock");
     // An unlocked row is free (a third connection: b waits).
     let c = srv.connect().await;
-    c.execute("UPDATE t SET v = v + 1 WHERE id = 1", &[]).await.unwrap();
+    c.execute("UPDATE t SET v = v + 1 WHERE id = 1", &[])
+        .await
+        .unwrap();
     // NOWAIT fails at once with 55P03.
     let e = c
         .query("SELECT id FROM t WHERE id = 3 FOR UPDATE NOWAIT", &[])
@@ -70,8 +75,14 @@ async fn for_update_blocks_writers_and_share_shares() {
     // FOR SHARE: two sharers at once; a writer waits for both.
     a.batch_execute("BEGIN").await.unwrap();
     b.batch_execute("BEGIN").await.unwrap();
-    assert_eq!(ints(&a, "SELECT v FROM t WHERE id = 3 FOR SHARE").await, vec![30]);
-    assert_eq!(ints(&b, "SELECT v FROM t WHERE id = 3 FOR SHARE").await, vec![30]);
+    assert_eq!(
+        ints(&a, "SELECT v FROM t WHERE id = 3 FOR SHARE").await,
+        vec![30]
+    );
+    assert_eq!(
+        ints(&b, "SELECT v FROM t WHERE id = 3 FOR SHARE").await,
+        vec![30]
+    );
     let e = c
         .query("SELECT v FROM t WHERE id = 3 FOR UPDATE NOWAIT", &[])
         .await
@@ -79,7 +90,10 @@ async fn for_update_blocks_writers_and_share_shares() {
     assert_eq!(state(&e), SqlState::LOCK_NOT_AVAILABLE);
     a.batch_execute("COMMIT").await.unwrap();
     b.batch_execute("COMMIT").await.unwrap();
-    assert_eq!(ints(&c, "SELECT v FROM t WHERE id = 3 FOR UPDATE NOWAIT").await, vec![30]);
+    assert_eq!(
+        ints(&c, "SELECT v FROM t WHERE id = 3 FOR UPDATE NOWAIT").await,
+        vec![30]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -103,7 +117,11 @@ async fn skip_locked_hands_each_worker_its_own_job() {
         w.batch_execute("BEGIN").await.unwrap();
         got.extend(ints(w, take).await);
     }
-    assert_eq!(got, vec![1, 2, 3], "each worker skips the rows the others hold");
+    assert_eq!(
+        got,
+        vec![1, 2, 3],
+        "each worker skips the rows the others hold"
+    );
     // OFFSET counts locked rows only: the fourth taker skips 1-3 and takes 5.
     let last = srv.connect().await;
     last.batch_execute("BEGIN").await.unwrap();
@@ -141,13 +159,16 @@ async fn locked_rows_are_rechecked_on_their_newest_version() {
     let waiter = {
         let b = Arc::clone(&b);
         tokio::spawn(async move {
-            b.query("SELECT id, v FROM t WHERE v < 50 ORDER BY id FOR UPDATE", &[])
-                .await
-                .map(|rows| {
-                    rows.iter()
-                        .map(|r| (r.get::<_, i32>(0), r.get::<_, i32>(1)))
-                        .collect::<Vec<_>>()
-                })
+            b.query(
+                "SELECT id, v FROM t WHERE v < 50 ORDER BY id FOR UPDATE",
+                &[],
+            )
+            .await
+            .map(|rows| {
+                rows.iter()
+                    .map(|r| (r.get::<_, i32>(0), r.get::<_, i32>(1)))
+                    .collect::<Vec<_>>()
+            })
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -156,9 +177,13 @@ async fn locked_rows_are_rechecked_on_their_newest_version() {
     assert_eq!(waiter.await.unwrap().unwrap(), vec![(1, 11)]);
 
     // REPEATABLE READ: a row changed after the snapshot fails with 40001.
-    b.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").await.unwrap();
+    b.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        .await
+        .unwrap();
     assert_eq!(ints(&b, "SELECT v FROM t WHERE id = 1").await, vec![11]);
-    a.execute("UPDATE t SET v = 12 WHERE id = 1", &[]).await.unwrap();
+    a.execute("UPDATE t SET v = 12 WHERE id = 1", &[])
+        .await
+        .unwrap();
     let e = b
         .query("SELECT v FROM t WHERE id = 1 FOR UPDATE", &[])
         .await
@@ -188,15 +213,24 @@ async fn unsupported_locking_shapes_are_refused() {
         assert_eq!(state(&e), SqlState::FEATURE_NOT_SUPPORTED, "{sql}");
     }
     // PostgreSQL: 42P01 relation "u" in FOR UPDATE clause not found in FROM clause
-    let e = a.query("SELECT id FROM t FOR UPDATE OF u", &[]).await.unwrap_err();
+    let e = a
+        .query("SELECT id FROM t FOR UPDATE OF u", &[])
+        .await
+        .unwrap_err();
     assert_eq!(state(&e), SqlState::UNDEFINED_TABLE);
     // READ ONLY: PostgreSQL 25006
     a.batch_execute("BEGIN READ ONLY").await.unwrap();
-    let e = a.query("SELECT id FROM t FOR UPDATE", &[]).await.unwrap_err();
+    let e = a
+        .query("SELECT id FROM t FOR UPDATE", &[])
+        .await
+        .unwrap_err();
     assert_eq!(state(&e), SqlState::READ_ONLY_SQL_TRANSACTION);
     a.batch_execute("ROLLBACK").await.unwrap();
     // autocommit FOR UPDATE works and releases its lock at once
     assert_eq!(ints(&a, "SELECT id FROM t FOR UPDATE").await, vec![1]);
     let b = srv.connect().await;
-    assert_eq!(ints(&b, "SELECT id FROM t FOR UPDATE NOWAIT").await, vec![1]);
+    assert_eq!(
+        ints(&b, "SELECT id FROM t FOR UPDATE NOWAIT").await,
+        vec![1]
+    );
 }

@@ -222,7 +222,13 @@ impl Transaction {
 
     /// Locks one row of `table` in `mode`; `Ok(false)` when `wait` is
     /// SKIP LOCKED and another transaction holds it.
-    pub fn lock_row(&self, table: &Table, key: &[u8], mode: LockMode, wait: LockWait) -> Result<bool> {
+    pub fn lock_row(
+        &self,
+        table: &Table,
+        key: &[u8],
+        mode: LockMode,
+        wait: LockWait,
+    ) -> Result<bool> {
         if key.first() == Some(&OWN_ROW_KEY) {
             return Ok(true);
         }

@@ -52,9 +52,9 @@ fn refuse(what: &str) -> SqlError {
 fn count_of(e: Option<&Expr>, what: &str) -> Result<Option<usize>> {
     let Some(e) = e else { return Ok(None) };
     match literal_value(e) {
-        Some(Value::BigInt(n)) => usize::try_from(n).map(Some).map_err(|_| {
-            SqlError::InvalidParameter(format!("{what} must not be negative"))
-        }),
+        Some(Value::BigInt(n)) => usize::try_from(n)
+            .map(Some)
+            .map_err(|_| SqlError::InvalidParameter(format!("{what} must not be negative"))),
         Some(Value::Null) => Ok(None),
         _ => Err(refuse(&format!("a {what} that is not an integer constant"))),
     }
@@ -66,7 +66,11 @@ struct Locking {
     wait: LockWait,
 }
 
-fn locking_of(locks: &[LockClause], alias: &str, lock_timeout: Option<std::time::Duration>) -> Result<Locking> {
+fn locking_of(
+    locks: &[LockClause],
+    alias: &str,
+    lock_timeout: Option<std::time::Duration>,
+) -> Result<Locking> {
     let [clause] = locks else {
         return Err(refuse("more than one locking clause"));
     };
@@ -117,7 +121,10 @@ impl Session {
             ));
         }
         let (tname, alias) = relation_of(&select.from[0].relation)?;
-        if !matches!(&select.from[0].relation, TableFactor::Table { args: None, .. }) {
+        if !matches!(
+            &select.from[0].relation,
+            TableFactor::Table { args: None, .. }
+        ) {
             return Err(refuse("a table function"));
         }
         let table = self.table(&tname)?;
@@ -167,7 +174,11 @@ impl Session {
                 at: None,
             });
         }
-        let exclude = || Some(ExcludeSelectItem::Single(ObjectName(vec![ObjectNamePart::Identifier(Ident::with_quote('"', KEY_COLUMN))])));
+        let exclude = || {
+            Some(ExcludeSelectItem::Single(ObjectName(vec![
+                ObjectNamePart::Identifier(Ident::with_quote('"', KEY_COLUMN)),
+            ])))
+        };
         for item in &mut select.projection {
             match item {
                 SelectItem::Wildcard(opts) | SelectItem::QualifiedWildcard(_, opts) => {
@@ -179,10 +190,12 @@ impl Session {
                 _ => {}
             }
         }
-        select.projection.push(SelectItem::UnnamedExpr(Expr::CompoundIdentifier(vec![
-            Ident::with_quote('"', alias.clone()),
-            Ident::with_quote('"', KEY_COLUMN),
-        ])));
+        select
+            .projection
+            .push(SelectItem::UnnamedExpr(Expr::CompoundIdentifier(vec![
+                Ident::with_quote('"', alias.clone()),
+                Ident::with_quote('"', KEY_COLUMN),
+            ])));
         let stmt = Statement::Query(Box::new(q));
 
         let id = table.def().id;
@@ -226,7 +239,8 @@ impl Session {
                     .get(&id)
                     .cloned()
                     .ok_or_else(|| SqlError::Internal("no snapshot for the locked table".into()))?;
-                let only: std::collections::HashSet<Vec<u8>> = std::iter::once(key.to_vec()).collect();
+                let only: std::collections::HashSet<Vec<u8>> =
+                    std::iter::once(key.to_vec()).collect();
                 let mut view = fresh;
                 view.insert(id, Arc::new(base.restricted_to(Arc::new(only))));
                 self.view.set(view);
@@ -248,7 +262,10 @@ impl Session {
             let joined = interleave_record_batch(&all, rows)?;
             let cols: Vec<usize> = (0..out_schema.fields().len()).collect();
             let projected = joined.project(&cols)?;
-            out.push(RecordBatch::try_new(Arc::clone(&out_schema), projected.columns().to_vec())?);
+            out.push(RecordBatch::try_new(
+                Arc::clone(&out_schema),
+                projected.columns().to_vec(),
+            )?);
         }
         Ok(super::batches_output(out_schema, out))
     }
@@ -261,7 +278,8 @@ impl Session {
         let found = datafusion::sql::sqlparser::ast::visit_expressions(projection, |e| match e {
             Expr::Function(f) => {
                 let name = f.name.to_string().to_ascii_lowercase();
-                if f.over.is_some() || aggregates.contains_key(&name) || windows.contains_key(&name) {
+                if f.over.is_some() || aggregates.contains_key(&name) || windows.contains_key(&name)
+                {
                     std::ops::ControlFlow::Break(())
                 } else {
                     std::ops::ControlFlow::Continue(())
@@ -281,7 +299,8 @@ impl Session {
     ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         let provider =
             Arc::new(EddyTable::new(Arc::clone(table), true).with_view(Arc::clone(&self.view)));
-        self.dml_schema.register_table(TARGET.to_string(), provider)?;
+        self.dml_schema
+            .register_table(TARGET.to_string(), provider)?;
         self.compat(&mut stmt);
         let result = self.collect_query(stmt).await;
         let _ = self.dml_schema.deregister_table(TARGET);
@@ -291,7 +310,9 @@ impl Session {
     async fn collect_query(&self, stmt: Statement) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         let state = self.ctx.state();
         let plan = state
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(stmt)))
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
+                stmt,
+            )))
             .await?;
         if plan_has_aggregate(&plan) {
             return Err(SqlError::FeatureNotSupported(
@@ -324,7 +345,10 @@ fn plan_has_aggregate(plan: &datafusion::logical_expr::LogicalPlan) -> bool {
     use datafusion::logical_expr::LogicalPlan;
     let mut found = false;
     let _ = plan.apply(|p| {
-        if matches!(p, LogicalPlan::Aggregate(_) | LogicalPlan::Window(_) | LogicalPlan::Distinct(_)) {
+        if matches!(
+            p,
+            LogicalPlan::Aggregate(_) | LogicalPlan::Window(_) | LogicalPlan::Distinct(_)
+        ) {
             found = true;
             return Ok(TreeNodeRecursion::Stop);
         }
