@@ -434,11 +434,12 @@ impl Session {
         stmt: &Statement,
         params: &[Value],
     ) -> Result<Option<Output>> {
-        let read_only = match &self.txn {
-            Some(t) => t.read_only,
-            None => self.default_modes()?.1,
-        };
-        if read_only && control::writes(stmt) {
+        let read_only = control::writes(stmt)
+            && match &self.txn {
+                Some(t) => t.read_only,
+                None => self.default_modes()?.1,
+            };
+        if read_only {
             self.note_error();
             return Err(SqlError::ReadOnlyTransaction(
                 statement_kind(&stmt.to_string()).to_uppercase(),
