@@ -10,6 +10,7 @@
 //! engine (flush) before the process exits.
 
 mod config;
+mod idle;
 mod metrics;
 mod pg;
 mod txn_status;
@@ -233,6 +234,7 @@ async fn serve(
         name: "eddy".into(),
     });
     let backend = Arc::new(Backend::new(db, Arc::clone(&metrics), auth));
+    let idle = Arc::clone(&backend.idle);
     let handlers = Arc::new(Handlers::new(backend));
     let pg = TcpListener::bind(pg_addr)
         .await
@@ -258,12 +260,25 @@ async fn serve(
             }
             accepted = pg.accept() => {
                 match accepted {
-                    Ok((sock, _)) => {
+                    Ok((sock, peer)) => {
                         let _ = sock.set_nodelay(true);
                         let h = Arc::clone(&handlers);
+                        let (watch, registration) = idle.register(peer);
                         tokio::spawn(async move {
-                            if let Err(e) = pgwire::tokio::process_socket(sock, None, h).await {
-                                tracing::debug!(error = %e, "connection ended with an error");
+                            let _registration = registration;
+                            let fd = idle::Fd::of(&sock);
+                            tokio::select! {
+                                r = pgwire::tokio::process_socket(sock, None, h) => {
+                                    if let Err(e) = r {
+                                        tracing::debug!(error = %e, "connection ended with an error");
+                                    }
+                                }
+                                _ = watch.expired() => {
+                                    // The protocol loop is waiting for the
+                                    // client: nothing else writes now.
+                                    fd.send_fatal();
+                                    tracing::info!(%peer, "terminating connection due to idle-in-transaction timeout");
+                                }
                             }
                         });
                     }

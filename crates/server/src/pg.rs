@@ -66,6 +66,8 @@ pub struct SessionSlot {
     pub(crate) session: tokio::sync::Mutex<Option<Session>>,
     copy_in: parking_lot::Mutex<Option<Box<CopyIn>>>,
     cancel: Arc<CancelSignal>,
+    /// This connection's idle-in-transaction watch (see `crate::idle`).
+    pub(crate) idle: Option<Arc<crate::idle::IdleWatch>>,
     _registration: CancelRegistration,
     _conn: ConnCount,
 }
@@ -149,6 +151,8 @@ pub struct Backend {
     cancels: Arc<parking_lot::Mutex<HashMap<CancelKey, Arc<CancelSignal>>>>,
     pub auth: AuthMode,
     parser: Arc<EddyParser>,
+    /// Idle-in-transaction watches of the live connections.
+    pub idle: Arc<crate::idle::IdleWatches>,
 }
 
 #[derive(Clone, Debug)]
@@ -219,6 +223,7 @@ impl Backend {
             cancels: Arc::default(),
             auth,
             parser: Arc::new(EddyParser),
+            idle: Arc::default(),
         }
     }
 }
@@ -318,7 +323,17 @@ impl StartupHandler for ScramStartup {
     }
 }
 
+/// The connection's session slot. Every handler reaches the session
+/// through here, so this is also where the client stops being idle.
 pub(crate) fn slot<C: ClientInfo>(client: &C, backend: &Backend) -> Arc<SessionSlot> {
+    let s = new_or_existing_slot(client, backend);
+    if let Some(w) = &s.idle {
+        w.disarm();
+    }
+    s
+}
+
+fn new_or_existing_slot<C: ClientInfo>(client: &C, backend: &Backend) -> Arc<SessionSlot> {
     client.session_extensions().get_or_insert_with(|| {
         backend.metrics.connections.fetch_add(1, Ordering::Relaxed);
         let (pid, secret) = client.pid_and_secret_key();
@@ -332,6 +347,7 @@ pub(crate) fn slot<C: ClientInfo>(client: &C, backend: &Backend) -> Arc<SessionS
             session: tokio::sync::Mutex::new(None),
             copy_in: parking_lot::Mutex::new(None),
             cancel,
+            idle: backend.idle.get(&client.socket_addr()),
             _registration: CancelRegistration {
                 key,
                 registry: Arc::clone(&backend.cancels),

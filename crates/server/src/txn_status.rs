@@ -45,6 +45,25 @@ pub async fn session_status<C: ClientInfo>(client: &C, backend: &Backend) -> Tra
     }
 }
 
+/// Arms the connection's idle-in-transaction watch when it is about to wait
+/// for its client inside a block (see `crate::idle`).
+async fn arm_idle<C: ClientInfo>(client: &C, backend: &Backend, status: TransactionStatus) {
+    if status == TransactionStatus::Idle {
+        return;
+    }
+    let s = slot(client, backend);
+    let Some(watch) = &s.idle else { return };
+    let timeout = s
+        .session
+        .lock()
+        .await
+        .as_ref()
+        .and_then(|sess| sess.idle_in_transaction_timeout());
+    if let Some(t) = timeout {
+        watch.arm(t);
+    }
+}
+
 /// An error reached the client outside the session's own statement path.
 pub async fn note_error<C: ClientInfo>(client: &C, backend: &Backend) {
     let s = slot(client, backend);
@@ -144,6 +163,7 @@ where
         client.set_state(PgWireConnectionState::ReadyForQuery);
         let status = client.transaction_status();
         send_ready_for_query(client, status).await?;
+        arm_idle(client, backend, status).await;
     }
     Ok(())
 }
@@ -172,5 +192,6 @@ where
         )))
         .await?;
     client.flush().await?;
+    arm_idle(client, backend, status).await;
     Ok(())
 }

@@ -579,3 +579,60 @@ async fn kill_during_multi_shard_commits_restarts_all_or_nothing() {
     assert!(one_i64(&c, "SELECT count(*) FROM acct WHERE id >= 1000").await > 0);
     assert!(one_i64(&c, "SELECT count(*) FROM acct WHERE id < 32 AND bal <> 100").await > 0);
 }
+
+/// PostgreSQL 15: a session idle inside a block longer than
+/// idle_in_transaction_session_timeout gets FATAL 25P03 and is closed; its
+/// transaction rolls back and its locks go. Idle outside a block, or busy
+/// inside one, it is never cut off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_in_transaction_timeout_ends_the_session_and_frees_its_locks() {
+    let srv = Server::start("trust");
+    let a = srv.connect().await;
+    a.batch_execute(
+        "CREATE TABLE it (id INT PRIMARY KEY, v INT NOT NULL); INSERT INTO it VALUES (1, 0);
+         SET idle_in_transaction_session_timeout = '300ms'",
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        one_i64(&a, "SELECT count(*) FROM it").await,
+        1,
+        "idle outside a block"
+    );
+    // busy inside a block: statements closer together than the timeout
+    a.batch_execute("BEGIN").await.unwrap();
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        a.execute("UPDATE it SET v = v + 1 WHERE id = 1", &[])
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(
+        a.query("SELECT 1", &[]).await.is_err(),
+        "the idle session is closed"
+    );
+    let b = srv.connect().await;
+    let row = b
+        .query_one("SELECT v FROM it WHERE id = 1 FOR UPDATE NOWAIT", &[])
+        .await
+        .expect("the lock was released");
+    assert_eq!(row.get::<_, i32>(0), 0, "the block was rolled back");
+
+    // What the client is told, over the raw protocol (extended-protocol
+    // Sync arms the watch as ReadyForQuery does for a simple query).
+    let mut raw = RawConn::connect(srv.port);
+    raw.query("SET idle_in_transaction_session_timeout = 200");
+    assert_eq!(raw.extended("BEGIN").0, 'T');
+    let (kind, body) = raw.read_msg();
+    assert_eq!(kind, b'E');
+    let text = String::from_utf8_lossy(&body).to_string();
+    assert!(text.contains("FATAL") && text.contains("25P03"), "{text}");
+    let mut rest = [0u8; 1];
+    assert_eq!(
+        raw.0.read(&mut rest).unwrap_or(0),
+        0,
+        "then the connection ends"
+    );
+}

@@ -125,6 +125,16 @@ impl Session {
     }
 
     /// `lock_timeout` as a duration (None: wait forever).
+    /// `idle_in_transaction_session_timeout` (None: 0, no limit). The
+    /// server closes a connection idle inside a block for longer.
+    pub fn idle_in_transaction_timeout(&self) -> Option<Duration> {
+        self.settings
+            .get("idle_in_transaction_session_timeout")
+            .and_then(|v| parse_duration_ms(v))
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis)
+    }
+
     pub(super) fn lock_timeout(&self) -> Result<Option<Duration>> {
         let v = self
             .settings
@@ -171,16 +181,9 @@ impl Session {
                         "invalid value for parameter \"{name}\": \"{value}\""
                     ))
                 })?;
-                if name == "idle_in_transaction_session_timeout" && ms > 0 {
-                    return Err(SqlError::FeatureNotSupported(
-                        "idle_in_transaction_session_timeout is not supported yet (only 0)".into(),
-                    ));
-                }
                 if name == "lock_timeout" {
                     if let Some(t) = self.txn.as_mut() {
-                        t.lock_timeout = parse_duration_ms(&value)
-                            .filter(|ms| *ms > 0)
-                            .map(Duration::from_millis);
+                        t.lock_timeout = Some(ms).filter(|ms| *ms > 0).map(Duration::from_millis);
                     }
                 }
                 Ok(value)

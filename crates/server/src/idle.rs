@@ -1,0 +1,176 @@
+//! `idle_in_transaction_session_timeout`: a connection that waits for its
+//! client inside an open transaction block (ReadyForQuery status T or E)
+//! longer than its session's timeout is told `FATAL 25P03` and closed; its
+//! transaction rolls back and its row locks are released, as in
+//! PostgreSQL.
+//!
+//! Each accepted connection gets an [`IdleWatch`], registered under the
+//! peer address so that the protocol handlers (which only see the client)
+//! can find it. The handlers arm the watch when they send a ReadyForQuery
+//! with status T or E and disarm it whenever the client sends anything;
+//! the connection task races the protocol loop against
+//! [`IdleWatch::expired`].
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// One connection's idle-in-transaction deadline.
+#[derive(Default)]
+pub struct IdleWatch {
+    deadline: parking_lot::Mutex<Option<Instant>>,
+    changed: Notify,
+}
+
+impl IdleWatch {
+    /// The connection now waits for its client inside a block.
+    pub fn arm(&self, timeout: Duration) {
+        *self.deadline.lock() = Some(Instant::now() + timeout);
+        self.changed.notify_one();
+    }
+
+    /// The client sent something: no longer idle.
+    pub fn disarm(&self) {
+        let mut d = self.deadline.lock();
+        if d.is_some() {
+            *d = None;
+            self.changed.notify_one();
+        }
+    }
+
+    /// Resolves when an armed deadline passes without being disarmed.
+    pub async fn expired(&self) {
+        loop {
+            let deadline = *self.deadline.lock();
+            match deadline {
+                None => self.changed.notified().await,
+                Some(at) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(at) => {
+                            if self.deadline.lock().is_some_and(|d| d <= Instant::now()) {
+                                return;
+                            }
+                        }
+                        _ = self.changed.notified() => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The watches of the live connections, by peer address.
+#[derive(Default)]
+pub struct IdleWatches(parking_lot::Mutex<HashMap<SocketAddr, Arc<IdleWatch>>>);
+
+impl IdleWatches {
+    /// A watch for a new connection, removed again when the guard drops.
+    pub fn register(self: &Arc<Self>, peer: SocketAddr) -> (Arc<IdleWatch>, WatchGuard) {
+        let w = Arc::new(IdleWatch::default());
+        self.0.lock().insert(peer, Arc::clone(&w));
+        (
+            w,
+            WatchGuard {
+                peer,
+                registry: Arc::clone(self),
+            },
+        )
+    }
+
+    pub fn get(&self, peer: &SocketAddr) -> Option<Arc<IdleWatch>> {
+        self.0.lock().get(peer).cloned()
+    }
+}
+
+pub struct WatchGuard {
+    peer: SocketAddr,
+    registry: Arc<IdleWatches>,
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.registry.0.lock().remove(&self.peer);
+    }
+}
+
+/// A second handle on a connection's socket (a `dup` of its descriptor,
+/// through std's safe API), to tell the client why the connection ends and
+/// to end it, independently of the protocol task that owns the socket.
+/// Costs one descriptor per connection.
+pub struct Fd(Option<std::net::TcpStream>);
+
+impl Fd {
+    pub fn of(sock: &tokio::net::TcpStream) -> Fd {
+        use std::os::fd::AsFd;
+        Fd(sock
+            .as_fd()
+            .try_clone_to_owned()
+            .ok()
+            .map(std::net::TcpStream::from))
+    }
+
+    /// Sends `FATAL 25P03` and shuts the connection down (best effort: the
+    /// client may be gone already).
+    pub fn send_fatal(&self) {
+        use std::io::Write;
+        if let Some(s) = &self.0 {
+            let mut w: &std::net::TcpStream = s;
+            let _ = w.write_all(&fatal_message());
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// The ErrorResponse PostgreSQL sends before it closes such a connection.
+pub fn fatal_message() -> Vec<u8> {
+    let mut body = Vec::new();
+    for (field, value) in [
+        (b'S', "FATAL"),
+        (b'V', "FATAL"),
+        (b'C', "25P03"),
+        (
+            b'M',
+            "terminating connection due to idle-in-transaction timeout",
+        ),
+    ] {
+        body.push(field);
+        body.extend_from_slice(value.as_bytes());
+        body.push(0);
+    }
+    body.push(0);
+    let mut msg = vec![b'E'];
+    // the body is a few dozen bytes: the length always fits
+    msg.extend_from_slice(&(u32::try_from(body.len() + 4).unwrap_or(u32::MAX)).to_be_bytes());
+    msg.extend_from_slice(&body);
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn fires_only_when_armed_and_not_disarmed() {
+        let w = Arc::new(IdleWatch::default());
+        let fired = {
+            let w = Arc::clone(&w);
+            tokio::spawn(async move { w.expired().await })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!fired.is_finished(), "never armed");
+        w.arm(Duration::from_millis(300));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        w.disarm();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!fired.is_finished(), "disarmed in time");
+        w.arm(Duration::from_millis(100));
+        tokio::time::timeout(Duration::from_secs(5), fired)
+            .await
+            .expect("expired after its deadline")
+            .expect("watch task");
+    }
+}
