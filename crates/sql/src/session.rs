@@ -735,16 +735,7 @@ impl Session {
     pub async fn query_batches(&self, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         let mut stmt = rewrite::parse_statement(sql)?;
         self.compat(&mut stmt);
-        match self.run_query(stmt).await? {
-            Output::Rows { schema, mut stream } => {
-                let mut batches = Vec::new();
-                while let Some(b) = stream.next().await {
-                    batches.push(b?);
-                }
-                Ok((schema, batches))
-            }
-            _ => Err(SqlError::Internal("query produced no rows".into())),
-        }
+        collect_rows(self.run_query(stmt).await?).await
     }
 
     pub fn context(&self) -> &SessionContext {
@@ -1405,6 +1396,20 @@ pub fn cast_batch(
 }
 
 /// An output of already-computed batches.
+/// All batches of a query's output.
+pub(crate) async fn collect_rows(out: Output) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    match out {
+        Output::Rows { schema, mut stream } => {
+            let mut batches = Vec::new();
+            while let Some(b) = stream.next().await {
+                batches.push(b?);
+            }
+            Ok((schema, batches))
+        }
+        _ => Err(SqlError::Internal("query produced no rows".into())),
+    }
+}
+
 pub fn batches_output(schema: SchemaRef, batches: Vec<RecordBatch>) -> Output {
     let stream = futures::stream::iter(batches.into_iter().map(Ok));
     Output::Rows {

@@ -31,7 +31,6 @@ use datafusion::sql::sqlparser::ast::{
 };
 use eddy_common::Value;
 use eddy_storage::{LockMode, LockWait, StorageError, Table};
-use futures::StreamExt;
 
 use super::{relation_of, run_blocking, Output, Session};
 use crate::error::{Result, SqlError};
@@ -319,16 +318,7 @@ impl Session {
                 "FOR UPDATE is not allowed with aggregate functions".into(),
             ));
         }
-        match self.run_plan(plan).await? {
-            Output::Rows { schema, mut stream } => {
-                let mut batches = Vec::new();
-                while let Some(b) = stream.next().await {
-                    batches.push(b?);
-                }
-                Ok((schema, batches))
-            }
-            _ => Err(SqlError::Internal("locking query produced no rows".into())),
-        }
+        super::collect_rows(self.run_plan(plan).await?).await
     }
 }
 
