@@ -454,6 +454,12 @@ impl Session {
         }
         let engine = Arc::clone(&self.db.engine);
         let timeout = self.lock_timeout()?;
+        if let FastPlan::Get { .. } = plan {
+            // A key lookup never waits for a lock and reads memtables or a
+            // few file blocks: it runs on the protocol task, without the
+            // hand-off of the runtime's worker that a blocking section costs.
+            return fastpath::execute(plan, &engine, params).map(Some);
+        }
         run_blocking(|| fastpath::execute_locked(plan, &engine, params, timeout)).map(Some)
     }
 
