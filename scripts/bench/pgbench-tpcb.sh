@@ -14,18 +14,10 @@ cd "$(dirname "$0")/../.."
 DUR=${1:-20}
 OUT=${2:-docs/benchmarks/transactions.md}
 EDDY=${EDDY_BIN:-target/release/eddy}
-PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 export PGSSLMODE=disable
-WORK=$(mktemp -d)
-chmod 755 "$WORK"
-# PostgreSQL refuses to run as root: run its binaries as user postgres.
-PGRUN=()
-if [ "$(id -u)" = 0 ]; then PGRUN=(runuser -u postgres --); fi
-mkdir -p "$WORK/pg" "$WORK/sock"
-[ ${#PGRUN[@]} -gt 0 ] && chown postgres "$WORK/pg" "$WORK/sock"
-trap 'kill $(cat $WORK/eddy.pid 2>/dev/null) 2>/dev/null || true; "${PGRUN[@]}" "$PGBIN/pg_ctl" -D $WORK/pg stop -m immediate >/dev/null 2>&1 || true; rm -rf $WORK' EXIT
+. scripts/lib/private-postgres.sh
+trap 'kill $(cat $WORK/eddy.pid 2>/dev/null) 2>/dev/null || true; stop_postgres; rm -rf $WORK' EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 EPORT=$(free_port); PPORT=$(free_port)
 
 echo "starting eddy on $EPORT"

@@ -8,15 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/ci/install-drivers.sh >/dev/null
-PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-WORK=$(mktemp -d)
-chmod 755 "$WORK"
-PGRUN=()
-if [ "$(id -u)" = 0 ]; then PGRUN=(runuser -u postgres --); fi
-mkdir -p "$WORK/pg" "$WORK/sock"
-[ ${#PGRUN[@]} -gt 0 ] && chown postgres "$WORK/pg" "$WORK/sock"
-trap '"${PGRUN[@]}" "$PGBIN/pg_ctl" -D $WORK/pg stop -m immediate >/dev/null 2>&1 || true; rm -rf $WORK' EXIT
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+. scripts/lib/private-postgres.sh
+trap 'stop_postgres; rm -rf $WORK' EXIT
+PORT=$(free_port)
 echo "secret" >"$WORK/pw" && chmod 644 "$WORK/pw"
 "${PGRUN[@]}" "$PGBIN/initdb" -D "$WORK/pg" -U eddy -A scram-sha-256 --pwfile "$WORK/pw" >/dev/null
 "${PGRUN[@]}" "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg/pg.log" -w start -o \
