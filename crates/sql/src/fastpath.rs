@@ -760,7 +760,7 @@ pub fn execute(plan: &FastPlan, engine: &Arc<Engine>, params: &[Value]) -> Resul
             let t = table_of(engine, table)?;
             let def = t.def().clone();
             let keys = lookup_keys(keys, &def, params)?;
-            let rows = dedup_get(&t, keys)?;
+            let rows = t.multi_get(&keys)?.into_iter().flatten().collect();
             projected_output(&def, table, proj, columns, rows)
         }
         FastPlan::Insert {
@@ -945,11 +945,6 @@ pub(crate) fn key_values(key: &[Src], def: &TableDef, params: &[Value]) -> Resul
             resolve(s, params, ty)
         })
         .collect()
-}
-
-/// The rows of `keys` (distinct), read at one instant.
-fn dedup_get(t: &Table, keys: Vec<Vec<Value>>) -> Result<Vec<Row>> {
-    Ok(t.multi_get(&keys)?.into_iter().flatten().collect())
 }
 
 // ---------------------------------------------------------------------------

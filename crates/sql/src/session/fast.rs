@@ -123,7 +123,9 @@ impl Session {
 /// transaction's own, or the newest committed one (40001 under REPEATABLE
 /// READ if that is newer than the snapshot).
 fn locked_current(txn: &mut Transaction, t: &Arc<Table>, key: &Key) -> Result<Option<Row>> {
-    let lsns = txn.statement_lsns(t);
+    // Only REPEATABLE READ compares with a snapshot; it is pinned before
+    // the lock wait (a first statement's snapshot predates the wait).
+    let pinned = (txn.isolation == Isolation::RepeatableRead).then(|| txn.statement_lsns(t));
     txn.lock_rows(t, [key.as_bytes()], LockMode::Exclusive)?;
     if let Some(own) = txn.own_row(t, key.as_bytes()) {
         return Ok(own);
@@ -131,10 +133,10 @@ fn locked_current(txn: &mut Transaction, t: &Arc<Table>, key: &Key) -> Result<Op
     if txn.truncated(t) {
         return Ok(None);
     }
-    if txn.isolation == Isolation::RepeatableRead
-        && txn.changed_after(t, &lsns, [key.as_bytes()])?
-    {
-        return Err(StorageError::SerializationFailure.into());
+    if let Some(lsns) = &pinned {
+        if txn.changed_after(t, lsns, [key.as_bytes()])? {
+            return Err(StorageError::SerializationFailure.into());
+        }
     }
     Ok(t.get_by_key(key)?)
 }
