@@ -75,6 +75,9 @@ pub enum CommonError {
     TypeMismatch { value: String, ty: ColumnType },
 }
 
+/// The time zone of TIMESTAMPTZ columns' Arrow type (values are UTC).
+pub const UTC_OFFSET: &str = "+00:00";
+
 /// SQL column types Eddy stores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ColumnType {
@@ -91,6 +94,16 @@ pub enum ColumnType {
     /// TIMESTAMP without time zone, microseconds since the Unix epoch.
     Timestamp,
     Bytea,
+    /// VARCHAR(n): text of at most n characters (stored as text).
+    Varchar(u32),
+    /// CHAR(n) (bpchar): text of at most n characters, stored without its
+    /// trailing spaces and padded to n where PostgreSQL pads (output of
+    /// the column itself); comparisons ignore trailing spaces as in
+    /// PostgreSQL because none are stored.
+    Char(u32),
+    /// TIMESTAMP WITH TIME ZONE: an instant, microseconds since the Unix
+    /// epoch in UTC (stored as a timestamp; its Arrow type carries "+00:00").
+    TimestampTz,
 }
 
 impl ColumnType {
@@ -108,6 +121,22 @@ impl ColumnType {
             ColumnType::Date => DataType::Date32,
             ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
             ColumnType::Bytea => DataType::Binary,
+            ColumnType::Varchar(_) | ColumnType::Char(_) => DataType::Utf8,
+            ColumnType::TimestampTz => {
+                DataType::Timestamp(TimeUnit::Microsecond, Some(UTC_OFFSET.into()))
+            }
+        }
+    }
+
+    /// The type whose values and encodings this type's stored values use:
+    /// VARCHAR(n) and CHAR(n) store text, TIMESTAMPTZ a timestamp. Code that
+    /// only moves stored values matches on this; code that checks or
+    /// presents values (the SQL layer) matches on the type itself.
+    pub fn storage(self) -> ColumnType {
+        match self {
+            ColumnType::Varchar(_) | ColumnType::Char(_) => ColumnType::Text,
+            ColumnType::TimestampTz => ColumnType::Timestamp,
+            other => other,
         }
     }
 
@@ -124,6 +153,7 @@ impl ColumnType {
             DataType::Utf8 => ColumnType::Text,
             DataType::Date32 => ColumnType::Date,
             DataType::Timestamp(TimeUnit::Microsecond, None) => ColumnType::Timestamp,
+            DataType::Timestamp(TimeUnit::Microsecond, Some(_)) => ColumnType::TimestampTz,
             DataType::Binary => ColumnType::Bytea,
             _ => return None,
         })
@@ -143,6 +173,9 @@ impl ColumnType {
             ColumnType::Date => "date".into(),
             ColumnType::Timestamp => "timestamp without time zone".into(),
             ColumnType::Bytea => "bytea".into(),
+            ColumnType::Varchar(n) => format!("character varying({n})"),
+            ColumnType::Char(n) => format!("character({n})"),
+            ColumnType::TimestampTz => "timestamp with time zone".into(),
         }
     }
 }
@@ -182,7 +215,7 @@ impl Value {
     /// Whether this value may be stored in a column of type `ty`.
     pub fn fits(&self, ty: ColumnType) -> bool {
         matches!(
-            (self, ty),
+            (self, ty.storage()),
             (Value::Null, _)
                 | (Value::Boolean(_), ColumnType::Boolean)
                 | (Value::SmallInt(_), ColumnType::SmallInt)

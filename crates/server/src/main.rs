@@ -12,6 +12,7 @@
 mod config;
 mod idle;
 mod metrics;
+mod panics;
 mod pg;
 mod txn_status;
 
@@ -113,6 +114,7 @@ fn main() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+    panics::install_hook();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Server(args) => run_server(args),

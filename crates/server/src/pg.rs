@@ -22,7 +22,7 @@ use eddy_sql::copy::{binary_header, binary_trailer, csv_header, encode_row, Copy
 use eddy_sql::pgtypes::{self, encode_cell};
 use eddy_sql::session::{statement_kind, Output};
 use eddy_sql::{Database, Prepared, Session, SqlError};
-use futures::{stream, Sink, SinkExt, StreamExt};
+use futures::{stream, FutureExt, Sink, SinkExt, StreamExt};
 use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::{
@@ -47,6 +47,7 @@ use pgwire::messages::data::DataRow;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 
 use crate::metrics::Metrics;
+use crate::panics;
 
 /// Map a SQL error to the protocol's error response.
 pub fn error_info(e: &SqlError) -> ErrorInfo {
@@ -375,7 +376,13 @@ where
         *guard = Some(Session::new(Arc::clone(&backend.db), &user, pid)?);
     }
     match guard.as_mut() {
-        Some(sess) => f(sess).await,
+        Some(sess) => {
+            let run = std::panic::AssertUnwindSafe(f(sess)).catch_unwind().await;
+            run.unwrap_or_else(|payload| {
+                sess.recover_from_panic();
+                Err(panics::internal(payload))
+            })
+        }
         None => Err(SqlError::Internal("no session".into())),
     }
 }
@@ -405,10 +412,10 @@ fn fields_of(schema: &SchemaRef, formats: Option<&Format>) -> Vec<FieldInfo> {
                 .map(|x| field_format(x, i))
                 .unwrap_or(FieldFormat::Text);
             FieldInfo::new(
-                f.name().clone(),
+                eddy_sql::output_names::visible(f.name()).to_string(),
                 None,
                 None,
-                pg_type(pgtypes::pg_oid(f.data_type())),
+                pg_type(pgtypes::field_oid(f)),
                 fmt,
             )
         })
@@ -416,6 +423,10 @@ fn fields_of(schema: &SchemaRef, formats: Option<&Format>) -> Vec<FieldInfo> {
 }
 
 fn encode_batch(batch: &RecordBatch, formats: &[pgtypes::Format]) -> Vec<PgWireResult<DataRow>> {
+    let batch = match pgtypes::present_batch(batch) {
+        Ok(b) => b,
+        Err(e) => return vec![Err(user_error(&e))],
+    };
     let mut rows = Vec::with_capacity(batch.num_rows());
     for r in 0..batch.num_rows() {
         let mut buf = BytesMut::with_capacity(64);
@@ -474,7 +485,7 @@ fn query_response(
         })
         .collect();
     let fields = Arc::new(fields);
-    let rows = cancellable(stream, cancel).flat_map(move |b| {
+    let rows = panics::guarded_stream(cancellable(stream, cancel)).flat_map(move |b| {
         let items = match b {
             Ok(batch) => encode_batch(&batch, &fmts),
             Err(e) => vec![Err(user_error(&e))],
@@ -518,6 +529,7 @@ where
     let mut n = 0usize;
     while let Some(b) = stream.next().await {
         let batch = b.map_err(|e| user_error(&SqlError::DataFusion(e)))?;
+        let batch = pgtypes::present_batch(&batch).map_err(|e| user_error(&e))?;
         for r in 0..batch.num_rows() {
             let mut buf = BytesMut::new();
             encode_row(&batch, r, &out.options, &mut buf).map_err(|e| user_error(&e))?;
@@ -727,6 +739,17 @@ fn bind_numeric_params(p: &Arc<Prepared>, params: &[Value]) -> Arc<Prepared> {
     })
 }
 
+/// The most rows one Execute returns before PortalSuspended.
+const MAX_ROWS_PER_EXECUTE: i32 = 1 << 16;
+
+fn clamp_max_rows(max_rows: i32) -> i32 {
+    if max_rows <= 0 {
+        0
+    } else {
+        max_rows.min(MAX_ROWS_PER_EXECUTE)
+    }
+}
+
 #[async_trait]
 impl ExtendedQueryHandler for Backend {
     type Statement = Stmt;
@@ -734,6 +757,26 @@ impl ExtendedQueryHandler for Backend {
 
     fn query_parser(&self) -> Arc<Self::QueryParser> {
         Arc::clone(&self.parser)
+    }
+
+    /// Execute's row limit as PostgreSQL reads it (zero or negative: all
+    /// rows), capped at [`MAX_ROWS_PER_EXECUTE`]: the protocol layer
+    /// reserves room for the limit before fetching, so a client's
+    /// `max_rows` of 2^31 - 1 must not become a 2^31-element allocation.
+    /// A capped Execute ends with PortalSuspended; the client asks again.
+    async fn on_execute<C>(
+        &self,
+        client: &mut C,
+        mut message: pgwire::messages::extendedquery::Execute,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        message.max_rows = clamp_max_rows(message.max_rows);
+        self._on_execute(client, message).await
     }
 
     async fn on_sync<C>(

@@ -118,3 +118,85 @@ async fn hostile_parameters_get_sqlstates_not_crashes() {
     assert!(e.as_db_error().is_some(), "{e}");
     still_alive(&mut srv, &c).await;
 }
+
+fn sqlstate(e: &tokio_postgres::Error) -> String {
+    e.as_db_error()
+        .unwrap_or_else(|| panic!("not a server error: {e}"))
+        .code()
+        .code()
+        .to_string()
+}
+
+/// A bug that panics costs the statement that hit it, never the server or
+/// another session: the client gets XX000, an implicit transaction is
+/// rolled back, an explicit block becomes failed (25P02 until ROLLBACK).
+/// `eddy_fault_panic` exists only under `EDDY_FAULT_INJECTION=1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_costs_one_statement_not_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let mut srv =
+        Server::start_with_env(Some(dir), path, "scram", &[("EDDY_FAULT_INJECTION", "1")]);
+    let c = srv.connect().await;
+    let other = srv.connect().await;
+    c.batch_execute("CREATE TABLE p (id INT PRIMARY KEY, v TEXT)")
+        .await
+        .unwrap();
+
+    // while rows stream to the client (simple and extended protocol)
+    let e = c
+        .simple_query("SELECT eddy_fault_panic('boom in a scan') FROM p UNION ALL SELECT eddy_fault_panic('x')")
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&e), "XX000");
+    let e = c
+        .query("SELECT eddy_fault_panic($1)", &[&"boom"])
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&e), "XX000");
+    let message = e.as_db_error().map(|d| d.message().to_string());
+    assert!(
+        message.as_deref().is_some_and(|m| m.contains("boom")),
+        "{message:?}"
+    );
+    still_alive(&mut srv, &c).await;
+
+    // inside an autocommit write: nothing of it lands, the session goes on
+    let e = c
+        .batch_execute("INSERT INTO p SELECT 1, eddy_fault_panic('in insert')")
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&e), "XX000");
+    c.batch_execute("INSERT INTO p VALUES (2, 'two')")
+        .await
+        .unwrap();
+    let n: i64 = other
+        .query_one("SELECT count(*) FROM p", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        n, 1,
+        "the panicked insert must not land and later ones must"
+    );
+
+    // inside a block: the transaction is failed and only rolls back
+    c.batch_execute("BEGIN; INSERT INTO p VALUES (3, 'three')")
+        .await
+        .unwrap();
+    let e = c
+        .batch_execute("INSERT INTO p SELECT 4, eddy_fault_panic('in block')")
+        .await
+        .unwrap_err();
+    assert_eq!(sqlstate(&e), "XX000");
+    let e = c.batch_execute("COMMIT").await;
+    // COMMIT of a failed block reports ROLLBACK, as in PostgreSQL
+    assert!(e.is_ok(), "{e:?}");
+    let n: i64 = other
+        .query_one("SELECT count(*) FROM p", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1, "a block that hit a panic must not commit");
+    still_alive(&mut srv, &other).await;
+}

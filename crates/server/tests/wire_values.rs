@@ -14,6 +14,7 @@
 use std::error::Error;
 
 use bytes::{BufMut, BytesMut};
+use futures::SinkExt;
 use tokio_postgres::types::{Format, FromSql, IsNull, ToSql, Type};
 use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 
@@ -738,13 +739,11 @@ async fn varchar_casts_truncate() {
     .await;
 }
 
-/// PostgreSQL 15's answers Eddy cannot give yet: its column types have no
-/// length for char(n)/varchar(n) and no timestamptz (a timestamptz column
-/// is a timestamp), and a bare literal stored in a timestamp column is
-/// converted by Arrow, which refuses `12:30+02`. Run with `--ignored`
-/// (and `EDDY_WIRE_VALUES_PG`) to see them.
+/// char(n) pads on output and is stored without its trailing spaces,
+/// varchar(n) keeps them; both refuse a longer value with 22001 unless the
+/// excess is spaces; a timestamptz column keeps the instant of a literal
+/// with an offset. Every expectation is PostgreSQL 15's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs char(n)/varchar(n) lengths and timestamptz in Eddy's column types"]
 async fn column_type_modifiers() {
     on_servers(|c| async move {
         exec(&c, "DROP TABLE IF EXISTS wv_mods").await;
@@ -806,6 +805,208 @@ async fn column_type_modifiers() {
         assert_eq!(
             texts(&c, "SELECT 'ab'::char(5), 'abcdef'::char(3)").await,
             rows(&[&["ab   ", "abc"]])
+        );
+    })
+    .await;
+}
+
+/// The declared types reach the client and every write path checks them:
+/// RowDescription says bpchar / varchar / timestamptz, an UPDATE and a COPY
+/// get 22001 like an INSERT, a char(n) column compares without its padding,
+/// and the catalog prints the declared types. PostgreSQL 15's answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn column_type_modifiers_on_every_path() {
+    on_servers(|c| async move {
+        exec(&c, "DROP TABLE IF EXISTS wv_mods2").await;
+        exec(
+            &c,
+            "CREATE TABLE wv_mods2 (id INT PRIMARY KEY, c CHAR(3), v VARCHAR(3), ts TIMESTAMPTZ)",
+        )
+        .await;
+        exec(
+            &c,
+            "INSERT INTO wv_mods2 VALUES (1, 'a', 'a', '2024-06-01 00:00:00-05')",
+        )
+        .await;
+        let stmt = c.prepare("SELECT c, v, ts FROM wv_mods2").await.unwrap();
+        let types: Vec<Type> = stmt
+            .columns()
+            .iter()
+            .map(|col| col.type_().clone())
+            .collect();
+        assert_eq!(types, vec![Type::BPCHAR, Type::VARCHAR, Type::TIMESTAMPTZ]);
+        let stmt = c
+            .prepare("SELECT c, v, ts FROM wv_mods2 WHERE id = 1")
+            .await
+            .unwrap();
+        let types: Vec<Type> = stmt
+            .columns()
+            .iter()
+            .map(|col| col.type_().clone())
+            .collect();
+        assert_eq!(types, vec![Type::BPCHAR, Type::VARCHAR, Type::TIMESTAMPTZ]);
+        assert_eq!(
+            texts(&c, "SELECT c, v, ts FROM wv_mods2 WHERE id = 1").await,
+            rows(&[&["a  ", "a", "2024-06-01 05:00:00+00"]])
+        );
+        assert_eq!(
+            texts(&c, "SELECT id FROM wv_mods2 WHERE c = 'a'").await,
+            rows(&[&["1"]])
+        );
+        for sql in [
+            "UPDATE wv_mods2 SET v = 'abcd' WHERE id = 1",
+            "UPDATE wv_mods2 SET c = 'abcd' WHERE id = 1",
+            "INSERT INTO wv_mods2 SELECT 2, 'abcd', 'x', NULL",
+        ] {
+            assert_eq!(simple_error(&c, sql).await, "22001", "{sql}");
+        }
+        let sink = c.copy_in("COPY wv_mods2 FROM STDIN").await.unwrap();
+        futures::pin_mut!(sink);
+        sink.send(bytes::Bytes::from_static(b"3\tx\tlong\t\\N\n"))
+            .await
+            .unwrap();
+        let e = sink.finish().await.unwrap_err();
+        assert_eq!(sqlstate(&e), "22001");
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) \
+                 FROM pg_attribute a JOIN pg_class r ON a.attrelid = r.oid \
+                 WHERE r.relname = 'wv_mods2' AND a.attnum > 0 ORDER BY a.attnum"
+            )
+            .await,
+            rows(&[
+                &["id", "integer"],
+                &["c", "character(3)"],
+                &["v", "character varying(3)"],
+                &["ts", "timestamp with time zone"]
+            ])
+        );
+    })
+    .await;
+}
+
+/// Result column names, by the extended protocol's Describe and by the
+/// simple protocol's RowDescription, are PostgreSQL 15's (`count`,
+/// `?column?`, `int4`, `case`), and a name may repeat (`SELECT $1, $1`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_columns_have_postgresql_names() {
+    on_servers(|c| async move {
+        exec(&c, "DROP TABLE IF EXISTS wv_names").await;
+        exec(&c, "DROP TABLE IF EXISTS wv_names_ctas").await;
+        exec(&c, "CREATE TABLE wv_names (id INT PRIMARY KEY, v TEXT)").await;
+        exec(&c, "INSERT INTO wv_names VALUES (1, 'a'), (2, 'b')").await;
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "SELECT count(*), 1 + 1, 'a', 'a'::text, '1'::int, CASE WHEN true THEN 1 END, \
+                 coalesce(NULL, 2), sum(id) AS total FROM wv_names",
+                &[
+                    "count", "?column?", "?column?", "text", "int4", "case", "coalesce", "total",
+                ],
+            ),
+            ("SELECT id, id, x.v FROM wv_names x", &["id", "id", "v"]),
+            (
+                "SELECT (SELECT max(id) FROM wv_names), upper(v), DATE '2024-01-01' FROM wv_names",
+                &["max", "upper", "date"],
+            ),
+            (
+                "SELECT * FROM (SELECT count(*), min(v) FROM wv_names) s",
+                &["count", "min"],
+            ),
+            (
+                "SELECT v, count(*) FROM wv_names GROUP BY v ORDER BY count DESC, v",
+                &["v", "count"],
+            ),
+        ];
+        for (sql, names) in cases {
+            let stmt = c.prepare(sql).await.unwrap();
+            let got: Vec<&str> = stmt.columns().iter().map(|col| col.name()).collect();
+            assert_eq!(&got, names, "Describe of {sql}");
+            let msgs = c.simple_query(sql).await.unwrap();
+            let described = msgs.iter().find_map(|m| match m {
+                SimpleQueryMessage::RowDescription(cols) => Some(
+                    cols.iter()
+                        .map(|col| col.name().to_string())
+                        .collect::<Vec<_>>(),
+                ),
+                _ => None,
+            });
+            assert_eq!(
+                described.as_deref(),
+                Some(&names.iter().map(|n| n.to_string()).collect::<Vec<_>>()[..]),
+                "RowDescription of {sql}"
+            );
+        }
+        // the same parameter twice, and its values
+        let row = c
+            .query_one("SELECT $1::int, $1::int", &[&7i32])
+            .await
+            .unwrap();
+        let names: Vec<&str> = row.columns().iter().map(|col| col.name()).collect();
+        assert_eq!(names, ["int4", "int4"]);
+        assert_eq!((row.get::<_, i32>(0), row.get::<_, i32>(1)), (7, 7));
+        // CREATE TABLE AS names its columns the same way
+        exec(
+            &c,
+            "CREATE TABLE wv_names_ctas AS SELECT count(*), max(v) FROM wv_names",
+        )
+        .await;
+        let stmt = c.prepare("SELECT * FROM wv_names_ctas").await.unwrap();
+        let got: Vec<&str> = stmt.columns().iter().map(|col| col.name()).collect();
+        assert_eq!(got, ["count", "max"]);
+        assert_eq!(
+            simple_error(&c, "CREATE TABLE wv_names_dup AS SELECT 1 AS a, 2 AS a").await,
+            "42701"
+        );
+    })
+    .await;
+}
+
+/// Integer arithmetic that overflows is 22003, never a wrapped number:
+/// DataFusion's kernels wrap (`9223372036854775807 + 1` was negative and
+/// `UPDATE ... SET n = n * 2` could store it). PostgreSQL 15's answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn integer_overflow_is_an_error() {
+    on_servers(|c| async move {
+        for sql in [
+            "SELECT 2147483647::int + 1::int",
+            "SELECT 9223372036854775807 + 1",
+            "SELECT (-9223372036854775807 - 1) - 1",
+            "SELECT 3037000500 * 3037000500",
+            "SELECT 32767::smallint + 1::smallint",
+        ] {
+            assert_eq!(simple_error(&c, sql).await, "22003", "{sql}");
+        }
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT 9223372036854775806 + 1, 2147483646::int + 1::int"
+            )
+            .await,
+            rows(&[&["9223372036854775807", "2147483647"]])
+        );
+        exec(&c, "DROP TABLE IF EXISTS wv_overflow").await;
+        exec(
+            &c,
+            "CREATE TABLE wv_overflow (id INT PRIMARY KEY, n INT, b BIGINT)",
+        )
+        .await;
+        exec(
+            &c,
+            "INSERT INTO wv_overflow VALUES (1, 2147483647, 9223372036854775807)",
+        )
+        .await;
+        for sql in [
+            "UPDATE wv_overflow SET n = n * 2 WHERE id > 0",
+            "UPDATE wv_overflow SET b = b + id WHERE id > 0",
+            "SELECT b * 2 FROM wv_overflow",
+            "SELECT n + n FROM wv_overflow",
+        ] {
+            assert_eq!(simple_error(&c, sql).await, "22003", "{sql}");
+        }
+        assert_eq!(
+            texts(&c, "SELECT n, b FROM wv_overflow").await,
+            rows(&[&["2147483647", "9223372036854775807"]])
         );
     })
     .await;

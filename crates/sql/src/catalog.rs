@@ -304,8 +304,10 @@ pub fn format_type(o: i64, typmod: i64) -> Option<String> {
         oid::FLOAT4 => "real".into(),
         oid::FLOAT8 => "double precision".into(),
         oid::TEXT => "text".into(),
+        oid::VARCHAR if typmod >= 4 => format!("character varying({})", typmod - 4),
         oid::VARCHAR => "character varying".into(),
-        oid::BPCHAR => "character".into(),
+        oid::BPCHAR if typmod >= 4 => format!("character({})", typmod - 4),
+        oid::BPCHAR => "bpchar".into(),
         oid::DATE => "date".into(),
         oid::TIMESTAMP => "timestamp without time zone".into(),
         oid::TIMESTAMPTZ => "timestamp with time zone".into(),
@@ -322,6 +324,10 @@ pub fn format_type(o: i64, typmod: i64) -> Option<String> {
 fn typmod_of(t: ColumnType) -> i32 {
     match t {
         ColumnType::Decimal(p, s) => (((p as i32) << 16) | (s.max(0) as i32)) + 4,
+        // VARHDRSZ + n, as PostgreSQL stores a length typmod
+        ColumnType::Varchar(n) | ColumnType::Char(n) => {
+            i32::try_from(n).map_or(-1, |n| n.saturating_add(4))
+        }
         _ => -1,
     }
 }
@@ -1287,6 +1293,23 @@ fn udf(
         signature: any_arity(),
         f: Arc::new(f),
     })
+}
+
+/// Functions that exist only when the server was started with
+/// `EDDY_FAULT_INJECTION=1`, for the tests that prove a bug costs one
+/// statement and not the server: `eddy_fault_panic(text)` panics with its
+/// argument where it is evaluated.
+pub fn fault_injection_functions() -> Vec<ScalarUDF> {
+    if std::env::var("EDDY_FAULT_INJECTION").as_deref() != Ok("1") {
+        return Vec::new();
+    }
+    vec![udf("eddy_fault_panic", T, |v| {
+        let message = match v.first() {
+            Some(ScalarValue::Utf8(Some(m))) => m.clone(),
+            _ => "eddy_fault_panic".to_string(),
+        };
+        panic!("{message}")
+    })]
 }
 
 /// Everything `version()` and `server_version` report.

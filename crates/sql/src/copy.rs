@@ -187,6 +187,7 @@ pub async fn start(
         };
         let mut stmt = crate::rewrite::parse_statement(&query)?;
         let engine = Arc::clone(session.engine());
+        crate::output_names::name_columns(&mut stmt);
         crate::rewrite::pg_compat(&mut stmt, &|n| engine.table(n).is_some());
         let Output::Rows { schema, stream } = session.run_query(stmt).await? else {
             return Err(SqlError::Internal("COPY TO query produced no rows".into()));
@@ -536,12 +537,14 @@ impl CopyIn {
             if let Some(s) = f {
                 row[t] = parse_text(s, self.types[t]).map_err(|e| {
                     let col = &self.table.def().columns[t].name;
-                    SqlError::InvalidText(format!(
-                        "COPY {}, line {}, column {col}: {}",
-                        self.table.def().name,
-                        self.line,
-                        e.client_message()
-                    ))
+                    SqlError::InContext {
+                        context: format!(
+                            "COPY {}, line {}, column {col}",
+                            self.table.def().name,
+                            self.line
+                        ),
+                        inner: Box::new(e),
+                    }
                 })?;
             }
         }
@@ -648,13 +651,15 @@ impl CopyIn {
                     let wire = pgtypes::oid_for_column_type(ty);
                     row[t] =
                         parse_binary(&self.buf[*start..start + len], wire, ty).map_err(|e| {
-                            SqlError::InvalidText(format!(
-                                "COPY {}, line {}, column {}: {}",
-                                self.table.def().name,
-                                self.line,
-                                self.table.def().columns[t].name,
-                                e.client_message()
-                            ))
+                            SqlError::InContext {
+                                context: format!(
+                                    "COPY {}, line {}, column {}",
+                                    self.table.def().name,
+                                    self.line,
+                                    self.table.def().columns[t].name
+                                ),
+                                inner: Box::new(e),
+                            }
                         })?;
                 }
             }
@@ -879,7 +884,7 @@ pub fn csv_header(schema: &Schema, opts: &CopyOptions) -> Vec<u8> {
     let names: Vec<String> = schema
         .fields()
         .iter()
-        .map(|f: &Arc<Field>| f.name().clone())
+        .map(|f: &Arc<Field>| crate::output_names::visible(f.name()).to_string())
         .collect();
     let mut v = names
         .join(&(opts.delimiter as char).to_string())

@@ -23,6 +23,8 @@ pub enum SqlError {
     UndefinedTable(String),
     #[error("column \"{0}\" does not exist")]
     UndefinedColumn(String),
+    #[error("column \"{0}\" specified more than once")]
+    DuplicateColumn(String),
     #[error("{0}")]
     FeatureNotSupported(String),
     #[error("{0}")]
@@ -57,6 +59,9 @@ pub enum SqlError {
     DivisionByZero,
     #[error("{0}")]
     NumericOutOfRange(String),
+    /// A string longer than its column's `varchar(n)` / `char(n)`.
+    #[error("value too long for type {0}")]
+    StringTooLong(String),
     #[error("canceling statement due to user request")]
     QueryCanceled,
     #[error("prepared statement expects {expected} parameters, got {got}")]
@@ -89,6 +94,13 @@ pub enum SqlError {
     DataFusion(#[from] DataFusionError),
     #[error("internal error: {0}")]
     Internal(String),
+    /// `inner`, said where it happened (a COPY line and column); keeps the
+    /// inner error's SQLSTATE.
+    #[error("{context}: {}", inner.client_message())]
+    InContext {
+        context: String,
+        inner: Box<SqlError>,
+    },
 }
 
 pub type Result<T, E = SqlError> = std::result::Result<T, E>;
@@ -109,9 +121,11 @@ impl SqlError {
     /// The PostgreSQL SQLSTATE a client sees for this error.
     pub fn sqlstate(&self) -> &'static str {
         match self {
+            SqlError::InContext { inner, .. } => inner.sqlstate(),
             SqlError::Syntax(_) => "42601",
             SqlError::UndefinedTable(_) => "42P01",
             SqlError::UndefinedColumn(_) => "42703",
+            SqlError::DuplicateColumn(_) => "42701",
             SqlError::FeatureNotSupported(_) => "0A000",
             SqlError::InvalidDefinition(_) => "42P16",
             SqlError::DatatypeMismatch(_) => "42804",
@@ -127,6 +141,7 @@ impl SqlError {
             SqlError::NotNullViolation(_) => "23502",
             SqlError::DivisionByZero => "22012",
             SqlError::NumericOutOfRange(_) => "22003",
+            SqlError::StringTooLong(_) => "22001",
             SqlError::QueryCanceled => "57014",
             SqlError::WrongParameterCount { .. } => "08P01",
             SqlError::InFailedTransaction => "25P02",

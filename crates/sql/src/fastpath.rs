@@ -899,7 +899,10 @@ pub(crate) fn projected_output(
         columns
             .iter()
             .zip(&types)
-            .map(|(c, t)| Field::new(&c.name, t.to_arrow(), true))
+            .map(|(c, t)| {
+                Field::new(&c.name, t.to_arrow(), true)
+                    .with_metadata(crate::pgtypes::declared_type_metadata(*t))
+            })
             .collect::<Vec<_>>(),
     ));
     let projected: Vec<Row> = rows
@@ -1269,6 +1272,17 @@ pub fn infer_param_types(stmt: &Statement, engine: &Arc<Engine>, types: &mut [u3
                             set(p, ty);
                         }
                     }
+                }
+            }
+            // `$1::int` is an int4 parameter, as PostgreSQL infers it
+            Expr::Cast {
+                expr, data_type, ..
+            } => {
+                if let (Some(p), Ok(ty)) = (
+                    placeholder_index(expr),
+                    crate::pgtypes::column_type_from_sql(data_type),
+                ) {
+                    set(p, ty);
                 }
             }
             Expr::Between {

@@ -20,11 +20,13 @@
 //! into pgwire messages. Design notes: `docs/design/sql.md`.
 
 pub mod catalog;
+pub mod checked_arith;
 pub mod copy;
 pub mod error;
 pub mod fastpath;
 pub mod join_filter;
 pub mod join_order;
+pub mod output_names;
 pub mod pgtypes;
 pub mod provider;
 pub mod rewrite;

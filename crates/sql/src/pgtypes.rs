@@ -13,7 +13,7 @@ use bytes::{BufMut, BytesMut};
 use datafusion::arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BinaryBuilder, BooleanBuilder, Date32Builder,
     Decimal128Builder, Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder,
-    RecordBatch, StringBuilder, TimestampMicrosecondBuilder,
+    RecordBatch, StringArray, StringBuilder, TimestampMicrosecondBuilder,
 };
 use datafusion::arrow::datatypes::{
     DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type,
@@ -85,6 +85,91 @@ pub fn pg_oid(dt: &DataType) -> u32 {
     }
 }
 
+/// Field metadata key that marks a result column holding a `char(n)` or
+/// `varchar(n)` table column: its value is `char(n)` or `varchar(n)`.
+pub const DECLARED_TYPE_KEY: &str = "eddy.declared_type";
+
+/// The metadata that [`EddyTable`](crate::provider::EddyTable) puts on the
+/// field of a column of type `ty` (empty for types Arrow already says).
+pub fn declared_type_metadata(ty: ColumnType) -> std::collections::HashMap<String, String> {
+    let mut m = std::collections::HashMap::new();
+    match ty {
+        ColumnType::Char(n) => {
+            m.insert(DECLARED_TYPE_KEY.to_string(), format!("char({n})"));
+        }
+        ColumnType::Varchar(n) => {
+            m.insert(DECLARED_TYPE_KEY.to_string(), format!("varchar({n})"));
+        }
+        _ => {}
+    }
+    m
+}
+
+/// The `char(n)` / `varchar(n)` a result field carries, if any.
+pub fn declared_type(field: &datafusion::arrow::datatypes::Field) -> Option<ColumnType> {
+    let d = field.metadata().get(DECLARED_TYPE_KEY)?;
+    let (name, rest) = d.split_once('(')?;
+    let n: u32 = rest.strip_suffix(')')?.parse().ok()?;
+    match name {
+        "char" => Some(ColumnType::Char(n)),
+        "varchar" => Some(ColumnType::Varchar(n)),
+        _ => None,
+    }
+}
+
+/// The PostgreSQL type OID announced for a result field: `bpchar` and
+/// `varchar` for columns declared so, else by its Arrow type.
+pub fn field_oid(field: &datafusion::arrow::datatypes::Field) -> u32 {
+    match declared_type(field) {
+        Some(ColumnType::Char(_)) => oid::BPCHAR,
+        Some(ColumnType::Varchar(_)) => oid::VARCHAR,
+        _ => pg_oid(field.data_type()),
+    }
+}
+
+/// A result column as PostgreSQL presents it: `char(n)` values padded
+/// with spaces to n characters (they are stored without them); every other
+/// column unchanged.
+pub fn present_column(
+    field: &datafusion::arrow::datatypes::Field,
+    array: &ArrayRef,
+) -> Result<ArrayRef> {
+    let Some(ColumnType::Char(n)) = declared_type(field) else {
+        return Ok(Arc::clone(array));
+    };
+    let Some(strings) = array.as_any().downcast_ref::<StringArray>() else {
+        return Ok(Arc::clone(array));
+    };
+    let mut out = StringBuilder::with_capacity(strings.len(), strings.value_data().len());
+    let mut buf = String::new();
+    for v in strings.iter() {
+        match v {
+            Some(v) => {
+                buf.clear();
+                pad_char(v, n, &mut buf);
+                out.append_value(&buf);
+            }
+            None => out.append_null(),
+        }
+    }
+    Ok(Arc::new(out.finish()))
+}
+
+/// [`present_column`] over every column of a batch.
+pub fn present_batch(batch: &RecordBatch) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    if !schema.fields().iter().any(|f| declared_type(f).is_some()) {
+        return Ok(batch.clone());
+    }
+    let columns = schema
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .map(|(f, c)| present_column(f, c))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
 /// Size in bytes PostgreSQL reports for a type (`typlen`), -1 for varlena.
 pub fn pg_typlen(oid: u32) -> i16 {
     match oid {
@@ -109,7 +194,8 @@ pub fn column_type_for_oid(o: u32) -> Option<ColumnType> {
         oid::NUMERIC => ColumnType::Decimal(38, 10),
         oid::TEXT | oid::VARCHAR | oid::BPCHAR | oid::NAME | oid::CHAR => ColumnType::Text,
         oid::DATE => ColumnType::Date,
-        oid::TIMESTAMP | oid::TIMESTAMPTZ => ColumnType::Timestamp,
+        oid::TIMESTAMP => ColumnType::Timestamp,
+        oid::TIMESTAMPTZ => ColumnType::TimestampTz,
         oid::BYTEA => ColumnType::Bytea,
         _ => return None,
     })
@@ -117,12 +203,16 @@ pub fn column_type_for_oid(o: u32) -> Option<ColumnType> {
 
 /// The OID for a stored column type.
 pub fn oid_for_column_type(t: ColumnType) -> u32 {
-    pg_oid(&t.to_arrow())
+    match t {
+        ColumnType::Char(_) => oid::BPCHAR,
+        ColumnType::Varchar(_) => oid::VARCHAR,
+        other => pg_oid(&other.to_arrow()),
+    }
 }
 
 /// Parse a SQL type name (as written in CREATE TABLE or a cast) into a column type.
 pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> Result<ColumnType> {
-    use datafusion::sql::sqlparser::ast::{DataType as D, ExactNumberInfo};
+    use datafusion::sql::sqlparser::ast::{DataType as D, ExactNumberInfo, TimezoneInfo};
     Ok(match dt {
         D::Boolean | D::Bool => ColumnType::Boolean,
         D::SmallInt(_) | D::Int2(_) | D::TinyInt(_) => ColumnType::SmallInt,
@@ -154,15 +244,19 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
                 ColumnType::Decimal(p, s)
             }
         },
-        D::Text
-        | D::String(_)
-        | D::Varchar(_)
-        | D::CharVarying(_)
-        | D::CharacterVarying(_)
-        | D::Char(_)
-        | D::Character(_)
-        | D::Nvarchar(_) => ColumnType::Text,
+        D::Text | D::String(_) => ColumnType::Text,
+        D::Varchar(len) | D::CharVarying(len) | D::CharacterVarying(len) | D::Nvarchar(len) => {
+            match len {
+                None => ColumnType::Text,
+                Some(l) => ColumnType::Varchar(char_length(l, "varchar")?),
+            }
+        }
+        D::Char(len) | D::Character(len) => match len {
+            None => ColumnType::Char(1),
+            Some(l) => ColumnType::Char(char_length(l, "char")?),
+        },
         D::Date => ColumnType::Date,
+        D::Timestamp(_, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => ColumnType::TimestampTz,
         D::Timestamp(..) | D::Datetime(_) | D::TimestampNtz(_) => ColumnType::Timestamp,
         D::Bytea | D::Blob(_) | D::Varbinary(_) | D::Binary(_) => ColumnType::Bytea,
         D::Custom(name, _) => {
@@ -171,8 +265,8 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
                 "serial" | "int4" => ColumnType::Int,
                 "bigserial" | "serial8" => ColumnType::BigInt,
                 "smallserial" => ColumnType::SmallInt,
-                "timestamptz" => ColumnType::Timestamp,
-                "name" | "citext" => ColumnType::Text,
+                "timestamptz" => ColumnType::TimestampTz,
+                "name" | "citext" | "bpchar" => ColumnType::Text,
                 other => {
                     return Err(SqlError::FeatureNotSupported(format!(
                         "type \"{other}\" is not supported"
@@ -185,6 +279,37 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
                 "type {other} is not supported"
             )))
         }
+    })
+}
+
+/// PostgreSQL's `MaxAttrSize` in characters: the longest `varchar(n)`.
+const MAX_CHAR_LENGTH: u64 = 10_485_760;
+
+/// The n of `varchar(n)` / `char(n)`: 1 to 10485760, as in PostgreSQL.
+fn char_length(len: &datafusion::sql::sqlparser::ast::CharacterLength, name: &str) -> Result<u32> {
+    use datafusion::sql::sqlparser::ast::CharacterLength;
+    let n = match len {
+        CharacterLength::IntegerLength { length, .. } => *length,
+        CharacterLength::Max => {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "{name}(max) is not supported; use text"
+            )))
+        }
+    };
+    if n == 0 {
+        return Err(SqlError::InvalidParameter(format!(
+            "length for type {name} must be at least 1"
+        )));
+    }
+    if n > MAX_CHAR_LENGTH {
+        return Err(SqlError::InvalidParameter(format!(
+            "length for type {name} cannot exceed {MAX_CHAR_LENGTH}"
+        )));
+    }
+    u32::try_from(n).map_err(|_| {
+        SqlError::InvalidParameter(format!(
+            "length for type {name} cannot exceed {MAX_CHAR_LENGTH}"
+        ))
     })
 }
 
@@ -1132,12 +1257,49 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
             }
         })?),
         ColumnType::Text => Value::Text(s.to_string()),
+        ColumnType::Varchar(_) | ColumnType::Char(_) => Value::Text(fit_length(s, ty)?),
         ColumnType::Date => Value::Date(date_from_text(t).map_err(|e| e.to_sql("date", s))?),
-        ColumnType::Timestamp => {
-            Value::Timestamp(timestamp_from_text(t).map_err(|e| e.to_sql("timestamp", s))?)
-        }
+        ColumnType::Timestamp => Value::Timestamp(timestamp_wall_clock(t)?),
+        ColumnType::TimestampTz => Value::Timestamp(timestamp_instant(t)?),
         ColumnType::Bytea => Value::Bytea(bytea_from_text(s)?),
     })
+}
+
+/// Text stored into `varchar(n)` or `char(n)`, as PostgreSQL's
+/// `varchar_input` / `bpchar_input` check it on assignment: longer than n
+/// characters is 22001 unless everything past n is spaces (then cut);
+/// `char(n)` values are stored without trailing spaces (see
+/// `ColumnType::Char`), which is how PostgreSQL compares them.
+pub fn fit_length(s: &str, ty: ColumnType) -> Result<String> {
+    let (limit, is_char) = match ty {
+        ColumnType::Varchar(n) => (n, false),
+        ColumnType::Char(n) => (n, true),
+        _ => return Ok(s.to_string()),
+    };
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let kept = match s.char_indices().nth(limit) {
+        None => s,
+        Some((cut, _)) => {
+            let (head, tail) = s.split_at(cut);
+            if tail.chars().any(|c| c != ' ') {
+                return Err(SqlError::StringTooLong(ty.pg_name()));
+            }
+            head
+        }
+    };
+    Ok(if is_char {
+        kept.trim_end_matches(' ').to_string()
+    } else {
+        kept.to_string()
+    })
+}
+
+/// `char(n)` as PostgreSQL prints it: padded with spaces to n characters.
+pub fn pad_char(s: &str, n: u32, out: &mut String) {
+    out.push_str(s);
+    let len = s.chars().count();
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    out.extend(std::iter::repeat_n(' ', n.saturating_sub(len)));
 }
 
 /// `Err(true)` = out of range, `Err(false)` = not a number.
@@ -1306,7 +1468,10 @@ pub fn parse_binary(b: &[u8], wire_oid: u32, ty: ColumnType) -> Result<Value> {
         oid::FLOAT8 => Value::Double(f64::from_be_bytes(fixed(b, bad)?)),
         oid::DATE => Value::Date(date_from_binary(i32::from_be_bytes(fixed(b, bad)?))?),
         oid::TIMESTAMP | oid::TIMESTAMPTZ => {
-            Value::Timestamp(timestamp_from_binary(i64::from_be_bytes(fixed(b, bad)?))?)
+            let micros = timestamp_from_binary(i64::from_be_bytes(fixed(b, bad)?))?;
+            // A timestamptz bound to a timestamp column (or the reverse)
+            // converts through the session time zone, which is UTC.
+            Value::Timestamp(micros)
         }
         oid::BYTEA => Value::Bytea(b.to_vec()),
         oid::NUMERIC => {
@@ -1451,6 +1616,9 @@ pub fn binary_array_to_text(b: &[u8]) -> Result<String> {
 /// Convert a value to column type `ty` (integer widening/narrowing with a
 /// range check, numbers to floats and decimals, anything to text).
 pub fn coerce_value(v: Value, ty: ColumnType) -> Result<Value> {
+    if let (Value::Text(s), ColumnType::Varchar(_) | ColumnType::Char(_)) = (&v, ty) {
+        return Ok(Value::Text(fit_length(s, ty)?));
+    }
     if v.fits(ty) {
         return Ok(v);
     }
@@ -1474,7 +1642,7 @@ pub fn coerce_value(v: Value, ty: ColumnType) -> Result<Value> {
         _ => match (ty, &v) {
             (ColumnType::Double, Value::Real(f)) => Value::Double(*f as f64),
             (ColumnType::Real, Value::Double(f)) => Value::Real(*f as f32),
-            (ColumnType::Timestamp, Value::Date(d)) => Value::Timestamp(
+            (ColumnType::Timestamp | ColumnType::TimestampTz, Value::Date(d)) => Value::Timestamp(
                 i64::from(*d)
                     .checked_mul(MICROS_PER_DAY)
                     .ok_or_else(|| SqlError::DatetimeOverflow("timestamp out of range".into()))?,
@@ -1528,7 +1696,7 @@ pub fn cell_value(array: &dyn Array, row: usize, ty: ColumnType) -> Result<Value
             array.data_type()
         ))
     };
-    Ok(match (ty, array.data_type()) {
+    Ok(match (ty.storage(), array.data_type()) {
         (ColumnType::Boolean, DataType::Boolean) => Value::Boolean(array.as_boolean().value(row)),
         (ColumnType::SmallInt, DataType::Int16) => {
             Value::SmallInt(array.as_primitive::<Int16Type>().value(row))
@@ -1572,7 +1740,7 @@ pub fn cell_value(array: &dyn Array, row: usize, ty: ColumnType) -> Result<Value
 
 /// A builder for one column of type `ty`.
 pub fn builder_for(ty: ColumnType, capacity: usize) -> Box<dyn ArrayBuilder> {
-    match ty {
+    match ty.storage() {
         ColumnType::Boolean => Box::new(BooleanBuilder::with_capacity(capacity)),
         ColumnType::SmallInt => Box::new(Int16Builder::with_capacity(capacity)),
         ColumnType::Int => Box::new(Int32Builder::with_capacity(capacity)),
@@ -1586,8 +1754,15 @@ pub fn builder_for(ty: ColumnType, capacity: usize) -> Box<dyn ArrayBuilder> {
         ),
         ColumnType::Text => Box::new(StringBuilder::with_capacity(capacity, capacity * 16)),
         ColumnType::Date => Box::new(Date32Builder::with_capacity(capacity)),
-        ColumnType::Timestamp => Box::new(TimestampMicrosecondBuilder::with_capacity(capacity)),
-        ColumnType::Bytea => Box::new(BinaryBuilder::with_capacity(capacity, capacity * 16)),
+        ColumnType::Timestamp => Box::new(
+            TimestampMicrosecondBuilder::with_capacity(capacity).with_data_type(ty.to_arrow()),
+        ),
+        ColumnType::Bytea
+        | ColumnType::Varchar(_)
+        | ColumnType::Char(_)
+        | ColumnType::TimestampTz => {
+            Box::new(BinaryBuilder::with_capacity(capacity, capacity * 16))
+        }
     }
 }
 
@@ -1612,7 +1787,7 @@ pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Resu
             ty.pg_name()
         ))
     };
-    match ty {
+    match ty.storage() {
         ColumnType::Boolean => push!(
             BooleanBuilder,
             match v {
@@ -1701,6 +1876,9 @@ pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Resu
                 _ => return Err(wrong()),
             }
         ),
+        ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::TimestampTz => {
+            return Err(wrong())
+        }
     }
     Ok(())
 }
@@ -1750,6 +1928,9 @@ pub fn value_to_scalar(v: &Value, ty: ColumnType) -> ScalarValue {
         (Value::Decimal(x), _) => ScalarValue::Decimal128(Some(*x), 38, 0),
         (Value::Text(s), _) => ScalarValue::Utf8(Some(s.clone())),
         (Value::Date(d), _) => ScalarValue::Date32(Some(*d)),
+        (Value::Timestamp(t), ColumnType::TimestampTz) => {
+            ScalarValue::TimestampMicrosecond(Some(*t), Some(eddy_common::UTC_OFFSET.into()))
+        }
         (Value::Timestamp(t), _) => ScalarValue::TimestampMicrosecond(Some(*t), None),
         (Value::Bytea(b), _) => ScalarValue::Binary(Some(b.clone())),
     }

@@ -98,13 +98,24 @@ impl fmt::Debug for EddyTable {
 impl EddyTable {
     pub fn new(table: Arc<Table>, with_key: bool) -> EddyTable {
         let base = table.schema();
-        let schema = if with_key {
-            let mut fields: Vec<Field> = base.fields().iter().map(|f| f.as_ref().clone()).collect();
+        // char(n) / varchar(n) columns say so in their field's metadata:
+        // the wire layer announces bpchar / varchar and pads char(n)
+        let mut fields: Vec<Field> = base
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| match table.def().columns.get(i) {
+                Some(c) => f
+                    .as_ref()
+                    .clone()
+                    .with_metadata(crate::pgtypes::declared_type_metadata(c.ty)),
+                None => f.as_ref().clone(),
+            })
+            .collect();
+        if with_key {
             fields.push(Field::new(KEY_COLUMN, DataType::Binary, false));
-            Arc::new(Schema::new(fields))
-        } else {
-            base
-        };
+        }
+        let schema = Arc::new(Schema::new_with_metadata(fields, base.metadata().clone()));
         EddyTable {
             table,
             view: None,

@@ -581,6 +581,24 @@ fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
                 ],
             ))
         }
+        // `char(n)`: cut to n characters, then padded to n with spaces
+        SqlType::Char(len) | SqlType::Character(len) => {
+            let n = match len {
+                None => 1,
+                Some(CharacterLength::IntegerLength { length, .. }) => {
+                    i64::try_from(*length).ok()?
+                }
+                Some(CharacterLength::Max) => return None,
+            };
+            let n_expr = || {
+                Expr::Value(ValueWithSpan {
+                    value: SqlValue::Number(n.to_string(), false),
+                    span: Span::empty(),
+                })
+            };
+            let cut = call("left", vec![cast_to(expr.clone(), SqlType::Text), n_expr()]);
+            Some(call("rpad", vec![cut, n_expr()]))
+        }
         _ => None,
     }
 }

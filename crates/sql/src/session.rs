@@ -37,10 +37,11 @@ use eddy_common::{ColumnDef, ColumnType, Orientation, Value};
 use eddy_storage::{CreateTable, Engine, Table};
 use futures::StreamExt;
 
-use crate::catalog::{pg_functions, PgCatalogSchema, PublicSchema};
+use crate::catalog::{fault_injection_functions, pg_functions, PgCatalogSchema, PublicSchema};
 use crate::copy::{self, CopyIn, CopyOut};
 use crate::error::{Result, SqlError};
 use crate::fastpath::{self, FastPlan};
+use crate::output_names;
 use crate::pgtypes::{self, column_type_from_sql, oid, pg_oid};
 use crate::rewrite::{self, ident_name, table_name};
 use crate::txn::Transaction;
@@ -219,6 +220,7 @@ impl Session {
             datafusion::execution::SessionStateBuilder::new()
                 .with_config(config)
                 .with_default_features()
+                .with_analyzer_rule(Arc::new(crate::checked_arith::CheckedIntegerArithmetic))
                 .with_optimizer_rule(Arc::new(crate::join_order::ReorderStarJoins))
                 .with_physical_optimizer_rule(Arc::new(crate::join_filter::SemiJoinReduction)),
         )
@@ -245,7 +247,8 @@ impl Session {
             Arc::clone(&dml_schema) as Arc<dyn SchemaProvider>,
         )?;
         ctx.register_catalog(db.name.clone(), Arc::new(catalog));
-        for f in pg_functions(Arc::clone(&db.engine), &db.name, user, backend_pid) {
+        let functions = pg_functions(Arc::clone(&db.engine), &db.name, user, backend_pid);
+        for f in functions.into_iter().chain(fault_injection_functions()) {
             ctx.register_udf(f);
         }
         let settings = DEFAULT_SETTINGS
@@ -361,8 +364,8 @@ impl Session {
                     .fields()
                     .iter()
                     .map(|f| ResultColumn {
-                        name: f.name().clone(),
-                        type_oid: pg_oid(f.data_type()),
+                        name: output_names::visible(f.name()).to_string(),
+                        type_oid: crate::pgtypes::field_oid(f),
                     })
                     .collect();
             } else if let Statement::ShowVariable { variable } = &stmt {
@@ -560,6 +563,7 @@ impl Session {
 
     fn compat(&self, stmt: &mut Statement) {
         let engine = Arc::clone(&self.db.engine);
+        output_names::name_columns(stmt);
         rewrite::pg_compat(stmt, &|n| engine.table(n).is_some());
     }
 
@@ -1007,8 +1011,12 @@ impl Session {
             }
             _ => return Err(SqlError::Internal("CREATE TABLE AS without rows".into())),
         };
-        let mut columns = Vec::new();
+        let mut columns: Vec<ColumnDef> = Vec::new();
         for f in schema.fields() {
+            let column = output_names::visible(f.name()).to_string();
+            if columns.iter().any(|c| c.name == column) {
+                return Err(SqlError::DuplicateColumn(column));
+            }
             let ty = storable_type(f.data_type()).ok_or_else(|| {
                 SqlError::FeatureNotSupported(format!(
                     "column \"{}\" has type {} which cannot be stored",
@@ -1016,7 +1024,7 @@ impl Session {
                     f.data_type()
                 ))
             })?;
-            columns.push(ColumnDef::new(f.name().to_lowercase(), ty, true));
+            columns.push(ColumnDef::new(column, ty, true));
         }
         let spec = CreateTable {
             name: name.clone(),
@@ -1327,34 +1335,31 @@ pub fn storable_type(dt: &DataType) -> Option<ColumnType> {
 /// nulling) on values that do not fit.
 pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef> {
     let target = ty.to_arrow();
-    if a.data_type() == &target {
+    let is_string =
+        |t: &DataType| matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8);
+    let checks_length = matches!(ty, ColumnType::Varchar(_) | ColumnType::Char(_));
+    if a.data_type() == &target && !checks_length {
         return Ok(Arc::clone(a));
     }
-    if ty == ColumnType::Bytea
-        && matches!(
-            a.data_type(),
-            DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8
-        )
-    {
-        // PostgreSQL reads text as bytea input ('\x0102' is two bytes), not as raw UTF-8.
-        if let Ok(text) = cast_with_options(a, &DataType::Utf8, &CastOptions::default()) {
-            if let Some(text) = text.as_any().downcast_ref::<StringArray>() {
-                let mut out = datafusion::arrow::array::BinaryBuilder::new();
-                for v in text.iter() {
-                    match v {
-                        None => out.append_null(),
-                        Some(s) => {
-                            out.append_value(pgtypes::parse_bytea_text(s).ok_or_else(|| {
-                                SqlError::InvalidText(format!(
-                                "invalid input syntax for type bytea in column \"{name}\": \"{s}\""
-                            ))
-                            })?)
-                        }
-                    }
-                }
-                return Ok(Arc::new(out.finish()));
-            }
+    if checks_length || (is_string(a.data_type()) && ty != ColumnType::Text) {
+        // Text into a typed column is read by PostgreSQL's input rules,
+        // the same ones COPY and bound parameters use (pgtypes::parse_text):
+        // '\x0102' is two bytes of bytea, '12:30+02' an instant, and a
+        // varchar(n) / char(n) value is checked against n
+        let text = cast_with_options(a, &DataType::Utf8, &CastOptions::default())?;
+        let text = text
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| SqlError::Internal(format!("column \"{name}\" did not cast to text")))?;
+        let mut out = pgtypes::builder_for(ty, text.len());
+        for v in text.iter() {
+            let value = match v {
+                None => Value::Null,
+                Some(s) => pgtypes::parse_text(s, ty)?,
+            };
+            pgtypes::append_value(out.as_mut(), ty, &value)?;
         }
+        return Ok(out.finish());
     }
     let opts = CastOptions {
         safe: false,
@@ -1362,7 +1367,18 @@ pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef>
     };
     cast_with_options(a, &target, &opts).map_err(|e| {
         let msg = e.to_string();
-        if msg.contains("overflow") || msg.contains("too large") || msg.contains("Overflow") {
+        if a.data_type().is_numeric() && target.is_numeric() {
+            // a number that does not fit the column's type: PostgreSQL's
+            // "integer out of range" (22003)
+            let name = match ty {
+                ColumnType::SmallInt => "smallint".to_string(),
+                ColumnType::Int => "integer".to_string(),
+                ColumnType::BigInt => "bigint".to_string(),
+                other => other.pg_name(),
+            };
+            SqlError::NumericOutOfRange(format!("{name} out of range"))
+        } else if msg.contains("overflow") || msg.contains("too large") || msg.contains("Overflow")
+        {
             SqlError::NumericOutOfRange(format!(
                 "value out of range for column \"{name}\" of type {}",
                 ty.pg_name()

@@ -33,7 +33,7 @@ pub struct ColumnBuilder {
 
 impl ColumnBuilder {
     pub fn new(ty: ColumnType, capacity: usize) -> ColumnBuilder {
-        let inner: Box<dyn ArrayBuilder> = match ty {
+        let inner: Box<dyn ArrayBuilder> = match ty.storage() {
             ColumnType::Boolean => Box::new(BooleanBuilder::with_capacity(capacity)),
             ColumnType::SmallInt => Box::new(Int16Builder::with_capacity(capacity)),
             ColumnType::Int => Box::new(Int32Builder::with_capacity(capacity)),
@@ -46,8 +46,13 @@ impl ColumnBuilder {
             ),
             ColumnType::Text => Box::new(StringBuilder::with_capacity(capacity, capacity * 8)),
             ColumnType::Date => Box::new(Date32Builder::with_capacity(capacity)),
-            ColumnType::Timestamp => Box::new(TimestampMicrosecondBuilder::with_capacity(capacity)),
+            ColumnType::Timestamp => Box::new(
+                TimestampMicrosecondBuilder::with_capacity(capacity).with_data_type(ty.to_arrow()),
+            ),
             ColumnType::Bytea => Box::new(BinaryBuilder::with_capacity(capacity, capacity * 8)),
+            ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::TimestampTz => {
+                unreachable_storage_type(capacity)
+            }
         };
         ColumnBuilder { ty, inner }
     }
@@ -62,7 +67,7 @@ impl ColumnBuilder {
                 }
             }};
         }
-        match self.ty {
+        match self.ty.storage() {
             ColumnType::Boolean => put!(
                 BooleanBuilder,
                 match v {
@@ -140,6 +145,7 @@ impl ColumnBuilder {
                     _ => None,
                 }
             ),
+            ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::TimestampTz => {}
         }
     }
 
@@ -156,6 +162,12 @@ impl ColumnBuilder {
     }
 }
 
+/// `ColumnType::storage` never returns the SQL-only types; a builder for
+/// them (unreachable) is an empty text builder.
+fn unreachable_storage_type(capacity: usize) -> Box<dyn ArrayBuilder> {
+    Box::new(StringBuilder::with_capacity(capacity, capacity * 8))
+}
+
 /// The value at `row` of an array holding column type `ty`.
 pub fn value_at(array: &dyn Array, ty: ColumnType, row: usize) -> Value {
     if array.is_null(row) {
@@ -169,7 +181,7 @@ pub fn value_at(array: &dyn Array, ty: ColumnType, row: usize) -> Value {
             }
         };
     }
-    match ty {
+    match ty.storage() {
         ColumnType::Boolean => get!(BooleanArray, Value::Boolean),
         ColumnType::SmallInt => get!(Int16Array, Value::SmallInt),
         ColumnType::Int => get!(Int32Array, Value::Int),
@@ -181,6 +193,7 @@ pub fn value_at(array: &dyn Array, ty: ColumnType, row: usize) -> Value {
         ColumnType::Date => get!(Date32Array, Value::Date),
         ColumnType::Timestamp => get!(TimestampMicrosecondArray, Value::Timestamp),
         ColumnType::Bytea => get!(BinaryArray, |b: &[u8]| Value::Bytea(b.to_vec())),
+        ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::TimestampTz => Value::Null,
     }
 }
 
@@ -211,7 +224,7 @@ pub fn column_stats(array: &dyn Array, ty: ColumnType) -> ColumnStats {
             }
         };
     }
-    let (min, max) = match ty {
+    let (min, max) = match ty.storage() {
         ColumnType::Boolean => match array.as_any().downcast_ref::<BooleanArray>() {
             Some(a) => (
                 compute::min_boolean(a)
@@ -242,7 +255,10 @@ pub fn column_stats(array: &dyn Array, ty: ColumnType) -> ColumnStats {
         },
         ColumnType::Date => prim!(Date32Array, Value::Date),
         ColumnType::Timestamp => prim!(TimestampMicrosecondArray, Value::Timestamp),
-        ColumnType::Bytea => (Value::Null, Value::Null),
+        ColumnType::Bytea
+        | ColumnType::Varchar(_)
+        | ColumnType::Char(_)
+        | ColumnType::TimestampTz => (Value::Null, Value::Null),
     };
     ColumnStats {
         min,

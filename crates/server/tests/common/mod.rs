@@ -28,6 +28,16 @@ impl Server {
         data_dir: std::path::PathBuf,
         auth: &str,
     ) -> Server {
+        Server::start_with_env(dir, data_dir, auth, &[])
+    }
+
+    /// `start_in` with extra environment variables for the server.
+    pub fn start_with_env(
+        dir: Option<tempfile::TempDir>,
+        data_dir: std::path::PathBuf,
+        auth: &str,
+        env: &[(&str, &str)],
+    ) -> Server {
         let port = free_port();
         let http = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_eddy"))
@@ -43,6 +53,7 @@ impl Server {
             ])
             .env("EDDY_PASSWORD", "secret")
             .env("EDDY_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()

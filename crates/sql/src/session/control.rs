@@ -108,6 +108,25 @@ impl Session {
         }
     }
 
+    /// A statement of this session panicked (the protocol layer caught
+    /// it): an implicit transaction it left behind is rolled back (its
+    /// tables created so far are dropped); an explicit block is marked
+    /// failed, so it can only be rolled back.
+    pub fn recover_from_panic(&mut self) {
+        match self.txn.take() {
+            Some(mut t) if t.explicit => {
+                t.aborted = true;
+                self.txn = Some(t);
+            }
+            Some(t) => {
+                let created = t.created_tables.clone();
+                drop(t);
+                self.drop_tables(&created);
+            }
+            None => {}
+        }
+    }
+
     /// Isolation and access mode of a new transaction, from the settings.
     pub(super) fn default_modes(&self) -> Result<(Isolation, bool)> {
         let iso = Isolation::parse(
