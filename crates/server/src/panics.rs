@@ -6,7 +6,7 @@
 //! client. The hook installed by [`install_hook`] logs each panic once,
 //! with its location and a backtrace, through `tracing`.
 //!
-//! What a caught panic leaves behind (`Session::recover_from_panic`): an
+//! What a caught panic leaves behind (`Session::recover_from_interrupted_statement`): an
 //! implicit transaction is rolled back; an explicit block is marked failed,
 //! so its writes can only be rolled back, never committed half-applied.
 //! Locks the statement took are released by their guards' `Drop` while

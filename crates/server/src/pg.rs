@@ -67,6 +67,9 @@ pub struct SessionSlot {
     pub(crate) session: tokio::sync::Mutex<Option<Session>>,
     copy_in: parking_lot::Mutex<Option<Box<CopyIn>>>,
     cancel: Arc<CancelSignal>,
+    /// A statement of this connection is running; still set when the next
+    /// one starts means the last one was dropped before it finished.
+    running: std::sync::atomic::AtomicBool,
     /// This connection's idle-in-transaction watch (see `crate::idle`).
     pub(crate) idle: Option<Arc<crate::idle::IdleWatch>>,
     _registration: CancelRegistration,
@@ -79,13 +82,35 @@ pub struct SessionSlot {
 #[derive(Default)]
 pub struct CancelSignal {
     requested: std::sync::atomic::AtomicBool,
+    /// The request came from `statement_timeout`, not from a client.
+    timed_out: std::sync::atomic::AtomicBool,
     notify: tokio::sync::Notify,
+    /// The running statement's `statement_timeout` timer.
+    timer: parking_lot::Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 impl CancelSignal {
-    /// Called when a statement starts: a cancel aimed at an earlier one is void.
-    fn reset(&self) {
+    /// Called when a statement starts: a cancel aimed at an earlier one is
+    /// void, and so is the earlier statement's timer. With a timeout, a
+    /// timer fires this signal when it passes (the statement's rows are
+    /// streamed after the handler returns, so the timer outlives it).
+    fn reset(self: &Arc<Self>, timeout: Option<std::time::Duration>) {
+        if let Some(old) = self.timer.lock().take() {
+            old.abort();
+        }
         self.requested.store(false, Ordering::SeqCst);
+        self.timed_out.store(false, Ordering::SeqCst);
+        if let Some(after) = timeout {
+            let signal = Arc::downgrade(self);
+            let task = tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                if let Some(signal) = signal.upgrade() {
+                    signal.timed_out.store(true, Ordering::SeqCst);
+                    signal.fire();
+                }
+            });
+            *self.timer.lock() = Some(task.abort_handle());
+        }
     }
 
     fn fire(&self) {
@@ -95,6 +120,34 @@ impl CancelSignal {
 
     fn is_requested(&self) -> bool {
         self.requested.load(Ordering::SeqCst)
+    }
+
+    /// The error that ends a statement this signal stopped.
+    fn error(&self) -> SqlError {
+        if self.timed_out.load(Ordering::SeqCst) {
+            SqlError::StatementTimeout
+        } else {
+            SqlError::QueryCanceled
+        }
+    }
+
+    /// Resolves once the signal fires (immediately if it has).
+    async fn fired(&self) {
+        let notified = self.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.is_requested() {
+            return;
+        }
+        notified.await;
+    }
+}
+
+impl Drop for CancelSignal {
+    fn drop(&mut self) {
+        if let Some(timer) = self.timer.get_mut().take() {
+            timer.abort();
+        }
     }
 }
 
@@ -122,15 +175,9 @@ fn cancellable(
         let signal = Arc::clone(&signal);
         async move {
             let mut inner = state?;
-            let notified = signal.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if signal.is_requested() {
-                return Some((Err(SqlError::QueryCanceled), None));
-            }
             tokio::select! {
                 biased;
-                _ = &mut notified => Some((Err(SqlError::QueryCanceled), None)),
+                _ = signal.fired() => Some((Err(signal.error()), None)),
                 next = inner.next() => next.map(|b| (b.map_err(SqlError::DataFusion), Some(inner))),
             }
         }
@@ -348,6 +395,7 @@ fn new_or_existing_slot<C: ClientInfo>(client: &C, backend: &Backend) -> Arc<Ses
             session: tokio::sync::Mutex::new(None),
             copy_in: parking_lot::Mutex::new(None),
             cancel,
+            running: std::sync::atomic::AtomicBool::new(false),
             idle: backend.idle.get(&client.socket_addr()),
             _registration: CancelRegistration {
                 key,
@@ -364,7 +412,6 @@ where
     F: for<'a> FnOnce(&'a mut Session) -> futures::future::BoxFuture<'a, Result<T, SqlError>>,
 {
     let s = slot(client, backend);
-    s.cancel.reset();
     let mut guard = s.session.lock().await;
     if guard.is_none() {
         let user = client
@@ -375,15 +422,32 @@ where
         let pid = client.pid_and_secret_key().0;
         *guard = Some(Session::new(Arc::clone(&backend.db), &user, pid)?);
     }
-    match guard.as_mut() {
-        Some(sess) => {
-            let run = std::panic::AssertUnwindSafe(f(sess)).catch_unwind().await;
-            run.unwrap_or_else(|payload| {
-                sess.recover_from_panic();
-                Err(panics::internal(payload))
-            })
+    let Some(sess) = guard.as_mut() else {
+        return Err(SqlError::Internal("no session".into()));
+    };
+    if s.running.swap(true, Ordering::SeqCst) {
+        // the previous statement was dropped where it stood (pgwire drops
+        // a cancelled Execute): undo what it left open
+        sess.recover_from_interrupted_statement();
+    }
+    s.cancel.reset(sess.statement_timeout().unwrap_or(None));
+    let signal = Arc::clone(&s.cancel);
+    let run = std::panic::AssertUnwindSafe(f(sess)).catch_unwind();
+    let result = tokio::select! {
+        biased;
+        _ = signal.fired() => Err(signal.error()),
+        r = run => match r {
+            Ok(r) => Ok(r),
+            Err(payload) => Err(panics::internal(payload)),
+        },
+    };
+    s.running.store(false, Ordering::SeqCst);
+    match result {
+        Ok(r) => r,
+        Err(e) => {
+            sess.recover_from_interrupted_statement();
+            Err(e)
         }
-        None => Err(SqlError::Internal("no session".into())),
     }
 }
 

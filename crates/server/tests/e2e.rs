@@ -339,3 +339,93 @@ async fn cancel_request_stops_a_running_query() {
     let rows = client.simple_query("SELECT 1").await.expect("after cancel");
     assert!(!rows.is_empty());
 }
+
+fn code_of(e: &tokio_postgres::Error) -> String {
+    e.code().map(|c| c.code().to_string()).unwrap_or_default()
+}
+
+/// `statement_timeout` stops a statement that runs too long with 57014
+/// ("canceling statement due to statement timeout"), while it plans, runs
+/// or streams; what the stopped statement wrote never lands, the session
+/// goes on in autocommit, and inside a block the block fails (25P02) as in
+/// PostgreSQL. A client's cancel of a write leaves the session clean too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statement_timeout_stops_statements_and_leaves_the_session_clean() {
+    let server = Server::start("scram");
+    let c = server.connect().await;
+    let other = server.connect().await;
+    c.batch_execute("CREATE TABLE st (id BIGINT PRIMARY KEY, v BIGINT)")
+        .await
+        .unwrap();
+    let e = c
+        .batch_execute("SET statement_timeout = 'soon'")
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&e), "22023");
+    c.batch_execute("SET statement_timeout = '300ms'")
+        .await
+        .unwrap();
+    let long_select =
+        "SELECT count(*) FROM generate_series(1, 20000000000) AS t(x) WHERE x % 7 = 3";
+    let long_insert = "INSERT INTO st SELECT x, x FROM generate_series(1, 2000000000) AS t(x)";
+    for sql in [long_select, long_insert] {
+        let started = Instant::now();
+        let e = c.simple_query(sql).await.unwrap_err();
+        assert_eq!(code_of(&e), "57014", "{sql}: {e}");
+        let message = e.as_db_error().map(|d| d.message().to_string());
+        assert_eq!(
+            message.as_deref(),
+            Some("canceling statement due to statement timeout")
+        );
+        assert!(started.elapsed() < Duration::from_secs(10), "{sql}");
+    }
+    // the extended protocol too
+    let e = c.query(long_select, &[]).await.unwrap_err();
+    assert_eq!(code_of(&e), "57014");
+    // nothing of the stopped INSERT landed, and the next one commits
+    c.batch_execute("INSERT INTO st VALUES (1, 1)")
+        .await
+        .unwrap();
+    let n: i64 = other
+        .query_one("SELECT count(*) FROM st", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+
+    // inside a block the timeout fails the block
+    c.batch_execute("BEGIN; INSERT INTO st VALUES (2, 2)")
+        .await
+        .unwrap();
+    let e = c.simple_query(long_insert).await.unwrap_err();
+    assert_eq!(code_of(&e), "57014");
+    let e = c.simple_query("SELECT 1").await.unwrap_err();
+    assert_eq!(code_of(&e), "25P02");
+    c.batch_execute("ROLLBACK").await.unwrap();
+    c.batch_execute("SET statement_timeout = 0").await.unwrap();
+    let n: i64 = other
+        .query_one("SELECT count(*) FROM st", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+
+    // a client's cancel in the middle of a write: the session is clean after
+    let token = c.cancel_token();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        token.cancel_query(NoTls).await
+    });
+    let e = c.simple_query(long_insert).await.unwrap_err();
+    let _ = canceller.await;
+    assert_eq!(code_of(&e), "57014");
+    c.batch_execute("INSERT INTO st VALUES (3, 3)")
+        .await
+        .unwrap();
+    let n: i64 = other
+        .query_one("SELECT count(*) FROM st", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 2, "the write after a cancel must commit on its own");
+}

@@ -64,6 +64,8 @@ pub enum SqlError {
     StringTooLong(String),
     #[error("canceling statement due to user request")]
     QueryCanceled,
+    #[error("canceling statement due to statement timeout")]
+    StatementTimeout,
     #[error("prepared statement expects {expected} parameters, got {got}")]
     WrongParameterCount { expected: usize, got: usize },
     /// Any statement but ROLLBACK after an error in a transaction block.
@@ -142,7 +144,7 @@ impl SqlError {
             SqlError::DivisionByZero => "22012",
             SqlError::NumericOutOfRange(_) => "22003",
             SqlError::StringTooLong(_) => "22001",
-            SqlError::QueryCanceled => "57014",
+            SqlError::QueryCanceled | SqlError::StatementTimeout => "57014",
             SqlError::WrongParameterCount { .. } => "08P01",
             SqlError::InFailedTransaction => "25P02",
             SqlError::ActiveTransaction(_) => "25001",

@@ -50,6 +50,7 @@ mod control;
 mod dml;
 mod fast;
 mod locking;
+mod settings;
 
 /// Session settings reported by SHOW and pg_settings, with their defaults.
 pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
@@ -800,6 +801,7 @@ impl Session {
                     })
                     .collect::<Vec<_>>()
                     .join(", ");
+                let value = settings::validate_setting(&name, &value)?;
                 self.apply_gpu_setting(&name, &value)?;
                 let value = self.check_transaction_setting(&name, value)?;
                 self.settings.insert(name, value);

@@ -108,11 +108,12 @@ impl Session {
         }
     }
 
-    /// A statement of this session panicked (the protocol layer caught
-    /// it): an implicit transaction it left behind is rolled back (its
-    /// tables created so far are dropped); an explicit block is marked
-    /// failed, so it can only be rolled back.
-    pub fn recover_from_panic(&mut self) {
+    /// A statement of this session did not finish (it panicked, was
+    /// cancelled or timed out, and the protocol layer dropped it at an
+    /// await point): an implicit transaction it left behind is rolled back
+    /// (its tables created so far are dropped); an explicit block is marked
+    /// failed, so it can only be rolled back, as in PostgreSQL.
+    pub fn recover_from_interrupted_statement(&mut self) {
         match self.txn.take() {
             Some(mut t) if t.explicit => {
                 t.aborted = true;
@@ -152,6 +153,21 @@ impl Session {
             .and_then(|v| parse_duration_ms(v))
             .filter(|ms| *ms > 0)
             .map(Duration::from_millis)
+    }
+
+    /// `statement_timeout` (None: 0, no limit).
+    pub fn statement_timeout(&self) -> Result<Option<Duration>> {
+        let v = self
+            .settings
+            .get("statement_timeout")
+            .map(String::as_str)
+            .unwrap_or("0");
+        let ms = parse_duration_ms(v).ok_or_else(|| {
+            SqlError::InvalidParameter(format!(
+                "invalid value for parameter \"statement_timeout\": \"{v}\""
+            ))
+        })?;
+        Ok((ms > 0).then(|| Duration::from_millis(ms)))
     }
 
     pub(super) fn lock_timeout(&self) -> Result<Option<Duration>> {
@@ -194,7 +210,7 @@ impl Session {
                 }
                 Ok(if ro { "on" } else { "off" }.to_string())
             }
-            "lock_timeout" | "idle_in_transaction_session_timeout" => {
+            "lock_timeout" | "idle_in_transaction_session_timeout" | "statement_timeout" => {
                 let ms = parse_duration_ms(&value).ok_or_else(|| {
                     SqlError::InvalidParameter(format!(
                         "invalid value for parameter \"{name}\": \"{value}\""

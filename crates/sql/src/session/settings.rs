@@ -1,0 +1,118 @@
+//! Which `SET name = value` Eddy accepts. A setting is accepted only where
+//! Eddy does what it asks: those it implements (timeouts, isolation, read
+//! only, `eddy.*`), those whose only meaningful values are Eddy's own
+//! behaviour (`client_encoding = UTF8`, `DateStyle = ISO`, `TimeZone = UTC`,
+//! `standard_conforming_strings = on`, `extra_float_digits` 1 to 3), those
+//! that change nothing Eddy has (`application_name`, `client_min_messages`,
+//! `row_security`, `check_function_bodies`, `synchronous_commit`: Eddy
+//! always commits durably, which every value allows), and custom
+//! `prefix.name` placeholders, which PostgreSQL also accepts freely.
+//! Anything else (`work_mem`, `enable_seqscan`, `DateStyle = German`) is
+//! refused with 0A000 instead of being stored and ignored.
+
+use crate::error::{Result, SqlError};
+
+/// Settings whose value Eddy checks elsewhere (`control.rs`, the GPU
+/// setting) or that it honours as given.
+const HONOURED: &[&str] = &[
+    "default_transaction_isolation",
+    "default_transaction_read_only",
+    "idle_in_transaction_session_timeout",
+    "lock_timeout",
+    "statement_timeout",
+    "transaction_isolation",
+    "transaction_read_only",
+    "timezone",
+];
+
+/// Settings that change nothing in Eddy, whatever their value.
+const NO_EFFECT: &[&str] = &[
+    "application_name",
+    "client_min_messages",
+    "row_security",
+    "check_function_bodies",
+    "synchronous_commit",
+    "search_path",
+];
+
+/// The value to store for `SET name = value`, or why it is refused.
+pub(super) fn validate_setting(name: &str, value: &str) -> Result<String> {
+    let unquoted = value.trim().trim_matches('\'').trim_matches('"');
+    let lower = unquoted.to_ascii_lowercase();
+    let refuse = |why: &str| {
+        Err(SqlError::FeatureNotSupported(format!(
+            "{name} = {value} is not supported: {why}"
+        )))
+    };
+    match name {
+        _ if HONOURED.contains(&name) || NO_EFFECT.contains(&name) => Ok(value.to_string()),
+        // checked by the GPU options (`eddy.gpu`, `eddy.gpu_min_rows`, ...)
+        _ if name.starts_with("eddy.gpu") => Ok(value.to_string()),
+        "client_encoding" | "names" => match lower.replace(['-', '_'], "").as_str() {
+            "utf8" | "unicode" => Ok("UTF8".into()),
+            _ => refuse("Eddy speaks UTF8 only"),
+        },
+        "datestyle" => {
+            let parts: Vec<String> = lower.split(',').map(|p| p.trim().to_string()).collect();
+            if parts.iter().all(|p| {
+                matches!(
+                    p.as_str(),
+                    "iso" | "mdy" | "dmy" | "ymd" | "us" | "european"
+                )
+            }) && parts.iter().any(|p| p == "iso")
+            {
+                Ok(unquoted.to_string())
+            } else {
+                refuse("dates are written in ISO style only")
+            }
+        }
+        "intervalstyle" => match lower.as_str() {
+            "postgres" => Ok(lower),
+            _ => refuse("intervals are written in postgres style only"),
+        },
+        "standard_conforming_strings" => match lower.as_str() {
+            "on" | "true" | "1" | "yes" => Ok("on".into()),
+            _ => refuse("backslashes in string literals are always literal"),
+        },
+        "extra_float_digits" => match lower.parse::<i32>() {
+            // 1 to 3 all mean the shortest exact text, which Eddy writes
+            Ok(1..=3) => Ok(lower),
+            Ok(_) => refuse("floats are always written in their shortest exact form"),
+            Err(_) => Err(SqlError::InvalidParameter(format!(
+                "invalid value for parameter \"{name}\": \"{value}\""
+            ))),
+        },
+        _ if name.contains('.') && !name.starts_with("eddy.") => Ok(value.to_string()),
+        _ => Err(SqlError::FeatureNotSupported(format!(
+            "parameter \"{name}\" is not supported by Eddy"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_only_what_eddy_honours() {
+        assert!(validate_setting("statement_timeout", "5s").is_ok());
+        assert!(validate_setting("application_name", "'app'").is_ok());
+        assert!(validate_setting("myapp.user_id", "42").is_ok());
+        assert_eq!(
+            validate_setting("client_encoding", "'utf-8'").unwrap(),
+            "UTF8"
+        );
+        assert!(validate_setting("datestyle", "'ISO, MDY'").is_ok());
+        for (name, value) in [
+            ("work_mem", "'1GB'"),
+            ("enable_seqscan", "off"),
+            ("datestyle", "'German'"),
+            ("client_encoding", "'LATIN1'"),
+            ("extra_float_digits", "0"),
+            ("eddy.nonsense", "1"),
+        ] {
+            let e = validate_setting(name, value).unwrap_err();
+            assert_eq!(e.sqlstate(), "0A000", "{name}");
+        }
+    }
+}
