@@ -23,6 +23,15 @@ use futures::{Stream, StreamExt};
 /// carries the thread, the location and a backtrace.
 pub fn install_hook() {
     std::panic::set_hook(Box::new(|info| {
+        if pgwire::messages::decoding() {
+            // a client's malformed message, answered with 08P01 by the
+            // decoder's caller (see docs/decisions/0001-patched-pgwire.md)
+            tracing::debug!(
+                "malformed protocol message: {}",
+                payload_text(info.payload())
+            );
+            return;
+        }
         let location = info
             .location()
             .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))

@@ -200,3 +200,93 @@ async fn a_panic_costs_one_statement_not_the_server() {
     assert_eq!(n, 1, "a block that hit a panic must not commit");
     still_alive(&mut srv, &other).await;
 }
+
+/// Reads backend messages until one of type `until` (or the end); returns
+/// them as (type, body).
+async fn read_messages(sock: &mut tokio::net::TcpStream, until: u8) -> Vec<(u8, Vec<u8>)> {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    loop {
+        let mut head = [0u8; 5];
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            sock.read_exact(&mut head),
+        )
+        .await;
+        if !matches!(read, Ok(Ok(_))) {
+            return out;
+        }
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut body = vec![0u8; len.saturating_sub(4)];
+        if sock.read_exact(&mut body).await.is_err() {
+            return out;
+        }
+        let kind = head[0];
+        out.push((kind, body));
+        if kind == until {
+            return out;
+        }
+    }
+}
+
+fn frame(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![kind];
+    m.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+/// A message whose counts or lengths overrun it is a protocol violation:
+/// the client gets FATAL 08P01 ("invalid message format") and its
+/// connection ends; nothing panics, and other connections go on. (pgwire's
+/// decoders used to read past the message or panic: see
+/// docs/decisions/0001-patched-pgwire.md.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_message_gets_08p01() {
+    use tokio::io::AsyncWriteExt;
+    let mut srv = Server::start("trust");
+    let c = srv.connect().await;
+    let mut sock = tokio::net::TcpStream::connect(("127.0.0.1", srv.port))
+        .await
+        .unwrap();
+    let mut startup = Vec::new();
+    startup.extend_from_slice(&196608u32.to_be_bytes());
+    for kv in ["user", "eddy", "database", "eddy"] {
+        startup.extend_from_slice(kv.as_bytes());
+        startup.push(0);
+    }
+    startup.push(0);
+    let mut msg = ((startup.len() + 4) as u32).to_be_bytes().to_vec();
+    msg.extend_from_slice(&startup);
+    sock.write_all(&msg).await.unwrap();
+    let greeting = read_messages(&mut sock, b'Z').await;
+    assert_eq!(greeting.last().map(|m| m.0), Some(b'Z'), "no ReadyForQuery");
+
+    let mut parse = b"\0SELECT $1::text\0".to_vec();
+    parse.extend_from_slice(&1u16.to_be_bytes());
+    parse.extend_from_slice(&25u32.to_be_bytes());
+    // Bind: one text parameter that claims 2^31 - 1 bytes but has 4
+    let mut bind = b"\0\0".to_vec();
+    bind.extend_from_slice(&0u16.to_be_bytes());
+    bind.extend_from_slice(&1u16.to_be_bytes());
+    bind.extend_from_slice(&i32::MAX.to_be_bytes());
+    bind.extend_from_slice(b"abcd");
+    let mut wire = frame(b'P', &parse);
+    wire.extend(frame(b'B', &bind));
+    wire.extend(frame(b'S', &[]));
+    sock.write_all(&wire).await.unwrap();
+    let replies = read_messages(&mut sock, b'Z').await;
+    let error = replies
+        .iter()
+        .find(|(kind, _)| *kind == b'E')
+        .map(|(_, body)| body.clone())
+        .expect("an ErrorResponse");
+    let fields: Vec<(u8, String)> = error
+        .split(|b| *b == 0)
+        .filter(|f| !f.is_empty())
+        .map(|f| (f[0], String::from_utf8_lossy(&f[1..]).into_owned()))
+        .collect();
+    assert!(fields.contains(&(b'C', "08P01".to_string())), "{fields:?}");
+    assert!(fields.contains(&(b'S', "FATAL".to_string())), "{fields:?}");
+    still_alive(&mut srv, &c).await;
+}

@@ -1011,3 +1011,70 @@ async fn integer_overflow_is_an_error() {
     })
     .await;
 }
+
+/// `information_schema` describes columns with PostgreSQL's names, not
+/// Arrow's (`Int32`, `Utf8`, `Decimal128(18, 4)` before). PostgreSQL 15's
+/// answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn information_schema_speaks_postgresql() {
+    on_servers(|c| async move {
+        exec(&c, "DROP TABLE IF EXISTS wv_info").await;
+        exec(
+            &c,
+            "CREATE TABLE wv_info (id INT PRIMARY KEY, n NUMERIC(18,4), v VARCHAR(7), \
+             c CHAR(2), t TEXT, ts TIMESTAMPTZ, b BIGINT NOT NULL, f DOUBLE PRECISION)",
+        )
+        .await;
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT column_name::text, data_type::text, udt_name::text, is_nullable::text, \
+                 coalesce(character_maximum_length::text, '-'), \
+                 coalesce(numeric_precision::text, '-'), coalesce(numeric_scale::text, '-') \
+                 FROM information_schema.columns WHERE table_name = 'wv_info' \
+                 ORDER BY ordinal_position"
+            )
+            .await,
+            rows(&[
+                &["id", "integer", "int4", "NO", "-", "32", "0"],
+                &["n", "numeric", "numeric", "YES", "-", "18", "4"],
+                &["v", "character varying", "varchar", "YES", "7", "-", "-"],
+                &["c", "character", "bpchar", "YES", "2", "-", "-"],
+                &["t", "text", "text", "YES", "-", "-", "-"],
+                &[
+                    "ts",
+                    "timestamp with time zone",
+                    "timestamptz",
+                    "YES",
+                    "-",
+                    "-",
+                    "-"
+                ],
+                &["b", "bigint", "int8", "NO", "-", "64", "0"],
+                &["f", "double precision", "float8", "YES", "-", "53", "-"],
+            ])
+        );
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT table_schema::text, table_type::text FROM information_schema.tables \
+                 WHERE table_name = 'wv_info'"
+            )
+            .await,
+            rows(&[&["public", "BASE TABLE"]])
+        );
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT tc.constraint_type::text, k.column_name::text \
+                 FROM information_schema.table_constraints tc \
+                 JOIN information_schema.key_column_usage k \
+                 ON k.constraint_name = tc.constraint_name AND k.table_name = tc.table_name \
+                 WHERE tc.table_name = 'wv_info'"
+            )
+            .await,
+            rows(&[&["PRIMARY KEY", "id"]])
+        );
+    })
+    .await;
+}

@@ -213,7 +213,10 @@ fn f4(v: f32) -> S {
     S::Float32(Some(v))
 }
 
-fn mem_table(cols: &[(&str, DataType)], rows: Vec<Vec<S>>) -> datafusion::error::Result<MemTable> {
+pub(crate) fn mem_table(
+    cols: &[(&str, DataType)],
+    rows: Vec<Vec<S>>,
+) -> datafusion::error::Result<MemTable> {
     let schema = Arc::new(Schema::new(
         cols.iter()
             .map(|(n, t)| Field::new(*n, t.clone(), true))

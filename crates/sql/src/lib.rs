@@ -24,6 +24,7 @@ pub mod checked_arith;
 pub mod copy;
 pub mod error;
 pub mod fastpath;
+pub mod information_schema;
 pub mod join_filter;
 pub mod join_order;
 pub mod output_names;

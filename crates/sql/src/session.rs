@@ -197,7 +197,8 @@ impl Session {
         let mut config = SessionConfig::new()
             .with_default_catalog_and_schema(db.name.clone(), "public")
             .with_create_default_catalog_and_schema(false)
-            .with_information_schema(true);
+            // Eddy's own, with PostgreSQL's type names (information_schema.rs)
+            .with_information_schema(false);
         // Star joins probe the fact table against dimension keys that are
         // dense integers but filtered (2.5k dates in a 69k yyyymmdd range,
         // 8k of 200k parts): a direct-indexed array of up to 4M slots (16 MB)
@@ -236,6 +237,13 @@ impl Session {
                 Arc::clone(&db.engine),
                 Arc::clone(&scan_filters),
                 Arc::clone(&view),
+            )),
+        )?;
+        catalog.register_schema(
+            "information_schema",
+            Arc::new(crate::information_schema::InformationSchema::new(
+                Arc::clone(&db.engine),
+                &db.name,
             )),
         )?;
         catalog.register_schema(
