@@ -212,6 +212,12 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
     let engine = Engine::open(cfg)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // room for the deepest statement Eddy plans (statement_limits);
+        // stacks are reserved, not committed, until used
+        .thread_stack_size(
+            eddy_sql::statement_limits::MAX_EXPRESSION_DEPTH
+                * eddy_sql::statement_limits::STACK_BYTES_PER_LEVEL,
+        )
         .build()
         .map_err(ServerError::Runtime)?;
     let result = runtime.block_on(serve(Arc::clone(&engine), pg_addr, http_addr, auth_mode));

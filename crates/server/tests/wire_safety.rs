@@ -290,3 +290,86 @@ async fn a_malformed_message_gets_08p01() {
     assert!(fields.contains(&(b'S', "FATAL".to_string())), "{fields:?}");
     still_alive(&mut srv, &c).await;
 }
+
+/// A statement nested thousands of levels deep (`1+1+...+1`, a long OR
+/// chain) overflowed a worker's stack and aborted the server; it is now
+/// 54001 ("stack depth limit exceeded", as PostgreSQL says), and one just
+/// under the limit still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_too_deep_is_54001_not_a_crash() {
+    let mut srv = Server::start("scram");
+    let c = srv.connect().await;
+    c.batch_execute("CREATE TABLE deep (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    let sum = format!("SELECT {}", vec!["1"; 10_000].join(" + "));
+    let ors = format!(
+        "SELECT count(*) FROM deep WHERE {}",
+        (0..10_000)
+            .map(|i| format!("id = {i}"))
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    );
+    for sql in [&sum, &ors] {
+        let e = c.simple_query(sql).await.unwrap_err();
+        assert_eq!(sqlstate(&e), "54001");
+        let e = c.prepare(sql).await.unwrap_err();
+        assert_eq!(sqlstate(&e), "54001");
+        still_alive(&mut srv, &c).await;
+    }
+    let under = format!("SELECT ({})::text", vec!["1"; 300].join(" + "));
+    let rows = c.simple_query(&under).await.unwrap();
+    let value = rows.iter().find_map(|m| match m {
+        tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+        _ => None,
+    });
+    assert_eq!(value.as_deref(), Some("300"));
+}
+
+/// Binary COPY data that stops inside a tuple (a dropped upload) is an
+/// error and loads nothing, as in PostgreSQL ("unexpected EOF in COPY
+/// data", 22P04); it used to commit the complete tuples before the cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncated_binary_copy_loads_nothing() {
+    let mut srv = Server::start("scram");
+    let c = srv.connect().await;
+    c.batch_execute("CREATE TABLE cb (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    let mut data = b"PGCOPY\n\xff\r\n\0".to_vec();
+    data.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]);
+    for id in [1i32, 2] {
+        data.extend_from_slice(&1i16.to_be_bytes());
+        data.extend_from_slice(&4i32.to_be_bytes());
+        data.extend_from_slice(&id.to_be_bytes());
+    }
+    data.extend_from_slice(&1i16.to_be_bytes());
+    data.extend_from_slice(&4i32.to_be_bytes());
+    data.extend_from_slice(&[0, 0]); // half of the third tuple's value
+    let sink = c
+        .copy_in("COPY cb FROM STDIN WITH (FORMAT binary)")
+        .await
+        .unwrap();
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from(data)).await.unwrap();
+    let e = sink.finish().await.unwrap_err();
+    assert_eq!(sqlstate(&e), "22P04", "{e:?}");
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM cb", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
+    // and a partial signature is not an empty load
+    let sink = c
+        .copy_in("COPY cb FROM STDIN WITH (FORMAT binary)")
+        .await
+        .unwrap();
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from_static(b"PGCOP"))
+        .await
+        .unwrap();
+    let e = sink.finish().await.unwrap_err();
+    assert_eq!(sqlstate(&e), "22P04", "{e:?}");
+    still_alive(&mut srv, &c).await;
+}

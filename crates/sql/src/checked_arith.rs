@@ -22,7 +22,7 @@ use datafusion::arrow::array::{ArrayRef, Datum};
 use datafusion::arrow::compute::kernels::numeric;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, DataFusionError, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::expr::ScalarFunction;
@@ -55,32 +55,87 @@ fn rewrite_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
     let names = NamePreserver::new(&plan);
     plan.map_expressions(|expr| {
         let original = names.save(&expr);
-        expr.transform_up(|e| rewrite_expr(e, &schema))
+        // Types are computed bottom-up, once per node: the post-order walk
+        // leaves each child's type on `types`, so a chain of n operators
+        // costs O(n), not the O(n^2) of asking every node for its type
+        // (`get_type` recurses through the whole subtree).
+        let mut types: Vec<Option<DataType>> = Vec::new();
+        expr.transform_up(|e| rewrite_expr(e, &schema, &mut types))
             .map(|t| t.update_data(|e| original.restore(e)))
     })
 }
 
-fn rewrite_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
-    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &e else {
-        return Ok(Transformed::no(e));
+fn rewrite_expr(
+    e: Expr,
+    schema: &DFSchema,
+    types: &mut Vec<Option<DataType>>,
+) -> DfResult<Transformed<Expr>> {
+    let mut children = 0usize;
+    e.apply_children(|_| {
+        children += 1;
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    let child_types = types.split_off(types.len().saturating_sub(children));
+    let udf = match &e {
+        Expr::BinaryExpr(BinaryExpr { op, .. }) => match op {
+            Operator::Plus => Some(&*ADD),
+            Operator::Minus => Some(&*SUB),
+            Operator::Multiply => Some(&*MUL),
+            _ => None,
+        },
+        _ => None,
     };
-    let udf = match op {
-        Operator::Plus => &*ADD,
-        Operator::Minus => &*SUB,
-        Operator::Multiply => &*MUL,
-        _ => return Ok(Transformed::no(e)),
+    let operands = match child_types.as_slice() {
+        [Some(l), Some(r)] if l == r => Some(l.clone()),
+        _ => None,
     };
-    // a column this node cannot type (it is resolved elsewhere) stays as is
-    let (Ok(lt), Ok(rt)) = (left.get_type(schema), right.get_type(schema)) else {
-        return Ok(Transformed::no(e));
-    };
-    if lt != rt || !matches!(lt, DataType::Int16 | DataType::Int32 | DataType::Int64) {
-        return Ok(Transformed::no(e));
+    match (e, udf, operands) {
+        (Expr::BinaryExpr(BinaryExpr { left, right, .. }), Some(udf), Some(t))
+            if matches!(t, DataType::Int16 | DataType::Int32 | DataType::Int64) =>
+        {
+            types.push(Some(t));
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(Arc::clone(udf), vec![*left, *right]),
+            )))
+        }
+        (e, _, operands) => {
+            // arithmetic on operands of one type has that type; anything
+            // else is asked (a column this node cannot type, resolved
+            // elsewhere, has none, and nothing above it is rewritten)
+            let own = match (&e, operands) {
+                (Expr::BinaryExpr(BinaryExpr { op, .. }), Some(t))
+                    if matches!(
+                        op,
+                        Operator::Plus
+                            | Operator::Minus
+                            | Operator::Multiply
+                            | Operator::Divide
+                            | Operator::Modulo
+                    ) && t.is_numeric() =>
+                {
+                    Some(t)
+                }
+                (
+                    Expr::BinaryExpr(BinaryExpr {
+                        op:
+                            Operator::Eq
+                            | Operator::NotEq
+                            | Operator::Lt
+                            | Operator::LtEq
+                            | Operator::Gt
+                            | Operator::GtEq
+                            | Operator::And
+                            | Operator::Or,
+                        ..
+                    }),
+                    _,
+                ) => Some(DataType::Boolean),
+                _ => e.get_type(schema).ok(),
+            };
+            types.push(own);
+            Ok(Transformed::no(e))
+        }
     }
-    let args = vec![left.as_ref().clone(), right.as_ref().clone()];
-    Ok(Transformed::yes(Expr::ScalarFunction(
-        ScalarFunction::new_udf(Arc::clone(udf), args),
-    )))
 }
 
 static ADD: LazyLock<Arc<ScalarUDF>> =

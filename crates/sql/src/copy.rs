@@ -440,7 +440,23 @@ impl CopyIn {
 
     fn process(&mut self, at_end: bool) -> Result<()> {
         match self.opts.format {
-            CopyFormat::Binary => self.process_binary(),
+            CopyFormat::Binary => {
+                self.process_binary()?;
+                if at_end && !self.ended {
+                    // PostgreSQL: data that stops inside the header or a
+                    // tuple is an error, not a shorter load (EOF between
+                    // tuples, without the trailer, is accepted)
+                    if !self.binary_header_done {
+                        return Err(SqlError::BadCopyFile(
+                            "COPY file signature not recognized".into(),
+                        ));
+                    }
+                    if !self.buf.is_empty() {
+                        return Err(SqlError::BadCopyFile("unexpected EOF in COPY data".into()));
+                    }
+                }
+                Ok(())
+            }
             CopyFormat::Text | CopyFormat::Csv => {
                 let mut start = 0;
                 while let Some(end) = self.record_end(start, at_end) {

@@ -66,6 +66,9 @@ pub enum SqlError {
     QueryCanceled,
     #[error("canceling statement due to statement timeout")]
     StatementTimeout,
+    /// A statement nested too deep to plan (see `statement_limits`).
+    #[error("{0}")]
+    StatementTooDeep(String),
     #[error("prepared statement expects {expected} parameters, got {got}")]
     WrongParameterCount { expected: usize, got: usize },
     /// Any statement but ROLLBACK after an error in a transaction block.
@@ -145,6 +148,7 @@ impl SqlError {
             SqlError::NumericOutOfRange(_) => "22003",
             SqlError::StringTooLong(_) => "22001",
             SqlError::QueryCanceled | SqlError::StatementTimeout => "57014",
+            SqlError::StatementTooDeep(_) => "54001",
             SqlError::WrongParameterCount { .. } => "08P01",
             SqlError::InFailedTransaction => "25P02",
             SqlError::ActiveTransaction(_) => "25001",

@@ -33,6 +33,7 @@ pub mod provider;
 pub mod rewrite;
 pub mod scan_filter;
 pub mod session;
+pub mod statement_limits;
 pub mod txn;
 
 pub use error::{Result, SqlError};

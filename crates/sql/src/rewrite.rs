@@ -107,7 +107,17 @@ fn is_only_comments(s: &str) -> bool {
 /// Parse exactly one statement with the PostgreSQL dialect.
 pub fn parse_statement(sql: &str) -> Result<Statement> {
     let normalized = normalize_copy_options(sql);
-    let mut stmts = Parser::parse_sql(&PostgreSqlDialect {}, normalized.as_deref().unwrap_or(sql))?;
+    let dialect = PostgreSqlDialect {};
+    let tokens = datafusion::sql::sqlparser::tokenizer::Tokenizer::new(
+        &dialect,
+        normalized.as_deref().unwrap_or(sql),
+    )
+    .tokenize_with_location()
+    .map_err(|e| SqlError::Syntax(e.to_string()))?;
+    crate::statement_limits::check_depth(&tokens)?;
+    let mut stmts = Parser::new(&dialect)
+        .with_tokens_with_locations(tokens)
+        .parse_statements()?;
     let stmt = match stmts.len() {
         1 => stmts.remove(0),
         0 => return Err(SqlError::Syntax("empty statement".into())),
