@@ -302,6 +302,9 @@ fn load_parquet(path: &str, mut copy_in: CopyIn) -> Result<CopyFinish> {
     copy_in.commit()
 }
 
+/// The longest row COPY FROM buffers (PostgreSQL's limit is 1 GB).
+const MAX_COPY_RECORD_BYTES: usize = 256 << 20;
+
 /// How a COPY FROM ended.
 pub enum CopyFinish {
     /// Loaded and committed (outside a transaction block): the row count.
@@ -332,6 +335,9 @@ pub struct CopyIn {
     header_skipped: bool,
     binary_header_done: bool,
     ended: bool,
+    /// How much of the incomplete record at the start of `buf` has been
+    /// searched for its end, and whether that search is inside quotes.
+    scan: Option<(usize, bool)>,
     /// The first error seen; the rest of the data is ignored.
     failed: Option<SqlError>,
 }
@@ -361,6 +367,7 @@ impl CopyIn {
             header_skipped: false,
             binary_header_done: false,
             ended: false,
+            scan: None,
             failed: None,
         })
     }
@@ -390,6 +397,16 @@ impl CopyIn {
         self.buf.extend_from_slice(data);
         if let Err(e) = self.process(false) {
             self.failed = Some(e);
+        } else if self.buf.len() > MAX_COPY_RECORD_BYTES {
+            // one record (text, CSV) or tuple (binary) this large is refused
+            // rather than buffered without bound
+            self.failed = Some(SqlError::ProgramLimitExceeded(format!(
+                "COPY {}, line {}: a row longer than {} MiB is not supported",
+                self.table.def().name,
+                self.line.saturating_add(1),
+                MAX_COPY_RECORD_BYTES >> 20
+            )));
+            self.buf = Vec::new();
         }
         Ok(())
     }
@@ -494,14 +511,19 @@ impl CopyIn {
 
     /// Index of the newline ending the record that starts at `start` (CSV
     /// records may span lines inside quotes); at the end, the buffer end.
-    fn record_end(&self, start: usize, at_end: bool) -> Option<usize> {
+    /// Where the record starting at `start` ends (its newline), if the
+    /// buffer holds all of it. A search that runs out of data remembers how
+    /// far it got (`scan`), so a long record arriving in many CopyData
+    /// messages is scanned once, not once per message.
+    fn record_end(&mut self, start: usize, at_end: bool) -> Option<usize> {
         if start >= self.buf.len() {
             return None;
         }
-        let mut quoted = false;
-        let mut i = start;
-        while i < self.buf.len() {
-            let c = self.buf[i];
+        let (mut i, mut quoted) = match self.scan.take() {
+            Some((scanned, quoted)) => (start.saturating_add(scanned), quoted),
+            None => (start, false),
+        };
+        while let Some(&c) = self.buf.get(i) {
             if self.opts.format == CopyFormat::Csv && c == self.opts.quote {
                 quoted = !quoted;
             } else if c == b'\n' && !quoted {
@@ -512,6 +534,7 @@ impl CopyIn {
         if at_end {
             Some(self.buf.len())
         } else {
+            self.scan = Some((self.buf.len() - start, quoted));
             None
         }
     }

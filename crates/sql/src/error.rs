@@ -66,6 +66,9 @@ pub enum SqlError {
     QueryCanceled,
     #[error("canceling statement due to statement timeout")]
     StatementTimeout,
+    /// A value or line larger than Eddy handles (54000).
+    #[error("{0}")]
+    ProgramLimitExceeded(String),
     /// A statement nested too deep to plan (see `statement_limits`).
     #[error("{0}")]
     StatementTooDeep(String),
@@ -149,6 +152,7 @@ impl SqlError {
             SqlError::StringTooLong(_) => "22001",
             SqlError::QueryCanceled | SqlError::StatementTimeout => "57014",
             SqlError::StatementTooDeep(_) => "54001",
+            SqlError::ProgramLimitExceeded(_) => "54000",
             SqlError::WrongParameterCount { .. } => "08P01",
             SqlError::InFailedTransaction => "25P02",
             SqlError::ActiveTransaction(_) => "25001",
