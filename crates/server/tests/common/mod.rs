@@ -15,11 +15,25 @@ pub struct Server {
     pub data_dir: std::path::PathBuf,
 }
 
+/// A port nothing listens on now and that this test binary has not handed
+/// out before: tests run in parallel threads, and the kernel may offer a
+/// port just released by another test's probe, so one server's HTTP port
+/// could become another's PostgreSQL port (a client then talks to the
+/// metrics server and is reset).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(54329)
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    for _ in 0..100 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or(54329);
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+    panic!("no free port")
 }
 
 impl Server {
