@@ -6,6 +6,7 @@
 //! pg_addr = "127.0.0.1:5433"
 //! http_addr = "127.0.0.1:8080"
 //! auth = "scram"          # or "trust" (loopback addresses only)
+//! max_connections = 100   # more are refused with FATAL 53300
 //!
 //! [[users]]
 //! name = "eddy"
@@ -58,6 +59,8 @@ pub struct ServerSection {
     pub http_addr: Option<String>,
     /// "scram" (default) or "trust".
     pub auth: Option<String>,
+    /// Client connections served at once (default 100); more are refused.
+    pub max_connections: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -119,23 +119,23 @@ impl Fd {
         use std::io::Write;
         if let Some(s) = &self.0 {
             let mut w: &std::net::TcpStream = s;
-            let _ = w.write_all(&fatal_message());
+            let _ = w.write_all(&fatal_message(
+                "25P03",
+                "terminating connection due to idle-in-transaction timeout",
+            ));
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }
 }
 
-/// The ErrorResponse PostgreSQL sends before it closes such a connection.
-pub fn fatal_message() -> Vec<u8> {
+/// The ErrorResponse PostgreSQL sends before it closes a connection.
+pub fn fatal_message(code: &str, message: &str) -> Vec<u8> {
     let mut body = Vec::new();
     for (field, value) in [
         (b'S', "FATAL"),
         (b'V', "FATAL"),
-        (b'C', "25P03"),
-        (
-            b'M',
-            "terminating connection due to idle-in-transaction timeout",
-        ),
+        (b'C', code),
+        (b'M', message),
     ] {
         body.push(field);
         body.extend_from_slice(value.as_bytes());

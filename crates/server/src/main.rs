@@ -81,6 +81,10 @@ struct ServerArgs {
     /// TOML configuration file.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Client connections served at once; more get FATAL 53300
+    /// [default: 100].
+    #[arg(long)]
+    max_connections: Option<usize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -195,6 +199,15 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             AuthMode::Scram(Arc::new(Users::new(&users)))
         }
     };
+    let max_connections = args
+        .max_connections
+        .or(file.server.max_connections)
+        .unwrap_or(100);
+    if max_connections == 0 {
+        return Err(ServerError::Refused(
+            "max_connections must be at least 1".into(),
+        ));
+    }
     let mut cfg = EngineConfig::new(&args.data_dir);
     if let Some(v) = file.storage.memtable_bytes {
         cfg.memtable_bytes = v;
@@ -220,7 +233,13 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
         )
         .build()
         .map_err(ServerError::Runtime)?;
-    let result = runtime.block_on(serve(Arc::clone(&engine), pg_addr, http_addr, auth_mode));
+    let result = runtime.block_on(serve(
+        Arc::clone(&engine),
+        pg_addr,
+        http_addr,
+        auth_mode,
+        max_connections,
+    ));
     tracing::info!("closing the storage engine");
     let closed = engine.close();
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
@@ -235,6 +254,7 @@ async fn serve(
     pg_addr: SocketAddr,
     http_addr: SocketAddr,
     auth: AuthMode,
+    max_connections: usize,
 ) -> Result<(), ServerError> {
     let metrics = Arc::new(Metrics::default());
     let db = Arc::new(Database {
@@ -260,6 +280,8 @@ async fn serve(
     tokio::spawn(metrics::serve(http, metrics));
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
+    let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut accept_errors = AcceptBackoff::default();
     loop {
         tokio::select! {
             _ = &mut shutdown => {
@@ -269,11 +291,18 @@ async fn serve(
             accepted = pg.accept() => {
                 match accepted {
                     Ok((sock, peer)) => {
+                        accept_errors.reset();
+                        let Some(slot) = ConnectionSlot::take(&live, max_connections) else {
+                            tracing::warn!(%peer, max_connections, "connection refused: too many clients");
+                            tokio::spawn(refuse_connection(sock));
+                            continue;
+                        };
                         let _ = sock.set_nodelay(true);
                         let h = Arc::clone(&handlers);
                         let (watch, registration) = idle.register(peer);
                         tokio::spawn(async move {
                             let _registration = registration;
+                            let _slot = slot;
                             let fd = idle::Fd::of(&sock);
                             tokio::select! {
                                 r = pgwire::tokio::process_socket(sock, None, h) => {
@@ -290,10 +319,73 @@ async fn serve(
                             }
                         });
                     }
-                    Err(e) => tracing::warn!(error = %e, "accept failed"),
+                    Err(e) => {
+                        // out of file descriptors (or another transient
+                        // error): retrying at once spins and floods the
+                        // log, so wait, longer each time, and log once
+                        // per pause
+                        let pause = accept_errors.next_pause();
+                        tracing::warn!(error = %e, pause_ms = pause.as_millis() as u64, "accept failed; pausing");
+                        tokio::time::sleep(pause).await;
+                    }
                 }
             }
         }
+    }
+}
+
+/// PostgreSQL's answer to a connection over `max_connections`: read the
+/// startup packet (closing with it unread could reset the connection
+/// before the client reads the reason), send FATAL 53300, close.
+async fn refuse_connection(mut sock: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut startup = [0u8; 8192];
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), sock.read(&mut startup)).await;
+    let _ = sock
+        .write_all(&idle::fatal_message(
+            "53300",
+            "sorry, too many clients already",
+        ))
+        .await;
+    let _ = sock.shutdown().await;
+}
+
+/// One of `max_connections` places; freed when the connection ends.
+struct ConnectionSlot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl ConnectionSlot {
+    fn take(live: &Arc<std::sync::atomic::AtomicUsize>, max: usize) -> Option<ConnectionSlot> {
+        use std::sync::atomic::Ordering;
+        live.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| ConnectionSlot(Arc::clone(live)))
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// How long the accept loop waits after consecutive failures: 10 ms,
+/// doubling to 1 s.
+#[derive(Default)]
+struct AcceptBackoff {
+    failures: u32,
+}
+
+impl AcceptBackoff {
+    fn next_pause(&mut self) -> std::time::Duration {
+        let ms = 10u64.saturating_mul(1u64 << self.failures.min(7)).min(1000);
+        self.failures = self.failures.saturating_add(1);
+        std::time::Duration::from_millis(ms)
+    }
+
+    fn reset(&mut self) {
+        self.failures = 0;
     }
 }
 

@@ -470,3 +470,35 @@ async fn copy_records_split_across_messages_load_exactly() {
         ]
     );
 }
+
+/// More connections than `--max-connections` are refused as PostgreSQL
+/// refuses them (FATAL 53300, "sorry, too many clients already"); a place
+/// freed by a closed connection is taken by the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_limit_get_53300() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let server = Server::start_with(Some(dir), path, "scram", &[], &["--max-connections", "2"]);
+    let a = server.connect().await;
+    let b = server.connect().await;
+    let e = server
+        .connect_as("eddy", "secret")
+        .await
+        .expect_err("a third connection must be refused");
+    assert_eq!(code_of(&e), "53300", "{e}");
+    drop(b);
+    // the server notices the close asynchronously
+    let mut c = None;
+    for _ in 0..50 {
+        if let Ok(client) = server.connect_as("eddy", "secret").await {
+            c = Some(client);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let c = c.expect("a freed place is taken");
+    for client in [&a, &c] {
+        let rows = client.simple_query("SELECT 1").await.unwrap();
+        assert!(!rows.is_empty());
+    }
+}

@@ -52,6 +52,17 @@ impl Server {
         auth: &str,
         env: &[(&str, &str)],
     ) -> Server {
+        Server::start_with(dir, data_dir, auth, env, &[])
+    }
+
+    /// `start_in` with extra environment variables and command-line flags.
+    pub fn start_with(
+        dir: Option<tempfile::TempDir>,
+        data_dir: std::path::PathBuf,
+        auth: &str,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Server {
         let port = free_port();
         let http = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_eddy"))
@@ -65,6 +76,7 @@ impl Server {
                 "--auth",
                 auth,
             ])
+            .args(args)
             .env("EDDY_PASSWORD", "secret")
             .env("EDDY_LOG", "warn")
             .envs(env.iter().copied())
