@@ -144,42 +144,29 @@ impl Session {
         Ok((iso, ro))
     }
 
-    /// `lock_timeout` as a duration (None: wait forever).
     /// `idle_in_transaction_session_timeout` (None: 0, no limit). The
     /// server closes a connection idle inside a block for longer.
     pub fn idle_in_transaction_timeout(&self) -> Option<Duration> {
-        self.settings
-            .get("idle_in_transaction_session_timeout")
-            .and_then(|v| parse_duration_ms(v))
-            .filter(|ms| *ms > 0)
-            .map(Duration::from_millis)
+        self.timeout_setting("idle_in_transaction_session_timeout")
+            .unwrap_or(None)
     }
 
     /// `statement_timeout` (None: 0, no limit).
     pub fn statement_timeout(&self) -> Result<Option<Duration>> {
-        let v = self
-            .settings
-            .get("statement_timeout")
-            .map(String::as_str)
-            .unwrap_or("0");
-        let ms = parse_duration_ms(v).ok_or_else(|| {
-            SqlError::InvalidParameter(format!(
-                "invalid value for parameter \"statement_timeout\": \"{v}\""
-            ))
-        })?;
-        Ok((ms > 0).then(|| Duration::from_millis(ms)))
+        self.timeout_setting("statement_timeout")
     }
 
+    /// `lock_timeout` as a duration (None: wait forever).
     pub(super) fn lock_timeout(&self) -> Result<Option<Duration>> {
-        let v = self
-            .settings
-            .get("lock_timeout")
-            .map(String::as_str)
-            .unwrap_or("0");
+        self.timeout_setting("lock_timeout")
+    }
+
+    /// A duration setting (`5s`, `300ms`, `1min`, a number of ms); None
+    /// for 0, which means no limit.
+    fn timeout_setting(&self, name: &str) -> Result<Option<Duration>> {
+        let v = self.settings.get(name).map(String::as_str).unwrap_or("0");
         let ms = parse_duration_ms(v).ok_or_else(|| {
-            SqlError::InvalidParameter(format!(
-                "invalid value for parameter \"lock_timeout\": \"{v}\""
-            ))
+            SqlError::InvalidParameter(format!("invalid value for parameter \"{name}\": \"{v}\""))
         })?;
         Ok((ms > 0).then(|| Duration::from_millis(ms)))
     }
