@@ -7,8 +7,9 @@
 //! only when its predicate is TRUE and not NULL, as DataFusion's does.
 //!
 //! Integer arithmetic wraps like DataFusion's (computed in unsigned
-//! arithmetic, so there is no undefined behaviour in C); division or
-//! remainder by zero and overflowing division set the kernel's error flag,
+//! arithmetic, so there is no undefined behaviour in C); Eddy's checked
+//! form (`eddy_int_add/sub/mul`) and division or remainder by zero and
+//! overflowing division set the kernel's error flag,
 //! and the host then runs the CPU plan, which raises the same error the user
 //! would have seen without a GPU.
 
@@ -24,7 +25,7 @@ use datafusion::physical_expr::expressions::{
     BinaryExpr, CaseExpr, CastExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, Literal,
     NegativeExpr, NotExpr,
 };
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 
 use super::dict::{evaluate_on_dictionary, membership, single_dict_column};
 use super::types::DevType;
@@ -263,7 +264,74 @@ impl<'a> ExprCompiler<'a> {
         if let Some(c) = expr.downcast_ref::<CastExpr>() {
             return self.cast(c);
         }
+        if let Some(f) = expr.downcast_ref::<ScalarFunctionExpr>() {
+            if let Some(op) = checked_int_op(f.name()) {
+                return self.checked_int(op, f.args());
+            }
+        }
         Err(Unsupported::expr(format!("expression {expr}")))
+    }
+
+    /// Eddy's checked integer arithmetic (`eddy_int_add/sub/mul`, which
+    /// Eddy's SQL layer plans for `+ - *` on integers so that overflow is
+    /// 22003 instead of a wrapped number): computed like the wrapping
+    /// form, with an overflow test that raises the kernel's error flag, so
+    /// the host runs the CPU plan and the user sees the same error.
+    fn checked_int(
+        &mut self,
+        op: Operator,
+        args: &[Arc<dyn PhysicalExpr>],
+    ) -> Result<Value, Unsupported> {
+        let [left, right] = args else {
+            return Err(Unsupported::expr(
+                "checked arithmetic without two arguments",
+            ));
+        };
+        let l = self.compile(left)?;
+        let r = self.compile(right)?;
+        if l.ty != r.ty || !matches!(l.ty, DevType::I16 | DevType::I32 | DevType::I64) {
+            return Err(Unsupported::ty(format!(
+                "checked {op} on {:?} and {:?}",
+                l.ty, r.ty
+            )));
+        }
+        let t = l.ty.c_type();
+        let null = or_null(&l.null, &r.null);
+        let d = self.fresh();
+        let c = match op {
+            Operator::Plus => "+",
+            Operator::Minus => "-",
+            _ => "*",
+        };
+        let (a, b) = (&l.val, &r.val);
+        let overflow = if l.ty == DevType::I64 {
+            // the wrapped result, then the sign rules of two's complement;
+            // a product is checked through its high 64 bits
+            self.line(&format!(
+                "int64_t {d}w = (int64_t)((unsigned long long)({a}) {c} (unsigned long long)({b}));"
+            ));
+            match op {
+                Operator::Plus => format!("((({a}) ^ {d}w) & (({b}) ^ {d}w)) < 0"),
+                Operator::Minus => format!("((({a}) ^ ({b})) & (({a}) ^ {d}w)) < 0"),
+                _ => format!("__mul64hi({a}, {b}) != ({d}w >> 63)"),
+            }
+        } else {
+            // narrower types: exact in 64 bits, then a range check
+            self.line(&format!(
+                "int64_t {d}w = (int64_t)({a}) {c} (int64_t)({b});"
+            ));
+            let bits = if l.ty == DevType::I16 { 15 } else { 31 };
+            format!("{d}w < -(1LL << {bits}) || {d}w >= (1LL << {bits})")
+        };
+        self.line(&format!("{t} {d} = 0;"));
+        self.line(&format!(
+            "if (!({null})) {{ if ({overflow}) {{ {FLAG_ERR}; }} else {{ {d} = ({t}){d}w; }} }}"
+        ));
+        Ok(Value {
+            val: d,
+            null,
+            ty: l.ty,
+        })
     }
 
     fn dict_predicate(
@@ -705,6 +773,17 @@ fn or_null(a: &str, b: &str) -> String {
 }
 
 /// A literal as a constant C expression.
+/// The operator of Eddy's checked integer functions, by name (they are
+/// defined in `eddy-sql`'s `checked_arith`, which depends on this crate).
+fn checked_int_op(name: &str) -> Option<Operator> {
+    match name {
+        "eddy_int_add" => Some(Operator::Plus),
+        "eddy_int_sub" => Some(Operator::Minus),
+        "eddy_int_mul" => Some(Operator::Multiply),
+        _ => None,
+    }
+}
+
 pub fn literal(v: &ScalarValue) -> Result<Value, Unsupported> {
     let dt = v.data_type();
     let ty = DevType::of(&dt)?;
@@ -751,4 +830,75 @@ pub fn literal(v: &ScalarValue) -> Result<Value, Unsupported> {
 /// Whether the data type can be a kernel column (for planning decisions).
 pub fn supported_column_type(dt: &DataType) -> bool {
     DevType::of(dt).is_ok()
+}
+
+#[cfg(test)]
+mod checked_tests {
+    use super::*;
+    use arrow::datatypes::Field;
+    use datafusion::common::config::ConfigOptions;
+    use datafusion::logical_expr::{
+        ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    };
+
+    /// Stands in for `eddy-sql`'s checked functions (this crate cannot
+    /// depend on it): only the name and the types matter to the compiler.
+    #[derive(Debug, PartialEq, Eq, Hash)]
+    struct Named(String, Signature);
+
+    impl ScalarUDFImpl for Named {
+        fn name(&self) -> &str {
+            &self.0
+        }
+        fn signature(&self) -> &Signature {
+            &self.1
+        }
+        fn return_type(&self, args: &[DataType]) -> datafusion::common::Result<DataType> {
+            Ok(args[0].clone())
+        }
+        fn invoke_with_args(
+            &self,
+            _: ScalarFunctionArgs,
+        ) -> datafusion::common::Result<ColumnarValue> {
+            unimplemented!("only compiled, never run")
+        }
+    }
+
+    fn body(name: &str, ty: DataType) -> Result<String, Unsupported> {
+        let schema = Schema::new(vec![
+            Field::new("a", ty.clone(), true),
+            Field::new("b", ty.clone(), true),
+        ]);
+        let udf = Arc::new(ScalarUDF::new_from_impl(Named(
+            name.to_string(),
+            Signature::any(2, Volatility::Immutable),
+        )));
+        let args: Vec<Arc<dyn PhysicalExpr>> =
+            vec![Arc::new(Column::new("a", 0)), Arc::new(Column::new("b", 1))];
+        let f: Arc<dyn PhysicalExpr> = Arc::new(ScalarFunctionExpr::new(
+            name,
+            udf,
+            args,
+            Arc::new(Field::new(name, ty, true)),
+            Arc::new(ConfigOptions::default()),
+        ));
+        let mut c = ExprCompiler::new(&schema);
+        c.compile(&f)?;
+        Ok(c.finish().body)
+    }
+
+    #[test]
+    fn checked_arithmetic_flags_overflow() {
+        let add = body("eddy_int_add", DataType::Int64).unwrap();
+        assert!(add.contains("< 0") && add.contains(FLAG_ERR), "{add}");
+        let mul = body("eddy_int_mul", DataType::Int64).unwrap();
+        assert!(mul.contains("__mul64hi") && mul.contains(FLAG_ERR), "{mul}");
+        let narrow = body("eddy_int_sub", DataType::Int32).unwrap();
+        assert!(
+            narrow.contains("(1LL << 31)") && narrow.contains(FLAG_ERR),
+            "{narrow}"
+        );
+        assert!(body("eddy_int_add", DataType::Float64).is_err());
+        assert!(body("some_other_function", DataType::Int64).is_err());
+    }
 }
