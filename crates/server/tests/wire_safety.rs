@@ -103,6 +103,11 @@ async fn hostile_parameters_get_sqlstates_not_crashes() {
     assert_eq!(code, "22008");
     still_alive(&mut srv, &c).await;
 
+    // a text parameter that is not UTF-8: 22021, as PostgreSQL says
+    let code = bind_error(&c, "SELECT $1::text", Type::TEXT, vec![b'a', 0xff]).await;
+    assert_eq!(code, "22021");
+    still_alive(&mut srv, &c).await;
+
     // a multi-byte zone suffix was sliced inside a character
     c.batch_execute("CREATE TABLE ts (id INT PRIMARY KEY, at TIMESTAMP)")
         .await

@@ -1078,3 +1078,28 @@ async fn information_schema_speaks_postgresql() {
     })
     .await;
 }
+
+/// Bytes that are not UTF-8 are 22021 ("invalid byte sequence for
+/// encoding"), in a COPY line or made by its escapes, as in PostgreSQL 15
+/// (it was 22P04).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_utf8_is_22021() {
+    on_servers(|c| async move {
+        exec(&c, "DROP TABLE IF EXISTS wv_utf8").await;
+        exec(&c, "CREATE TABLE wv_utf8 (id INT PRIMARY KEY, v TEXT)").await;
+        for line in [&b"1\tab\xffcd\n"[..], &b"2\t\\377\n"[..]] {
+            let sink = c.copy_in("COPY wv_utf8 FROM STDIN").await.unwrap();
+            futures::pin_mut!(sink);
+            sink.send(bytes::Bytes::copy_from_slice(line))
+                .await
+                .unwrap();
+            let e = sink.finish().await.unwrap_err();
+            assert_eq!(sqlstate(&e), "22021", "{line:?}: {e:?}");
+        }
+        assert_eq!(
+            texts(&c, "SELECT count(*) FROM wv_utf8").await,
+            rows(&[&["0"]])
+        );
+    })
+    .await;
+}

@@ -539,6 +539,15 @@ impl CopyIn {
         }
     }
 
+    /// A line that is not UTF-8 (or whose escapes make bytes that are
+    /// not): PostgreSQL's 22021, with the line.
+    fn encoding_error(&self) -> SqlError {
+        SqlError::InContext {
+            context: format!("COPY {}, line {}", self.table.def().name, self.line),
+            inner: Box::new(SqlError::InvalidEncoding(String::new())),
+        }
+    }
+
     fn bad_line(&self, msg: String) -> SqlError {
         SqlError::BadCopyFile(format!(
             "COPY {}, line {}: {msg}",
@@ -548,8 +557,7 @@ impl CopyIn {
     }
 
     fn parse_record(&mut self, rec: &[u8]) -> Result<()> {
-        let text = std::str::from_utf8(rec)
-            .map_err(|_| self.bad_line("invalid byte sequence for encoding \"UTF8\"".into()))?;
+        let text = std::str::from_utf8(rec).map_err(|_| self.encoding_error())?;
         let fields: Vec<Option<String>> = if self.opts.format == CopyFormat::Csv {
             split_csv(text, &self.opts).map_err(|m| self.bad_line(m))?
         } else {
@@ -562,7 +570,7 @@ impl CopyIn {
                     }
                 })
                 .collect::<std::result::Result<_, String>>()
-                .map_err(|m| self.bad_line(m))?
+                .map_err(|_| self.encoding_error())?
         };
         if fields.len() < self.targets.len() {
             let missing = &self.table.def().columns[self.targets[fields.len()]].name;

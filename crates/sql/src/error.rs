@@ -66,6 +66,10 @@ pub enum SqlError {
     QueryCanceled,
     #[error("canceling statement due to statement timeout")]
     StatementTimeout,
+    /// Bytes that are not UTF-8 (22021, "invalid byte sequence for
+    /// encoding \"UTF8\"").
+    #[error("invalid byte sequence for encoding \"UTF8\"{0}")]
+    InvalidEncoding(String),
     /// A value or line larger than Eddy handles (54000).
     #[error("{0}")]
     ProgramLimitExceeded(String),
@@ -153,6 +157,7 @@ impl SqlError {
             SqlError::QueryCanceled | SqlError::StatementTimeout => "57014",
             SqlError::StatementTooDeep(_) => "54001",
             SqlError::ProgramLimitExceeded(_) => "54000",
+            SqlError::InvalidEncoding(_) => "22021",
             SqlError::WrongParameterCount { .. } => "08P01",
             SqlError::InFailedTransaction => "25P02",
             SqlError::ActiveTransaction(_) => "25001",

@@ -850,7 +850,7 @@ pub fn parse_param(raw: &[u8], oid: u32, binary: bool) -> Result<Value> {
 }
 
 fn utf8_param(raw: &[u8]) -> Result<&str> {
-    std::str::from_utf8(raw).map_err(|_| SqlError::InvalidText("invalid UTF-8 in parameter".into()))
+    std::str::from_utf8(raw).map_err(|_| SqlError::InvalidEncoding(" in a parameter".into()))
 }
 
 /// `NUMERIC_MAX_PRECISION + NUMERIC_MAX_RESULT_SCALE`: the most base-10000
@@ -1490,7 +1490,7 @@ pub fn parse_binary(b: &[u8], wire_oid: u32, ty: ColumnType) -> Result<Value> {
         // text-like and unknown types: the bytes are the text form
         _ => {
             let s = std::str::from_utf8(b)
-                .map_err(|_| SqlError::InvalidText("invalid UTF-8 in parameter".into()))?;
+                .map_err(|_| SqlError::InvalidEncoding(" in a parameter".into()))?;
             return parse_text(s, ty);
         }
     };
