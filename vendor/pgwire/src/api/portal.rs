@@ -206,6 +206,21 @@ impl<S: Clone> Portal<S> {
     pub async fn fetch(&self, max_rows: usize) -> PgWireResult<FetchResult> {
         let mut state = self.state.lock().await;
 
+        // Eddy patch: "all remaining rows" are streamed to the client as
+        // they are produced, not collected into memory first (a large
+        // result held the whole of itself in the server's memory).
+        if max_rows == 0 {
+            match std::mem::replace(state.deref_mut(), PortalExecutionState::Finished) {
+                PortalExecutionState::Suspended(response) => {
+                    return Ok(FetchResult {
+                        response,
+                        suspended: false,
+                    });
+                }
+                other => *state = other,
+            }
+        }
+
         match state.deref_mut() {
             PortalExecutionState::Initial => Err(PgWireError::PortalNotStarted),
             PortalExecutionState::Finished => Ok(FetchResult {
