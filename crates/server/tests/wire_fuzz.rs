@@ -22,7 +22,6 @@
 //! must hold no panic record.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -663,37 +662,9 @@ impl Fuzz {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("data");
         let log = dir.path().join("server.log");
-        let port = free_port();
-        let http = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_eddy"))
-            .args(["server", "--data-dir"])
-            .arg(&data)
-            .args([
-                "--pg-addr",
-                &format!("127.0.0.1:{port}"),
-                "--http-addr",
-                &format!("127.0.0.1:{http}"),
-                "--auth",
-                "trust",
-            ])
-            .env("EDDY_PASSWORD", "secret")
-            .env("EDDY_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("start eddy");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "eddy did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let srv = Server::start_logged(Some(dir), data, "trust", &log);
         Fuzz {
-            srv: Server {
-                child,
-                port,
-                _dir: Some(dir),
-                data_dir: data,
-            },
+            srv,
             log,
             cases: 0,
             log_seen: 0,

@@ -186,9 +186,7 @@ pub async fn start(
             CopySource::Query(q) => q.to_string(),
         };
         let mut stmt = crate::rewrite::parse_statement(&query)?;
-        let engine = Arc::clone(session.engine());
-        crate::output_names::name_columns(&mut stmt);
-        crate::rewrite::pg_compat(&mut stmt, &|n| engine.table(n).is_some());
+        session.compat(&mut stmt);
         let Output::Rows { schema, stream } = session.run_query(stmt).await? else {
             return Err(SqlError::Internal("COPY TO query produced no rows".into()));
         };

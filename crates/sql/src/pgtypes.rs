@@ -1467,11 +1467,10 @@ pub fn parse_binary(b: &[u8], wire_oid: u32, ty: ColumnType) -> Result<Value> {
         oid::FLOAT4 => Value::Real(f32::from_be_bytes(fixed(b, bad)?)),
         oid::FLOAT8 => Value::Double(f64::from_be_bytes(fixed(b, bad)?)),
         oid::DATE => Value::Date(date_from_binary(i32::from_be_bytes(fixed(b, bad)?))?),
+        // timestamptz and timestamp convert through the session time
+        // zone, which is UTC: the same microseconds
         oid::TIMESTAMP | oid::TIMESTAMPTZ => {
-            let micros = timestamp_from_binary(i64::from_be_bytes(fixed(b, bad)?))?;
-            // A timestamptz bound to a timestamp column (or the reverse)
-            // converts through the session time zone, which is UTC.
-            Value::Timestamp(micros)
+            Value::Timestamp(timestamp_from_binary(i64::from_be_bytes(fixed(b, bad)?))?)
         }
         oid::BYTEA => Value::Bytea(b.to_vec()),
         oid::NUMERIC => {
@@ -1740,7 +1739,7 @@ pub fn cell_value(array: &dyn Array, row: usize, ty: ColumnType) -> Result<Value
 
 /// A builder for one column of type `ty`.
 pub fn builder_for(ty: ColumnType, capacity: usize) -> Box<dyn ArrayBuilder> {
-    match ty.storage() {
+    match ty {
         ColumnType::Boolean => Box::new(BooleanBuilder::with_capacity(capacity)),
         ColumnType::SmallInt => Box::new(Int16Builder::with_capacity(capacity)),
         ColumnType::Int => Box::new(Int32Builder::with_capacity(capacity)),
@@ -1752,17 +1751,14 @@ pub fn builder_for(ty: ColumnType, capacity: usize) -> Box<dyn ArrayBuilder> {
                 .with_precision_and_scale(p, s)
                 .unwrap_or_else(|_| Decimal128Builder::with_capacity(capacity)),
         ),
-        ColumnType::Text => Box::new(StringBuilder::with_capacity(capacity, capacity * 16)),
+        ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
+            Box::new(StringBuilder::with_capacity(capacity, capacity * 16))
+        }
         ColumnType::Date => Box::new(Date32Builder::with_capacity(capacity)),
-        ColumnType::Timestamp => Box::new(
+        ColumnType::Timestamp | ColumnType::TimestampTz => Box::new(
             TimestampMicrosecondBuilder::with_capacity(capacity).with_data_type(ty.to_arrow()),
         ),
-        ColumnType::Bytea
-        | ColumnType::Varchar(_)
-        | ColumnType::Char(_)
-        | ColumnType::TimestampTz => {
-            Box::new(BinaryBuilder::with_capacity(capacity, capacity * 16))
-        }
+        ColumnType::Bytea => Box::new(BinaryBuilder::with_capacity(capacity, capacity * 16)),
     }
 }
 
@@ -1787,7 +1783,7 @@ pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Resu
             ty.pg_name()
         ))
     };
-    match ty.storage() {
+    match ty {
         ColumnType::Boolean => push!(
             BooleanBuilder,
             match v {
@@ -1844,7 +1840,7 @@ pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Resu
                 _ => return Err(wrong()),
             }
         ),
-        ColumnType::Text => push!(
+        ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => push!(
             StringBuilder,
             match v {
                 Value::Text(x) => Some(x.as_str()),
@@ -1860,7 +1856,7 @@ pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Resu
                 _ => return Err(wrong()),
             }
         ),
-        ColumnType::Timestamp => push!(
+        ColumnType::Timestamp | ColumnType::TimestampTz => push!(
             TimestampMicrosecondBuilder,
             match v {
                 Value::Timestamp(x) => Some(*x),
@@ -1876,9 +1872,6 @@ pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Resu
                 _ => return Err(wrong()),
             }
         ),
-        ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::TimestampTz => {
-            return Err(wrong())
-        }
     }
     Ok(())
 }

@@ -570,7 +570,9 @@ impl Session {
         }
     }
 
-    fn compat(&self, stmt: &mut Statement) {
+    /// PostgreSQL's result names and idioms on a statement about to be
+    /// planned (`output_names`, `rewrite::pg_compat`).
+    pub(crate) fn compat(&self, stmt: &mut Statement) {
         let engine = Arc::clone(&self.db.engine);
         output_names::name_columns(stmt);
         rewrite::pg_compat(stmt, &|n| engine.table(n).is_some());

@@ -33,7 +33,7 @@ pub struct ColumnBuilder {
 
 impl ColumnBuilder {
     pub fn new(ty: ColumnType, capacity: usize) -> ColumnBuilder {
-        let inner: Box<dyn ArrayBuilder> = match ty.storage() {
+        let inner: Box<dyn ArrayBuilder> = match ty {
             ColumnType::Boolean => Box::new(BooleanBuilder::with_capacity(capacity)),
             ColumnType::SmallInt => Box::new(Int16Builder::with_capacity(capacity)),
             ColumnType::Int => Box::new(Int32Builder::with_capacity(capacity)),
@@ -44,15 +44,14 @@ impl ColumnBuilder {
                 Decimal128Builder::with_capacity(capacity)
                     .with_data_type(DataType::Decimal128(p, s)),
             ),
-            ColumnType::Text => Box::new(StringBuilder::with_capacity(capacity, capacity * 8)),
+            ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
+                Box::new(StringBuilder::with_capacity(capacity, capacity * 8))
+            }
             ColumnType::Date => Box::new(Date32Builder::with_capacity(capacity)),
-            ColumnType::Timestamp => Box::new(
+            ColumnType::Timestamp | ColumnType::TimestampTz => Box::new(
                 TimestampMicrosecondBuilder::with_capacity(capacity).with_data_type(ty.to_arrow()),
             ),
             ColumnType::Bytea => Box::new(BinaryBuilder::with_capacity(capacity, capacity * 8)),
-            ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::TimestampTz => {
-                unreachable_storage_type(capacity)
-            }
         };
         ColumnBuilder { ty, inner }
     }
@@ -67,7 +66,7 @@ impl ColumnBuilder {
                 }
             }};
         }
-        match self.ty.storage() {
+        match self.ty {
             ColumnType::Boolean => put!(
                 BooleanBuilder,
                 match v {
@@ -117,7 +116,7 @@ impl ColumnBuilder {
                     _ => None,
                 }
             ),
-            ColumnType::Text => put!(
+            ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => put!(
                 StringBuilder,
                 match v {
                     Value::Text(x) => Some(x.as_str()),
@@ -131,7 +130,7 @@ impl ColumnBuilder {
                     _ => None,
                 }
             ),
-            ColumnType::Timestamp => put!(
+            ColumnType::Timestamp | ColumnType::TimestampTz => put!(
                 TimestampMicrosecondBuilder,
                 match v {
                     Value::Timestamp(x) => Some(*x),
@@ -145,7 +144,6 @@ impl ColumnBuilder {
                     _ => None,
                 }
             ),
-            ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::TimestampTz => {}
         }
     }
 
@@ -162,12 +160,6 @@ impl ColumnBuilder {
     }
 }
 
-/// `ColumnType::storage` never returns the SQL-only types; a builder for
-/// them (unreachable) is an empty text builder.
-fn unreachable_storage_type(capacity: usize) -> Box<dyn ArrayBuilder> {
-    Box::new(StringBuilder::with_capacity(capacity, capacity * 8))
-}
-
 /// The value at `row` of an array holding column type `ty`.
 pub fn value_at(array: &dyn Array, ty: ColumnType, row: usize) -> Value {
     if array.is_null(row) {
@@ -181,7 +173,7 @@ pub fn value_at(array: &dyn Array, ty: ColumnType, row: usize) -> Value {
             }
         };
     }
-    match ty.storage() {
+    match ty {
         ColumnType::Boolean => get!(BooleanArray, Value::Boolean),
         ColumnType::SmallInt => get!(Int16Array, Value::SmallInt),
         ColumnType::Int => get!(Int32Array, Value::Int),
@@ -189,11 +181,14 @@ pub fn value_at(array: &dyn Array, ty: ColumnType, row: usize) -> Value {
         ColumnType::Real => get!(Float32Array, Value::Real),
         ColumnType::Double => get!(Float64Array, Value::Double),
         ColumnType::Decimal(..) => get!(Decimal128Array, Value::Decimal),
-        ColumnType::Text => get!(StringArray, |s: &str| Value::Text(s.to_string())),
+        ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
+            get!(StringArray, |s: &str| Value::Text(s.to_string()))
+        }
         ColumnType::Date => get!(Date32Array, Value::Date),
-        ColumnType::Timestamp => get!(TimestampMicrosecondArray, Value::Timestamp),
+        ColumnType::Timestamp | ColumnType::TimestampTz => {
+            get!(TimestampMicrosecondArray, Value::Timestamp)
+        }
         ColumnType::Bytea => get!(BinaryArray, |b: &[u8]| Value::Bytea(b.to_vec())),
-        ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::TimestampTz => Value::Null,
     }
 }
 
@@ -224,7 +219,7 @@ pub fn column_stats(array: &dyn Array, ty: ColumnType) -> ColumnStats {
             }
         };
     }
-    let (min, max) = match ty.storage() {
+    let (min, max) = match ty {
         ColumnType::Boolean => match array.as_any().downcast_ref::<BooleanArray>() {
             Some(a) => (
                 compute::min_boolean(a)
@@ -242,23 +237,24 @@ pub fn column_stats(array: &dyn Array, ty: ColumnType) -> ColumnStats {
         // NaN makes float min/max meaningless for pruning: leave unknown.
         ColumnType::Real | ColumnType::Double => (Value::Null, Value::Null),
         ColumnType::Decimal(..) => prim!(Decimal128Array, Value::Decimal),
-        ColumnType::Text => match array.as_any().downcast_ref::<StringArray>() {
-            Some(a) => (
-                compute::min_string(a)
-                    .map(|s| Value::Text(s.to_string()))
-                    .unwrap_or(Value::Null),
-                compute::max_string(a)
-                    .map(|s| Value::Text(s.to_string()))
-                    .unwrap_or(Value::Null),
-            ),
-            None => (Value::Null, Value::Null),
-        },
+        ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
+            match array.as_any().downcast_ref::<StringArray>() {
+                Some(a) => (
+                    compute::min_string(a)
+                        .map(|s| Value::Text(s.to_string()))
+                        .unwrap_or(Value::Null),
+                    compute::max_string(a)
+                        .map(|s| Value::Text(s.to_string()))
+                        .unwrap_or(Value::Null),
+                ),
+                None => (Value::Null, Value::Null),
+            }
+        }
         ColumnType::Date => prim!(Date32Array, Value::Date),
-        ColumnType::Timestamp => prim!(TimestampMicrosecondArray, Value::Timestamp),
-        ColumnType::Bytea
-        | ColumnType::Varchar(_)
-        | ColumnType::Char(_)
-        | ColumnType::TimestampTz => (Value::Null, Value::Null),
+        ColumnType::Timestamp | ColumnType::TimestampTz => {
+            prim!(TimestampMicrosecondArray, Value::Timestamp)
+        }
+        ColumnType::Bytea => (Value::Null, Value::Null),
     };
     ColumnStats {
         min,

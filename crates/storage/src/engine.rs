@@ -828,17 +828,19 @@ fn split_key<'a>(k: &'a [u8], types: &[ColumnType]) -> Option<Vec<&'a [u8]>> {
             0x00 => pos += 1,
             0x01 => {
                 pos += 1;
-                let width = match ty.storage() {
+                let width = match ty {
                     ColumnType::Boolean => Some(1),
                     ColumnType::SmallInt => Some(2),
                     ColumnType::Int | ColumnType::Date | ColumnType::Real => Some(4),
-                    ColumnType::BigInt | ColumnType::Timestamp | ColumnType::Double => Some(8),
+                    ColumnType::BigInt
+                    | ColumnType::Timestamp
+                    | ColumnType::TimestampTz
+                    | ColumnType::Double => Some(8),
                     ColumnType::Decimal(..) => Some(16),
                     ColumnType::Text
                     | ColumnType::Bytea
                     | ColumnType::Varchar(_)
-                    | ColumnType::Char(_)
-                    | ColumnType::TimestampTz => None,
+                    | ColumnType::Char(_) => None,
                 };
                 match width {
                     Some(w) => pos += w,

@@ -63,6 +63,28 @@ impl Server {
         env: &[(&str, &str)],
         args: &[&str],
     ) -> Server {
+        Server::launch(dir, data_dir, auth, env, args, Stdio::inherit())
+    }
+
+    /// `start_in` with the server's log (stderr) written to `log`.
+    pub fn start_logged(
+        dir: Option<tempfile::TempDir>,
+        data_dir: std::path::PathBuf,
+        auth: &str,
+        log: &std::path::Path,
+    ) -> Server {
+        let file = std::fs::File::create(log).expect("log file");
+        Server::launch(dir, data_dir, auth, &[], &[], Stdio::from(file))
+    }
+
+    fn launch(
+        dir: Option<tempfile::TempDir>,
+        data_dir: std::path::PathBuf,
+        auth: &str,
+        env: &[(&str, &str)],
+        args: &[&str],
+        stderr: Stdio,
+    ) -> Server {
         let port = free_port();
         let http = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_eddy"))
@@ -81,7 +103,7 @@ impl Server {
             .env("EDDY_LOG", "warn")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start eddy");
         let deadline = Instant::now() + Duration::from_secs(30);
