@@ -107,6 +107,8 @@ enum ServerError {
     Stream(eddy_stream::StreamError),
     #[error(transparent)]
     Bench(eddy_bench::BenchError),
+    #[error("stream jobs: {0}")]
+    StreamSql(#[from] eddy_streamsql::StreamSqlError),
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -223,6 +225,7 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
     }
     tracing::info!(gpu = %eddy_gpu::discover(), "devices");
     let engine = Engine::open(cfg)?;
+    let streams = eddy_streamsql::StreamManager::start(Arc::clone(&engine), &args.data_dir)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // room for the deepest statement Eddy plans (statement_limits);
@@ -235,11 +238,14 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
         .map_err(ServerError::Runtime)?;
     let result = runtime.block_on(serve(
         Arc::clone(&engine),
+        Arc::clone(&streams),
         pg_addr,
         http_addr,
         auth_mode,
         max_connections,
     ));
+    tracing::info!("stopping stream jobs");
+    streams.shutdown();
     tracing::info!("closing the storage engine");
     let closed = engine.close();
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
@@ -251,6 +257,7 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
 
 async fn serve(
     engine: Arc<Engine>,
+    streams: Arc<eddy_streamsql::StreamManager>,
     pg_addr: SocketAddr,
     http_addr: SocketAddr,
     auth: AuthMode,
@@ -260,6 +267,7 @@ async fn serve(
     let db = Arc::new(Database {
         engine,
         name: "eddy".into(),
+        streams: Some(streams),
     });
     let backend = Arc::new(Backend::new(db, Arc::clone(&metrics), auth));
     let idle = Arc::clone(&backend.idle);

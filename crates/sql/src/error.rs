@@ -29,6 +29,15 @@ pub enum SqlError {
     FeatureNotSupported(String),
     #[error("{0}")]
     InvalidDefinition(String),
+    /// An object of another kind than the statement works on (a write to a
+    /// materialized view).
+    #[error("{0}")]
+    WrongObjectType(String),
+    #[error("{0}")]
+    DuplicateObject(String),
+    /// Other objects depend on the one being dropped.
+    #[error("{0}")]
+    DependentObjects(String),
     #[error("{0}")]
     DatatypeMismatch(String),
     #[error("invalid input syntax: {0}")]
@@ -140,6 +149,9 @@ impl SqlError {
             SqlError::DuplicateColumn(_) => "42701",
             SqlError::FeatureNotSupported(_) => "0A000",
             SqlError::InvalidDefinition(_) => "42P16",
+            SqlError::WrongObjectType(_) => "42809",
+            SqlError::DuplicateObject(_) => "42710",
+            SqlError::DependentObjects(_) => "2BP01",
             SqlError::DatatypeMismatch(_) => "42804",
             SqlError::InvalidText(_) => "22P02",
             SqlError::InvalidParameter(_) => "22023",

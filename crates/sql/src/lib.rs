@@ -34,7 +34,9 @@ pub mod rewrite;
 pub mod scan_filter;
 pub mod session;
 pub mod statement_limits;
+pub mod streams;
 pub mod txn;
 
 pub use error::{Result, SqlError};
 pub use session::{Database, Output, Prepared, ResultColumn, Session};
+pub use streams::StreamStatements;

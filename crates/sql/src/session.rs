@@ -84,6 +84,8 @@ pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
 pub struct Database {
     pub engine: Arc<Engine>,
     pub name: String,
+    /// The stream layer, where the server runs one (`crate::streams`).
+    pub streams: Option<Arc<dyn crate::streams::StreamStatements>>,
 }
 
 /// What a statement produced.
@@ -302,6 +304,9 @@ impl Session {
     }
 
     async fn execute_text(&mut self, text: &str, params: &[Value]) -> Result<Output> {
+        if let Some(o) = self.stream_statement(text)? {
+            return Ok(o);
+        }
         if let Some(o) = self.custom_command(text).await? {
             return Ok(o);
         }
@@ -315,7 +320,7 @@ impl Session {
     /// Parse (and for queries plan) a statement of the extended protocol.
     pub async fn prepare(&mut self, sql: &str, client_types: &[u32]) -> Result<Prepared> {
         let text = sql.trim().trim_end_matches(';').trim().to_string();
-        if text.is_empty() || self.is_custom_command(&text) {
+        if text.is_empty() || self.is_custom_command(&text) || self.is_stream_statement(&text) {
             return Ok(Prepared {
                 sql: text,
                 stmt: None,
@@ -416,6 +421,9 @@ impl Session {
         {
             return Err(SqlError::InFailedTransaction);
         }
+        if let Some(stmt) = &p.stmt {
+            crate::streams::check_writable(self.db.streams.as_deref(), stmt)?;
+        }
         if let (Some(f), Some(stmt)) = (&p.fast, &p.stmt) {
             if let Some(out) = self.execute_fast(f, stmt, params)? {
                 return Ok(out);
@@ -423,10 +431,15 @@ impl Session {
         }
         match &p.stmt {
             None if p.sql.is_empty() => Ok(Output::Empty),
-            None => match self.custom_command(&p.sql).await? {
-                Some(o) => Ok(o),
-                None => Ok(Output::Empty),
-            },
+            None => {
+                if let Some(o) = self.stream_statement(&p.sql)? {
+                    return Ok(o);
+                }
+                match self.custom_command(&p.sql).await? {
+                    Some(o) => Ok(o),
+                    None => Ok(Output::Empty),
+                }
+            }
             Some(stmt) => {
                 let mut stmt = stmt.clone();
                 if !params.is_empty() {
@@ -473,6 +486,28 @@ impl Session {
             return fastpath::execute(plan, &engine, params).map(Some);
         }
         run_blocking(|| fastpath::execute_locked(plan, &engine, params, timeout)).map(Some)
+    }
+
+    fn is_stream_statement(&self, text: &str) -> bool {
+        self.db.streams.as_ref().is_some_and(|s| s.recognises(text))
+    }
+
+    /// Hands a streaming statement to the stream layer. They are DDL with
+    /// effects outside any transaction (a job starts or stops), so a
+    /// transaction block refuses them, as PostgreSQL refuses `CREATE
+    /// DATABASE` in one.
+    fn stream_statement(&mut self, text: &str) -> Result<Option<Output>> {
+        let Some(streams) = self.db.streams.clone() else {
+            return Ok(None);
+        };
+        if !streams.recognises(text) {
+            return Ok(None);
+        }
+        if self.txn.as_ref().is_some_and(|t| t.aborted) {
+            return Err(SqlError::InFailedTransaction);
+        }
+        self.refuse_in_block("a streaming statement")?;
+        run_blocking(|| streams.execute(text)).map(Some)
     }
 
     fn is_custom_command(&self, text: &str) -> bool {
@@ -587,6 +622,7 @@ impl Session {
         if self.txn.as_ref().is_some_and(|t| t.aborted) {
             return Err(SqlError::InFailedTransaction);
         }
+        crate::streams::check_writable(self.db.streams.as_deref(), &stmt)?;
         if let Some(plan) = fastpath::recognise(&stmt, &self.db.engine) {
             if let Some(out) = self.execute_fast(&plan, &stmt, &[])? {
                 return Ok(out);

@@ -773,6 +773,7 @@ impl CopyWorld {
         let db = Arc::new(Database {
             engine: Engine::open(cfg).expect("open engine"),
             name: "eddy".into(),
+            streams: None,
         });
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -152,6 +152,7 @@ fn open_db(dir: &std::path::Path) -> Arc<Database> {
     Arc::new(Database {
         engine: Engine::open(cfg).expect("open"),
         name: "eddy".into(),
+        streams: None,
     })
 }
 
@@ -375,6 +376,7 @@ fn open_placeholder() -> Arc<Database> {
     Arc::new(Database {
         engine: Engine::open(cfg).expect("placeholder"),
         name: "eddy".into(),
+        streams: None,
     })
 }
 

@@ -244,6 +244,13 @@ impl<T: Data> DataStream<T> {
         self.env.stream(id)
     }
 
+    /// Adds an operator made by `factory` (one instance per subtask, fed by
+    /// a forward edge): the way to run an operator this API has no method
+    /// for (e.g. a SQL view maintained by `eddy-streamsql`).
+    pub fn transform<U: Data>(&self, name: &str, factory: OperatorFactory) -> DataStream<U> {
+        self.then(name, factory, Partitioning::Forward)
+    }
+
     /// Sets this operator's parallelism.
     pub fn set_parallelism(self, p: usize) -> Self {
         if let Some(n) = self.env.inner.borrow_mut().graph.node_mut(self.node) {

@@ -1,0 +1,38 @@
+//! # eddy-streamsql: streaming SQL inside `eddy server`
+//!
+//! This crate owns the streaming statements and the jobs they start:
+//! * [`statements`]: `CREATE SOURCE`, `CREATE MATERIALIZED VIEW`, `DROP
+//!   SOURCE | MATERIALIZED VIEW`, `SHOW SOURCES | MATERIALIZED VIEWS | JOBS`,
+//!   recognised and parsed on sqlparser's tokens and AST;
+//! * [`datagen`]: the `datagen` connector, a deterministic, replayable
+//!   generator of Arrow batches;
+//! * [`plan`]: a view's query planned by DataFusion (the same SQL front end,
+//!   analyzer rules and physical expressions a query uses) and cut into a
+//!   stateless part, a keyed aggregate and a stateless part after it;
+//!   whatever else the plan holds is refused at CREATE (0A000);
+//! * [`view_op`]: the operator that runs a view in the stream engine
+//!   (`eddy-stream`) and commits its changes into the view's table;
+//! * [`manager`]: the catalog of sources and views (tables
+//!   `eddy_stream_jobs` and `eddy_stream_checkpoints`) and the running jobs;
+//!   it implements `eddy_sql::StreamStatements` for the SQL layer.
+//!
+//! Invariants (see `docs/design/streams-into-tables.md`):
+//! * A materialized view is an ordinary table, written only by its job.
+//! * Exactly once: at checkpoint `n` a view's changes since the previous
+//!   commit and the row `(view, n, source rows)` of `eddy_stream_checkpoints`
+//!   are one `Engine::commit`: readers see all of a checkpoint or none of it,
+//!   and after any crash the view equals its query over exactly the source
+//!   rows the checkpoint row records.
+//! * A commit is idempotent: pending changes restored from a checkpoint are
+//!   committed only if the checkpoint row shows they were not.
+
+pub mod batch;
+pub mod datagen;
+pub mod error;
+pub mod manager;
+pub mod plan;
+pub mod statements;
+pub mod view_op;
+
+pub use error::{Result, StreamSqlError};
+pub use manager::StreamManager;

@@ -1,0 +1,490 @@
+//! `StreamManager`: the catalog of sources and materialized views, and the
+//! stream jobs that maintain the views.
+//!
+//! The catalog is `<data dir>/stream/catalog.json`, replaced atomically
+//! (write, fsync, rename) after each change; a view's job checkpoints into
+//! `<data dir>/stream/jobs/<view>`; its commits are recorded in the table
+//! `eddy_stream_checkpoints`. At start every view's job is started again
+//! from its newest checkpoint.
+//!
+//! DDL order keeps a crash harmless: CREATE makes the table before the
+//! catalog names it (a crash in between leaves an ordinary table); DROP
+//! removes the view from the catalog before it drops the table.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::physical_plan::memory::MemoryStream;
+use eddy_common::{ColumnDef, ColumnType, Orientation, Value};
+use eddy_sql::{Output, SqlError, StreamStatements};
+use eddy_storage::{CreateTable, Engine, Table, WriteOp};
+use eddy_stream::api::StreamEnv;
+use eddy_stream::graph::OperatorFactory;
+use eddy_stream::operator::Operator;
+use eddy_stream::prelude::{JobConfig, JobHandle, JobStatus};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use crate::batch::ArrowBatch;
+use crate::datagen::DatagenSpec;
+use crate::error::{Result, StreamSqlError};
+use crate::plan::{plan_view, ViewPlan};
+use crate::statements::{self, SourceDef, StreamStatement, ViewDef};
+use crate::view_op::{committed_checkpoint, ViewOperator, ViewTarget, CHECKPOINT_TABLE};
+
+#[derive(Default, Serialize, Deserialize)]
+struct CatalogFile {
+    sources: Vec<SourceDef>,
+    views: Vec<ViewDef>,
+}
+
+#[derive(Default)]
+struct Catalog {
+    sources: BTreeMap<String, SourceDef>,
+    views: BTreeMap<String, ViewDef>,
+    jobs: HashMap<String, JobHandle>,
+    /// Views whose job could not start, with the reason.
+    broken: HashMap<String, String>,
+}
+
+/// Sources, views and their jobs (see the module doc).
+pub struct StreamManager {
+    engine: Arc<Engine>,
+    dir: PathBuf,
+    checkpoints: Arc<Table>,
+    catalog: Mutex<Catalog>,
+}
+
+fn io(path: &Path, e: std::io::Error) -> StreamSqlError {
+    StreamSqlError::Internal(format!("{}: {e}", path.display()))
+}
+
+impl StreamManager {
+    /// Opens the catalog under `data_dir` and starts every view's job.
+    pub fn start(engine: Arc<Engine>, data_dir: &Path) -> Result<Arc<StreamManager>> {
+        let dir = data_dir.join("stream");
+        std::fs::create_dir_all(dir.join("jobs")).map_err(|e| io(&dir, e))?;
+        let checkpoints = match engine.table(CHECKPOINT_TABLE) {
+            Some(t) => t,
+            None => engine.create_table(CreateTable {
+                name: CHECKPOINT_TABLE.into(),
+                columns: vec![
+                    ColumnDef::new("job", ColumnType::Text, false),
+                    ColumnDef::new("checkpoint", ColumnType::BigInt, false),
+                    ColumnDef::new("source_rows", ColumnType::BigInt, false),
+                    ColumnDef::new("committed_at", ColumnType::Timestamp, false),
+                ],
+                primary_key: vec![0],
+                distribution_key: vec![0],
+                orientation: Orientation::Row,
+                table_group: None,
+                shard_count: None,
+            })?,
+        };
+        let file: CatalogFile = match std::fs::read(dir.join("catalog.json")) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                StreamSqlError::State(format!("{}/catalog.json: {e}", dir.display()))
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => CatalogFile::default(),
+            Err(e) => return Err(io(&dir, e)),
+        };
+        let manager = Arc::new(StreamManager {
+            engine,
+            dir,
+            checkpoints,
+            catalog: Mutex::new(Catalog {
+                sources: file
+                    .sources
+                    .into_iter()
+                    .map(|s| (s.name.clone(), s))
+                    .collect(),
+                views: file
+                    .views
+                    .into_iter()
+                    .map(|v| (v.name.clone(), v))
+                    .collect(),
+                ..Catalog::default()
+            }),
+        });
+        {
+            let mut cat = manager.catalog.lock();
+            let views: Vec<ViewDef> = cat.views.values().cloned().collect();
+            for v in views {
+                match manager.start_job(&cat, &v) {
+                    Ok(h) => {
+                        cat.jobs.insert(v.name.clone(), h);
+                    }
+                    Err(e) => {
+                        tracing::error!(view = %v.name, error = %e, "cannot start the view's job");
+                        cat.broken.insert(v.name.clone(), e.to_string());
+                    }
+                }
+            }
+        }
+        Ok(manager)
+    }
+
+    /// Cancels every job and waits for it (server shutdown).
+    pub fn shutdown(&self) {
+        let jobs: Vec<(String, JobHandle)> = self.catalog.lock().jobs.drain().collect();
+        for (_, h) in &jobs {
+            h.cancel();
+        }
+        for (name, h) in jobs {
+            if let Err(e) = h.wait() {
+                tracing::debug!(view = %name, error = %e, "job ended");
+            }
+        }
+    }
+
+    fn save(&self, cat: &Catalog) -> Result<()> {
+        let file = CatalogFile {
+            sources: cat.sources.values().cloned().collect(),
+            views: cat.views.values().cloned().collect(),
+        };
+        let bytes = serde_json::to_vec_pretty(&file)
+            .map_err(|e| StreamSqlError::Internal(e.to_string()))?;
+        let tmp = self.dir.join("catalog.json.tmp");
+        let path = self.dir.join("catalog.json");
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
+            f.write_all(&bytes).map_err(|e| io(&tmp, e))?;
+            f.sync_all().map_err(|e| io(&tmp, e))?;
+        }
+        std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
+        if let Ok(d) = std::fs::File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+
+    fn source_schemas(cat: &Catalog) -> Result<Vec<(String, SchemaRef)>> {
+        cat.sources
+            .values()
+            .map(|s| Ok((s.name.clone(), datagen_spec(s)?.schema())))
+            .collect()
+    }
+
+    fn plan(
+        cat: &Catalog,
+        def: &ViewDef,
+    ) -> Result<(ViewPlan, Box<datafusion::sql::sqlparser::ast::Query>)> {
+        let StreamStatement::CreateView { query, .. } = statements::parse(&def.statement)? else {
+            return Err(StreamSqlError::State(format!(
+                "the catalog entry of view \"{}\" is not a CREATE MATERIALIZED VIEW",
+                def.name
+            )));
+        };
+        Ok((plan_view(&query, &Self::source_schemas(cat)?)?, query))
+    }
+
+    fn start_job(&self, cat: &Catalog, def: &ViewDef) -> Result<JobHandle> {
+        let (plan, _) = Self::plan(cat, def)?;
+        let source = cat
+            .sources
+            .get(&plan.source)
+            .ok_or_else(|| StreamSqlError::Undefined("source", plan.source.clone()))?;
+        let spec = Arc::new(datagen_spec(source)?);
+        let table = self
+            .engine
+            .table(&def.name)
+            .ok_or_else(|| StreamSqlError::Undefined("table", def.name.clone()))?;
+        let target = ViewTarget {
+            engine: Arc::clone(&self.engine),
+            job: def.name.clone(),
+            table,
+            checkpoints: Arc::clone(&self.checkpoints),
+        };
+        let config = JobConfig {
+            parallelism: Some(1),
+            batch_size: 1,
+            checkpoint_interval: Some(Duration::from_millis(def.checkpoint_interval_ms)),
+            checkpoint_dir: Some(self.dir.join("jobs")),
+            restore_from_latest: true,
+            ..JobConfig::default()
+        };
+        let env = StreamEnv::new(config);
+        let stream = env
+            .add_source::<ArrowBatch, _>(&format!("source {}", plan.source), move |i| {
+                Ok(spec.reader(i))
+            });
+        let plan = Arc::new(plan);
+        let factory: OperatorFactory = Arc::new(move |_| {
+            let op = ViewOperator::new(Arc::clone(&plan), target.clone())?;
+            Ok(Box::new(op) as Box<dyn Operator>)
+        });
+        let _ = stream.transform::<()>(&format!("view {}", def.name), factory);
+        Ok(env.submit(&def.name)?)
+    }
+
+    fn name_taken(&self, cat: &Catalog, name: &str) -> Option<&'static str> {
+        if cat.sources.contains_key(name) {
+            Some("source")
+        } else if cat.views.contains_key(name) {
+            Some("materialized view")
+        } else if self.engine.table(name).is_some() {
+            Some("relation")
+        } else {
+            None
+        }
+    }
+
+    fn create_source(&self, def: SourceDef, if_not_exists: bool) -> Result<Output> {
+        datagen_spec(&def)?;
+        let mut cat = self.catalog.lock();
+        if let Some(kind) = self.name_taken(&cat, &def.name) {
+            if if_not_exists && kind == "source" {
+                return Ok(Output::Command("CREATE SOURCE".into()));
+            }
+            return Err(StreamSqlError::Duplicate(kind, def.name));
+        }
+        cat.sources.insert(def.name.clone(), def);
+        self.save(&cat)?;
+        Ok(Output::Command("CREATE SOURCE".into()))
+    }
+
+    fn create_view(&self, mut def: ViewDef, if_not_exists: bool) -> Result<Output> {
+        let mut cat = self.catalog.lock();
+        if let Some(kind) = self.name_taken(&cat, &def.name) {
+            if if_not_exists && kind == "materialized view" {
+                return Ok(Output::Command("CREATE MATERIALIZED VIEW".into()));
+            }
+            return Err(StreamSqlError::Duplicate(kind, def.name));
+        }
+        let (plan, _) = Self::plan(&cat, &def)?;
+        def.source = plan.source.clone();
+        let mut columns = plan.columns.clone();
+        for k in &plan.primary_key {
+            if let Some(c) = columns.get_mut(*k) {
+                c.nullable = false;
+            }
+        }
+        self.engine.create_table(CreateTable {
+            name: def.name.clone(),
+            columns,
+            primary_key: plan.primary_key.clone(),
+            distribution_key: plan.primary_key.clone(),
+            orientation: Orientation::Row,
+            table_group: None,
+            shard_count: None,
+        })?;
+        cat.views.insert(def.name.clone(), def.clone());
+        let started = self.save(&cat).and_then(|()| self.start_job(&cat, &def));
+        match started {
+            Ok(h) => {
+                cat.jobs.insert(def.name.clone(), h);
+                Ok(Output::Command("CREATE MATERIALIZED VIEW".into()))
+            }
+            Err(e) => {
+                cat.views.remove(&def.name);
+                let _ = self.save(&cat);
+                let _ = self.engine.drop_table(&def.name);
+                Err(e)
+            }
+        }
+    }
+
+    fn drop_view(&self, name: &str, if_exists: bool) -> Result<Output> {
+        let mut cat = self.catalog.lock();
+        if cat.views.remove(name).is_none() {
+            if if_exists {
+                return Ok(Output::Command("DROP MATERIALIZED VIEW".into()));
+            }
+            return Err(StreamSqlError::Undefined("materialized view", name.into()));
+        }
+        self.save(&cat)?;
+        cat.broken.remove(name);
+        if let Some(h) = cat.jobs.remove(name) {
+            h.cancel();
+            if let Err(e) = h.wait() {
+                tracing::debug!(view = %name, error = %e, "job ended");
+            }
+        }
+        if self.engine.table(name).is_some() {
+            self.engine.drop_table(name)?;
+        }
+        if committed_checkpoint(&self.checkpoints, name)? >= 0 {
+            let key = self.checkpoints.key_of(&[Value::Text(name.into())])?;
+            self.engine.commit(vec![(
+                Arc::clone(&self.checkpoints),
+                vec![WriteOp::Delete { key }],
+            )])?;
+        }
+        let jobs = self.dir.join("jobs").join(name);
+        if jobs.exists() {
+            std::fs::remove_dir_all(&jobs).map_err(|e| io(&jobs, e))?;
+        }
+        Ok(Output::Command("DROP MATERIALIZED VIEW".into()))
+    }
+
+    fn drop_source(&self, name: &str, if_exists: bool) -> Result<Output> {
+        let mut cat = self.catalog.lock();
+        if !cat.sources.contains_key(name) {
+            if if_exists {
+                return Ok(Output::Command("DROP SOURCE".into()));
+            }
+            return Err(StreamSqlError::Undefined("source", name.into()));
+        }
+        let users: Vec<String> = cat
+            .views
+            .values()
+            .filter(|v| v.source == name)
+            .map(|v| v.name.clone())
+            .collect();
+        if !users.is_empty() {
+            return Err(StreamSqlError::Dependent(format!(
+                "cannot drop source \"{name}\": materialized view {} depends on it",
+                users.join(", ")
+            )));
+        }
+        cat.sources.remove(name);
+        self.save(&cat)?;
+        Ok(Output::Command("DROP SOURCE".into()))
+    }
+
+    fn show(&self, what: &StreamStatement) -> Result<Output> {
+        let cat = self.catalog.lock();
+        let (names, columns): (Vec<&str>, Vec<ArrayRef>) = match what {
+            StreamStatement::ShowSources => {
+                let s: Vec<&SourceDef> = cat.sources.values().collect();
+                (
+                    vec!["name", "connector", "columns", "options"],
+                    vec![
+                        text(s.iter().map(|s| s.name.clone())),
+                        text(s.iter().map(|s| s.connector.clone())),
+                        text(s.iter().map(|s| {
+                            s.columns
+                                .iter()
+                                .map(|(n, t)| format!("{n} {}", t.pg_name()))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        })),
+                        text(s.iter().map(|s| {
+                            s.options
+                                .iter()
+                                .map(|(k, v)| format!("{k}={v}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        })),
+                    ],
+                )
+            }
+            StreamStatement::ShowViews => {
+                let v: Vec<&ViewDef> = cat.views.values().collect();
+                (
+                    vec!["name", "source", "checkpoint_interval_ms", "definition"],
+                    vec![
+                        text(v.iter().map(|v| v.name.clone())),
+                        text(v.iter().map(|v| v.source.clone())),
+                        Arc::new(Int64Array::from_iter_values(
+                            v.iter()
+                                .map(|v| i64::try_from(v.checkpoint_interval_ms).unwrap_or(0)),
+                        )),
+                        text(v.iter().map(|v| v.statement.clone())),
+                    ],
+                )
+            }
+            _ => {
+                let mut rows = Vec::new();
+                for name in cat.views.keys() {
+                    let status = match (cat.jobs.get(name), cat.broken.get(name)) {
+                        (_, Some(why)) => format!("failed to start: {why}"),
+                        (Some(h), None) => status_text(&h.status()),
+                        (None, None) => "stopped".to_string(),
+                    };
+                    let row = self.checkpoints.get(&[Value::Text(name.clone())])?;
+                    let (ckpt, src) = match row.as_deref() {
+                        Some([_, Value::BigInt(c), Value::BigInt(s), ..]) => (Some(*c), Some(*s)),
+                        _ => (None, None),
+                    };
+                    rows.push((name.clone(), status, ckpt, src));
+                }
+                (
+                    vec!["job", "status", "committed_checkpoint", "source_rows"],
+                    vec![
+                        text(rows.iter().map(|r| r.0.clone())),
+                        text(rows.iter().map(|r| r.1.clone())),
+                        Arc::new(Int64Array::from(
+                            rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+                        )),
+                        Arc::new(Int64Array::from(
+                            rows.iter().map(|r| r.3).collect::<Vec<_>>(),
+                        )),
+                    ],
+                )
+            }
+        };
+        let fields: Vec<Field> = names
+            .iter()
+            .zip(&columns)
+            .map(|(n, c)| Field::new(*n, c.data_type().clone(), true))
+            .collect();
+        let schema: SchemaRef = Arc::new(Schema::new(fields));
+        let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
+        let stream = MemoryStream::try_new(vec![batch], Arc::clone(&schema), None)?;
+        Ok(Output::Rows {
+            schema,
+            stream: Box::pin(stream),
+        })
+    }
+
+    fn run(&self, sql: &str) -> Result<Output> {
+        match statements::parse(sql)? {
+            StreamStatement::CreateSource { def, if_not_exists } => {
+                self.create_source(def, if_not_exists)
+            }
+            StreamStatement::CreateView {
+                def, if_not_exists, ..
+            } => self.create_view(def, if_not_exists),
+            StreamStatement::DropSource { name, if_exists } => self.drop_source(&name, if_exists),
+            StreamStatement::DropView { name, if_exists } => self.drop_view(&name, if_exists),
+            other => self.show(&other),
+        }
+    }
+}
+
+fn text(values: impl Iterator<Item = String>) -> ArrayRef {
+    Arc::new(StringArray::from_iter_values(values))
+}
+
+fn status_text(s: &JobStatus) -> String {
+    match s {
+        JobStatus::Created => "created".into(),
+        JobStatus::Running(0) => "running".into(),
+        JobStatus::Running(n) => format!("running (restart {n})"),
+        JobStatus::Finished => "finished".into(),
+        JobStatus::Cancelled => "cancelled".into(),
+        JobStatus::Halted => "halted".into(),
+        JobStatus::Failed(why) => format!("failed: {why}"),
+    }
+}
+
+/// The checked datagen definition of a source.
+fn datagen_spec(s: &SourceDef) -> Result<DatagenSpec> {
+    if s.connector != "datagen" {
+        return Err(StreamSqlError::NotSupported(format!(
+            "connector '{}' is not supported yet (supported: datagen)",
+            s.connector
+        )));
+    }
+    DatagenSpec::new(&s.columns, s.options.clone())
+}
+
+impl StreamStatements for StreamManager {
+    fn recognises(&self, sql: &str) -> bool {
+        statements::recognises(sql)
+    }
+
+    fn execute(&self, sql: &str) -> eddy_sql::Result<Output> {
+        self.run(sql).map_err(SqlError::from)
+    }
+
+    fn owns_table(&self, table: &str) -> bool {
+        table == CHECKPOINT_TABLE || self.catalog.lock().views.contains_key(table)
+    }
+}

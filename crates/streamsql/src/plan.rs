@@ -1,0 +1,492 @@
+//! A materialized view's query planned by DataFusion and cut into the parts
+//! the view operator runs incrementally.
+//!
+//! The query is planned with the SQL layer's rules (PostgreSQL output names,
+//! checked integer arithmetic) over the view's one source, registered as a
+//! table whose scan is the marker [`SourceScanExec`]. The physical plan must
+//! have the shape
+//!
+//! ```text
+//! post stages (FilterExec | ProjectionExec)*        -- HAVING, select list
+//!   AggregateExec Final|Single  (GROUP BY, count/sum/min/max/avg)
+//!     [AggregateExec Partial]
+//!       pre stages (FilterExec | ProjectionExec)*   -- WHERE, expressions
+//!         SourceScanExec
+//! ```
+//!
+//! (coalescing, repartitioning and cooperative-yield nodes are skipped; they change no
+//! values). Anything else — joins, windows, ORDER BY, LIMIT, DISTINCT ON,
+//! grouping sets, FILTER clauses, aggregates outside the list, a view
+//! without GROUP BY — is refused with 0A000 at CREATE, so every view that
+//! is created is maintained exactly.
+//!
+//! The view's table takes the output columns (visible names, storable
+//! types); its primary key is the output columns that are GROUP BY columns
+//! passed through unchanged, which must cover every GROUP BY expression.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::datasource::TableType;
+use datafusion::execution::{SendableRecordBatchStream, SessionStateBuilder, TaskContext};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::coop::CooperativeExec;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::sqlparser::ast::{Query, Statement};
+use eddy_common::{ColumnDef, ColumnType};
+
+use crate::error::{Result, StreamSqlError};
+
+/// Aggregate functions the view operator maintains (their accumulators
+/// take inserts one batch at a time and merge their own states).
+const AGGREGATES: &[&str] = &["count", "sum", "min", "max", "avg"];
+
+/// A row-wise step: the same rows in, the same or fewer rows out.
+#[derive(Debug, Clone)]
+pub enum Stage {
+    /// Keep rows where `predicate` is true, then keep columns `projection`.
+    Filter {
+        predicate: Arc<dyn PhysicalExpr>,
+        projection: Option<Vec<usize>>,
+    },
+    /// Compute `exprs` into a batch of `schema`.
+    Project {
+        exprs: Vec<Arc<dyn PhysicalExpr>>,
+        schema: SchemaRef,
+    },
+}
+
+/// A view's query cut into incremental parts.
+#[derive(Debug, Clone)]
+pub struct ViewPlan {
+    /// The source the view reads.
+    pub source: String,
+    /// Source columns the scan keeps.
+    pub scan_projection: Option<Vec<usize>>,
+    /// Stages between the source and the aggregate, bottom up.
+    pub pre: Vec<Stage>,
+    /// GROUP BY expressions over the pre stages' output.
+    pub group_exprs: Vec<Arc<dyn PhysicalExpr>>,
+    /// The aggregates, their arguments over the pre stages' output.
+    pub aggregates: Vec<Arc<AggregateFunctionExpr>>,
+    /// The aggregate's output: group columns, then one column per aggregate.
+    pub aggregate_schema: SchemaRef,
+    /// Stages after the aggregate, bottom up.
+    pub post: Vec<Stage>,
+    /// The view table's columns (the query's output).
+    pub columns: Vec<ColumnDef>,
+    /// Primary key: output columns that are GROUP BY columns.
+    pub primary_key: Vec<usize>,
+}
+
+/// The leaf the view's source is planned as. Never executed: the view
+/// operator feeds the stages above it batch by batch.
+#[derive(Debug)]
+pub struct SourceScanExec {
+    source: String,
+    projection: Option<Vec<usize>>,
+    limit: Option<usize>,
+    props: Arc<PlanProperties>,
+}
+
+impl DisplayAs for SourceScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "SourceScanExec: source={}", self.source)
+    }
+}
+
+impl ExecutionPlan for SourceScanExec {
+    fn name(&self) -> &str {
+        "SourceScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.props
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> datafusion::error::Result<TreeNodeRecursion>,
+    ) -> datafusion::error::Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        _partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> datafusion::error::Result<SendableRecordBatchStream> {
+        Err(datafusion::error::DataFusionError::NotImplemented(format!(
+            "source \"{}\" is read only by materialized views",
+            self.source
+        )))
+    }
+}
+
+/// A source as a table of the planning session.
+#[derive(Debug)]
+struct SourceTable {
+    name: String,
+    schema: SchemaRef,
+}
+
+#[async_trait]
+impl TableProvider for SourceTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        limit: Option<usize>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        let schema = match projection {
+            Some(p) => Arc::new(self.schema.project(p)?),
+            None => Arc::clone(&self.schema),
+        };
+        let props = PlanProperties::new(
+            EquivalenceProperties::new(schema),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        Ok(Arc::new(SourceScanExec {
+            source: self.name.clone(),
+            projection: projection.cloned(),
+            limit,
+            props: Arc::new(props),
+        }))
+    }
+}
+
+fn unsupported(what: impl fmt::Display) -> StreamSqlError {
+    StreamSqlError::NotSupported(format!(
+        "materialized views do not support {what} yet (supported: one source, WHERE, \
+         GROUP BY with count/sum/min/max/avg, HAVING)"
+    ))
+}
+
+/// Plans `query` over `sources` (name → schema).
+pub fn plan_view(query: &Query, sources: &[(String, SchemaRef)]) -> Result<ViewPlan> {
+    let config = SessionConfig::new()
+        .with_target_partitions(1)
+        .with_information_schema(false);
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .with_analyzer_rule(Arc::new(eddy_sql::checked_arith::CheckedIntegerArithmetic))
+        .build();
+    let ctx = SessionContext::new_with_state(state);
+    for (name, schema) in sources {
+        ctx.register_table(
+            name.as_str(),
+            Arc::new(SourceTable {
+                name: name.clone(),
+                schema: Arc::clone(schema),
+            }),
+        )?;
+    }
+    let mut stmt = Statement::Query(Box::new(query.clone()));
+    eddy_sql::output_names::name_columns(&mut stmt);
+    let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
+    let state = ctx.state();
+    for t in state.resolve_table_references(&df_stmt)? {
+        if !sources.iter().any(|(name, _)| name == t.table()) {
+            return Err(StreamSqlError::Undefined("source", t.table().to_string()));
+        }
+    }
+    let physical = futures::executor::block_on(async {
+        let logical = state.statement_to_plan(df_stmt).await?;
+        state.create_physical_plan(&logical).await
+    })?;
+    cut(&physical)
+}
+
+/// Skips nodes that change no values.
+fn skip_neutral(mut plan: &Arc<dyn ExecutionPlan>) -> &Arc<dyn ExecutionPlan> {
+    loop {
+        let neutral = plan.is::<CoalescePartitionsExec>()
+            || plan.is::<RepartitionExec>()
+            || plan.is::<CooperativeExec>();
+        match plan.children().first() {
+            Some(child) if neutral => plan = child,
+            _ => return plan,
+        }
+    }
+}
+
+/// A stateless stage, or `None` if `plan` is not one.
+fn stage_of(plan: &Arc<dyn ExecutionPlan>) -> Option<Stage> {
+    if let Some(f) = plan.downcast_ref::<FilterExec>() {
+        return Some(Stage::Filter {
+            predicate: Arc::clone(f.predicate()),
+            projection: f.projection().as_ref().map(|p| p.to_vec()),
+        });
+    }
+    if let Some(p) = plan.downcast_ref::<ProjectionExec>() {
+        return Some(Stage::Project {
+            exprs: p.expr().iter().map(|e| Arc::clone(&e.expr)).collect(),
+            schema: p.schema(),
+        });
+    }
+    None
+}
+
+fn only_child(plan: &Arc<dyn ExecutionPlan>) -> Result<&Arc<dyn ExecutionPlan>> {
+    match plan.children().as_slice() {
+        [c] => Ok(c),
+        _ => Err(unsupported(plan.name())),
+    }
+}
+
+fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
+    let output_schema = physical.schema();
+    // post stages, top down
+    let mut post = Vec::new();
+    let mut node = skip_neutral(physical);
+    let top = loop {
+        if let Some(agg) = node.downcast_ref::<AggregateExec>() {
+            break agg;
+        }
+        if node.is::<SourceScanExec>() {
+            return Err(StreamSqlError::NotSupported(
+                "a materialized view without GROUP BY is not supported yet: its rows would \
+                 need a key"
+                    .into(),
+            ));
+        }
+        let stage = stage_of(node).ok_or_else(|| unsupported(node.name()))?;
+        post.push(stage);
+        node = skip_neutral(only_child(node)?);
+    };
+    post.reverse();
+    let aggregate_schema = top.schema();
+    let input_agg = match top.mode() {
+        AggregateMode::Single | AggregateMode::SinglePartitioned => top,
+        AggregateMode::Final | AggregateMode::FinalPartitioned => {
+            let below = skip_neutral(top.input());
+            match below.downcast_ref::<AggregateExec>() {
+                Some(p) if matches!(p.mode(), AggregateMode::Partial) => p,
+                _ => return Err(unsupported("this aggregate plan")),
+            }
+        }
+        _ => return Err(unsupported("this aggregate plan")),
+    };
+    // DISTINCT and GROUP BY become aggregates too; one level only
+    let group_by = input_agg.group_expr();
+    if group_by.has_grouping_set() || !group_by.is_single() {
+        return Err(unsupported("GROUPING SETS, CUBE or ROLLUP"));
+    }
+    if group_by.expr().is_empty() {
+        return Err(StreamSqlError::NotSupported(
+            "a materialized view needs GROUP BY for now (its rows are keyed by the groups)".into(),
+        ));
+    }
+    if input_agg.filter_expr().iter().any(Option::is_some) {
+        return Err(unsupported("FILTER clauses on aggregates"));
+    }
+    for a in input_agg.aggr_expr() {
+        let name = a.fun().name().to_ascii_lowercase();
+        if !AGGREGATES.contains(&name.as_str()) {
+            return Err(unsupported(format!("aggregate {name}")));
+        }
+        if !a.order_bys().is_empty() {
+            return Err(unsupported("ORDER BY inside an aggregate"));
+        }
+    }
+    // pre stages, top down
+    let mut pre = Vec::new();
+    let mut node = skip_neutral(input_agg.input());
+    let scan = loop {
+        if let Some(scan) = node.downcast_ref::<SourceScanExec>() {
+            break scan;
+        }
+        let stage = stage_of(node).ok_or_else(|| unsupported(node.name()))?;
+        pre.push(stage);
+        node = skip_neutral(only_child(node)?);
+    };
+    pre.reverse();
+    if scan.limit.is_some() {
+        return Err(unsupported("LIMIT"));
+    }
+    let group_count = group_by.expr().len();
+    let columns = output_columns(&output_schema)?;
+    let primary_key = key_columns(
+        &post,
+        group_count,
+        aggregate_schema.fields().len(),
+        columns.len(),
+    )?;
+    Ok(ViewPlan {
+        source: scan.source.clone(),
+        scan_projection: scan.projection.clone(),
+        pre,
+        group_exprs: group_by.expr().iter().map(|(e, _)| Arc::clone(e)).collect(),
+        aggregates: input_agg.aggr_expr().to_vec(),
+        aggregate_schema,
+        post,
+        columns,
+        primary_key,
+    })
+}
+
+fn output_columns(schema: &SchemaRef) -> Result<Vec<ColumnDef>> {
+    let mut columns: Vec<ColumnDef> = Vec::with_capacity(schema.fields().len());
+    for f in schema.fields() {
+        let name = eddy_sql::output_names::visible(f.name()).to_string();
+        if columns.iter().any(|c| c.name == name) {
+            return Err(StreamSqlError::Duplicate("column", name));
+        }
+        let ty: ColumnType = eddy_sql::session::storable_type(f.data_type())
+            .ok_or_else(|| unsupported(format!("a column of type {}", f.data_type())))?;
+        columns.push(ColumnDef::new(name, ty, true));
+    }
+    Ok(columns)
+}
+
+/// Traces which output columns are unchanged GROUP BY columns; every
+/// group column must reach the output so that a row has a key.
+fn key_columns(
+    post: &[Stage],
+    group_count: usize,
+    aggregate_width: usize,
+    outputs: usize,
+) -> Result<Vec<usize>> {
+    // origin[i]: the group column output column i of the current stage is
+    let mut origin: Vec<Option<usize>> = (0..aggregate_width)
+        .map(|i| (i < group_count).then_some(i))
+        .collect();
+    for stage in post {
+        origin = match stage {
+            Stage::Filter { projection, .. } => match projection {
+                None => origin,
+                Some(p) => p
+                    .iter()
+                    .map(|i| origin.get(*i).copied().flatten())
+                    .collect(),
+            },
+            Stage::Project { exprs, .. } => exprs
+                .iter()
+                .map(|e| {
+                    e.downcast_ref::<Column>()
+                        .and_then(|c| origin.get(c.index()).copied().flatten())
+                })
+                .collect(),
+        };
+    }
+    let mut key = Vec::with_capacity(group_count);
+    for g in 0..group_count {
+        match origin.iter().position(|o| *o == Some(g)) {
+            Some(i) if i < outputs => key.push(i),
+            _ => {
+                return Err(StreamSqlError::NotSupported(
+                    "every GROUP BY expression must be a column of the materialized view (it \
+                     is the view's key)"
+                        .into(),
+                ))
+            }
+        }
+    }
+    Ok(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::statements::{parse, StreamStatement};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+
+    fn plan(sql: &str) -> Result<ViewPlan> {
+        let StreamStatement::CreateView { query, .. } = parse(sql).expect("parse") else {
+            panic!("not a view");
+        };
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("k", DataType::Int32, false),
+            Field::new("url", DataType::Utf8, false),
+        ]));
+        plan_view(&query, &[("s".into(), schema)])
+    }
+
+    #[test]
+    fn a_grouped_aggregate_is_cut_into_parts() {
+        let p = plan(
+            "CREATE MATERIALIZED VIEW v AS SELECT k, count(*), sum(id) AS total, avg(id) \
+             FROM s WHERE id % 2 = 0 GROUP BY k HAVING count(*) > 1",
+        )
+        .expect("plan");
+        assert_eq!(p.source, "s");
+        assert_eq!(p.group_exprs.len(), 1);
+        assert_eq!(p.aggregates.len(), 3);
+        let names: Vec<&str> = p.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["k", "count", "total", "avg"]);
+        assert_eq!(p.primary_key, vec![0]);
+        assert!(!p.pre.is_empty(), "the WHERE clause is a pre stage");
+        assert!(!p.post.is_empty(), "HAVING is a post stage");
+    }
+
+    #[test]
+    fn the_key_follows_the_group_columns_through_the_select_list() {
+        let p = plan(
+            "CREATE MATERIALIZED VIEW v AS SELECT count(*) AS n, url, k % 3 AS b FROM s \
+             GROUP BY url, k % 3",
+        )
+        .expect("plan");
+        assert_eq!(p.primary_key, vec![1, 2]);
+    }
+
+    #[test]
+    fn what_cannot_be_maintained_is_refused() {
+        for sql in [
+            "CREATE MATERIALIZED VIEW v AS SELECT id FROM s",
+            "CREATE MATERIALIZED VIEW v AS SELECT count(*) FROM s",
+            "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) FROM s GROUP BY k ORDER BY k",
+            "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) FROM s GROUP BY k LIMIT 3",
+            "CREATE MATERIALIZED VIEW v AS SELECT count(*) FROM s GROUP BY k",
+            "CREATE MATERIALIZED VIEW v AS SELECT k, stddev(id) FROM s GROUP BY k",
+            "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) FILTER (WHERE id > 1) FROM s \
+             GROUP BY k",
+            "CREATE MATERIALIZED VIEW v AS SELECT a.k, count(*) FROM s a JOIN s b ON a.id = \
+             b.id GROUP BY a.k",
+        ] {
+            match plan(sql) {
+                Err(StreamSqlError::NotSupported(_)) => {}
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! Streaming statements: recognised on sqlparser's tokens, parsed on its
+//! parser and AST (never by matching or splicing SQL text).
+//!
+//! ```sql
+//! CREATE SOURCE [IF NOT EXISTS] name (column type, ...)
+//!     WITH (connector = 'datagen', datagen.max.rows = 1000, ...);
+//! CREATE MATERIALIZED VIEW [IF NOT EXISTS] name
+//!     [WITH (checkpoint_interval_ms = 1000)] AS query;
+//! DROP SOURCE [IF EXISTS] name;
+//! DROP MATERIALIZED VIEW [IF EXISTS] name;
+//! SHOW SOURCES; SHOW MATERIALIZED VIEWS; SHOW JOBS;
+//! ```
+//!
+//! `CREATE SINK`, `ALTER`/`REFRESH MATERIALIZED VIEW` are recognised so that
+//! they are refused with 0A000 instead of reaching the table DDL path.
+
+use std::collections::BTreeMap;
+
+use datafusion::sql::sqlparser::ast::{
+    ColumnOption, CreateTableOptions, Expr, ObjectName, Query, SqlOption, Statement,
+    Value as SqlValue,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+use eddy_common::ColumnType;
+
+use crate::error::{Result, StreamSqlError};
+
+/// A parsed streaming statement.
+#[derive(Debug)]
+pub enum StreamStatement {
+    CreateSource {
+        def: SourceDef,
+        if_not_exists: bool,
+    },
+    CreateView {
+        def: ViewDef,
+        query: Box<Query>,
+        if_not_exists: bool,
+    },
+    DropSource {
+        name: String,
+        if_exists: bool,
+    },
+    DropView {
+        name: String,
+        if_exists: bool,
+    },
+    ShowSources,
+    ShowViews,
+    ShowJobs,
+}
+
+/// A source as the catalog keeps it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SourceDef {
+    pub name: String,
+    pub columns: Vec<(String, ColumnType)>,
+    pub connector: String,
+    /// Every option but `connector`, keys lower-cased.
+    pub options: BTreeMap<String, String>,
+}
+
+/// A materialized view as the catalog keeps it: its statement, parsed
+/// again at every start.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ViewDef {
+    pub name: String,
+    /// The source it reads (set when the view is planned).
+    #[serde(default)]
+    pub source: String,
+    pub statement: String,
+    pub checkpoint_interval_ms: u64,
+}
+
+/// The statement kinds, by their leading words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    CreateSource,
+    CreateView,
+    DropSource,
+    DropView,
+    ShowSources,
+    ShowViews,
+    ShowJobs,
+    Refused(&'static str),
+}
+
+fn leading_words(sql: &str) -> Option<Vec<String>> {
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let words = tokens
+        .into_iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .take(4)
+        .map_while(|t| match t {
+            Token::Word(w) if w.quote_style.is_none() => Some(w.value.to_ascii_uppercase()),
+            _ => None,
+        })
+        .collect();
+    Some(words)
+}
+
+fn kind_of(sql: &str) -> Option<Kind> {
+    let words = leading_words(sql)?;
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    Some(match w.as_slice() {
+        ["CREATE", "SOURCE", ..] => Kind::CreateSource,
+        ["CREATE", "MATERIALIZED", "VIEW", ..] => Kind::CreateView,
+        ["CREATE", "SINK", ..] => Kind::Refused("CREATE SINK"),
+        ["CREATE", "OR", "REPLACE", "MATERIALIZED"] => {
+            Kind::Refused("CREATE OR REPLACE MATERIALIZED VIEW")
+        }
+        ["DROP", "SOURCE", ..] => Kind::DropSource,
+        ["DROP", "MATERIALIZED", "VIEW", ..] => Kind::DropView,
+        ["ALTER", "MATERIALIZED", "VIEW", ..] => Kind::Refused("ALTER MATERIALIZED VIEW"),
+        ["REFRESH", "MATERIALIZED", "VIEW", ..] => Kind::Refused("REFRESH MATERIALIZED VIEW"),
+        ["SHOW", "SOURCES", ..] => Kind::ShowSources,
+        ["SHOW", "MATERIALIZED", "VIEWS", ..] => Kind::ShowViews,
+        ["SHOW", "JOBS", ..] => Kind::ShowJobs,
+        _ => return None,
+    })
+}
+
+/// Whether `sql` is a streaming statement.
+pub fn recognises(sql: &str) -> bool {
+    kind_of(sql).is_some()
+}
+
+fn syntax(e: ParserError) -> StreamSqlError {
+    StreamSqlError::Syntax(e.to_string())
+}
+
+/// The catalog name of an object (lower-cased unless quoted, `public.`
+/// allowed).
+pub fn object_name(name: &ObjectName) -> Result<String> {
+    Ok(eddy_sql::rewrite::table_name(name)?)
+}
+
+/// Parses a statement [`recognises`] accepted.
+pub fn parse(sql: &str) -> Result<StreamStatement> {
+    let kind =
+        kind_of(sql).ok_or_else(|| StreamSqlError::Internal("not a streaming statement".into()))?;
+    let mut p = Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(sql)
+        .map_err(syntax)?;
+    let stmt = match kind {
+        Kind::Refused(what) => {
+            return Err(StreamSqlError::NotSupported(format!(
+                "{what} is not supported: a materialized view is kept current by its job and \
+                 is changed by DROP and CREATE"
+            )))
+        }
+        Kind::CreateSource => parse_create_source(&mut p)?,
+        Kind::CreateView => {
+            let stmt = p.parse_statement().map_err(syntax)?;
+            let Statement::CreateView(cv) = stmt else {
+                return Err(StreamSqlError::Syntax(
+                    "expected CREATE MATERIALIZED VIEW".into(),
+                ));
+            };
+            if cv.or_replace || cv.or_alter || cv.temporary || cv.to.is_some() {
+                return Err(StreamSqlError::NotSupported(
+                    "CREATE MATERIALIZED VIEW supports neither OR REPLACE, TEMPORARY nor TO".into(),
+                ));
+            }
+            if !cv.columns.is_empty() {
+                return Err(StreamSqlError::NotSupported(
+                    "a column list on CREATE MATERIALIZED VIEW is not supported: name the \
+                     columns with AS in the query"
+                        .into(),
+                ));
+            }
+            let mut checkpoint_interval_ms = 1000;
+            let options = match &cv.options {
+                CreateTableOptions::None => Vec::new(),
+                CreateTableOptions::With(o) => o.clone(),
+                other => {
+                    return Err(StreamSqlError::NotSupported(format!(
+                        "materialized view options {other} are not supported"
+                    )))
+                }
+            };
+            for o in options {
+                match o {
+                    SqlOption::KeyValue { key, value }
+                        if key.value.eq_ignore_ascii_case("checkpoint_interval_ms") =>
+                    {
+                        let text = option_text(&value)?;
+                        checkpoint_interval_ms = text
+                            .parse::<u64>()
+                            .ok()
+                            .filter(|v| (10..=3_600_000).contains(v))
+                            .ok_or_else(|| {
+                                StreamSqlError::InvalidOption(format!(
+                                    "checkpoint_interval_ms must be an integer from 10 to \
+                                     3600000, got {text:?}"
+                                ))
+                            })?;
+                    }
+                    other => {
+                        return Err(StreamSqlError::InvalidOption(format!(
+                            "unknown materialized view option {other}"
+                        )))
+                    }
+                }
+            }
+            StreamStatement::CreateView {
+                def: ViewDef {
+                    name: object_name(&cv.name)?,
+                    source: String::new(),
+                    statement: sql.to_string(),
+                    checkpoint_interval_ms,
+                },
+                query: cv.query,
+                if_not_exists: cv.if_not_exists,
+            }
+        }
+        Kind::DropSource | Kind::DropView => {
+            p.expect_keyword(Keyword::DROP).map_err(syntax)?;
+            if kind == Kind::DropView {
+                p.expect_keywords(&[Keyword::MATERIALIZED, Keyword::VIEW])
+                    .map_err(syntax)?;
+            } else {
+                p.next_token();
+            }
+            let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+            let name = object_name(&p.parse_object_name(false).map_err(syntax)?)?;
+            if p.parse_keyword(Keyword::CASCADE) {
+                return Err(StreamSqlError::NotSupported(
+                    "DROP ... CASCADE is not supported for streaming objects: drop the views \
+                     first"
+                        .into(),
+                ));
+            }
+            let _ = p.parse_keyword(Keyword::RESTRICT);
+            if kind == Kind::DropView {
+                StreamStatement::DropView { name, if_exists }
+            } else {
+                StreamStatement::DropSource { name, if_exists }
+            }
+        }
+        Kind::ShowSources | Kind::ShowJobs => {
+            p.next_token();
+            p.next_token();
+            if kind == Kind::ShowJobs {
+                StreamStatement::ShowJobs
+            } else {
+                StreamStatement::ShowSources
+            }
+        }
+        Kind::ShowViews => {
+            for _ in 0..3 {
+                p.next_token();
+            }
+            StreamStatement::ShowViews
+        }
+    };
+    while p.consume_token(&Token::SemiColon) {}
+    if p.peek_token().token != Token::EOF {
+        return Err(StreamSqlError::Syntax(format!(
+            "unexpected {} after the statement (a streaming statement is sent alone)",
+            p.peek_token().token
+        )));
+    }
+    Ok(stmt)
+}
+
+fn option_text(value: &Expr) -> Result<String> {
+    match value {
+        Expr::Value(v) => match &v.value {
+            SqlValue::SingleQuotedString(s) | SqlValue::Number(s, _) => Ok(s.clone()),
+            SqlValue::Boolean(b) => Ok(b.to_string()),
+            other => Err(StreamSqlError::InvalidOption(format!(
+                "option value {other} must be a string, a number or a boolean"
+            ))),
+        },
+        Expr::UnaryOp { op, expr } if op.to_string() == "-" => {
+            Ok(format!("-{}", option_text(expr)?))
+        }
+        other => Err(StreamSqlError::InvalidOption(format!(
+            "option value {other} must be a string, a number or a boolean"
+        ))),
+    }
+}
+
+fn parse_create_source(p: &mut Parser) -> Result<StreamStatement> {
+    p.expect_keyword(Keyword::CREATE).map_err(syntax)?;
+    p.next_token(); // SOURCE (checked by kind_of)
+    let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = object_name(&p.parse_object_name(false).map_err(syntax)?)?;
+    let (columns, constraints) = p.parse_columns().map_err(syntax)?;
+    if !constraints.is_empty() {
+        return Err(StreamSqlError::NotSupported(
+            "a source has no constraints".into(),
+        ));
+    }
+    if columns.is_empty() {
+        return Err(StreamSqlError::Syntax(
+            "a source needs at least one column".into(),
+        ));
+    }
+    let mut cols = Vec::with_capacity(columns.len());
+    for c in &columns {
+        if let Some(o) = c
+            .options
+            .iter()
+            .find(|o| !matches!(o.option, ColumnOption::NotNull))
+        {
+            return Err(StreamSqlError::NotSupported(format!(
+                "column option {} is not supported on a source column",
+                o.option
+            )));
+        }
+        let col = eddy_sql::rewrite::ident_name(&c.name);
+        if cols.iter().any(|(n, _)| n == &col) {
+            return Err(StreamSqlError::Duplicate("column", col));
+        }
+        cols.push((col, eddy_sql::pgtypes::column_type_from_sql(&c.data_type)?));
+    }
+    p.expect_keyword(Keyword::WITH).map_err(syntax)?;
+    p.expect_token(&Token::LParen).map_err(syntax)?;
+    let mut options = BTreeMap::new();
+    loop {
+        let key = match p.peek_token().token {
+            Token::SingleQuotedString(s) => {
+                p.next_token();
+                s.to_ascii_lowercase()
+            }
+            _ => {
+                let parts = p.parse_object_name(false).map_err(syntax)?;
+                parts
+                    .0
+                    .iter()
+                    .map(|part| part.to_string().to_ascii_lowercase())
+                    .collect::<Vec<_>>()
+                    .join(".")
+            }
+        };
+        p.expect_token(&Token::Eq).map_err(syntax)?;
+        let value = p.parse_expr().map_err(syntax)?;
+        let text = option_text(&value)?;
+        if options.insert(key.clone(), text).is_some() {
+            return Err(StreamSqlError::InvalidOption(format!(
+                "option {key} is given twice"
+            )));
+        }
+        if !p.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    p.expect_token(&Token::RParen).map_err(syntax)?;
+    let connector = options.remove("connector").ok_or_else(|| {
+        StreamSqlError::InvalidOption("a source needs WITH (connector = '...')".into())
+    })?;
+    Ok(StreamStatement::CreateSource {
+        def: SourceDef {
+            name,
+            columns: cols,
+            connector: connector.to_ascii_lowercase(),
+            options,
+        },
+        if_not_exists,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_only_streaming_statements() {
+        assert!(recognises(
+            "create source s (a int) with (connector='datagen')"
+        ));
+        assert!(recognises(
+            "  /* c */ CREATE MATERIALIZED VIEW v AS SELECT 1"
+        ));
+        assert!(recognises("show jobs"));
+        assert!(recognises("DROP MATERIALIZED VIEW v"));
+        assert!(!recognises("CREATE VIEW v AS SELECT 1"));
+        assert!(!recognises("SELECT 'CREATE SOURCE'"));
+        assert!(!recognises("CREATE TABLE source (a int)"));
+        assert!(!recognises("SHOW \"jobs\""));
+    }
+
+    #[test]
+    fn parses_a_source_with_dotted_options() {
+        let s = parse(
+            "CREATE SOURCE IF NOT EXISTS Clicks (id bigint, url text) WITH (connector = \
+             'datagen', datagen.max.rows = 100, 'fields.id.kind' = 'sequence');",
+        )
+        .expect("parse");
+        let StreamStatement::CreateSource { def, if_not_exists } = s else {
+            panic!("not a source: {s:?}");
+        };
+        assert!(if_not_exists);
+        assert_eq!(def.name, "clicks");
+        assert_eq!(def.connector, "datagen");
+        assert_eq!(def.columns[0], ("id".to_string(), ColumnType::BigInt));
+        assert_eq!(def.options["datagen.max.rows"], "100");
+        assert_eq!(def.options["fields.id.kind"], "sequence");
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_honour() {
+        for sql in [
+            "CREATE SINK k FROM v WITH (connector='kafka')",
+            "REFRESH MATERIALIZED VIEW v",
+            "CREATE SOURCE s (a int PRIMARY KEY) WITH (connector='datagen')",
+            "CREATE OR REPLACE MATERIALIZED VIEW v AS SELECT 1",
+            "CREATE MATERIALIZED VIEW v (x) AS SELECT 1",
+            "DROP SOURCE s CASCADE",
+        ] {
+            let e = parse(sql).expect_err(sql);
+            assert!(matches!(e, StreamSqlError::NotSupported(_)), "{sql}: {e}");
+        }
+        let e = parse("CREATE MATERIALIZED VIEW v WITH (speed = 1) AS SELECT 1").unwrap_err();
+        assert!(matches!(e, StreamSqlError::InvalidOption(_)), "{e}");
+        let e = parse("SHOW JOBS; SELECT 1").unwrap_err();
+        assert!(matches!(e, StreamSqlError::Syntax(_)), "{e}");
+    }
+
+    #[test]
+    fn parses_a_view_and_its_interval() {
+        let s = parse(
+            "create materialized view V with (checkpoint_interval_ms = 200) as \
+             select k, count(*) from s group by k",
+        )
+        .expect("parse");
+        let StreamStatement::CreateView { def, .. } = s else {
+            panic!("not a view");
+        };
+        assert_eq!(def.name, "v");
+        assert_eq!(def.checkpoint_interval_ms, 200);
+    }
+}

@@ -1,0 +1,550 @@
+//! The operator that maintains one materialized view and commits it.
+//!
+//! Before touching this file, read the invariants in the crate doc and
+//! `docs/design/streams-into-tables.md`. In short:
+//! * `process` runs the view's pre stages on each source batch, finds each
+//!   row's group (Arrow's row format of the GROUP BY values) and feeds the
+//!   group's DataFusion accumulators; the group is marked dirty.
+//! * `snapshot(n)` turns the dirty groups into the view's new rows (the
+//!   accumulators' values through the post stages: a row HAVING rejects is
+//!   a delete) and keeps them as checkpoint `n`'s pending change; the
+//!   snapshot holds every group's accumulator state and the pending
+//!   changes not yet committed.
+//! * `checkpoint_complete(n)` commits each pending change up to `n` with the
+//!   row `(job, n, source rows)` of `eddy_stream_checkpoints` in one
+//!   `Engine::commit`. A change whose tag is not above the committed
+//!   checkpoint is skipped, so commits repeated after a restore are no-ops.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch};
+use datafusion::arrow::compute::{and, cast, filter_record_batch, take};
+use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Accumulator;
+use datafusion::physical_expr::PhysicalExpr;
+use eddy_common::{ColumnType, Row, Value};
+use eddy_storage::{Engine, OnConflict, Table, WriteOp};
+use eddy_stream::operator::sink::FINAL_TAG;
+use eddy_stream::operator::{Emitter, Operator};
+use eddy_stream::types::{downcast, AnyBatch, CheckpointId};
+use serde::{Deserialize, Serialize};
+
+use crate::batch::{from_ipc, to_ipc, ArrowBatch};
+use crate::error::{Result, StreamSqlError};
+use crate::plan::{Stage, ViewPlan};
+
+/// The table every committed checkpoint is recorded in.
+pub const CHECKPOINT_TABLE: &str = "eddy_stream_checkpoints";
+
+/// Changes of one checkpoint, not yet committed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Pending {
+    tag: u64,
+    source_rows: u64,
+    upserts: Vec<Row>,
+    /// Primary-key values of rows to delete.
+    deletes: Vec<Vec<Value>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Snapshot {
+    source_rows: u64,
+    pending: Vec<Pending>,
+    /// Group columns then every aggregate's state columns (Arrow IPC);
+    /// `None` when there are no groups yet.
+    groups: Option<Vec<u8>>,
+}
+
+struct Group {
+    accumulators: Vec<Box<dyn Accumulator>>,
+    dirty: bool,
+}
+
+/// Where a view commits: the engine, its table and the checkpoint table.
+#[derive(Clone)]
+pub struct ViewTarget {
+    pub engine: Arc<Engine>,
+    pub job: String,
+    pub table: Arc<Table>,
+    pub checkpoints: Arc<Table>,
+}
+
+/// Maintains one materialized view (parallelism 1).
+pub struct ViewOperator {
+    plan: Arc<ViewPlan>,
+    target: ViewTarget,
+    types: Vec<ColumnType>,
+    converter: RowConverter,
+    /// Group key (Arrow row bytes) → index into `groups`.
+    index: HashMap<Box<[u8]>, usize>,
+    keys: Vec<Box<[u8]>>,
+    groups: Vec<Group>,
+    dirty: Vec<usize>,
+    source_rows: u64,
+    pending: Vec<Pending>,
+}
+
+fn eval(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
+    Ok(expr.evaluate(batch)?.into_array(batch.num_rows())?)
+}
+
+fn as_mask(a: &ArrayRef) -> Result<BooleanArray> {
+    a.as_any()
+        .downcast_ref::<BooleanArray>()
+        .cloned()
+        .ok_or_else(|| StreamSqlError::Internal("a filter predicate is not boolean".into()))
+}
+
+/// Runs `stage` on `batch`, dropping the rows a filter rejects.
+fn run_stage(stage: &Stage, batch: RecordBatch) -> Result<RecordBatch> {
+    match stage {
+        Stage::Filter {
+            predicate,
+            projection,
+        } => {
+            let mask = as_mask(&eval(predicate, &batch)?)?;
+            let kept = filter_record_batch(&batch, &mask)?;
+            Ok(match projection {
+                Some(p) => kept.project(p)?,
+                None => kept,
+            })
+        }
+        Stage::Project { exprs, schema } => project(exprs, schema, &batch),
+    }
+}
+
+fn project(
+    exprs: &[Arc<dyn PhysicalExpr>],
+    schema: &Arc<Schema>,
+    batch: &RecordBatch,
+) -> Result<RecordBatch> {
+    let columns = exprs
+        .iter()
+        .map(|e| eval(e, batch))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        columns,
+        &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )?)
+}
+
+/// Runs `stages` keeping every row: a filter only narrows `mask`.
+fn run_masked(stages: &[Stage], mut batch: RecordBatch) -> Result<(RecordBatch, BooleanArray)> {
+    let mut mask = BooleanArray::from(vec![true; batch.num_rows()]);
+    for stage in stages {
+        match stage {
+            Stage::Filter {
+                predicate,
+                projection,
+            } => {
+                mask = and(&mask, &as_mask(&eval(predicate, &batch)?)?)?;
+                if let Some(p) = projection {
+                    batch = batch.project(p)?;
+                }
+            }
+            Stage::Project { exprs, schema } => batch = project(exprs, schema, &batch)?,
+        }
+    }
+    Ok((batch, mask))
+}
+
+/// The `bigint` a checkpoint tag is recorded as (the final one as the
+/// largest).
+fn tag_value(tag: u64) -> i64 {
+    if tag == FINAL_TAG {
+        i64::MAX
+    } else {
+        i64::try_from(tag).unwrap_or(i64::MAX - 1)
+    }
+}
+
+fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// The checkpoint job `job` last committed (-1: none).
+pub fn committed_checkpoint(checkpoints: &Table, job: &str) -> Result<i64> {
+    Ok(
+        match checkpoints.get(&[Value::Text(job.to_string())])?.as_deref() {
+            Some([_, Value::BigInt(n), ..]) => *n,
+            _ => -1,
+        },
+    )
+}
+
+impl ViewOperator {
+    /// An operator with no groups.
+    pub fn new(plan: Arc<ViewPlan>, target: ViewTarget) -> Result<ViewOperator> {
+        let types = plan.columns.iter().map(|c| c.ty).collect();
+        let fields = plan
+            .aggregate_schema
+            .fields()
+            .iter()
+            .take(plan.group_exprs.len())
+            .map(|f| SortField::new(f.data_type().clone()))
+            .collect();
+        Ok(ViewOperator {
+            converter: RowConverter::new(fields)?,
+            plan,
+            target,
+            types,
+            index: HashMap::new(),
+            keys: Vec::new(),
+            groups: Vec::new(),
+            dirty: Vec::new(),
+            source_rows: 0,
+            pending: Vec::new(),
+        })
+    }
+
+    fn new_group(&mut self, key: Box<[u8]>) -> Result<usize> {
+        let accumulators = self
+            .plan
+            .aggregates
+            .iter()
+            .map(|a| a.create_accumulator())
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let i = self.groups.len();
+        self.groups.push(Group {
+            accumulators,
+            dirty: false,
+        });
+        self.index.insert(key.clone(), i);
+        self.keys.push(key);
+        Ok(i)
+    }
+
+    fn mark_dirty(&mut self, g: usize) {
+        if let Some(group) = self.groups.get_mut(g) {
+            if !group.dirty {
+                group.dirty = true;
+                self.dirty.push(g);
+            }
+        }
+    }
+
+    /// Feeds one source batch into the groups.
+    fn add(&mut self, batch: RecordBatch) -> Result<()> {
+        self.source_rows += batch.num_rows() as u64;
+        let mut batch = match &self.plan.scan_projection {
+            Some(p) => batch.project(p)?,
+            None => batch,
+        };
+        let plan = Arc::clone(&self.plan);
+        for stage in &plan.pre {
+            batch = run_stage(stage, batch)?;
+        }
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let keys = plan
+            .group_exprs
+            .iter()
+            .map(|e| eval(e, &batch))
+            .collect::<Result<Vec<_>>>()?;
+        let rows = self.converter.convert_columns(&keys)?;
+        // rows of each group in this batch, groups in first-seen order
+        let mut slot: HashMap<usize, usize> = HashMap::new();
+        let mut members: Vec<(usize, Vec<u32>)> = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            let bytes: &[u8] = row.as_ref();
+            let g = match self.index.get(bytes) {
+                Some(g) => *g,
+                None => self.new_group(bytes.into())?,
+            };
+            let s = *slot.entry(g).or_insert_with(|| {
+                members.push((g, Vec::new()));
+                members.len() - 1
+            });
+            if let Some(m) = members.get_mut(s) {
+                m.1.push(u32::try_from(i).map_err(|_| {
+                    StreamSqlError::Internal("a batch of more than 2^32 rows".into())
+                })?);
+            }
+        }
+        let args: Vec<Vec<ArrayRef>> = plan
+            .aggregates
+            .iter()
+            .map(|a| a.expressions().iter().map(|e| eval(e, &batch)).collect())
+            .collect::<Result<_>>()?;
+        for (g, rows) in members {
+            let idx = datafusion::arrow::array::UInt32Array::from(rows);
+            let group = self
+                .groups
+                .get_mut(g)
+                .ok_or_else(|| StreamSqlError::Internal("group index out of range".into()))?;
+            for (acc, args) in group.accumulators.iter_mut().zip(&args) {
+                let taken = args
+                    .iter()
+                    .map(|a| take(a.as_ref(), &idx, None))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                acc.update_batch(&taken)?;
+            }
+            self.mark_dirty(g);
+        }
+        Ok(())
+    }
+
+    /// The view rows of the dirty groups, as checkpoint `tag`'s change.
+    fn take_changes(&mut self, tag: u64) -> Result<Pending> {
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut pending = Pending {
+            tag,
+            source_rows: self.source_rows,
+            upserts: Vec::new(),
+            deletes: Vec::new(),
+        };
+        if dirty.is_empty() {
+            return Ok(pending);
+        }
+        let parser = self.converter.parser();
+        let mut key_rows = Vec::with_capacity(dirty.len());
+        for g in &dirty {
+            let key = self
+                .keys
+                .get(*g)
+                .ok_or_else(|| StreamSqlError::Internal("group key out of range".into()))?;
+            key_rows.push(parser.parse(key));
+        }
+        let mut columns = self.converter.convert_rows(key_rows)?;
+        let schema = Arc::clone(&self.plan.aggregate_schema);
+        let group_count = self.plan.group_exprs.len();
+        for (at, field) in schema.fields().iter().skip(group_count).enumerate() {
+            let mut values = Vec::with_capacity(dirty.len());
+            for g in &dirty {
+                let group = self
+                    .groups
+                    .get_mut(*g)
+                    .ok_or_else(|| StreamSqlError::Internal("group index out of range".into()))?;
+                group.dirty = false;
+                let acc = group
+                    .accumulators
+                    .get_mut(at)
+                    .ok_or_else(|| StreamSqlError::Internal("accumulator missing".into()))?;
+                values.push(acc.evaluate()?);
+            }
+            let array = ScalarValue::iter_to_array(values)?;
+            columns.push(if array.data_type() == field.data_type() {
+                array
+            } else {
+                cast(&array, field.data_type())?
+            });
+        }
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+        let (out, mask) = run_masked(&self.plan.post, batch)?;
+        let mut stored = Vec::with_capacity(out.num_columns());
+        for (c, def) in out.columns().iter().zip(&self.plan.columns) {
+            stored.push(eddy_sql::session::cast_column(c, def.ty, &def.name)?);
+        }
+        for i in 0..out.num_rows() {
+            let row: Row = stored
+                .iter()
+                .zip(&self.types)
+                .map(|(a, ty)| eddy_storage::arrow_conv::value_at(a.as_ref(), *ty, i))
+                .collect();
+            if mask.is_valid(i) && mask.value(i) {
+                pending.upserts.push(row);
+            } else {
+                let key = self
+                    .plan
+                    .primary_key
+                    .iter()
+                    .map(|k| row.get(*k).cloned().unwrap_or(Value::Null))
+                    .collect();
+                pending.deletes.push(key);
+            }
+        }
+        Ok(pending)
+    }
+
+    fn groups_state(&mut self) -> Result<Option<Vec<u8>>> {
+        if self.groups.is_empty() {
+            return Ok(None);
+        }
+        let parser = self.converter.parser();
+        let mut columns = self
+            .converter
+            .convert_rows(self.keys.iter().map(|k| parser.parse(k)))?;
+        let mut fields: Vec<Field> = self
+            .plan
+            .aggregate_schema
+            .fields()
+            .iter()
+            .take(self.plan.group_exprs.len())
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        for (ai, a) in self.plan.aggregates.iter().enumerate() {
+            let state_fields = a.state_fields()?;
+            let mut per_field: Vec<Vec<ScalarValue>> =
+                vec![Vec::with_capacity(self.groups.len()); state_fields.len()];
+            for group in &mut self.groups {
+                let acc = group
+                    .accumulators
+                    .get_mut(ai)
+                    .ok_or_else(|| StreamSqlError::Internal("accumulator missing".into()))?;
+                for (slot, v) in per_field.iter_mut().zip(acc.state()?) {
+                    slot.push(v);
+                }
+            }
+            for (j, values) in per_field.into_iter().enumerate() {
+                let array = ScalarValue::iter_to_array(values)?;
+                fields.push(Field::new(
+                    format!("agg{ai}_{j}"),
+                    array.data_type().clone(),
+                    true,
+                ));
+                columns.push(array);
+            }
+        }
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+        Ok(Some(to_ipc(&batch)?))
+    }
+
+    fn restore_groups(&mut self, bytes: &[u8]) -> Result<()> {
+        let batch = from_ipc(bytes)?;
+        let g = self.plan.group_exprs.len();
+        let keys: Vec<ArrayRef> = batch.columns().iter().take(g).cloned().collect();
+        let rows = self.converter.convert_columns(&keys)?;
+        let mut col = g;
+        let mut state_cols: Vec<Vec<ArrayRef>> = Vec::with_capacity(self.plan.aggregates.len());
+        for a in &self.plan.aggregates {
+            let n = a.state_fields()?.len();
+            let cols: Vec<ArrayRef> = batch.columns().iter().skip(col).take(n).cloned().collect();
+            if cols.len() != n {
+                return Err(StreamSqlError::State(
+                    "aggregate state has fewer columns than the view's aggregates".into(),
+                ));
+            }
+            state_cols.push(cols);
+            col += n;
+        }
+        for (i, row) in rows.iter().enumerate() {
+            let gi = self.new_group(row.as_ref().into())?;
+            let group = self
+                .groups
+                .get_mut(gi)
+                .ok_or_else(|| StreamSqlError::Internal("group index out of range".into()))?;
+            for (acc, cols) in group.accumulators.iter_mut().zip(&state_cols) {
+                let slice: Vec<ArrayRef> = cols.iter().map(|c| c.slice(i, 1)).collect();
+                acc.merge_batch(&slice)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits `p` with its checkpoint row, unless it already is.
+    fn commit(&self, p: &Pending) -> Result<()> {
+        let t = &self.target;
+        let tag = tag_value(p.tag);
+        if tag <= committed_checkpoint(&t.checkpoints, &t.job)? {
+            return Ok(());
+        }
+        let mut ops = Vec::with_capacity(p.upserts.len() + p.deletes.len());
+        for key in &p.deletes {
+            ops.push(WriteOp::Delete {
+                key: t.table.key_of(key)?,
+            });
+        }
+        for row in &p.upserts {
+            ops.push(WriteOp::Insert {
+                row: row.clone(),
+                on_conflict: OnConflict::Replace,
+            });
+        }
+        let source_rows = i64::try_from(p.source_rows).unwrap_or(i64::MAX);
+        let mark = WriteOp::Insert {
+            row: vec![
+                Value::Text(t.job.clone()),
+                Value::BigInt(tag),
+                Value::BigInt(source_rows),
+                Value::Timestamp(now_micros()),
+            ],
+            on_conflict: OnConflict::Replace,
+        };
+        t.engine.commit(vec![
+            (Arc::clone(&t.table), ops),
+            (Arc::clone(&t.checkpoints), vec![mark]),
+        ])?;
+        tracing::debug!(job = %t.job, checkpoint = tag, source_rows, "view committed");
+        Ok(())
+    }
+}
+
+impl Operator for ViewOperator {
+    fn process(
+        &mut self,
+        _input: usize,
+        batch: AnyBatch,
+        _out: &mut dyn Emitter,
+    ) -> eddy_stream::Result<()> {
+        for b in downcast::<ArrowBatch>(batch)? {
+            self.add(b.0)?;
+        }
+        Ok(())
+    }
+
+    fn watermark(&mut self, _wm: i64, _out: &mut dyn Emitter) -> eddy_stream::Result<()> {
+        Ok(())
+    }
+
+    fn snapshot(&mut self, id: CheckpointId) -> eddy_stream::Result<Option<Vec<u8>>> {
+        let change = self.take_changes(id.0)?;
+        // a checkpoint with no change commits nothing: the recorded
+        // source position advances with the next real change
+        // (the final one always commits: it records where the source ended)
+        if !change.upserts.is_empty() || !change.deletes.is_empty() || id.0 == FINAL_TAG {
+            self.pending.push(change);
+        }
+        let snap = Snapshot {
+            source_rows: self.source_rows,
+            pending: self.pending.clone(),
+            groups: self.groups_state()?,
+        };
+        Ok(Some(serde_json::to_vec(&snap)?))
+    }
+
+    fn restore(&mut self, state: &[u8]) -> eddy_stream::Result<()> {
+        let snap: Snapshot = serde_json::from_slice(state)?;
+        self.index.clear();
+        self.keys.clear();
+        self.groups.clear();
+        self.dirty.clear();
+        if let Some(bytes) = &snap.groups {
+            self.restore_groups(bytes)?;
+        }
+        self.source_rows = snap.source_rows;
+        for p in &snap.pending {
+            self.commit(p)?;
+        }
+        self.pending.clear();
+        Ok(())
+    }
+
+    fn checkpoint_complete(&mut self, id: CheckpointId, is_final: bool) -> eddy_stream::Result<()> {
+        let mut keep = Vec::new();
+        for p in std::mem::take(&mut self.pending) {
+            if is_final || p.tag <= id.0 {
+                self.commit(&p)?;
+            } else {
+                keep.push(p);
+            }
+        }
+        self.pending = keep;
+        Ok(())
+    }
+
+    fn is_committing_sink(&self) -> bool {
+        true
+    }
+}
