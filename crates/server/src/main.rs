@@ -264,6 +264,8 @@ async fn serve(
     max_connections: usize,
 ) -> Result<(), ServerError> {
     let metrics = Arc::new(Metrics::default());
+    let views = Arc::clone(&streams);
+    metrics.add_section(Box::new(move |out| views.render_metrics(out)));
     let db = Arc::new(Database {
         engine,
         name: "eddy".into(),

@@ -28,7 +28,11 @@ struct KindStats {
 pub struct Metrics {
     kinds: Mutex<BTreeMap<&'static str, KindStats>>,
     pub connections: AtomicI64,
+    /// Other components' figures (stream jobs), appended to the exposition.
+    sections: Mutex<Vec<Section>>,
 }
+
+type Section = Box<dyn Fn(&mut String) + Send + Sync>;
 
 impl Metrics {
     pub fn record(&self, kind: &'static str, elapsed: Duration, ok: bool) {
@@ -47,9 +51,17 @@ impl Metrics {
         let _ = h.record(micros.max(1));
     }
 
+    /// Adds a component whose figures `render` appends.
+    pub fn add_section(&self, section: Section) {
+        self.sections.lock().push(section);
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        for section in self.sections.lock().iter() {
+            section(&mut out);
+        }
         let kinds = self.kinds.lock();
         out.push_str("# HELP eddy_statements_total Statements executed, by kind.\n# TYPE eddy_statements_total counter\n");
         for (k, s) in kinds.iter() {

@@ -118,6 +118,17 @@ async fn a_view_is_its_query_over_the_stream_and_only_its_job_writes_it() {
     assert_eq!(row.get::<_, i64>(1), 20000, "every row counted once");
     assert_eq!((row.get::<_, i32>(2), row.get::<_, i32>(3)), (0, 9));
 
+    // freshness and progress per view in /metrics
+    let metrics = srv.metrics();
+    assert!(
+        metrics.contains("eddy_view_source_rows{view=\"by_bucket\"} 20000"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("eddy_view_freshness_seconds{view=\"by_k\",quantile=\"0.99\"}"),
+        "{metrics}"
+    );
+
     // the catalog, as a client sees it
     let jobs = c.simple_query("SHOW JOBS").await.expect("show jobs");
     let text = format!("{jobs:?}");
@@ -125,6 +136,13 @@ async fn a_view_is_its_query_over_the_stream_and_only_its_job_writes_it() {
         text.contains("by_bucket") && text.contains("finished"),
         "{text}"
     );
+    // the extended protocol (what pgjdbc and asyncpg use) describes the rows too
+    let jobs = c
+        .query("SHOW JOBS", &[])
+        .await
+        .expect("show jobs, extended");
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs[0].columns()[0].name(), "job");
     let sources = c.simple_query("SHOW SOURCES").await.expect("show sources");
     assert!(format!("{sources:?}").contains("datagen"));
     let views = c

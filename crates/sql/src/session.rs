@@ -320,7 +320,25 @@ impl Session {
     /// Parse (and for queries plan) a statement of the extended protocol.
     pub async fn prepare(&mut self, sql: &str, client_types: &[u32]) -> Result<Prepared> {
         let text = sql.trim().trim_end_matches(';').trim().to_string();
-        if text.is_empty() || self.is_custom_command(&text) || self.is_stream_statement(&text) {
+        if let Some(streams) = self.db.streams.as_ref().filter(|s| s.recognises(&text)) {
+            let columns = streams
+                .result_schema(&text)?
+                .fields()
+                .iter()
+                .map(|f| ResultColumn {
+                    name: f.name().clone(),
+                    type_oid: crate::pgtypes::field_oid(f),
+                })
+                .collect();
+            return Ok(Prepared {
+                sql: text,
+                stmt: None,
+                param_types: vec![],
+                columns,
+                fast: None,
+            });
+        }
+        if text.is_empty() || self.is_custom_command(&text) {
             return Ok(Prepared {
                 sql: text,
                 stmt: None,
@@ -486,10 +504,6 @@ impl Session {
             return fastpath::execute(plan, &engine, params).map(Some);
         }
         run_blocking(|| fastpath::execute_locked(plan, &engine, params, timeout)).map(Some)
-    }
-
-    fn is_stream_statement(&self, text: &str) -> bool {
-        self.db.streams.as_ref().is_some_and(|s| s.recognises(text))
     }
 
     /// Hands a streaming statement to the stream layer. They are DDL with

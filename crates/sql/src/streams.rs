@@ -25,6 +25,9 @@ pub trait StreamStatements: Send + Sync {
     /// Runs a statement `recognises` accepted (blocking: it may create
     /// tables and start or stop jobs).
     fn execute(&self, sql: &str) -> Result<Output>;
+    /// The columns a statement `recognises` accepted returns (empty for
+    /// a command), for the extended protocol's Describe.
+    fn result_schema(&self, sql: &str) -> Result<datafusion::arrow::datatypes::SchemaRef>;
     /// Whether `table` is written only by a stream job.
     fn owns_table(&self, table: &str) -> bool;
 }

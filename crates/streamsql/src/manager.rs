@@ -17,11 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
-use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::physical_plan::memory::MemoryStream;
-use eddy_common::{ColumnDef, ColumnType, Orientation, Value};
+use eddy_common::Value;
 use eddy_sql::{Output, SqlError, StreamStatements};
-use eddy_storage::{CreateTable, Engine, Table, WriteOp};
+use eddy_storage::{Engine, Table, WriteOp};
 use eddy_stream::api::StreamEnv;
 use eddy_stream::graph::OperatorFactory;
 use eddy_stream::operator::Operator;
@@ -34,7 +34,10 @@ use crate::datagen::DatagenSpec;
 use crate::error::{Result, StreamSqlError};
 use crate::plan::{plan_view, ViewPlan};
 use crate::statements::{self, SourceDef, StreamStatement, ViewDef};
-use crate::view_op::{committed_checkpoint, ViewOperator, ViewTarget, CHECKPOINT_TABLE};
+use crate::view_op::{
+    checkpoint_table, committed_checkpoint, view_table, ViewOperator, ViewStats, ViewStatsReport,
+    ViewTarget, CHECKPOINT_TABLE,
+};
 
 #[derive(Default, Serialize, Deserialize)]
 struct CatalogFile {
@@ -49,13 +52,17 @@ struct Catalog {
     jobs: HashMap<String, JobHandle>,
     /// Views whose job could not start, with the reason.
     broken: HashMap<String, String>,
+    /// Commit figures of each view's job since the server started.
+    stats: HashMap<String, Arc<ViewStats>>,
 }
 
 /// Sources, views and their jobs (see the module doc).
 pub struct StreamManager {
     engine: Arc<Engine>,
     dir: PathBuf,
-    checkpoints: Arc<Table>,
+    /// `eddy_stream_checkpoints`, created with the first view (so a
+    /// database without views shows no stream table).
+    checkpoints: Mutex<Option<Arc<Table>>>,
     catalog: Mutex<Catalog>,
 }
 
@@ -68,23 +75,7 @@ impl StreamManager {
     pub fn start(engine: Arc<Engine>, data_dir: &Path) -> Result<Arc<StreamManager>> {
         let dir = data_dir.join("stream");
         std::fs::create_dir_all(dir.join("jobs")).map_err(|e| io(&dir, e))?;
-        let checkpoints = match engine.table(CHECKPOINT_TABLE) {
-            Some(t) => t,
-            None => engine.create_table(CreateTable {
-                name: CHECKPOINT_TABLE.into(),
-                columns: vec![
-                    ColumnDef::new("job", ColumnType::Text, false),
-                    ColumnDef::new("checkpoint", ColumnType::BigInt, false),
-                    ColumnDef::new("source_rows", ColumnType::BigInt, false),
-                    ColumnDef::new("committed_at", ColumnType::Timestamp, false),
-                ],
-                primary_key: vec![0],
-                distribution_key: vec![0],
-                orientation: Orientation::Row,
-                table_group: None,
-                shard_count: None,
-            })?,
-        };
+        let checkpoints = Mutex::new(engine.table(CHECKPOINT_TABLE));
         let file: CatalogFile = match std::fs::read(dir.join("catalog.json")) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
                 StreamSqlError::State(format!("{}/catalog.json: {e}", dir.display()))
@@ -114,7 +105,7 @@ impl StreamManager {
             let mut cat = manager.catalog.lock();
             let views: Vec<ViewDef> = cat.views.values().cloned().collect();
             for v in views {
-                match manager.start_job(&cat, &v) {
+                match manager.start_job(&mut cat, &v) {
                     Ok(h) => {
                         cat.jobs.insert(v.name.clone(), h);
                     }
@@ -183,7 +174,10 @@ impl StreamManager {
         Ok((plan_view(&query, &Self::source_schemas(cat)?)?, query))
     }
 
-    fn start_job(&self, cat: &Catalog, def: &ViewDef) -> Result<JobHandle> {
+    fn start_job(&self, cat: &mut Catalog, def: &ViewDef) -> Result<JobHandle> {
+        let stats = cat.stats.entry(def.name.clone()).or_default();
+        let stats = Arc::clone(stats);
+        let stats = &stats;
         let (plan, _) = Self::plan(cat, def)?;
         let source = cat
             .sources
@@ -198,7 +192,8 @@ impl StreamManager {
             engine: Arc::clone(&self.engine),
             job: def.name.clone(),
             table,
-            checkpoints: Arc::clone(&self.checkpoints),
+            checkpoints: self.checkpoint_table()?,
+            stats: Arc::clone(stats),
         };
         let config = JobConfig {
             parallelism: Some(1),
@@ -220,6 +215,20 @@ impl StreamManager {
         });
         let _ = stream.transform::<()>(&format!("view {}", def.name), factory);
         Ok(env.submit(&def.name)?)
+    }
+
+    /// The checkpoint table, created if it does not exist yet.
+    fn checkpoint_table(&self) -> Result<Arc<Table>> {
+        let mut slot = self.checkpoints.lock();
+        if let Some(t) = slot.as_ref() {
+            return Ok(Arc::clone(t));
+        }
+        let t = match self.engine.table(CHECKPOINT_TABLE) {
+            Some(t) => t,
+            None => self.engine.create_table(checkpoint_table())?,
+        };
+        *slot = Some(Arc::clone(&t));
+        Ok(t)
     }
 
     fn name_taken(&self, cat: &Catalog, name: &str) -> Option<&'static str> {
@@ -258,23 +267,11 @@ impl StreamManager {
         }
         let (plan, _) = Self::plan(&cat, &def)?;
         def.source = plan.source.clone();
-        let mut columns = plan.columns.clone();
-        for k in &plan.primary_key {
-            if let Some(c) = columns.get_mut(*k) {
-                c.nullable = false;
-            }
-        }
-        self.engine.create_table(CreateTable {
-            name: def.name.clone(),
-            columns,
-            primary_key: plan.primary_key.clone(),
-            distribution_key: plan.primary_key.clone(),
-            orientation: Orientation::Row,
-            table_group: None,
-            shard_count: None,
-        })?;
+        self.engine.create_table(view_table(&def.name, &plan))?;
         cat.views.insert(def.name.clone(), def.clone());
-        let started = self.save(&cat).and_then(|()| self.start_job(&cat, &def));
+        let started = self
+            .save(&cat)
+            .and_then(|()| self.start_job(&mut cat, &def));
         match started {
             Ok(h) => {
                 cat.jobs.insert(def.name.clone(), h);
@@ -299,6 +296,7 @@ impl StreamManager {
         }
         self.save(&cat)?;
         cat.broken.remove(name);
+        cat.stats.remove(name);
         if let Some(h) = cat.jobs.remove(name) {
             h.cancel();
             if let Err(e) = h.wait() {
@@ -308,12 +306,13 @@ impl StreamManager {
         if self.engine.table(name).is_some() {
             self.engine.drop_table(name)?;
         }
-        if committed_checkpoint(&self.checkpoints, name)? >= 0 {
-            let key = self.checkpoints.key_of(&[Value::Text(name.into())])?;
-            self.engine.commit(vec![(
-                Arc::clone(&self.checkpoints),
-                vec![WriteOp::Delete { key }],
-            )])?;
+        let checkpoints = self.checkpoints.lock().clone();
+        if let Some(checkpoints) = checkpoints {
+            if committed_checkpoint(&checkpoints, name)? >= 0 {
+                let key = checkpoints.key_of(&[Value::Text(name.into())])?;
+                self.engine
+                    .commit(vec![(checkpoints, vec![WriteOp::Delete { key }])])?;
+            }
         }
         let jobs = self.dir.join("jobs").join(name);
         if jobs.exists() {
@@ -349,45 +348,39 @@ impl StreamManager {
 
     fn show(&self, what: &StreamStatement) -> Result<Output> {
         let cat = self.catalog.lock();
-        let (names, columns): (Vec<&str>, Vec<ArrayRef>) = match what {
+        let columns: Vec<ArrayRef> = match what {
             StreamStatement::ShowSources => {
                 let s: Vec<&SourceDef> = cat.sources.values().collect();
-                (
-                    vec!["name", "connector", "columns", "options"],
-                    vec![
-                        text(s.iter().map(|s| s.name.clone())),
-                        text(s.iter().map(|s| s.connector.clone())),
-                        text(s.iter().map(|s| {
-                            s.columns
-                                .iter()
-                                .map(|(n, t)| format!("{n} {}", t.pg_name()))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        })),
-                        text(s.iter().map(|s| {
-                            s.options
-                                .iter()
-                                .map(|(k, v)| format!("{k}={v}"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        })),
-                    ],
-                )
+                vec![
+                    text(s.iter().map(|s| s.name.clone())),
+                    text(s.iter().map(|s| s.connector.clone())),
+                    text(s.iter().map(|s| {
+                        s.columns
+                            .iter()
+                            .map(|(n, t)| format!("{n} {}", t.pg_name()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })),
+                    text(s.iter().map(|s| {
+                        s.options
+                            .iter()
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })),
+                ]
             }
             StreamStatement::ShowViews => {
                 let v: Vec<&ViewDef> = cat.views.values().collect();
-                (
-                    vec!["name", "source", "checkpoint_interval_ms", "definition"],
-                    vec![
-                        text(v.iter().map(|v| v.name.clone())),
-                        text(v.iter().map(|v| v.source.clone())),
-                        Arc::new(Int64Array::from_iter_values(
-                            v.iter()
-                                .map(|v| i64::try_from(v.checkpoint_interval_ms).unwrap_or(0)),
-                        )),
-                        text(v.iter().map(|v| v.statement.clone())),
-                    ],
-                )
+                vec![
+                    text(v.iter().map(|v| v.name.clone())),
+                    text(v.iter().map(|v| v.source.clone())),
+                    Arc::new(Int64Array::from_iter_values(
+                        v.iter()
+                            .map(|v| i64::try_from(v.checkpoint_interval_ms).unwrap_or(0)),
+                    )),
+                    text(v.iter().map(|v| v.statement.clone())),
+                ]
             }
             _ => {
                 let mut rows = Vec::new();
@@ -397,40 +390,97 @@ impl StreamManager {
                         (Some(h), None) => status_text(&h.status()),
                         (None, None) => "stopped".to_string(),
                     };
-                    let row = self.checkpoints.get(&[Value::Text(name.clone())])?;
+                    let row = match self.checkpoints.lock().clone() {
+                        Some(t) => t.get(&[Value::Text(name.clone())])?,
+                        None => None,
+                    };
                     let (ckpt, src) = match row.as_deref() {
                         Some([_, Value::BigInt(c), Value::BigInt(s), ..]) => (Some(*c), Some(*s)),
                         _ => (None, None),
                     };
                     rows.push((name.clone(), status, ckpt, src));
                 }
-                (
-                    vec!["job", "status", "committed_checkpoint", "source_rows"],
-                    vec![
-                        text(rows.iter().map(|r| r.0.clone())),
-                        text(rows.iter().map(|r| r.1.clone())),
-                        Arc::new(Int64Array::from(
-                            rows.iter().map(|r| r.2).collect::<Vec<_>>(),
-                        )),
-                        Arc::new(Int64Array::from(
-                            rows.iter().map(|r| r.3).collect::<Vec<_>>(),
-                        )),
-                    ],
-                )
+                vec![
+                    text(rows.iter().map(|r| r.0.clone())),
+                    text(rows.iter().map(|r| r.1.clone())),
+                    Arc::new(Int64Array::from(
+                        rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+                    )),
+                    Arc::new(Int64Array::from(
+                        rows.iter().map(|r| r.3).collect::<Vec<_>>(),
+                    )),
+                ]
             }
         };
-        let fields: Vec<Field> = names
-            .iter()
-            .zip(&columns)
-            .map(|(n, c)| Field::new(*n, c.data_type().clone(), true))
-            .collect();
-        let schema: SchemaRef = Arc::new(Schema::new(fields));
+        let schema = show_schema(what);
         let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
         let stream = MemoryStream::try_new(vec![batch], Arc::clone(&schema), None)?;
         Ok(Output::Rows {
             schema,
             stream: Box::pin(stream),
         })
+    }
+
+    /// Appends each view's figures in the Prometheus text format:
+    /// freshness (source row arrival to the commit that shows it), commits,
+    /// rows written, source rows consumed.
+    pub fn render_metrics(&self, out: &mut String) {
+        use std::fmt::Write;
+        let reports: Vec<(String, ViewStatsReport)> = {
+            let cat = self.catalog.lock();
+            cat.stats
+                .iter()
+                .map(|(name, s)| (name.clone(), s.report()))
+                .collect()
+        };
+        if reports.is_empty() {
+            return;
+        }
+        out.push_str(
+            "# HELP eddy_view_freshness_seconds Time from a source row's arrival to the commit \
+             that makes it visible, by materialized view.\n# TYPE eddy_view_freshness_seconds \
+             summary\n",
+        );
+        for (v, r) in &reports {
+            for (q, secs) in &r.freshness {
+                let _ = writeln!(
+                    out,
+                    "eddy_view_freshness_seconds{{view=\"{v}\",quantile=\"{q}\"}} {secs:.6}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "eddy_view_freshness_seconds_count{{view=\"{v}\"}} {}",
+                r.freshness_count
+            );
+        }
+        for (metric, help, pick) in [
+            (
+                "eddy_view_commits_total",
+                "Checkpoint commits into the view's table.",
+                (|r: &ViewStatsReport| r.commits) as fn(&ViewStatsReport) -> u64,
+            ),
+            (
+                "eddy_view_rows_written_total",
+                "Rows upserted or deleted in the view's table.",
+                |r| r.rows_written,
+            ),
+            (
+                "eddy_view_source_rows",
+                "Source rows the view's last commit covers.",
+                |r| r.source_rows,
+            ),
+        ] {
+            let kind = if metric.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} {kind}");
+            for (v, r) in &reports {
+                let _ = writeln!(out, "{metric}{{view=\"{v}\"}} {}", pick(r));
+            }
+        }
     }
 
     fn run(&self, sql: &str) -> Result<Output> {
@@ -446,6 +496,34 @@ impl StreamManager {
             other => self.show(&other),
         }
     }
+}
+
+/// The columns a statement returns (none for a command).
+fn show_schema(what: &StreamStatement) -> SchemaRef {
+    let text = |n: &str| Field::new(n, DataType::Utf8, true);
+    let int = |n: &str| Field::new(n, DataType::Int64, true);
+    let fields = match what {
+        StreamStatement::ShowSources => vec![
+            text("name"),
+            text("connector"),
+            text("columns"),
+            text("options"),
+        ],
+        StreamStatement::ShowViews => vec![
+            text("name"),
+            text("source"),
+            int("checkpoint_interval_ms"),
+            text("definition"),
+        ],
+        StreamStatement::ShowJobs => vec![
+            text("job"),
+            text("status"),
+            int("committed_checkpoint"),
+            int("source_rows"),
+        ],
+        _ => Vec::new(),
+    };
+    Arc::new(Schema::new(fields))
 }
 
 fn text(values: impl Iterator<Item = String>) -> ArrayRef {
@@ -482,6 +560,10 @@ impl StreamStatements for StreamManager {
 
     fn execute(&self, sql: &str) -> eddy_sql::Result<Output> {
         self.run(sql).map_err(SqlError::from)
+    }
+
+    fn result_schema(&self, sql: &str) -> eddy_sql::Result<SchemaRef> {
+        Ok(show_schema(&statements::parse(sql)?))
     }
 
     fn owns_table(&self, table: &str) -> bool {

@@ -25,8 +25,8 @@ use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::PhysicalExpr;
-use eddy_common::{ColumnType, Row, Value};
-use eddy_storage::{Engine, OnConflict, Table, WriteOp};
+use eddy_common::{ColumnDef, ColumnType, Orientation, Row, Value};
+use eddy_storage::{CreateTable, Engine, OnConflict, Table, WriteOp};
 use eddy_stream::operator::sink::FINAL_TAG;
 use eddy_stream::operator::{Emitter, Operator};
 use eddy_stream::types::{downcast, AnyBatch, CheckpointId};
@@ -39,6 +39,44 @@ use crate::plan::{Stage, ViewPlan};
 /// The table every committed checkpoint is recorded in.
 pub const CHECKPOINT_TABLE: &str = "eddy_stream_checkpoints";
 
+/// The definition of the checkpoint table.
+pub fn checkpoint_table() -> CreateTable {
+    CreateTable {
+        name: CHECKPOINT_TABLE.into(),
+        columns: vec![
+            ColumnDef::new("job", ColumnType::Text, false),
+            ColumnDef::new("checkpoint", ColumnType::BigInt, false),
+            ColumnDef::new("source_rows", ColumnType::BigInt, false),
+            ColumnDef::new("committed_at", ColumnType::Timestamp, false),
+        ],
+        primary_key: vec![0],
+        distribution_key: vec![0],
+        orientation: Orientation::Row,
+        table_group: None,
+        shard_count: None,
+    }
+}
+
+/// The definition of view `name`'s table: the query's columns, keyed and
+/// distributed by the GROUP BY columns (never null).
+pub fn view_table(name: &str, plan: &ViewPlan) -> CreateTable {
+    let mut columns = plan.columns.clone();
+    for k in &plan.primary_key {
+        if let Some(c) = columns.get_mut(*k) {
+            c.nullable = false;
+        }
+    }
+    CreateTable {
+        name: name.to_string(),
+        columns,
+        primary_key: plan.primary_key.clone(),
+        distribution_key: plan.primary_key.clone(),
+        orientation: Orientation::Row,
+        table_group: None,
+        shard_count: None,
+    }
+}
+
 /// Changes of one checkpoint, not yet committed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Pending {
@@ -47,6 +85,10 @@ struct Pending {
     upserts: Vec<Row>,
     /// Primary-key values of rows to delete.
     deletes: Vec<Vec<Value>>,
+    /// (arrival time in µs since the epoch, source rows) of the batches
+    /// this change covers, for the freshness figure.
+    #[serde(default)]
+    arrivals: Vec<(i64, u64)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -70,6 +112,82 @@ pub struct ViewTarget {
     pub job: String,
     pub table: Arc<Table>,
     pub checkpoints: Arc<Table>,
+    pub stats: Arc<ViewStats>,
+}
+
+/// What a view's commits report to `/metrics`.
+pub struct ViewStats {
+    inner: parking_lot::Mutex<StatsInner>,
+}
+
+struct StatsInner {
+    commits: u64,
+    rows_written: u64,
+    source_rows: u64,
+    /// Microseconds from a source row's arrival at the view operator to
+    /// the commit that made its effect visible.
+    freshness: Option<hdrhistogram::Histogram<u64>>,
+}
+
+/// A snapshot of [`ViewStats`].
+#[derive(Debug, Clone, Default)]
+pub struct ViewStatsReport {
+    pub commits: u64,
+    pub rows_written: u64,
+    pub source_rows: u64,
+    /// (quantile, seconds) of the freshness distribution since start.
+    pub freshness: Vec<(f64, f64)>,
+    pub freshness_count: u64,
+}
+
+impl Default for ViewStats {
+    fn default() -> Self {
+        ViewStats {
+            inner: parking_lot::Mutex::new(StatsInner {
+                commits: 0,
+                rows_written: 0,
+                source_rows: 0,
+                freshness: hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).ok(),
+            }),
+        }
+    }
+}
+
+impl ViewStats {
+    fn record(&self, p: &Pending, committed_at: i64) {
+        let mut s = self.inner.lock();
+        s.commits += 1;
+        s.rows_written += (p.upserts.len() + p.deletes.len()) as u64;
+        s.source_rows = p.source_rows;
+        if let Some(h) = s.freshness.as_mut() {
+            for (arrived, rows) in &p.arrivals {
+                let micros = u64::try_from(committed_at.saturating_sub(*arrived)).unwrap_or(0);
+                let _ = h.record_n(micros.clamp(1, 3_600_000_000), *rows);
+            }
+        }
+    }
+
+    /// The figures so far.
+    pub fn report(&self) -> ViewStatsReport {
+        let s = self.inner.lock();
+        let (freshness, freshness_count) = match &s.freshness {
+            Some(h) if !h.is_empty() => (
+                [0.5, 0.9, 0.99, 0.999]
+                    .iter()
+                    .map(|q| (*q, h.value_at_quantile(*q) as f64 / 1e6))
+                    .collect(),
+                h.len(),
+            ),
+            _ => (Vec::new(), 0),
+        };
+        ViewStatsReport {
+            commits: s.commits,
+            rows_written: s.rows_written,
+            source_rows: s.source_rows,
+            freshness,
+            freshness_count,
+        }
+    }
 }
 
 /// Maintains one materialized view (parallelism 1).
@@ -85,6 +203,8 @@ pub struct ViewOperator {
     dirty: Vec<usize>,
     source_rows: u64,
     pending: Vec<Pending>,
+    /// Arrivals since the last snapshot (see `Pending::arrivals`).
+    arrivals: Vec<(i64, u64)>,
 }
 
 fn eval(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
@@ -200,6 +320,7 @@ impl ViewOperator {
             dirty: Vec::new(),
             source_rows: 0,
             pending: Vec::new(),
+            arrivals: Vec::new(),
         })
     }
 
@@ -231,7 +352,14 @@ impl ViewOperator {
 
     /// Feeds one source batch into the groups.
     fn add(&mut self, batch: RecordBatch) -> Result<()> {
-        self.source_rows += batch.num_rows() as u64;
+        let rows = batch.num_rows() as u64;
+        self.source_rows += rows;
+        // batches arriving in the same millisecond share one entry
+        let now = now_micros();
+        match self.arrivals.last_mut() {
+            Some((at, n)) if now - *at < 1000 => *n += rows,
+            _ => self.arrivals.push((now, rows)),
+        }
         let mut batch = match &self.plan.scan_projection {
             Some(p) => batch.project(p)?,
             None => batch,
@@ -299,6 +427,7 @@ impl ViewOperator {
             source_rows: self.source_rows,
             upserts: Vec::new(),
             deletes: Vec::new(),
+            arrivals: std::mem::take(&mut self.arrivals),
         };
         if dirty.is_empty() {
             return Ok(pending);
@@ -463,12 +592,13 @@ impl ViewOperator {
             });
         }
         let source_rows = i64::try_from(p.source_rows).unwrap_or(i64::MAX);
+        let committed_at = now_micros();
         let mark = WriteOp::Insert {
             row: vec![
                 Value::Text(t.job.clone()),
                 Value::BigInt(tag),
                 Value::BigInt(source_rows),
-                Value::Timestamp(now_micros()),
+                Value::Timestamp(committed_at),
             ],
             on_conflict: OnConflict::Replace,
         };
@@ -476,6 +606,7 @@ impl ViewOperator {
             (Arc::clone(&t.table), ops),
             (Arc::clone(&t.checkpoints), vec![mark]),
         ])?;
+        t.stats.record(p, now_micros().max(committed_at));
         tracing::debug!(job = %t.job, checkpoint = tag, source_rows, "view committed");
         Ok(())
     }

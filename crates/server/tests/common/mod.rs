@@ -11,6 +11,8 @@ use tokio_postgres::{Client, NoTls};
 pub struct Server {
     pub child: Child,
     pub port: u16,
+    /// The HTTP port (`/metrics`).
+    pub http_port: u16,
     pub _dir: Option<tempfile::TempDir>,
     pub data_dir: std::path::PathBuf,
 }
@@ -114,6 +116,7 @@ impl Server {
         Server {
             child,
             port,
+            http_port: http,
             _dir: dir,
             data_dir,
         }
@@ -139,6 +142,18 @@ impl Server {
             let _ = connection.await;
         });
         Ok(client)
+    }
+
+    /// The body of `GET /metrics`.
+    pub fn metrics(&self) -> String {
+        use std::io::{Read, Write};
+        let mut s =
+            std::net::TcpStream::connect(("127.0.0.1", self.http_port)).expect("connect http");
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .expect("request");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("response");
+        out
     }
 
     pub fn stop(&mut self) {
