@@ -25,6 +25,8 @@ pub enum BenchCommand {
     Tpch(TpchArgs),
     /// YCSB serving load over the PostgreSQL protocol (closed and open loop).
     Ycsb(YcsbArgs),
+    /// Freshness of a materialized view (event arrival to visible commit) at fixed event rates.
+    Freshness(crate::freshness::FreshnessArgs),
 }
 
 /// `eddy bench gen <benchmark>`.
@@ -555,6 +557,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Ssb(args) => run_ssb(args),
         BenchCommand::Tpch(args) => run_tpch(args),
         BenchCommand::Ycsb(args) => run_ycsb(args),
+        BenchCommand::Freshness(args) => crate::freshness::run(args),
         BenchCommand::Gen(GenCommand::Ycsb(args)) => {
             let start = std::time::Instant::now();
             match args.format {

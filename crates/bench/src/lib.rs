@@ -26,6 +26,7 @@
 pub mod cli;
 pub mod dataset;
 pub mod error;
+pub mod freshness;
 pub mod harness;
 pub mod ssb;
 pub mod tpch;

@@ -51,7 +51,7 @@ enum Command {
         #[command(subcommand)]
         cmd: eddy_stream::cli::StreamCommand,
     },
-    /// Benchmarks: SSB, TPC-H and YCSB against Eddy and its peers.
+    /// Benchmarks: SSB, TPC-H and YCSB against Eddy and its peers; view freshness.
     Bench {
         #[command(subcommand)]
         cmd: eddy_bench::cli::BenchCommand,

@@ -260,6 +260,8 @@ pub struct EddyServer {
     dir: PathBuf,
     /// Where it listens; user `eddy`.
     pub target: PgTarget,
+    /// Its HTTP port (`/metrics`).
+    pub http_port: u16,
 }
 
 impl EddyServer {
@@ -322,6 +324,7 @@ impl EddyServer {
         Ok(EddyServer {
             child,
             dir,
+            http_port,
             target: PgTarget {
                 host: "127.0.0.1".into(),
                 port: pg_port,
