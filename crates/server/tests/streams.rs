@@ -84,6 +84,12 @@ async fn a_view_is_its_query_over_the_stream_and_only_its_job_writes_it() {
     )
     .await
     .expect("create view on the random column");
+    c.batch_execute(
+        "CREATE MATERIALIZED VIEW distinct_k AS SELECT id % 3 AS b, count(DISTINCT k) AS ks \
+         FROM clicks GROUP BY id % 3",
+    )
+    .await
+    .expect("create a count distinct view");
 
     assert_eq!(
         wait_finished(&c, "by_bucket", Duration::from_secs(90)).await,
@@ -117,6 +123,15 @@ async fn a_view_is_its_query_over_the_stream_and_only_its_job_writes_it() {
     assert_eq!(row.get::<_, i64>(0), 10, "ten values of k");
     assert_eq!(row.get::<_, i64>(1), 20000, "every row counted once");
     assert_eq!((row.get::<_, i32>(2), row.get::<_, i32>(3)), (0, 9));
+    assert_eq!(wait_finished(&c, "distinct_k", Duration::from_secs(90)).await, 20000);
+    let ks: Vec<(i64, i64)> = c
+        .query("SELECT b, ks FROM distinct_k ORDER BY b", &[])
+        .await
+        .expect("read distinct_k")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(ks, vec![(0, 10), (1, 10), (2, 10)], "every k in every bucket");
 
     // freshness and progress per view in /metrics
     let metrics = srv.metrics();
@@ -141,7 +156,7 @@ async fn a_view_is_its_query_over_the_stream_and_only_its_job_writes_it() {
         .query("SHOW JOBS", &[])
         .await
         .expect("show jobs, extended");
-    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs.len(), 3);
     assert_eq!(jobs[0].columns()[0].name(), "job");
     let sources = c.simple_query("SHOW SOURCES").await.expect("show sources");
     assert!(format!("{sources:?}").contains("datagen"));
@@ -218,7 +233,10 @@ async fn a_view_is_its_query_over_the_stream_and_only_its_job_writes_it() {
     c.batch_execute("ROLLBACK").await.expect("rollback");
 
     // DROP removes the view, its job and its checkpoint record
-    c.batch_execute("DROP MATERIALIZED VIEW by_k; DROP MATERIALIZED VIEW by_bucket")
+    c.batch_execute(
+        "DROP MATERIALIZED VIEW by_k; DROP MATERIALIZED VIEW by_bucket; \
+         DROP MATERIALIZED VIEW distinct_k",
+    )
         .await
         .expect("drop views");
     refused(&c, "SELECT * FROM by_k", "42P01").await;

@@ -211,6 +211,9 @@ pub fn plan_view(query: &Query, sources: &[(String, SchemaRef)]) -> Result<ViewP
         .with_analyzer_rule(Arc::new(eddy_sql::checked_arith::CheckedIntegerArithmetic))
         .build();
     let ctx = SessionContext::new_with_state(state);
+    // `count(DISTINCT x)` stays one aggregate (its accumulator keeps the
+    // distinct values) instead of becoming two stacked GROUP BYs
+    ctx.remove_optimizer_rule("single_distinct_aggregation_to_group_by");
     for (name, schema) in sources {
         ctx.register_table(
             name.as_str(),
@@ -467,6 +470,17 @@ mod tests {
         )
         .expect("plan");
         assert_eq!(p.primary_key, vec![1, 2]);
+    }
+
+    #[test]
+    fn count_distinct_is_one_aggregate() {
+        let p = plan(
+            "CREATE MATERIALIZED VIEW v AS SELECT k, count(DISTINCT url) AS urls FROM s \
+             GROUP BY k",
+        )
+        .expect("plan");
+        assert_eq!(p.aggregates.len(), 1);
+        assert!(p.aggregates[0].is_distinct());
     }
 
     #[test]
