@@ -123,7 +123,10 @@ async fn a_view_is_its_query_over_the_stream_and_only_its_job_writes_it() {
     assert_eq!(row.get::<_, i64>(0), 10, "ten values of k");
     assert_eq!(row.get::<_, i64>(1), 20000, "every row counted once");
     assert_eq!((row.get::<_, i32>(2), row.get::<_, i32>(3)), (0, 9));
-    assert_eq!(wait_finished(&c, "distinct_k", Duration::from_secs(90)).await, 20000);
+    assert_eq!(
+        wait_finished(&c, "distinct_k", Duration::from_secs(90)).await,
+        20000
+    );
     let ks: Vec<(i64, i64)> = c
         .query("SELECT b, ks FROM distinct_k ORDER BY b", &[])
         .await
@@ -131,7 +134,11 @@ async fn a_view_is_its_query_over_the_stream_and_only_its_job_writes_it() {
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
-    assert_eq!(ks, vec![(0, 10), (1, 10), (2, 10)], "every k in every bucket");
+    assert_eq!(
+        ks,
+        vec![(0, 10), (1, 10), (2, 10)],
+        "every k in every bucket"
+    );
 
     // freshness and progress per view in /metrics
     let metrics = srv.metrics();
@@ -237,8 +244,8 @@ async fn a_view_is_its_query_over_the_stream_and_only_its_job_writes_it() {
         "DROP MATERIALIZED VIEW by_k; DROP MATERIALIZED VIEW by_bucket; \
          DROP MATERIALIZED VIEW distinct_k",
     )
-        .await
-        .expect("drop views");
+    .await
+    .expect("drop views");
     refused(&c, "SELECT * FROM by_k", "42P01").await;
     let left: i64 = c
         .query_one("SELECT count(*) FROM eddy_stream_checkpoints", &[])

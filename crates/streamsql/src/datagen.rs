@@ -68,6 +68,21 @@ fn opt_i64(options: &mut BTreeMap<String, String>, key: &str) -> Result<Option<i
         .transpose()
 }
 
+/// Column types datagen derives from an integer sequence or draw.
+fn generated_from_integers(ty: ColumnType) -> bool {
+    matches!(
+        ty,
+        ColumnType::SmallInt
+            | ColumnType::Int
+            | ColumnType::BigInt
+            | ColumnType::Real
+            | ColumnType::Double
+            | ColumnType::Text
+            | ColumnType::Varchar(_)
+            | ColumnType::Boolean
+    )
+}
+
 fn type_range(ty: ColumnType) -> (i64, i64) {
     match ty {
         ColumnType::SmallInt => (i16::MIN as i64, i16::MAX as i64),
@@ -142,17 +157,7 @@ impl DatagenSpec {
                         "datagen generates timestamp column {name} only as a sequence"
                     )))
                 }
-                (
-                    ColumnType::SmallInt
-                    | ColumnType::Int
-                    | ColumnType::BigInt
-                    | ColumnType::Real
-                    | ColumnType::Double
-                    | ColumnType::Text
-                    | ColumnType::Varchar(_)
-                    | ColumnType::Boolean,
-                    "sequence",
-                ) => {
+                (ty, "sequence") if generated_from_integers(*ty) => {
                     let start = opt_i64(&mut options, &format!("{p}start"))?.unwrap_or(0);
                     let end = opt_i64(&mut options, &format!("{p}end"))?.unwrap_or(hi);
                     if start < lo || end > hi || end < start {
@@ -164,17 +169,7 @@ impl DatagenSpec {
                     max_rows = Some(max_rows.map_or(rows, |m| m.min(rows)));
                     Kind::Sequence { start, end }
                 }
-                (
-                    ColumnType::SmallInt
-                    | ColumnType::Int
-                    | ColumnType::BigInt
-                    | ColumnType::Real
-                    | ColumnType::Double
-                    | ColumnType::Text
-                    | ColumnType::Varchar(_)
-                    | ColumnType::Boolean,
-                    "random",
-                ) => {
+                (ty, "random") if generated_from_integers(*ty) => {
                     let min = opt_i64(&mut options, &format!("{p}min"))?.unwrap_or(0);
                     let max = opt_i64(&mut options, &format!("{p}max"))?.unwrap_or(hi.min(1000));
                     if min < lo || max > hi || max < min {
