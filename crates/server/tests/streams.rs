@@ -366,3 +366,57 @@ async fn kill_9_mid_stream_leaves_the_view_exact_for_the_rows_it_recorded() {
         .collect();
     assert_eq!(got, expected(rows_total, 5, false), "the finished view");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_panic_restarts_the_job_and_the_view_stays_exact() {
+    const ROWS: i64 = 12_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let log = dir.path().join("eddy.log");
+    let srv = Server::start_logged_with_env(
+        None,
+        data,
+        "trust",
+        &[("EDDY_FAULT_VIEW_PANIC_AT_ROWS", "5000")],
+        &log,
+    );
+    let c = srv.connect().await;
+    c.batch_execute(&format!(
+        "CREATE SOURCE events (id bigint) WITH (connector = 'datagen', \
+         datagen.rows.per.second = 20000, datagen.max.rows = {ROWS}, \
+         fields.id.kind = 'sequence')"
+    ))
+    .await
+    .expect("create source");
+    c.batch_execute(
+        "CREATE MATERIALIZED VIEW per5 WITH (checkpoint_interval_ms = 50) AS \
+         SELECT id % 5 AS b, count(*) AS n, sum(id) AS s FROM events GROUP BY id % 5",
+    )
+    .await
+    .expect("create view");
+    assert_eq!(
+        wait_finished(&c, "per5", Duration::from_secs(90)).await,
+        ROWS
+    );
+    let got: BTreeMap<i64, (i64, i64)> = c
+        .query("SELECT b, n, s FROM per5", &[])
+        .await
+        .expect("read view")
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2))))
+        .collect();
+    assert_eq!(got, expected(ROWS, 5, false), "the view after a restart");
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        text.contains("injected fault"),
+        "the injected panic happened and was contained: {text}"
+    );
+    // the server is still serving
+    assert_eq!(
+        c.query_one("SELECT 1::bigint", &[])
+            .await
+            .expect("select")
+            .get::<_, i64>(0),
+        1
+    );
+}

@@ -36,7 +36,7 @@ use crate::plan::{plan_view, ViewPlan};
 use crate::statements::{self, SourceDef, StreamStatement, ViewDef};
 use crate::view_op::{
     checkpoint_table, committed_checkpoint, view_table, ViewOperator, ViewStats, ViewStatsReport,
-    ViewTarget, CHECKPOINT_TABLE,
+    ViewTarget, CHECKPOINT_TABLE, INJECT_PANIC_ENV,
 };
 
 #[derive(Default, Serialize, Deserialize)]
@@ -209,8 +209,13 @@ impl StreamManager {
                 Ok(spec.reader(i))
             });
         let plan = Arc::new(plan);
-        let factory: OperatorFactory = Arc::new(move |_| {
-            let op = ViewOperator::new(Arc::clone(&plan), target.clone())?;
+        let inject = std::env::var(INJECT_PANIC_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok());
+        let factory: OperatorFactory = Arc::new(move |info| {
+            let first_attempt = info.attempt == 0;
+            let op = ViewOperator::new(Arc::clone(&plan), target.clone())?
+                .panic_at_rows(inject.filter(|_| first_attempt));
             Ok(Box::new(op) as Box<dyn Operator>)
         });
         let _ = stream.transform::<()>(&format!("view {}", def.name), factory);

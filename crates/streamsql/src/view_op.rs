@@ -205,7 +205,15 @@ pub struct ViewOperator {
     pending: Vec<Pending>,
     /// Arrivals since the last snapshot (see `Pending::arrivals`).
     arrivals: Vec<(i64, u64)>,
+    /// Fault injection for tests: panic once this many source rows have
+    /// been seen (see [`INJECT_PANIC_ENV`]).
+    panic_at_rows: Option<u64>,
 }
+
+/// Environment variable that makes every view job's first attempt panic
+/// after that many source rows (fault-injection tests of restart and
+/// exactly-once; never set in production).
+pub const INJECT_PANIC_ENV: &str = "EDDY_FAULT_VIEW_PANIC_AT_ROWS";
 
 fn eval(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
     Ok(expr.evaluate(batch)?.into_array(batch.num_rows())?)
@@ -321,7 +329,14 @@ impl ViewOperator {
             source_rows: 0,
             pending: Vec::new(),
             arrivals: Vec::new(),
+            panic_at_rows: None,
         })
+    }
+
+    /// Arms the injected panic (tests; see [`INJECT_PANIC_ENV`]).
+    pub fn panic_at_rows(mut self, rows: Option<u64>) -> Self {
+        self.panic_at_rows = rows;
+        self
     }
 
     fn new_group(&mut self, key: Box<[u8]>) -> Result<usize> {
@@ -354,6 +369,13 @@ impl ViewOperator {
     fn add(&mut self, batch: RecordBatch) -> Result<()> {
         let rows = batch.num_rows() as u64;
         self.source_rows += rows;
+        if self.panic_at_rows.is_some_and(|n| self.source_rows >= n) {
+            // deliberate: the stream runtime must contain it and restart
+            panic!(
+                "injected fault ({INJECT_PANIC_ENV}) at {} source rows",
+                self.source_rows
+            );
+        }
         // batches arriving in the same millisecond share one entry
         let now = now_micros();
         match self.arrivals.last_mut() {

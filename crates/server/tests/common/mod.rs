@@ -79,6 +79,18 @@ impl Server {
         Server::launch(dir, data_dir, auth, &[], &[], Stdio::from(file))
     }
 
+    /// `start_with_env` with the server's log (stderr) written to `log`.
+    pub fn start_logged_with_env(
+        dir: Option<tempfile::TempDir>,
+        data_dir: std::path::PathBuf,
+        auth: &str,
+        env: &[(&str, &str)],
+        log: &std::path::Path,
+    ) -> Server {
+        let file = std::fs::File::create(log).expect("log file");
+        Server::launch(dir, data_dir, auth, env, &[], Stdio::from(file))
+    }
+
     fn launch(
         dir: Option<tempfile::TempDir>,
         data_dir: std::path::PathBuf,
