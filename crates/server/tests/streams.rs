@@ -264,6 +264,12 @@ async fn a_view_is_its_query_over_the_stream_and_only_its_job_writes_it() {
     )
     .await;
     c.batch_execute("ROLLBACK").await.expect("rollback");
+    // SHOW only reads: a transaction block allows it, as PostgreSQL does
+    c.batch_execute("BEGIN").await.expect("begin");
+    c.simple_query("SHOW JOBS")
+        .await
+        .expect("SHOW JOBS in a block");
+    c.batch_execute("COMMIT").await.expect("commit");
 
     // DROP removes the view, its job and its checkpoint record
     c.batch_execute(

@@ -506,10 +506,10 @@ impl Session {
         run_blocking(|| fastpath::execute_locked(plan, &engine, params, timeout)).map(Some)
     }
 
-    /// Hands a streaming statement to the stream layer. They are DDL with
-    /// effects outside any transaction (a job starts or stops), so a
+    /// Hands a streaming statement to the stream layer. CREATE and DROP
+    /// have effects outside any transaction (a job starts or stops), so a
     /// transaction block refuses them, as PostgreSQL refuses `CREATE
-    /// DATABASE` in one.
+    /// DATABASE` in one; SHOW is allowed there, as in PostgreSQL.
     fn stream_statement(&mut self, text: &str) -> Result<Option<Output>> {
         let Some(streams) = self.db.streams.clone() else {
             return Ok(None);
@@ -520,7 +520,11 @@ impl Session {
         if self.txn.as_ref().is_some_and(|t| t.aborted) {
             return Err(SqlError::InFailedTransaction);
         }
-        self.refuse_in_block("a streaming statement")?;
+        // SHOW (a statement with result columns) only reads the catalog
+        let read_only = !streams.result_schema(text)?.fields().is_empty();
+        if !read_only {
+            self.refuse_in_block("a streaming statement")?;
+        }
         run_blocking(|| streams.execute(text)).map(Some)
     }
 
