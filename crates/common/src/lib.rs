@@ -284,6 +284,24 @@ pub struct ColumnDef {
     pub name: String,
     pub ty: ColumnType,
     pub nullable: bool,
+    /// The column's DEFAULT expression as SQL text, parsed again by the SQL
+    /// layer where a row needs it (PostgreSQL keeps `pg_attrdef.adbin`
+    /// the same way: an expression, not a value). `None`: NULL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    /// How the column is an identity column, if it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<Identity>,
+}
+
+/// `GENERATED { ALWAYS | BY DEFAULT } AS IDENTITY`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Identity {
+    /// An INSERT may not give the column a value (428C9) unless it says
+    /// `OVERRIDING SYSTEM VALUE`.
+    Always,
+    /// The sequence supplies a value only where the INSERT gives none.
+    ByDefault,
 }
 
 impl ColumnDef {
@@ -292,6 +310,8 @@ impl ColumnDef {
             name: name.into(),
             ty,
             nullable,
+            default: None,
+            identity: None,
         }
     }
 }

@@ -111,6 +111,8 @@ enum ServerError {
     StreamSql(#[from] eddy_streamsql::StreamSqlError),
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
+    #[error("database: {0}")]
+    Database(eddy_sql::SqlError),
 }
 
 fn main() {
@@ -266,11 +268,9 @@ async fn serve(
     let metrics = Arc::new(Metrics::default());
     let views = Arc::clone(&streams);
     metrics.add_section(Box::new(move |out| views.render_metrics(out)));
-    let db = Arc::new(Database {
-        engine,
-        name: "eddy".into(),
-        streams: Some(streams),
-    });
+    let db = Arc::new(
+        Database::open(engine, "eddy", Some(streams)).map_err(ServerError::Database)?,
+    );
     let backend = Arc::new(Backend::new(db, Arc::clone(&metrics), auth));
     let idle = Arc::clone(&backend.idle);
     let handlers = Arc::new(Handlers::new(backend));

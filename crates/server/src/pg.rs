@@ -629,13 +629,21 @@ where
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
     Ok(match out {
-        Ok(Output::Rows { schema, stream }) => Response::Query(query_response(
+        Ok(Output::Rows {
             schema,
             stream,
-            formats,
-            described,
-            Arc::clone(&slot(client, backend).cancel),
-        )),
+            command,
+        }) => {
+            let mut response = query_response(
+                schema,
+                stream,
+                formats,
+                described,
+                Arc::clone(&slot(client, backend).cancel),
+            );
+            response.set_command_tag(command);
+            Response::Query(response)
+        }
         Ok(Output::Command(tag)) => Response::Execution(Tag::new(&tag)),
         Ok(Output::TxnStart(tag)) => Response::TransactionStart(Tag::new(&tag)),
         Ok(Output::TxnEnd(tag)) => Response::TransactionEnd(Tag::new(&tag)),

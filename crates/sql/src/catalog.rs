@@ -1273,6 +1273,22 @@ fn arg_str(v: &[ScalarValue], idx: usize) -> Option<String> {
     }
 }
 
+/// The OID of a type named by its first argument (or given as a number).
+fn regtype_oid(v: &[ScalarValue]) -> ScalarValue {
+    let Some(name) = arg_str(v, 0) else {
+        return S::Int64(None);
+    };
+    if let Ok(n) = name.trim().parse::<i64>() {
+        return i(n);
+    }
+    let n = name.trim().to_ascii_lowercase();
+    PG_TYPES
+        .iter()
+        .find(|t| t.1 == n)
+        .map(|t| i(t.0 as i64))
+        .unwrap_or(S::Int64(None))
+}
+
 fn any_arity() -> Signature {
     Signature::one_of(
         vec![
@@ -1406,20 +1422,10 @@ pub fn pg_functions(
                 .map(|t| i(table_oid(&t)))
                 .unwrap_or(S::Int64(None))
         }),
-        udf("eddy_regtype", I8, |v| {
-            let Some(name) = arg_str(v, 0) else {
-                return S::Int64(None);
-            };
-            if let Ok(n) = name.trim().parse::<i64>() {
-                return i(n);
-            }
-            let n = name.trim().to_ascii_lowercase();
-            PG_TYPES
-                .iter()
-                .find(|t| t.1 == n)
-                .map(|t| i(t.0 as i64))
-                .unwrap_or(S::Int64(None))
-        }),
+        udf("eddy_regtype", I8, regtype_oid),
+        // PostgreSQL's to_regtype: the type's OID, NULL when there is none
+        // (psycopg's TypeInfo.fetch, SQLAlchemy's dialect start-up)
+        udf("to_regtype", I8, regtype_oid),
         udf("quote_ident", T, |v| match arg_str(v, 0) {
             Some(x)
                 if x.chars()

@@ -187,7 +187,7 @@ pub async fn start(
         };
         let mut stmt = crate::rewrite::parse_statement(&query)?;
         session.compat(&mut stmt);
-        let Output::Rows { schema, stream } = session.run_query(stmt).await? else {
+        let Output::Rows { schema, stream, .. } = session.run_query(stmt).await? else {
             return Err(SqlError::Internal("COPY TO query produced no rows".into()));
         };
         return match target {

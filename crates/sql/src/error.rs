@@ -62,6 +62,19 @@ pub enum SqlError {
     BadCopyFile(String),
     #[error("{0}")]
     UniqueViolation(String),
+    #[error("relation \"{0}\" already exists")]
+    DuplicateTable(String),
+    #[error("{0}")]
+    InvalidName(String),
+    /// 2200H: `nextval` past a sequence's bound without CYCLE.
+    #[error("{0}")]
+    SequenceLimit(String),
+    /// 55000: e.g. `currval` before `nextval` in this session.
+    #[error("{0}")]
+    NotInPrerequisiteState(String),
+    /// 428C9: a value for a GENERATED ALWAYS column.
+    #[error("{0}")]
+    GeneratedAlways(String),
     #[error("{0}")]
     NotNullViolation(String),
     #[error("division by zero")]
@@ -162,6 +175,11 @@ impl SqlError {
             SqlError::UnknownSetting(_) => "42704",
             SqlError::BadCopyFile(_) => "22P04",
             SqlError::UniqueViolation(_) => "23505",
+            SqlError::DuplicateTable(_) => "42P07",
+            SqlError::InvalidName(_) => "42602",
+            SqlError::SequenceLimit(_) => "2200H",
+            SqlError::NotInPrerequisiteState(_) => "55000",
+            SqlError::GeneratedAlways(_) => "428C9",
             SqlError::NotNullViolation(_) => "23502",
             SqlError::DivisionByZero => "22012",
             SqlError::NumericOutOfRange(_) => "22003",

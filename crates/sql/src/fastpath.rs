@@ -367,6 +367,9 @@ pub fn recognise(stmt: &Statement, engine: &Arc<Engine>) -> Option<FastPlan> {
                     })
                     .collect::<Option<_>>()?
             };
+            if crate::session::defaults::insert_needs_defaults(&def, &targets) {
+                return None;
+            }
             let row = &values.rows[0];
             if row.len() != targets.len() {
                 return None;
@@ -432,7 +435,10 @@ pub fn recognise(stmt: &Statement, engine: &Arc<Engine>) -> Option<FastPlan> {
                     return None;
                 };
                 let idx = def.column_index(&ident_name(id))?;
-                if def.primary_key.contains(&idx) || assigned.contains(&idx) {
+                if def.primary_key.contains(&idx)
+                    || assigned.contains(&idx)
+                    || def.columns[idx].identity.is_some()
+                {
                     return None;
                 }
                 assigned.push(idx);

@@ -115,6 +115,10 @@ pub fn parse_statement(sql: &str) -> Result<Statement> {
     .tokenize_with_location()
     .map_err(|e| SqlError::Syntax(e.to_string()))?;
     crate::statement_limits::check_depth(&tokens)?;
+    if crate::sequence_parse::is_create_sequence(&tokens) {
+        let mut p = Parser::new(&dialect).with_tokens_with_locations(tokens);
+        return Ok(crate::sequence_parse::parse_create_sequence(&mut p)?);
+    }
     let mut stmts = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
         .parse_statements()?;
@@ -459,6 +463,35 @@ fn rewrite_expr(e: &mut Expr) {
             // that never matches), policy roles (pg_policy is empty),
             // publications. Each is evaluated on no row or yields no element.
             *e = Expr::Value(SqlValue::Null.into());
+        }
+        Expr::Function(f)
+            if matches!(
+                last_ident(&f.name).as_deref(),
+                Some("nextval") | Some("currval") | Some("setval")
+            ) =>
+        {
+            // `nextval('s'::regclass)`: the cast became `eddy_regclass('s')`
+            // (an OID) below; a sequence function takes the name itself.
+            if f.name.0.len() == 2 {
+                f.name.0.remove(0);
+            }
+            if let FunctionArguments::List(list) = &mut f.args {
+                if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(first))) =
+                    list.args.first_mut()
+                {
+                    if let Expr::Function(inner) = first {
+                        if last_ident(&inner.name).as_deref() == Some("eddy_regclass") {
+                            if let FunctionArguments::List(inner_args) = &mut inner.args {
+                                if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(name))) =
+                                    inner_args.args.pop()
+                                {
+                                    *first = name;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
         Expr::Function(f) if f.name.0.len() == 2 => {
             if let Some(ObjectNamePart::Identifier(first)) = f.name.0.first() {

@@ -47,9 +47,12 @@ use crate::rewrite::{self, ident_name, table_name};
 use crate::txn::Transaction;
 
 mod control;
+pub(crate) mod defaults;
 mod dml;
 mod fast;
 mod locking;
+mod returning;
+mod sequence_ddl;
 mod settings;
 
 /// Session settings reported by SHOW and pg_settings, with their defaults.
@@ -86,6 +89,28 @@ pub struct Database {
     pub name: String,
     /// The stream layer, where the server runs one (`crate::streams`).
     pub streams: Option<Arc<dyn crate::streams::StreamStatements>>,
+    /// Sequences (`crate::sequences`), kept next to the engine's data.
+    pub sequences: Arc<crate::sequences::Sequences>,
+}
+
+impl Database {
+    /// The database over `engine`, its sequences loaded from the engine's
+    /// data directory.
+    pub fn open(
+        engine: Arc<Engine>,
+        name: &str,
+        streams: Option<Arc<dyn crate::streams::StreamStatements>>,
+    ) -> Result<Database> {
+        let sequences = Arc::new(crate::sequences::Sequences::open(
+            &engine.config().data_dir,
+        )?);
+        Ok(Database {
+            engine,
+            name: name.to_string(),
+            streams,
+            sequences,
+        })
+    }
 }
 
 /// What a statement produced.
@@ -94,6 +119,9 @@ pub enum Output {
     Rows {
         schema: SchemaRef,
         stream: SendableRecordBatchStream,
+        /// The command tag's word(s) before the row count: "SELECT", or
+        /// "INSERT 0" / "UPDATE" / "DELETE" for DML with RETURNING.
+        command: &'static str,
     },
     /// A command with its complete tag ("INSERT 0 3", "CREATE TABLE").
     Command(String),
@@ -259,7 +287,16 @@ impl Session {
         )?;
         ctx.register_catalog(db.name.clone(), Arc::new(catalog));
         let functions = pg_functions(Arc::clone(&db.engine), &db.name, user, backend_pid);
-        for f in functions.into_iter().chain(fault_injection_functions()) {
+        let drawn = Arc::new(parking_lot::Mutex::new(
+            crate::sequence_functions::SessionSequences::default(),
+        ));
+        let sequence_functions =
+            crate::sequence_functions::sequence_functions(&db.sequences, &drawn);
+        for f in functions
+            .into_iter()
+            .chain(fault_injection_functions())
+            .chain(sequence_functions)
+        {
             ctx.register_udf(f);
         }
         let settings = DEFAULT_SETTINGS
@@ -400,6 +437,8 @@ impl Session {
                         type_oid: crate::pgtypes::field_oid(f),
                     })
                     .collect();
+            } else if let Some((table, alias, items)) = self.returning_of(&stmt) {
+                columns = self.describe_returning(&table, &alias, items).await?;
             } else if let Statement::ShowVariable { variable } = &stmt {
                 let name = variable
                     .iter()
@@ -709,28 +748,54 @@ impl Session {
             Statement::Update(upd) => self.update(upd).await,
             Statement::Delete(del) => self.delete(del).await,
             Statement::CreateTable(ct) => self.create_table(ct).await,
+            Statement::CreateSequence {
+                temporary,
+                if_not_exists,
+                ref name,
+                ref data_type,
+                ref sequence_options,
+                ref owned_by,
+            } => self.create_sequence(
+                if_not_exists,
+                temporary,
+                name,
+                data_type.as_ref(),
+                sequence_options,
+                owned_by.as_ref(),
+            ),
             Statement::Drop {
                 object_type,
                 if_exists,
                 names,
                 ..
             } => {
-                self.refuse_in_block("DROP TABLE")?;
+                if object_type == ObjectType::Sequence {
+                    return self.drop_sequence_statement(&names, if_exists);
+                }
                 if object_type != ObjectType::Table {
                     return Err(SqlError::FeatureNotSupported(format!(
                         "DROP {object_type} is not supported"
                     )));
                 }
+                let in_block = self.txn.as_ref().is_some_and(|t| t.explicit);
                 for n in &names {
                     let name = table_name(n)?;
-                    if self.db.engine.table(&name).is_none() {
+                    if self.table(&name).is_err() {
                         if if_exists {
                             continue;
                         }
                         return Err(SqlError::UndefinedTable(name));
                     }
+                    if in_block {
+                        // dropped at COMMIT, kept by ROLLBACK
+                        if let Some(t) = self.txn.as_mut() {
+                            t.dropped_tables.push(name);
+                        }
+                        continue;
+                    }
                     let engine = Arc::clone(&self.db.engine);
                     run_blocking(|| engine.drop_table(&name))?;
+                    self.drop_owned_sequences(&name);
                 }
                 Ok(Output::Command("DROP TABLE".into()))
             }
@@ -803,7 +868,11 @@ impl Session {
         let physical = df.create_physical_plan().await?;
         let schema = physical.schema();
         let stream = execute_stream(physical, self.ctx.task_ctx())?;
-        Ok(Output::Rows { schema, stream })
+        Ok(Output::Rows {
+            schema,
+            stream,
+            command: "SELECT",
+        })
     }
 
     /// Plan a SELECT written as text and collect its batches.
@@ -818,6 +887,13 @@ impl Session {
     }
 
     fn table(&self, name: &str) -> Result<Arc<Table>> {
+        if self
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.dropped_tables.iter().any(|d| d == name))
+        {
+            return Err(SqlError::UndefinedTable(name.to_string()));
+        }
         self.db
             .engine
             .table(name)
@@ -969,16 +1045,27 @@ impl Session {
                 name,
             )));
         }
+        if self.db.sequences.exists(&name) {
+            if ct.if_not_exists {
+                return Ok(Output::Command("CREATE TABLE".into()));
+            }
+            return Err(SqlError::DuplicateTable(name));
+        }
         let mut columns = Vec::new();
         let mut pk: Vec<usize> = Vec::new();
+        let mut sequences = Vec::new();
         for (i, c) in ct.columns.iter().enumerate() {
-            let ty = column_type_from_sql(&c.data_type)?;
-            let mut nullable = true;
+            let serial = sequence_ddl::serial_type(&c.data_type);
+            let ty = match serial {
+                Some((ty, _)) => ty,
+                None => column_type_from_sql(&c.data_type)?,
+            };
+            let mut col = ColumnDef::new(ident_name(&c.name), ty, true);
             for o in &c.options {
                 match &o.option {
-                    ColumnOption::NotNull => nullable = false,
+                    ColumnOption::NotNull => col.nullable = false,
                     ColumnOption::PrimaryKey(_) => {
-                        nullable = false;
+                        col.nullable = false;
                         pk.push(i);
                     }
                     ColumnOption::Null | ColumnOption::Comment(_) | ColumnOption::Collation(_) => {}
@@ -987,17 +1074,22 @@ impl Session {
                             "UNIQUE constraints are not supported; use a PRIMARY KEY".into(),
                         ))
                     }
-                    ColumnOption::Default(_)
-                    | ColumnOption::Generated { .. }
-                    | ColumnOption::Identity(_) => {
-                        return Err(SqlError::FeatureNotSupported(
-                            "column defaults are not supported".into(),
-                        ))
-                    }
                     _ => {}
                 }
             }
-            columns.push(ColumnDef::new(ident_name(&c.name), ty, nullable));
+            let options: Vec<ColumnOption> = c.options.iter().map(|o| o.option.clone()).collect();
+            if let Some(seq) = sequence_ddl::column_default_options(
+                i,
+                &mut col,
+                serial.map(|(_, type_name)| type_name),
+                &options,
+            )? {
+                sequences.push(seq);
+            }
+            if let Some(d) = &col.default {
+                self.check_default(&col, d).await?;
+            }
+            columns.push(col);
         }
         for con in &ct.constraints {
             if let TableConstraint::PrimaryKey(p) = con {
@@ -1050,7 +1142,12 @@ impl Session {
         };
         let engine = Arc::clone(&self.db.engine);
         let table_name = spec.name.clone();
-        run_blocking(|| engine.create_table(spec))?;
+        let mut spec = spec;
+        let created = self.create_column_sequences(&table_name, &mut spec.columns, sequences)?;
+        if let Err(e) = run_blocking(|| engine.create_table(spec)) {
+            self.drop_sequences(&created);
+            return Err(e.into());
+        }
         // Inside a block, ROLLBACK drops it again (see transactions.md for
         // what this does not cover: others see it before COMMIT).
         if let Some(t) = self.txn.as_mut() {
@@ -1068,7 +1165,9 @@ impl Session {
         let mut stmt = Statement::Query(Box::new(q));
         self.compat(&mut stmt);
         let (schema, batches) = match self.run_query(stmt).await? {
-            Output::Rows { schema, mut stream } => {
+            Output::Rows {
+                schema, mut stream, ..
+            } => {
                 let mut v = Vec::new();
                 while let Some(b) = stream.next().await {
                     v.push(b?);
@@ -1487,7 +1586,9 @@ pub fn cast_batch(
 /// All batches of a query's output.
 pub(crate) async fn collect_rows(out: Output) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     match out {
-        Output::Rows { schema, mut stream } => {
+        Output::Rows {
+                schema, mut stream, ..
+            } => {
             let mut batches = Vec::new();
             while let Some(b) = stream.next().await {
                 batches.push(b?);
@@ -1503,6 +1604,7 @@ pub fn batches_output(schema: SchemaRef, batches: Vec<RecordBatch>) -> Output {
     Output::Rows {
         schema: Arc::clone(&schema),
         stream: Box::pin(RecordBatchStreamAdapter::new(schema, stream)),
+        command: "SELECT",
     }
 }
 

@@ -92,17 +92,28 @@ pub struct Transaction {
     /// An error happened inside the block: only ROLLBACK may follow.
     pub aborted: bool,
     writes: BTreeMap<TableId, TableWrites>,
-    savepoints: Vec<(String, BTreeMap<TableId, TableWrites>, Vec<String>)>,
+    savepoints: Vec<Savepoint>,
     /// REPEATABLE READ: the snapshots taken at the first statement.
     pinned: Option<HashMap<TableId, Arc<TableSnapshot>>>,
     /// Tables created in this transaction: dropped if it rolls back.
     pub created_tables: Vec<String>,
+    /// Tables DROP TABLE named in this block: dropped when it commits,
+    /// kept if it rolls back; the session treats them as gone meanwhile.
+    pub dropped_tables: Vec<String>,
     next_own_key: u64,
     /// Whether this transaction ever asked for a row lock (most read-only
     /// statements never do, and then skip the lock table at the end).
     locked: std::sync::atomic::AtomicBool,
     /// `lock_timeout` (None: wait until the holder ends).
     pub lock_timeout: Option<Duration>,
+}
+
+/// What ROLLBACK TO SAVEPOINT restores.
+struct Savepoint {
+    name: String,
+    writes: BTreeMap<TableId, TableWrites>,
+    created: Vec<String>,
+    dropped: Vec<String>,
 }
 
 impl Drop for Transaction {
@@ -132,6 +143,7 @@ impl Transaction {
             savepoints: Vec::new(),
             pinned: None,
             created_tables: Vec::new(),
+            dropped_tables: Vec::new(),
             next_own_key: 0,
             locked: std::sync::atomic::AtomicBool::new(false),
             lock_timeout: None,
@@ -357,11 +369,12 @@ impl Transaction {
     }
 
     pub fn savepoint(&mut self, name: &str) {
-        self.savepoints.push((
-            name.to_string(),
-            self.writes.clone(),
-            self.created_tables.clone(),
-        ));
+        self.savepoints.push(Savepoint {
+            name: name.to_string(),
+            writes: self.writes.clone(),
+            created: self.created_tables.clone(),
+            dropped: self.dropped_tables.clone(),
+        });
     }
 
     /// ROLLBACK TO SAVEPOINT: writes after it are discarded (the savepoint
@@ -370,8 +383,14 @@ impl Transaction {
     pub fn rollback_to(&mut self, name: &str) -> Result<Vec<String>> {
         let pos = self.find_savepoint(name)?;
         self.savepoints.truncate(pos + 1);
-        let (_, writes, created) = &self.savepoints[pos];
+        let Savepoint {
+            writes,
+            created,
+            dropped: dropped_before,
+            ..
+        } = &self.savepoints[pos];
         self.writes = writes.clone();
+        self.dropped_tables = dropped_before.clone();
         let dropped: Vec<String> = self
             .created_tables
             .iter()
@@ -393,7 +412,7 @@ impl Transaction {
     fn find_savepoint(&self, name: &str) -> Result<usize> {
         self.savepoints
             .iter()
-            .rposition(|(n, _, _)| n == name)
+            .rposition(|s| s.name == name)
             .ok_or_else(|| SqlError::NoSuchSavepoint(name.to_string()))
     }
 

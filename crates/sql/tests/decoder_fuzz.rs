@@ -770,11 +770,10 @@ impl CopyWorld {
         let mut cfg = EngineConfig::new(dir.path());
         cfg.sync = false;
         cfg.background_compaction = false;
-        let db = Arc::new(Database {
-            engine: Engine::open(cfg).expect("open engine"),
-            name: "eddy".into(),
-            streams: None,
-        });
+        let db = Arc::new(
+            Database::open(Engine::open(cfg).expect("open engine"), "eddy", None)
+                .expect("database"),
+        );
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -149,11 +149,7 @@ fn open_db(dir: &std::path::Path) -> Arc<Database> {
     let mut cfg = EngineConfig::new(dir);
     cfg.memtable_bytes = 16 << 10; // flush often
     cfg.background_compaction = false;
-    Arc::new(Database {
-        engine: Engine::open(cfg).expect("open"),
-        name: "eddy".into(),
-        streams: None,
-    })
+    Arc::new(Database::open(Engine::open(cfg).expect("open"), "eddy", None).expect("database"))
 }
 
 async fn sessions(db: &Arc<Database>) -> Vec<Session> {
@@ -373,11 +369,9 @@ fn open_placeholder() -> Arc<Database> {
     let _ = std::fs::remove_dir_all(&dir);
     let mut cfg = EngineConfig::new(&dir);
     cfg.background_compaction = false;
-    Arc::new(Database {
-        engine: Engine::open(cfg).expect("placeholder"),
-        name: "eddy".into(),
-        streams: None,
-    })
+    Arc::new(
+        Database::open(Engine::open(cfg).expect("placeholder"), "eddy", None).expect("database"),
+    )
 }
 
 /// Runs `ops` on a fresh database, checking the model after every step.

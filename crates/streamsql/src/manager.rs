@@ -423,6 +423,7 @@ impl StreamManager {
         Ok(Output::Rows {
             schema,
             stream: Box::pin(stream),
+            command: "SELECT",
         })
     }
 

@@ -300,6 +300,20 @@ impl Session {
             if let Err(e) = run_blocking(|| engine.drop_table(n)) {
                 tracing::warn!(table = %n, error = %e, "could not drop a table of a rolled-back transaction");
             }
+            self.drop_owned_sequences(n);
+        }
+    }
+
+    /// Carries out the DROP TABLEs of a committed block.
+    pub(super) fn drop_committed(&self, names: &[String]) {
+        let engine = Arc::clone(&self.db.engine);
+        for n in names {
+            match run_blocking(|| engine.drop_table(n)) {
+                Ok(()) => self.drop_owned_sequences(n),
+                Err(e) => {
+                    tracing::warn!(table = %n, error = %e, "could not drop a table at commit")
+                }
+            }
         }
     }
 
@@ -358,8 +372,12 @@ impl Session {
                     return Ok(Output::TxnEnd("ROLLBACK".into()));
                 }
                 let created = t.created_tables.clone();
+                let dropped = t.dropped_tables.clone();
                 match run_blocking(|| t.commit()) {
-                    Ok(()) => Ok(Output::TxnEnd("COMMIT".into())),
+                    Ok(()) => {
+                        self.drop_committed(&dropped);
+                        Ok(Output::TxnEnd("COMMIT".into()))
+                    }
                     Err(e) => {
                         self.drop_tables(&created);
                         Err(e)

@@ -21,7 +21,7 @@ use eddy_storage::engine::key_for_row;
 use eddy_storage::{LockMode, OnConflict, StorageError, Table, TableSnapshot, WriteOp};
 use futures::StreamExt;
 
-use super::{cast_column, relation_of, run_blocking, Output, Session};
+use super::{cast_column, defaults, relation_of, run_blocking, Output, Session};
 use crate::error::{Result, SqlError};
 use crate::fastpath;
 use crate::pgtypes;
@@ -213,7 +213,7 @@ impl Session {
         Err(StorageError::SerializationFailure.into())
     }
 
-    pub(super) async fn insert(&mut self, ins: Insert) -> Result<Output> {
+    pub(super) async fn insert(&mut self, mut ins: Insert) -> Result<Output> {
         let tname = match &ins.table {
             TableObject::TableName(n) => table_name(n)?,
             _ => {
@@ -222,14 +222,15 @@ impl Session {
                 ))
             }
         };
-        if ins.returning.is_some() {
-            return Err(SqlError::FeatureNotSupported(
-                "RETURNING is not supported".into(),
-            ));
-        }
+        let returning = ins.returning.take();
+        let alias = ins
+            .table_alias
+            .as_ref()
+            .map(|a| ident_name(&a.alias))
+            .unwrap_or_else(|| tname.clone());
         let table = self.table(&tname)?;
         let def = table.def().clone();
-        let targets: Vec<usize> = if ins.columns.is_empty() {
+        let mut targets: Vec<usize> = if ins.columns.is_empty() {
             (0..def.columns.len()).collect()
         } else {
             ins.columns
@@ -242,9 +243,7 @@ impl Session {
                 })
                 .collect::<Result<_>>()?
         };
-        let source = ins.source.ok_or_else(|| {
-            SqlError::FeatureNotSupported("INSERT without VALUES or SELECT".into())
-        })?;
+        let source = defaults::apply_defaults(&def, &mut targets, ins.source)?;
         // Evaluate the source rows through DataFusion.
         let mut stmt = Statement::Query(source);
         self.install_view(&stmt)?;
@@ -313,13 +312,24 @@ impl Session {
                 ))
             }
         };
+        let mut written = returning.as_ref().map(|_| Vec::new());
         if rows.is_empty() {
-            return Ok(Output::Command("INSERT 0 0".into()));
+            return match returning {
+                Some(items) => {
+                    self.returning_output(&def, &alias, items, vec![], "INSERT 0")
+                        .await
+                }
+                None => Ok(Output::Command("INSERT 0 0".into())),
+            };
         }
         let txn = self.txn_mut()?;
         // A plain autocommit INSERT is one atomic write: storage checks
         // duplicates under its commit lock, so it needs no row locks.
-        if !txn.explicit && !txn.has_writes() && matches!(on_conflict, OnConflict::Error) {
+        let n = if !txn.explicit && !txn.has_writes() && matches!(on_conflict, OnConflict::Error)
+        {
+            if let Some(w) = written.as_mut() {
+                w.extend(rows.iter().cloned());
+            }
             let ops: Vec<WriteOp> = rows
                 .into_iter()
                 .map(|row| WriteOp::Insert {
@@ -327,24 +337,33 @@ impl Session {
                     on_conflict: OnConflict::Error,
                 })
                 .collect();
-            let summary = run_blocking(|| table.write(ops))?;
-            return Ok(Output::Command(format!("INSERT 0 {}", summary.inserted)));
+            run_blocking(|| table.write(ops))?.inserted
+        } else {
+            // Only the cut's LSNs are needed (not a snapshot of the target's
+            // files and memtables, which costs as much as the table is large).
+            let lsns = txn.statement_lsns(&table);
+            run_blocking(|| {
+                insert_rows(txn, &table, &lsns, rows, &on_conflict, written.as_mut())
+            })?
+        };
+        match (returning, written) {
+            (Some(items), Some(rows)) => {
+                self.returning_output(&def, &alias, items, rows, "INSERT 0")
+                    .await
+            }
+            _ => Ok(Output::Command(format!("INSERT 0 {n}"))),
         }
-        // Only the cut's LSNs are needed (not a snapshot of the target's
-        // files and memtables, which costs as much as the table is large).
-        let txn = self.txn_mut()?;
-        let lsns = txn.statement_lsns(&table);
-        let n = run_blocking(|| insert_rows(txn, &table, &lsns, rows, &on_conflict))?;
-        Ok(Output::Command(format!("INSERT 0 {n}")))
     }
 
-    pub(super) async fn update(&mut self, upd: Update) -> Result<Output> {
-        if upd.from.is_some() || upd.returning.is_some() {
+    pub(super) async fn update(&mut self, mut upd: Update) -> Result<Output> {
+        if upd.from.is_some() {
             return Err(SqlError::FeatureNotSupported(
-                "UPDATE ... FROM / RETURNING is not supported".into(),
+                "UPDATE ... FROM is not supported".into(),
             ));
         }
+        let returning = upd.returning.take();
         let (tname, alias) = relation_of(&upd.table.relation)?;
+        let ret_alias = alias.clone();
         let table = self.table(&tname)?;
         let def = table.def().clone();
         let mut exprs: Vec<Option<Expr>> = vec![None; def.columns.len()];
@@ -356,7 +375,16 @@ impl Session {
             let idx = def.column_index(&cname).ok_or_else(|| {
                 SqlError::UndefinedColumn(format!("{cname}\" of relation \"{tname}"))
             })?;
-            exprs[idx] = Some(a.value.clone());
+            let col = def
+                .columns
+                .get(idx)
+                .ok_or_else(|| SqlError::Internal(format!("no column {idx}")))?;
+            defaults::check_update_target(col, &a.value)?;
+            exprs[idx] = Some(if defaults::is_default_keyword(&a.value) {
+                defaults::default_of(col)?
+            } else {
+                a.value.clone()
+            });
         }
         let items: Vec<String> = def
             .columns
@@ -395,6 +423,9 @@ impl Session {
             .collect();
         let pk_changed = def.primary_key.iter().any(|k| exprs[*k].is_some());
         let n = rows.len();
+        let returned: Option<Vec<Row>> = returning
+            .as_ref()
+            .map(|_| rows.iter().map(|(_, r)| r.clone()).collect());
         let txn = self.txn_mut()?;
         run_blocking(|| -> Result<()> {
             if !pk_changed || !def.has_primary_key() {
@@ -411,18 +442,25 @@ impl Session {
             }
             let lsns = txn.statement_lsns(&table);
             let new_rows = rows.into_iter().map(|(_, r)| r).collect();
-            insert_rows(txn, &table, &lsns, new_rows, &OnConflict::Error)?;
+            insert_rows(txn, &table, &lsns, new_rows, &OnConflict::Error, None)?;
             Ok(())
         })?;
-        Ok(Output::Command(format!("UPDATE {n}")))
+        match (returning, returned) {
+            (Some(items), Some(rows)) => {
+                self.returning_output(&def, &ret_alias, items, rows, "UPDATE")
+                    .await
+            }
+            _ => Ok(Output::Command(format!("UPDATE {n}"))),
+        }
     }
 
-    pub(super) async fn delete(&mut self, del: Delete) -> Result<Output> {
-        if del.using.is_some() || del.returning.is_some() {
+    pub(super) async fn delete(&mut self, mut del: Delete) -> Result<Output> {
+        if del.using.is_some() {
             return Err(SqlError::FeatureNotSupported(
-                "DELETE ... USING / RETURNING is not supported".into(),
+                "DELETE ... USING is not supported".into(),
             ));
         }
+        let returning = del.returning.take();
         let from = match &del.from {
             FromTable::WithFromKeyword(v) | FromTable::WithoutKeyword(v) => v,
         };
@@ -430,32 +468,58 @@ impl Session {
             .first()
             .ok_or_else(|| SqlError::Syntax("DELETE needs a table".into()))?;
         let (tname, alias) = relation_of(&rel.relation)?;
+        let ret_alias = alias.clone();
         let table = self.table(&tname)?;
+        let def = table.def().clone();
         let selection = del.selection.clone();
         let target = Arc::clone(&table);
-        let keys: Vec<Vec<u8>> = self
+        let with_rows = returning.is_some();
+        let scan_def = def.clone();
+        // (key, the deleted row where RETURNING needs it)
+        let found: Vec<(Vec<u8>, Option<Row>)> = self
             .locked_scan(&table, move |s| {
                 let selection = selection.clone();
                 let target = Arc::clone(&target);
                 let alias = alias.clone();
+                let def = scan_def.clone();
                 Box::pin(async move {
-                    let items = format!("\"{alias}\".\"{KEY_COLUMN}\"");
+                    let key = format!("\"{alias}\".\"{KEY_COLUMN}\"");
+                    if !with_rows {
+                        let batches = s
+                            .dml_scan(&target, &alias, &key, selection.as_ref())
+                            .await?;
+                        return Ok(keys_of(&batches)?.into_iter().map(|k| (k, None)).collect());
+                    }
+                    let items: Vec<String> = def
+                        .columns
+                        .iter()
+                        .map(|c| format!("\"{alias}\".\"{}\"", c.name))
+                        .chain(std::iter::once(key))
+                        .collect();
                     let batches = s
-                        .dml_scan(&target, &alias, &items, selection.as_ref())
+                        .dml_scan(&target, &alias, &items.join(", "), selection.as_ref())
                         .await?;
-                    Ok(keys_of(&batches)?.into_iter().map(|k| (k, None)).collect())
+                    Ok(rows_with_keys(&def, &batches)?
+                        .into_iter()
+                        .map(|(k, r)| (k, Some(r)))
+                        .collect())
                 })
             })
-            .await?
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
-        let n = keys.len();
+            .await?;
+        let n = found.len();
+        let mut deleted = Vec::new();
         let txn = self.txn_mut()?;
-        for k in keys {
+        for (k, row) in found {
             txn.put(&table, k, None)?;
+            deleted.extend(row);
         }
-        Ok(Output::Command(format!("DELETE {n}")))
+        match returning {
+            Some(items) => {
+                self.returning_output(&def, &ret_alias, items, deleted, "DELETE")
+                    .await
+            }
+            None => Ok(Output::Command(format!("DELETE {n}"))),
+        }
     }
 
     /// TRUNCATE: at once outside a block; inside one, the tables read as
@@ -500,7 +564,7 @@ impl Session {
         }
         let txn = self.txn_mut()?;
         let lsns = txn.statement_lsns(table);
-        let r = run_blocking(|| insert_rows(txn, table, &lsns, rows, &OnConflict::Error));
+        let r = run_blocking(|| insert_rows(txn, table, &lsns, rows, &OnConflict::Error, None));
         if r.is_err() {
             self.note_error();
         }
@@ -516,12 +580,16 @@ pub(super) fn insert_rows(
     lsns: &[Lsn],
     rows: Vec<Row>,
     on_conflict: &OnConflict,
+    mut written: Option<&mut Vec<Row>>,
 ) -> Result<u64> {
     let def = table.def().clone();
     let mut n = 0u64;
     for row in rows {
         eddy_storage::codec::check_row(&def, &row)?;
         if !def.has_primary_key() {
+            if let Some(w) = written.as_mut() {
+                w.push(row.clone());
+            }
             txn.append(table, row)?;
             n += 1;
             continue;
@@ -568,6 +636,9 @@ pub(super) fn insert_rows(
             }
         };
         if let Some(r) = new_row {
+            if let Some(w) = written.as_mut() {
+                w.push(r.clone());
+            }
             txn.put(table, key.0, Some(r))?;
             n += 1;
         }

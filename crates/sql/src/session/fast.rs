@@ -76,7 +76,7 @@ impl Session {
                 let lsns = txn.statement_lsns(&t);
                 // ON CONFLICT DO UPDATE counts the rows it updated, as
                 // PostgreSQL does; DO NOTHING only those it inserted.
-                let n = insert_rows(txn, &t, &lsns, vec![row], on_conflict)?;
+                let n = insert_rows(txn, &t, &lsns, vec![row], on_conflict, None)?;
                 Ok(Some(Output::Command(format!("INSERT 0 {n}"))))
             }
             FastPlan::Update {

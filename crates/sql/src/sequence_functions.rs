@@ -1,0 +1,235 @@
+//! `nextval`, `currval`, `setval` and `lastval` as DataFusion functions of
+//! one session.
+//!
+//! They are volatile: DataFusion neither folds them into constants nor
+//! evaluates them once per statement; `nextval` called for a batch of `n`
+//! rows returns `n` distinct values. `currval` and `lastval` read the
+//! session's own record of the values it got ([`SessionSequences`]), as in
+//! PostgreSQL, so they never see another session's `nextval`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{DataFusionError, ScalarValue};
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility,
+};
+use parking_lot::Mutex;
+
+use crate::error::SqlError;
+use crate::sequences::{resolve_name, Sequences};
+
+/// What one session has drawn from sequences.
+#[derive(Default)]
+pub struct SessionSequences {
+    current: HashMap<String, i64>,
+    last: Option<i64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    Nextval,
+    Currval,
+    Setval,
+    Lastval,
+}
+
+struct SequenceFunction {
+    kind: Kind,
+    signature: Signature,
+    sequences: Arc<Sequences>,
+    session: Arc<Mutex<SessionSequences>>,
+}
+
+impl std::fmt::Debug for SequenceFunction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SequenceFunction({:?})", self.kind)
+    }
+}
+
+impl PartialEq for SequenceFunction {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && Arc::ptr_eq(&self.session, &other.session)
+    }
+}
+impl Eq for SequenceFunction {}
+impl std::hash::Hash for SequenceFunction {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.kind.hash(state)
+    }
+}
+
+fn external(e: SqlError) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+/// The text of argument `i` in row `row` (`None` for NULL).
+fn text_arg(args: &[ColumnarValue], i: usize, row: usize) -> DfResult<Option<String>> {
+    let Some(a) = args.get(i) else {
+        return Ok(None);
+    };
+    let v = match a {
+        ColumnarValue::Scalar(s) => s.clone(),
+        ColumnarValue::Array(arr) => ScalarValue::try_from_array(arr, row)?,
+    };
+    Ok(match v {
+        ScalarValue::Utf8(s) | ScalarValue::Utf8View(s) | ScalarValue::LargeUtf8(s) => s,
+        v if v.is_null() => None,
+        v => Some(v.to_string()),
+    })
+}
+
+fn int_arg(args: &[ColumnarValue], i: usize, row: usize) -> DfResult<Option<i64>> {
+    let Some(a) = args.get(i) else {
+        return Ok(None);
+    };
+    let v = match a {
+        ColumnarValue::Scalar(s) => s.clone(),
+        ColumnarValue::Array(arr) => ScalarValue::try_from_array(arr, row)?,
+    };
+    if v.is_null() {
+        return Ok(None);
+    }
+    match v.cast_to(&DataType::Int64)? {
+        ScalarValue::Int64(x) => Ok(x),
+        _ => Ok(None),
+    }
+}
+
+fn bool_arg(args: &[ColumnarValue], i: usize, row: usize) -> DfResult<Option<bool>> {
+    let Some(a) = args.get(i) else {
+        return Ok(Some(true));
+    };
+    let v = match a {
+        ColumnarValue::Scalar(s) => s.clone(),
+        ColumnarValue::Array(arr) => {
+            let b = arr.as_boolean_opt().ok_or_else(|| {
+                external(SqlError::DatatypeMismatch(
+                    "setval's third argument must be boolean".into(),
+                ))
+            })?;
+            return Ok(b.is_valid(row).then(|| b.value(row)));
+        }
+    };
+    match v {
+        ScalarValue::Boolean(b) => Ok(b),
+        v if v.is_null() => Ok(None),
+        _ => Err(external(SqlError::DatatypeMismatch(
+            "setval's third argument must be boolean".into(),
+        ))),
+    }
+}
+
+impl SequenceFunction {
+    fn one(&self, args: &[ColumnarValue], row: usize) -> DfResult<Option<i64>> {
+        let mut session = self.session.lock();
+        match self.kind {
+            Kind::Lastval => session.last.map(Some).ok_or_else(|| {
+                external(SqlError::NotInPrerequisiteState(
+                    "lastval is not yet defined in this session".into(),
+                ))
+            }),
+            Kind::Nextval => {
+                let Some(text) = text_arg(args, 0, row)? else {
+                    return Ok(None);
+                };
+                let name = resolve_name(&text).map_err(external)?;
+                let v = self.sequences.nextval(&name).map_err(external)?;
+                session.current.insert(name, v);
+                session.last = Some(v);
+                Ok(Some(v))
+            }
+            Kind::Currval => {
+                let Some(text) = text_arg(args, 0, row)? else {
+                    return Ok(None);
+                };
+                let name = resolve_name(&text).map_err(external)?;
+                if !self.sequences.exists(&name) {
+                    return Err(external(SqlError::UndefinedTable(name)));
+                }
+                session.current.get(&name).copied().map(Some).ok_or_else(|| {
+                    external(SqlError::NotInPrerequisiteState(format!(
+                        "currval of sequence \"{name}\" is not yet defined in this session"
+                    )))
+                })
+            }
+            Kind::Setval => {
+                let (Some(text), Some(value), Some(called)) = (
+                    text_arg(args, 0, row)?,
+                    int_arg(args, 1, row)?,
+                    bool_arg(args, 2, row)?,
+                ) else {
+                    return Ok(None);
+                };
+                let name = resolve_name(&text).map_err(external)?;
+                let v = self
+                    .sequences
+                    .setval(&name, value, called)
+                    .map_err(external)?;
+                if called {
+                    session.current.insert(name, v);
+                    session.last = Some(v);
+                }
+                Ok(Some(v))
+            }
+        }
+    }
+}
+
+impl ScalarUDFImpl for SequenceFunction {
+    fn name(&self) -> &str {
+        match self.kind {
+            Kind::Nextval => "nextval",
+            Kind::Currval => "currval",
+            Kind::Setval => "setval",
+            Kind::Lastval => "lastval",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Int64)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let n = args.number_rows;
+        let mut out = Int64Array::builder(n);
+        for row in 0..n {
+            out.append_option(self.one(&args.args, row)?);
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish()) as ArrayRef))
+    }
+}
+
+/// The four functions for one session.
+pub fn sequence_functions(
+    sequences: &Arc<Sequences>,
+    session: &Arc<Mutex<SessionSequences>>,
+) -> Vec<ScalarUDF> {
+    [
+        (Kind::Nextval, vec![TypeSignature::Any(1)]),
+        (Kind::Currval, vec![TypeSignature::Any(1)]),
+        (
+            Kind::Setval,
+            vec![TypeSignature::Any(2), TypeSignature::Any(3)],
+        ),
+        (Kind::Lastval, vec![TypeSignature::Nullary]),
+    ]
+    .into_iter()
+    .map(|(kind, sigs)| {
+        ScalarUDF::new_from_impl(SequenceFunction {
+            kind,
+            signature: Signature::one_of(sigs, Volatility::Volatile),
+            sequences: Arc::clone(sequences),
+            session: Arc::clone(session),
+        })
+    })
+    .collect()
+}

@@ -1,0 +1,556 @@
+//! Sequences: `CREATE SEQUENCE`, `nextval`, `currval`, `setval`,
+//! `lastval`, and the sequences behind `SERIAL` and identity columns.
+//!
+//! Semantics are PostgreSQL's: a value handed out by `nextval` is never
+//! handed out again, not after a ROLLBACK (sequences are not
+//! transactional) and not after a crash; a crash may leave a gap.
+//!
+//! Durability works as PostgreSQL's WAL-logged sequences do: each sequence
+//! is one file `<data dir>/sequences/<name>.json` (replaced by write, fsync,
+//! rename, directory fsync) that records a value *at or beyond* the last one
+//! handed out. `nextval` logs [`LOG_AHEAD`] values at a time, so one fsync
+//! covers 32 calls; after a restart the sequence continues after the logged
+//! value. Invariant: every value returned is at or before the logged value
+//! (in the direction of the increment), so no value repeats after a crash.
+//!
+//! Sequences share the relation namespace with tables (42P07 on a clash),
+//! as in PostgreSQL.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, SqlError};
+
+/// Values logged ahead per file write (PostgreSQL's SEQ_LOG_VALS).
+pub const LOG_AHEAD: i64 = 32;
+
+/// The column that owns a sequence (`SERIAL`, identity, `OWNED BY`): the
+/// sequence is dropped with its table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnedBy {
+    pub table: String,
+    pub column: String,
+}
+
+/// A sequence's definition, as `CREATE SEQUENCE` gave it (defaults filled).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SequenceDef {
+    pub name: String,
+    /// `smallint`, `integer` or `bigint`: bounds the default MAXVALUE.
+    pub type_name: String,
+    pub increment: i64,
+    pub min: i64,
+    pub max: i64,
+    pub start: i64,
+    pub cache: i64,
+    pub cycle: bool,
+    pub owned_by: Option<OwnedBy>,
+}
+
+impl SequenceDef {
+    /// A definition with PostgreSQL's defaults for `type_name`
+    /// (`smallint` / `integer` / `bigint`) and `increment`.
+    pub fn with_defaults(name: &str, type_name: &str, increment: i64) -> SequenceDef {
+        let type_max = type_max(type_name);
+        let (min, max) = if increment > 0 {
+            (1, type_max)
+        } else {
+            (-type_max - 1, -1)
+        };
+        SequenceDef {
+            name: name.to_string(),
+            type_name: type_name.to_string(),
+            increment,
+            min,
+            max,
+            start: if increment > 0 { min } else { max },
+            cache: 1,
+            cycle: false,
+            owned_by: None,
+        }
+    }
+
+    /// Checks the definition as `CREATE SEQUENCE` does (22023).
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(SqlError::InvalidParameter(m));
+        if self.increment == 0 {
+            return bad("INCREMENT must not be zero".into());
+        }
+        let type_max = type_max(&self.type_name);
+        if self.max > type_max || self.min < -type_max - 1 {
+            return bad(format!(
+                "MINVALUE ({}) and MAXVALUE ({}) must be within the range of type {}",
+                self.min, self.max, self.type_name
+            ));
+        }
+        if self.min >= self.max {
+            return bad(format!(
+                "MINVALUE ({}) must be less than MAXVALUE ({})",
+                self.min, self.max
+            ));
+        }
+        if self.start < self.min {
+            return bad(format!(
+                "START value ({}) cannot be less than MINVALUE ({})",
+                self.start, self.min
+            ));
+        }
+        if self.start > self.max {
+            return bad(format!(
+                "START value ({}) cannot be greater than MAXVALUE ({})",
+                self.start, self.max
+            ));
+        }
+        if self.cache < 1 {
+            return bad(format!("CACHE ({}) must be greater than zero", self.cache));
+        }
+        Ok(())
+    }
+}
+
+fn type_max(type_name: &str) -> i64 {
+    match type_name {
+        "smallint" => i64::from(i16::MAX),
+        "integer" => i64::from(i32::MAX),
+        _ => i64::MAX,
+    }
+}
+
+/// What the file records.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct SequenceFile {
+    def: SequenceDef,
+    /// The logged value: every value handed out is at or before it.
+    last_value: i64,
+    /// Whether `last_value` itself has been handed out (false after CREATE
+    /// and after `setval(.., false)`: the next `nextval` returns it).
+    is_called: bool,
+}
+
+struct SequenceState {
+    def: SequenceDef,
+    /// The last value handed out (or, when `!is_called`, the next one).
+    last: i64,
+    is_called: bool,
+    /// The value the file records; `nextval` may hand out values up to it
+    /// without writing.
+    logged: i64,
+    logged_is_called: bool,
+}
+
+impl SequenceState {
+    /// The value after `v`, or `None` past the bound without CYCLE.
+    fn step(&self, v: i64) -> Result<i64> {
+        let d = &self.def;
+        let next = v.checked_add(d.increment);
+        let past = match next {
+            Some(n) => n > d.max || n < d.min,
+            None => true,
+        };
+        match (past, next) {
+            (false, Some(n)) => Ok(n),
+            _ if d.cycle => Ok(if d.increment > 0 { d.min } else { d.max }),
+            _ => Err(SqlError::SequenceLimit(format!(
+                "nextval: reached {} value of sequence \"{}\" ({})",
+                if d.increment > 0 { "maximum" } else { "minimum" },
+                d.name,
+                if d.increment > 0 { d.max } else { d.min }
+            ))),
+        }
+    }
+
+    /// Whether `v` may be handed out without logging first.
+    fn covered(&self, v: i64) -> bool {
+        if !self.logged_is_called {
+            return false;
+        }
+        if self.def.increment > 0 {
+            v <= self.logged && v > self.last_or_min()
+        } else {
+            v >= self.logged && v < self.last_or_max()
+        }
+    }
+
+    fn last_or_min(&self) -> i64 {
+        if self.is_called {
+            self.last
+        } else {
+            self.def.min.saturating_sub(1)
+        }
+    }
+
+    fn last_or_max(&self) -> i64 {
+        if self.is_called {
+            self.last
+        } else {
+            self.def.max.saturating_add(1)
+        }
+    }
+}
+
+/// All sequences of a database.
+pub struct Sequences {
+    dir: PathBuf,
+    seqs: Mutex<BTreeMap<String, Arc<Mutex<SequenceState>>>>,
+}
+
+impl Sequences {
+    /// Opens (creating) `<data_dir>/sequences` and loads every sequence.
+    pub fn open(data_dir: &Path) -> Result<Sequences> {
+        let dir = data_dir.join("sequences");
+        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        let mut seqs = BTreeMap::new();
+        for entry in std::fs::read_dir(&dir).map_err(|e| io(&dir, e))? {
+            let path = entry.map_err(|e| io(&dir, e))?.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                // a `.tmp` left by a crash between write and rename
+                continue;
+            }
+            let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
+            let file: SequenceFile = serde_json::from_slice(&bytes).map_err(|e| {
+                SqlError::Internal(format!("sequence file {} is damaged: {e}", path.display()))
+            })?;
+            let state = SequenceState {
+                last: file.last_value,
+                is_called: file.is_called,
+                logged: file.last_value,
+                logged_is_called: file.is_called,
+                def: file.def,
+            };
+            seqs.insert(state.def.name.clone(), Arc::new(Mutex::new(state)));
+        }
+        Ok(Sequences {
+            dir,
+            seqs: Mutex::new(seqs),
+        })
+    }
+
+    pub fn exists(&self, name: &str) -> bool {
+        self.seqs.lock().contains_key(name)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.seqs.lock().keys().cloned().collect()
+    }
+
+    /// Every sequence's definition and its last value (`None` before the
+    /// first `nextval`), for the catalog.
+    pub fn list(&self) -> Vec<(SequenceDef, Option<i64>)> {
+        let seqs: Vec<_> = self.seqs.lock().values().cloned().collect();
+        seqs.iter()
+            .map(|s| {
+                let s = s.lock();
+                (s.def.clone(), s.is_called.then_some(s.last))
+            })
+            .collect()
+    }
+
+    /// Sequences owned by a column of `table`.
+    pub fn owned_by_table(&self, table: &str) -> Vec<String> {
+        let seqs: Vec<_> = self.seqs.lock().values().cloned().collect();
+        seqs.iter()
+            .filter_map(|s| {
+                let s = s.lock();
+                s.def
+                    .owned_by
+                    .as_ref()
+                    .filter(|o| o.table == table)
+                    .map(|_| s.def.name.clone())
+            })
+            .collect()
+    }
+
+    /// Creates a sequence; the caller checks the name against tables.
+    pub fn create(&self, def: SequenceDef) -> Result<()> {
+        def.validate()?;
+        let mut seqs = self.seqs.lock();
+        if seqs.contains_key(&def.name) {
+            return Err(SqlError::DuplicateTable(def.name.clone()));
+        }
+        let state = SequenceState {
+            last: def.start,
+            is_called: false,
+            logged: def.start,
+            logged_is_called: false,
+            def,
+        };
+        self.persist(&state)?;
+        seqs.insert(state.def.name.clone(), Arc::new(Mutex::new(state)));
+        Ok(())
+    }
+
+    /// Drops a sequence; `Ok(false)` when there is none of that name.
+    pub fn drop_sequence(&self, name: &str) -> Result<bool> {
+        let mut seqs = self.seqs.lock();
+        if seqs.remove(name).is_none() {
+            return Ok(false);
+        }
+        let path = self.path(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&path, e)),
+        }
+        sync_dir(&self.dir)?;
+        Ok(true)
+    }
+
+    fn get(&self, name: &str) -> Result<Arc<Mutex<SequenceState>>> {
+        self.seqs
+            .lock()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| SqlError::UndefinedTable(name.to_string()))
+    }
+
+    /// The next value of `name` (durable before it is returned).
+    pub fn nextval(&self, name: &str) -> Result<i64> {
+        let seq = self.get(name)?;
+        let mut s = seq.lock();
+        let next = if s.is_called { s.step(s.last)? } else { s.last };
+        if !s.covered(next) {
+            // Log ahead: the value LOG_AHEAD-1 steps on, stopping at a bound.
+            let mut logged = next;
+            for _ in 1..LOG_AHEAD {
+                match logged.checked_add(s.def.increment) {
+                    Some(n) if n <= s.def.max && n >= s.def.min => logged = n,
+                    _ => break,
+                }
+            }
+            let file = SequenceState {
+                def: s.def.clone(),
+                last: logged,
+                is_called: true,
+                logged,
+                logged_is_called: true,
+            };
+            self.persist(&file)?;
+            s.logged = logged;
+            s.logged_is_called = true;
+        }
+        s.last = next;
+        s.is_called = true;
+        Ok(next)
+    }
+
+    /// `setval(name, value, is_called)`: durable at once.
+    pub fn setval(&self, name: &str, value: i64, is_called: bool) -> Result<i64> {
+        let seq = self.get(name)?;
+        let mut s = seq.lock();
+        if value < s.def.min || value > s.def.max {
+            return Err(SqlError::NumericOutOfRange(format!(
+                "setval: value {value} is out of bounds for sequence \"{name}\" ({}..{})",
+                s.def.min, s.def.max
+            )));
+        }
+        let file = SequenceState {
+            def: s.def.clone(),
+            last: value,
+            is_called,
+            logged: value,
+            logged_is_called: is_called,
+        };
+        self.persist(&file)?;
+        s.last = value;
+        s.is_called = is_called;
+        s.logged = value;
+        s.logged_is_called = is_called;
+        Ok(value)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{}.json", file_stem(name)))
+    }
+
+    /// Writes `s`'s logged value (write, fsync, rename, directory fsync).
+    fn persist(&self, s: &SequenceState) -> Result<()> {
+        let file = SequenceFile {
+            def: s.def.clone(),
+            last_value: s.logged,
+            is_called: s.logged_is_called,
+        };
+        let body = serde_json::to_vec_pretty(&file)
+            .map_err(|e| SqlError::Internal(format!("encoding a sequence: {e}")))?;
+        let path = self.path(&s.def.name);
+        let tmp = path.with_extension("tmp");
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
+            f.write_all(&body).map_err(|e| io(&tmp, e))?;
+            f.sync_all().map_err(|e| io(&tmp, e))?;
+        }
+        std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
+        sync_dir(&self.dir)
+    }
+}
+
+/// A file name for any sequence name: safe characters kept, others hex.
+fn file_stem(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            out.push(c);
+        } else {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02x}"));
+            }
+        }
+    }
+    out
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    let d = std::fs::File::open(dir).map_err(|e| io(dir, e))?;
+    d.sync_all().map_err(|e| io(dir, e))
+}
+
+fn io(path: &Path, source: std::io::Error) -> SqlError {
+    SqlError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// A sequence name as `nextval('...')` takes it: PostgreSQL parses the text
+/// as a possibly qualified, possibly quoted identifier (`'MySeq'` is
+/// `myseq`, `'"MySeq"'` is `MySeq`, `'public.s'` is `s`).
+pub fn resolve_name(text: &str) -> Result<String> {
+    let text = text.trim();
+    let mut parts = Vec::new();
+    let mut chars = text.chars().peekable();
+    let mut cur = String::new();
+    let mut quoted_part = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                quoted_part = true;
+                loop {
+                    match chars.next() {
+                        Some('"') if chars.peek() == Some(&'"') => {
+                            chars.next();
+                            cur.push('"');
+                        }
+                        Some('"') => break,
+                        Some(ch) => cur.push(ch),
+                        None => {
+                            return Err(SqlError::InvalidName(format!(
+                                "invalid name syntax: {text}"
+                            )))
+                        }
+                    }
+                }
+            }
+            '.' => {
+                parts.push(std::mem::take(&mut cur));
+                quoted_part = false;
+            }
+            c if quoted_part => {
+                return Err(SqlError::InvalidName(format!(
+                    "invalid name syntax: {text} ({c})"
+                )))
+            }
+            c => cur.extend(c.to_lowercase()),
+        }
+    }
+    parts.push(cur);
+    let name = match parts.as_slice() {
+        [n] => n.clone(),
+        [schema, n] if schema == "public" => n.clone(),
+        [_, _] => return Err(SqlError::UndefinedTable(text.to_string())),
+        _ => return Err(SqlError::InvalidName(format!("invalid name syntax: {text}"))),
+    };
+    if name.is_empty() {
+        return Err(SqlError::InvalidName(format!("invalid name syntax: {text}")));
+    }
+    Ok(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    #[test]
+    fn values_never_repeat_across_reopen() {
+        let d = dir();
+        let s = Sequences::open(d.path()).unwrap();
+        s.create(SequenceDef::with_defaults("s", "bigint", 1)).unwrap();
+        assert_eq!(s.nextval("s").unwrap(), 1);
+        assert_eq!(s.nextval("s").unwrap(), 2);
+        drop(s);
+        // a crash: the in-memory position is lost, the logged one is not
+        let s = Sequences::open(d.path()).unwrap();
+        let v = s.nextval("s").unwrap();
+        assert!(v > 2, "{v}");
+        assert_eq!(v, LOG_AHEAD + 1);
+    }
+
+    #[test]
+    fn bounds_cycle_and_setval() {
+        let d = dir();
+        let s = Sequences::open(d.path()).unwrap();
+        let mut def = SequenceDef::with_defaults("c", "integer", 2);
+        def.max = 5;
+        s.create(def.clone()).unwrap();
+        assert_eq!(s.nextval("c").unwrap(), 1);
+        assert_eq!(s.nextval("c").unwrap(), 3);
+        assert_eq!(s.nextval("c").unwrap(), 5);
+        let e = s.nextval("c").unwrap_err();
+        assert_eq!(e.sqlstate(), "2200H");
+        def.name = "cy".into();
+        def.cycle = true;
+        s.create(def).unwrap();
+        for want in [1, 3, 5, 1, 3] {
+            assert_eq!(s.nextval("cy").unwrap(), want);
+        }
+        s.setval("c", 2, false).unwrap();
+        assert_eq!(s.nextval("c").unwrap(), 2);
+        assert_eq!(s.setval("c", 9, true).unwrap_err().sqlstate(), "22003");
+        s.setval("c", 1, true).unwrap();
+        drop(s);
+        let s = Sequences::open(d.path()).unwrap();
+        assert_eq!(s.nextval("c").unwrap(), 3);
+    }
+
+    #[test]
+    fn descending_and_drop() {
+        let d = dir();
+        let s = Sequences::open(d.path()).unwrap();
+        s.create(SequenceDef::with_defaults("down", "smallint", -1))
+            .unwrap();
+        assert_eq!(s.nextval("down").unwrap(), -1);
+        assert_eq!(s.nextval("down").unwrap(), -2);
+        assert!(s.drop_sequence("down").unwrap());
+        assert!(!s.drop_sequence("down").unwrap());
+        assert_eq!(s.nextval("down").unwrap_err().sqlstate(), "42P01");
+        let s = Sequences::open(d.path()).unwrap();
+        assert!(!s.exists("down"));
+    }
+
+    #[test]
+    fn invalid_definitions_are_refused() {
+        let mut def = SequenceDef::with_defaults("x", "smallint", 1);
+        def.max = 40000;
+        assert_eq!(def.validate().unwrap_err().sqlstate(), "22023");
+        let def = SequenceDef::with_defaults("x", "bigint", 0);
+        assert_eq!(def.validate().unwrap_err().sqlstate(), "22023");
+    }
+
+    #[test]
+    fn names_resolve_as_postgres_parses_them() {
+        assert_eq!(resolve_name("MySeq").unwrap(), "myseq");
+        assert_eq!(resolve_name("\"MySeq\"").unwrap(), "MySeq");
+        assert_eq!(resolve_name("public.t_id_seq").unwrap(), "t_id_seq");
+        assert!(resolve_name("a.b.c").is_err());
+        assert!(resolve_name("\"open").is_err());
+        assert_eq!(file_stem("a/b"), "a%2fb");
+    }
+}

@@ -1,0 +1,141 @@
+//! `INSERT/UPDATE/DELETE ... RETURNING`.
+//!
+//! The statement collects the rows it wrote (the new versions for INSERT,
+//! including rows ON CONFLICT DO UPDATE changed, and UPDATE; the old ones
+//! for DELETE); the RETURNING list is then evaluated over them by
+//! DataFusion as a query over an in-memory table that carries the target's
+//! name (or alias), so `*`, `t.col` and any expression work as in a select
+//! list. The command tag stays the DML's ("INSERT 0 2").
+
+use std::sync::Arc;
+
+use datafusion::catalog::SchemaProvider;
+use datafusion::datasource::MemTable;
+use datafusion::sql::sqlparser::ast::{Ident, SelectItem, SetExpr, Statement, TableFactor};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use eddy_common::{Row, TableDef};
+
+use super::{relation_of, Output, Session};
+use crate::rewrite::{ident_name, table_name};
+use crate::error::{Result, SqlError};
+use crate::output_names;
+use crate::pgtypes;
+
+/// The name the rows are registered under in the `eddy_dml` schema.
+const RETURNING_TABLE: &str = "__returning";
+
+/// `SELECT <items> FROM eddy_dml.__returning AS "<alias>"` on the AST.
+fn returning_query(items: Vec<SelectItem>, alias: &str) -> Result<Statement> {
+    let mut q = Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(&format!("SELECT 1 FROM eddy_dml.{RETURNING_TABLE} AS x"))?
+        .parse_query()?;
+    let SetExpr::Select(sel) = q.body.as_mut() else {
+        return Err(SqlError::Internal("RETURNING template is not a SELECT".into()));
+    };
+    sel.projection = items;
+    if let Some(TableFactor::Table {
+        alias: Some(a), ..
+    }) = sel.from.first_mut().map(|f| &mut f.relation)
+    {
+        a.name = Ident::with_quote('"', alias);
+    }
+    Ok(Statement::Query(q))
+}
+
+impl Session {
+    /// The result of a DML statement with RETURNING: `items` evaluated
+    /// over `rows` (laid out as `def`), tagged `command` and a row count.
+    pub(super) async fn returning_output(
+        &mut self,
+        def: &TableDef,
+        alias: &str,
+        items: Vec<SelectItem>,
+        rows: Vec<Row>,
+        command: &'static str,
+    ) -> Result<Output> {
+        let schema = Arc::new(def.arrow_schema());
+        let types: Vec<_> = def.columns.iter().map(|c| c.ty).collect();
+        let batch = pgtypes::rows_to_batch(&schema, &types, &rows)?;
+        let table = MemTable::try_new(Arc::clone(&schema), vec![vec![batch]])?;
+        let mut stmt = returning_query(items, alias)?;
+        self.compat(&mut stmt);
+        self.dml_schema
+            .register_table(RETURNING_TABLE.to_string(), Arc::new(table))?;
+        // The plan holds the rows once made: the name can go at once.
+        let result = self.run_query(stmt).await;
+        let _ = self.dml_schema.deregister_table(RETURNING_TABLE);
+        match result? {
+            Output::Rows { schema, stream, .. } => Ok(Output::Rows {
+                schema,
+                stream,
+                command,
+            }),
+            _ => Err(SqlError::Internal("RETURNING produced no rows".into())),
+        }
+    }
+
+    /// The target's definition, alias and RETURNING list of a DML
+    /// statement that has one.
+    pub(super) fn returning_of(&self, stmt: &Statement) -> Option<(TableDef, String, Vec<SelectItem>)> {
+        let (tname, alias, items) = match stmt {
+            Statement::Insert(ins) => {
+                let datafusion::sql::sqlparser::ast::TableObject::TableName(n) = &ins.table else {
+                    return None;
+                };
+                let tname = table_name(n).ok()?;
+                let alias = ins
+                    .table_alias
+                    .as_ref()
+                    .map(|a| ident_name(&a.alias))
+                    .unwrap_or_else(|| tname.clone());
+                (tname, alias, ins.returning.clone()?)
+            }
+            Statement::Update(upd) => {
+                let (t, a) = relation_of(&upd.table.relation).ok()?;
+                (t, a, upd.returning.clone()?)
+            }
+            Statement::Delete(del) => {
+                let from = match &del.from {
+                    datafusion::sql::sqlparser::ast::FromTable::WithFromKeyword(v)
+                    | datafusion::sql::sqlparser::ast::FromTable::WithoutKeyword(v) => v,
+                };
+                let (t, a) = relation_of(&from.first()?.relation).ok()?;
+                (t, a, del.returning.clone()?)
+            }
+            _ => return None,
+        };
+        let def = self.db.engine.table(&tname)?.def().clone();
+        Some((def.as_ref().clone(), alias, items))
+    }
+
+    /// The columns a DML statement with RETURNING will send, for Describe.
+    pub(super) async fn describe_returning(
+        &self,
+        def: &TableDef,
+        alias: &str,
+        items: Vec<SelectItem>,
+    ) -> Result<Vec<crate::ResultColumn>> {
+        let schema = Arc::new(def.arrow_schema());
+        let table = MemTable::try_new(Arc::clone(&schema), vec![vec![]])?;
+        let mut stmt = returning_query(items, alias)?;
+        self.compat(&mut stmt);
+        self.dml_schema
+            .register_table(RETURNING_TABLE.to_string(), Arc::new(table))?;
+        let plan = self
+            .ctx
+            .state()
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(stmt)))
+            .await;
+        let _ = self.dml_schema.deregister_table(RETURNING_TABLE);
+        Ok(plan?
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| crate::ResultColumn {
+                name: output_names::visible(f.name()).to_string(),
+                type_oid: pgtypes::field_oid(f),
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,116 @@
+"""SQLAlchemy 2 (Core + ORM, psycopg 3 driver) against a running server.
+
+Usage: python sqlalchemy_orm.py <host> <port> <user> <password-or-empty>
+
+Each check states PostgreSQL 15's answer; the script exits non-zero at the
+first difference. Run by crates/server/tests/clients.rs against Eddy, and
+by hand against PostgreSQL to confirm the expectations.
+"""
+import sys
+
+from sqlalchemy import (
+    Integer,
+    String,
+    create_engine,
+    func,
+    inspect,
+    select,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+
+
+def check(what, got, want):
+    if got != want:
+        print(f"FAIL {what}: got {got!r}, PostgreSQL gives {want!r}")
+        sys.exit(1)
+    print(f"ok   {what}")
+
+
+host, port, user, password = sys.argv[1:5]
+auth = f"{user}:{password}" if password else user
+engine = create_engine(f"postgresql+psycopg://{auth}@{host}:{port}/eddy")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Author(Base):
+    __tablename__ = "sa_author"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(50))
+    # no FOREIGN KEY (not enforced by Eddy yet): the join is spelled out
+    books: Mapped[list["Book"]] = relationship(
+        back_populates="author",
+        primaryjoin="Author.id == foreign(Book.author_id)",
+    )
+
+
+class Book(Base):
+    __tablename__ = "sa_book"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    title: Mapped[str] = mapped_column(String(100))
+    author_id: Mapped[int] = mapped_column(Integer)
+    author: Mapped[Author] = relationship(
+        back_populates="books",
+        primaryjoin="Author.id == foreign(Book.author_id)",
+    )
+
+
+# dialect initialisation (server version, isolation level, standard strings)
+with engine.connect() as conn:
+    check("select 1", conn.execute(text("select 1")).scalar(), 1)
+
+Base.metadata.drop_all(engine)
+Base.metadata.create_all(engine)
+check("has_table", inspect(engine).has_table("sa_author"), True)
+
+# ORM inserts: SERIAL ids come back through INSERT ... RETURNING
+with Session(engine) as s:
+    a = Author(name="Ursula")
+    s.add(a)
+    s.add_all([Book(title="Earthsea", author=a), Book(title="Dispossessed", author=a)])
+    s.commit()
+    check("serial id assigned", a.id, 1)
+    check("book ids", sorted(b.id for b in a.books), [1, 2])
+
+# a session rollback leaves nothing behind
+with Session(engine) as s:
+    s.add(Author(name="ghost"))
+    s.flush()
+    s.rollback()
+with Session(engine) as s:
+    check(
+        "rollback leaves no row",
+        s.scalar(select(func.count()).select_from(Author).where(Author.name == "ghost")),
+        0,
+    )
+    # the sequence is not transactional: the rolled-back id is not reused
+    b = Author(name="Le Guin")
+    s.add(b)
+    s.commit()
+    check("id after rolled-back insert", b.id, 3)
+
+# relationship loading and updates
+with Session(engine) as s:
+    a = s.scalars(select(Author).where(Author.name == "Ursula")).one()
+    check("relationship", sorted(b.title for b in a.books), ["Dispossessed", "Earthsea"])
+    a.name = "Ursula K."
+    s.commit()
+    check("update", s.scalar(select(Author.name).where(Author.id == a.id)), "Ursula K.")
+    s.delete(s.get(Book, 2))
+    s.commit()
+    check("delete", s.scalar(select(func.count()).select_from(Book)), 1)
+
+# Core: insert ... returning many rows, executemany
+with engine.begin() as conn:
+    rows = conn.execute(
+        Author.__table__.insert().returning(Author.id, Author.name),
+        [{"name": "x"}, {"name": "y"}],
+    ).all()
+    check("insert many returning", sorted(r.name for r in rows), ["x", "y"])
+
+Base.metadata.drop_all(engine)
+check("drop_all", inspect(engine).has_table("sa_author"), False)
+print("sqlalchemy: all checks passed")
