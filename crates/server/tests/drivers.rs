@@ -132,6 +132,11 @@ fn python_script(script: &str) {
 }
 
 #[test]
+fn sqlalchemy_orm_serial_ids_returning_and_rollback() {
+    python_script("sqlalchemy_orm.py");
+}
+
+#[test]
 fn psycopg3_transactions_and_values() {
     python_script("psycopg3_txn.py");
 }

@@ -142,10 +142,14 @@ pub(super) fn apply_defaults(
     if let SetExpr::Select(sel) = q.body.as_mut() {
         sel.projection.truncate(1);
         for i in &missing {
+            // named apart from the source's columns (`SELECT 'x'` is `?column?` too)
             sel.projection
-                .push(datafusion::sql::sqlparser::ast::SelectItem::UnnamedExpr(
-                    default_of(column(*i)?)?,
-                ));
+                .push(datafusion::sql::sqlparser::ast::SelectItem::ExprWithAlias {
+                    expr: default_of(column(*i)?)?,
+                    alias: datafusion::sql::sqlparser::ast::Ident::new(format!(
+                        "__eddy_default_{i}"
+                    )),
+                });
         }
         if let Some(datafusion::sql::sqlparser::ast::TableFactor::Derived { subquery, .. }) =
             sel.from.first_mut().map(|f| &mut f.relation)
@@ -162,6 +166,18 @@ impl Session {
     /// (no column references) and its type must cast to the column's.
     pub(super) async fn check_default(&self, col: &ColumnDef, text: &str) -> Result<()> {
         let expr = parse_default(text)?;
+        let refers_to_column = datafusion::sql::sqlparser::ast::visit_expressions(&expr, |e| {
+            if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
+                std::ops::ControlFlow::Break(())
+            } else {
+                std::ops::ControlFlow::Continue(())
+            }
+        });
+        if refers_to_column.is_break() {
+            return Err(SqlError::FeatureNotSupported(
+                "cannot use column reference in default expression".into(),
+            ));
+        }
         let mut q = template("SELECT NULL")?;
         if let SetExpr::Select(sel) = q.body.as_mut() {
             sel.projection = vec![datafusion::sql::sqlparser::ast::SelectItem::UnnamedExpr(expr)];

@@ -1,11 +1,10 @@
-"""SQLAlchemy 2 (Core + ORM, psycopg 3 driver) against a running server.
+"""SQLAlchemy 2 (Core + ORM over psycopg 3) against a running server.
 
-Usage: python sqlalchemy_orm.py <host> <port> <user> <password-or-empty>
-
-Each check states PostgreSQL 15's answer; the script exits non-zero at the
-first difference. Run by crates/server/tests/clients.rs against Eddy, and
-by hand against PostgreSQL to confirm the expectations.
+Run by crates/server/tests/drivers.rs with EDDY_PORT set. Each check states
+PostgreSQL 15's answer (scripts/ci/drivers-against-postgres.sh runs this
+file against it); the script exits non-zero at the first difference.
 """
+import os
 import sys
 
 from sqlalchemy import (
@@ -22,14 +21,17 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, rela
 
 def check(what, got, want):
     if got != want:
-        print(f"FAIL {what}: got {got!r}, PostgreSQL gives {want!r}")
+        print(f"FAIL: {what}: got {got!r}, PostgreSQL gives {want!r}", file=sys.stderr)
         sys.exit(1)
-    print(f"ok   {what}")
 
 
-host, port, user, password = sys.argv[1:5]
-auth = f"{user}:{password}" if password else user
-engine = create_engine(f"postgresql+psycopg://{auth}@{host}:{port}/eddy")
+port = os.environ["EDDY_PORT"]
+user = os.environ.get("EDDY_USER", "eddy")
+password = os.environ.get("EDDY_PASSWORD", "secret")
+db = os.environ.get("EDDY_DB", "eddy")
+engine = create_engine(
+    f"postgresql+psycopg://{user}:{password}@127.0.0.1:{port}/{db}?sslmode=disable"
+)
 
 
 class Base(DeclarativeBase):
@@ -113,4 +115,4 @@ with engine.begin() as conn:
 
 Base.metadata.drop_all(engine)
 check("drop_all", inspect(engine).has_table("sa_author"), False)
-print("sqlalchemy: all checks passed")
+print("sqlalchemy: ok")
