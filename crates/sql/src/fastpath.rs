@@ -1185,6 +1185,16 @@ pub fn conflict_updater(
 
 /// Fill unknown parameter types from the columns they are compared with or
 /// assigned to (INSERT VALUES positions, SET c = $n, c op $n).
+/// `$n` itself (not under a cast: a cast decides the parameter's type,
+/// as in PostgreSQL, where `$1::text::numeric` is a text parameter).
+fn bare_placeholder(e: &Expr) -> Option<usize> {
+    match e {
+        Expr::Nested(inner) => bare_placeholder(inner),
+        Expr::Cast { .. } => None,
+        e => placeholder_index(e),
+    }
+}
+
 pub fn infer_param_types(stmt: &Statement, engine: &Arc<Engine>, types: &mut [u32]) {
     let mut tables: Vec<Arc<Table>> = Vec::new();
     let _ = visit_relations(stmt, |r| {
@@ -1228,7 +1238,7 @@ pub fn infer_param_types(stmt: &Statement, engine: &Arc<Engine>, types: &mut [u3
                     if let SetExpr::Values(v) = src.body.as_ref() {
                         for row in &v.rows {
                             for (e, t) in row.iter().zip(&targets) {
-                                if let (Some(p), Some(t)) = (placeholder_index(e), t) {
+                                if let (Some(p), Some(t)) = (bare_placeholder(e), t) {
                                     set(p, def.columns[*t].ty);
                                 }
                             }
@@ -1240,7 +1250,7 @@ pub fn infer_param_types(stmt: &Statement, engine: &Arc<Engine>, types: &mut [u3
         Statement::Update(upd) => {
             for a in &upd.assignments {
                 if let (AssignmentTarget::ColumnName(n), Some(p)) =
-                    (&a.target, placeholder_index(&a.value))
+                    (&a.target, bare_placeholder(&a.value))
                 {
                     if let Some(ObjectNamePart::Identifier(id)) = n.0.last() {
                         if let Some(ty) = col_type(&ident_name(id)) {
@@ -1260,12 +1270,12 @@ pub fn infer_param_types(stmt: &Statement, engine: &Arc<Engine>, types: &mut [u3
         };
         match e {
             Expr::BinaryOp { left, right, .. } => {
-                if let (Some(c), Some(p)) = (name_of(left), placeholder_index(right)) {
+                if let (Some(c), Some(p)) = (name_of(left), bare_placeholder(right)) {
                     if let Some(ty) = col_type(&c) {
                         set(p, ty);
                     }
                 }
-                if let (Some(c), Some(p)) = (name_of(right), placeholder_index(left)) {
+                if let (Some(c), Some(p)) = (name_of(right), bare_placeholder(left)) {
                     if let Some(ty) = col_type(&c) {
                         set(p, ty);
                     }
@@ -1274,7 +1284,7 @@ pub fn infer_param_types(stmt: &Statement, engine: &Arc<Engine>, types: &mut [u3
             Expr::InList { expr, list, .. } => {
                 if let Some(ty) = name_of(expr).and_then(|c| col_type(&c)) {
                     for l in list {
-                        if let Some(p) = placeholder_index(l) {
+                        if let Some(p) = bare_placeholder(l) {
                             set(p, ty);
                         }
                     }
@@ -1285,7 +1295,7 @@ pub fn infer_param_types(stmt: &Statement, engine: &Arc<Engine>, types: &mut [u3
                 expr, data_type, ..
             } => {
                 if let (Some(p), Ok(ty)) = (
-                    placeholder_index(expr),
+                    bare_placeholder(expr),
                     crate::pgtypes::column_type_from_sql(data_type),
                 ) {
                     set(p, ty);
@@ -1296,7 +1306,7 @@ pub fn infer_param_types(stmt: &Statement, engine: &Arc<Engine>, types: &mut [u3
             } => {
                 if let Some(ty) = name_of(expr).and_then(|c| col_type(&c)) {
                     for l in [low, high] {
-                        if let Some(p) = placeholder_index(l) {
+                        if let Some(p) = bare_placeholder(l) {
                             set(p, ty);
                         }
                     }

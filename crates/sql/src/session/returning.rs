@@ -43,6 +43,23 @@ fn returning_query(items: Vec<SelectItem>, alias: &str) -> Result<Statement> {
     Ok(Statement::Query(q))
 }
 
+/// The target's columns with their declared types in the field metadata
+/// (varchar(n), char(n)), as a scan of the table presents them.
+fn declared_schema(def: &TableDef) -> datafusion::arrow::datatypes::SchemaRef {
+    let base = def.arrow_schema();
+    let fields: Vec<datafusion::arrow::datatypes::Field> = base
+        .fields()
+        .iter()
+        .zip(&def.columns)
+        .map(|(f, c)| {
+            f.as_ref()
+                .clone()
+                .with_metadata(pgtypes::declared_type_metadata(c.ty))
+        })
+        .collect();
+    Arc::new(datafusion::arrow::datatypes::Schema::new(fields))
+}
+
 impl Session {
     /// The result of a DML statement with RETURNING: `items` evaluated
     /// over `rows` (laid out as `def`), tagged `command` and a row count.
@@ -54,7 +71,7 @@ impl Session {
         rows: Vec<Row>,
         command: &'static str,
     ) -> Result<Output> {
-        let schema = Arc::new(def.arrow_schema());
+        let schema = declared_schema(def);
         let types: Vec<_> = def.columns.iter().map(|c| c.ty).collect();
         let batch = pgtypes::rows_to_batch(&schema, &types, &rows)?;
         let table = MemTable::try_new(Arc::clone(&schema), vec![vec![batch]])?;
@@ -116,7 +133,7 @@ impl Session {
         alias: &str,
         items: Vec<SelectItem>,
     ) -> Result<Vec<crate::ResultColumn>> {
-        let schema = Arc::new(def.arrow_schema());
+        let schema = declared_schema(def);
         let table = MemTable::try_new(Arc::clone(&schema), vec![vec![]])?;
         let mut stmt = returning_query(items, alias)?;
         self.compat(&mut stmt);
