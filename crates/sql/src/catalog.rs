@@ -479,9 +479,13 @@ fn build_pg_table(
                         i2(n as i16 + 1),
                         i4(typmod_of(c.ty)),
                         b(!c.nullable || d.primary_key.contains(&n)),
+                        b(c.default.is_some() && c.identity.is_none()),
                         b(false),
-                        b(false),
-                        s(""),
+                        s(match c.identity {
+                            Some(eddy_common::Identity::Always) => "a",
+                            Some(eddy_common::Identity::ByDefault) => "d",
+                            None => "",
+                        }),
                         s(""),
                         b(false),
                         b(true),
@@ -937,10 +941,28 @@ fn build_pg_table(
             ],
             vec![],
         ),
-        "pg_attrdef" => mem_table(
-            &[("oid", I8), ("adrelid", I8), ("adnum", I2), ("adbin", T)],
-            vec![],
-        ),
+        // one row per column DEFAULT; `adbin` holds the expression's text,
+        // which `pg_get_expr` returns as it is
+        "pg_attrdef" => {
+            let mut rows = Vec::new();
+            for t in tables {
+                for (n, c) in t.def().columns.iter().enumerate() {
+                    if let (Some(d), None) = (&c.default, c.identity) {
+                        let attnum = n as i64 + 1;
+                        rows.push(vec![
+                            i((table_oid(t) << 10) | attnum),
+                            i(table_oid(t)),
+                            i2(attnum as i16),
+                            s(d),
+                        ]);
+                    }
+                }
+            }
+            mem_table(
+                &[("oid", I8), ("adrelid", I8), ("adnum", I2), ("adbin", T)],
+                rows,
+            )
+        }
         "pg_inherits" => mem_table(
             &[
                 ("inhrelid", I8),
@@ -1347,7 +1369,27 @@ pub fn pg_functions(
     let eng = Arc::clone(&engine);
     let eng2 = Arc::clone(&engine);
     let eng3 = Arc::clone(&engine);
+    let eng4 = Arc::clone(&engine);
     vec![
+        // the sequence a SERIAL or identity column draws from
+        udf("pg_get_serial_sequence", T, move |v| {
+            let (Some(table), Some(column)) = (arg_str(v, 0), arg_str(v, 1)) else {
+                return null_text();
+            };
+            let Ok(table) = crate::sequences::resolve_name(&table) else {
+                return null_text();
+            };
+            eng4.table(&table)
+                .and_then(|t| {
+                    let def = t.def();
+                    def.column_index(&column)
+                        .and_then(|i| def.columns.get(i))
+                        .and_then(|c| c.default.as_deref())
+                        .and_then(crate::sequences::sequence_of_default)
+                })
+                .map(|seq| s(&format!("public.{seq}")))
+                .unwrap_or(null_text())
+        }),
         udf("version", T, |_| {
             s(&format!(
                 "PostgreSQL {SERVER_VERSION} (Eddy {}) on x86_64-pc-linux-gnu, compiled by rustc, 64-bit",
@@ -1373,7 +1415,8 @@ pub fn pg_functions(
                 .unwrap_or(null_text()),
             None => null_text(),
         }),
-        udf("pg_get_expr", T, |_| null_text()),
+        // pg_attrdef.adbin is the expression's text already
+        udf("pg_get_expr", T, |v| arg_str(v, 0).map(|e| s(&e)).unwrap_or(null_text())),
         udf("pg_get_partkeydef", T, |_| null_text()),
         udf("pg_get_viewdef", T, |_| null_text()),
         udf("pg_get_statisticsobjdef_columns", T, |_| null_text()),

@@ -232,7 +232,11 @@ fn build(
                         s(&d.name),
                         s(&c.name),
                         i(i64::try_from(pos).unwrap_or(i64::MAX).saturating_add(1)),
-                        null(),
+                        // identity columns have no default here, as in PostgreSQL
+                        match (&c.default, c.identity) {
+                            (Some(d), None) => s(d),
+                            _ => null(),
+                        },
                         yes_no(c.nullable && !in_key),
                         s(data_type),
                         opt(max_len),
@@ -245,8 +249,12 @@ fn build(
                         s(db),
                         s("pg_catalog"),
                         s(udt),
-                        s("NO"),
-                        null(),
+                        s(if c.identity.is_some() { "YES" } else { "NO" }),
+                        match c.identity {
+                            Some(eddy_common::Identity::Always) => s("ALWAYS"),
+                            Some(eddy_common::Identity::ByDefault) => s("BY DEFAULT"),
+                            None => null(),
+                        },
                         s("NEVER"),
                         null(),
                         s("YES"),

@@ -470,6 +470,43 @@ pub fn resolve_name(text: &str) -> Result<String> {
     Ok(name)
 }
 
+/// The sequence a column default `nextval('name'::regclass)` draws from.
+pub fn sequence_of_default(default: &str) -> Option<String> {
+    use datafusion::sql::sqlparser::ast::{
+        Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value as SqlValue,
+    };
+    let expr = datafusion::sql::sqlparser::parser::Parser::new(
+        &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+    )
+    .try_with_sql(default)
+    .ok()?
+    .parse_expr()
+    .ok()?;
+    let Expr::Function(f) = expr else {
+        return None;
+    };
+    if !f.name.to_string().eq_ignore_ascii_case("nextval") {
+        return None;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    let mut arg = match list.args.first()? {
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => e,
+        _ => return None,
+    };
+    while let Expr::Cast { expr, .. } = arg {
+        arg = expr;
+    }
+    match arg {
+        Expr::Value(v) => match &v.value {
+            SqlValue::SingleQuotedString(name) => resolve_name(name).ok(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -552,5 +589,14 @@ mod tests {
         assert!(resolve_name("a.b.c").is_err());
         assert!(resolve_name("\"open").is_err());
         assert_eq!(file_stem("a/b"), "a%2fb");
+        assert_eq!(
+            sequence_of_default("nextval('t_id_seq'::regclass)").as_deref(),
+            Some("t_id_seq")
+        );
+        assert_eq!(
+            sequence_of_default("nextval('\"T_seq\"'::regclass)").as_deref(),
+            Some("T_seq")
+        );
+        assert_eq!(sequence_of_default("42"), None);
     }
 }
