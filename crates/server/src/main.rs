@@ -268,9 +268,8 @@ async fn serve(
     let metrics = Arc::new(Metrics::default());
     let views = Arc::clone(&streams);
     metrics.add_section(Box::new(move |out| views.render_metrics(out)));
-    let db = Arc::new(
-        Database::open(engine, "eddy", Some(streams)).map_err(ServerError::Database)?,
-    );
+    let db =
+        Arc::new(Database::open(engine, "eddy", Some(streams)).map_err(ServerError::Database)?);
     let backend = Arc::new(Backend::new(db, Arc::clone(&metrics), auth));
     let idle = Arc::clone(&backend.idle);
     let handlers = Arc::new(Handlers::new(backend));

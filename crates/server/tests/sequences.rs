@@ -22,7 +22,9 @@ async fn serial_ids_never_repeat_across_kill_9() {
         let setup = srv.connect().await;
         if round == 0 {
             setup
-                .batch_execute("CREATE TABLE events (id serial PRIMARY KEY, round int, payload text)")
+                .batch_execute(
+                    "CREATE TABLE events (id serial PRIMARY KEY, round int, payload text)",
+                )
                 .await
                 .expect("create");
         }
@@ -32,7 +34,10 @@ async fn serial_ids_never_repeat_across_kill_9() {
             .await
             .expect("ids");
         let stored: BTreeSet<i32> = rows.iter().map(|r| r.get(0)).collect();
-        assert_eq!(stored, returned, "round {round}: committed rows after restart");
+        assert_eq!(
+            stored, returned,
+            "round {round}: committed rows after restart"
+        );
         let floor = returned.iter().next_back().copied().unwrap_or(0);
         let mut tasks = Vec::new();
         for client in 0..4 {
@@ -92,9 +97,16 @@ async fn returning_over_the_extended_protocol() {
         .prepare("INSERT INTO acct (owner, balance) VALUES ($1, $2::text::numeric) RETURNING id, owner, balance::text, opened::text")
         .await
         .expect("prepare insert");
-    let types: Vec<String> = ins.columns().iter().map(|c| c.type_().name().to_string()).collect();
+    let types: Vec<String> = ins
+        .columns()
+        .iter()
+        .map(|c| c.type_().name().to_string())
+        .collect();
     assert_eq!(types, ["int8", "varchar", "text", "text"]);
-    let row = c.query_one(&ins, &[&"ann", &"12.50"]).await.expect("insert");
+    let row = c
+        .query_one(&ins, &[&"ann", &"12.50"])
+        .await
+        .expect("insert");
     assert_eq!(row.get::<_, i64>(0), 1);
     assert_eq!(row.get::<_, &str>(1), "ann");
     assert_eq!(row.get::<_, &str>(2), "12.50");
@@ -118,7 +130,11 @@ async fn returning_over_the_extended_protocol() {
     let row = c.query_one(&del, &[&2i64]).await.expect("delete");
     assert_eq!(row.get::<_, &str>(0), "bob");
     assert_eq!(row.get::<_, &str>(1), "4.00");
-    assert!(c.query(&del, &[&2i64]).await.expect("delete again").is_empty());
+    assert!(c
+        .query(&del, &[&2i64])
+        .await
+        .expect("delete again")
+        .is_empty());
 
     // a RETURNING statement inside a rolled-back block leaves nothing
     c.batch_execute("BEGIN").await.expect("begin");

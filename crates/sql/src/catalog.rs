@@ -1416,7 +1416,9 @@ pub fn pg_functions(
             None => null_text(),
         }),
         // pg_attrdef.adbin is the expression's text already
-        udf("pg_get_expr", T, |v| arg_str(v, 0).map(|e| s(&e)).unwrap_or(null_text())),
+        udf("pg_get_expr", T, |v| {
+            arg_str(v, 0).map(|e| s(&e)).unwrap_or(null_text())
+        }),
         udf("pg_get_partkeydef", T, |_| null_text()),
         udf("pg_get_viewdef", T, |_| null_text()),
         udf("pg_get_statisticsobjdef_columns", T, |_| null_text()),

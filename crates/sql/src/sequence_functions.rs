@@ -151,11 +151,16 @@ impl SequenceFunction {
                 if !self.sequences.exists(&name) {
                     return Err(external(SqlError::UndefinedTable(name)));
                 }
-                session.current.get(&name).copied().map(Some).ok_or_else(|| {
-                    external(SqlError::NotInPrerequisiteState(format!(
-                        "currval of sequence \"{name}\" is not yet defined in this session"
-                    )))
-                })
+                session
+                    .current
+                    .get(&name)
+                    .copied()
+                    .map(Some)
+                    .ok_or_else(|| {
+                        external(SqlError::NotInPrerequisiteState(format!(
+                            "currval of sequence \"{name}\" is not yet defined in this session"
+                        )))
+                    })
             }
             Kind::Setval => {
                 let (Some(text), Some(value), Some(called)) = (

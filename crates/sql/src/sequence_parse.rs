@@ -35,7 +35,9 @@ pub fn is_create_sequence(tokens: &[TokenWithSpan]) -> bool {
 /// [OWNED BY t.c | NONE]`, options in any order, each at most once.
 pub fn parse_create_sequence(p: &mut Parser) -> Result<Statement, ParserError> {
     p.expect_keyword_is(Keyword::CREATE)?;
-    let temporary = p.parse_one_of_keywords(&[Keyword::TEMP, Keyword::TEMPORARY]).is_some();
+    let temporary = p
+        .parse_one_of_keywords(&[Keyword::TEMP, Keyword::TEMPORARY])
+        .is_some();
     p.expect_keyword_is(Keyword::SEQUENCE)?;
     let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
     let name = p.parse_object_name(false)?;
@@ -127,7 +129,9 @@ mod tests {
         assert!(matches!(sequence_options[2], SequenceOptions::Cycle(true)));
         assert!(parse_statement("create sequence s cache 1 cache 2").is_err());
         assert!(parse_statement("create sequence s start").is_err());
-        assert!(parse_statement("create sequence if not exists a.s as integer owned by t.c").is_ok());
+        assert!(
+            parse_statement("create sequence if not exists a.s as integer owned by t.c").is_ok()
+        );
         assert!(parse_statement("create sequence s bogus").is_err());
     }
 }

@@ -156,7 +156,11 @@ impl SequenceState {
             _ if d.cycle => Ok(if d.increment > 0 { d.min } else { d.max }),
             _ => Err(SqlError::SequenceLimit(format!(
                 "nextval: reached {} value of sequence \"{}\" ({})",
-                if d.increment > 0 { "maximum" } else { "minimum" },
+                if d.increment > 0 {
+                    "maximum"
+                } else {
+                    "minimum"
+                },
                 d.name,
                 if d.increment > 0 { d.max } else { d.min }
             ))),
@@ -462,10 +466,16 @@ pub fn resolve_name(text: &str) -> Result<String> {
         [n] => n.clone(),
         [schema, n] if schema == "public" => n.clone(),
         [_, _] => return Err(SqlError::UndefinedTable(text.to_string())),
-        _ => return Err(SqlError::InvalidName(format!("invalid name syntax: {text}"))),
+        _ => {
+            return Err(SqlError::InvalidName(format!(
+                "invalid name syntax: {text}"
+            )))
+        }
     };
     if name.is_empty() {
-        return Err(SqlError::InvalidName(format!("invalid name syntax: {text}")));
+        return Err(SqlError::InvalidName(format!(
+            "invalid name syntax: {text}"
+        )));
     }
     Ok(name)
 }
@@ -519,7 +529,8 @@ mod tests {
     fn values_never_repeat_across_reopen() {
         let d = dir();
         let s = Sequences::open(d.path()).unwrap();
-        s.create(SequenceDef::with_defaults("s", "bigint", 1)).unwrap();
+        s.create(SequenceDef::with_defaults("s", "bigint", 1))
+            .unwrap();
         assert_eq!(s.nextval("s").unwrap(), 1);
         assert_eq!(s.nextval("s").unwrap(), 2);
         drop(s);

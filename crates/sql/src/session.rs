@@ -1587,8 +1587,8 @@ pub fn cast_batch(
 pub(crate) async fn collect_rows(out: Output) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     match out {
         Output::Rows {
-                schema, mut stream, ..
-            } => {
+            schema, mut stream, ..
+        } => {
             let mut batches = Vec::new();
             while let Some(b) = stream.next().await {
                 batches.push(b?);

@@ -88,9 +88,15 @@ pub(super) fn apply_defaults(
     let Some(mut source) = source else {
         // DEFAULT VALUES: one row of every column's default
         let mut q = template("VALUES (NULL)")?;
-        let row = def.columns.iter().map(default_of).collect::<Result<Vec<_>>>()?;
+        let row = def
+            .columns
+            .iter()
+            .map(default_of)
+            .collect::<Result<Vec<_>>>()?;
         if let SetExpr::Values(v) = q.body.as_mut() {
-            v.rows = vec![datafusion::sql::sqlparser::ast::Parens::with_empty_span(row)];
+            v.rows = vec![datafusion::sql::sqlparser::ast::Parens::with_empty_span(
+                row,
+            )];
         }
         *targets = (0..def.columns.len()).collect();
         return Ok(Box::new(q));
@@ -180,14 +186,18 @@ impl Session {
         }
         let mut q = template("SELECT NULL")?;
         if let SetExpr::Select(sel) = q.body.as_mut() {
-            sel.projection = vec![datafusion::sql::sqlparser::ast::SelectItem::UnnamedExpr(expr)];
+            sel.projection = vec![datafusion::sql::sqlparser::ast::SelectItem::UnnamedExpr(
+                expr,
+            )];
         }
         let mut stmt = datafusion::sql::sqlparser::ast::Statement::Query(Box::new(q));
         self.compat(&mut stmt);
         let plan = self
             .ctx
             .state()
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(stmt)))
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
+                stmt,
+            )))
             .await?;
         let Some(field) = plan.schema().fields().first() else {
             return Ok(());

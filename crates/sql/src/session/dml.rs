@@ -325,8 +325,7 @@ impl Session {
         let txn = self.txn_mut()?;
         // A plain autocommit INSERT is one atomic write: storage checks
         // duplicates under its commit lock, so it needs no row locks.
-        let n = if !txn.explicit && !txn.has_writes() && matches!(on_conflict, OnConflict::Error)
-        {
+        let n = if !txn.explicit && !txn.has_writes() && matches!(on_conflict, OnConflict::Error) {
             if let Some(w) = written.as_mut() {
                 w.extend(rows.iter().cloned());
             }
@@ -342,9 +341,7 @@ impl Session {
             // Only the cut's LSNs are needed (not a snapshot of the target's
             // files and memtables, which costs as much as the table is large).
             let lsns = txn.statement_lsns(&table);
-            run_blocking(|| {
-                insert_rows(txn, &table, &lsns, rows, &on_conflict, written.as_mut())
-            })?
+            run_blocking(|| insert_rows(txn, &table, &lsns, rows, &on_conflict, written.as_mut()))?
         };
         match (returning, written) {
             (Some(items), Some(rows)) => {

@@ -17,10 +17,10 @@ use datafusion::sql::sqlparser::parser::Parser;
 use eddy_common::{Row, TableDef};
 
 use super::{relation_of, Output, Session};
-use crate::rewrite::{ident_name, table_name};
 use crate::error::{Result, SqlError};
 use crate::output_names;
 use crate::pgtypes;
+use crate::rewrite::{ident_name, table_name};
 
 /// The name the rows are registered under in the `eddy_dml` schema.
 const RETURNING_TABLE: &str = "__returning";
@@ -31,12 +31,13 @@ fn returning_query(items: Vec<SelectItem>, alias: &str) -> Result<Statement> {
         .try_with_sql(&format!("SELECT 1 FROM eddy_dml.{RETURNING_TABLE} AS x"))?
         .parse_query()?;
     let SetExpr::Select(sel) = q.body.as_mut() else {
-        return Err(SqlError::Internal("RETURNING template is not a SELECT".into()));
+        return Err(SqlError::Internal(
+            "RETURNING template is not a SELECT".into(),
+        ));
     };
     sel.projection = items;
-    if let Some(TableFactor::Table {
-        alias: Some(a), ..
-    }) = sel.from.first_mut().map(|f| &mut f.relation)
+    if let Some(TableFactor::Table { alias: Some(a), .. }) =
+        sel.from.first_mut().map(|f| &mut f.relation)
     {
         a.name = Ident::with_quote('"', alias);
     }
@@ -94,7 +95,10 @@ impl Session {
 
     /// The target's definition, alias and RETURNING list of a DML
     /// statement that has one.
-    pub(super) fn returning_of(&self, stmt: &Statement) -> Option<(TableDef, String, Vec<SelectItem>)> {
+    pub(super) fn returning_of(
+        &self,
+        stmt: &Statement,
+    ) -> Option<(TableDef, String, Vec<SelectItem>)> {
         let (tname, alias, items) = match stmt {
             Statement::Insert(ins) => {
                 let datafusion::sql::sqlparser::ast::TableObject::TableName(n) = &ins.table else {
@@ -142,7 +146,9 @@ impl Session {
         let plan = self
             .ctx
             .state()
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(stmt)))
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
+                stmt,
+            )))
             .await;
         let _ = self.dml_schema.deregister_table(RETURNING_TABLE);
         Ok(plan?

@@ -7,8 +7,8 @@
 //! again where a row needs it.
 
 use datafusion::sql::sqlparser::ast::{
-    ColumnOption, DataType as SqlType, Expr, GeneratedAs, ObjectName, SequenceOptions, UnaryOperator,
-    Value as SqlValue,
+    ColumnOption, DataType as SqlType, Expr, GeneratedAs, ObjectName, SequenceOptions,
+    UnaryOperator, Value as SqlValue,
 };
 use eddy_common::{ColumnDef, ColumnType, Identity};
 
@@ -372,7 +372,10 @@ impl Session {
                 .into_iter()
                 .find(|(d, _)| d.name == name)
             {
-                if let Some(o) = def.owned_by.filter(|o| self.db.engine.table(&o.table).is_some()) {
+                if let Some(o) = def
+                    .owned_by
+                    .filter(|o| self.db.engine.table(&o.table).is_some())
+                {
                     if self
                         .db
                         .engine
