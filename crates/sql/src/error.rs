@@ -75,6 +75,8 @@ pub enum SqlError {
     /// 428C9: a value for a GENERATED ALWAYS column.
     #[error("{0}")]
     GeneratedAlways(String),
+    #[error("cursor \"{0}\" does not exist")]
+    InvalidCursorName(String),
     #[error("{0}")]
     NotNullViolation(String),
     #[error("division by zero")]
@@ -180,6 +182,7 @@ impl SqlError {
             SqlError::SequenceLimit(_) => "2200H",
             SqlError::NotInPrerequisiteState(_) => "55000",
             SqlError::GeneratedAlways(_) => "428C9",
+            SqlError::InvalidCursorName(_) => "34000",
             SqlError::NotNullViolation(_) => "23502",
             SqlError::DivisionByZero => "22012",
             SqlError::NumericOutOfRange(_) => "22003",

@@ -22,6 +22,7 @@
 pub mod catalog;
 pub mod checked_arith;
 pub mod copy;
+pub mod custom_commands;
 pub mod error;
 pub mod fastpath;
 pub mod information_schema;

@@ -568,39 +568,21 @@ impl Session {
     }
 
     fn is_custom_command(&self, text: &str) -> bool {
-        let lower = text.trim().to_ascii_lowercase();
-        lower.starts_with("vacuum")
-            || lower.starts_with("analyze")
-            || lower.starts_with("analyse")
-            || lower.starts_with("create table group")
-            || lower.starts_with("discard")
-            || lower.starts_with("checkpoint")
-            || lower.starts_with("deallocate")
-            || lower.starts_with("reset")
+        matches!(
+            crate::custom_commands::recognise(text),
+            Ok(Some(_)) | Err(_)
+        )
     }
 
-    /// Commands Eddy parses itself (sqlparser does not know them, or they
-    /// are Eddy's own).
+    /// Commands Eddy reads from their tokens (`crate::custom_commands`).
     async fn custom_command(&mut self, text: &str) -> Result<Option<Output>> {
-        if !self.is_custom_command(text) {
+        use crate::custom_commands::CustomCommand as C;
+        let Some(cmd) = crate::custom_commands::recognise(text)? else {
             return Ok(None);
-        }
-        let words: Vec<String> = text
-            .trim()
-            .trim_end_matches(';')
-            .split(|c: char| c.is_whitespace() || c == '(' || c == ')' || c == ',' || c == '=')
-            .filter(|w| !w.is_empty())
-            .map(|w| w.to_string())
-            .collect();
-        let lower: Vec<String> = words.iter().map(|w| w.to_ascii_lowercase()).collect();
+        };
         let engine = Arc::clone(&self.db.engine);
-        match lower[0].as_str() {
-            "vacuum" => {
-                let table = lower
-                    .iter()
-                    .skip(1)
-                    .find(|w| !matches!(w.as_str(), "analyze" | "full" | "verbose" | "freeze"))
-                    .cloned();
+        let out = match cmd {
+            C::Vacuum { table } => {
                 tracing::info!(table = ?table, "VACUUM: full compaction");
                 if let Some(t) = &table {
                     if engine.table(t).is_none() {
@@ -608,58 +590,39 @@ impl Session {
                     }
                 }
                 run_blocking(|| engine.compact(table.as_deref()))?;
-                Ok(Some(Output::Command("VACUUM".into())))
+                Output::Command("VACUUM".into())
             }
-            "analyze" | "analyse" => Ok(Some(Output::Command("ANALYZE".into()))),
-            "checkpoint" => {
+            C::Analyze => Output::Command("ANALYZE".into()),
+            C::Checkpoint => {
                 run_blocking(|| engine.flush())?;
-                Ok(Some(Output::Command("CHECKPOINT".into())))
+                Output::Command("CHECKPOINT".into())
             }
-            "discard" => Ok(Some(Output::Command(format!(
-                "DISCARD {}",
-                words.get(1).map(|w| w.to_uppercase()).unwrap_or_default()
-            )))),
-            "deallocate" => Ok(Some(Output::Command("DEALLOCATE".into()))),
-            "reset" => {
-                if let Some(name) = lower.get(1) {
-                    if name == "all" {
-                        self.settings = DEFAULT_SETTINGS
-                            .iter()
-                            .map(|(k, v)| (k.to_string(), v.to_string()))
-                            .collect();
-                    } else if let Some((_, v)) = DEFAULT_SETTINGS.iter().find(|(k, _)| k == name) {
-                        self.apply_gpu_setting(name, v)?;
-                        self.settings.insert(name.clone(), v.to_string());
-                    }
-                }
-                Ok(Some(Output::Command("RESET".into())))
+            C::Discard(what) => Output::Command(format!("DISCARD {what}")),
+            C::Deallocate => Output::Command("DEALLOCATE".into()),
+            C::Reset(None) => {
+                self.settings = DEFAULT_SETTINGS
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                Output::Command("RESET".into())
             }
-            _ => {
-                // CREATE TABLE GROUP name [WITH (shard_count = n)]
-                let name = words
-                    .get(3)
-                    .map(|w| {
-                        rewrite::ident_name(&datafusion::sql::sqlparser::ast::Ident::new(
-                            w.trim_matches('"'),
-                        ))
-                    })
-                    .ok_or_else(|| SqlError::Syntax("CREATE TABLE GROUP needs a name".into()))?;
-                let mut shards = engine.config().default_shard_count;
-                if let Some(pos) = lower.iter().position(|w| w == "shard_count") {
-                    shards = lower
-                        .get(pos + 1)
-                        .and_then(|v| v.trim_matches('\'').parse().ok())
-                        .filter(|n| *n >= 1 && *n <= 1024)
-                        .ok_or_else(|| {
-                            SqlError::InvalidParameter(
-                                "shard_count must be an integer between 1 and 1024".into(),
-                            )
-                        })?;
+            C::Reset(Some(name)) => {
+                if let Some((_, v)) = DEFAULT_SETTINGS.iter().find(|(k, _)| *k == name) {
+                    self.apply_gpu_setting(&name, v)?;
+                    self.settings.insert(name, v.to_string());
                 }
+                Output::Command("RESET".into())
+            }
+            C::Unlisten => Output::Command("UNLISTEN".into()),
+            C::CloseAll => Output::Command("CLOSE CURSOR ALL".into()),
+            C::Close(name) => return Err(SqlError::InvalidCursorName(name)),
+            C::CreateTableGroup { name, shard_count } => {
+                let shards = shard_count.unwrap_or(engine.config().default_shard_count);
                 run_blocking(|| engine.create_table_group(&name, shards))?;
-                Ok(Some(Output::Command("CREATE TABLE GROUP".into())))
+                Output::Command("CREATE TABLE GROUP".into())
             }
-        }
+        };
+        Ok(Some(out))
     }
 
     /// PostgreSQL's result names and idioms on a statement about to be
@@ -1069,12 +1032,19 @@ impl Session {
                         pk.push(i);
                     }
                     ColumnOption::Null | ColumnOption::Comment(_) | ColumnOption::Collation(_) => {}
+                    // handled by `sequence_ddl::column_default_options`
+                    ColumnOption::Default(_)
+                    | ColumnOption::Generated { .. }
+                    | ColumnOption::Identity(_) => {}
                     ColumnOption::Unique(_) => {
                         return Err(SqlError::FeatureNotSupported(
                             "UNIQUE constraints are not supported; use a PRIMARY KEY".into(),
                         ))
                     }
-                    _ => {}
+                    // never accepted and left unenforced
+                    other => return Err(SqlError::FeatureNotSupported(format!(
+                        "column constraint {other} is not supported yet (it would not be enforced)"
+                    ))),
                 }
             }
             let options: Vec<ColumnOption> = c.options.iter().map(|o| o.option.clone()).collect();
@@ -1092,6 +1062,11 @@ impl Session {
             columns.push(col);
         }
         for con in &ct.constraints {
+            if !matches!(con, TableConstraint::PrimaryKey(_)) {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "table constraint {con} is not supported yet (it would not be enforced)"
+                )));
+            }
             if let TableConstraint::PrimaryKey(p) = con {
                 if !pk.is_empty() {
                     return Err(SqlError::InvalidDefinition(format!(
@@ -1453,9 +1428,15 @@ fn parse_table_options(
                 )
             }
             "table_group" => out.table_group = Some(value.to_lowercase()),
-            // PostgreSQL storage parameters clients send (pgbench): accepted, ignored
-            "fillfactor" | "autovacuum_enabled" | "toast_tuple_target" | "parallel_workers"
-            | "clustering_key" => {}
+            // PostgreSQL storage parameters clients send (pgbench): they tune
+            // PostgreSQL's heap, which Eddy does not have; no answer changes
+            "fillfactor" | "autovacuum_enabled" | "toast_tuple_target" | "parallel_workers" => {}
+            "clustering_key" => {
+                return Err(SqlError::FeatureNotSupported(
+                    "clustering_key is not supported yet: column files are not sorted by a key"
+                        .into(),
+                ))
+            }
             other => {
                 return Err(SqlError::InvalidParameter(format!(
                     "unrecognized parameter \"{other}\""

@@ -1,0 +1,259 @@
+//! Statements Eddy reads itself, from the tokens of sqlparser's tokenizer
+//! (never by matching text prefixes): Eddy's own `CREATE TABLE GROUP`, and
+//! PostgreSQL utility commands sqlparser does not parse or that Eddy
+//! answers without planning (VACUUM, ANALYZE, CHECKPOINT, DISCARD,
+//! DEALLOCATE, RESET, UNLISTEN, CLOSE).
+//!
+//! `UNLISTEN` and `CLOSE ALL` are accepted because they are exactly no-ops
+//! in Eddy: LISTEN and DECLARE are refused, so a session never listens on a
+//! channel nor holds a cursor (drivers' pool resets send them). `CLOSE
+//! name` is 34000, as PostgreSQL answers for a cursor that does not exist.
+
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+
+use crate::error::{Result, SqlError};
+
+/// A recognised command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CustomCommand {
+    /// `VACUUM [FULL|FREEZE|VERBOSE|ANALYZE ...] [table]`: a full compaction.
+    Vacuum {
+        table: Option<String>,
+    },
+    Analyze,
+    Checkpoint,
+    /// `DISCARD ALL | PLANS | SEQUENCES | TEMP`: the word, upper-cased.
+    Discard(String),
+    Deallocate,
+    /// `RESET name`, or `RESET ALL` (`None`).
+    Reset(Option<String>),
+    /// `CREATE TABLE GROUP name [WITH (shard_count = n)]`.
+    CreateTableGroup {
+        name: String,
+        shard_count: Option<u32>,
+    },
+    Unlisten,
+    CloseAll,
+    /// `CLOSE name`: no such cursor can exist.
+    Close(String),
+}
+
+/// One meaningful token: a word (keyword or identifier, with its quoting)
+/// or any other token.
+#[derive(Debug)]
+enum Tok {
+    Word {
+        keyword: Keyword,
+        /// The identifier as PostgreSQL folds it (lower case unless quoted).
+        name: String,
+        quoted: bool,
+    },
+    Other(Token),
+}
+
+fn tokens(sql: &str) -> Option<Vec<Tok>> {
+    let toks = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    Some(
+        toks.into_iter()
+            .filter(|t| !matches!(t, Token::Whitespace(_) | Token::SemiColon | Token::EOF))
+            .map(|t| match t {
+                Token::Word(w) => Tok::Word {
+                    keyword: w.keyword,
+                    quoted: w.quote_style.is_some(),
+                    name: if w.quote_style.is_some() {
+                        w.value
+                    } else {
+                        w.value.to_lowercase()
+                    },
+                },
+                other => Tok::Other(other),
+            })
+            .collect(),
+    )
+}
+
+fn keyword(t: Option<&Tok>) -> Option<Keyword> {
+    match t {
+        Some(Tok::Word { keyword, .. }) => Some(*keyword),
+        _ => None,
+    }
+}
+
+fn name(t: Option<&Tok>) -> Option<&str> {
+    match t {
+        Some(Tok::Word { name, .. }) => Some(name),
+        _ => None,
+    }
+}
+
+/// The command `sql` is, if it is one of these; `Err` for one of them
+/// written wrongly.
+pub fn recognise(sql: &str) -> Result<Option<CustomCommand>> {
+    let Some(t) = tokens(sql) else {
+        return Ok(None);
+    };
+    let Some(first) = keyword(t.first()) else {
+        return Ok(None);
+    };
+    if let Some(Tok::Word { quoted: true, .. }) = t.first() {
+        return Ok(None);
+    }
+    let cmd = match first {
+        Keyword::VACUUM => {
+            let table = t
+                .iter()
+                .skip(1)
+                .filter(|w| {
+                    !matches!(
+                        keyword(Some(w)),
+                        Some(Keyword::ANALYZE | Keyword::FULL | Keyword::VERBOSE | Keyword::FREEZE)
+                    )
+                })
+                .find_map(|w| name(Some(w)))
+                .map(str::to_string);
+            CustomCommand::Vacuum { table }
+        }
+        Keyword::ANALYZE => CustomCommand::Analyze,
+        // not sqlparser keywords: known by their (unquoted, folded) names
+        _ if name(t.first()) == Some("analyse") => CustomCommand::Analyze,
+        _ if name(t.first()) == Some("checkpoint") && t.len() == 1 => CustomCommand::Checkpoint,
+        Keyword::DISCARD => {
+            CustomCommand::Discard(name(t.get(1)).map(str::to_uppercase).ok_or_else(|| {
+                SqlError::Syntax("DISCARD needs ALL, PLANS, SEQUENCES or TEMP".into())
+            })?)
+        }
+        Keyword::DEALLOCATE => CustomCommand::Deallocate,
+        Keyword::RESET => match (t.get(1), t.len()) {
+            (Some(w), 2) if keyword(Some(w)) == Some(Keyword::ALL) => CustomCommand::Reset(None),
+            (Some(w), 2) => CustomCommand::Reset(name(Some(w)).map(str::to_string)),
+            _ => {
+                return Err(SqlError::Syntax(
+                    "RESET needs one setting name or ALL".into(),
+                ))
+            }
+        },
+        Keyword::UNLISTEN => CustomCommand::Unlisten,
+        Keyword::CLOSE => match (t.get(1), t.len()) {
+            (Some(w), 2) if keyword(Some(w)) == Some(Keyword::ALL) => CustomCommand::CloseAll,
+            (Some(w), 2) => CustomCommand::Close(name(Some(w)).unwrap_or_default().to_string()),
+            _ => return Err(SqlError::Syntax("CLOSE needs a cursor name or ALL".into())),
+        },
+        Keyword::CREATE
+            if keyword(t.get(1)) == Some(Keyword::TABLE)
+                && keyword(t.get(2)) == Some(Keyword::GROUP)
+                && name(t.get(3)).is_some()
+                && !matches!(t.get(4), Some(Tok::Other(Token::LParen))) =>
+        {
+            create_table_group(&t)?
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(cmd))
+}
+
+/// `CREATE TABLE GROUP name [WITH (shard_count = n)]` (tokens 0..3 checked).
+fn create_table_group(t: &[Tok]) -> Result<CustomCommand> {
+    let group = name(t.get(3))
+        .ok_or_else(|| SqlError::Syntax("CREATE TABLE GROUP needs a name".into()))?
+        .to_string();
+    let rest = t.get(4..).unwrap_or_default();
+    if rest.is_empty() {
+        return Ok(CustomCommand::CreateTableGroup {
+            name: group,
+            shard_count: None,
+        });
+    }
+    let bad_shards =
+        || SqlError::InvalidParameter("shard_count must be an integer between 1 and 1024".into());
+    match rest {
+        [Tok::Word {
+            keyword: Keyword::WITH,
+            ..
+        }, Tok::Other(Token::LParen), Tok::Word { name: option, .. }, Tok::Other(Token::Eq), value, Tok::Other(Token::RParen)]
+            if option == "shard_count" =>
+        {
+            let n = match value {
+                Tok::Other(Token::Number(n, _)) => n.parse::<u32>().ok(),
+                Tok::Other(Token::SingleQuotedString(s)) => s.parse::<u32>().ok(),
+                _ => None,
+            }
+            .filter(|n| (1..=1024).contains(n))
+            .ok_or_else(bad_shards)?;
+            Ok(CustomCommand::CreateTableGroup {
+                name: group,
+                shard_count: Some(n),
+            })
+        }
+        [Tok::Word {
+            keyword: Keyword::WITH,
+            ..
+        }, Tok::Other(Token::LParen), Tok::Word { name: option, .. }, ..] => Err(
+            SqlError::InvalidParameter(format!("unknown table group option \"{option}\"")),
+        ),
+        _ => Err(SqlError::Syntax(
+            "expected CREATE TABLE GROUP name [WITH (shard_count = n)]".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognised_by_tokens_not_prefixes() {
+        // a table named `groups` is a table, not a table group
+        assert_eq!(recognise("CREATE TABLE groups (id int)").unwrap(), None);
+        assert_eq!(recognise("create table group_x (id int)").unwrap(), None);
+        assert_eq!(recognise("SELECT * FROM resetting").unwrap(), None);
+        assert_eq!(recognise("resetx").unwrap(), None);
+        assert_eq!(
+            recognise("CREATE TABLE GROUP g1 WITH (shard_count = 2)").unwrap(),
+            Some(CustomCommand::CreateTableGroup {
+                name: "g1".into(),
+                shard_count: Some(2)
+            })
+        );
+        assert_eq!(
+            recognise("create table group \"G\"").unwrap(),
+            Some(CustomCommand::CreateTableGroup {
+                name: "G".into(),
+                shard_count: None
+            })
+        );
+        assert_eq!(
+            recognise("CREATE TABLE GROUP g WITH (shard_count = 0)")
+                .unwrap_err()
+                .sqlstate(),
+            "22023"
+        );
+        assert_eq!(
+            recognise("-- pool reset\nRESET ALL;").unwrap(),
+            Some(CustomCommand::Reset(None))
+        );
+        assert_eq!(
+            recognise("reset statement_timeout").unwrap(),
+            Some(CustomCommand::Reset(Some("statement_timeout".into())))
+        );
+        assert_eq!(
+            recognise("UNLISTEN *").unwrap(),
+            Some(CustomCommand::Unlisten)
+        );
+        assert_eq!(
+            recognise("close all").unwrap(),
+            Some(CustomCommand::CloseAll)
+        );
+        assert_eq!(
+            recognise("close c1").unwrap(),
+            Some(CustomCommand::Close("c1".into()))
+        );
+        assert_eq!(
+            recognise("vacuum full t").unwrap(),
+            Some(CustomCommand::Vacuum {
+                table: Some("t".into())
+            })
+        );
+    }
+}
