@@ -137,6 +137,11 @@ fn sqlalchemy_orm_serial_ids_returning_and_rollback() {
 }
 
 #[test]
+fn asyncpg_pool_resets_and_advisory_locks() {
+    python_script("asyncpg_pool.py");
+}
+
+#[test]
 fn psycopg3_transactions_and_values() {
     python_script("psycopg3_txn.py");
 }

@@ -19,6 +19,7 @@
 //! It knows nothing of the wire protocol: `eddy-server` turns [`session::Output`]
 //! into pgwire messages. Design notes: `docs/design/sql.md`.
 
+pub mod advisory;
 pub mod catalog;
 pub mod checked_arith;
 pub mod copy;

@@ -91,6 +91,8 @@ pub struct Database {
     pub streams: Option<Arc<dyn crate::streams::StreamStatements>>,
     /// Sequences (`crate::sequences`), kept next to the engine's data.
     pub sequences: Arc<crate::sequences::Sequences>,
+    /// Session-level advisory locks (`crate::advisory`).
+    pub advisory: Arc<crate::advisory::AdvisoryLocks>,
 }
 
 impl Database {
@@ -109,6 +111,7 @@ impl Database {
             name: name.to_string(),
             streams,
             sequences,
+            advisory: Arc::default(),
         })
     }
 }
@@ -203,6 +206,15 @@ pub struct Session {
     /// The open transaction: a BEGIN block, or the implicit transaction of
     /// the statement running now.
     txn: Option<Transaction>,
+    /// This session's identity in the advisory lock table.
+    advisory_owner: u64,
+}
+
+impl Drop for Session {
+    /// Session-level advisory locks end with the session, as in PostgreSQL.
+    fn drop(&mut self) {
+        self.db.advisory.release_all(self.advisory_owner);
+    }
 }
 
 /// Where a session stands, as ReadyForQuery reports it.
@@ -292,10 +304,13 @@ impl Session {
         ));
         let sequence_functions =
             crate::sequence_functions::sequence_functions(&db.sequences, &drawn);
+        let advisory_owner = crate::advisory::new_owner();
+        let advisory_functions = crate::advisory::advisory_functions(&db.advisory, advisory_owner);
         for f in functions
             .into_iter()
             .chain(fault_injection_functions())
             .chain(sequence_functions)
+            .chain(advisory_functions)
         {
             ctx.register_udf(f);
         }
@@ -312,6 +327,7 @@ impl Session {
             user: user.to_string(),
             view,
             txn: None,
+            advisory_owner,
         };
         session.refresh_scan_filters();
         Ok(session)
@@ -1042,9 +1058,11 @@ impl Session {
                         ))
                     }
                     // never accepted and left unenforced
-                    other => return Err(SqlError::FeatureNotSupported(format!(
+                    other => {
+                        return Err(SqlError::FeatureNotSupported(format!(
                         "column constraint {other} is not supported yet (it would not be enforced)"
-                    ))),
+                    )))
+                    }
                 }
             }
             let options: Vec<ColumnOption> = c.options.iter().map(|o| o.option.clone()).collect();
