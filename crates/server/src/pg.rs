@@ -851,6 +851,52 @@ impl ExtendedQueryHandler for Backend {
         self._on_execute(client, message).await
     }
 
+    /// A portal the protocol does not know may be a SQL cursor: in
+    /// PostgreSQL `DECLARE c CURSOR` makes a portal named `c`, and
+    /// psycopg 3 describes its server-side cursors that way.
+    async fn on_describe<C>(
+        &self,
+        client: &mut C,
+        message: pgwire::messages::extendedquery::Describe,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if message.target_type == pgwire::messages::extendedquery::TARGET_TYPE_BYTE_PORTAL {
+            if let Some(name) = message
+                .name
+                .clone()
+                .filter(|n| client.portal_store().get_portal(n).is_none())
+            {
+                let columns = with_session(client, self, move |s| {
+                    Box::pin(async move { Ok(s.cursor_columns(&name)) })
+                })
+                .await
+                .map_err(|e| user_error(&e))?;
+                if let Some(columns) = columns {
+                    let fields = columns
+                        .iter()
+                        .map(|c| {
+                            FieldInfo::new(
+                                c.name.clone(),
+                                None,
+                                None,
+                                pg_type(c.type_oid),
+                                FieldFormat::Text,
+                            )
+                        })
+                        .collect();
+                    let response = pgwire::api::results::DescribePortalResponse::new(fields);
+                    return pgwire::api::query::send_describe_response(client, &response).await;
+                }
+            }
+        }
+        self._on_describe(client, message).await
+    }
+
     async fn on_sync<C>(
         &self,
         client: &mut C,

@@ -142,6 +142,11 @@ fn asyncpg_pool_resets_and_advisory_locks() {
 }
 
 #[test]
+fn server_side_cursors_psycopg2_and_psycopg3() {
+    python_script("server_cursors.py");
+}
+
+#[test]
 fn psycopg3_transactions_and_values() {
     python_script("psycopg3_txn.py");
 }

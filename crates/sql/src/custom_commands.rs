@@ -36,8 +36,26 @@ pub enum CustomCommand {
     },
     Unlisten,
     CloseAll,
-    /// `CLOSE name`: no such cursor can exist.
+    /// `CLOSE name`.
     Close(String),
+    /// `FETCH` (rows) or `MOVE` (`is_move`: the position only).
+    Fetch {
+        cursor: String,
+        direction: FetchDirection,
+        is_move: bool,
+    },
+}
+
+/// Where a FETCH or MOVE goes, in PostgreSQL's terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FetchDirection {
+    /// `n` rows forward (`NEXT` is 1, `FORWARD`/no direction is 1).
+    Forward(u64),
+    ForwardAll,
+    Backward(u64),
+    BackwardAll,
+    Absolute(i64),
+    Relative(i64),
 }
 
 /// One meaningful token: a word (keyword or identifier, with its quoting)
@@ -135,6 +153,8 @@ pub fn recognise(sql: &str) -> Result<Option<CustomCommand>> {
             }
         },
         Keyword::UNLISTEN => CustomCommand::Unlisten,
+        Keyword::FETCH => fetch(&t, false)?,
+        _ if name(t.first()) == Some("move") => fetch(&t, true)?,
         Keyword::CLOSE => match (t.get(1), t.len()) {
             (Some(w), 2) if keyword(Some(w)) == Some(Keyword::ALL) => CustomCommand::CloseAll,
             (Some(w), 2) => CustomCommand::Close(name(Some(w)).unwrap_or_default().to_string()),
@@ -151,6 +171,112 @@ pub fn recognise(sql: &str) -> Result<Option<CustomCommand>> {
         _ => return Ok(None),
     };
     Ok(Some(cmd))
+}
+
+/// A signed count at `t[i]` (`5`, `-1`), and the index after it.
+fn count_at(t: &[Tok], i: usize) -> Option<(i64, usize)> {
+    match t.get(i) {
+        Some(Tok::Other(Token::Number(n, _))) => Some((n.parse().ok()?, i + 1)),
+        Some(Tok::Other(Token::Minus)) => match t.get(i + 1) {
+            Some(Tok::Other(Token::Number(n, _))) => {
+                Some((n.parse::<i64>().ok()?.checked_neg()?, i + 2))
+            }
+            _ => None,
+        },
+        Some(Tok::Other(Token::Plus)) => count_at(t, i + 1).filter(|(n, _)| *n >= 0),
+        _ => None,
+    }
+}
+
+/// `{FETCH|MOVE} [direction] [FROM|IN] cursor`, PostgreSQL's grammar.
+fn fetch(t: &[Tok], is_move: bool) -> Result<CustomCommand> {
+    let bad = || {
+        SqlError::Syntax(format!(
+            "expected {} [direction] [FROM | IN] cursor_name",
+            if is_move { "MOVE" } else { "FETCH" }
+        ))
+    };
+    let signed = |n: i64| -> FetchDirection {
+        if n >= 0 {
+            FetchDirection::Forward(n.unsigned_abs())
+        } else {
+            FetchDirection::Backward(n.unsigned_abs())
+        }
+    };
+    let mut i = 1;
+    let direction = match keyword(t.get(i)) {
+        Some(Keyword::NEXT) => {
+            i += 1;
+            FetchDirection::Forward(1)
+        }
+        Some(Keyword::PRIOR) => {
+            i += 1;
+            FetchDirection::Backward(1)
+        }
+        Some(Keyword::FIRST) => {
+            i += 1;
+            FetchDirection::Absolute(1)
+        }
+        Some(Keyword::LAST) => {
+            i += 1;
+            FetchDirection::Absolute(-1)
+        }
+        Some(Keyword::ALL) => {
+            i += 1;
+            FetchDirection::ForwardAll
+        }
+        Some(k @ (Keyword::ABSOLUTE | Keyword::RELATIVE)) => {
+            let (n, next) = count_at(t, i + 1).ok_or_else(bad)?;
+            i = next;
+            if k == Keyword::ABSOLUTE {
+                FetchDirection::Absolute(n)
+            } else {
+                FetchDirection::Relative(n)
+            }
+        }
+        Some(k @ (Keyword::FORWARD | Keyword::BACKWARD)) => {
+            let forward = k == Keyword::FORWARD;
+            i += 1;
+            if keyword(t.get(i)) == Some(Keyword::ALL) {
+                i += 1;
+                if forward {
+                    FetchDirection::ForwardAll
+                } else {
+                    FetchDirection::BackwardAll
+                }
+            } else if let Some((n, next)) = count_at(t, i) {
+                i = next;
+                if forward {
+                    signed(n)
+                } else {
+                    signed(n.checked_neg().ok_or_else(bad)?)
+                }
+            } else if forward {
+                FetchDirection::Forward(1)
+            } else {
+                FetchDirection::Backward(1)
+            }
+        }
+        _ => match count_at(t, i) {
+            Some((n, next)) => {
+                i = next;
+                signed(n)
+            }
+            None => FetchDirection::Forward(1),
+        },
+    };
+    if matches!(keyword(t.get(i)), Some(Keyword::FROM | Keyword::IN)) {
+        i += 1;
+    }
+    let cursor = name(t.get(i)).ok_or_else(bad)?.to_string();
+    if t.len() != i + 1 {
+        return Err(bad());
+    }
+    Ok(CustomCommand::Fetch {
+        cursor,
+        direction,
+        is_move,
+    })
 }
 
 /// `CREATE TABLE GROUP name [WITH (shard_count = n)]` (tokens 0..3 checked).
@@ -249,6 +375,46 @@ mod tests {
             recognise("close c1").unwrap(),
             Some(CustomCommand::Close("c1".into()))
         );
+        let f = |sql: &str| match recognise(sql).unwrap() {
+            Some(CustomCommand::Fetch {
+                cursor,
+                direction,
+                is_move,
+            }) => (cursor, direction, is_move),
+            other => panic!("{sql}: {other:?}"),
+        };
+        use FetchDirection as D;
+        assert_eq!(
+            f("FETCH FORWARD 2000 FROM \"c\""),
+            ("c".into(), D::Forward(2000), false)
+        );
+        assert_eq!(f("fetch c"), ("c".into(), D::Forward(1), false));
+        assert_eq!(f("fetch next in c"), ("c".into(), D::Forward(1), false));
+        assert_eq!(f("FETCH -2 c"), ("c".into(), D::Backward(2), false));
+        assert_eq!(
+            f("fetch backward 3 from c"),
+            ("c".into(), D::Backward(3), false)
+        );
+        assert_eq!(
+            f("fetch backward from c"),
+            ("c".into(), D::Backward(1), false)
+        );
+        assert_eq!(
+            f("fetch absolute -1 from c"),
+            ("c".into(), D::Absolute(-1), false)
+        );
+        assert_eq!(f("fetch last from c"), ("c".into(), D::Absolute(-1), false));
+        assert_eq!(f("fetch all from c"), ("c".into(), D::ForwardAll, false));
+        assert_eq!(
+            f("MOVE FORWARD 5 FROM c"),
+            ("c".into(), D::Forward(5), true)
+        );
+        assert_eq!(
+            f("move relative 0 in c"),
+            ("c".into(), D::Relative(0), true)
+        );
+        assert!(recognise("fetch from").is_err());
+        assert!(recognise("fetch 1 from c extra").is_err());
         assert_eq!(
             recognise("vacuum full t").unwrap(),
             Some(CustomCommand::Vacuum {

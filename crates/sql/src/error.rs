@@ -77,6 +77,8 @@ pub enum SqlError {
     GeneratedAlways(String),
     #[error("cursor \"{0}\" does not exist")]
     InvalidCursorName(String),
+    #[error("cursor \"{0}\" already exists")]
+    DuplicateCursor(String),
     #[error("{0}")]
     NotNullViolation(String),
     #[error("division by zero")]
@@ -183,6 +185,7 @@ impl SqlError {
             SqlError::NotInPrerequisiteState(_) => "55000",
             SqlError::GeneratedAlways(_) => "428C9",
             SqlError::InvalidCursorName(_) => "34000",
+            SqlError::DuplicateCursor(_) => "42P03",
             SqlError::NotNullViolation(_) => "23502",
             SqlError::DivisionByZero => "22012",
             SqlError::NumericOutOfRange(_) => "22003",

@@ -47,6 +47,7 @@ use crate::rewrite::{self, ident_name, table_name};
 use crate::txn::Transaction;
 
 mod control;
+mod cursors;
 pub(crate) mod defaults;
 mod dml;
 mod fast;
@@ -208,6 +209,8 @@ pub struct Session {
     txn: Option<Transaction>,
     /// This session's identity in the advisory lock table.
     advisory_owner: u64,
+    /// Open SQL cursors by name (`session/cursors.rs`).
+    cursors: std::collections::HashMap<String, cursors::Cursor>,
 }
 
 impl Drop for Session {
@@ -328,6 +331,7 @@ impl Session {
             view,
             txn: None,
             advisory_owner,
+            cursors: std::collections::HashMap::new(),
         };
         session.refresh_scan_filters();
         Ok(session)
@@ -392,11 +396,31 @@ impl Session {
             });
         }
         if text.is_empty() || self.is_custom_command(&text) {
+            // FETCH describes its cursor's columns (MOVE and the rest: none)
+            let columns = match crate::custom_commands::recognise(&text) {
+                Ok(Some(crate::custom_commands::CustomCommand::Fetch {
+                    cursor,
+                    is_move: false,
+                    ..
+                })) => match self.cursors.get(&cursor) {
+                    Some(c) => c
+                        .schema()
+                        .fields()
+                        .iter()
+                        .map(|f| ResultColumn {
+                            name: output_names::visible(f.name()).to_string(),
+                            type_oid: crate::pgtypes::field_oid(f),
+                        })
+                        .collect(),
+                    None => return Err(SqlError::InvalidCursorName(cursor)),
+                },
+                _ => vec![],
+            };
             return Ok(Prepared {
                 sql: text,
                 stmt: None,
                 param_types: vec![],
-                columns: vec![],
+                columns,
                 fast: None,
             });
         }
@@ -592,10 +616,22 @@ impl Session {
 
     /// Commands Eddy reads from their tokens (`crate::custom_commands`).
     async fn custom_command(&mut self, text: &str) -> Result<Option<Output>> {
+        let result = self.run_custom_command(text).await;
+        if result.is_err() {
+            // inside a block, the error aborts it, as any statement's does
+            self.note_error();
+        }
+        result
+    }
+
+    async fn run_custom_command(&mut self, text: &str) -> Result<Option<Output>> {
         use crate::custom_commands::CustomCommand as C;
         let Some(cmd) = crate::custom_commands::recognise(text)? else {
             return Ok(None);
         };
+        if self.txn.as_ref().is_some_and(|t| t.aborted) {
+            return Err(SqlError::InFailedTransaction);
+        }
         let engine = Arc::clone(&self.db.engine);
         let out = match cmd {
             C::Vacuum { table } => {
@@ -613,7 +649,12 @@ impl Session {
                 run_blocking(|| engine.flush())?;
                 Output::Command("CHECKPOINT".into())
             }
-            C::Discard(what) => Output::Command(format!("DISCARD {what}")),
+            C::Discard(what) => {
+                if what == "ALL" {
+                    self.close_cursor(None)?;
+                }
+                Output::Command(format!("DISCARD {what}"))
+            }
             C::Deallocate => Output::Command("DEALLOCATE".into()),
             C::Reset(None) => {
                 self.settings = DEFAULT_SETTINGS
@@ -630,8 +671,16 @@ impl Session {
                 Output::Command("RESET".into())
             }
             C::Unlisten => Output::Command("UNLISTEN".into()),
-            C::CloseAll => Output::Command("CLOSE CURSOR ALL".into()),
-            C::Close(name) => return Err(SqlError::InvalidCursorName(name)),
+            C::CloseAll => {
+                self.close_cursor(None)?;
+                Output::Command("CLOSE CURSOR ALL".into())
+            }
+            C::Close(name) => self.close_cursor(Some(&name))?,
+            C::Fetch {
+                cursor,
+                direction,
+                is_move,
+            } => self.fetch(&cursor, direction, is_move).await?,
             C::CreateTableGroup { name, shard_count } => {
                 let shards = shard_count.unwrap_or(engine.config().default_shard_count);
                 run_blocking(|| engine.create_table_group(&name, shards))?;
@@ -727,6 +776,7 @@ impl Session {
             Statement::Update(upd) => self.update(upd).await,
             Statement::Delete(del) => self.delete(del).await,
             Statement::CreateTable(ct) => self.create_table(ct).await,
+            Statement::Declare { stmts } => self.declare(stmts).await,
             Statement::CreateSequence {
                 temporary,
                 if_not_exists,

@@ -319,6 +319,7 @@ impl Session {
 
     /// Ends the open block, discarding everything it did.
     fn rollback_block(&mut self) {
+        self.end_cursors(false);
         if let Some(t) = self.txn.take() {
             let created = t.created_tables.clone();
             drop(t);
@@ -376,10 +377,12 @@ impl Session {
                 match run_blocking(|| t.commit()) {
                     Ok(()) => {
                         self.drop_committed(&dropped);
+                        self.end_cursors(true);
                         Ok(Output::TxnEnd("COMMIT".into()))
                     }
                     Err(e) => {
                         self.drop_tables(&created);
+                        self.end_cursors(false);
                         Err(e)
                     }
                 }
