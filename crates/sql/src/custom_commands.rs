@@ -26,7 +26,8 @@ pub enum CustomCommand {
     Checkpoint,
     /// `DISCARD ALL | PLANS | SEQUENCES | TEMP`: the word, upper-cased.
     Discard(String),
-    Deallocate,
+    /// `DEALLOCATE [PREPARE] name`, or `ALL` (`None`).
+    Deallocate(Option<String>),
     /// `RESET name`, or `RESET ALL` (`None`).
     Reset(Option<String>),
     /// `CREATE TABLE GROUP name [WITH (shard_count = n)]`.
@@ -142,7 +143,26 @@ pub fn recognise(sql: &str) -> Result<Option<CustomCommand>> {
                 SqlError::Syntax("DISCARD needs ALL, PLANS, SEQUENCES or TEMP".into())
             })?)
         }
-        Keyword::DEALLOCATE => CustomCommand::Deallocate,
+        Keyword::DEALLOCATE => {
+            let i = if keyword(t.get(1)) == Some(Keyword::PREPARE) {
+                2
+            } else {
+                1
+            };
+            match (t.get(i), t.len() == i + 1) {
+                (Some(w), true) if keyword(Some(w)) == Some(Keyword::ALL) => {
+                    CustomCommand::Deallocate(None)
+                }
+                (Some(w), true) if name(Some(w)).is_some() => {
+                    CustomCommand::Deallocate(name(Some(w)).map(str::to_string))
+                }
+                _ => {
+                    return Err(SqlError::Syntax(
+                        "expected DEALLOCATE [PREPARE] name | ALL".into(),
+                    ))
+                }
+            }
+        }
         Keyword::RESET => match (t.get(1), t.len()) {
             (Some(w), 2) if keyword(Some(w)) == Some(Keyword::ALL) => CustomCommand::Reset(None),
             (Some(w), 2) => CustomCommand::Reset(name(Some(w)).map(str::to_string)),

@@ -79,6 +79,10 @@ pub enum SqlError {
     InvalidCursorName(String),
     #[error("cursor \"{0}\" already exists")]
     DuplicateCursor(String),
+    #[error("prepared statement \"{0}\" already exists")]
+    DuplicatePreparedStatement(String),
+    #[error("prepared statement \"{0}\" does not exist")]
+    UndefinedPreparedStatement(String),
     #[error("{0}")]
     NotNullViolation(String),
     #[error("division by zero")]
@@ -186,6 +190,8 @@ impl SqlError {
             SqlError::GeneratedAlways(_) => "428C9",
             SqlError::InvalidCursorName(_) => "34000",
             SqlError::DuplicateCursor(_) => "42P03",
+            SqlError::DuplicatePreparedStatement(_) => "42P05",
+            SqlError::UndefinedPreparedStatement(_) => "26000",
             SqlError::NotNullViolation(_) => "23502",
             SqlError::DivisionByZero => "22012",
             SqlError::NumericOutOfRange(_) => "22003",

@@ -268,6 +268,33 @@ impl Sequences {
             .collect()
     }
 
+    /// Follows a renamed table (`from_column`/`to_column` `None`) or column:
+    /// sequences it owned are owned by the new name (durably).
+    pub fn rename_owner(
+        &self,
+        from_table: &str,
+        from_column: Option<&str>,
+        to_table: &str,
+        to_column: Option<&str>,
+    ) -> Result<()> {
+        let seqs: Vec<_> = self.seqs.lock().values().cloned().collect();
+        for seq in seqs {
+            let mut s = seq.lock();
+            let Some(owner) = s.def.owned_by.as_mut() else {
+                continue;
+            };
+            if owner.table != from_table || from_column.is_some_and(|c| c != owner.column) {
+                continue;
+            }
+            owner.table = to_table.to_string();
+            if let Some(c) = to_column {
+                owner.column = c.to_string();
+            }
+            self.persist(&s)?;
+        }
+        Ok(())
+    }
+
     /// Creates a sequence; the caller checks the name against tables.
     pub fn create(&self, def: SequenceDef) -> Result<()> {
         def.validate()?;

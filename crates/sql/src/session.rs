@@ -46,6 +46,7 @@ use crate::pgtypes::{self, column_type_from_sql, oid, pg_oid};
 use crate::rewrite::{self, ident_name, table_name};
 use crate::txn::Transaction;
 
+mod alter_columns;
 mod control;
 mod cursors;
 pub(crate) mod defaults;
@@ -55,6 +56,7 @@ mod locking;
 mod returning;
 mod sequence_ddl;
 mod settings;
+mod sql_prepare;
 
 /// Session settings reported by SHOW and pg_settings, with their defaults.
 pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
@@ -211,6 +213,8 @@ pub struct Session {
     advisory_owner: u64,
     /// Open SQL cursors by name (`session/cursors.rs`).
     cursors: std::collections::HashMap<String, cursors::Cursor>,
+    /// SQL-level PREPAREd statements by name (`session/sql_prepare.rs`).
+    sql_prepared: std::collections::HashMap<String, Arc<Prepared>>,
 }
 
 impl Drop for Session {
@@ -332,6 +336,7 @@ impl Session {
             txn: None,
             advisory_owner,
             cursors: std::collections::HashMap::new(),
+            sql_prepared: std::collections::HashMap::new(),
         };
         session.refresh_scan_filters();
         Ok(session)
@@ -424,7 +429,17 @@ impl Session {
                 fast: None,
             });
         }
-        let mut stmt = rewrite::parse_statement(&text)?;
+        let stmt = rewrite::parse_statement(&text)?;
+        self.prepare_parsed(text, stmt, client_types).await
+    }
+
+    /// `prepare` of a parsed statement (also SQL-level PREPARE's body).
+    pub(crate) async fn prepare_parsed(
+        &mut self,
+        text: String,
+        mut stmt: Statement,
+        client_types: &[u32],
+    ) -> Result<Prepared> {
         let nparams = rewrite::count_params(&mut stmt);
         let mut param_types: Vec<u32> = (0..nparams)
             .map(|i| {
@@ -652,10 +667,11 @@ impl Session {
             C::Discard(what) => {
                 if what == "ALL" {
                     self.close_cursor(None)?;
+                    self.deallocate(None)?;
                 }
                 Output::Command(format!("DISCARD {what}"))
             }
-            C::Deallocate => Output::Command("DEALLOCATE".into()),
+            C::Deallocate(name) => self.deallocate(name.as_deref())?,
             C::Reset(None) => {
                 self.settings = DEFAULT_SETTINGS
                     .iter()
@@ -862,7 +878,20 @@ impl Session {
             Statement::Set(set) => self.set(set),
             Statement::ShowVariable { variable } => self.show(&variable),
             Statement::Discard { .. } => Ok(Output::Command("DISCARD ALL".into())),
-            Statement::Deallocate { .. } => Ok(Output::Command("DEALLOCATE".into())),
+            Statement::Deallocate { name, .. } => self.deallocate(Some(&ident_name(&name))),
+            Statement::Prepare {
+                name,
+                data_types,
+                statement,
+            } => self.sql_prepare(&name, &data_types, *statement).await,
+            Statement::Execute {
+                name: Some(name),
+                parameters,
+                immediate: false,
+                ref into,
+                ref using,
+                ..
+            } if into.is_empty() && using.is_empty() => self.sql_execute(&name, &parameters).await,
             Statement::Analyze(_) => Ok(Output::Command("ANALYZE".into())),
             Statement::Vacuum(_) => {
                 self.refuse_in_block("VACUUM")?;
@@ -1327,6 +1356,18 @@ impl Session {
                         })
                         .collect::<Result<_>>()?;
                     self.add_primary_key(&name, &cols).await?;
+                }
+                AlterTableOperation::RenameTable { table_name } => {
+                    let (datafusion::sql::sqlparser::ast::RenameTableNameKind::To(to)
+                    | datafusion::sql::sqlparser::ast::RenameTableNameKind::As(to)) = table_name;
+                    self.rename_table(&name, &to)?;
+                }
+                AlterTableOperation::RenameColumn {
+                    old_column_name,
+                    new_column_name,
+                } => self.rename_column(&name, &old_column_name, &new_column_name)?,
+                AlterTableOperation::AlterColumn { column_name, op } => {
+                    self.alter_column(&name, &column_name, op).await?
                 }
                 other => {
                     return Err(SqlError::FeatureNotSupported(format!(

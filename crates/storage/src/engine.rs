@@ -468,24 +468,78 @@ impl Engine {
         }
         let mut def = (*t.def).clone();
         def.columns.push(column);
+        self.replace_def(&mut cat, &t, def)
+    }
+
+    /// Changes what the catalog says of a table's existing columns without
+    /// touching its data: names, defaults, identity, nullability (the
+    /// caller has checked that no stored row breaks a new NOT NULL).
+    /// Stored files address columns by position, so none is rewritten.
+    /// `change` may refuse with an error; nothing is changed then.
+    pub fn alter_columns(
+        &self,
+        table: &str,
+        change: impl FnOnce(&mut Vec<ColumnDef>) -> Result<()>,
+    ) -> Result<Arc<Table>> {
+        self.inner.check_open()?;
+        let mut cat = self.inner.catalog.lock();
+        let t = self
+            .table(table)
+            .ok_or_else(|| StorageError::TableNotFound(table.to_string()))?;
+        let mut def = (*t.def).clone();
+        let before: Vec<(ColumnType, usize)> = def
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.ty, i))
+            .collect();
+        change(&mut def.columns)?;
+        let after: Vec<(ColumnType, usize)> = def
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.ty, i))
+            .collect();
+        if before != after {
+            return Err(StorageError::InvalidDefinition(
+                "alter_columns may not add, remove, reorder or retype columns".into(),
+            ));
+        }
+        for k in &def.primary_key {
+            if def.columns.get(*k).is_some_and(|c| c.nullable) {
+                return Err(StorageError::InvalidDefinition(
+                    "a primary key column cannot be nullable".into(),
+                ));
+            }
+        }
+        self.replace_def(&mut cat, &t, def)
+    }
+
+    /// Writes `def` (a new version of `t`'s) to the catalog and the shards.
+    fn replace_def(
+        &self,
+        cat: &mut parking_lot::MutexGuard<'_, CatalogData>,
+        t: &Arc<Table>,
+        mut def: TableDef,
+    ) -> Result<Arc<Table>> {
         def.schema_version += 1;
-        let mut next = cat.clone();
+        let mut next = (**cat).clone();
         for d in next.tables.iter_mut() {
-            if d.name == table {
+            if d.name == def.name {
                 *d = def.clone();
             }
         }
         manifest::write_atomic(&self.inner.cfg.data_dir.join("catalog.json"), &next)?;
-        *cat = next;
+        **cat = next;
         let def = Arc::new(def);
         for s in &t.group.shards {
             s.alter_table(def.clone())?;
         }
-        let nt = self.inner.make_table(def)?;
+        let nt = self.inner.make_table(Arc::clone(&def))?;
         self.inner
             .tables
             .write()
-            .insert(table.to_string(), nt.clone());
+            .insert(def.name.clone(), nt.clone());
         Ok(nt)
     }
 

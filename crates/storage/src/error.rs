@@ -20,6 +20,8 @@ pub enum StorageError {
     TableGroupNotFound(String),
     #[error("column \"{column}\" of table \"{table}\" already exists")]
     ColumnExists { table: String, column: String },
+    #[error("column \"{0}\" does not exist")]
+    ColumnNotFound(String),
     #[error("invalid table definition: {0}")]
     InvalidDefinition(String),
     #[error("duplicate key value violates unique constraint \"{table}_pkey\": Key ({key}) already exists")]
@@ -109,6 +111,7 @@ impl StorageError {
             StorageError::TableGroupExists(_) => "42710",
             StorageError::TableGroupNotFound(_) => "42704",
             StorageError::ColumnExists { .. } => "42701",
+            StorageError::ColumnNotFound(_) => "42703",
             StorageError::InvalidDefinition(_) => "42P16",
             StorageError::DuplicateKey { .. } => "23505",
             StorageError::NotNull { .. } => "23502",

@@ -1,0 +1,138 @@
+//! ALTER TABLE operations that change only what the catalog says:
+//! `RENAME TO`, `RENAME COLUMN`, `ALTER COLUMN SET DEFAULT / DROP DEFAULT /
+//! DROP NOT NULL` (`Engine::alter_columns`: stored files address columns by
+//! position, so nothing is rewritten). Sequences owned by a renamed table or
+//! column follow it.
+//!
+//! `SET NOT NULL` is refused (0A000): a writer holding the table's previous
+//! definition could still store a NULL after the check, and a constraint
+//! that can be broken is not offered.
+
+use datafusion::sql::sqlparser::ast::{AlterColumnOperation, Ident, ObjectName};
+use eddy_storage::StorageError;
+
+use super::{run_blocking, Session};
+use crate::error::{Result, SqlError};
+use crate::rewrite::{ident_name, table_name};
+
+impl Session {
+    pub(super) fn rename_table(&mut self, from: &str, to: &ObjectName) -> Result<()> {
+        let to = table_name(to)?;
+        if self.db.sequences.exists(&to) {
+            return Err(SqlError::DuplicateTable(to));
+        }
+        let engine = std::sync::Arc::clone(&self.db.engine);
+        run_blocking(|| engine.rename_table(from, &to))?;
+        run_blocking(|| self.db.sequences.rename_owner(from, None, &to, None))?;
+        Ok(())
+    }
+
+    pub(super) fn rename_column(&mut self, table: &str, old: &Ident, new: &Ident) -> Result<()> {
+        let (old, new) = (ident_name(old), ident_name(new));
+        let engine = std::sync::Arc::clone(&self.db.engine);
+        run_blocking(|| {
+            engine.alter_columns(table, |cols| {
+                if cols.iter().any(|c| c.name == new) {
+                    return Err(StorageError::ColumnExists {
+                        table: table.to_string(),
+                        column: new.clone(),
+                    });
+                }
+                let c = cols
+                    .iter_mut()
+                    .find(|c| c.name == old)
+                    .ok_or_else(|| StorageError::ColumnNotFound(old.clone()))?;
+                c.name = new.clone();
+                Ok(())
+            })
+        })?;
+        run_blocking(|| {
+            self.db
+                .sequences
+                .rename_owner(table, Some(&old), table, Some(&new))
+        })?;
+        Ok(())
+    }
+
+    pub(super) async fn alter_column(
+        &mut self,
+        table: &str,
+        column: &Ident,
+        op: AlterColumnOperation,
+    ) -> Result<()> {
+        let cname = ident_name(column);
+        let t = self.table(table)?;
+        let def = t.def().clone();
+        let idx = def
+            .column_index(&cname)
+            .ok_or_else(|| SqlError::UndefinedColumn(format!("{cname}\" of relation \"{table}")))?;
+        let col = def
+            .columns
+            .get(idx)
+            .cloned()
+            .ok_or_else(|| SqlError::Internal(format!("no column {idx}")))?;
+        // PostgreSQL answers 42601 here (use DROP IDENTITY instead)
+        let identity_error = || {
+            SqlError::Syntax(format!(
+                "column \"{cname}\" of relation \"{table}\" is an identity column"
+            ))
+        };
+        let new_default: Option<Option<String>>;
+        let mut drop_not_null = false;
+        match op {
+            AlterColumnOperation::SetDefault { value } => {
+                if col.identity.is_some() {
+                    return Err(identity_error());
+                }
+                let text = value.to_string();
+                self.check_default(&col, &text).await?;
+                new_default = Some(Some(text));
+            }
+            AlterColumnOperation::DropDefault => {
+                if col.identity.is_some() {
+                    return Err(identity_error());
+                }
+                new_default = Some(None);
+            }
+            AlterColumnOperation::DropNotNull => {
+                if def.primary_key.contains(&idx) {
+                    return Err(SqlError::InvalidDefinition(format!(
+                        "column \"{cname}\" is in a primary key"
+                    )));
+                }
+                if col.identity.is_some() {
+                    return Err(identity_error());
+                }
+                new_default = None;
+                drop_not_null = true;
+            }
+            AlterColumnOperation::SetNotNull => {
+                return Err(SqlError::FeatureNotSupported(
+                    "ALTER COLUMN ... SET NOT NULL is not supported yet (a concurrent writer could still store a NULL)"
+                        .into(),
+                ))
+            }
+            other => {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "ALTER COLUMN ... {other} is not supported"
+                )))
+            }
+        }
+        let engine = std::sync::Arc::clone(&self.db.engine);
+        run_blocking(|| {
+            engine.alter_columns(table, |cols| {
+                let c = cols
+                    .get_mut(idx)
+                    .ok_or_else(|| StorageError::ColumnNotFound(cname.clone()))?;
+                if let Some(d) = new_default {
+                    c.default = d;
+                }
+                if drop_not_null {
+                    c.nullable = true;
+                }
+                Ok(())
+            })
+        })?;
+        Ok(())
+    }
+}
