@@ -333,6 +333,19 @@ pub struct TableDef {
     /// Incremented by every schema change (ADD COLUMN), so cached plans and
     /// files written under an older schema can be recognised.
     pub schema_version: u32,
+    /// CHECK constraints every stored row satisfies (enforced by the SQL
+    /// layer on every write path, or the path refuses the table).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckConstraint>,
+}
+
+/// `CONSTRAINT name CHECK (expr)`: `expr` is SQL text over the table's
+/// columns, parsed again where rows are checked; a row passes unless the
+/// expression is false (NULL passes), as in PostgreSQL.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckConstraint {
+    pub name: String,
+    pub expr: String,
 }
 
 impl TableDef {

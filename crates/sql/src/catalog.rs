@@ -44,6 +44,12 @@ pub fn index_oid(t: &Table) -> i64 {
     table_oid(t) + 1
 }
 
+/// OID of a table's CHECK constraint number `k` (below the OIDs
+/// `pg_attrdef` uses for the table's column defaults).
+pub fn check_oid(t: &Table, k: usize) -> i64 {
+    (table_oid(t) << 10) | (1023 - (k as i64 & 511))
+}
+
 /// The `public` schema: Eddy tables, looked up in the engine on every use.
 pub struct PublicSchema {
     engine: Arc<Engine>,
@@ -703,7 +709,7 @@ fn build_pg_table(
             )
         }
         "pg_constraint" => {
-            let rows = tables
+            let mut rows: Vec<Vec<S>> = tables
                 .iter()
                 .filter(|t| t.def().has_primary_key())
                 .map(|t| {
@@ -734,6 +740,32 @@ fn build_pg_table(
                     ]
                 })
                 .collect();
+            for t in tables {
+                for (k, c) in t.def().checks.iter().enumerate() {
+                    rows.push(vec![
+                        i(check_oid(t, k)),
+                        s(&c.name),
+                        i(NS_PUBLIC),
+                        s("c"),
+                        b(false),
+                        b(false),
+                        b(true),
+                        i(table_oid(t)),
+                        i(0),
+                        i(0),
+                        i(0),
+                        s(" "),
+                        s(" "),
+                        s(" "),
+                        b(true),
+                        i4(0),
+                        b(false),
+                        null_text(),
+                        null_text(),
+                        s(&c.expr),
+                    ]);
+                }
+            }
             mem_table(
                 &[
                     ("oid", I8),
@@ -1436,7 +1468,19 @@ pub fn pg_functions(
         }),
         udf("pg_get_constraintdef", T, move |v| {
             let o = arg_i64(v, 0);
-            eng2.tables()
+            let tables = eng2.tables();
+            let check = tables.iter().find_map(|t| {
+                t.def()
+                    .checks
+                    .iter()
+                    .enumerate()
+                    .find(|(k, _)| Some(check_oid(t, *k)) == o)
+                    .map(|(_, c)| format!("CHECK ({})", c.expr))
+            });
+            if let Some(def) = check {
+                return s(&def);
+            }
+            tables
                 .iter()
                 .find(|t| Some(index_oid(t)) == o)
                 .map(|t| {

@@ -62,6 +62,8 @@ pub enum SqlError {
     BadCopyFile(String),
     #[error("{0}")]
     UniqueViolation(String),
+    #[error("{0}")]
+    CheckViolation(String),
     #[error("relation \"{0}\" already exists")]
     DuplicateTable(String),
     #[error("{0}")]
@@ -183,6 +185,7 @@ impl SqlError {
             SqlError::UnknownSetting(_) => "42704",
             SqlError::BadCopyFile(_) => "22P04",
             SqlError::UniqueViolation(_) => "23505",
+            SqlError::CheckViolation(_) => "23514",
             SqlError::DuplicateTable(_) => "42P07",
             SqlError::InvalidName(_) => "42602",
             SqlError::SequenceLimit(_) => "2200H",

@@ -367,7 +367,9 @@ pub fn recognise(stmt: &Statement, engine: &Arc<Engine>) -> Option<FastPlan> {
                     })
                     .collect::<Option<_>>()?
             };
-            if crate::session::defaults::insert_needs_defaults(&def, &targets) {
+            if crate::session::defaults::insert_needs_defaults(&def, &targets)
+                || !def.checks.is_empty()
+            {
                 return None;
             }
             let row = &values.rows[0];
@@ -420,7 +422,7 @@ pub fn recognise(stmt: &Statement, engine: &Arc<Engine>) -> Option<FastPlan> {
             let (tname, alias) = relation(&upd.table.relation)?;
             let table = engine.table(&tname)?;
             let def = table.def().clone();
-            if !def.has_primary_key() {
+            if !def.has_primary_key() || !def.checks.is_empty() {
                 return None;
             }
             let mut params = Vec::new();

@@ -47,6 +47,7 @@ use crate::rewrite::{self, ident_name, table_name};
 use crate::txn::Transaction;
 
 mod alter_columns;
+mod checks;
 mod control;
 mod cursors;
 pub(crate) mod defaults;
@@ -1112,6 +1113,7 @@ impl Session {
         let mut columns = Vec::new();
         let mut pk: Vec<usize> = Vec::new();
         let mut sequences = Vec::new();
+        let mut pending_checks = Vec::new();
         for (i, c) in ct.columns.iter().enumerate() {
             let serial = sequence_ddl::serial_type(&c.data_type);
             let ty = match serial {
@@ -1136,6 +1138,11 @@ impl Session {
                             "UNIQUE constraints are not supported; use a PRIMARY KEY".into(),
                         ))
                     }
+                    ColumnOption::Check(check) => pending_checks.push(checks::PendingCheck {
+                        name: o.name.as_ref().or(check.name.as_ref()).map(ident_name),
+                        column: Some(ident_name(&c.name)),
+                        expr: (*check.expr).clone(),
+                    }),
                     // never accepted and left unenforced
                     other => {
                         return Err(SqlError::FeatureNotSupported(format!(
@@ -1159,6 +1166,14 @@ impl Session {
             columns.push(col);
         }
         for con in &ct.constraints {
+            if let TableConstraint::Check(check) = con {
+                pending_checks.push(checks::PendingCheck {
+                    name: check.name.as_ref().map(ident_name),
+                    column: None,
+                    expr: (*check.expr).clone(),
+                });
+                continue;
+            }
             if !matches!(con, TableConstraint::PrimaryKey(_)) {
                 return Err(SqlError::FeatureNotSupported(format!(
                     "table constraint {con} is not supported yet (it would not be enforced)"
@@ -1189,7 +1204,16 @@ impl Session {
             }
         }
         let opts = parse_table_options(&ct.table_options, &columns)?;
+        let table_checks = checks::name_checks(&name, pending_checks)?;
+        for check in &table_checks {
+            self.validate_check(&name, &columns, check).await?;
+        }
         if let Some(q) = ct.query {
+            if !table_checks.is_empty() {
+                return Err(SqlError::FeatureNotSupported(
+                    "CREATE TABLE AS with CHECK constraints is not supported".into(),
+                ));
+            }
             self.refuse_in_block("CREATE TABLE AS")?;
             return self.create_table_as(name, *q, opts).await;
         }
@@ -1211,6 +1235,7 @@ impl Session {
             orientation,
             table_group: opts.table_group,
             shard_count: opts.shard_count,
+            checks: table_checks,
         };
         let engine = Arc::clone(&self.db.engine);
         let table_name = spec.name.clone();
@@ -1271,6 +1296,7 @@ impl Session {
             orientation: opts.orientation.unwrap_or(Orientation::Column),
             table_group: opts.table_group,
             shard_count: opts.shard_count,
+            checks: Vec::new(),
         };
         let engine = Arc::clone(&self.db.engine);
         let table = run_blocking(|| engine.create_table(spec))?;
@@ -1420,6 +1446,8 @@ impl Session {
                 },
                 table_group: None,
                 shard_count: None,
+                // the rows are the table's own: they already satisfy them
+                checks: def.checks.clone(),
             })?;
             let mut seen = std::collections::HashSet::new();
             let mut loader = new.bulk_loader();

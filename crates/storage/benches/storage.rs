@@ -84,6 +84,7 @@ fn kv_table(e: &Engine, name: &str, o: Orientation) -> Arc<eddy_storage::Table> 
         orientation: o,
         table_group: None,
         shard_count: None,
+        checks: Vec::new(),
     })
     .expect("create table")
 }
@@ -237,6 +238,7 @@ fn bulk(dir: &std::path::Path, rows: usize) -> f64 {
             orientation: Orientation::Column,
             table_group: None,
             shard_count: None,
+            checks: Vec::new(),
         })
         .expect("create lineorder");
     let batch_rows = 65_536;

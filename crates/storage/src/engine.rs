@@ -93,6 +93,7 @@ pub struct CreateTable {
     pub orientation: Orientation,
     pub table_group: Option<String>,
     pub shard_count: Option<u32>,
+    pub checks: Vec<eddy_common::CheckConstraint>,
 }
 
 pub struct TableGroup {
@@ -351,6 +352,7 @@ impl Engine {
             orientation: spec.orientation,
             table_group: group,
             schema_version: 1,
+            checks: spec.checks,
         };
         let mut next = cat.clone();
         next.next_table_id += 1;

@@ -25,6 +25,7 @@ fn load(e: &Engine, orientation: Orientation, rows: i64) {
             orientation,
             table_group: None,
             shard_count: Some(1),
+            checks: Vec::new(),
         })
         .unwrap();
     for chunk in (0..rows).collect::<Vec<_>>().chunks(500) {

@@ -44,6 +44,7 @@ fn ensure_tables(e: &Engine) {
                 orientation: o,
                 table_group: Some("g".into()),
                 shard_count: None,
+                checks: Vec::new(),
             })
             .unwrap();
         }

@@ -72,6 +72,7 @@ fn create_tables(e: &Engine) {
             orientation: *o,
             table_group: None,
             shard_count: Some(3),
+            checks: Vec::new(),
         })
         .unwrap();
     }

@@ -54,6 +54,7 @@ pub fn checkpoint_table() -> CreateTable {
         orientation: Orientation::Row,
         table_group: None,
         shard_count: None,
+        checks: Vec::new(),
     }
 }
 
@@ -74,6 +75,7 @@ pub fn view_table(name: &str, plan: &ViewPlan) -> CreateTable {
         orientation: Orientation::Row,
         table_group: None,
         shard_count: None,
+        checks: Vec::new(),
     }
 }
 

@@ -29,6 +29,17 @@ impl Session {
 
     pub(super) fn rename_column(&mut self, table: &str, old: &Ident, new: &Ident) -> Result<()> {
         let (old, new) = (ident_name(old), ident_name(new));
+        let def = self.table(table)?.def().clone();
+        if let Some(c) = def
+            .checks
+            .iter()
+            .find(|c| super::checks::refers_to(&c.expr, &old))
+        {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "column \"{old}\" is used by check constraint \"{}\"; renaming it is not supported yet",
+                c.name
+            )));
+        }
         let engine = std::sync::Arc::clone(&self.db.engine);
         run_blocking(|| {
             engine.alter_columns(table, |cols| {

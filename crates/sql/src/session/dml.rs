@@ -312,7 +312,7 @@ impl Session {
                 ))
             }
         };
-        let mut written = returning.as_ref().map(|_| Vec::new());
+        let mut written = (returning.is_some() || !def.checks.is_empty()).then(Vec::new);
         if rows.is_empty() {
             return match returning {
                 Some(items) => {
@@ -325,7 +325,13 @@ impl Session {
         let txn = self.txn_mut()?;
         // A plain autocommit INSERT is one atomic write: storage checks
         // duplicates under its commit lock, so it needs no row locks.
-        let n = if !txn.explicit && !txn.has_writes() && matches!(on_conflict, OnConflict::Error) {
+        let direct = !txn.explicit && !txn.has_writes() && matches!(on_conflict, OnConflict::Error);
+        if direct {
+            // written at once below: checked first
+            self.enforce_checks(&def, &rows).await?;
+        }
+        let txn = self.txn_mut()?;
+        let n = if direct {
             if let Some(w) = written.as_mut() {
                 w.extend(rows.iter().cloned());
             }
@@ -341,7 +347,14 @@ impl Session {
             // Only the cut's LSNs are needed (not a snapshot of the target's
             // files and memtables, which costs as much as the table is large).
             let lsns = txn.statement_lsns(&table);
-            run_blocking(|| insert_rows(txn, &table, &lsns, rows, &on_conflict, written.as_mut()))?
+            let n = run_blocking(|| {
+                insert_rows(txn, &table, &lsns, rows, &on_conflict, written.as_mut())
+            })?;
+            // the final rows (ON CONFLICT DO UPDATE's included), before commit
+            if let Some(w) = &written {
+                self.enforce_checks(&def, w).await?;
+            }
+            n
         };
         match (returning, written) {
             (Some(items), Some(rows)) => {
@@ -423,6 +436,10 @@ impl Session {
         let returned: Option<Vec<Row>> = returning
             .as_ref()
             .map(|_| rows.iter().map(|(_, r)| r.clone()).collect());
+        if !def.checks.is_empty() {
+            let new_rows: Vec<Row> = rows.iter().map(|(_, r)| r.clone()).collect();
+            self.enforce_checks(&def, &new_rows).await?;
+        }
         let txn = self.txn_mut()?;
         run_blocking(|| -> Result<()> {
             if !pk_changed || !def.has_primary_key() {

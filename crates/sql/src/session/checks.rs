@@ -1,0 +1,232 @@
+//! CHECK constraints: defined by CREATE TABLE, enforced on every row an
+//! INSERT (ON CONFLICT DO UPDATE included) or UPDATE writes, before
+//! anything of the statement can commit. A row passes unless an expression
+//! is false (NULL passes), as in PostgreSQL; a failure is 23514 naming the
+//! constraint.
+//!
+//! Paths that cannot evaluate expressions decline such tables: the
+//! fixed-plan path falls back to this one, and COPY FROM refuses them
+//! (0A000) rather than load unchecked rows. The expressions run through
+//! DataFusion over the written rows as an in-memory table named like the
+//! target, so they mean what they mean in a query.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, Int64Array};
+use datafusion::catalog::SchemaProvider;
+use datafusion::datasource::MemTable;
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions, Expr, Ident, SelectItem, SetExpr, Statement, TableFactor,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use eddy_common::{CheckConstraint, ColumnDef, Row, TableDef};
+
+use super::{collect_rows, Session};
+use crate::error::{Result, SqlError};
+use crate::pgtypes;
+
+const CHECK_TABLE: &str = "__check";
+
+/// A CHECK as CREATE TABLE wrote it, before it has a name.
+pub(super) struct PendingCheck {
+    pub name: Option<String>,
+    /// The column it was written on (column constraints), for its name.
+    pub column: Option<String>,
+    pub expr: Expr,
+}
+
+/// PostgreSQL's names: `<table>_<column>_check` for a column constraint,
+/// `<table>_check` for a table one, a number appended while taken;
+/// a repeated explicit name is 42710.
+pub(super) fn name_checks(table: &str, pending: Vec<PendingCheck>) -> Result<Vec<CheckConstraint>> {
+    let mut out: Vec<CheckConstraint> = Vec::new();
+    for p in pending.iter().filter(|p| p.name.is_some()) {
+        let name = p.name.clone().unwrap_or_default();
+        if out.iter().any(|c| c.name == name) {
+            return Err(SqlError::DuplicateObject(format!(
+                "constraint \"{name}\" for relation \"{table}\" already exists"
+            )));
+        }
+        out.push(CheckConstraint {
+            name,
+            expr: p.expr.to_string(),
+        });
+    }
+    for p in pending.into_iter().filter(|p| p.name.is_none()) {
+        let base = match &p.column {
+            Some(c) => format!("{table}_{c}_check"),
+            None => format!("{table}_check"),
+        };
+        let mut name = base.clone();
+        let mut k = 0u32;
+        while out.iter().any(|c| c.name == name) {
+            k += 1;
+            name = format!("{base}{k}");
+        }
+        out.push(CheckConstraint {
+            name,
+            expr: p.expr.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+fn parse_check(text: &str) -> Result<Expr> {
+    Ok(Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(text)?
+        .parse_expr()?)
+}
+
+/// `SELECT count(*) FROM eddy_dml.__check AS "<alias>" WHERE NOT (<expr>)`,
+/// or with `select` as the projection instead of the count and filter.
+fn check_query(alias: &str, expr: Expr, count_failures: bool) -> Result<Statement> {
+    let mut q = Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(&format!(
+            "SELECT count(*) FROM eddy_dml.{CHECK_TABLE} AS x WHERE NOT (TRUE)"
+        ))?
+        .parse_query()?;
+    let SetExpr::Select(sel) = q.body.as_mut() else {
+        return Err(SqlError::Internal("CHECK template is not a SELECT".into()));
+    };
+    if let Some(TableFactor::Table { alias: Some(a), .. }) =
+        sel.from.first_mut().map(|f| &mut f.relation)
+    {
+        a.name = Ident::with_quote('"', alias);
+    }
+    if count_failures {
+        if let Some(Expr::UnaryOp { expr: inner, .. }) = sel.selection.as_mut() {
+            **inner = Expr::Nested(Box::new(expr));
+        }
+    } else {
+        sel.projection = vec![SelectItem::UnnamedExpr(expr)];
+        sel.selection = None;
+    }
+    Ok(Statement::Query(q))
+}
+
+/// The columns as a scan presents them, for an in-memory copy of rows.
+fn schema_of(columns: &[ColumnDef]) -> datafusion::arrow::datatypes::SchemaRef {
+    let fields: Vec<datafusion::arrow::datatypes::Field> = columns
+        .iter()
+        .map(|c| {
+            datafusion::arrow::datatypes::Field::new(&c.name, c.ty.to_arrow(), true)
+                .with_metadata(pgtypes::declared_type_metadata(c.ty))
+        })
+        .collect();
+    Arc::new(datafusion::arrow::datatypes::Schema::new(fields))
+}
+
+/// Which names of `columns` an expression refers to.
+pub(super) fn refers_to(expr_text: &str, column: &str) -> bool {
+    let Ok(expr) = parse_check(expr_text) else {
+        return true;
+    };
+    visit_expressions(&expr, |e| {
+        let hit = match e {
+            Expr::Identifier(id) => crate::rewrite::ident_name(id) == column,
+            Expr::CompoundIdentifier(parts) => parts
+                .last()
+                .is_some_and(|id| crate::rewrite::ident_name(id) == column),
+            _ => false,
+        };
+        if hit {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    })
+    .is_break()
+}
+
+impl Session {
+    /// CREATE TABLE: a CHECK must be a boolean expression over the table's
+    /// own columns, without subqueries.
+    pub(super) async fn validate_check(
+        &self,
+        table: &str,
+        columns: &[ColumnDef],
+        check: &CheckConstraint,
+    ) -> Result<()> {
+        let expr = parse_check(&check.expr)?;
+        let subquery = visit_expressions(&expr, |e| {
+            if matches!(
+                e,
+                Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. }
+            ) {
+                std::ops::ControlFlow::Break(())
+            } else {
+                std::ops::ControlFlow::Continue(())
+            }
+        });
+        if subquery.is_break() {
+            return Err(SqlError::FeatureNotSupported(
+                "cannot use subquery in check constraint".into(),
+            ));
+        }
+        let schema = schema_of(columns);
+        let mem = MemTable::try_new(Arc::clone(&schema), vec![vec![]])?;
+        let mut stmt = check_query(table, expr, false)?;
+        self.compat(&mut stmt);
+        self.dml_schema
+            .register_table(CHECK_TABLE.to_string(), Arc::new(mem))?;
+        let plan = self
+            .ctx
+            .state()
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
+                stmt,
+            )))
+            .await;
+        let _ = self.dml_schema.deregister_table(CHECK_TABLE);
+        let plan = plan?;
+        let ty = plan
+            .schema()
+            .fields()
+            .first()
+            .map(|f| f.data_type().clone())
+            .unwrap_or(datafusion::arrow::datatypes::DataType::Null);
+        if !matches!(
+            ty,
+            datafusion::arrow::datatypes::DataType::Boolean
+                | datafusion::arrow::datatypes::DataType::Null
+        ) {
+            return Err(SqlError::DatatypeMismatch(format!(
+                "argument of CHECK must be type boolean, not type {ty}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Fails with 23514 when one of `rows` (laid out as `def`) breaks one
+    /// of its CHECK constraints.
+    pub(super) async fn enforce_checks(&mut self, def: &TableDef, rows: &[Row]) -> Result<()> {
+        if def.checks.is_empty() || rows.is_empty() {
+            return Ok(());
+        }
+        let schema = schema_of(&def.columns);
+        let types: Vec<_> = def.columns.iter().map(|c| c.ty).collect();
+        let batch = pgtypes::rows_to_batch(&schema, &types, rows)?;
+        let mem = Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![batch]])?);
+        for check in &def.checks {
+            let mut stmt = check_query(&def.name, parse_check(&check.expr)?, true)?;
+            self.compat(&mut stmt);
+            self.dml_schema
+                .register_table(CHECK_TABLE.to_string(), Arc::clone(&mem) as _)?;
+            let result = self.run_query(stmt).await;
+            let _ = self.dml_schema.deregister_table(CHECK_TABLE);
+            let (_, batches) = collect_rows(result?).await?;
+            let failures: i64 = batches
+                .iter()
+                .filter_map(|b| b.column(0).as_any().downcast_ref::<Int64Array>())
+                .map(|a| if a.is_empty() { 0 } else { a.value(0) })
+                .sum();
+            if failures > 0 {
+                return Err(SqlError::CheckViolation(format!(
+                    "new row for relation \"{}\" violates check constraint \"{}\"",
+                    def.name, check.name
+                )));
+            }
+        }
+        Ok(())
+    }
+}
