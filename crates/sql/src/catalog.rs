@@ -384,7 +384,7 @@ fn build_pg_table(
                     s("p"),
                     s("r"),
                     i2(d.columns.len() as i16),
-                    i2(0),
+                    i2(d.checks.len() as i16),
                     b(false),
                     b(false),
                     b(false),
