@@ -113,6 +113,24 @@ with engine.begin() as conn:
     ).all()
     check("insert many returning", sorted(r.name for r in rows), ["x", "y"])
 
+# pandas over the same engine: to_sql creates and fills a table (pandas
+# sends NaN and None as NULL), read_sql reads it back
+import math
+
+import pandas as pd
+
+frame = pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", None], "c": [1.5, 2.5, float("nan")]})
+frame.to_sql("sa_frame", engine, if_exists="replace", index=False)
+frame.to_sql("sa_frame", engine, if_exists="append", index=False)
+back = pd.read_sql("SELECT a, b, c FROM sa_frame ORDER BY a, c NULLS LAST", engine)
+check("pandas rows", len(back), 6)
+check("pandas ints", list(back["a"]), [1, 1, 2, 2, 3, 3])
+check("pandas None is NULL", back["b"].tolist()[4:], [None, None])
+check("pandas NULL floats read as NaN", all(math.isnan(v) for v in back["c"].tolist()[4:]), True)
+with engine.begin() as conn:
+    check("NaN stored as NULL", conn.execute(text("SELECT count(*) FROM sa_frame WHERE c IS NULL")).scalar(), 2)
+    conn.execute(text("DROP TABLE sa_frame"))
+
 Base.metadata.drop_all(engine)
 check("drop_all", inspect(engine).has_table("sa_author"), False)
 print("sqlalchemy: ok")

@@ -27,6 +27,7 @@ use datafusion::logical_expr::{
 use parking_lot::Mutex;
 
 use crate::error::SqlError;
+use crate::udf_args::int_at;
 
 /// Who holds a key, and how many times.
 #[derive(Default)]
@@ -150,23 +151,6 @@ impl std::hash::Hash for AdvisoryFunction {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.name.hash(state);
         self.owner.hash(state);
-    }
-}
-
-fn int_at(args: &[ColumnarValue], i: usize, row: usize) -> DfResult<Option<i64>> {
-    let Some(a) = args.get(i) else {
-        return Ok(None);
-    };
-    let v = match a {
-        ColumnarValue::Scalar(s) => s.clone(),
-        ColumnarValue::Array(arr) => ScalarValue::try_from_array(arr, row)?,
-    };
-    if v.is_null() {
-        return Ok(None);
-    }
-    match v.cast_to(&DataType::Int64)? {
-        ScalarValue::Int64(x) => Ok(x),
-        _ => Ok(None),
     }
 }
 

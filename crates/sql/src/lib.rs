@@ -41,6 +41,7 @@ pub mod session;
 pub mod statement_limits;
 pub mod streams;
 pub mod txn;
+pub mod udf_args;
 
 pub use error::{Result, SqlError};
 pub use session::{Database, Output, Prepared, ResultColumn, Session};

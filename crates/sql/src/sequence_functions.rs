@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array};
+use datafusion::arrow::array::{ArrayRef, Int64Array};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DataFusionError, ScalarValue};
 use datafusion::error::Result as DfResult;
@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 
 use crate::error::SqlError;
 use crate::sequences::{resolve_name, Sequences};
+use crate::udf_args::{int_at, scalar_at, text_at};
 
 /// What one session has drawn from sequences.
 #[derive(Default)]
@@ -67,58 +68,13 @@ fn external(e: SqlError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
-/// The text of argument `i` in row `row` (`None` for NULL).
-fn text_arg(args: &[ColumnarValue], i: usize, row: usize) -> DfResult<Option<String>> {
-    let Some(a) = args.get(i) else {
-        return Ok(None);
-    };
-    let v = match a {
-        ColumnarValue::Scalar(s) => s.clone(),
-        ColumnarValue::Array(arr) => ScalarValue::try_from_array(arr, row)?,
-    };
-    Ok(match v {
-        ScalarValue::Utf8(s) | ScalarValue::Utf8View(s) | ScalarValue::LargeUtf8(s) => s,
-        v if v.is_null() => None,
-        v => Some(v.to_string()),
-    })
-}
-
-fn int_arg(args: &[ColumnarValue], i: usize, row: usize) -> DfResult<Option<i64>> {
-    let Some(a) = args.get(i) else {
-        return Ok(None);
-    };
-    let v = match a {
-        ColumnarValue::Scalar(s) => s.clone(),
-        ColumnarValue::Array(arr) => ScalarValue::try_from_array(arr, row)?,
-    };
-    if v.is_null() {
-        return Ok(None);
-    }
-    match v.cast_to(&DataType::Int64)? {
-        ScalarValue::Int64(x) => Ok(x),
-        _ => Ok(None),
-    }
-}
-
 fn bool_arg(args: &[ColumnarValue], i: usize, row: usize) -> DfResult<Option<bool>> {
-    let Some(a) = args.get(i) else {
-        return Ok(Some(true));
-    };
-    let v = match a {
-        ColumnarValue::Scalar(s) => s.clone(),
-        ColumnarValue::Array(arr) => {
-            let b = arr.as_boolean_opt().ok_or_else(|| {
-                external(SqlError::DatatypeMismatch(
-                    "setval's third argument must be boolean".into(),
-                ))
-            })?;
-            return Ok(b.is_valid(row).then(|| b.value(row)));
-        }
-    };
-    match v {
-        ScalarValue::Boolean(b) => Ok(b),
-        v if v.is_null() => Ok(None),
-        _ => Err(external(SqlError::DatatypeMismatch(
+    match scalar_at(args, i, row)? {
+        // setval(name, value): is_called defaults to true
+        None => Ok(Some(true)),
+        Some(ScalarValue::Boolean(b)) => Ok(b),
+        Some(v) if v.is_null() => Ok(None),
+        Some(_) => Err(external(SqlError::DatatypeMismatch(
             "setval's third argument must be boolean".into(),
         ))),
     }
@@ -134,7 +90,7 @@ impl SequenceFunction {
                 ))
             }),
             Kind::Nextval => {
-                let Some(text) = text_arg(args, 0, row)? else {
+                let Some(text) = text_at(args, 0, row)? else {
                     return Ok(None);
                 };
                 let name = resolve_name(&text).map_err(external)?;
@@ -144,7 +100,7 @@ impl SequenceFunction {
                 Ok(Some(v))
             }
             Kind::Currval => {
-                let Some(text) = text_arg(args, 0, row)? else {
+                let Some(text) = text_at(args, 0, row)? else {
                     return Ok(None);
                 };
                 let name = resolve_name(&text).map_err(external)?;
@@ -164,8 +120,8 @@ impl SequenceFunction {
             }
             Kind::Setval => {
                 let (Some(text), Some(value), Some(called)) = (
-                    text_arg(args, 0, row)?,
-                    int_arg(args, 1, row)?,
+                    text_at(args, 0, row)?,
+                    int_at(args, 1, row)?,
                     bool_arg(args, 2, row)?,
                 ) else {
                     return Ok(None);

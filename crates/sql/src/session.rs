@@ -183,6 +183,21 @@ pub struct ResultColumn {
     pub type_oid: u32,
 }
 
+impl ResultColumn {
+    /// The columns a result of this schema is described with: names as
+    /// clients see them, PostgreSQL types (declared ones included).
+    pub fn of_schema(schema: &Schema) -> Vec<ResultColumn> {
+        schema
+            .fields()
+            .iter()
+            .map(|f| ResultColumn {
+                name: output_names::visible(f.name()).to_string(),
+                type_oid: crate::pgtypes::field_oid(f),
+            })
+            .collect()
+    }
+}
+
 /// A parsed (and, for queries, planned) statement of the extended protocol.
 #[derive(Debug)]
 pub struct Prepared {
@@ -384,15 +399,7 @@ impl Session {
     pub async fn prepare(&mut self, sql: &str, client_types: &[u32]) -> Result<Prepared> {
         let text = sql.trim().trim_end_matches(';').trim().to_string();
         if let Some(streams) = self.db.streams.as_ref().filter(|s| s.recognises(&text)) {
-            let columns = streams
-                .result_schema(&text)?
-                .fields()
-                .iter()
-                .map(|f| ResultColumn {
-                    name: f.name().clone(),
-                    type_oid: crate::pgtypes::field_oid(f),
-                })
-                .collect();
+            let columns = ResultColumn::of_schema(streams.result_schema(&text)?.as_ref());
             return Ok(Prepared {
                 sql: text,
                 stmt: None,
@@ -409,15 +416,7 @@ impl Session {
                     is_move: false,
                     ..
                 })) => match self.cursors.get(&cursor) {
-                    Some(c) => c
-                        .schema()
-                        .fields()
-                        .iter()
-                        .map(|f| ResultColumn {
-                            name: output_names::visible(f.name()).to_string(),
-                            type_oid: crate::pgtypes::field_oid(f),
-                        })
-                        .collect(),
+                    Some(c) => ResultColumn::of_schema(c.schema()),
                     None => return Err(SqlError::InvalidCursorName(cursor)),
                 },
                 _ => vec![],
@@ -484,15 +483,7 @@ impl Session {
                         }
                     }
                 }
-                columns = plan
-                    .schema()
-                    .fields()
-                    .iter()
-                    .map(|f| ResultColumn {
-                        name: output_names::visible(f.name()).to_string(),
-                        type_oid: crate::pgtypes::field_oid(f),
-                    })
-                    .collect();
+                columns = ResultColumn::of_schema(plan.schema().as_arrow());
             } else if let Some((table, alias, items)) = self.returning_of(&stmt) {
                 columns = self.describe_returning(&table, &alias, items).await?;
             } else if let Statement::ShowVariable { variable } = &stmt {
@@ -918,6 +909,38 @@ impl Session {
         let plan = state
             .statement_to_plan(DFStatement::Statement(Box::new(stmt)))
             .await?;
+        self.run_plan(plan).await
+    }
+
+    /// Plans `stmt` (made PostgreSQL-compatible first) while `table` is
+    /// `eddy_dml.<name>`: rows a statement holds in memory (RETURNING,
+    /// CHECK) read as a table. The name is gone again when this returns.
+    pub(crate) async fn plan_with_table(
+        &self,
+        name: &str,
+        table: Arc<dyn datafusion::catalog::TableProvider>,
+        mut stmt: Statement,
+    ) -> Result<datafusion::logical_expr::LogicalPlan> {
+        self.compat(&mut stmt);
+        self.dml_schema.register_table(name.to_string(), table)?;
+        let plan = self
+            .ctx
+            .state()
+            .statement_to_plan(DFStatement::Statement(Box::new(stmt)))
+            .await;
+        let _ = self.dml_schema.deregister_table(name);
+        Ok(plan?)
+    }
+
+    /// [`Session::plan_with_table`], then runs the plan (which holds the
+    /// table's rows once made, so the name can go before it runs).
+    pub(crate) async fn run_with_table(
+        &self,
+        name: &str,
+        table: Arc<dyn datafusion::catalog::TableProvider>,
+        stmt: Statement,
+    ) -> Result<Output> {
+        let plan = self.plan_with_table(name, table, stmt).await?;
         self.run_plan(plan).await
     }
 

@@ -13,7 +13,6 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, Int64Array};
-use datafusion::catalog::SchemaProvider;
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions, Expr, Ident, SelectItem, SetExpr, Statement, TableFactor,
@@ -166,19 +165,10 @@ impl Session {
         }
         let schema = schema_of(columns);
         let mem = MemTable::try_new(Arc::clone(&schema), vec![vec![]])?;
-        let mut stmt = check_query(table, expr, false)?;
-        self.compat(&mut stmt);
-        self.dml_schema
-            .register_table(CHECK_TABLE.to_string(), Arc::new(mem))?;
+        let stmt = check_query(table, expr, false)?;
         let plan = self
-            .ctx
-            .state()
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
-                stmt,
-            )))
-            .await;
-        let _ = self.dml_schema.deregister_table(CHECK_TABLE);
-        let plan = plan?;
+            .plan_with_table(CHECK_TABLE, Arc::new(mem), stmt)
+            .await?;
         let ty = plan
             .schema()
             .fields()
@@ -208,13 +198,11 @@ impl Session {
         let batch = pgtypes::rows_to_batch(&schema, &types, rows)?;
         let mem = Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![batch]])?);
         for check in &def.checks {
-            let mut stmt = check_query(&def.name, parse_check(&check.expr)?, true)?;
-            self.compat(&mut stmt);
-            self.dml_schema
-                .register_table(CHECK_TABLE.to_string(), Arc::clone(&mem) as _)?;
-            let result = self.run_query(stmt).await;
-            let _ = self.dml_schema.deregister_table(CHECK_TABLE);
-            let (_, batches) = collect_rows(result?).await?;
+            let stmt = check_query(&def.name, parse_check(&check.expr)?, true)?;
+            let out = self
+                .run_with_table(CHECK_TABLE, Arc::clone(&mem) as _, stmt)
+                .await?;
+            let (_, batches) = collect_rows(out).await?;
             let failures: i64 = batches
                 .iter()
                 .filter_map(|b| b.column(0).as_any().downcast_ref::<Int64Array>())

@@ -175,16 +175,9 @@ fn no_cursor(name: &str) -> SqlError {
 impl Session {
     /// The columns of the open cursor `name`, for a Describe of it.
     pub fn cursor_columns(&self, name: &str) -> Option<Vec<crate::ResultColumn>> {
-        self.cursors.get(name).map(|c| {
-            c.schema
-                .fields()
-                .iter()
-                .map(|f| crate::ResultColumn {
-                    name: crate::output_names::visible(f.name()).to_string(),
-                    type_oid: crate::pgtypes::field_oid(f),
-                })
-                .collect()
-        })
+        self.cursors
+            .get(name)
+            .map(|c| crate::ResultColumn::of_schema(&c.schema))
     }
 
     /// `DECLARE name [BINARY] [[NO] SCROLL] CURSOR [WITH[OUT] HOLD] FOR query`.

@@ -9,7 +9,6 @@
 
 use std::sync::Arc;
 
-use datafusion::catalog::SchemaProvider;
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::ast::{Ident, SelectItem, SetExpr, Statement, TableFactor};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
@@ -18,7 +17,6 @@ use eddy_common::{Row, TableDef};
 
 use super::{relation_of, Output, Session};
 use crate::error::{Result, SqlError};
-use crate::output_names;
 use crate::pgtypes;
 use crate::rewrite::{ident_name, table_name};
 
@@ -76,14 +74,11 @@ impl Session {
         let types: Vec<_> = def.columns.iter().map(|c| c.ty).collect();
         let batch = pgtypes::rows_to_batch(&schema, &types, &rows)?;
         let table = MemTable::try_new(Arc::clone(&schema), vec![vec![batch]])?;
-        let mut stmt = returning_query(items, alias)?;
-        self.compat(&mut stmt);
-        self.dml_schema
-            .register_table(RETURNING_TABLE.to_string(), Arc::new(table))?;
-        // The plan holds the rows once made: the name can go at once.
-        let result = self.run_query(stmt).await;
-        let _ = self.dml_schema.deregister_table(RETURNING_TABLE);
-        match result? {
+        let stmt = returning_query(items, alias)?;
+        match self
+            .run_with_table(RETURNING_TABLE, Arc::new(table), stmt)
+            .await?
+        {
             Output::Rows { schema, stream, .. } => Ok(Output::Rows {
                 schema,
                 stream,
@@ -139,26 +134,10 @@ impl Session {
     ) -> Result<Vec<crate::ResultColumn>> {
         let schema = declared_schema(def);
         let table = MemTable::try_new(Arc::clone(&schema), vec![vec![]])?;
-        let mut stmt = returning_query(items, alias)?;
-        self.compat(&mut stmt);
-        self.dml_schema
-            .register_table(RETURNING_TABLE.to_string(), Arc::new(table))?;
+        let stmt = returning_query(items, alias)?;
         let plan = self
-            .ctx
-            .state()
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
-                stmt,
-            )))
-            .await;
-        let _ = self.dml_schema.deregister_table(RETURNING_TABLE);
-        Ok(plan?
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| crate::ResultColumn {
-                name: output_names::visible(f.name()).to_string(),
-                type_oid: pgtypes::field_oid(f),
-            })
-            .collect())
+            .plan_with_table(RETURNING_TABLE, Arc::new(table), stmt)
+            .await?;
+        Ok(crate::ResultColumn::of_schema(plan.schema().as_arrow()))
     }
 }
