@@ -27,6 +27,7 @@ use eddy_storage::{Engine, Table};
 
 use crate::pgtypes::{oid, oid_for_column_type, pg_typlen};
 use crate::provider::EddyTable;
+use crate::sequences::{sequence_oid, SequenceDef, Sequences};
 
 pub const NS_PG_CATALOG: i64 = 11;
 pub const NS_PUBLIC: i64 = 2200;
@@ -114,14 +115,21 @@ impl SchemaProvider for PublicSchema {
 /// `pg_catalog`: PostgreSQL's system catalogs, synthesised.
 pub struct PgCatalogSchema {
     engine: Arc<Engine>,
+    sequences: Arc<Sequences>,
     database: String,
     user: String,
 }
 
 impl PgCatalogSchema {
-    pub fn new(engine: Arc<Engine>, database: &str, user: &str) -> PgCatalogSchema {
+    pub fn new(
+        engine: Arc<Engine>,
+        sequences: Arc<Sequences>,
+        database: &str,
+        user: &str,
+    ) -> PgCatalogSchema {
         PgCatalogSchema {
             engine,
+            sequences,
             database: database.to_string(),
             user: user.to_string(),
         }
@@ -162,6 +170,7 @@ const PG_TABLES: &[&str] = &[
     "pg_views",
     "pg_matviews",
     "pg_sequence",
+    "pg_depend",
     "pg_foreign_table",
     "pg_partitioned_table",
     "pg_stat_activity",
@@ -183,7 +192,8 @@ impl SchemaProvider for PgCatalogSchema {
             return Ok(None);
         }
         let tables = self.engine.tables();
-        let t = build_pg_table(name, &tables, &self.database, &self.user)?;
+        let sequences = self.sequences.list();
+        let t = build_pg_table(name, &tables, &sequences, &self.database, &self.user)?;
         Ok(Some(Arc::new(t)))
     }
 
@@ -344,6 +354,7 @@ fn typmod_of(t: ColumnType) -> i32 {
 fn build_pg_table(
     name: &str,
     tables: &[Arc<Table>],
+    sequences: &[(SequenceDef, Option<i64>)],
     database: &str,
     user: &str,
 ) -> datafusion::error::Result<MemTable> {
@@ -362,6 +373,41 @@ fn build_pg_table(
         ),
         "pg_class" => {
             let mut rows = Vec::new();
+            for (seq, _) in sequences {
+                rows.push(vec![
+                    i(sequence_oid(&seq.name)),
+                    s(&seq.name),
+                    i(NS_PUBLIC),
+                    i(0),
+                    i(0),
+                    i(SUPERUSER_OID),
+                    i(0),
+                    i(sequence_oid(&seq.name)),
+                    i(0),
+                    i4(1),
+                    f4(1.0),
+                    i4(0),
+                    i(0),
+                    b(false),
+                    b(false),
+                    s("p"),
+                    s("S"),
+                    i2(3),
+                    i2(0),
+                    b(false),
+                    b(false),
+                    b(false),
+                    b(false),
+                    b(false),
+                    b(true),
+                    s("n"),
+                    b(false),
+                    i(0),
+                    null_text(),
+                    null_text(),
+                    null_text(),
+                ]);
+            }
             for t in tables {
                 let d = t.def();
                 let has_pk = d.has_primary_key();
@@ -804,8 +850,9 @@ fn build_pg_table(
                 ("datallowconn", B),
                 ("datconnlimit", I4),
                 ("dattablespace", I8),
-                ("datacl", T),
+                ("datacl", text_array()),
                 ("datlocprovider", T),
+                ("daticulocale", T),
             ],
             vec![vec![
                 i(DATABASE_OID),
@@ -820,6 +867,7 @@ fn build_pg_table(
                 i(1663),
                 null_text(),
                 s("c"),
+                null_text(),
             ]],
         ),
         "pg_settings" => {
@@ -1132,9 +1180,66 @@ fn build_pg_table(
                 ("seqtypid", I8),
                 ("seqstart", I8),
                 ("seqincrement", I8),
+                ("seqmax", I8),
+                ("seqmin", I8),
+                ("seqcache", I8),
+                ("seqcycle", B),
             ],
-            vec![],
+            sequences
+                .iter()
+                .map(|(d, _)| {
+                    vec![
+                        i(sequence_oid(&d.name)),
+                        i(match d.type_name.as_str() {
+                            "smallint" => 21,
+                            "integer" => 23,
+                            _ => 20,
+                        }),
+                        i(d.start),
+                        i(d.increment),
+                        i(d.max),
+                        i(d.min),
+                        i(d.cache),
+                        b(d.cycle),
+                    ]
+                })
+                .collect(),
         ),
+        // a sequence owned by a column depends on it automatically ('a'),
+        // as SERIAL and identity columns make it in PostgreSQL
+        "pg_depend" => {
+            let mut rows = Vec::new();
+            for (seq, _) in sequences {
+                let Some(owner) = &seq.owned_by else { continue };
+                let Some(t) = tables.iter().find(|t| t.def().name == owner.table) else {
+                    continue;
+                };
+                let Some(attnum) = t.def().column_index(&owner.column) else {
+                    continue;
+                };
+                rows.push(vec![
+                    i(1259),
+                    i(sequence_oid(&seq.name)),
+                    i4(0),
+                    i(1259),
+                    i(table_oid(t)),
+                    i4(attnum as i32 + 1),
+                    s("a"),
+                ]);
+            }
+            mem_table(
+                &[
+                    ("classid", I8),
+                    ("objid", I8),
+                    ("objsubid", I4),
+                    ("refclassid", I8),
+                    ("refobjid", I8),
+                    ("refobjsubid", I4),
+                    ("deptype", T),
+                ],
+                rows,
+            )
+        }
         "pg_foreign_table" => mem_table(
             &[("ftrelid", I8), ("ftserver", I8), ("ftoptions", T)],
             vec![],
@@ -1391,6 +1496,7 @@ pub const SERVER_VERSION: &str = "15.0";
 /// The PostgreSQL functions Eddy emulates, for a session of `user` on `database`.
 pub fn pg_functions(
     engine: Arc<Engine>,
+    sequences: Arc<Sequences>,
     database: &str,
     user: &str,
     backend_pid: i32,
@@ -1448,6 +1554,9 @@ pub fn pg_functions(
             None => null_text(),
         }),
         // pg_attrdef.adbin is the expression's text already
+        // pg_proc holds no user functions: nothing to describe
+        udf("pg_get_function_result", T, |_| null_text()),
+        udf("pg_get_function_arguments", T, |_| null_text()),
         udf("pg_get_expr", T, |v| {
             arg_str(v, 0).map(|e| s(&e)).unwrap_or(null_text())
         }),
@@ -1509,6 +1618,12 @@ pub fn pg_functions(
             eng3.table(&bare)
                 .or_else(|| eng3.table(&bare.to_lowercase()))
                 .map(|t| i(table_oid(&t)))
+                .or_else(|| {
+                    crate::sequences::resolve_name(&name)
+                        .ok()
+                        .filter(|n| sequences.exists(n))
+                        .map(|n| i(sequence_oid(&n)))
+                })
                 .unwrap_or(S::Int64(None))
         }),
         udf("eddy_regtype", I8, regtype_oid),

@@ -447,6 +447,17 @@ fn io(path: &Path, source: std::io::Error) -> SqlError {
     }
 }
 
+/// The OID a sequence has in `pg_class` and `pg_sequence`: stable across
+/// restarts (a hash of the name), above every table OID.
+pub fn sequence_oid(name: &str) -> i64 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in name.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    0x4000_0000 | i64::from(h & 0x0fff_ffff)
+}
+
 /// A sequence name as `nextval('...')` takes it: PostgreSQL parses the text
 /// as a possibly qualified, possibly quoted identifier (`'MySeq'` is
 /// `myseq`, `'"MySeq"'` is `MySeq`, `'public.s'` is `s`).

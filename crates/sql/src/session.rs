@@ -313,7 +313,12 @@ impl Session {
         )?;
         catalog.register_schema(
             "pg_catalog",
-            Arc::new(PgCatalogSchema::new(Arc::clone(&db.engine), &db.name, user)),
+            Arc::new(PgCatalogSchema::new(
+                Arc::clone(&db.engine),
+                Arc::clone(&db.sequences),
+                &db.name,
+                user,
+            )),
         )?;
         let dml_schema = Arc::new(MemorySchemaProvider::new());
         catalog.register_schema(
@@ -321,7 +326,13 @@ impl Session {
             Arc::clone(&dml_schema) as Arc<dyn SchemaProvider>,
         )?;
         ctx.register_catalog(db.name.clone(), Arc::new(catalog));
-        let functions = pg_functions(Arc::clone(&db.engine), &db.name, user, backend_pid);
+        let functions = pg_functions(
+            Arc::clone(&db.engine),
+            Arc::clone(&db.sequences),
+            &db.name,
+            user,
+            backend_pid,
+        );
         let drawn = Arc::new(parking_lot::Mutex::new(
             crate::sequence_functions::SessionSequences::default(),
         ));
