@@ -1490,6 +1490,40 @@ pub fn fault_injection_functions() -> Vec<ScalarUDF> {
     })]
 }
 
+/// `pg_typeof(any)`: the type of its argument, named as PostgreSQL's
+/// `regtype` prints it (`integer`, `numeric`, `character varying`).
+pub fn pg_typeof() -> ScalarUDF {
+    #[derive(Debug, PartialEq, Eq, Hash)]
+    struct PgTypeof {
+        signature: Signature,
+    }
+    impl ScalarUDFImpl for PgTypeof {
+        fn name(&self) -> &str {
+            "pg_typeof"
+        }
+        fn signature(&self) -> &Signature {
+            &self.signature
+        }
+        fn return_type(&self, _arg_types: &[DataType]) -> datafusion::error::Result<DataType> {
+            Ok(DataType::Utf8)
+        }
+        fn invoke_with_args(
+            &self,
+            args: ScalarFunctionArgs,
+        ) -> datafusion::error::Result<ColumnarValue> {
+            let name = args
+                .arg_fields
+                .first()
+                .and_then(|f| format_type(i64::from(crate::pgtypes::field_oid(f)), -1))
+                .unwrap_or_else(|| "unknown".into());
+            Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(name))))
+        }
+    }
+    ScalarUDF::new_from_impl(PgTypeof {
+        signature: Signature::any(1, Volatility::Stable),
+    })
+}
+
 /// Everything `version()` and `server_version` report.
 pub const SERVER_VERSION: &str = "15.0";
 

@@ -227,6 +227,8 @@ pub struct Session {
     txn: Option<Transaction>,
     /// This session's identity in the advisory lock table.
     advisory_owner: u64,
+    /// What this session drew from sequences (`currval`, `lastval`).
+    drawn: Arc<parking_lot::Mutex<crate::sequence_functions::SessionSequences>>,
     /// Open SQL cursors by name (`session/cursors.rs`).
     cursors: std::collections::HashMap<String, cursors::Cursor>,
     /// SQL-level PREPAREd statements by name (`session/sql_prepare.rs`).
@@ -338,6 +340,7 @@ impl Session {
         ));
         let sequence_functions =
             crate::sequence_functions::sequence_functions(&db.sequences, &drawn);
+        let typeof_function = crate::catalog::pg_typeof();
         let advisory_owner = crate::advisory::new_owner();
         let advisory_functions = crate::advisory::advisory_functions(&db.advisory, advisory_owner);
         for f in functions
@@ -345,6 +348,7 @@ impl Session {
             .chain(fault_injection_functions())
             .chain(sequence_functions)
             .chain(advisory_functions)
+            .chain(std::iter::once(typeof_function))
         {
             ctx.register_udf(f);
         }
@@ -362,6 +366,7 @@ impl Session {
             view,
             txn: None,
             advisory_owner,
+            drawn,
             cursors: std::collections::HashMap::new(),
             sql_prepared: std::collections::HashMap::new(),
         };
@@ -632,6 +637,14 @@ impl Session {
         )
     }
 
+    /// RESET ALL: every setting back to its default.
+    fn reset_all_settings(&mut self) {
+        self.settings = DEFAULT_SETTINGS
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+
     /// Commands Eddy reads from their tokens (`crate::custom_commands`).
     async fn custom_command(&mut self, text: &str) -> Result<Option<Output>> {
         let result = self.run_custom_command(text).await;
@@ -668,18 +681,31 @@ impl Session {
                 Output::Command("CHECKPOINT".into())
             }
             C::Discard(what) => {
-                if what == "ALL" {
-                    self.close_cursor(None)?;
-                    self.deallocate(None)?;
+                match what.as_str() {
+                    // PostgreSQL's DISCARD ALL: every piece of session state
+                    // (pgbouncer sends it between clients)
+                    "ALL" => {
+                        self.refuse_in_block("DISCARD ALL")?;
+                        self.close_cursor(None)?;
+                        self.deallocate(None)?;
+                        self.reset_all_settings();
+                        self.db.advisory.release_all(self.advisory_owner);
+                        *self.drawn.lock() = Default::default();
+                    }
+                    "SEQUENCES" => *self.drawn.lock() = Default::default(),
+                    // no plan cache and no temporary tables: nothing to drop
+                    "PLANS" | "TEMP" | "TEMPORARY" => {}
+                    other => {
+                        return Err(SqlError::Syntax(format!(
+                            "DISCARD {other}: expected ALL, PLANS, SEQUENCES or TEMP"
+                        )))
+                    }
                 }
                 Output::Command(format!("DISCARD {what}"))
             }
             C::Deallocate(name) => self.deallocate(name.as_deref())?,
             C::Reset(None) => {
-                self.settings = DEFAULT_SETTINGS
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect();
+                self.reset_all_settings();
                 Output::Command("RESET".into())
             }
             C::Reset(Some(name)) => {
