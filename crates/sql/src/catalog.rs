@@ -25,6 +25,7 @@ use datafusion::logical_expr::{
 use eddy_common::ColumnType;
 use eddy_storage::{Engine, Table};
 
+use crate::error::SqlError;
 use crate::pgtypes::{oid, oid_for_column_type, pg_typlen};
 use crate::provider::EddyTable;
 use crate::sequences::{sequence_oid, SequenceDef, Sequences};
@@ -1521,6 +1522,55 @@ pub fn pg_typeof() -> ScalarUDF {
     }
     ScalarUDF::new_from_impl(PgTypeof {
         signature: Signature::any(1, Volatility::Stable),
+    })
+}
+
+/// `current_setting` calls the session could not bind to a value (see
+/// `Session::bind_current_settings`): an unknown setting is 42704 (NULL
+/// with `missing_ok`), a name computed per row is refused (0A000).
+pub fn current_setting_fallback() -> ScalarUDF {
+    #[derive(Debug, PartialEq, Eq, Hash)]
+    struct CurrentSetting {
+        signature: Signature,
+    }
+    impl ScalarUDFImpl for CurrentSetting {
+        fn name(&self) -> &str {
+            "current_setting"
+        }
+        fn signature(&self) -> &Signature {
+            &self.signature
+        }
+        fn return_type(&self, _arg_types: &[DataType]) -> datafusion::error::Result<DataType> {
+            Ok(DataType::Utf8)
+        }
+        fn invoke_with_args(
+            &self,
+            args: ScalarFunctionArgs,
+        ) -> datafusion::error::Result<ColumnarValue> {
+            let missing_ok = matches!(
+                args.args.get(1),
+                Some(ColumnarValue::Scalar(ScalarValue::Boolean(Some(true))))
+            );
+            let err = |e: SqlError| Err(DataFusionError::External(Box::new(e)));
+            match args.args.first() {
+                Some(ColumnarValue::Scalar(ScalarValue::Utf8(Some(name)))) => {
+                    if missing_ok {
+                        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None)))
+                    } else {
+                        err(SqlError::UnknownSetting(name.clone()))
+                    }
+                }
+                _ => err(SqlError::FeatureNotSupported(
+                    "current_setting needs a constant setting name".into(),
+                )),
+            }
+        }
+    }
+    ScalarUDF::new_from_impl(CurrentSetting {
+        signature: Signature::one_of(
+            vec![TypeSignature::Any(1), TypeSignature::Any(2)],
+            Volatility::Stable,
+        ),
     })
 }
 

@@ -341,6 +341,7 @@ impl Session {
         let sequence_functions =
             crate::sequence_functions::sequence_functions(&db.sequences, &drawn);
         let typeof_function = crate::catalog::pg_typeof();
+        let setting_fallback = crate::catalog::current_setting_fallback();
         let advisory_owner = crate::advisory::new_owner();
         let advisory_functions = crate::advisory::advisory_functions(&db.advisory, advisory_owner);
         for f in functions
@@ -348,7 +349,7 @@ impl Session {
             .chain(fault_injection_functions())
             .chain(sequence_functions)
             .chain(advisory_functions)
-            .chain(std::iter::once(typeof_function))
+            .chain([typeof_function, setting_fallback])
         {
             ctx.register_udf(f);
         }
@@ -741,6 +742,45 @@ impl Session {
         let engine = Arc::clone(&self.db.engine);
         output_names::name_columns(stmt);
         rewrite::pg_compat(stmt, &|n| engine.table(n).is_some());
+        self.bind_current_settings(stmt);
+    }
+
+    /// `current_setting('name' [, missing_ok])` with a constant name is the
+    /// setting's value when the statement starts (settings cannot change
+    /// while it runs): replaced on the AST by that value. What is left (an
+    /// unknown name, a computed one) reaches the `current_setting`
+    /// function, which refuses it (`catalog::current_setting_fallback`).
+    fn bind_current_settings(&self, stmt: &mut Statement) {
+        use datafusion::sql::sqlparser::ast::{
+            FunctionArg, FunctionArgExpr, FunctionArguments, Value as SqlValue,
+        };
+        let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(stmt, |e| {
+            let Expr::Function(f) = e else {
+                return std::ops::ControlFlow::<()>::Continue(());
+            };
+            if !f.name.to_string().eq_ignore_ascii_case("current_setting") {
+                return std::ops::ControlFlow::Continue(());
+            }
+            let FunctionArguments::List(list) = &f.args else {
+                return std::ops::ControlFlow::Continue(());
+            };
+            let name = match list.args.first() {
+                Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) => {
+                    match &v.value {
+                        SqlValue::SingleQuotedString(n) => n.to_ascii_lowercase(),
+                        _ => return std::ops::ControlFlow::Continue(()),
+                    }
+                }
+                _ => return std::ops::ControlFlow::Continue(()),
+            };
+            let value = self
+                .transaction_setting(&name)
+                .or_else(|| self.settings.get(&name).cloned());
+            if let Some(v) = value {
+                *e = Expr::Value(SqlValue::SingleQuotedString(v).into());
+            }
+            std::ops::ControlFlow::Continue(())
+        });
     }
 
     /// Runs one statement in the open transaction block, or in an implicit
