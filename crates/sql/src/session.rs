@@ -580,16 +580,13 @@ impl Session {
         stmt: &Statement,
         params: &[Value],
     ) -> Result<Option<Output>> {
-        let read_only = control::writes(stmt)
-            && match &self.txn {
-                Some(t) => t.read_only,
-                None => self.default_modes()?.1,
-            };
-        if read_only {
+        let read_only = match &self.txn {
+            Some(t) => t.read_only,
+            None => self.default_modes()?.1,
+        };
+        if let Some(what) = control::read_only_refusal(stmt).filter(|_| read_only) {
             self.note_error();
-            return Err(SqlError::ReadOnlyTransaction(
-                statement_kind(&stmt.to_string()).to_uppercase(),
-            ));
+            return Err(SqlError::ReadOnlyTransaction(what));
         }
         if self.txn.is_some() {
             let r = self.execute_fast_in_txn(plan, params);
@@ -799,10 +796,8 @@ impl Session {
             }
         }
         if let Some(t) = &self.txn {
-            if t.read_only && control::writes(&stmt) {
-                return Err(SqlError::ReadOnlyTransaction(
-                    statement_kind(&stmt.to_string()).to_uppercase(),
-                ));
+            if let Some(what) = control::read_only_refusal(&stmt).filter(|_| t.read_only) {
+                return Err(SqlError::ReadOnlyTransaction(what));
             }
             let r = self.dispatch(stmt).await;
             if r.is_err() {
@@ -811,10 +806,8 @@ impl Session {
             return r;
         }
         let (isolation, read_only) = self.default_modes()?;
-        if read_only && control::writes(&stmt) {
-            return Err(SqlError::ReadOnlyTransaction(
-                statement_kind(&stmt.to_string()).to_uppercase(),
-            ));
+        if let Some(what) = control::read_only_refusal(&stmt).filter(|_| read_only) {
+            return Err(SqlError::ReadOnlyTransaction(what));
         }
         let mut txn = Transaction::new(Arc::clone(&self.db.engine), isolation, read_only, false);
         txn.lock_timeout = self.lock_timeout()?;

@@ -33,18 +33,39 @@ pub(super) fn allowed_when_aborted(stmt: &Statement) -> bool {
 }
 
 /// Statements a READ ONLY transaction refuses.
-pub(super) fn writes(stmt: &Statement) -> bool {
-    matches!(
-        stmt,
-        Statement::Insert(_)
-            | Statement::Update(_)
-            | Statement::Delete(_)
-            | Statement::Truncate(_)
-            | Statement::CreateTable(_)
-            | Statement::Drop { .. }
-            | Statement::AlterTable(_)
-            | Statement::Copy { to: false, .. }
-    )
+/// What a read-only transaction refuses in `stmt`, named as PostgreSQL's
+/// 25006 names it ("cannot execute INSERT / nextval() in a read-only
+/// transaction"), or `None` when the statement writes nothing.
+pub(super) fn read_only_refusal(stmt: &Statement) -> Option<String> {
+    let kind = match stmt {
+        Statement::Insert(_) => Some("INSERT"),
+        Statement::Update(_) => Some("UPDATE"),
+        Statement::Delete(_) => Some("DELETE"),
+        Statement::Truncate(_) => Some("TRUNCATE TABLE"),
+        Statement::CreateTable(_) => Some("CREATE TABLE"),
+        Statement::CreateSequence { .. } => Some("CREATE SEQUENCE"),
+        Statement::Drop { .. } => Some("DROP"),
+        Statement::AlterTable(_) => Some("ALTER TABLE"),
+        Statement::Copy { to: false, .. } => Some("COPY FROM"),
+        _ => None,
+    };
+    if let Some(k) = kind {
+        return Some(k.to_string());
+    }
+    // sequences move even in a SELECT: PostgreSQL refuses them read-only
+    let mut called = None;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(stmt, |e| {
+        if let datafusion::sql::sqlparser::ast::Expr::Function(f) = e {
+            let name = f.name.to_string().to_ascii_lowercase();
+            let bare = name.rsplit('.').next().unwrap_or_default().to_string();
+            if bare == "nextval" || bare == "setval" {
+                called = Some(format!("{bare}()"));
+                return std::ops::ControlFlow::Break(());
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    called
 }
 
 fn modes_of(modes: &[TransactionMode]) -> Result<(Option<Isolation>, Option<bool>)> {
