@@ -292,6 +292,9 @@ pub struct ColumnDef {
     /// How the column is an identity column, if it is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<Identity>,
+    /// `COMMENT ON COLUMN`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// `GENERATED { ALWAYS | BY DEFAULT } AS IDENTITY`.
@@ -312,6 +315,7 @@ impl ColumnDef {
             nullable,
             default: None,
             identity: None,
+            comment: None,
         }
     }
 }
@@ -337,6 +341,9 @@ pub struct TableDef {
     /// layer on every write path, or the path refuses the table).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<CheckConstraint>,
+    /// `COMMENT ON TABLE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// `CONSTRAINT name CHECK (expr)`: `expr` is SQL text over the table's

@@ -1013,15 +1013,30 @@ fn build_pg_table(
             ],
             vec![],
         ),
-        "pg_description" => mem_table(
-            &[
-                ("objoid", I8),
-                ("classoid", I8),
-                ("objsubid", I4),
-                ("description", T),
-            ],
-            vec![],
-        ),
+        // COMMENT ON TABLE (objsubid 0) and COLUMN (its attnum)
+        "pg_description" => {
+            let mut rows = Vec::new();
+            for t in tables {
+                let d = t.def();
+                if let Some(c) = &d.comment {
+                    rows.push(vec![i(table_oid(t)), i(1259), i4(0), s(c)]);
+                }
+                for (n, col) in d.columns.iter().enumerate() {
+                    if let Some(c) = &col.comment {
+                        rows.push(vec![i(table_oid(t)), i(1259), i4(n as i32 + 1), s(c)]);
+                    }
+                }
+            }
+            mem_table(
+                &[
+                    ("objoid", I8),
+                    ("classoid", I8),
+                    ("objsubid", I4),
+                    ("description", T),
+                ],
+                rows,
+            )
+        }
         // one row per column DEFAULT; `adbin` holds the expression's text,
         // which `pg_get_expr` returns as it is
         "pg_attrdef" => {
@@ -1491,6 +1506,26 @@ pub fn fault_injection_functions() -> Vec<ScalarUDF> {
     })]
 }
 
+/// PostgreSQL's `pg_size_pretty`: bytes below 10 kB, then the largest unit
+/// that keeps the number below 20480, rounded half up.
+fn size_pretty(size: i64) -> String {
+    const LIMIT: i64 = 10 * 1024;
+    const LIMIT2: i64 = LIMIT * 2 - 1;
+    let half_rounded = |x: i64| (x + if x < 0 { -1 } else { 1 }) / 2;
+    if size.abs() < LIMIT {
+        return format!("{size} bytes");
+    }
+    // one extra bit kept for the rounding
+    let mut v = size >> 9;
+    for unit in ["kB", "MB", "GB", "TB"] {
+        if v.abs() < LIMIT2 {
+            return format!("{} {unit}", half_rounded(v));
+        }
+        v >>= 10;
+    }
+    format!("{} PB", half_rounded(v))
+}
+
 /// `pg_typeof(any)`: the type of its argument, named as PostgreSQL's
 /// `regtype` prints it (`integer`, `numeric`, `character varying`).
 pub fn pg_typeof() -> ScalarUDF {
@@ -1592,6 +1627,8 @@ pub fn pg_functions(
     let eng2 = Arc::clone(&engine);
     let eng3 = Arc::clone(&engine);
     let eng4 = Arc::clone(&engine);
+    let eng5 = Arc::clone(&engine);
+    let eng6 = Arc::clone(&engine);
     vec![
         // the sequence a SERIAL or identity column draws from
         udf("pg_get_serial_sequence", T, move |v| {
@@ -1647,8 +1684,33 @@ pub fn pg_functions(
         udf("pg_get_partkeydef", T, |_| null_text()),
         udf("pg_get_viewdef", T, |_| null_text()),
         udf("pg_get_statisticsobjdef_columns", T, |_| null_text()),
-        udf("obj_description", T, |_| null_text()),
-        udf("col_description", T, |_| null_text()),
+        udf("pg_size_pretty", T, |v| match arg_i64(v, 0) {
+            Some(n) => s(&size_pretty(n)),
+            None => null_text(),
+        }),
+        // comments of tables (other objects have none)
+        udf("obj_description", T, move |v| {
+            let o = arg_i64(v, 0);
+            eng5.tables()
+                .iter()
+                .find(|t| Some(table_oid(t)) == o)
+                .and_then(|t| t.def().comment.clone())
+                .map(|c| s(&c))
+                .unwrap_or(null_text())
+        }),
+        udf("col_description", T, move |v| {
+            let (o, attnum) = (arg_i64(v, 0), arg_i64(v, 1));
+            eng6.tables()
+                .iter()
+                .find(|t| Some(table_oid(t)) == o)
+                .and_then(|t| {
+                    let def = t.def();
+                    let idx = usize::try_from(attnum?.checked_sub(1)?).ok()?;
+                    def.columns.get(idx).and_then(|c| c.comment.clone())
+                })
+                .map(|c| s(&c))
+                .unwrap_or(null_text())
+        }),
         udf("shobj_description", T, |_| null_text()),
         udf("pg_tablespace_location", T, |_| s("")),
         udf("pg_get_indexdef", T, move |v| {
@@ -1735,6 +1797,15 @@ pub fn pg_functions(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_print_as_postgres_prints_them() {
+        assert_eq!(size_pretty(8192), "8192 bytes");
+        assert_eq!(size_pretty(10240), "10 kB");
+        assert_eq!(size_pretty(1_000_000), "977 kB");
+        assert_eq!(size_pretty(123_456_789), "118 MB");
+        assert_eq!(size_pretty(-20_000), "-20 kB");
+    }
 
     #[test]
     fn format_type_prints_postgres_names() {

@@ -855,6 +855,12 @@ impl Session {
             Statement::Delete(del) => self.delete(del).await,
             Statement::CreateTable(ct) => self.create_table(ct).await,
             Statement::Declare { stmts } => self.declare(stmts).await,
+            Statement::Comment {
+                object_type,
+                ref object_name,
+                ref comment,
+                if_exists,
+            } => self.comment_on(object_type, object_name, comment.clone(), if_exists),
             Statement::CreateSequence {
                 temporary,
                 if_not_exists,

@@ -353,6 +353,7 @@ impl Engine {
             table_group: group,
             schema_version: 1,
             checks: spec.checks,
+            comment: None,
         };
         let mut next = cat.clone();
         next.next_table_id += 1;
@@ -514,6 +515,18 @@ impl Engine {
                 ));
             }
         }
+        self.replace_def(&mut cat, &t, def)
+    }
+
+    /// Sets or clears the table's comment (`COMMENT ON TABLE`).
+    pub fn set_table_comment(&self, table: &str, comment: Option<String>) -> Result<Arc<Table>> {
+        self.inner.check_open()?;
+        let mut cat = self.inner.catalog.lock();
+        let t = self
+            .table(table)
+            .ok_or_else(|| StorageError::TableNotFound(table.to_string()))?;
+        let mut def = (*t.def).clone();
+        def.comment = comment;
         self.replace_def(&mut cat, &t, def)
     }
 

@@ -16,6 +16,75 @@ use crate::error::{Result, SqlError};
 use crate::rewrite::{ident_name, table_name};
 
 impl Session {
+    /// `COMMENT ON TABLE t | COLUMN t.c IS 'text' | NULL`. Inside a block
+    /// only for a table the block created (its ROLLBACK drops the table,
+    /// comment and all); elsewhere a comment could not be rolled back.
+    pub(super) fn comment_on(
+        &mut self,
+        object_type: datafusion::sql::sqlparser::ast::CommentObject,
+        name: &ObjectName,
+        comment: Option<String>,
+        if_exists: bool,
+    ) -> Result<super::Output> {
+        use datafusion::sql::sqlparser::ast::CommentObject;
+        let parts: Vec<String> = name
+            .0
+            .iter()
+            .filter_map(|p| p.as_ident().map(ident_name))
+            .collect();
+        let (table, column) = match (object_type, parts.as_slice()) {
+            (CommentObject::Table, [.., t]) => (t.clone(), None),
+            (CommentObject::Column, [.., t, c]) => (t.clone(), Some(c.clone())),
+            (CommentObject::Table | CommentObject::Column, _) => {
+                return Err(SqlError::Syntax(format!("bad name in COMMENT ON: {name}")))
+            }
+            (other, _) => {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "COMMENT ON {other:?} is not supported"
+                )))
+            }
+        };
+        if self.table(&table).is_err() {
+            if if_exists {
+                return Ok(super::Output::Command("COMMENT".into()));
+            }
+            return Err(SqlError::UndefinedTable(table));
+        }
+        if let Some(t) = self.txn.as_ref().filter(|t| t.explicit) {
+            if !t.created_tables.contains(&table) {
+                return Err(SqlError::ActiveTransaction(
+                    "COMMENT ON a table created before this transaction".into(),
+                ));
+            }
+        }
+        if let Some(c) = &column {
+            if self.table(&table)?.def().column_index(c).is_none() {
+                return Err(SqlError::UndefinedColumn(format!(
+                    "{c}\" of relation \"{table}"
+                )));
+            }
+        }
+        let engine = std::sync::Arc::clone(&self.db.engine);
+        match column {
+            None => {
+                run_blocking(|| engine.set_table_comment(&table, comment))?;
+            }
+            Some(c) => {
+                run_blocking(|| {
+                    engine.alter_columns(&table, |cols| {
+                        let col = cols
+                            .iter_mut()
+                            .find(|col| col.name == c)
+                            .ok_or_else(|| StorageError::ColumnNotFound(c.clone()))?;
+                        col.comment = comment;
+                        Ok(())
+                    })
+                })?;
+            }
+        }
+        Ok(super::Output::Command("COMMENT".into()))
+    }
+
     pub(super) fn rename_table(&mut self, from: &str, to: &ObjectName) -> Result<()> {
         let to = table_name(to)?;
         if self.db.sequences.exists(&to) {

@@ -47,6 +47,7 @@ pub(super) fn read_only_refusal(stmt: &Statement) -> Option<String> {
         Statement::Drop { .. } => Some("DROP"),
         Statement::AlterTable(_) => Some("ALTER TABLE"),
         Statement::Copy { to: false, .. } => Some("COPY FROM"),
+        Statement::Comment { .. } => Some("COMMENT"),
         _ => None,
     };
     if let Some(k) = kind {
