@@ -1656,6 +1656,17 @@ pub fn pg_functions(
             ))
         }),
         udf("current_schema", T, |_| s("public")),
+        // the search path as a name[]; with `true`, pg_catalog first, as
+        // PostgreSQL puts it (pgjdbc's getSchemas and getTypeInfo read it)
+        udf("current_schemas", text_array(), |v| {
+            let implicit = matches!(v.first(), Some(S::Boolean(Some(true))));
+            let names: Vec<S> = if implicit {
+                vec![s("pg_catalog"), s("public")]
+            } else {
+                vec![s("public")]
+            };
+            S::List(S::new_list_nullable(&names, &DataType::Utf8))
+        }),
         udf("current_database", T, move |_| s(&db)),
         udf("current_user", T, move |_| s(&usr)),
         udf("session_user", T, move |_| s(&usr2)),

@@ -382,6 +382,19 @@ fn rewrite_expr(e: &mut Expr) {
                 }
             }
         }
+        // `current_catalog` is SQL's name for the database, a keyword
+        // without parentheses (pgjdbc's DatabaseMetaData selects it)
+        Expr::Identifier(id)
+            if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("current_catalog") =>
+        {
+            *e = call("current_database", vec![]);
+        }
+        Expr::Function(f)
+            if matches!(f.args, FunctionArguments::None)
+                && last_ident(&f.name).as_deref() == Some("current_catalog") =>
+        {
+            *e = call("current_database", vec![]);
+        }
         Expr::Collate { expr, .. } => {
             let inner = std::mem::replace(expr.as_mut(), Expr::Value(SqlValue::Null.into()));
             *e = inner;
