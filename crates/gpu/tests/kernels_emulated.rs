@@ -1,0 +1,922 @@
+//! The generated kernels executed on the CPU (`tests/emulation/`) over the
+//! buffers the device path would copy, and their answers compared with
+//! DataFusion's: GpuScan over the expression corpus (NULLs, wrapping and
+//! overflow, division by zero, decimals, dates, dictionary strings),
+//! GpuPreAgg (shared-memory table, global fall-through, overflow) and
+//! GpuJoin (direct and hashed tables, unique and many-match outputs).
+//!
+//! Needs a C++ compiler (`c++`); without one it prints a notice and skips
+//! (fails when `EDDY_REQUIRE_NVRTC` is set, as in CI). No GPU, no CUDA.
+
+mod common;
+mod emulation;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch};
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::prelude::SessionContext;
+use eddy_gpu::codegen::dict::{evaluate_on_dictionary, DictSet};
+use eddy_gpu::codegen::kernels::{
+    AggFunc, AggSpec, BuildTable, JoinKernelSpec, JoinLevelSpec, Param, PreAggKernelSpec,
+    BLOCK_THREADS,
+};
+use eddy_gpu::codegen::{DevType, KernelSource};
+use eddy_gpu::datapath::host_column;
+use eddy_gpu::exec::join::HostTable;
+use emulation::{Arg, EmuKernel};
+
+/// Rows of the corpus batch: not a multiple of 32 or 8, so the last warp
+/// and the last bitmap byte are partial.
+const ROWS: usize = 3001;
+/// Blocks per launch: fewer than the rows need, so every thread loops
+/// (grid-stride) several times.
+const GRID: u32 = 3;
+
+/// The arguments every kernel shares (inputs and dictionary code sets), as
+/// `exec::stage_batch` / `common_arg` build them.
+fn input_arg(p: &Param, k: &KernelSource, batch: &RecordBatch, sets: &[DictSet]) -> Option<Arg> {
+    let col = |i: usize| {
+        let ty = k
+            .columns
+            .iter()
+            .find(|c| c.index == i)
+            .expect("column use")
+            .ty;
+        host_column(batch.column(i), ty).expect("device layout")
+    };
+    let words = |w: Vec<u32>| -> Vec<u8> { w.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    Some(match p {
+        Param::Rows => Arg::Scalar(batch.num_rows() as u64),
+        Param::Column(i) => Arg::bytes(&col(*i).values),
+        Param::Validity(i) => match col(*i).validity {
+            Some(v) => Arg::bytes(&v),
+            None => Arg::Null,
+        },
+        Param::DictTrue(d) => Arg::bytes(&words(sets[*d].truth_words())),
+        Param::DictNull(d) => Arg::bytes(&words(sets[*d].null_words())),
+        Param::DictNullRowVal(d) => Arg::Scalar(u64::from(sets[*d].null_row == Some(true))),
+        Param::DictNullRowNull(d) => Arg::Scalar(u64::from(sets[*d].null_row.is_none())),
+        _ => return None,
+    })
+}
+
+fn dict_sets(k: &KernelSource, batch: &RecordBatch) -> Vec<DictSet> {
+    k.dict_params
+        .iter()
+        .map(|d| {
+            let values = batch.column(d.column).as_any_dictionary().values().clone();
+            evaluate_on_dictionary(&d.predicate, batch.schema().as_ref(), d.column, &values)
+                .expect("code set")
+        })
+        .collect()
+}
+
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes(b[i * 4..i * 4 + 4].try_into().expect("4 bytes"))
+}
+fn i32_at(b: &[u8], i: usize) -> i32 {
+    u32_at(b, i) as i32
+}
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+}
+
+/// Device bytes of one value of `ty` (the width the kernel writes).
+fn width(ty: DevType) -> usize {
+    ty.width()
+}
+
+/// Whether two device values are the same answer: bit-equal, or both NaN.
+fn same_value(ty: DevType, a: &[u8], b: &[u8]) -> bool {
+    match ty {
+        DevType::F64 => {
+            let (x, y) = (
+                f64::from_le_bytes(a.try_into().expect("8")),
+                f64::from_le_bytes(b.try_into().expect("8")),
+            );
+            x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
+        }
+        DevType::F32 => {
+            let (x, y) = (
+                f32::from_le_bytes(a.try_into().expect("4")),
+                f32::from_le_bytes(b.try_into().expect("4")),
+            );
+            x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
+        }
+        _ => a == b,
+    }
+}
+
+/// What DataFusion answers for one scan: the kept rows and the projections
+/// over them, or its error.
+fn cpu_scan(
+    batch: &RecordBatch,
+    filter: Option<&Arc<dyn PhysicalExpr>>,
+    projections: &[Arc<dyn PhysicalExpr>],
+) -> Result<(Vec<bool>, Vec<ArrayRef>), String> {
+    let keep: Vec<bool> = match filter {
+        Some(f) => {
+            let v = f
+                .evaluate(batch)
+                .and_then(|v| v.into_array(batch.num_rows()))
+                .map_err(|e| e.to_string())?;
+            let b = v.as_boolean();
+            (0..b.len()).map(|i| b.is_valid(i) && b.value(i)).collect()
+        }
+        None => vec![true; batch.num_rows()],
+    };
+    let kept =
+        filter_record_batch(batch, &BooleanArray::from(keep.clone())).map_err(|e| e.to_string())?;
+    let mut outs = Vec::new();
+    for p in projections {
+        outs.push(
+            p.evaluate(&kept)
+                .and_then(|v| v.into_array(kept.num_rows()))
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    Ok((keep, outs))
+}
+
+/// Runs one scan kernel on the emulator; returns (keep bits, outputs as
+/// (values, valid bytes) per projection, error flag).
+#[allow(clippy::type_complexity)]
+fn emulate_scan(
+    k: &KernelSource,
+    emu: &EmuKernel,
+    batch: &RecordBatch,
+    grid: u32,
+) -> (Vec<bool>, Vec<(Vec<u8>, Vec<u8>)>, bool) {
+    let n = batch.num_rows();
+    let sets = dict_sets(k, batch);
+    let mut args: Vec<Arg> = k
+        .params
+        .iter()
+        .map(|p| {
+            input_arg(p, k, batch, &sets).unwrap_or_else(|| match p {
+                Param::KeepBits => Arg::zeroed(n.div_ceil(32) * 4),
+                Param::OutValues(j) => Arg::zeroed(n * width(k.outputs[*j])),
+                Param::OutValid(_) => Arg::zeroed(n),
+                Param::Err => Arg::zeroed(4),
+                other => panic!("scan parameter {other:?}"),
+            })
+        })
+        .collect();
+    emu.launch(&mut args, grid, BLOCK_THREADS)
+        .unwrap_or_else(|e| panic!("emulator: {e}"));
+    let pos = |want: &Param| k.params.iter().position(|p| p == want).expect("param");
+    let bits = args[pos(&Param::KeepBits)].as_bytes();
+    let keep = (0..n)
+        .map(|r| (u32_at(bits, r / 32) >> (r % 32)) & 1 == 1)
+        .collect();
+    let outs = (0..k.outputs.len())
+        .map(|j| {
+            (
+                args[pos(&Param::OutValues(j))].as_bytes()[..n * width(k.outputs[j])].to_vec(),
+                args[pos(&Param::OutValid(j))].as_bytes()[..n].to_vec(),
+            )
+        })
+        .collect();
+    let err = u32_at(args[pos(&Param::Err)].as_bytes(), 0) != 0;
+    (keep, outs, err)
+}
+
+/// The corpus batch, and a slice of it starting at a bit offset (the
+/// device layout re-aligns validity bitmaps then).
+fn corpus_batches() -> Vec<(&'static str, RecordBatch)> {
+    let full = common::corpus_batch(ROWS + 13);
+    vec![
+        ("batch", full.slice(0, ROWS)),
+        ("slice@13", full.slice(13, ROWS)),
+    ]
+}
+
+/// Compares one corpus scan; returns a description of each difference.
+fn check_scan(
+    label: &str,
+    k: &KernelSource,
+    emu: &EmuKernel,
+    batch: &RecordBatch,
+    filter: Option<&Arc<dyn PhysicalExpr>>,
+    projections: &[Arc<dyn PhysicalExpr>],
+    grid: u32,
+) -> Vec<String> {
+    let (keep, outs, err) = emulate_scan(k, emu, batch, grid);
+    let mut diffs = Vec::new();
+    match cpu_scan(batch, filter, projections) {
+        Err(e) => {
+            if !err {
+                diffs.push(format!(
+                    "{label}: DataFusion raises `{e}` but the kernel flags no error (the GPU would answer)"
+                ));
+            }
+        }
+        Ok(_) if err => {
+            // The host reruns the batch on the CPU: same answer, only slower.
+            eprintln!(
+                "{label}: kernel flags an error DataFusion does not raise (CPU rerun, same answer)"
+            );
+        }
+        Ok((want_keep, want_outs)) => {
+            let bad: Vec<usize> = (0..keep.len())
+                .filter(|&r| keep[r] != want_keep[r])
+                .collect();
+            if !bad.is_empty() {
+                diffs.push(format!(
+                    "{label}: keep differs on {} rows, first row {} (kernel {}, DataFusion {})",
+                    bad.len(),
+                    bad[0],
+                    keep[bad[0]],
+                    want_keep[bad[0]]
+                ));
+                return diffs;
+            }
+            let kept: Vec<usize> = (0..keep.len()).filter(|&r| keep[r]).collect();
+            for (j, want) in want_outs.iter().enumerate() {
+                let ty = k.outputs[j];
+                let w = width(ty);
+                let want_dev = host_column(want, ty).expect("device layout of the CPU answer");
+                let (vals, valid) = &outs[j];
+                for (i, &r) in kept.iter().enumerate() {
+                    let want_valid = want.is_valid(i);
+                    let got_valid = valid[r] != 0;
+                    let same = want_valid == got_valid
+                        && (!want_valid
+                            || same_value(
+                                ty,
+                                &vals[r * w..(r + 1) * w],
+                                &want_dev.values[i * w..(i + 1) * w],
+                            ));
+                    if !same {
+                        diffs.push(format!(
+                            "{label}: projection {j} row {r}: kernel {} {:?}, DataFusion {}",
+                            if got_valid { "value" } else { "NULL" },
+                            &vals[r * w..(r + 1) * w],
+                            arrow::util::display::array_value_to_string(want, i)
+                                .unwrap_or_default()
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    diffs
+}
+
+#[test]
+fn scan_kernels_answer_like_datafusion_on_the_expression_corpus() {
+    if !emulation::cxx_available() {
+        return;
+    }
+    let ctx = SessionContext::new();
+    let mut diffs = Vec::new();
+    let mut checked = 0;
+    for (i, (filter, projections)) in common::CORPUS.iter().enumerate() {
+        let spec = common::corpus_spec(&ctx, filter, projections);
+        let Ok(k) = spec.generate() else {
+            eprintln!("corpus #{i} [{filter}] {projections:?}: unsupported, not emulated");
+            continue;
+        };
+        let emu = EmuKernel::build(&k);
+        for (what, batch) in corpus_batches() {
+            for grid in [GRID, (ROWS as u32).div_ceil(BLOCK_THREADS) + 1] {
+                let label = format!("#{i} [{filter}] {projections:?} ({what}, grid {grid})");
+                diffs.extend(check_scan(
+                    &label,
+                    &k,
+                    &emu,
+                    &batch,
+                    spec.filter.as_ref(),
+                    &spec.projections,
+                    grid,
+                ));
+            }
+        }
+        checked += 1;
+    }
+    eprintln!("emulated {checked} corpus scan kernels");
+    assert!(
+        checked >= common::CORPUS.len() * 3 / 4,
+        "most of the corpus is supported"
+    );
+    assert!(
+        diffs.is_empty(),
+        "{} differences:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
+}
+
+/// Values of an integer-like array as the kernels see them: `(long
+/// long)` of the device value (dates as days, decimals scaled).
+fn as_i64s(a: &ArrayRef) -> Vec<Option<i64>> {
+    use arrow::datatypes::*;
+    macro_rules! prim {
+        ($t:ty) => {
+            a.as_primitive::<$t>()
+                .iter()
+                .map(|v| v.map(|x| x as i64))
+                .collect()
+        };
+    }
+    match a.data_type() {
+        DataType::Int8 => prim!(Int8Type),
+        DataType::Int16 => prim!(Int16Type),
+        DataType::Int32 => prim!(Int32Type),
+        DataType::Int64 => prim!(Int64Type),
+        DataType::UInt8 => prim!(UInt8Type),
+        DataType::UInt16 => prim!(UInt16Type),
+        DataType::UInt32 => prim!(UInt32Type),
+        DataType::UInt64 => prim!(UInt64Type),
+        DataType::Date32 => prim!(Date32Type),
+        DataType::Decimal128(_, _) => prim!(Decimal128Type),
+        other => panic!("not integer-like: {other}"),
+    }
+}
+
+fn as_f64s(a: &ArrayRef) -> Vec<Option<f64>> {
+    let c = arrow::compute::cast(a, &DataType::Float64).expect("cast to double");
+    c.as_primitive::<arrow::datatypes::Float64Type>()
+        .iter()
+        .collect()
+}
+
+fn eval(e: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> ArrayRef {
+    e.evaluate(batch)
+        .and_then(|v| v.into_array(batch.num_rows()))
+        .expect("evaluate")
+}
+
+/// The accumulator words the kernel should end with for one group, from
+/// the documented layout (`AggSlot`): exact 128-bit integer sums, counts,
+/// MIN/MAX with a count; float sums in any order (compared loosely).
+fn reference_preagg(
+    k: &KernelSource,
+    keys: &[Arc<dyn PhysicalExpr>],
+    aggs: &[AggSpec],
+    batches: &[RecordBatch],
+) -> BTreeMap<Vec<u64>, Vec<u64>> {
+    let nacc = k.aggs.iter().map(|a| a.words).sum::<usize>().max(1);
+    let mut init = Vec::new();
+    for a in &k.aggs {
+        init.extend(a.init());
+    }
+    init.resize(nacc, 0);
+    let mut groups: BTreeMap<Vec<u64>, Vec<u64>> = BTreeMap::new();
+    for batch in batches {
+        let kv: Vec<Vec<Option<i64>>> = keys.iter().map(|e| as_i64s(&eval(e, batch))).collect();
+        let args: Vec<Option<ArrayRef>> = aggs
+            .iter()
+            .map(|a| a.arg.as_ref().map(|e| eval(e, batch)))
+            .collect();
+        for r in 0..batch.num_rows() {
+            let mut key = Vec::new();
+            let mut nullmask = 0u64;
+            for (i, col) in kv.iter().enumerate() {
+                match col[r] {
+                    Some(v) => key.push(v as u64),
+                    None => {
+                        key.push(0);
+                        nullmask |= 1 << i;
+                    }
+                }
+            }
+            key.push(nullmask);
+            let acc = groups.entry(key).or_insert_with(|| init.clone());
+            for (slot, arg) in k.aggs.iter().zip(&args) {
+                let o = slot.offset;
+                let float = slot.arg_ty.is_some_and(|t| t.is_float());
+                if slot.func == AggFunc::CountStar {
+                    acc[o] += 1;
+                    continue;
+                }
+                let arg = arg.as_ref().expect("argument");
+                if arg.is_null(r) {
+                    continue;
+                }
+                match (slot.func, float) {
+                    (AggFunc::Count, _) => acc[o] += 1,
+                    (AggFunc::Sum | AggFunc::Avg, false) => {
+                        let v = as_i64s(arg)[r].expect("value") as i128;
+                        let s = ((acc[o + 1] as i128) << 64 | acc[o] as i128).wrapping_add(v);
+                        acc[o] = s as u64;
+                        acc[o + 1] = (s >> 64) as u64;
+                        acc[o + 2] += 1;
+                    }
+                    (AggFunc::Sum | AggFunc::Avg, true) => {
+                        let v = as_f64s(arg)[r].expect("value");
+                        acc[o] = (f64::from_bits(acc[o]) + v).to_bits();
+                        acc[o + 1] += 1;
+                    }
+                    (AggFunc::Min | AggFunc::Max, false) => {
+                        let v = as_i64s(arg)[r].expect("value");
+                        let cur = acc[o] as i64;
+                        let pick = if slot.func == AggFunc::Min {
+                            v.min(cur)
+                        } else {
+                            v.max(cur)
+                        };
+                        acc[o] = pick as u64;
+                        acc[o + 1] += 1;
+                    }
+                    (AggFunc::Min | AggFunc::Max, true) => {
+                        let v = as_f64s(arg)[r].expect("value");
+                        let cur = f64::from_bits(acc[o]);
+                        let pick = if slot.func == AggFunc::Min {
+                            v.min(cur)
+                        } else {
+                            v.max(cur)
+                        };
+                        acc[o] = pick.to_bits();
+                        acc[o + 1] += 1;
+                    }
+                    (AggFunc::CountStar, _) => unreachable!(),
+                }
+            }
+        }
+    }
+    groups
+}
+
+/// Runs a PreAgg kernel over `batches` into one table of `cap` slots, as
+/// GpuPreAggExec does (one launch a batch, the table kept across them).
+/// Returns the groups, the overflow and error flags.
+fn emulate_preagg(
+    k: &KernelSource,
+    emu: &EmuKernel,
+    nkw: usize,
+    batches: &[RecordBatch],
+    cap: usize,
+    grid: u32,
+) -> (BTreeMap<Vec<u64>, Vec<u64>>, bool, bool) {
+    let nacc = k.aggs.iter().map(|a| a.words).sum::<usize>().max(1);
+    let mut init = Vec::new();
+    for a in &k.aggs {
+        init.extend(a.init());
+    }
+    init.resize(nacc, 0);
+    let mut state = Arg::zeroed(cap * 4);
+    let mut keys = Arg::zeroed(cap * nkw * 8);
+    let mut acc = Arg::Buf((0..cap).flat_map(|_| init.iter().copied()).collect());
+    let mut overflow = Arg::zeroed(4);
+    let mut err = Arg::zeroed(4);
+    for batch in batches {
+        let sets = dict_sets(k, batch);
+        let mut args: Vec<Arg> = k
+            .params
+            .iter()
+            .map(|p| {
+                input_arg(p, k, batch, &sets).unwrap_or_else(|| match p {
+                    Param::GroupState => std::mem::replace(&mut state, Arg::Null),
+                    Param::GroupKeys => std::mem::replace(&mut keys, Arg::Null),
+                    Param::GroupAcc => std::mem::replace(&mut acc, Arg::Null),
+                    Param::GroupMask => Arg::Scalar(cap as u64 - 1),
+                    Param::Overflow => std::mem::replace(&mut overflow, Arg::Null),
+                    Param::Err => std::mem::replace(&mut err, Arg::Null),
+                    other => panic!("preagg parameter {other:?}"),
+                })
+            })
+            .collect();
+        emu.launch(&mut args, grid, BLOCK_THREADS)
+            .unwrap_or_else(|e| panic!("emulator: {e}"));
+        // Hand the table back for the next batch.
+        for (p, a) in k.params.iter().zip(args) {
+            match p {
+                Param::GroupState => state = a,
+                Param::GroupKeys => keys = a,
+                Param::GroupAcc => acc = a,
+                Param::Overflow => overflow = a,
+                Param::Err => err = a,
+                _ => {}
+            }
+        }
+    }
+    let (st, kb, ab) = (state.as_bytes(), keys.as_bytes(), acc.as_bytes());
+    let mut groups = BTreeMap::new();
+    for s in 0..cap {
+        match u32_at(st, s) {
+            0 => continue,
+            2 => {}
+            other => panic!("slot {s} left in state {other}"),
+        }
+        let key: Vec<u64> = (0..nkw).map(|i| u64_at(kb, s * nkw + i)).collect();
+        let words: Vec<u64> = (0..nacc).map(|i| u64_at(ab, s * nacc + i)).collect();
+        assert!(
+            groups.insert(key.clone(), words).is_none(),
+            "group {key:?} has two slots"
+        );
+    }
+    (
+        groups,
+        u32_at(overflow.as_bytes(), 0) != 0,
+        u32_at(err.as_bytes(), 0) != 0,
+    )
+}
+
+fn same_accumulators(k: &KernelSource, got: &[u64], want: &[u64]) -> bool {
+    for slot in &k.aggs {
+        let o = slot.offset;
+        let float = slot.arg_ty.is_some_and(|t| t.is_float());
+        for i in 0..slot.words {
+            let (g, w) = (got[o + i], want[o + i]);
+            let float_word = float && i == 0;
+            let ok = if float_word && matches!(slot.func, AggFunc::Sum | AggFunc::Avg) {
+                // Summation order differs (per block, then merged).
+                let (g, w) = (f64::from_bits(g), f64::from_bits(w));
+                g == w || (g - w).abs() <= 1e-9 * w.abs().max(1.0)
+            } else if float_word {
+                // MIN/MAX of floats: equal as numbers (0.0 vs -0.0 depends
+                // on which row came first, on the device too).
+                f64::from_bits(g) == f64::from_bits(w)
+            } else {
+                g == w
+            };
+            if !ok {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+fn corpus_aggs(ctx: &SessionContext, schema: &Arc<Schema>) -> Vec<AggSpec> {
+    let p = |s: &str| Some(common::physical(ctx, schema, s));
+    vec![
+        AggSpec {
+            func: AggFunc::CountStar,
+            arg: None,
+        },
+        AggSpec {
+            func: AggFunc::Count,
+            arg: p("f"),
+        },
+        AggSpec {
+            func: AggFunc::Sum,
+            arg: p("a"),
+        },
+        AggSpec {
+            func: AggFunc::Sum,
+            arg: p("c"),
+        },
+        AggSpec {
+            func: AggFunc::Sum,
+            arg: p("d"),
+        },
+        AggSpec {
+            func: AggFunc::Sum,
+            arg: p("f"),
+        },
+        AggSpec {
+            func: AggFunc::Min,
+            arg: p("c"),
+        },
+        AggSpec {
+            func: AggFunc::Max,
+            arg: p("h"),
+        },
+        AggSpec {
+            func: AggFunc::Min,
+            arg: p("f"),
+        },
+        AggSpec {
+            func: AggFunc::Max,
+            arg: p("g"),
+        },
+        AggSpec {
+            func: AggFunc::Avg,
+            arg: p("d2"),
+        },
+        AggSpec {
+            func: AggFunc::Avg,
+            arg: p("u"),
+        },
+        AggSpec {
+            func: AggFunc::Max,
+            arg: p("dt"),
+        },
+    ]
+}
+
+#[test]
+fn preagg_kernels_answer_like_a_reference_aggregation() {
+    if !emulation::cxx_available() {
+        return;
+    }
+    let ctx = SessionContext::new();
+    let schema = common::corpus_schema();
+    let full = common::corpus_batch(2 * ROWS);
+    // Two batches into one table; the second starts at a bit offset.
+    let batches = vec![full.slice(0, ROWS), full.slice(ROWS + 5, ROWS - 5)];
+    let aggs = corpus_aggs(&ctx, &schema);
+    let p = |s: &str| common::physical(&ctx, &schema, s);
+    let mut diffs = Vec::new();
+    // (name, keys, table slots): few groups stay in shared memory; many
+    // groups (a x c: thousands) fall through to the global table.
+    let cases: Vec<(&str, Vec<Arc<dyn PhysicalExpr>>, usize)> = vec![
+        ("no key", vec![], 16),
+        ("k", vec![p("k")], 1024),
+        (
+            "a, b % 3, dt is null",
+            vec![
+                p("a"),
+                p("b % 3"),
+                p("case when dt is null then 1 else 0 end"),
+            ],
+            4096,
+        ),
+        ("a, c (many groups)", vec![p("a"), p("c")], 1 << 14),
+        ("d, t", vec![p("d"), p("t")], 1 << 14),
+    ];
+    for (name, keys, cap) in cases {
+        let k = PreAggKernelSpec {
+            schema: Arc::clone(&schema),
+            keys: keys.clone(),
+            aggs: aggs.clone(),
+        }
+        .generate()
+        .expect("supported");
+        let emu = EmuKernel::build(&k);
+        let want = reference_preagg(&k, &keys, &aggs, &batches);
+        for grid in [GRID, 16] {
+            let (got, overflow, err) =
+                emulate_preagg(&k, &emu, keys.len() + 1, &batches, cap, grid);
+            let label = format!("preagg [{name}] grid {grid}");
+            assert!(!err, "{label}: error flag");
+            assert!(
+                !overflow,
+                "{label}: overflow with {cap} slots for {} groups",
+                want.len()
+            );
+            if got.len() != want.len() {
+                diffs.push(format!(
+                    "{label}: {} groups, want {}",
+                    got.len(),
+                    want.len()
+                ));
+                continue;
+            }
+            for (key, w) in &want {
+                match got.get(key) {
+                    None => diffs.push(format!("{label}: group {key:?} missing")),
+                    Some(g) if !same_accumulators(&k, g, w) => {
+                        diffs.push(format!("{label}: group {key:?}: kernel {g:?}, want {w:?}"))
+                    }
+                    _ => {}
+                }
+            }
+            eprintln!("{label}: {} groups equal", want.len());
+        }
+    }
+    // A table too small for the groups raises the overflow flag (the host
+    // then retries with 8x the slots).
+    let keys = vec![p("a"), p("c")];
+    let k = PreAggKernelSpec {
+        schema: Arc::clone(&schema),
+        keys: keys.clone(),
+        aggs: aggs.clone(),
+    }
+    .generate()
+    .expect("supported");
+    let emu = EmuKernel::build(&k);
+    let (got, overflow, _) = emulate_preagg(&k, &emu, keys.len() + 1, &batches, 256, GRID);
+    assert!(overflow, "256 slots for thousands of groups must overflow");
+    assert!(got.len() <= 256);
+    assert!(
+        diffs.is_empty(),
+        "{} differences:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
+}
+
+/// One build side: its key column, as GpuJoinExec collects it.
+fn build_side(keys: Vec<Option<i64>>) -> (Int64Array, HostTable) {
+    let arr = Int64Array::from(keys);
+    let schema = Arc::new(Schema::new(vec![Field::new("key", DataType::Int64, true)]));
+    let batch =
+        RecordBatch::try_new(schema, vec![Arc::new(arr.clone()) as ArrayRef]).expect("batch");
+    let t = HostTable::build(batch, &arr).expect("host table");
+    (arr, t)
+}
+
+/// Runs a join kernel; returns the output tuples (fact row, build row per
+/// level), the many-match counter, and the error flag.
+fn emulate_join(
+    k: &KernelSource,
+    emu: &EmuKernel,
+    batch: &RecordBatch,
+    tables: &[HostTable],
+    unique: bool,
+    cap: usize,
+    grid: u32,
+) -> (Vec<Vec<i32>>, u64, bool) {
+    let n = batch.num_rows();
+    let sets = dict_sets(k, batch);
+    let i32s = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let i64s = |v: &[i64]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let out_len = if unique { n } else { cap };
+    let mut args: Vec<Arg> = k
+        .params
+        .iter()
+        .map(|p| {
+            input_arg(p, k, batch, &sets).unwrap_or_else(|| match p {
+                Param::DirectRows(l) => Arg::bytes(&i32s(&tables[*l].dm_rows)),
+                Param::DirectMin(l) => Arg::Scalar(tables[*l].dm_min as u64),
+                Param::DirectLen(l) => Arg::Scalar(tables[*l].dm_rows.len() as u64),
+                Param::HashKeys(l) => Arg::bytes(&i64s(&tables[*l].ht_keys)),
+                Param::HashRows(l) => Arg::bytes(&i32s(&tables[*l].ht_rows)),
+                Param::HashNext(l) => Arg::bytes(&i32s(&tables[*l].next)),
+                Param::HashMask(l) => Arg::Scalar(tables[*l].ht_mask),
+                Param::KeepBits => Arg::zeroed(n.div_ceil(32) * 4),
+                Param::OutCount => Arg::zeroed(8),
+                Param::OutCapacity => Arg::Scalar(cap as u64),
+                Param::OutFactRow => Arg::zeroed(cap * 4),
+                Param::OutRowId(_) => Arg::bytes(&i32s(&vec![-7; out_len])),
+                Param::Err => Arg::zeroed(4),
+                other => panic!("join parameter {other:?}"),
+            })
+        })
+        .collect();
+    emu.launch(&mut args, grid, BLOCK_THREADS)
+        .unwrap_or_else(|e| panic!("emulator: {e}"));
+    let pos = |want: &Param| k.params.iter().position(|p| p == want).expect("param");
+    let levels = tables.len();
+    let rid = |l: usize, i: usize| i32_at(args[pos(&Param::OutRowId(l))].as_bytes(), i);
+    let mut out = Vec::new();
+    let count;
+    if unique {
+        let bits = args[pos(&Param::KeepBits)].as_bytes();
+        for r in 0..n {
+            if (u32_at(bits, r / 32) >> (r % 32)) & 1 == 1 {
+                let mut t = vec![r as i32];
+                t.extend((0..levels).map(|l| rid(l, r)));
+                out.push(t);
+            }
+        }
+        count = out.len() as u64;
+    } else {
+        count = u64_at(args[pos(&Param::OutCount)].as_bytes(), 0);
+        let facts = args[pos(&Param::OutFactRow)].as_bytes();
+        for i in 0..(count as usize).min(cap) {
+            let mut t = vec![i32_at(facts, i)];
+            t.extend((0..levels).map(|l| rid(l, i)));
+            out.push(t);
+        }
+    }
+    let err = u32_at(args[pos(&Param::Err)].as_bytes(), 0) != 0;
+    (out, count, err)
+}
+
+/// Every (fact row, build rows) combination an inner equi-join chain
+/// produces, by nested loops over the build keys (NULL keys never match).
+fn reference_join(
+    batch: &RecordBatch,
+    probes: &[Arc<dyn PhysicalExpr>],
+    builds: &[Int64Array],
+) -> Vec<Vec<i32>> {
+    let keys: Vec<Vec<Option<i64>>> = probes.iter().map(|p| as_i64s(&eval(p, batch))).collect();
+    let mut out = Vec::new();
+    for r in 0..batch.num_rows() {
+        let mut partial = vec![vec![r as i32]];
+        for (l, b) in builds.iter().enumerate() {
+            let mut next = Vec::new();
+            if let Some(key) = keys[l][r] {
+                let matches: Vec<i32> = (0..b.len())
+                    .filter(|&i| b.is_valid(i) && b.value(i) == key)
+                    .map(|i| i as i32)
+                    .collect();
+                for t in &partial {
+                    for m in &matches {
+                        let mut t = t.clone();
+                        t.push(*m);
+                        next.push(t);
+                    }
+                }
+            }
+            partial = next;
+        }
+        out.extend(partial);
+    }
+    out
+}
+
+#[test]
+fn join_kernels_answer_like_nested_loops() {
+    if !emulation::cxx_available() {
+        return;
+    }
+    let ctx = SessionContext::new();
+    let schema = common::corpus_schema();
+    let batch = common::corpus_batch(ROWS + 3).slice(3, ROWS);
+    let p = |s: &str| common::physical(&ctx, &schema, s);
+    // Build sides: dense unique keys (direct-mapped), scattered unique keys
+    // (hashed), keys with duplicates and NULLs (hashed, many matches).
+    let dense: Vec<Option<i64>> = (0..50).map(Some).collect();
+    let scattered: Vec<Option<i64>> = (-48..=48)
+        .step_by(3)
+        .map(Some)
+        .chain([Some(1_000_000_000_000), None])
+        .collect();
+    let small: Vec<Option<i64>> = (-1..=2).map(Some).collect();
+    let dups: Vec<Option<i64>> = (0..30)
+        .map(|i| Some(i % 10))
+        .chain([None, Some(2)])
+        .collect();
+    let dup_small: Vec<Option<i64>> = vec![Some(0), Some(1), Some(1), Some(3), None];
+    let cases: Vec<(&str, Vec<(&str, Vec<Option<i64>>)>)> = vec![
+        (
+            "unique direct+hash+direct",
+            vec![
+                ("k", dense.clone()),
+                ("a", scattered.clone()),
+                ("cast(b as bigint) + 1", small.clone()),
+            ],
+        ),
+        ("unique one level", vec![("k", dense.clone())]),
+        (
+            "many matches",
+            vec![
+                ("k % 10", dups.clone()),
+                ("cast(b as bigint) + 1", dup_small.clone()),
+            ],
+        ),
+        (
+            "many matches mixed",
+            vec![
+                ("a", scattered.clone()),
+                ("k", dups.clone()),
+                ("cast(b as bigint) + 1", small.clone()),
+            ],
+        ),
+    ];
+    let mut diffs = Vec::new();
+    for (name, levels) in cases {
+        let probes: Vec<Arc<dyn PhysicalExpr>> = levels.iter().map(|(e, _)| p(e)).collect();
+        let sides: Vec<(Int64Array, HostTable)> = levels
+            .iter()
+            .map(|(_, keys)| build_side(keys.clone()))
+            .collect();
+        let unique = sides.iter().all(|(_, t)| t.unique);
+        let layout: Vec<BuildTable> = sides.iter().map(|(_, t)| t.kind).collect();
+        let k = JoinKernelSpec {
+            schema: Arc::clone(&schema),
+            levels: probes
+                .iter()
+                .zip(&layout)
+                .map(|(e, t)| JoinLevelSpec {
+                    probe_key: Arc::clone(e),
+                    table: *t,
+                })
+                .collect(),
+            unique,
+        }
+        .generate()
+        .expect("supported");
+        let emu = EmuKernel::build(&k);
+        let builds: Vec<Int64Array> = sides.iter().map(|(a, _)| a.clone()).collect();
+        let tables: Vec<HostTable> = sides.into_iter().map(|(_, t)| t).collect();
+        let mut want = reference_join(&batch, &probes, &builds);
+        want.sort();
+        for grid in [GRID, 16] {
+            let label = format!("join [{name}] {layout:?} unique={unique} grid {grid}");
+            let cap = want.len() + 10;
+            let (mut got, count, err) = emulate_join(&k, &emu, &batch, &tables, unique, cap, grid);
+            assert!(!err, "{label}: error flag");
+            got.sort();
+            if got != want || count != want.len() as u64 {
+                let first = got.iter().zip(&want).position(|(g, w)| g != w);
+                diffs.push(format!(
+                    "{label}: {} outputs (count {count}), want {}; first difference at {first:?}",
+                    got.len(),
+                    want.len()
+                ));
+            } else {
+                eprintln!("{label}: {} outputs equal", want.len());
+            }
+            if !unique {
+                // Too small an output buffer: the counter still counts
+                // every combination (the host relaunches with that size)
+                // and only the first `cap` slots are written.
+                let (part, count, _) =
+                    emulate_join(&k, &emu, &batch, &tables, unique, want.len() / 3, grid);
+                assert_eq!(count, want.len() as u64, "{label}: overflowing counter");
+                assert!(
+                    part.iter().all(|t| want.binary_search(t).is_ok()),
+                    "{label}: partial outputs are real"
+                );
+            }
+        }
+        assert!(!want.is_empty(), "{name}: the case joins something");
+    }
+    assert!(
+        diffs.is_empty(),
+        "{} differences:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
+}
