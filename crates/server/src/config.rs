@@ -7,10 +7,19 @@
 //! http_addr = "127.0.0.1:8080"
 //! auth = "scram"          # or "trust" (loopback addresses only)
 //! max_connections = 100   # more are refused with FATAL 53300
+//! tls_cert = "server.crt" # PEM certificate chain; with tls_key, TLS is on
+//! tls_key = "server.key"  # PEM private key (PKCS#8, PKCS#1 or SEC1)
+//! tls_require_remote = false  # refuse plaintext from non-loopback clients
 //!
 //! [[users]]
-//! name = "eddy"
+//! name = "eddy"            # the bootstrap superuser (EDDY_PASSWORD wins)
 //! password = "secret"
+//!
+//! [[users]]
+//! name = "loader"
+//! password = "another"
+//! superuser = false        # the default for every user but "eddy"
+//! roles = ["pg_read_server_files"]   # or pg_write_server_files
 //!
 //! [storage]
 //! memtable_bytes = 67108864   # flush threshold per tablet
@@ -61,13 +70,29 @@ pub struct ServerSection {
     pub auth: Option<String>,
     /// Client connections served at once (default 100); more are refused.
     pub max_connections: Option<usize>,
+    /// PEM certificate chain for TLS (needs `tls_key`).
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key for TLS (needs `tls_cert`).
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Refuse connections without TLS from non-loopback clients (default
+    /// false; needs `tls_cert` and `tls_key`).
+    pub tls_require_remote: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct User {
     pub name: String,
+    /// Cleartext (SCRAM secrets are derived at start-up); must not be
+    /// empty under SCRAM.
     pub password: String,
+    /// May read and write server files through COPY (default false;
+    /// always true for "eddy").
+    pub superuser: Option<bool>,
+    /// Predefined roles granted: `pg_read_server_files`,
+    /// `pg_write_server_files`.
+    #[serde(default)]
+    pub roles: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -103,11 +128,14 @@ mod tests {
     #[test]
     fn parses_a_full_config() {
         let c: FileConfig = toml::from_str(
-            "[server]\nauth = \"trust\"\n[[users]]\nname = \"a\"\npassword = \"b\"\n[storage]\ndefault_shard_count = 4\n",
+            "[server]\nauth = \"trust\"\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\ntls_require_remote = true\n[[users]]\nname = \"a\"\npassword = \"b\"\nroles = [\"pg_read_server_files\"]\n[storage]\ndefault_shard_count = 4\n",
         )
         .unwrap();
         assert_eq!(c.server.auth.as_deref(), Some("trust"));
         assert_eq!(c.users.len(), 1);
+        assert_eq!(c.users[0].roles, ["pg_read_server_files"]);
+        assert_eq!(c.users[0].superuser, None);
+        assert_eq!(c.server.tls_require_remote, Some(true));
         assert_eq!(c.storage.default_shard_count, Some(4));
         assert!(toml::from_str::<FileConfig>("[bogus]\n").is_err());
     }

@@ -24,9 +24,22 @@ use tokio::time::Instant;
 pub struct IdleWatch {
     deadline: parking_lot::Mutex<Option<Instant>>,
     changed: Notify,
+    /// The connection runs over TLS: bytes written straight to its socket
+    /// would break the TLS stream, so it is closed without a message.
+    encrypted: std::sync::atomic::AtomicBool,
 }
 
 impl IdleWatch {
+    /// The connection negotiated TLS.
+    pub fn mark_encrypted(&self) {
+        self.encrypted
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn is_encrypted(&self) -> bool {
+        self.encrypted.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// The connection now waits for its client inside a block.
     pub fn arm(&self, timeout: Duration) {
         *self.deadline.lock() = Some(Instant::now() + timeout);
@@ -113,8 +126,15 @@ impl Fd {
             .map(std::net::TcpStream::from))
     }
 
+    /// Shuts the connection down without a message (a TLS connection).
+    pub fn shut_down(&self) {
+        if let Some(s) = &self.0 {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
     /// Sends `FATAL 25P03` and shuts the connection down (best effort: the
-    /// client may be gone already).
+    /// client may be gone already). Plaintext connections only.
     pub fn send_fatal(&self) {
         use std::io::Write;
         if let Some(s) = &self.0 {

@@ -5,15 +5,20 @@
 //! variant and one match arm each.
 //!
 //! Invariants: `--auth trust` is refused unless the PostgreSQL address is a
-//! loopback address; under SCRAM a password for the superuser `eddy` must
-//! come from `EDDY_PASSWORD` or the config file; SIGTERM/SIGINT close the
-//! engine (flush) before the process exits.
+//! loopback address; under SCRAM a non-empty password for the superuser
+//! `eddy` must come from `EDDY_PASSWORD` or the config file, and no
+//! configured password is empty; TLS is on exactly when a certificate and a
+//! key are given (`crate::tls`), and `--tls-require-remote` needs them;
+//! SIGTERM/SIGINT close the engine (flush) before the process exits.
+//! Who may do what: `crate::auth`, `docs/design/security.md`.
 
+mod auth;
 mod config;
 mod idle;
 mod metrics;
 mod panics;
 mod pg;
+mod tls;
 mod txn_status;
 
 use std::net::SocketAddr;
@@ -27,7 +32,7 @@ use tokio::net::TcpListener;
 
 use crate::config::FileConfig;
 use crate::metrics::Metrics;
-use crate::pg::{AuthMode, Backend, Handlers, Users};
+use crate::pg::{AuthMode, Backend, Handlers, Security};
 
 #[derive(Parser)]
 #[command(
@@ -85,6 +90,17 @@ struct ServerArgs {
     /// [default: 100].
     #[arg(long)]
     max_connections: Option<usize>,
+    /// PEM certificate chain: with --tls-key, clients may use TLS
+    /// (sslmode=require).
+    #[arg(long)]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
+    /// Refuse connections without TLS from non-loopback clients (FATAL
+    /// 28000); needs --tls-cert and --tls-key.
+    #[arg(long)]
+    tls_require_remote: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +129,10 @@ enum ServerError {
     Runtime(std::io::Error),
     #[error("database: {0}")]
     Database(eddy_sql::SqlError),
+    #[error(transparent)]
+    Accounts(#[from] auth::AccountError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
 
 fn main() {
@@ -176,6 +196,20 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             )))
         }
     };
+    let env_password = match std::env::var("EDDY_PASSWORD") {
+        Ok(pw) => Some(pw),
+        Err(std::env::VarError::NotPresent) => None,
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err(ServerError::Refused(
+                "EDDY_PASSWORD is not valid UTF-8".into(),
+            ))
+        }
+    };
+    let accounts = Arc::new(auth::Accounts::new(
+        &file.users,
+        env_password,
+        auth == Auth::Scram,
+    )?);
     let auth_mode = match auth {
         Auth::Trust => {
             if !pg_addr.ip().is_loopback() {
@@ -185,23 +219,33 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             }
             AuthMode::Trust
         }
-        Auth::Scram => {
-            let mut users: Vec<(String, String)> = file
-                .users
-                .iter()
-                .map(|u| (u.name.clone(), u.password.clone()))
-                .collect();
-            if let Ok(pw) = std::env::var("EDDY_PASSWORD") {
-                users.retain(|u| u.0 != "eddy");
-                users.push(("eddy".into(), pw));
-            }
-            if !users.iter().any(|u| u.0 == "eddy") {
-                return Err(ServerError::Refused(
-                    "SCRAM authentication needs a password for the superuser \"eddy\": set EDDY_PASSWORD or a [[users]] entry in the config file".into(),
-                ));
-            }
-            AuthMode::Scram(Arc::new(Users::new(&users)))
+        Auth::Scram => AuthMode::Scram(Arc::new(accounts.scram_users()?)),
+    };
+    let tls_cert = args.tls_cert.clone().or(file.server.tls_cert.clone());
+    let tls_key = args.tls_key.clone().or(file.server.tls_key.clone());
+    let tls = match (&tls_cert, &tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        (None, None) => None,
+        (Some(_), None) | (None, Some(_)) => {
+            return Err(ServerError::Refused(
+                "TLS needs both a certificate and a key (--tls-cert and --tls-key)".into(),
+            ))
         }
+    };
+    let require_tls_remote =
+        args.tls_require_remote || file.server.tls_require_remote.unwrap_or(false);
+    if require_tls_remote && tls.is_none() {
+        return Err(ServerError::Refused(
+            "--tls-require-remote needs --tls-cert and --tls-key".into(),
+        ));
+    }
+    if tls.is_none() && !pg_addr.ip().is_loopback() {
+        tracing::warn!(%pg_addr, "listening on a non-loopback address without TLS: passwords' SCRAM exchanges, queries and results cross the network in clear");
+    }
+    let security = Security {
+        auth: auth_mode,
+        accounts,
+        require_tls_remote,
     };
     let max_connections = args
         .max_connections
@@ -241,10 +285,14 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
     let result = runtime.block_on(serve(
         Arc::clone(&engine),
         Arc::clone(&streams),
-        pg_addr,
-        http_addr,
-        auth_mode,
-        max_connections,
+        Listen {
+            pg_addr,
+            http_addr,
+            max_connections,
+            tls,
+        },
+        security,
+        args.config.as_deref(),
     ));
     tracing::info!("stopping stream jobs");
     streams.shutdown();
@@ -257,20 +305,37 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
     Ok(())
 }
 
+/// Where and how the server listens.
+struct Listen {
+    pg_addr: SocketAddr,
+    http_addr: SocketAddr,
+    max_connections: usize,
+    tls: Option<tls::TlsAcceptor>,
+}
+
 async fn serve(
     engine: Arc<Engine>,
     streams: Arc<eddy_streamsql::StreamManager>,
-    pg_addr: SocketAddr,
-    http_addr: SocketAddr,
-    auth: AuthMode,
-    max_connections: usize,
+    listen: Listen,
+    security: Security,
+    config_file: Option<&std::path::Path>,
 ) -> Result<(), ServerError> {
+    let Listen {
+        pg_addr,
+        http_addr,
+        max_connections,
+        tls,
+    } = listen;
     let metrics = Arc::new(Metrics::default());
     let views = Arc::clone(&streams);
     metrics.add_section(Box::new(move |out| views.render_metrics(out)));
-    let db =
-        Arc::new(Database::open(engine, "eddy", Some(streams)).map_err(ServerError::Database)?);
-    let backend = Arc::new(Backend::new(db, Arc::clone(&metrics), auth));
+    let mut db = Database::open(engine, "eddy", Some(streams)).map_err(ServerError::Database)?;
+    if let Some(path) = config_file {
+        // it holds every user's password: never read or written by COPY
+        db.server_files = db.server_files.clone().with_config_file(path);
+    }
+    let db = Arc::new(db);
+    let backend = Arc::new(Backend::new(db, Arc::clone(&metrics), security));
     let idle = Arc::clone(&backend.idle);
     let handlers = Arc::new(Handlers::new(backend));
     let pg = TcpListener::bind(pg_addr)
@@ -285,7 +350,7 @@ async fn serve(
             addr: http_addr.to_string(),
             source: e,
         })?;
-    tracing::info!(pg = %pg.local_addr().map(|a| a.to_string()).unwrap_or_default(), http = %http_addr, "eddy server listening");
+    tracing::info!(pg = %pg.local_addr().map(|a| a.to_string()).unwrap_or_default(), http = %http_addr, tls = tls.is_some(), "eddy server listening");
     tokio::spawn(metrics::serve(http, metrics));
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
@@ -308,21 +373,28 @@ async fn serve(
                         };
                         let _ = sock.set_nodelay(true);
                         let h = Arc::clone(&handlers);
+                        let acceptor = tls.clone();
                         let (watch, registration) = idle.register(peer);
                         tokio::spawn(async move {
                             let _registration = registration;
                             let _slot = slot;
                             let fd = idle::Fd::of(&sock);
                             tokio::select! {
-                                r = pgwire::tokio::process_socket(sock, None, h) => {
+                                r = pgwire::tokio::process_socket(sock, acceptor, h) => {
                                     if let Err(e) = r {
                                         tracing::debug!(error = %e, "connection ended with an error");
                                     }
                                 }
                                 _ = watch.expired() => {
                                     // The protocol loop is waiting for the
-                                    // client: nothing else writes now.
-                                    fd.send_fatal();
+                                    // client: nothing else writes now. Over
+                                    // TLS a plaintext message would corrupt
+                                    // the stream: close without one.
+                                    if watch.is_encrypted() {
+                                        fd.shut_down();
+                                    } else {
+                                        fd.send_fatal();
+                                    }
                                     tracing::info!(%peer, "terminating connection due to idle-in-transaction timeout");
                                 }
                             }

@@ -23,11 +23,11 @@ use eddy_sql::pgtypes::{self, encode_cell};
 use eddy_sql::session::{statement_kind, Output};
 use eddy_sql::{Database, Prepared, Session, SqlError};
 use futures::{stream, FutureExt, Sink, SinkExt, StreamExt};
-use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
+use pgwire::api::auth::sasl::scram::ScramAuth;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::{
     finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata, AuthSource,
-    DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
+    DefaultServerParameterProvider, StartupHandler,
 };
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
@@ -201,77 +201,40 @@ pub struct Backend {
     parser: Arc<EddyParser>,
     /// Idle-in-transaction watches of the live connections.
     pub idle: Arc<crate::idle::IdleWatches>,
+    pub accounts: Arc<crate::auth::Accounts>,
+    /// Failed password checks by client address (`crate::auth`).
+    pub failed_logins: Arc<crate::auth::FailedLogins>,
+    pub require_tls_remote: bool,
 }
 
 #[derive(Clone, Debug)]
 pub enum AuthMode {
     Trust,
-    Scram(Arc<Users>),
+    Scram(Arc<crate::auth::ScramUsers>),
 }
 
-/// Users and their SCRAM salted passwords (computed once at start).
-#[derive(Debug)]
-pub struct Users {
-    users: Vec<(String, Vec<u8>, Vec<u8>)>,
-}
-
-const SCRAM_ITERATIONS: usize = 4096;
-
-impl Users {
-    pub fn new(list: &[(String, String)]) -> Users {
-        Users {
-            users: list
-                .iter()
-                .map(|(name, pw)| {
-                    let salt: Vec<u8> = (0..16).map(|_| rand_byte()).collect();
-                    let salted = gen_salted_password(pw, &salt, SCRAM_ITERATIONS);
-                    (name.clone(), salt, salted)
-                })
-                .collect(),
-        }
-    }
-}
-
-fn rand_byte() -> u8 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0),
-    );
-    h.finish() as u8
-}
-
-#[async_trait]
-impl AuthSource for Users {
-    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
-        let user = login.user().unwrap_or_default();
-        match self.users.iter().find(|u| u.0 == user) {
-            Some((_, salt, salted)) => Ok(Password::new(Some(salt.clone()), salted.clone())),
-            None => {
-                // an unknown user fails like a wrong password (no user enumeration)
-                let salt = vec![0u8; 16];
-                Ok(Password::new(
-                    Some(salt.clone()),
-                    gen_salted_password(&format!("{}-no-such-user", user), &salt, SCRAM_ITERATIONS),
-                ))
-            }
-        }
-    }
+/// How connections authenticate and what their users may do.
+pub struct Security {
+    pub auth: AuthMode,
+    /// Every configured user's privileges (`crate::auth`).
+    pub accounts: Arc<crate::auth::Accounts>,
+    /// Refuse plaintext connections from non-loopback clients.
+    pub require_tls_remote: bool,
 }
 
 impl Backend {
-    pub fn new(db: Arc<Database>, metrics: Arc<Metrics>, auth: AuthMode) -> Backend {
+    pub fn new(db: Arc<Database>, metrics: Arc<Metrics>, security: Security) -> Backend {
         Backend {
             db,
             metrics,
             manager: Arc::new(ConnectionManager::new()),
             cancels: Arc::default(),
-            auth,
+            auth: security.auth,
             parser: Arc::new(EddyParser),
             idle: Arc::default(),
+            accounts: security.accounts,
+            failed_logins: Arc::default(),
+            require_tls_remote: security.require_tls_remote,
         }
     }
 }
@@ -334,10 +297,12 @@ fn check_database<C: ClientInfo>(client: &C, database: &str) -> PgWireResult<()>
     Ok(())
 }
 
-/// Startup with SCRAM-SHA-256; checks the database name after auth.
+/// Startup with SCRAM-SHA-256; checks the database name after auth, and
+/// counts failed password checks per client address (`crate::auth`).
 pub struct ScramStartup {
     inner: SASLAuthStartupHandler<DefaultServerParameterProvider>,
     database: String,
+    failed_logins: Arc<crate::auth::FailedLogins>,
 }
 
 #[async_trait]
@@ -367,7 +332,40 @@ impl StartupHandler for ScramStartup {
                 ))));
             }
         }
-        self.inner.on_startup(client, message).await
+        let addr = client.socket_addr().ip();
+        // checked at every step, so that connections opened together cannot
+        // all try a password once the limit is reached
+        if let crate::auth::LoginGate::Closed { retry_after } =
+            self.failed_logins.gate(addr, std::time::Instant::now())
+        {
+            tracing::warn!(%addr, "login refused: too many failed attempts");
+            return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                "FATAL".into(),
+                "28000".into(),
+                format!(
+                    "too many failed authentication attempts from {addr}; try again in {} s",
+                    retry_after.as_secs().max(1)
+                ),
+            ))));
+        }
+        match self.inner.on_startup(client, message).await {
+            Err(PgWireError::InvalidPassword(scram_user)) => {
+                // libpq leaves the SCRAM user name empty: the startup
+                // message's is the one PostgreSQL names
+                let user = client.metadata().get("user").cloned().unwrap_or(scram_user);
+                self.failed_logins
+                    .record_failure(addr, std::time::Instant::now());
+                tracing::info!(%addr, "password authentication failed");
+                // PostgreSQL's wording, the same for a wrong password and
+                // a user that does not exist
+                Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                    "FATAL".into(),
+                    "28P01".into(),
+                    format!("password authentication failed for user \"{user}\""),
+                ))))
+            }
+            other => other,
+        }
     }
 }
 
@@ -420,7 +418,9 @@ where
             .cloned()
             .unwrap_or_else(|| "eddy".into());
         let pid = client.pid_and_secret_key().0;
-        *guard = Some(Session::new(Arc::clone(&backend.db), &user, pid)?);
+        let mut session = Session::new(Arc::clone(&backend.db), &user, pid)?;
+        session.set_privileges(backend.accounts.privileges_of(&user));
+        *guard = Some(session);
     }
     let Some(sess) = guard.as_mut() else {
         return Err(SqlError::Internal("no session".into()));
@@ -1051,11 +1051,18 @@ impl Handlers {
             ),
             AuthMode::Scram(users) => {
                 let mut auth = ScramAuth::new(Arc::clone(users) as Arc<dyn AuthSource>);
-                auth.set_iterations(SCRAM_ITERATIONS);
+                auth.set_iterations(crate::auth::SCRAM_ITERATIONS);
                 let inner = SASLAuthStartupHandler::new(Arc::new(parameter_provider()))
                     .with_scram(auth)
                     .with_connection_manager(Arc::clone(&backend.manager));
-                (None, Some(Arc::new(ScramStartup { inner, database })))
+                (
+                    None,
+                    Some(Arc::new(ScramStartup {
+                        inner,
+                        database,
+                        failed_logins: Arc::clone(&backend.failed_logins),
+                    })),
+                )
             }
         };
         let cancel = Arc::new(CancelRequests {
@@ -1125,6 +1132,29 @@ impl StartupHandler for Startup {
             PgWireConnectionState::AwaitingStartup
                 | PgWireConnectionState::AuthenticationInProgress
         ) {
+            if matches!(client.state(), PgWireConnectionState::AwaitingStartup) {
+                let peer = client.socket_addr();
+                if client.is_secure() {
+                    if let Some(w) = self.backend.idle.get(&peer) {
+                        w.mark_encrypted();
+                    }
+                }
+                if crate::auth::must_refuse_plaintext(
+                    self.backend.require_tls_remote,
+                    client.is_secure(),
+                    peer.ip(),
+                ) {
+                    tracing::warn!(%peer, "plaintext connection refused: TLS is required for remote clients");
+                    return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                        "FATAL".into(),
+                        "28000".into(),
+                        format!(
+                            "connections from {} must use TLS (sslmode=require)",
+                            peer.ip()
+                        ),
+                    ))));
+                }
+            }
             if let Some(t) = &self.trust {
                 return t.on_startup(client, message).await;
             }

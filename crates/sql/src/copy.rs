@@ -10,7 +10,10 @@
 //! * a malformed row is reported with its line number, column and reason
 //!   (22P04 for the shape of a line, 22P02 for a value);
 //! * COPY into a table with a primary key replaces rows with an equal key
-//!   (last one wins): the bulk-load semantics, documented in the user guide.
+//!   (last one wins): the bulk-load semantics, documented in the user guide;
+//! * a server file is opened only through `crate::server_files`, which
+//!   checks the session's privileges and refuses the server's own files and
+//!   anything but a regular file.
 
 use std::sync::Arc;
 
@@ -197,7 +200,11 @@ pub async fn start(
                 stream,
             })),
             CopyTarget::File { filename } => {
-                let n = write_file(&filename, &opts, stream).await?;
+                let file = session
+                    .db()
+                    .server_files
+                    .open_for_write(&filename, session.privileges())?;
+                let n = write_file(file, &filename, &opts, stream).await?;
                 Ok(Output::Command(format!("COPY {n}")))
             }
             _ => Err(SqlError::FeatureNotSupported(
@@ -255,15 +262,26 @@ pub async fn start(
     match target {
         CopyTarget::Stdin => Ok(Output::CopyIn(Box::new(copy_in))),
         CopyTarget::File { filename } => {
+            let file = session
+                .db()
+                .server_files
+                .open_for_read(&filename, session.privileges())?;
             let done = if opts.format == CopyFormat::Parquet {
-                load_parquet(&filename, copy_in)?
+                load_parquet(file, &filename, copy_in)?
             } else {
-                let data = std::fs::read(&filename).map_err(|e| SqlError::Io {
-                    path: filename.clone(),
-                    source: e,
-                })?;
-                for chunk in data.chunks(1 << 20) {
-                    copy_in.feed(chunk)?;
+                // a chunk at a time: the file is never held whole
+                use std::io::Read;
+                let mut file = file;
+                let mut chunk = vec![0u8; 1 << 20];
+                loop {
+                    let n = file.read(&mut chunk).map_err(|e| SqlError::Io {
+                        path: filename.clone(),
+                        source: e,
+                    })?;
+                    if n == 0 {
+                        break;
+                    }
+                    copy_in.feed(&chunk[..n])?;
                 }
                 copy_in.finish()?
             };
@@ -281,12 +299,8 @@ pub async fn start(
     }
 }
 
-fn load_parquet(path: &str, mut copy_in: CopyIn) -> Result<CopyFinish> {
+fn load_parquet(file: std::fs::File, path: &str, mut copy_in: CopyIn) -> Result<CopyFinish> {
     use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    let file = std::fs::File::open(path).map_err(|e| SqlError::Io {
-        path: path.to_string(),
-        source: e,
-    })?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|e| SqlError::BadCopyFile(format!("{path}: {e}")))?
         .with_batch_size(BATCH_ROWS)
@@ -959,15 +973,12 @@ pub fn csv_header(schema: &Schema, opts: &CopyOptions) -> Vec<u8> {
 }
 
 async fn write_file(
+    file: std::fs::File,
     path: &str,
     opts: &CopyOptions,
     mut stream: SendableRecordBatchStream,
 ) -> Result<u64> {
     use std::io::Write;
-    let file = std::fs::File::create(path).map_err(|e| SqlError::Io {
-        path: path.to_string(),
-        source: e,
-    })?;
     let mut w = std::io::BufWriter::new(file);
     let io = |e: std::io::Error| SqlError::Io {
         path: path.to_string(),

@@ -122,6 +122,10 @@ pub enum SqlError {
     NoSuchSavepoint(String),
     #[error("{0} can only be used in transaction blocks")]
     NoActiveTransaction(String),
+    /// 42501: the session lacks a privilege (a server file without the
+    /// superuser or `pg_*_server_files` role; see `server_files`).
+    #[error("{0}")]
+    InsufficientPrivilege(String),
 
     // ---- the environment ----
     #[error(transparent)]
@@ -188,6 +192,7 @@ impl SqlError {
             SqlError::CheckViolation(_) => "23514",
             SqlError::DuplicateTable(_) => "42P07",
             SqlError::InvalidName(_) => "42602",
+            SqlError::InsufficientPrivilege(_) => "42501",
             SqlError::SequenceLimit(_) => "2200H",
             SqlError::NotInPrerequisiteState(_) => "55000",
             SqlError::GeneratedAlways(_) => "428C9",

@@ -37,6 +37,7 @@ pub mod scan_filter;
 pub mod sequence_functions;
 pub mod sequence_parse;
 pub mod sequences;
+pub mod server_files;
 pub mod session;
 pub mod statement_limits;
 pub mod streams;

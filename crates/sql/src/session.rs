@@ -97,6 +97,9 @@ pub struct Database {
     pub sequences: Arc<crate::sequences::Sequences>,
     /// Session-level advisory locks (`crate::advisory`).
     pub advisory: Arc<crate::advisory::AdvisoryLocks>,
+    /// The server's own files, which COPY to/from a file must not touch
+    /// (`crate::server_files`).
+    pub server_files: crate::server_files::ServerFiles,
 }
 
 impl Database {
@@ -110,12 +113,14 @@ impl Database {
         let sequences = Arc::new(crate::sequences::Sequences::open(
             &engine.config().data_dir,
         )?);
+        let server_files = crate::server_files::ServerFiles::new(&engine.config().data_dir);
         Ok(Database {
             engine,
             name: name.to_string(),
             streams,
             sequences,
             advisory: Arc::default(),
+            server_files,
         })
     }
 }
@@ -233,6 +238,9 @@ pub struct Session {
     cursors: std::collections::HashMap<String, cursors::Cursor>,
     /// SQL-level PREPAREd statements by name (`session/sql_prepare.rs`).
     sql_prepared: std::collections::HashMap<String, Arc<Prepared>>,
+    /// What the session's user may do beyond its tables (none until the
+    /// front end says otherwise: `set_privileges`).
+    privileges: crate::server_files::Privileges,
 }
 
 impl Drop for Session {
@@ -357,7 +365,7 @@ impl Session {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let session = Session {
+        let mut session = Session {
             db,
             ctx,
             scan_filters,
@@ -370,13 +378,40 @@ impl Session {
             drawn,
             cursors: std::collections::HashMap::new(),
             sql_prepared: std::collections::HashMap::new(),
+            privileges: crate::server_files::Privileges::default(),
         };
         session.refresh_scan_filters();
+        session.show_privileges();
         Ok(session)
+    }
+
+    /// What this session's user may do beyond its tables (the front end
+    /// decides, from the authenticated user: `crate::server_files`).
+    pub fn set_privileges(&mut self, privileges: crate::server_files::Privileges) {
+        self.privileges = privileges;
+        self.show_privileges();
+    }
+
+    pub fn privileges(&self) -> crate::server_files::Privileges {
+        self.privileges
+    }
+
+    /// `is_superuser` reads the session's privilege, never a default.
+    fn show_privileges(&mut self) {
+        let on = if self.privileges.superuser {
+            "on"
+        } else {
+            "off"
+        };
+        self.settings.insert("is_superuser".into(), on.into());
     }
 
     pub fn engine(&self) -> &Arc<Engine> {
         &self.db.engine
+    }
+
+    pub fn db(&self) -> &Arc<Database> {
+        &self.db
     }
 
     pub fn user(&self) -> &str {
@@ -641,6 +676,7 @@ impl Session {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        self.show_privileges();
     }
 
     /// Commands Eddy reads from their tokens (`crate::custom_commands`).
@@ -710,6 +746,7 @@ impl Session {
                 if let Some((_, v)) = DEFAULT_SETTINGS.iter().find(|(k, _)| *k == name) {
                     self.apply_gpu_setting(&name, v)?;
                     self.settings.insert(name, v.to_string());
+                    self.show_privileges();
                 }
                 Output::Command("RESET".into())
             }
