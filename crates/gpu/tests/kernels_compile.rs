@@ -204,10 +204,12 @@ fn golden_kernels(units: &mut BTreeMap<u64, Unit>) {
     }
 }
 
-/// One kernel for one arch: NVRTC to PTX, then ptxas to SASS. The error
-/// names the kernel, the arch, the compiler's log and the source.
-fn must_compile(unit: &Unit, ptxas: &Path, dir: &Path) -> Result<(), String> {
+/// One kernel for each arch: NVRTC to PTX, then ptxas to SASS. The error
+/// names the kernel, the arch, the compiler's log and the source. Ok(true)
+/// when NVRTC fused a float multiply-add (`fma.rn.f32/f64`).
+fn must_compile(unit: &Unit, ptxas: &Path, dir: &Path) -> Result<bool, String> {
     let k = &unit.kernel;
+    let mut fused = false;
     for (virt, real) in ARCHS {
         let ptx = eddy_gpu::compile::compile_source(&k.source, k.entry, virt).map_err(|e| {
             format!(
@@ -221,6 +223,7 @@ fn must_compile(unit: &Unit, ptxas: &Path, dir: &Path) -> Result<(), String> {
                 unit.label, k.entry
             ));
         }
+        fused |= ptx.contains("fma.rn.f");
         let ptx_path = dir.join(format!("{:016x}-{virt}.ptx", k.hash));
         std::fs::write(&ptx_path, &ptx).map_err(|e| e.to_string())?;
         let out = std::process::Command::new(ptxas)
@@ -239,7 +242,7 @@ fn must_compile(unit: &Unit, ptxas: &Path, dir: &Path) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
+    Ok(fused)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,6 +292,7 @@ async fn every_generated_kernel_compiles_for_sm80_and_sm90() {
     let units: Vec<Unit> = units.into_values().collect();
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
     let next = std::sync::atomic::AtomicUsize::new(0);
+    let fused = std::sync::Mutex::new(Vec::new());
     let failures: Vec<String> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
@@ -297,8 +301,10 @@ async fn every_generated_kernel_compiles_for_sm80_and_sm90() {
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(u) = units.get(i) else { break };
-                        if let Err(e) = must_compile(u, &tools.ptxas, dir.path()) {
-                            errs.push(e);
+                        match must_compile(u, &tools.ptxas, dir.path()) {
+                            Ok(true) => fused.lock().expect("lock").push(u.label.clone()),
+                            Ok(false) => {}
+                            Err(e) => errs.push(e),
                         }
                     }
                     errs
@@ -321,6 +327,16 @@ async fn every_generated_kernel_compiles_for_sm80_and_sm90() {
         generated,
         started.elapsed() - generated
     );
+    // NVRTC contracts float `a * b + c` into one FMA by default, so such
+    // device results can differ from the CPU's in the last bit. Reported,
+    // not failed: the fix is an NVRTC option (`--fmad=false`).
+    let fused = fused.into_inner().expect("lock");
+    if !fused.is_empty() {
+        eprintln!(
+            "notice: {} kernels fuse float multiply-adds (results may differ from the CPU's in the last bit): {fused:?}",
+            fused.len()
+        );
+    }
     // The first few failures in full (log and source), then one line each.
     let shown: Vec<String> = failures
         .iter()

@@ -602,6 +602,9 @@ fn corpus_aggs(ctx: &SessionContext, schema: &Arc<Schema>) -> Vec<AggSpec> {
     ]
 }
 
+/// A preagg case: name, group keys, table slots.
+type PreAggCase = (&'static str, Vec<Arc<dyn PhysicalExpr>>, usize);
+
 #[test]
 fn preagg_kernels_answer_like_a_reference_aggregation() {
     if !emulation::cxx_available() {
@@ -617,7 +620,7 @@ fn preagg_kernels_answer_like_a_reference_aggregation() {
     let mut diffs = Vec::new();
     // (name, keys, table slots): few groups stay in shared memory; many
     // groups (a x c: thousands) fall through to the global table.
-    let cases: Vec<(&str, Vec<Arc<dyn PhysicalExpr>>, usize)> = vec![
+    let cases: Vec<PreAggCase> = vec![
         ("no key", vec![], 16),
         ("k", vec![p("k")], 1024),
         (
@@ -772,8 +775,12 @@ fn emulate_join(
     (out, count, err)
 }
 
+/// A join case: name, and per level the probe key (SQL) and build keys.
+type JoinCase = (&'static str, Vec<(&'static str, Vec<Option<i64>>)>);
+
 /// Every (fact row, build rows) combination an inner equi-join chain
 /// produces, by nested loops over the build keys (NULL keys never match).
+#[allow(clippy::needless_range_loop)] // keys[level][row]
 fn reference_join(
     batch: &RecordBatch,
     probes: &[Arc<dyn PhysicalExpr>],
@@ -828,7 +835,7 @@ fn join_kernels_answer_like_nested_loops() {
         .chain([None, Some(2)])
         .collect();
     let dup_small: Vec<Option<i64>> = vec![Some(0), Some(1), Some(1), Some(3), None];
-    let cases: Vec<(&str, Vec<(&str, Vec<Option<i64>>)>)> = vec![
+    let cases: Vec<JoinCase> = vec![
         (
             "unique direct+hash+direct",
             vec![
@@ -913,6 +920,156 @@ fn join_kernels_answer_like_nested_loops() {
         }
         assert!(!want.is_empty(), "{name}: the case joins something");
     }
+    assert!(
+        diffs.is_empty(),
+        "{} differences:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
+}
+
+/// The kernel spec of a planned GpuScanExec, rebuilt from the CPU subtree
+/// it keeps (as `optimizer::plan_scan` builds it: the filter's predicate,
+/// the projection's computed expressions remapped to the input's columns).
+/// None when the shape is not a filter / projection over an input.
+fn planned_scan_spec(scan: &eddy_gpu::GpuScanExec) -> Option<eddy_gpu::codegen::ScanKernelSpec> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::physical_expr::expressions::Column;
+    use datafusion::physical_plan::filter::FilterExec;
+    use datafusion::physical_plan::projection::ProjectionExec;
+    let node = scan.cpu_plan();
+    let proj = node.downcast_ref::<ProjectionExec>();
+    let filter = match proj {
+        Some(p) => p.input().downcast_ref::<FilterExec>(),
+        None => node.downcast_ref::<FilterExec>(),
+    };
+    let input = match (filter, proj) {
+        (Some(f), _) => Arc::clone(f.input()),
+        (None, Some(p)) => Arc::clone(p.input()),
+        (None, None) => return None,
+    };
+    let schema = input.schema();
+    let cols: Vec<usize> = match filter.and_then(|f| f.projection().clone()) {
+        Some(p) => p.iter().copied().collect(),
+        None => (0..schema.fields().len()).collect(),
+    };
+    let mut computed = Vec::new();
+    if let Some(p) = proj {
+        for pe in p.expr() {
+            let e = Arc::clone(&pe.expr)
+                .transform(|e| {
+                    if let Some(c) = e.downcast_ref::<Column>() {
+                        let i = cols[c.index()];
+                        return Ok(Transformed::yes(
+                            Arc::new(Column::new(schema.field(i).name(), i))
+                                as Arc<dyn PhysicalExpr>,
+                        ));
+                    }
+                    Ok(Transformed::no(e))
+                })
+                .expect("remap")
+                .data;
+            if e.downcast_ref::<Column>().is_none() {
+                computed.push(e);
+            }
+        }
+    }
+    Some(eddy_gpu::codegen::ScanKernelSpec {
+        schema,
+        filter: filter.map(|f| Arc::clone(f.predicate())),
+        projections: computed,
+    })
+}
+
+fn collect_scans(
+    plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    out: &mut Vec<Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
+) {
+    if plan.downcast_ref::<eddy_gpu::GpuScanExec>().is_some() {
+        out.push(Arc::clone(plan));
+    }
+    for c in plan.children() {
+        collect_scans(c, out);
+    }
+}
+
+/// The GpuScan kernels the rule plans for TPC-H and SSB (dates, decimals,
+/// dictionary strings as the planner types them), executed on the emulator
+/// over the operator's real input batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planned_scan_kernels_of_tpch_and_ssb_answer_like_datafusion() {
+    if !emulation::cxx_available() {
+        return;
+    }
+    let ssb: Vec<(String, String)> = eddy_gpu::check::SSB_QUERIES
+        .iter()
+        .map(|(n, q, _)| (format!("SSB {n}"), q.to_string()))
+        .collect();
+    let tpch: Vec<(String, String)> = eddy_bench::tpch::queries::queries(0.01)
+        .into_iter()
+        .map(|(n, q)| (format!("TPC-H {n}"), q))
+        .collect();
+    let suites = vec![
+        (common::tpch_session(0.01).await, tpch),
+        (common::ssb_session(0.01, true).await, ssb),
+    ];
+    let mut diffs = Vec::new();
+    let mut checked = 0;
+    let mut emus: BTreeMap<u64, EmuKernel> = BTreeMap::new();
+    for (ctx, queries) in &suites {
+        for (name, sql) in queries {
+            let plan = common::plan(ctx, sql).await;
+            let mut scans = Vec::new();
+            collect_scans(&plan, &mut scans);
+            for node in scans {
+                let scan = node.downcast_ref::<eddy_gpu::GpuScanExec>().expect("scan");
+                let k = scan.kernel();
+                let Some(spec) = planned_scan_spec(scan) else {
+                    eprintln!("{name}: scan shape not rebuilt, not emulated");
+                    continue;
+                };
+                let again = spec.generate().expect("planned spec generates");
+                assert_eq!(
+                    again.hash, k.hash,
+                    "{name}: the rebuilt spec gives the planned kernel"
+                );
+                let emu = emus.entry(k.hash).or_insert_with(|| EmuKernel::build(k));
+                let input = Arc::clone(node.children()[0]);
+                let mut rows = 0;
+                for part in 0
+                    ..datafusion::physical_plan::ExecutionPlanProperties::output_partitioning(
+                        &input,
+                    )
+                    .partition_count()
+                {
+                    let stream = input.execute(part, ctx.task_ctx()).expect("execute input");
+                    let batches: Vec<RecordBatch> =
+                        datafusion::physical_plan::common::collect(stream)
+                            .await
+                            .expect("collect");
+                    for (bi, batch) in batches.iter().enumerate().take(2) {
+                        rows += batch.num_rows();
+                        let label = format!("{name} partition {part} batch {bi}");
+                        diffs.extend(check_scan(
+                            &label,
+                            k,
+                            emu,
+                            batch,
+                            spec.filter.as_ref(),
+                            &spec.projections,
+                            GRID,
+                        ));
+                    }
+                }
+                eprintln!(
+                    "{name}: GpuScan kernel {:016x} emulated over {rows} rows",
+                    k.hash
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 0, "some planned scan was emulated");
     assert!(
         diffs.is_empty(),
         "{} differences:\n{}",
