@@ -89,6 +89,15 @@ async fn server_files_need_the_superuser_or_a_role() {
         .unwrap()
         .get(0);
     assert_eq!(superuser, "off");
+    let rolsuper: bool = alice
+        .query_one(
+            "SELECT rolsuper FROM pg_roles WHERE rolname = current_user",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!rolsuper);
     let msg = must_fail_with(&alice, "COPY t FROM '/etc/passwd'", "42501").await;
     assert_eq!(
         msg,
@@ -159,6 +168,15 @@ async fn server_files_need_the_superuser_or_a_role() {
     // directory or over the config file, never a device, /proc or a FIFO
     let superuser: String = su.query_one("SHOW is_superuser", &[]).await.unwrap().get(0);
     assert_eq!(superuser, "on");
+    let rolsuper: bool = su
+        .query_one(
+            "SELECT rolsuper FROM pg_roles WHERE rolname = current_user",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(rolsuper);
     su.batch_execute(&format!("COPY (SELECT 7, 'z') TO '{out}' (FORMAT csv)"))
         .await
         .unwrap();

@@ -119,6 +119,9 @@ pub struct PgCatalogSchema {
     sequences: Arc<Sequences>,
     database: String,
     user: String,
+    /// The session's user is a superuser (`pg_roles.rolsuper`); shared
+    /// with the session, which learns it after the catalog is built.
+    superuser: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl PgCatalogSchema {
@@ -127,12 +130,14 @@ impl PgCatalogSchema {
         sequences: Arc<Sequences>,
         database: &str,
         user: &str,
+        superuser: Arc<std::sync::atomic::AtomicBool>,
     ) -> PgCatalogSchema {
         PgCatalogSchema {
             engine,
             sequences,
             database: database.to_string(),
             user: user.to_string(),
+            superuser,
         }
     }
 }
@@ -194,7 +199,12 @@ impl SchemaProvider for PgCatalogSchema {
         }
         let tables = self.engine.tables();
         let sequences = self.sequences.list();
-        let t = build_pg_table(name, &tables, &sequences, &self.database, &self.user)?;
+        let superuser = self.superuser.load(std::sync::atomic::Ordering::Acquire);
+        let user = CurrentUser {
+            name: &self.user,
+            superuser,
+        };
+        let t = build_pg_table(name, &tables, &sequences, &self.database, user)?;
         Ok(Some(Arc::new(t)))
     }
 
@@ -352,13 +362,22 @@ fn typmod_of(t: ColumnType) -> i32 {
     }
 }
 
+/// The session's user, as `pg_roles` shows it.
+#[derive(Clone, Copy)]
+struct CurrentUser<'a> {
+    name: &'a str,
+    superuser: bool,
+}
+
 fn build_pg_table(
     name: &str,
     tables: &[Arc<Table>],
     sequences: &[(SequenceDef, Option<i64>)],
     database: &str,
-    user: &str,
+    current: CurrentUser<'_>,
 ) -> datafusion::error::Result<MemTable> {
+    let user = current.name;
+    let su = current.superuser;
     match name {
         "pg_namespace" => mem_table(
             &[("oid", I8), ("nspname", T), ("nspowner", I8), ("nspacl", T)],
@@ -936,18 +955,18 @@ fn build_pg_table(
                 s(user),
                 s(user),
                 i(SUPERUSER_OID),
+                b(su),
+                b(su),
                 b(true),
+                b(su),
+                b(su),
+                b(su),
                 b(true),
-                b(true),
-                b(true),
-                b(true),
-                b(true),
-                b(true),
-                b(true),
+                b(su),
                 i4(-1),
                 s("********"),
                 null_text(),
-                b(true),
+                b(su),
             ]],
         ),
         "pg_tables" => mem_table(

@@ -241,6 +241,8 @@ pub struct Session {
     /// What the session's user may do beyond its tables (none until the
     /// front end says otherwise: `set_privileges`).
     privileges: crate::server_files::Privileges,
+    /// `privileges.superuser`, as `pg_catalog.pg_roles` reads it.
+    superuser_flag: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Drop for Session {
@@ -304,6 +306,7 @@ impl Session {
         .build();
         let ctx = SessionContext::new_with_state(state);
         let catalog = MemoryCatalogProvider::new();
+        let superuser_flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let scan_filters = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let view = Arc::new(crate::provider::ReadView::default());
         catalog.register_schema(
@@ -328,6 +331,7 @@ impl Session {
                 Arc::clone(&db.sequences),
                 &db.name,
                 user,
+                Arc::clone(&superuser_flag),
             )),
         )?;
         let dml_schema = Arc::new(MemorySchemaProvider::new());
@@ -379,6 +383,7 @@ impl Session {
             cursors: std::collections::HashMap::new(),
             sql_prepared: std::collections::HashMap::new(),
             privileges: crate::server_files::Privileges::default(),
+            superuser_flag,
         };
         session.refresh_scan_filters();
         session.show_privileges();
@@ -389,6 +394,8 @@ impl Session {
     /// decides, from the authenticated user: `crate::server_files`).
     pub fn set_privileges(&mut self, privileges: crate::server_files::Privileges) {
         self.privileges = privileges;
+        self.superuser_flag
+            .store(privileges.superuser, std::sync::atomic::Ordering::Release);
         self.show_privileges();
     }
 
