@@ -1036,17 +1036,12 @@ async fn planned_scan_kernels_of_tpch_and_ssb_answer_like_datafusion() {
                 let emu = emus.entry(k.hash).or_insert_with(|| EmuKernel::build(k));
                 let input = Arc::clone(node.children()[0]);
                 let mut rows = 0;
-                for part in 0
-                    ..datafusion::physical_plan::ExecutionPlanProperties::output_partitioning(
-                        &input,
-                    )
-                    .partition_count()
-                {
-                    let stream = input.execute(part, ctx.task_ctx()).expect("execute input");
-                    let batches: Vec<RecordBatch> =
-                        datafusion::physical_plan::common::collect(stream)
-                            .await
-                            .expect("collect");
+                // All partitions at once: a RepartitionExec below serves
+                // its outputs together.
+                let parts = datafusion::physical_plan::collect_partitioned(input, ctx.task_ctx())
+                    .await
+                    .expect("input");
+                for (part, batches) in parts.iter().enumerate() {
                     for (bi, batch) in batches.iter().enumerate().take(2) {
                         rows += batch.num_rows();
                         let label = format!("{name} partition {part} batch {bi}");
@@ -1076,4 +1071,252 @@ async fn planned_scan_kernels_of_tpch_and_ssb_answer_like_datafusion() {
         diffs.len(),
         diffs.join("\n")
     );
+}
+
+/// The kernel spec of a planned GpuPreAggExec, rebuilt from the Partial
+/// `AggregateExec` it keeps (as `GpuPreAggExec::try_new` builds it: string
+/// group keys become UInt32 codes interned on the host). Returns the spec
+/// and the indices of the string key columns.
+fn planned_preagg_spec(
+    node: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) -> (PreAggKernelSpec, Vec<usize>) {
+    use datafusion::physical_expr::expressions::{Column, Literal};
+    use datafusion::physical_plan::aggregates::AggregateExec;
+    let agg = node
+        .downcast_ref::<AggregateExec>()
+        .expect("partial aggregate");
+    let in_schema = agg.input().schema();
+    let mut fields: Vec<Field> = in_schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let mut keys = Vec::new();
+    let mut strings = Vec::new();
+    for (e, _) in agg.group_expr().expr() {
+        let dt = e.data_type(&in_schema).expect("key type");
+        let is_string = matches!(
+            dt,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        ) || matches!(&dt, DataType::Dictionary(_, v) if matches!(v.as_ref(), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View));
+        if is_string {
+            let c = e.downcast_ref::<Column>().expect("string key is a column");
+            strings.push(c.index());
+            fields[c.index()] = Field::new(fields[c.index()].name(), DataType::UInt32, true);
+        }
+        keys.push(Arc::clone(e));
+    }
+    let aggs = agg
+        .aggr_expr()
+        .iter()
+        .map(|a| {
+            let arg = a.expressions().first().cloned();
+            let func = match a.fun().name().to_ascii_lowercase().as_str() {
+                "count" => match &arg {
+                    Some(x)
+                        if x.downcast_ref::<Literal>()
+                            .is_some_and(|l| !l.value().is_null()) =>
+                    {
+                        AggFunc::CountStar
+                    }
+                    None => AggFunc::CountStar,
+                    Some(_) => AggFunc::Count,
+                },
+                "sum" => AggFunc::Sum,
+                "min" => AggFunc::Min,
+                "max" => AggFunc::Max,
+                "avg" | "mean" => AggFunc::Avg,
+                other => panic!("planned aggregate {other}"),
+            };
+            AggSpec {
+                func,
+                arg: if func == AggFunc::CountStar {
+                    None
+                } else {
+                    arg
+                },
+            }
+        })
+        .collect();
+    (
+        PreAggKernelSpec {
+            schema: Arc::new(Schema::new(fields)),
+            keys,
+            aggs,
+        },
+        strings,
+    )
+}
+
+/// Replaces string key columns with codes in order of first appearance.
+fn intern(
+    batch: &RecordBatch,
+    schema: &Arc<Schema>,
+    strings: &[usize],
+    dicts: &mut [std::collections::HashMap<String, u32>],
+) -> RecordBatch {
+    let mut cols = batch.columns().to_vec();
+    for (k, &i) in strings.iter().enumerate() {
+        let s = arrow::compute::cast(&cols[i], &DataType::Utf8).expect("strings");
+        let codes: arrow::array::UInt32Array = s
+            .as_string::<i32>()
+            .iter()
+            .map(|v| {
+                v.map(|v| {
+                    let n = dicts[k].len() as u32;
+                    *dicts[k].entry(v.to_string()).or_insert(n)
+                })
+            })
+            .collect();
+        cols[i] = Arc::new(codes);
+    }
+    RecordBatch::try_new(Arc::clone(schema), cols).expect("interned batch")
+}
+
+/// The partial aggregates the rule plans for SSB and TPC-H, executed on
+/// the emulator over the operator's real input (all of a partition's
+/// batches into one table) and compared with the reference fold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planned_preagg_kernels_of_ssb_and_tpch_answer_like_a_reference() {
+    if !emulation::cxx_available() {
+        return;
+    }
+    let ssb: Vec<(String, String)> = eddy_gpu::check::SSB_QUERIES
+        .iter()
+        .map(|(n, q, _)| (format!("SSB {n}"), q.to_string()))
+        .collect();
+    let tpch: Vec<(String, String)> = eddy_bench::tpch::queries::queries(0.01)
+        .into_iter()
+        .map(|(n, q)| (format!("TPC-H {n}"), q))
+        .collect();
+    let suites = vec![
+        (common::ssb_session(0.01, true).await, ssb),
+        (common::tpch_session(0.01).await, tpch),
+    ];
+    let mut diffs = Vec::new();
+    let mut checked = 0;
+    for (ctx, queries) in &suites {
+        for (name, sql) in queries {
+            // The kernels the rule plans, then the same query planned with
+            // the GPU off: its Partial AggregateExecs are what the
+            // GpuPreAggExecs replaced (the rule runs last), and their inputs
+            // run on the CPU.
+            let plan = common::plan(ctx, sql).await;
+            let mut nodes = Vec::new();
+            collect_preaggs(&plan, &mut nodes);
+            let planned: BTreeMap<u64, KernelSource> = nodes
+                .iter()
+                .map(|n| {
+                    let k = n
+                        .downcast_ref::<eddy_gpu::GpuPreAggExec>()
+                        .expect("preagg")
+                        .kernel();
+                    (k.hash, k.clone())
+                })
+                .collect();
+            common::set(ctx, "SET eddy.gpu = 'off'").await;
+            let mut partials = Vec::new();
+            collect_partials(&common::plan(ctx, sql).await, &mut partials);
+            for i in 0..partials.len() {
+                // A fresh plan each time: an executed RepartitionExec cannot
+                // run again, and one aggregate's input may hold another.
+                let mut fresh = Vec::new();
+                collect_partials(&common::plan(ctx, sql).await, &mut fresh);
+                let agg_node = fresh.swap_remove(i);
+                let (spec, strings) = planned_preagg_spec(&agg_node);
+                let Some(k) = spec.generate().ok().and_then(|g| planned.get(&g.hash)) else {
+                    continue;
+                };
+                let emu = EmuKernel::build(k);
+                let input = Arc::clone(agg_node.children()[0]);
+                let parts =
+                    match datafusion::physical_plan::collect_partitioned(input, ctx.task_ctx())
+                        .await
+                    {
+                        Ok(p) => p,
+                        Err(e) => {
+                            // e.g. an input that needs its parent's scalar
+                            // subquery (TPC-H q22) cannot run on its own.
+                            eprintln!("{name}: input does not run alone ({e}); not emulated");
+                            continue;
+                        }
+                    };
+                for (part, raw) in parts.iter().enumerate() {
+                    let mut dicts = vec![std::collections::HashMap::new(); strings.len()];
+                    let batches: Vec<RecordBatch> = raw
+                        .iter()
+                        .filter(|b| b.num_rows() > 0)
+                        .map(|b| intern(b, &spec.schema, &strings, &mut dicts))
+                        .collect();
+                    let want = reference_preagg(k, &spec.keys, &spec.aggs, &batches);
+                    let cap = (want.len() * 2).next_power_of_two().max(1024);
+                    let (got, overflow, err) =
+                        emulate_preagg(k, &emu, spec.keys.len() + 1, &batches, cap, GRID);
+                    let label = format!("{name} partition {part}");
+                    assert!(
+                        !overflow && !err,
+                        "{label}: overflow {overflow}, error {err}"
+                    );
+                    if got.len() != want.len() {
+                        diffs.push(format!(
+                            "{label}: {} groups, want {}",
+                            got.len(),
+                            want.len()
+                        ));
+                        continue;
+                    }
+                    for (key, w) in &want {
+                        match got.get(key) {
+                            Some(g) if same_accumulators(k, g, w) => {}
+                            g => diffs
+                                .push(format!("{label}: group {key:?}: kernel {g:?}, want {w:?}")),
+                        }
+                    }
+                    eprintln!(
+                        "{label}: GpuPreAgg kernel {:016x}, {} rows, {} groups equal",
+                        k.hash,
+                        batches.iter().map(|b| b.num_rows()).sum::<usize>(),
+                        want.len()
+                    );
+                }
+                checked += 1;
+            }
+            common::set(ctx, "SET eddy.gpu = 'on'").await;
+        }
+    }
+    assert!(checked > 0, "some planned partial aggregate was emulated");
+    assert!(
+        diffs.is_empty(),
+        "{} differences:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
+}
+
+fn collect_preaggs(
+    plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    out: &mut Vec<Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
+) {
+    if plan.downcast_ref::<eddy_gpu::GpuPreAggExec>().is_some() {
+        out.push(Arc::clone(plan));
+    }
+    for c in plan.children() {
+        collect_preaggs(c, out);
+    }
+}
+
+fn collect_partials(
+    plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    out: &mut Vec<Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
+) {
+    use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+    if plan
+        .downcast_ref::<AggregateExec>()
+        .is_some_and(|a| *a.mode() == AggregateMode::Partial)
+    {
+        out.push(Arc::clone(plan));
+    }
+    for c in plan.children() {
+        collect_partials(c, out);
+    }
 }

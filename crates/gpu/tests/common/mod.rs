@@ -83,13 +83,18 @@ pub async fn gpu_session() -> SessionContext {
         .with_physical_optimizer_rule(rule as _)
         .build();
     let ctx = SessionContext::new_with_state(state);
-    ctx.sql("SET eddy.gpu = 'on'")
+    set(&ctx, "SET eddy.gpu = 'on'").await;
+    ctx
+}
+
+/// Runs a statement that returns nothing (SET).
+pub async fn set(ctx: &SessionContext, stmt: &str) {
+    ctx.sql(stmt)
         .await
         .expect("set")
         .collect()
         .await
         .expect("set run");
-    ctx
 }
 
 fn dictionary_strings(batch: &RecordBatch) -> RecordBatch {
