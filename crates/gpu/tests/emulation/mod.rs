@@ -150,7 +150,10 @@ impl EmuKernel {
              extern \"C\" int eddy_emu_launch(void** a, unsigned grid, unsigned block) {\n\
              \x20 return eddy_emu_run(eddy_emu_body, a, grid, block);\n}\n",
         );
-        let stem = format!("{:016x}", k.hash);
+        // Unique per build: tests run in parallel and may build one kernel twice.
+        static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let stem = format!("{:016x}-{n}", k.hash);
         let cc = dir().join(format!("{stem}.cc"));
         let so = dir().join(format!("{stem}.so"));
         std::fs::write(&cc, &src).expect("write kernel");
