@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::RecordBatch;
@@ -50,6 +51,15 @@ pub struct CheckConfig {
     /// Measured ceilings in GB/s, for the fraction column.
     pub h2d_gbps: Option<f64>,
     pub d2d_gbps: Option<f64>,
+    /// Load every table into memory first (host-resident Arrow batches, one
+    /// partition per core), so that the timings measure the operators and
+    /// the copies, not Parquet decoding.
+    pub in_memory: bool,
+    /// Queries (`Q1.1`, ...) whose GPU plan is also run with EXPLAIN
+    /// ANALYZE, printed to stderr.
+    pub explain: Vec<String>,
+    /// Run only these queries (all when empty).
+    pub only: Vec<String>,
 }
 
 /// One query's outcome.
@@ -222,6 +232,20 @@ pub async fn run(cfg: &CheckConfig) -> DfResult<CheckReport> {
             ParquetReadOptions::default(),
         )
         .await?;
+        if cfg.in_memory {
+            let df = ctx.table(name).await?;
+            let schema = df.schema().as_arrow().clone();
+            // Round-robin over one partition per core: the Parquet files
+            // would give lineorder as many partitions as files (6 at SF1).
+            let n = ctx.state().config().target_partitions().max(1);
+            let mut parts = vec![Vec::new(); n];
+            for (i, b) in df.collect().await?.into_iter().enumerate() {
+                parts[i % n].push(b);
+            }
+            let mem = datafusion::datasource::MemTable::try_new(Arc::new(schema), parts)?;
+            ctx.deregister_table(name)?;
+            ctx.register_table(name, Arc::new(mem))?;
+        }
     }
     let lo_rows = ctx
         .sql("select count(*) from lineorder")
@@ -250,6 +274,9 @@ pub async fn run(cfg: &CheckConfig) -> DfResult<CheckReport> {
         .collect();
     let mut queries = Vec::new();
     for (name, sql, cols) in SSB_QUERIES {
+        if !cfg.only.is_empty() && !cfg.only.iter().any(|q| q == name) {
+            continue;
+        }
         ctx.sql("SET eddy.gpu = 'off'").await?.collect().await?;
         let (cpu, cpu_ms) = timed(&ctx, sql, cfg.runs).await?;
         ctx.sql("SET eddy.gpu = 'on'").await?.collect().await?;
@@ -259,6 +286,21 @@ pub async fn run(cfg: &CheckConfig) -> DfResult<CheckReport> {
             .to_string();
         let gpu_operators = shown.matches("Gpu").count();
         let (gpu, gpu_ms) = timed(&ctx, sql, cfg.runs).await?;
+        if cfg.explain.iter().any(|q| q == name) {
+            // Operator times of the GPU plan, for finding where time goes.
+            let analyzed = ctx
+                .sql(&format!("explain analyze {sql}"))
+                .await?
+                .collect()
+                .await?;
+            eprintln!("EXPLAIN ANALYZE {name} (GPU on)");
+            for b in &analyzed {
+                eprintln!(
+                    "{}",
+                    arrow::util::pretty::pretty_format_batches(std::slice::from_ref(b))?
+                );
+            }
+        }
         let cpu_rows = canonical_rows(&cpu)?;
         let equal = cpu_rows == canonical_rows(&gpu)?;
         if !equal {
@@ -281,7 +323,11 @@ pub async fn run(cfg: &CheckConfig) -> DfResult<CheckReport> {
     }
     ctx.sql("SET eddy.gpu = 'auto'").await?.collect().await?;
     Ok(CheckReport {
-        label: cfg.label.clone(),
+        label: if cfg.in_memory {
+            format!("{} (in memory)", cfg.label)
+        } else {
+            cfg.label.clone()
+        },
         inventory: crate::discover().to_string(),
         queries,
     })

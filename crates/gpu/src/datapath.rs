@@ -145,12 +145,10 @@ impl Slot {
     pub fn reserve(&mut self, ctx: &Arc<CudaContext>, bytes: usize) -> Result<()> {
         let cap = self.pinned.as_ref().map(|p| p.len()).unwrap_or(0);
         if cap < bytes {
-            let n = bytes.next_power_of_two().max(1 << 20);
-            // SAFETY: page-locked memory is fully written before any copy
-            // reads it (`upload` copies into it first).
-            let p =
-                unsafe { ctx.alloc_pinned::<u8>(n) }.map_err(GpuError::driver("cuMemHostAlloc"))?;
-            self.pinned = Some(p);
+            if let Some(old) = self.pinned.take() {
+                PinnedPool::global().give(ctx.ordinal(), old);
+            }
+            self.pinned = Some(PinnedPool::global().take(ctx, bytes)?);
         }
         Ok(())
     }
@@ -218,6 +216,75 @@ impl Slot {
     }
 }
 
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // The arena goes back to the pool only once no copy reads from it.
+        if self.stream.synchronize().is_ok() {
+            if let Some(p) = self.pinned.take() {
+                PinnedPool::global().give(self.stream.context().ordinal(), p);
+            }
+        }
+    }
+}
+
+/// Page-locked arenas kept for reuse across operators and queries.
+/// `cuMemHostAlloc` pins every page, which costs far more than the copies
+/// it serves: on the first device run each operator of each partition
+/// allocated its own arenas per query.
+#[derive(Default)]
+struct PinnedPool {
+    /// (device ordinal, arena), at most [`PINNED_POOL_BYTES`] in all.
+    free: Mutex<Vec<(usize, PinnedHostSlice<u8>)>>,
+}
+
+/// Page-locked memory kept in the pool when no slot uses it.
+const PINNED_POOL_BYTES: usize = 4 << 30;
+
+impl PinnedPool {
+    fn global() -> &'static PinnedPool {
+        static P: std::sync::OnceLock<PinnedPool> = std::sync::OnceLock::new();
+        P.get_or_init(PinnedPool::default)
+    }
+
+    /// The smallest pooled arena of at least `bytes` on `ctx`'s device, or a
+    /// new one (a power of two, at least 1 MiB).
+    fn take(&self, ctx: &Arc<CudaContext>, bytes: usize) -> Result<PinnedHostSlice<u8>> {
+        let ordinal = ctx.ordinal();
+        {
+            let mut free = self.free.lock();
+            let best = free
+                .iter()
+                .enumerate()
+                .filter(|(_, (o, p))| *o == ordinal && p.len() >= bytes)
+                .min_by_key(|(_, (_, p))| p.len())
+                .map(|(i, _)| i);
+            if let Some(i) = best {
+                return Ok(free.swap_remove(i).1);
+            }
+        }
+        let n = bytes.next_power_of_two().max(1 << 20);
+        // SAFETY: page-locked memory is fully written before any copy reads
+        // it (`upload` copies into it first).
+        unsafe { ctx.alloc_pinned::<u8>(n) }.map_err(GpuError::driver("cuMemHostAlloc"))
+    }
+
+    fn give(&self, ordinal: usize, arena: PinnedHostSlice<u8>) {
+        let mut free = self.free.lock();
+        let held: usize = free.iter().map(|(_, p)| p.len()).sum();
+        if held + arena.len() <= PINNED_POOL_BYTES {
+            free.push((ordinal, arena));
+        }
+    }
+}
+
+impl std::fmt::Debug for PinnedPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedPool")
+            .field("arenas", &self.free.lock().len())
+            .finish()
+    }
+}
+
 /// Round-robin slots over a device's streams; see the module doc.
 #[derive(Debug)]
 pub struct Pipeline {
@@ -241,6 +308,20 @@ impl Pipeline {
             in_flight: VecDeque::new(),
             next: 0,
         })
+    }
+
+    /// A pipeline on streams of its own on `dev`. Partitions run
+    /// concurrently; sharing the device's streams made each partition's
+    /// `reset` wait for every other partition's copies and kernels.
+    pub fn for_device(dev: &crate::device::GpuDevice) -> Result<Self> {
+        let streams = (0..crate::device::STREAMS_PER_DEVICE)
+            .map(|_| {
+                dev.ctx
+                    .new_stream()
+                    .map_err(GpuError::driver("cuStreamCreate"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Self::new(&streams)
     }
 
     /// The next slot to fill, after waiting for its previous work.

@@ -83,6 +83,10 @@ pub struct GpuMetrics {
     pub bytes_d2h: AtomicU64,
     /// Rows that went through a GPU kernel.
     pub rows_processed: AtomicU64,
+    /// Host nanoseconds spent staging inputs and issuing copies and launches.
+    pub submit_ns: AtomicU64,
+    /// Host nanoseconds spent waiting for results and assembling the output.
+    pub complete_ns: AtomicU64,
 }
 
 /// The process-wide counters.
@@ -95,6 +99,8 @@ pub static GPU_METRICS: GpuMetrics = GpuMetrics {
     bytes_h2d: AtomicU64::new(0),
     bytes_d2h: AtomicU64::new(0),
     rows_processed: AtomicU64::new(0),
+    submit_ns: AtomicU64::new(0),
+    complete_ns: AtomicU64::new(0),
 };
 
 impl GpuMetrics {
@@ -106,6 +112,12 @@ impl GpuMetrics {
     /// Fallbacks counted so far for `reason`.
     pub fn fallbacks(&self, reason: FallbackReason) -> u64 {
         self.fallbacks[reason.index()].load(Ordering::Relaxed)
+    }
+
+    /// Adds the time since `since` to a nanosecond counter.
+    pub fn add_elapsed(counter: &AtomicU64, since: std::time::Instant) {
+        let ns = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        counter.fetch_add(ns, Ordering::Relaxed);
     }
 
     /// Adds `n` to a counter.
@@ -128,7 +140,7 @@ impl GpuMetrics {
                 self.fallbacks(r)
             );
         }
-        let singles: [(&str, &str, &AtomicU64); 7] = [
+        let singles: [(&str, &str, &AtomicU64); 9] = [
             (
                 "eddy_gpu_offloaded_total",
                 "Subtrees replaced by GPU operators.",
@@ -163,6 +175,16 @@ impl GpuMetrics {
                 "eddy_gpu_rows_total",
                 "Rows processed by GPU kernels.",
                 &self.rows_processed,
+            ),
+            (
+                "eddy_gpu_submit_nanoseconds_total",
+                "Host time staging inputs and issuing copies and kernels.",
+                &self.submit_ns,
+            ),
+            (
+                "eddy_gpu_complete_nanoseconds_total",
+                "Host time waiting for device results and assembling output.",
+                &self.complete_ns,
             ),
         ];
         for (name, help, c) in singles {

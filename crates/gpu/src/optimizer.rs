@@ -131,7 +131,17 @@ impl OffloadToGpu {
             (*agg.mode() == AggregateMode::Partial)
                 .then(|| ("GpuPreAggExec", plan_preagg(node), Arc::clone(agg.input())))
         } else if let Some(j) = node.downcast_ref::<HashJoinExec>() {
-            Some(("GpuJoinExec", plan_join(node, opts), Arc::clone(j.right())))
+            match fact_to_probe_side(j) {
+                Some((wrap, join, probe)) => {
+                    let planned = plan_join(&join, opts).and_then(|gpu| match wrap {
+                        Some(w) => datafusion::physical_plan::execution_plan::replace_children_if_necessary(w, vec![gpu])
+                            .map_err(|e| Unsupported::operator(e.to_string())),
+                        None => Ok(gpu),
+                    });
+                    Some(("GpuJoinExec", planned, probe))
+                }
+                None => Some(("GpuJoinExec", plan_join(node, opts), Arc::clone(j.right()))),
+            }
         } else if let Some(p) = node.downcast_ref::<ProjectionExec>() {
             let input = p.input();
             match input.downcast_ref::<FilterExec>() {
@@ -211,6 +221,99 @@ fn estimated_bytes(plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
         Precision::Exact(n) | Precision::Inexact(n) => Some(n),
         Precision::Absent => None,
     }
+}
+
+/// A star join that DataFusion planned with the fact side (a join of
+/// unknown size) as the build side and a dimension as the probe side, with
+/// the inputs swapped: the dimension becomes the build side, the fact side
+/// the probe side, no longer gathered into one partition. Returns the
+/// column-restoring projection (if the swap needs one), the swapped join and
+/// its probe input; None when the join is not of that shape.
+///
+/// Found on the first device run: in SSB Q2.x and Q4.x the fact side was
+/// the build side, so the host built a 6M-row table on one thread and the
+/// probe ran in one partition (GPU 5-7x slower than the CPU plan).
+#[allow(clippy::type_complexity)]
+fn fact_to_probe_side(
+    j: &HashJoinExec,
+) -> Option<(
+    Option<Arc<dyn ExecutionPlan>>,
+    Arc<dyn ExecutionPlan>,
+    Arc<dyn ExecutionPlan>,
+)> {
+    use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+    use datafusion::physical_plan::ExecutionPlanProperties;
+    if *j.join_type() != JoinType::Inner
+        || *j.partition_mode() != PartitionMode::CollectLeft
+        || j.filter().is_some()
+        || !contains_join(j.left())
+        || contains_join(j.right())
+    {
+        return None;
+    }
+    // A dynamic filter DataFusion attached for the old build side would
+    // forbid the swap; the copy drops it (the probe scan then reads
+    // unpruned, which is still correct).
+    let fresh = j.builder().reset_state().build_exec().ok()?;
+    let swapped = fresh
+        .downcast_ref::<HashJoinExec>()?
+        .swap_inputs(PartitionMode::CollectLeft)
+        .ok()?;
+    let (wrap, join) = if swapped.downcast_ref::<HashJoinExec>().is_some() {
+        (None, swapped)
+    } else {
+        let p = swapped.downcast_ref::<ProjectionExec>()?;
+        let inner = Arc::clone(p.input());
+        inner.downcast_ref::<HashJoinExec>()?;
+        (Some(swapped), inner)
+    };
+    let hj = join.downcast_ref::<HashJoinExec>()?;
+    // The build side is collected whole; the probe side keeps its
+    // partitions (the CoalescePartitionsExec was there for the build).
+    let build = Arc::clone(hj.left());
+    let build = if build.output_partitioning().partition_count() != 1 {
+        Arc::new(CoalescePartitionsExec::new(build)) as Arc<dyn ExecutionPlan>
+    } else {
+        build
+    };
+    let probe = match hj.right().downcast_ref::<CoalescePartitionsExec>() {
+        Some(c) => Arc::clone(c.input()),
+        None => Arc::clone(hj.right()),
+    };
+    let join = datafusion::physical_plan::execution_plan::replace_children_if_necessary(
+        join,
+        vec![build, Arc::clone(&probe)],
+    )
+    .ok()?;
+    Some((wrap, join, probe))
+}
+
+/// Most build-side rows a GPU join accepts. The host builds the device
+/// table on one thread; on the first device run (H100, SSB SF1) DataFusion
+/// put a 6M-row intermediate join on the build side of Q2.x and Q4.x, and
+/// building that table took most of the query's time (GpuJoin 5-7x slower
+/// than the CPU plan).
+const MAX_BUILD_ROWS: usize = 1 << 21;
+
+/// Why a join's build side is too large for the device path, if it is:
+/// estimated above [`MAX_BUILD_ROWS`], or itself a join whose size is not
+/// estimated (in a star join that is the fact side).
+fn build_too_many_rows(build: &Arc<dyn ExecutionPlan>) -> Option<String> {
+    match estimated_rows(build) {
+        Some(r) if r > MAX_BUILD_ROWS => {
+            Some(format!("build side of about {r} rows > {MAX_BUILD_ROWS}"))
+        }
+        Some(_) => None,
+        None if contains_join(build) => {
+            Some("build side is a join of unknown size (the fact side of a star join)".into())
+        }
+        None => None,
+    }
+}
+
+fn contains_join(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    plan.downcast_ref::<HashJoinExec>().is_some()
+        || plan.children().iter().any(|c| contains_join(c))
 }
 
 fn unsupported_to_df(u: crate::error::GpuError) -> Unsupported {
@@ -383,6 +486,13 @@ pub fn plan_join(
         };
         if let Err(e) = join_level_supported(j) {
             first_err.get_or_insert(e);
+            break;
+        }
+        if let Some(detail) = build_too_many_rows(j.left()) {
+            first_err.get_or_insert(Unsupported {
+                reason: FallbackReason::BuildTooLarge,
+                detail,
+            });
             break;
         }
         if let Some(b) = estimated_bytes(j.left()) {

@@ -1,4 +1,4 @@
-//! `eddy-gpu-check --data DIR [--label SF10] [--runs 3] [--h2d-gbps X] [--d2d-gbps Y] [--json FILE]`
+//! `eddy-gpu-check --data DIR [--label SF10] [--runs 3] [--memory] [--explain Q1.1,Q4.1] [--only Q2.1,...] [--h2d-gbps X] [--d2d-gbps Y] [--json FILE]`
 //!
 //! Runs [`eddy_gpu::check::run`]: the 13 SSB queries with the GPU off and
 //! on, compared and timed. Exit status 1 when any answer differs, 2 on a
@@ -17,9 +17,24 @@ fn main() -> ExitCode {
         runs: 3,
         h2d_gbps: None,
         d2d_gbps: None,
+        in_memory: false,
+        explain: Vec::new(),
+        only: Vec::new(),
     };
     let mut json = None;
+    // Warnings (a GPU chunk that fell back to the CPU, and why) go to stderr.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     while let Some(a) = args.next() {
+        if a == "--memory" {
+            cfg.in_memory = true;
+            continue;
+        }
         let v = args.next();
         match (a.as_str(), v) {
             ("--data", Some(v)) => cfg.data_dir = PathBuf::from(v),
@@ -28,6 +43,8 @@ fn main() -> ExitCode {
             ("--h2d-gbps", Some(v)) => cfg.h2d_gbps = v.parse().ok(),
             ("--d2d-gbps", Some(v)) => cfg.d2d_gbps = v.parse().ok(),
             ("--json", Some(v)) => json = Some(PathBuf::from(v)),
+            ("--only", Some(v)) => cfg.only = v.split(',').map(str::to_string).collect(),
+            ("--explain", Some(v)) => cfg.explain = v.split(',').map(str::to_string).collect(),
             (other, _) => {
                 eprintln!("eddy-gpu-check: unknown or incomplete argument {other}");
                 return ExitCode::from(2);

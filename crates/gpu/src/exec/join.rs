@@ -604,9 +604,10 @@ impl JoinRun {
         )?;
         let dt = self.device_tables(dev)?;
         if self.pipeline.is_none() {
-            self.pipeline = Some(Pipeline::new(&dev.streams)?);
+            self.pipeline = Some(Pipeline::for_device(dev)?);
         }
         let levels = self.tables.host.len();
+        let submit_started = std::time::Instant::now();
         let mut submitted = Vec::new();
         for (bi, batch) in batches.iter().enumerate() {
             let n = batch.num_rows();
@@ -671,6 +672,8 @@ impl JoinRun {
             GpuMetrics::add(&GPU_METRICS.rows_processed, n as u64);
             submitted.push((si, keep, count, out_fact, rid, err, cap));
         }
+        GpuMetrics::add_elapsed(&GPU_METRICS.submit_ns, submit_started);
+        let complete_started = std::time::Instant::now();
         let mut out = Vec::new();
         for (bi, (batch, (si, keep, count, out_fact, rid, err, cap))) in
             batches.iter().zip(submitted).enumerate()
@@ -746,6 +749,7 @@ impl JoinRun {
                 out.push(Matches { fact, rids });
             }
         }
+        GpuMetrics::add_elapsed(&GPU_METRICS.complete_ns, complete_started);
         Ok(out)
     }
 }
@@ -881,7 +885,7 @@ impl GpuJoinHandle {
             fact_schema: self.fact.schema(),
             capacity: vec![],
         };
-        let input = self.fact.execute(partition, Arc::clone(&ctx))?;
+        let input = super::coalesced(self.fact.execute(partition, Arc::clone(&ctx))?);
         let chunks = input.chunks(crate::device::STREAMS_PER_DEVICE);
         let keys = self.probe_keys;
         let schema = Arc::clone(&self.schema);

@@ -409,19 +409,22 @@ impl PreAggJob {
         stream
             .synchronize()
             .map_err(GpuError::driver("cuStreamSynchronize"))?;
-        let mut pipeline = Pipeline::new(&dev.streams)?;
+        let mut pipeline = Pipeline::for_device(dev)?;
         let mut interners: Vec<Interner> = self
             .string_keys
             .iter()
             .map(|_| Interner::default())
             .collect();
         let mut dict_sets = DictSets::default();
-        let mut input = self
-            .input
-            .execute(partition, Arc::clone(ctx))
-            .map_err(AttemptError::Df)?;
+        let mut input = super::coalesced(
+            self.input
+                .execute(partition, Arc::clone(ctx))
+                .map_err(AttemptError::Df)?,
+        );
+        let mut submit_ns = 0u64;
         while let Some(batch) = input.next().await {
             let batch = batch.map_err(AttemptError::Df)?;
+            let batch_started = std::time::Instant::now();
             if batch.num_rows() == 0 {
                 continue;
             }
@@ -457,7 +460,10 @@ impl PreAggJob {
             }
             launch(slot, &func, grid_for(dev, kb.num_rows()), &args)?;
             GpuMetrics::add(&GPU_METRICS.rows_processed, kb.num_rows() as u64);
+            submit_ns += u64::try_from(batch_started.elapsed().as_nanos()).unwrap_or(0);
         }
+        GpuMetrics::add(&GPU_METRICS.submit_ns, submit_ns);
+        let complete_started = std::time::Instant::now();
         for s in &mut pipeline.slots {
             s.reset()?;
         }
@@ -477,6 +483,7 @@ impl PreAggJob {
         let state = down(&table.state)?;
         let keys = u64s(&down(&table.keys)?);
         let acc = u64s(&down(&table.acc)?);
+        GpuMetrics::add_elapsed(&GPU_METRICS.complete_ns, complete_started);
         let slots: Vec<usize> = (0..cap)
             .filter(|s| state.get(s * 4).copied() == Some(2))
             .collect();

@@ -197,7 +197,7 @@ impl ExecutionPlan for GpuScanExec {
             Ok(rt) => rt,
             Err(e) => return fallback("GpuScanExec", &self.cpu, partition, context, &e),
         };
-        let input = self.input.execute(partition, Arc::clone(&context))?;
+        let input = super::coalesced(self.input.execute(partition, Arc::clone(&context))?);
         let schema = self.schema();
         let state = ScanRun {
             kernel: Arc::clone(&self.kernel),
@@ -289,9 +289,10 @@ impl ScanRun {
             dev.info.compute_capability,
         )?;
         if self.pipeline.is_none() {
-            self.pipeline = Some(Pipeline::new(&dev.streams)?);
+            self.pipeline = Some(Pipeline::for_device(dev)?);
         }
         // Submit every batch of the chunk, each on its own slot/stream.
+        let submit_started = std::time::Instant::now();
         let mut submitted = Vec::new();
         for batch in batches {
             let n = batch.num_rows();
@@ -334,6 +335,8 @@ impl ScanRun {
             submitted.push((si, keep, outs, err));
         }
         // Complete them in order.
+        GpuMetrics::add_elapsed(&GPU_METRICS.submit_ns, submit_started);
+        let complete_started = std::time::Instant::now();
         let mut result = Vec::new();
         for (batch, (si, keep, outs, err)) in batches.iter().zip(submitted) {
             let pipeline = self
@@ -372,6 +375,7 @@ impl ScanRun {
             }
             result.push(RecordBatch::try_new(Arc::clone(&self.schema), cols)?);
         }
+        GpuMetrics::add_elapsed(&GPU_METRICS.complete_ns, complete_started);
         Ok(result)
     }
 }
