@@ -216,6 +216,11 @@ impl ScanKernelSpec {
             }
             None => "true".to_string(),
         };
+        // Projections are computed only for kept rows (inside `if (keep)`),
+        // as the CPU filters before it projects: `WHERE b <> 0 ... a / b`
+        // must not flag a division by zero on a dropped row.
+        let filter_len = cx.compiled().body.len();
+        cx.set_indent(4);
         let mut outs: Vec<Value> = Vec::new();
         for p in &self.projections {
             let v = cx.compile(p)?;
@@ -252,10 +257,12 @@ impl ScanKernelSpec {
         src.push_str("    bool keep = false;\n");
         src.push_str("    if (row < nrows) {\n");
         src.push_str(&indent_block(&c.loads, 1));
-        src.push_str(&c.body);
+        let (filter_body, projection_body) = c.body.split_at(filter_len.min(c.body.len()));
+        src.push_str(filter_body);
         let _ = writeln!(src, "      keep = {keep};");
         if !outs.is_empty() {
             src.push_str("      if (keep) {\n");
+            src.push_str(projection_body);
             for (j, v) in outs.iter().enumerate() {
                 let _ = writeln!(
                     src,

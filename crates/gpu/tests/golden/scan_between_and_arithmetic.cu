@@ -62,13 +62,13 @@ extern "C" __global__ void __launch_bounds__(256) eddy_scan(
       const bool t5 = ((!false && !t3) || (!t4_n && !t4));
       const bool t6_n = (!t5 && t4_n);
       const bool t6 = (!t5 && !((!t5 && t4_n)));
-      const bool t7_n = c0_n;
-      const int32_t t7 = (int32_t)((unsigned long long)(c0) * (unsigned long long)(((int32_t)2)));
-      const bool t8_n = t7_n;
-      const int32_t t8 = (int32_t)((unsigned long long)(t7) + (unsigned long long)(c1));
-      const int64_t t9 = (int64_t)((unsigned long long)(c2) + (unsigned long long)(c2));
       keep = t6 && !t6_n;
       if (keep) {
+        const bool t7_n = c0_n;
+        const int32_t t7 = (int32_t)((unsigned long long)(c0) * (unsigned long long)(((int32_t)2)));
+        const bool t8_n = t7_n;
+        const int32_t t8 = (int32_t)((unsigned long long)(t7) + (unsigned long long)(c1));
+        const int64_t t9 = (int64_t)((unsigned long long)(c2) + (unsigned long long)(c2));
         out0[row] = t8; outn0[row] = !(t8_n);
         out1[row] = t9; outn1[row] = !(false);
       }

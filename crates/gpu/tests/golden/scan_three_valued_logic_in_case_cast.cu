@@ -73,17 +73,17 @@ extern "C" __global__ void __launch_bounds__(256) eddy_scan(
       const bool t7 = ((!t4_n && !t4) || (!t6_n && !t6));
       const bool t8_n = (!t7 && (t4_n || t6_n));
       const bool t8 = (!t7 && !((!t7 && (t4_n || t6_n))));
-      double t9 = 0; bool t9_n = true;
-      const bool t10_n = c0_n;
-      const bool t10 = (c0 > ((int32_t)10));
-      if (!(t10_n) && t10) {
-        t9 = c6; t9_n = c6_n;
-      } else {
-        t9 = 0e0; t9_n = false;
-      }
-      const int64_t t11 = (int64_t)c1;
       keep = t8 && !t8_n;
       if (keep) {
+        double t9 = 0; bool t9_n = true;
+        const bool t10_n = c0_n;
+        const bool t10 = (c0 > ((int32_t)10));
+        if (!(t10_n) && t10) {
+          t9 = c6; t9_n = c6_n;
+        } else {
+          t9 = 0e0; t9_n = false;
+        }
+        const int64_t t11 = (int64_t)c1;
         out0[row] = t9; outn0[row] = !(t9_n);
         out1[row] = t11; outn1[row] = !(false);
       }
