@@ -11,11 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::drivers::*;
 use common::*;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 const CONFIG: &str = r#"
 [[users]]
@@ -555,49 +552,9 @@ fn gssenc_request_is_answered_no() {
 
 // ---- drivers over TLS (target/drivers, as in drivers.rs) ----
 
-fn drivers_installed() -> bool {
-    Command::new("bash")
-        .arg(repo_root().join("scripts/ci/install-drivers.sh"))
-        .stdin(Stdio::null())
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn driver(relative: &str) -> Option<PathBuf> {
-    let path = repo_root().join("target/drivers").join(relative);
-    if drivers_installed() && path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("CI").is_none() && std::env::var_os("EDDY_REQUIRE_DRIVERS").is_none(),
-        "{} is missing and CI requires the driver tests",
-        path.display()
-    );
-    eprintln!("notice: {} missing; driver test skipped", path.display());
-    None
-}
-
-fn run_driver(server: &Server, mut cmd: Command, what: &str) {
-    let out = cmd
-        .current_dir(repo_root())
-        .env("EDDY_PORT", server.port.to_string())
-        .env("EDDY_USER", "eddy")
-        .env("EDDY_PASSWORD", "secret")
-        .env("EDDY_DB", "eddy")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("start {what}: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains(": ok"),
-        "{what} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn psycopg_connects_with_sslmode_require() {
-    let Some(python) = driver("venv/bin/python") else {
+    let Some(python) = tool("venv/bin/python") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -606,12 +563,12 @@ fn psycopg_connects_with_sslmode_require() {
     };
     let mut cmd = Command::new(python);
     cmd.arg("tests/drivers/tls/psycopg_tls.py");
-    run_driver(&server, cmd, "psycopg over TLS");
+    run_against(&server, cmd, "psycopg over TLS");
 }
 
 #[test]
 fn pgjdbc_connects_with_sslmode_require() {
-    let Some(jars) = driver("jars") else {
+    let Some(jars) = tool("jars") else {
         return;
     };
     let Some(jar) = std::fs::read_dir(&jars)
@@ -629,5 +586,5 @@ fn pgjdbc_connects_with_sslmode_require() {
     cmd.arg("-cp")
         .arg(jar)
         .arg("tests/drivers/tls/JdbcTls.java");
-    run_driver(&server, cmd, "pgjdbc over TLS");
+    run_against(&server, cmd, "pgjdbc over TLS");
 }

@@ -2,6 +2,8 @@
 //! directory, for end-to-end tests. No mocks.
 #![allow(dead_code)]
 
+pub mod drivers;
+
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
