@@ -1082,7 +1082,7 @@ async fn planned_scan_kernels_of_tpch_and_ssb_answer_like_datafusion() {
 fn planned_preagg_spec(
     node: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
 ) -> (PreAggKernelSpec, Vec<usize>) {
-    use datafusion::physical_expr::expressions::{Column, Literal};
+    use datafusion::physical_expr::expressions::Column;
     use datafusion::physical_plan::aggregates::AggregateExec;
     let agg = node
         .downcast_ref::<AggregateExec>()
@@ -1113,23 +1113,8 @@ fn planned_preagg_spec(
         .iter()
         .map(|a| {
             let arg = a.expressions().first().cloned();
-            let func = match a.fun().name().to_ascii_lowercase().as_str() {
-                "count" => match &arg {
-                    Some(x)
-                        if x.downcast_ref::<Literal>()
-                            .is_some_and(|l| !l.value().is_null()) =>
-                    {
-                        AggFunc::CountStar
-                    }
-                    None => AggFunc::CountStar,
-                    Some(_) => AggFunc::Count,
-                },
-                "sum" => AggFunc::Sum,
-                "min" => AggFunc::Min,
-                "max" => AggFunc::Max,
-                "avg" | "mean" => AggFunc::Avg,
-                other => panic!("planned aggregate {other}"),
-            };
+            let func = AggFunc::from_planned(a.fun().name(), arg.as_ref())
+                .unwrap_or_else(|| panic!("planned aggregate {}", a.fun().name()));
             AggSpec {
                 func,
                 arg: if func == AggFunc::CountStar {

@@ -540,6 +540,31 @@ pub enum AggFunc {
     Avg,
 }
 
+impl AggFunc {
+    /// The GPU aggregate for a planned aggregate function `name` with its
+    /// (first) argument: `count` of a non-NULL literal or of nothing is
+    /// COUNT(*). None for functions GpuPreAgg does not compute.
+    pub fn from_planned(name: &str, arg: Option<&Arc<dyn PhysicalExpr>>) -> Option<AggFunc> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "count" => match arg {
+                Some(x)
+                    if x.downcast_ref::<datafusion::physical_expr::expressions::Literal>()
+                        .is_some_and(|l| !l.value().is_null()) =>
+                {
+                    AggFunc::CountStar
+                }
+                None => AggFunc::CountStar,
+                Some(_) => AggFunc::Count,
+            },
+            "sum" => AggFunc::Sum,
+            "min" => AggFunc::Min,
+            "max" => AggFunc::Max,
+            "avg" | "mean" => AggFunc::Avg,
+            _ => return None,
+        })
+    }
+}
+
 /// One aggregate of a GpuPreAgg.
 #[derive(Debug, Clone)]
 pub struct AggSpec {

@@ -20,7 +20,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::expressions::{Column, Literal};
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -125,23 +125,8 @@ impl GpuPreAggExec {
                 ))
                 .into());
             }
-            let func = match a.fun().name().to_ascii_lowercase().as_str() {
-                "count" => match &arg {
-                    Some(x)
-                        if x.downcast_ref::<Literal>()
-                            .is_some_and(|l| !l.value().is_null()) =>
-                    {
-                        AggFunc::CountStar
-                    }
-                    None => AggFunc::CountStar,
-                    Some(_) => AggFunc::Count,
-                },
-                "sum" => AggFunc::Sum,
-                "min" => AggFunc::Min,
-                "max" => AggFunc::Max,
-                "avg" | "mean" => AggFunc::Avg,
-                other => return Err(Unsupported::operator(format!("aggregate {other}")).into()),
-            };
+            let func = AggFunc::from_planned(a.fun().name(), arg.as_ref())
+                .ok_or_else(|| Unsupported::operator(format!("aggregate {}", a.fun().name())))?;
             aggs.push(AggSpec {
                 func,
                 arg: if func == AggFunc::CountStar {
