@@ -315,14 +315,14 @@ impl Session {
         Ok(())
     }
 
-    /// Drops tables a rolled-back transaction created.
+    /// Drops the sequences of tables a rolled-back transaction created
+    /// (the tables themselves were undone with its catalog changes when
+    /// the transaction was dropped: `Transaction::ddl`).
     pub(super) fn drop_tables(&self, names: &[String]) {
-        let engine = Arc::clone(&self.db.engine);
         for n in names.iter().rev() {
-            if let Err(e) = run_blocking(|| engine.drop_table(n)) {
-                tracing::warn!(table = %n, error = %e, "could not drop a table of a rolled-back transaction");
+            if self.db.engine.table(n).is_none() {
+                self.drop_owned_sequences(n);
             }
-            self.drop_owned_sequences(n);
         }
     }
 
