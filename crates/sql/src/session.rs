@@ -870,8 +870,12 @@ impl Session {
         match (r, txn) {
             (Ok(out), Some(txn)) => {
                 let dropped = txn.created_tables.clone();
+                let renames = txn.sequence_owner_renames.clone();
                 match run_blocking(|| txn.commit()) {
-                    Ok(()) => Ok(out),
+                    Ok(()) => {
+                        self.rename_sequence_owners(&renames);
+                        Ok(out)
+                    }
                     Err(e) => {
                         self.drop_tables(&dropped);
                         Err(e)

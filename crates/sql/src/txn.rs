@@ -107,6 +107,10 @@ pub struct Transaction {
     /// Tables DROP TABLE named in this block: dropped when it commits,
     /// kept if it rolls back; the session treats them as gone meanwhile.
     pub dropped_tables: Vec<String>,
+    /// Sequence owners to rename when this transaction commits (a table
+    /// or column that owns sequences was renamed): sequences live outside
+    /// the catalog's transactions, so they follow only a committed rename.
+    pub sequence_owner_renames: Vec<OwnerRename>,
     next_own_key: u64,
     /// Whether this transaction ever asked for a row lock (most read-only
     /// statements never do, and then skip the lock table at the end).
@@ -118,6 +122,16 @@ pub struct Transaction {
     pub lock_timeout: Option<Duration>,
 }
 
+/// A renamed owner of sequences: (table, column) before and after; a
+/// `None` column stands for every column (a renamed table).
+#[derive(Clone, Debug)]
+pub struct OwnerRename {
+    pub from_table: String,
+    pub from_column: Option<String>,
+    pub to_table: String,
+    pub to_column: Option<String>,
+}
+
 /// What ROLLBACK TO SAVEPOINT restores.
 struct Savepoint {
     name: String,
@@ -126,6 +140,7 @@ struct Savepoint {
     dropped: Vec<String>,
     /// The transaction's catalog changes so far (`Engine::ddl_mark`).
     ddl_mark: usize,
+    owner_renames: usize,
 }
 
 impl Drop for Transaction {
@@ -162,6 +177,7 @@ impl Transaction {
             pinned: None,
             created_tables: Vec::new(),
             dropped_tables: Vec::new(),
+            sequence_owner_renames: Vec::new(),
             next_own_key: 0,
             locked: std::sync::atomic::AtomicBool::new(false),
             ddl: false,
@@ -468,6 +484,7 @@ impl Transaction {
             } else {
                 0
             },
+            owner_renames: self.sequence_owner_renames.len(),
         });
     }
 
@@ -483,11 +500,13 @@ impl Transaction {
             created,
             dropped: dropped_before,
             ddl_mark,
+            owner_renames,
             ..
         }) = self.savepoints.get(pos)
         else {
             return Err(SqlError::NoSuchSavepoint(name.to_string()));
         };
+        self.sequence_owner_renames.truncate(*owner_renames);
         if self.ddl {
             self.engine.rollback_ddl(self.id, *ddl_mark)?;
         }

@@ -81,15 +81,32 @@ impl Session {
     }
 
     /// Sequences record their owner outside the catalog's transactions:
-    /// inside a block, a rename that would move a sequence's owner is
-    /// refused rather than left behind by a ROLLBACK.
-    fn refuse_sequence_owner_change(&self, table: &str, what: &str) -> Result<()> {
-        if self.in_transaction_block() && !self.db.sequences.owned_by_table(table).is_empty() {
-            return Err(SqlError::FeatureNotSupported(format!(
-                "ALTER TABLE ... {what} of a table that owns sequences (SERIAL or identity columns) inside a transaction block is not supported yet; run it outside the block"
-            )));
-        }
+    /// a rename of their owner reaches them when the transaction commits
+    /// (`Session::rename_sequence_owners`), never before, so a ROLLBACK or
+    /// a crash leaves them pointing at the names that stay.
+    fn rename_owner_at_commit(&mut self, rename: crate::txn::OwnerRename) -> Result<()> {
+        let t = self
+            .txn
+            .as_mut()
+            .ok_or_else(|| SqlError::Internal("a rename outside a transaction".into()))?;
+        t.sequence_owner_renames.push(rename);
         Ok(())
+    }
+
+    /// Carries out the sequence owner renames of a committed transaction.
+    pub(super) fn rename_sequence_owners(&self, renames: &[crate::txn::OwnerRename]) {
+        for r in renames {
+            if let Err(e) = run_blocking(|| {
+                self.db.sequences.rename_owner(
+                    &r.from_table,
+                    r.from_column.as_deref(),
+                    &r.to_table,
+                    r.to_column.as_deref(),
+                )
+            }) {
+                tracing::warn!(table = %r.from_table, error = %e, "could not rename the owner of a sequence at commit");
+            }
+        }
     }
 
     pub(super) fn rename_table(&mut self, from: &str, to: &ObjectName) -> Result<()> {
@@ -97,10 +114,13 @@ impl Session {
         if self.db.sequences.exists(&to) {
             return Err(SqlError::DuplicateTable(to));
         }
-        self.refuse_sequence_owner_change(from, "RENAME TO")?;
         self.ddl_change(|ddl| ddl.rename_table(from, &to))?;
-        run_blocking(|| self.db.sequences.rename_owner(from, None, &to, None))?;
-        Ok(())
+        self.rename_owner_at_commit(crate::txn::OwnerRename {
+            from_table: from.to_string(),
+            from_column: None,
+            to_table: to,
+            to_column: None,
+        })
     }
 
     pub(super) fn rename_column(&mut self, table: &str, old: &Ident, new: &Ident) -> Result<()> {
@@ -116,7 +136,6 @@ impl Session {
                 c.name
             )));
         }
-        self.refuse_sequence_owner_change(table, "RENAME COLUMN")?;
         self.ddl_change(|ddl| {
             ddl.alter_columns(table, |cols| {
                 if cols.iter().any(|c| c.name == new) {
@@ -133,12 +152,12 @@ impl Session {
                 Ok(())
             })
         })?;
-        run_blocking(|| {
-            self.db
-                .sequences
-                .rename_owner(table, Some(&old), table, Some(&new))
-        })?;
-        Ok(())
+        self.rename_owner_at_commit(crate::txn::OwnerRename {
+            from_table: table.to_string(),
+            from_column: Some(old),
+            to_table: table.to_string(),
+            to_column: Some(new),
+        })
     }
 
     pub(super) async fn alter_column(

@@ -396,8 +396,10 @@ impl Session {
                 }
                 let created = t.created_tables.clone();
                 let dropped = t.dropped_tables.clone();
+                let renames = t.sequence_owner_renames.clone();
                 match run_blocking(|| t.commit()) {
                     Ok(()) => {
+                        self.rename_sequence_owners(&renames);
                         self.drop_committed(&dropped);
                         self.end_cursors(true);
                         Ok(Output::TxnEnd("COMMIT".into()))
