@@ -147,7 +147,9 @@ async fn kill_before_commit_leaves_nothing_after_commit_everything() {
         let c = srv.connect().await;
         c.batch_execute(
             "CREATE TABLE base_t (id INT PRIMARY KEY, v INT) WITH (shard_count = 3);
-             INSERT INTO base_t VALUES (1, 1), (2, 2), (3, 3)",
+             INSERT INTO base_t VALUES (1, 1), (2, 2), (3, 3);
+             CREATE TABLE doomed_t (id INT PRIMARY KEY); INSERT INTO doomed_t VALUES (1);
+             CREATE TABLE spared_t (id INT PRIMARY KEY); INSERT INTO spared_t VALUES (1)",
         )
         .await
         .unwrap();
@@ -160,6 +162,7 @@ async fn kill_before_commit_leaves_nothing_after_commit_everything() {
              INSERT INTO made_t VALUES {};
              ALTER TABLE base_t ADD COLUMN w INT;
              UPDATE base_t SET w = id * 10;
+             DROP TABLE doomed_t;
              COMMIT",
             rows(50, &|i| format!("({i}, 'r{i}')"))
         ))
@@ -172,7 +175,8 @@ async fn kill_before_commit_leaves_nothing_after_commit_everything() {
              INSERT INTO lost_t VALUES {};
              ALTER TABLE base_t ADD COLUMN z INT;
              ALTER TABLE base_t RENAME TO base_renamed;
-             INSERT INTO base_renamed VALUES (4, 4, 40, 400)",
+             INSERT INTO base_renamed VALUES (4, 4, 40, 400);
+             DROP TABLE spared_t",
             rows(20, &|i| format!("({i})"))
         ))
         .await
@@ -191,6 +195,9 @@ async fn kill_before_commit_leaves_nothing_after_commit_everything() {
         60,
         "the committed column and its values"
     );
+    let doomed = c.simple_query("SELECT * FROM doomed_t").await.unwrap_err();
+    assert_eq!(code(&doomed), "42P01", "a committed DROP TABLE came back");
+    assert_eq!(count(&c, "SELECT count(*) FROM spared_t").await, 1);
     let lost = c.simple_query("SELECT * FROM lost_t").await.unwrap_err();
     assert_eq!(code(&lost), "42P01");
     let renamed = c

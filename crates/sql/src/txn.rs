@@ -542,6 +542,9 @@ impl Transaction {
     pub fn commit(mut self) -> Result<()> {
         let mut batch: Vec<(Arc<Table>, Vec<WriteOp>)> = Vec::new();
         for w in self.writes.values() {
+            if self.dropped_tables.contains(&w.table.def().name) {
+                continue; // dropped with the table
+            }
             let mut table = Arc::clone(&w.table);
             if w.truncated {
                 self.engine.truncate_table(&table.def().name)?;
@@ -572,6 +575,16 @@ impl Transaction {
                 }
             }
             batch.push((table, ops));
+        }
+        // Tables DROP TABLE named go with this commit: recorded under its
+        // id just before the commit point (`Ddl::drop_at_commit`).
+        let dropped: Vec<Arc<Table>> = self
+            .dropped_tables
+            .iter()
+            .filter_map(|n| self.engine.table(n))
+            .collect();
+        if !dropped.is_empty() {
+            self.ddl().drop_at_commit(&dropped)?;
         }
         if self.ddl {
             // commit_txn settles the catalog changes whatever happens

@@ -49,6 +49,11 @@ pub(crate) struct InFlightDdl {
     pub(crate) txn: TxnId,
     /// In the order the changes were made; undone in reverse.
     pub(crate) undo: Vec<DefUndo>,
+    /// Tables the transaction drops: they go when it commits (recorded
+    /// just before its commit point, so its commit-log record decides the
+    /// drops with everything else).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) drops: Vec<TableId>,
 }
 
 /// What undoes one change: `prior` is the table's definition before it,
@@ -62,13 +67,36 @@ pub(crate) struct DefUndo {
 impl CatalogData {
     fn record_undo(&mut self, owner: TxnId, table: TableId, prior: Option<TableDef>) {
         let undo = DefUndo { table, prior };
-        match self.in_flight.iter_mut().find(|d| d.txn == owner) {
-            Some(d) => d.undo.push(undo),
-            None => self.in_flight.push(InFlightDdl {
-                txn: owner,
-                undo: vec![undo],
-            }),
-        }
+        self.entry(owner).undo.push(undo);
+    }
+
+    fn entry(&mut self, owner: TxnId) -> &mut InFlightDdl {
+        let pos = match self.in_flight.iter().position(|d| d.txn == owner) {
+            Some(p) => p,
+            None => {
+                self.in_flight.push(InFlightDdl {
+                    txn: owner,
+                    undo: Vec::new(),
+                    drops: Vec::new(),
+                });
+                self.in_flight.len() - 1
+            }
+        };
+        &mut self.in_flight[pos]
+    }
+
+    /// Forgets a committed owner's records and carries out its drops;
+    /// returns the dropped definitions.
+    fn settle_committed(&mut self, owner: TxnId) -> Vec<TableDef> {
+        let Some(pos) = self.in_flight.iter().position(|d| d.txn == owner) else {
+            return Vec::new();
+        };
+        let entry = self.in_flight.remove(pos);
+        let (dropped, kept): (Vec<TableDef>, Vec<TableDef>) = std::mem::take(&mut self.tables)
+            .into_iter()
+            .partition(|t| entry.drops.contains(&t.id));
+        self.tables = kept;
+        dropped
     }
 
     fn undo_len(&self, owner: TxnId) -> usize {
@@ -137,7 +165,9 @@ pub(crate) fn resolve_at_open(cat: &mut CatalogData, committed: &HashSet<TxnId>)
     let owners: Vec<TxnId> = cat.in_flight.iter().map(|d| d.txn).collect();
     for owner in owners {
         if committed.contains(&owner) {
-            cat.in_flight.retain(|d| d.txn != owner);
+            // the shards then find the dropped tables' files unknown and
+            // delete them
+            cat.settle_committed(owner);
         } else {
             let undone = cat.undo_after(owner, 0);
             tracing::info!(
@@ -170,7 +200,12 @@ impl Engine {
 
     /// Whether `txn` has catalog changes in flight.
     pub fn has_ddl(&self, txn: TxnId) -> bool {
-        self.inner().catalog.lock().undo_len(txn) > 0
+        self.inner()
+            .catalog
+            .lock()
+            .in_flight
+            .iter()
+            .any(|d| d.txn == txn)
     }
 
     /// How many catalog changes `txn` has made (a savepoint's mark).
@@ -228,18 +263,27 @@ impl Engine {
         Ok(())
     }
 
-    /// Forgets `txn`'s undo records once it has committed. A failure here
-    /// is harmless: recovery finds `txn` in the commit log and keeps the
-    /// changes.
+    /// Forgets `txn`'s undo records once it has committed and drops the
+    /// tables it dropped. A failure here is harmless: recovery finds `txn`
+    /// in the commit log, keeps the changes and carries out the drops.
     pub(crate) fn finish_ddl(&self, txn: TxnId) {
         let inner = self.inner();
         let mut cat = inner.catalog.lock();
         let mut next = cat.clone();
-        next.in_flight.retain(|d| d.txn != txn);
-        match manifest::write_atomic(&inner.cfg.data_dir.join("catalog.json"), &next) {
-            Ok(()) => *cat = next,
-            Err(e) => {
-                tracing::warn!(txn = txn.0, error = %e, "could not clear the undo records of a committed transaction; recovery will")
+        let dropped = next.settle_committed(txn);
+        if let Err(e) = manifest::write_atomic(&inner.cfg.data_dir.join("catalog.json"), &next) {
+            tracing::warn!(txn = txn.0, error = %e, "could not settle the catalog changes of a committed transaction; recovery will");
+            return;
+        }
+        *cat = next;
+        for def in dropped {
+            let Some(t) = inner.tables.write().remove(&def.name) else {
+                continue;
+            };
+            for s in &t.group.shards {
+                if let Err(e) = s.remove_table(def.id) {
+                    tracing::warn!(table = %def.name, error = %e, "could not remove the files of a dropped table; recovery will");
+                }
             }
         }
     }
@@ -248,6 +292,30 @@ impl Engine {
 impl Ddl<'_> {
     fn catalog_path(&self) -> std::path::PathBuf {
         self.engine.inner().cfg.data_dir.join("catalog.json")
+    }
+
+    /// Records that the owner drops `tables` when it commits (called just
+    /// before its commit: see [`InFlightDdl::drops`]). The caller holds
+    /// their table locks.
+    pub fn drop_at_commit(&self, tables: &[Arc<Table>]) -> Result<()> {
+        let Some(owner) = self.owner else {
+            return Err(StorageError::InvalidDefinition(
+                "a drop at commit needs a transaction".into(),
+            ));
+        };
+        let inner = self.engine.inner();
+        inner.check_open()?;
+        let mut cat = inner.catalog.lock();
+        let mut next = cat.clone();
+        let entry = next.entry(owner);
+        for t in tables {
+            if !entry.drops.contains(&t.def.id) {
+                entry.drops.push(t.def.id);
+            }
+        }
+        manifest::write_atomic(&self.catalog_path(), &next)?;
+        *cat = next;
+        Ok(())
     }
 
     pub fn create_table(&self, spec: CreateTable) -> Result<Arc<Table>> {
@@ -512,6 +580,20 @@ mod tests {
             !resolve_at_open(&mut cat, &committed),
             "nothing left to settle"
         );
+    }
+
+    /// The drops of a committed owner are carried out at open.
+    #[test]
+    fn open_carries_out_committed_drops() {
+        let mut cat = CatalogData::default();
+        cat.tables = vec![def(1, "a", 1), def(2, "b", 1)];
+        cat.entry(TxnId(5)).drops.push(TableId(1));
+        cat.entry(TxnId(6)).drops.push(TableId(2));
+        let committed: HashSet<TxnId> = [TxnId(5)].into_iter().collect();
+        resolve_at_open(&mut cat, &committed);
+        let names: Vec<&str> = cat.tables.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, vec!["b"]);
+        assert!(cat.in_flight.is_empty());
     }
 
     /// Two changes of one table in one transaction undo to the first prior.

@@ -125,6 +125,39 @@ fn committed_changes_and_rows_survive_together() {
 }
 
 #[test]
+fn drops_go_with_the_commit_record() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let e = open(dir.path());
+        for name in ["gone", "stays"] {
+            let t = e.create_table(spec(name, 2)).unwrap();
+            e.commit(vec![(t, inserts([(1, 1), (2, 2)]))]).unwrap();
+        }
+        e.flush().unwrap(); // files to delete
+                            // committed: "gone" is dropped with a write to "stays"
+        let txn = e.begin_txn();
+        let gone = e.table("gone").unwrap();
+        e.ddl(Some(txn)).drop_at_commit(&[gone]).unwrap();
+        let stays = e.table("stays").unwrap();
+        e.commit_txn(txn, vec![(stays, inserts([(3, 3)]))]).unwrap();
+        assert!(e.table("gone").is_none());
+        // not committed: the drop is recorded, then the engine dies
+        let txn = e.begin_txn();
+        let stays = e.table("stays").unwrap();
+        e.ddl(Some(txn)).drop_at_commit(&[stays]).unwrap();
+    }
+    let e = open(dir.path());
+    assert!(e.table("gone").is_none());
+    assert_eq!(
+        count(&e, "stays"),
+        3,
+        "a drop whose transaction did not commit took the table"
+    );
+    e.create_table(spec("gone", 2)).unwrap();
+    assert_eq!(count(&e, "gone"), 0, "the dropped table's rows came back");
+}
+
+#[test]
 fn a_change_without_rows_commits_through_the_log() {
     let dir = tempfile::tempdir().unwrap();
     {
