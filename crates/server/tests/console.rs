@@ -179,6 +179,8 @@ async fn console_pages_show_the_server_and_cancel_a_statement() {
     c.batch_execute(
         "CREATE TABLE console_orders (id BIGINT PRIMARY KEY, amount INT);
          INSERT INTO console_orders SELECT x, x % 100 FROM generate_series(1, 1234) AS t(x);
+         UPDATE console_orders SET amount = amount + 1 WHERE id <= 10;
+         CHECKPOINT;
          CREATE SOURCE console_clicks (id bigint, k int) WITH (connector = 'datagen',
            datagen.rows.per.second = 20000, fields.id.kind = 'sequence',
            fields.k.kind = 'random', fields.k.min = 0, fields.k.max = 9);
@@ -293,7 +295,21 @@ async fn console_pages_show_the_server_and_cancel_a_statement() {
         .as_array()
         .and_then(|a| a.iter().find(|t| t["name"] == "console_orders"))
         .expect("console_orders in /api/tables");
-    assert_eq!(orders["approx_rows"], 1234);
+    assert_eq!(orders["rows"], 1234);
+    assert_eq!(orders["rows_exact"], true);
+    assert!(
+        orders["files"].as_array().is_some_and(|f| !f.is_empty()),
+        "{orders}"
+    );
+    let view = tables["tables"]
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["name"] == "console_clicks_by_k"))
+        .expect("the view's table in /api/tables");
+    assert_eq!(view["kind"], "materialized view");
+    assert!(
+        view["rows"].as_u64().is_some_and(|n| n <= 10),
+        "one row per k: {view}"
+    );
     assert_eq!(orders["kind"], "table");
 
     // cancel is refused to another host (DNS rebinding) and another origin

@@ -7,6 +7,8 @@
 //! file metadata already in memory; it never opens a file, never blocks a
 //! writer for longer than that clone, and never takes the publish gate (the
 //! figures of different shards may be a few commits apart).
+//! [`Table::exact_row_count`] is the one exception to "cheap": it merges a
+//! row tablet's versions, and declines tables over a bound the caller sets.
 
 use eddy_common::Lsn;
 
@@ -67,6 +69,33 @@ impl TableStats {
 }
 
 impl Table {
+    /// Live rows at each shard's visible LSN, counted by merging the row
+    /// tablets' versions (updates and deletes resolved): `None` for a table
+    /// without a row tablet, or whose row tablets hold more than
+    /// `max_entries` versions (the merge reads every one of them).
+    pub fn exact_row_count(&self, max_entries: u64) -> Option<u64> {
+        let id = self.def().id;
+        let mut versions = Vec::new();
+        let mut entries = 0u64;
+        for shard in self.shards() {
+            let t = shard.tablets(id)?;
+            let v = t.row.as_ref()?.read().clone();
+            entries = entries.saturating_add(v.approx_entries());
+            if entries > max_entries {
+                return None;
+            }
+            versions.push((v, shard.visible_lsn()));
+        }
+        let mut rows = 0u64;
+        for (v, at) in versions {
+            for entry in v.scan(at) {
+                entry.ok()?;
+                rows += 1;
+            }
+        }
+        Some(rows)
+    }
+
     /// The table's memtables and files now (see the module doc).
     pub fn storage_stats(&self) -> TableStats {
         let id = self.def().id;

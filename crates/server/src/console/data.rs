@@ -96,10 +96,12 @@ pub struct TableInfo {
     pub shard_count: u32,
     pub columns: Vec<String>,
     pub primary_key: Vec<String>,
-    /// Rows counted from storage metadata without a scan: exact for rows
-    /// written once; row-tablet versions and deletes not yet compacted
-    /// count too.
-    pub approx_rows: u64,
+    /// Live rows: exact (`rows_exact`) when the table has a row tablet of
+    /// at most [`EXACT_COUNT_MAX_ENTRIES`] versions, else counted from
+    /// storage metadata without a scan, where versions and deletes not yet
+    /// compacted count too.
+    pub rows: u64,
+    pub rows_exact: bool,
     pub file_bytes: u64,
     pub memtable_rows: u64,
     pub memtable_bytes: u64,
@@ -114,6 +116,10 @@ pub struct Tables {
 }
 
 const CHECKPOINT_TABLE: &str = eddy_streamsql::view_op::CHECKPOINT_TABLE;
+
+/// Tables whose row tablets hold at most this many versions get an exact
+/// row count (a merge of their versions, a few milliseconds).
+pub const EXACT_COUNT_MAX_ENTRIES: u64 = 200_000;
 
 pub fn tables(c: &Console) -> Tables {
     let groups: HashMap<u32, String> = c
@@ -142,6 +148,7 @@ pub fn tables(c: &Console) -> Tables {
                     .map(|c| c.name.clone())
                     .unwrap_or_default()
             };
+            let exact = t.exact_row_count(EXACT_COUNT_MAX_ENTRIES);
             TableInfo {
                 name: def.name.clone(),
                 kind,
@@ -157,7 +164,8 @@ pub fn tables(c: &Console) -> Tables {
                     .map(|c| format!("{} {}", c.name, c.ty.pg_name()))
                     .collect(),
                 primary_key: def.primary_key.iter().map(column).collect(),
-                approx_rows: t.approx_row_count(),
+                rows: exact.unwrap_or_else(|| t.approx_row_count()),
+                rows_exact: exact.is_some(),
                 file_bytes: stats.file_bytes(),
                 memtable_rows: stats.shards.iter().map(|s| s.memtable_rows).sum(),
                 memtable_bytes: stats.shards.iter().map(|s| s.memtable_bytes).sum(),

@@ -92,9 +92,9 @@ pub fn page(path: &str, title: &str, body: &str) -> String {
         let class = if p == path { " class=\"on\"" } else { "" };
         let _ = write!(out, "<a href=\"{p}\"{class}>{t}</a>");
     }
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "<a href=\"/metrics\">/metrics</a></header><main><h1>{}</h1>{body}</main></body></html>\n",
+        "<a href=\"/metrics\">/metrics</a></header><main><h1>{}</h1>{body}</main></body></html>",
         esc(title)
     );
     out

@@ -127,7 +127,7 @@ pub fn tables(t: &Tables) -> String {
                 b,
                 "<tr><td><a href=\"#t-{name}\">{name}</a></td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{} rows, {}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(x.kind),
-                x.approx_rows,
+                if x.rows_exact { x.rows.to_string() } else { format!("\u{2248} {}", x.rows) },
                 bytes(x.file_bytes),
                 x.files.len(),
                 x.memtable_rows,
@@ -141,9 +141,10 @@ pub fn tables(t: &Tables) -> String {
         }
         b.push_str("</table>");
         b.push_str(
-            "<p class=\"muted\">Rows are counted from storage metadata without a scan: exact \
-             for rows written once; updated or deleted rows not yet compacted count again until \
-             compaction. Files on disk excludes the write-ahead logs.</p>",
+            "<p class=\"muted\">Rows are live rows, counted exactly for tables with a row \
+             tablet of at most 200,000 versions; a count marked \u{2248} comes from storage \
+             metadata without a scan, where updated or deleted rows not yet compacted count \
+             again. Files on disk excludes the write-ahead logs.</p>",
         );
         for x in &t.tables {
             let _ = write!(
