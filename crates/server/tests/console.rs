@@ -175,6 +175,31 @@ async fn console_pages_show_the_server_and_cancel_a_statement() {
         );
     }
 
+    // and its psql line connects, as printed (psql comes with pgbench's
+    // package in .ci/run)
+    let connect = banner
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Connect:"))
+        .map(str::trim)
+        .expect("a Connect: line");
+    if Path::new("/usr/bin/psql").exists() {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("{connect} -X -A -t -c 'SELECT 40 + 2'"))
+            .env("EDDY_PASSWORD", "secret")
+            .env_remove("PGPASSWORD")
+            .output()
+            .expect("run psql");
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && text.trim() == "42",
+            "{connect}: {text}"
+        );
+    } else {
+        eprintln!("NOTICE: psql not found: the start-up message's psql line is not run");
+    }
+
     let c = server.connect().await;
     c.batch_execute(
         "CREATE TABLE console_orders (id BIGINT PRIMARY KEY, amount INT);

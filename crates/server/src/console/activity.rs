@@ -46,7 +46,6 @@ struct Running {
     seq: u64,
     text: StatementText,
     started: Instant,
-    started_wall: SystemTime,
 }
 
 #[derive(Default)]
@@ -77,12 +76,7 @@ impl SessionActivity {
         let mut slot = self.running.lock();
         slot.seq += 1;
         let seq = slot.seq;
-        slot.current = Some(Running {
-            seq,
-            text,
-            started,
-            started_wall: SystemTime::now(),
-        });
+        slot.current = Some(Running { seq, text, started });
         RunningGuard {
             session: Arc::clone(self),
             seq,
@@ -193,12 +187,14 @@ impl Activity {
     pub fn running(&self) -> Vec<RunningStatement> {
         let sessions: Vec<Arc<SessionActivity>> = self.sessions.lock().values().cloned().collect();
         let now = Instant::now();
+        let wall = SystemTime::now();
         let mut out = Vec::new();
         for s in sessions {
             let slot = s.running.lock();
             let Some(r) = slot.current.as_ref() else {
                 continue;
             };
+            let elapsed = now.saturating_duration_since(r.started);
             out.push(RunningStatement {
                 id: format!("{}.{}", s.id, r.seq),
                 session: s.id,
@@ -206,8 +202,9 @@ impl Activity {
                 user: s.user.clone(),
                 client: s.peer.to_string(),
                 connected_at_micros: micros_since_epoch(s.connected_at),
-                started_at_micros: micros_since_epoch(r.started_wall),
-                elapsed_seconds: now.saturating_duration_since(r.started).as_secs_f64(),
+                // derived here, so that the statement path reads one clock
+                started_at_micros: micros_since_epoch(wall.checked_sub(elapsed).unwrap_or(wall)),
+                elapsed_seconds: elapsed.as_secs_f64(),
                 text: r.text.as_str().to_string(),
             });
         }
