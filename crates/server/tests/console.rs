@@ -393,3 +393,35 @@ async fn console_pages_show_the_server_and_cancel_a_statement() {
     c.simple_query("SELECT 1").await.expect("other session");
     println!("console test took {:.1} s", started.elapsed().as_secs_f64());
 }
+
+/// On a non-loopback HTTP address the console has no cancel: the page
+/// shows no button and says why, the endpoint answers 403.
+#[test]
+fn cancel_is_refused_when_the_console_is_not_on_loopback() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (pg, http_port) = (free_port(), free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_eddy"))
+        .args(["server", "--data-dir"])
+        .arg(dir.path())
+        .args(["--pg-addr", &format!("127.0.0.1:{pg}")])
+        .args(["--http-addr", &format!("0.0.0.0:{http_port}")])
+        .args(["--auth", "trust"])
+        .env("EDDY_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start eddy");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", http_port)).is_err() {
+        assert!(Instant::now() < deadline, "eddy did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, body) = post(http_port, "/api/statements/1.1/cancel", "localhost");
+    let (page_status, page) = get(http_port, "/statements");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("not on a loopback address"), "{body}");
+    assert_eq!(page_status, 200);
+    assert!(page.contains("Cancel is off"), "{page}");
+}
