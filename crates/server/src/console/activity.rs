@@ -287,6 +287,27 @@ mod tests {
         assert_eq!(a.session_count(), 0);
     }
 
+    /// What the statement path pays per statement: `begin` and the
+    /// guard's drop (as the extended protocol does it, with the guard in an
+    /// `Arc`). `cargo test -p eddy-server --bin eddy -- --ignored
+    /// --nocapture begin_and_end_cost`.
+    #[test]
+    #[ignore]
+    fn begin_and_end_cost() {
+        let (_a, reg) = registry();
+        let text = StatementText::Simple("SELECT v FROM t WHERE k = $1".into());
+        let n = 2_000_000u32;
+        let t = Instant::now();
+        for _ in 0..n {
+            let g = Arc::new(reg.session.begin(text.clone(), Instant::now()));
+            drop(std::hint::black_box(g));
+        }
+        println!(
+            "begin + end of a statement: {:.0} ns",
+            t.elapsed().as_nanos() as f64 / f64::from(n)
+        );
+    }
+
     #[test]
     fn statement_ids_parse_strictly() {
         assert_eq!(parse_statement_id("3.14"), Some((3, 14)));

@@ -53,7 +53,11 @@ pub fn overview(c: &Console) -> Overview {
         connections: c.backend.activity.session_count(),
         max_connections: c.info.max_connections,
         running_statements: c.backend.activity.running().len(),
-        tables: tables.len() - views,
+        tables: tables
+            .iter()
+            .filter(|t| t.def().name != CHECKPOINT_TABLE)
+            .count()
+            - views,
         materialized_views: views,
         table_file_bytes,
     }
