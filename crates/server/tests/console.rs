@@ -254,6 +254,9 @@ async fn console_pages_show_the_server_and_cancel_a_statement() {
         // the statement's text is text, not markup
         assert!(dom.contains("&lt;i&gt;n&lt;/i&gt;"), "{dom}");
         assert!(!dom.contains("<i>n</i>"), "{dom}");
+        // both sessions, one running the statement, the other idle
+        assert!(dom.contains("Sessions") && dom.contains(">idle<"), "{dom}");
+        assert!(dom.contains(&format!(">{id}<")), "{dom}");
 
         let dom = dump_dom(&bin, &url("/"));
         assert!(

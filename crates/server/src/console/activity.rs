@@ -123,6 +123,22 @@ pub struct RunningStatement {
     pub text: String,
 }
 
+/// An open session as the console shows it.
+#[derive(Clone, serde::Serialize)]
+pub struct SessionInfo {
+    pub session: u64,
+    pub pid: i32,
+    pub user: String,
+    pub client: String,
+    /// Microseconds since the Unix epoch.
+    pub connected_at_micros: i64,
+    pub connected_seconds: f64,
+    /// Statements begun so far.
+    pub statements: u64,
+    /// `<session>.<n>` of the statement running now.
+    pub running: Option<String>,
+}
+
 /// Parses a statement id of [`RunningStatement::id`].
 pub fn parse_statement_id(id: &str) -> Option<(u64, u64)> {
     let (session, seq) = id.split_once('.')?;
@@ -181,6 +197,31 @@ impl Activity {
             .current
             .as_ref()
             .is_some_and(|r| r.seq == seq)
+    }
+
+    /// Every open session, oldest first.
+    pub fn sessions(&self) -> Vec<SessionInfo> {
+        let sessions: Vec<Arc<SessionActivity>> = self.sessions.lock().values().cloned().collect();
+        let now = SystemTime::now();
+        sessions
+            .iter()
+            .map(|s| {
+                let slot = s.running.lock();
+                SessionInfo {
+                    session: s.id,
+                    pid: s.pid,
+                    user: s.user.clone(),
+                    client: s.peer.to_string(),
+                    connected_at_micros: micros_since_epoch(s.connected_at),
+                    connected_seconds: now
+                        .duration_since(s.connected_at)
+                        .map(|d| d.as_secs_f64())
+                        .unwrap_or(0.0),
+                    statements: slot.seq,
+                    running: slot.current.as_ref().map(|r| format!("{}.{}", s.id, r.seq)),
+                }
+            })
+            .collect()
     }
 
     /// Every running statement, longest running first.
@@ -283,8 +324,11 @@ mod tests {
     fn a_closed_session_leaves_the_registry() {
         let (a, reg) = registry();
         assert_eq!(a.session_count(), 1);
+        assert_eq!(a.sessions().len(), 1);
+        assert_eq!(a.sessions()[0].statements, 0);
         drop(reg);
         assert_eq!(a.session_count(), 0);
+        assert!(a.sessions().is_empty());
     }
 
     /// What the statement path pays per statement: `begin` and the

@@ -12,7 +12,7 @@ use eddy_sql::StreamStatements;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use super::activity::{micros_since_epoch, RunningStatement};
+use super::activity::{micros_since_epoch, RunningStatement, SessionInfo};
 use super::Console;
 
 #[derive(Serialize)]
@@ -65,16 +65,16 @@ pub fn overview(c: &Console) -> Overview {
 
 #[derive(Serialize)]
 pub struct Statements {
-    pub sessions: usize,
     pub running: Vec<RunningStatement>,
+    pub sessions: Vec<SessionInfo>,
     /// Why the cancel buttons are refused, when they are.
     pub cancel_refused: Option<String>,
 }
 
 pub fn statements(c: &Console) -> Statements {
     Statements {
-        sessions: c.backend.activity.session_count(),
         running: c.backend.activity.running(),
+        sessions: c.backend.activity.sessions(),
         cancel_refused: c.cancel_refusal(),
     }
 }

@@ -80,12 +80,20 @@ pre{margin:0;white-space:pre-wrap;max-width:640px;font-size:13px}\
 .node b{display:block}.arrow{color:#66707d}\
 button{background:#b3261e;color:#fff;border:0;border-radius:4px;padding:4px 10px;cursor:pointer}";
 
+/// Pages that reload themselves (every 5 s): what changes by the second.
+const REFRESHING: [&str; 2] = ["/statements", "/streams"];
+
 /// A whole page: the frame with navigation around `body`.
 pub fn page(path: &str, title: &str, body: &str) -> String {
     let mut out = String::with_capacity(body.len() + 2048);
+    let refresh = if REFRESHING.contains(&path) {
+        "<meta http-equiv=\"refresh\" content=\"5\">"
+    } else {
+        ""
+    };
     let _ = write!(
         out,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{} · Eddy console</title><style>{STYLE}</style></head><body><header><b>Eddy</b>",
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">{refresh}<title>{} · Eddy console</title><style>{STYLE}</style></head><body><header><b>Eddy</b>",
         esc(title)
     );
     for (p, t) in PAGES {

@@ -77,7 +77,7 @@ pub fn statements(s: &Statements) -> String {
         b,
         "<p>{} running of {} open sessions. <a href=\"/statements\">Refresh</a></p>",
         s.running.len(),
-        s.sessions
+        s.sessions.len()
     );
     if let Some(why) = &s.cancel_refused {
         let _ = write!(b, "<p class=\"note\">Cancel is off: {}</p>", esc(why));
@@ -113,6 +113,26 @@ pub fn statements(s: &Statements) -> String {
         "<p class=\"muted\">Cancel stops the statement as a PostgreSQL CancelRequest (psql's \
          Ctrl-C) does: the client gets SQLSTATE 57014 and the statement's writes are undone.</p>",
     );
+    b.push_str("<h2>Sessions</h2>");
+    if s.sessions.is_empty() {
+        b.push_str("<p class=\"muted\">No client is connected.</p>");
+    } else {
+        b.push_str("<table><tr><th>Session</th><th>PID</th><th>User</th><th>Client</th><th>Connected for</th><th>Statements</th><th>Running</th></tr>");
+        for x in &s.sessions {
+            let _ = write!(
+                b,
+                "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                x.session,
+                x.pid,
+                esc(&x.user),
+                esc(&x.client),
+                seconds(x.connected_seconds),
+                x.statements,
+                x.running.as_deref().map(esc).unwrap_or_else(|| "idle".into())
+            );
+        }
+        b.push_str("</table>");
+    }
     page("/statements", "Running statements", &b)
 }
 
@@ -319,7 +339,7 @@ mod tests {
     #[test]
     fn statement_text_is_escaped() {
         let s = Statements {
-            sessions: 1,
+            sessions: Vec::new(),
             running: vec![RunningStatement {
                 id: "1.2".into(),
                 session: 1,
@@ -343,7 +363,7 @@ mod tests {
     #[test]
     fn no_cancel_button_when_cancel_is_refused() {
         let s = Statements {
-            sessions: 1,
+            sessions: Vec::new(),
             running: vec![RunningStatement {
                 id: "1.2".into(),
                 session: 1,
