@@ -203,9 +203,10 @@ async fn console_pages_show_the_server_and_cancel_a_statement() {
     let c = server.connect().await;
     c.batch_execute(
         "CREATE TABLE console_orders (id BIGINT PRIMARY KEY, amount INT);
-         INSERT INTO console_orders SELECT x, x % 100 FROM generate_series(1, 1234) AS t(x);
+         INSERT INTO console_orders SELECT x, x % 100 FROM generate_series(1, 1240) AS t(x);
          UPDATE console_orders SET amount = amount + 1 WHERE id <= 10;
          CHECKPOINT;
+         DELETE FROM console_orders WHERE id > 1234;
          CREATE SOURCE console_clicks (id bigint, k int) WITH (connector = 'datagen',
            datagen.rows.per.second = 20000, fields.id.kind = 'sequence',
            fields.k.kind = 'random', fields.k.min = 0, fields.k.max = 9);
