@@ -6,6 +6,10 @@
 //! requires). A COPY FROM STDIN in progress is held next to it. Cancel
 //! requests go through pgwire's `ConnectionManager`: the running query's
 //! future is dropped, which stops its scan threads at their next batch.
+//! Each statement is in the console's registry of running statements
+//! (`crate::console::activity`) from its handler's start until its last row
+//! is sent; the console's cancel goes through [`Backend::cancel_statement`],
+//! the same path as a CancelRequest.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
