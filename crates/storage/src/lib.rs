@@ -37,6 +37,7 @@ pub mod recent_writes;
 pub mod row_tablet;
 pub mod shard;
 pub mod snapshot;
+pub mod stats;
 pub mod wal;
 
 pub use arrow_conv::{ColumnStats, RowGroupStats, KEY_COLUMN};
