@@ -122,8 +122,8 @@ fn name(t: usize) -> String {
 async fn run(s: &mut Session, sql: &str) -> Result<Vec<Vec<i64>>, String> {
     let mut rows = Vec::new();
     for out in s.simple_query(sql).await {
-        match out.map_err(|e| e.sqlstate().to_string())? {
-            Output::Rows { mut stream, .. } => {
+        if let Output::Rows { mut stream, .. } = out.map_err(|e| e.sqlstate().to_string())? {
+            {
                 while let Some(b) = stream.next().await {
                     let b = b.map_err(|e| e.to_string())?;
                     for r in 0..b.num_rows() {
@@ -142,7 +142,6 @@ async fn run(s: &mut Session, sql: &str) -> Result<Vec<Vec<i64>>, String> {
                     }
                 }
             }
-            _ => {}
         }
     }
     Ok(rows)
