@@ -337,9 +337,8 @@ impl World {
                 copy_dir(self.dir.path(), crashed.path());
                 self.sessions.clear();
                 self.blocks = vec![None; SESSIONS];
-                self.db = open_placeholder();
+                self.db = open_db(crashed.path());
                 self.dir = crashed;
-                self.db = open_db(self.dir.path());
                 self.sessions = sessions(&self.db).await;
             }
         }
@@ -401,18 +400,6 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
             std::fs::copy(entry.path(), &target).expect("copy");
         }
     }
-}
-
-/// A throwaway database so the real one can be dropped before reopening.
-fn open_placeholder() -> Arc<Database> {
-    let dir =
-        std::env::temp_dir().join(format!("eddy-ddl-model-placeholder-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut cfg = EngineConfig::new(&dir);
-    cfg.background_compaction = false;
-    Arc::new(
-        Database::open(Engine::open(cfg).expect("placeholder"), "eddy", None).expect("database"),
-    )
 }
 
 fn run_schedule(ops: &[Op]) {

@@ -365,7 +365,11 @@ impl World {
 
 /// A throwaway database so the real one can be dropped before reopening.
 fn open_placeholder() -> Arc<Database> {
-    let dir = std::env::temp_dir().join(format!("eddy-model-placeholder-{}", std::process::id()));
+    // one per call: the tests of this binary run in parallel
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir =
+        std::env::temp_dir().join(format!("eddy-model-placeholder-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut cfg = EngineConfig::new(&dir);
     cfg.background_compaction = false;
