@@ -339,7 +339,8 @@ impl World {
                 // engine is dropped without a flush and reopened.
                 self.sessions.clear();
                 self.blocks = vec![None; SESSIONS];
-                self.db = open_placeholder();
+                let placeholder = tempfile::tempdir().expect("tempdir");
+                self.db = open_placeholder(placeholder.path());
                 self.db = open_db(self.dir.path());
                 self.sessions = sessions(&self.db).await;
             }
@@ -363,15 +364,11 @@ impl World {
     }
 }
 
-/// A throwaway database so the real one can be dropped before reopening.
-fn open_placeholder() -> Arc<Database> {
-    // one per call: the tests of this binary run in parallel
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir =
-        std::env::temp_dir().join(format!("eddy-model-placeholder-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut cfg = EngineConfig::new(&dir);
+/// A throwaway database so the real one can be dropped before reopening
+/// (in a directory of its own per crash: the tests of this binary run in
+/// parallel).
+fn open_placeholder(dir: &std::path::Path) -> Arc<Database> {
+    let mut cfg = EngineConfig::new(dir);
     cfg.background_compaction = false;
     Arc::new(
         Database::open(Engine::open(cfg).expect("placeholder"), "eddy", None).expect("database"),
