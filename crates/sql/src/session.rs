@@ -1373,7 +1373,6 @@ impl Session {
                     "CREATE TABLE AS with CHECK constraints is not supported".into(),
                 ));
             }
-            self.refuse_in_block("CREATE TABLE AS")?;
             return self.create_table_as(name, *q, opts).await;
         }
         if columns.is_empty() {
@@ -1465,9 +1464,25 @@ impl Session {
             shard_count: opts.shard_count,
             checks: Vec::new(),
         };
+        let types: Vec<ColumnType> = columns.iter().map(|c| c.ty).collect();
+        if self.in_transaction_block() {
+            // the table is a catalog change of the block and its rows are
+            // the block's writes: both commit or roll back with it
+            let t = self
+                .txn
+                .as_mut()
+                .ok_or_else(|| SqlError::Internal("a block without a transaction".into()))?;
+            let table = run_blocking(|| t.ddl().create_table(spec))?;
+            t.created_tables.push(name);
+            let cast = batches
+                .iter()
+                .map(|b| cast_batch(b, &table.schema(), &types))
+                .collect::<Result<Vec<_>>>()?;
+            let n = self.copy_into_transaction(&table, cast)?;
+            return Ok(Output::Command(format!("SELECT {n}")));
+        }
         let engine = Arc::clone(&self.db.engine);
         let table = run_blocking(|| engine.create_table(spec))?;
-        let types: Vec<ColumnType> = columns.iter().map(|c| c.ty).collect();
         let result = run_blocking(|| -> Result<u64> {
             let mut loader = table.bulk_loader();
             for b in &batches {

@@ -19,10 +19,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use eddy_sql::{Database, Output, Session};
+use eddy_sql::{Database, Session};
 use eddy_storage::{Engine, EngineConfig};
-use futures::StreamExt;
 use proptest::prelude::*;
+
+mod common;
 
 const TABLES: usize = 3;
 const SESSIONS: usize = 3;
@@ -122,25 +123,7 @@ fn name(t: usize) -> String {
 async fn run(s: &mut Session, sql: &str) -> Result<Vec<Vec<i64>>, String> {
     let mut rows = Vec::new();
     for out in s.simple_query(sql).await {
-        if let Output::Rows { mut stream, .. } = out.map_err(|e| e.sqlstate().to_string())? {
-            while let Some(b) = stream.next().await {
-                let b = b.map_err(|e| e.to_string())?;
-                for r in 0..b.num_rows() {
-                    let mut row = Vec::new();
-                    for c in b.columns() {
-                        let c = arrow::compute::cast(c, &arrow::datatypes::DataType::Int64)
-                            .map_err(|e| e.to_string())?;
-                        let c = c
-                            .as_any()
-                            .downcast_ref::<arrow::array::Int64Array>()
-                            .ok_or("not an integer")?
-                            .clone();
-                        row.push(c.value(r));
-                    }
-                    rows.push(row);
-                }
-            }
-        }
+        rows.extend(common::rows_i64(out.map_err(|e| e.sqlstate().to_string())?).await?);
     }
     Ok(rows)
 }

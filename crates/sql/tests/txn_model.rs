@@ -19,8 +19,9 @@ use std::sync::Arc;
 
 use eddy_sql::{Database, Output, Session};
 use eddy_storage::{Engine, EngineConfig};
-use futures::StreamExt;
 use proptest::prelude::*;
+
+mod common;
 
 const ACCOUNTS: i64 = 6;
 const SESSIONS: usize = 3;
@@ -112,26 +113,7 @@ async fn run_tagged(s: &mut Session, sql: &str) -> Result<(Vec<Vec<i64>>, String
             e.sqlstate().to_string()
         })? {
             Output::Command(t) => tag = t,
-            Output::Rows { mut stream, .. } => {
-                while let Some(b) = stream.next().await {
-                    let b = b.map_err(|e| e.to_string())?;
-                    for r in 0..b.num_rows() {
-                        let mut row = Vec::new();
-                        for c in b.columns() {
-                            let c = arrow::compute::cast(c, &arrow::datatypes::DataType::Int64)
-                                .map_err(|e| e.to_string())?;
-                            let c = c
-                                .as_any()
-                                .downcast_ref::<arrow::array::Int64Array>()
-                                .ok_or("not an integer")?
-                                .clone();
-                            row.push(c.value(r));
-                        }
-                        rows.push(row);
-                    }
-                }
-            }
-            _ => {}
+            other => rows.extend(common::rows_i64(other).await?),
         }
     }
     Ok((rows, tag))

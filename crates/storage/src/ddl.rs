@@ -402,45 +402,33 @@ impl Ddl<'_> {
 
     /// Renames a table.
     pub fn rename_table(&self, from: &str, to: &str) -> Result<Arc<Table>> {
-        let inner = self.engine.inner();
-        inner.check_open()?;
-        let mut cat = inner.catalog.lock();
-        let t = self
-            .engine
-            .table(from)
-            .ok_or_else(|| StorageError::TableNotFound(from.to_string()))?;
-        if inner.tables.read().contains_key(to) {
-            return Err(StorageError::TableExists(to.to_string()));
-        }
-        let mut def = (*t.def).clone();
-        def.name = to.to_string();
-        self.replace_def(&mut cat, &t, def)
+        self.change_def(from, |def| {
+            if self.engine.inner().tables.read().contains_key(to) {
+                return Err(StorageError::TableExists(to.to_string()));
+            }
+            def.name = to.to_string();
+            Ok(())
+        })
     }
 
     /// Adds a nullable column; existing rows read it as NULL.
     pub fn add_column(&self, table: &str, column: ColumnDef) -> Result<Arc<Table>> {
-        let inner = self.engine.inner();
-        inner.check_open()?;
-        let mut cat = inner.catalog.lock();
-        let t = self
-            .engine
-            .table(table)
-            .ok_or_else(|| StorageError::TableNotFound(table.to_string()))?;
-        if t.def.column_index(&column.name).is_some() {
-            return Err(StorageError::ColumnExists {
-                table: table.to_string(),
-                column: column.name,
-            });
-        }
-        if !column.nullable {
-            return Err(StorageError::InvalidDefinition(format!(
-                "column \"{}\" must be nullable: existing rows have no value for it",
-                column.name
-            )));
-        }
-        let mut def = (*t.def).clone();
-        def.columns.push(column);
-        self.replace_def(&mut cat, &t, def)
+        self.change_def(table, |def| {
+            if def.column_index(&column.name).is_some() {
+                return Err(StorageError::ColumnExists {
+                    table: table.to_string(),
+                    column: column.name,
+                });
+            }
+            if !column.nullable {
+                return Err(StorageError::InvalidDefinition(format!(
+                    "column \"{}\" must be nullable: existing rows have no value for it",
+                    column.name
+                )));
+            }
+            def.columns.push(column);
+            Ok(())
+        })
     }
 
     /// Changes what the catalog says of a table's existing columns without
@@ -453,45 +441,55 @@ impl Ddl<'_> {
         table: &str,
         change: impl FnOnce(&mut Vec<ColumnDef>) -> Result<()>,
     ) -> Result<Arc<Table>> {
-        let inner = self.engine.inner();
-        inner.check_open()?;
-        let mut cat = inner.catalog.lock();
-        let t = self
-            .engine
-            .table(table)
-            .ok_or_else(|| StorageError::TableNotFound(table.to_string()))?;
-        let mut def = (*t.def).clone();
-        let shape = |cols: &[ColumnDef]| -> Vec<(ColumnType, usize)> {
-            cols.iter().enumerate().map(|(i, c)| (c.ty, i)).collect()
-        };
-        let before = shape(&def.columns);
-        change(&mut def.columns)?;
-        if before != shape(&def.columns) {
-            return Err(StorageError::InvalidDefinition(
-                "alter_columns may not add, remove, reorder or retype columns".into(),
-            ));
-        }
-        for k in &def.primary_key {
-            if def.columns.get(*k).is_some_and(|c| c.nullable) {
+        self.change_def(table, |def| {
+            let shape = |cols: &[ColumnDef]| -> Vec<(ColumnType, usize)> {
+                cols.iter().enumerate().map(|(i, c)| (c.ty, i)).collect()
+            };
+            let before = shape(&def.columns);
+            change(&mut def.columns)?;
+            if before != shape(&def.columns) {
+                return Err(StorageError::InvalidDefinition(
+                    "alter_columns may not add, remove, reorder or retype columns".into(),
+                ));
+            }
+            if def
+                .primary_key
+                .iter()
+                .any(|k| def.columns.get(*k).is_some_and(|c| c.nullable))
+            {
                 return Err(StorageError::InvalidDefinition(
                     "a primary key column cannot be nullable".into(),
                 ));
             }
-        }
-        self.replace_def(&mut cat, &t, def)
+            Ok(())
+        })
     }
 
     /// Sets or clears the table's comment (`COMMENT ON TABLE`).
     pub fn set_table_comment(&self, table: &str, comment: Option<String>) -> Result<Arc<Table>> {
+        self.change_def(table, |def| {
+            def.comment = comment;
+            Ok(())
+        })
+    }
+
+    /// A new definition of table `name`: `change` edits a copy of the
+    /// current one (and may refuse; nothing changes then), which is then
+    /// written as [`Ddl::replace_def`] says.
+    fn change_def(
+        &self,
+        name: &str,
+        change: impl FnOnce(&mut TableDef) -> Result<()>,
+    ) -> Result<Arc<Table>> {
         let inner = self.engine.inner();
         inner.check_open()?;
         let mut cat = inner.catalog.lock();
         let t = self
             .engine
-            .table(table)
-            .ok_or_else(|| StorageError::TableNotFound(table.to_string()))?;
+            .table(name)
+            .ok_or_else(|| StorageError::TableNotFound(name.to_string()))?;
         let mut def = (*t.def).clone();
-        def.comment = comment;
+        change(&mut def)?;
         self.replace_def(&mut cat, &t, def)
     }
 

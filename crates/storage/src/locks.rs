@@ -143,6 +143,9 @@ impl State {
 pub struct LockManager {
     state: Mutex<State>,
     released: Condvar,
+    /// `State::exclusive_tables`, readable without the lock (every
+    /// statement reads it: see [`LockManager::tables_locked`]).
+    tables_locked: std::sync::atomic::AtomicUsize,
 }
 
 impl LockManager {
@@ -173,6 +176,8 @@ impl LockManager {
             if blockers.is_empty() {
                 st.waits_for.remove(&owner);
                 st.grant(owner, row, mode);
+                self.tables_locked
+                    .store(st.exclusive_tables, std::sync::atomic::Ordering::Release);
                 return Ok(true);
             }
             match wait {
@@ -221,6 +226,8 @@ impl LockManager {
             };
             if exclusive && is_table_lock(&row) {
                 st.exclusive_tables = st.exclusive_tables.saturating_sub(1);
+                self.tables_locked
+                    .store(st.exclusive_tables, std::sync::atomic::Ordering::Release);
             }
             if remove {
                 st.rows.remove(&row);
@@ -234,7 +241,8 @@ impl LockManager {
     /// definitions are changing): while none is, statements need not take
     /// table locks at all.
     pub fn tables_locked(&self) -> usize {
-        self.state.lock().exclusive_tables
+        self.tables_locked
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Rows locked by anyone (for tests and metrics).
