@@ -168,12 +168,18 @@ pub fn assign(spec: &WindowSpec, batch: &RecordBatch, schema: &SchemaRef) -> Res
             ends.push(*e);
         }
     }
-    let idx = UInt32Array::from(rows);
-    let mut columns = batch
-        .columns()
-        .iter()
-        .map(|c| take(c.as_ref(), &idx, None))
-        .collect::<std::result::Result<Vec<ArrayRef>, _>>()?;
+    // one window per row and every row kept (TUMBLE without NULL times):
+    // the source columns are the output's as they are
+    let mut columns = if rows.len() == batch.num_rows() && times.null_count() == 0 {
+        batch.columns().to_vec()
+    } else {
+        let idx = UInt32Array::from(rows);
+        batch
+            .columns()
+            .iter()
+            .map(|c| take(c.as_ref(), &idx, None))
+            .collect::<std::result::Result<Vec<ArrayRef>, _>>()?
+    };
     columns.push(Arc::new(
         TimestampMicrosecondArray::from(starts).with_timezone_opt(tz.clone()),
     ));
@@ -614,5 +620,38 @@ mod tests {
             .map(|i| (ks.value(i), starts.value(i), ends.value(i)))
             .collect();
         assert_eq!(got, vec![(1, 0, 10), (1, 5, 15), (3, -10, 0), (3, -5, 5)]);
+    }
+
+    #[test]
+    fn assign_a_tumbling_window_keeps_the_rows_as_they_are() {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+            false,
+        )]));
+        let times = TimestampMicrosecondArray::from(vec![-1, 0, 25]).with_timezone("+00:00");
+        let batch =
+            RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(times)]).expect("batch");
+        let out_schema = windowed_schema(&schema, 0).expect("schema");
+        let spec = WindowSpec {
+            kind: WindowKind::Tumble { size: 10 },
+            time_column: 0,
+        };
+        let out = assign(&spec, &batch, &out_schema).expect("assign");
+        assert_eq!(out.column(0), batch.column(0));
+        let bounds = |c: usize| {
+            out.column(c)
+                .as_any()
+                .downcast_ref::<TimestampMicrosecondArray>()
+                .expect("bound")
+                .values()
+                .to_vec()
+        };
+        assert_eq!(bounds(1), vec![-10, 0, 20]);
+        assert_eq!(bounds(2), vec![0, 10, 30]);
+        assert_eq!(
+            out.schema().field(1).data_type(),
+            batch.schema().field(0).data_type()
+        );
     }
 }
