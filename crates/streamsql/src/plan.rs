@@ -18,7 +18,8 @@
 //! values). `TUMBLE(...)` / `HOP(...)` in FROM are bound first (`window.rs`):
 //! the scan is then the source with `window_start` / `window_end`, and the
 //! plan's [`EventTimePlan`] says how the view operator assigns windows,
-//! drops late rows and closes windows. Anything else — joins, windows, ORDER BY, LIMIT, DISTINCT ON,
+//! drops late rows and closes windows. Anything else — joins, window
+//! functions (`OVER`), SESSION windows, ORDER BY, LIMIT, DISTINCT ON,
 //! grouping sets, FILTER clauses, aggregates outside the list, a view
 //! without GROUP BY — is refused with 0A000 at CREATE, so every view that
 //! is created is maintained exactly.
