@@ -501,3 +501,54 @@ async fn kill_9_keeps_windows_and_the_watermark_exact() {
     let (_, _, got) = view_at_checkpoint(&c, "upd", false).await.expect("upd");
     assert_eq!(got, without_top(want), "the finished view");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_panic_restores_the_watermark_with_the_windows() {
+    const ROWS: i64 = 12_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("eddy.log");
+    let srv = Server::start_logged_with_env(
+        None,
+        dir.path().join("data"),
+        "trust",
+        &[("EDDY_FAULT_VIEW_PANIC_AT_ROWS", "5000")],
+        &log,
+    );
+    let c = srv.connect().await;
+    c.batch_execute(&source_sql("events", ROWS, 20_000))
+        .await
+        .expect("create source");
+    c.batch_execute(
+        "CREATE MATERIALIZED VIEW eowc WITH (checkpoint_interval_ms = 50) AS \
+         SELECT window_start, k, count(*) AS n, sum(id) AS total, max(id) AS top \
+         FROM TUMBLE(events, ts, INTERVAL '1' SECOND) GROUP BY window_start, k \
+         EMIT ON WINDOW CLOSE",
+    )
+    .await
+    .expect("create view");
+    assert_eq!(
+        wait_finished(&c, "eowc", Duration::from_secs(90)).await,
+        ROWS
+    );
+    let all = source_rows(ROWS);
+    let (_, _, got) = view_at_checkpoint(&c, "eowc", true).await.expect("eowc");
+    assert_eq!(
+        got,
+        windows(&all, SECOND, SECOND, None),
+        "the view after a restart"
+    );
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        text.contains("injected fault"),
+        "the panic happened: {text}"
+    );
+    // the restored clock counted each late row once
+    let (_, _, late) = on_time(&all);
+    let metrics = srv.metrics();
+    assert!(
+        metrics.contains(&format!(
+            "eddy_view_late_rows_total{{view=\"eowc\"}} {late}"
+        )),
+        "{late} late rows in {metrics}"
+    );
+}
