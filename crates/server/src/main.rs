@@ -1,5 +1,7 @@
 //! The `eddy` binary: `eddy server` runs the PostgreSQL-protocol front end
-//! over the storage engine, with `/metrics` over HTTP.
+//! over the storage engine, with the console and `/metrics` over HTTP
+//! (`crate::console`), and says where it listens when it starts
+//! (`crate::banner`).
 //!
 //! Subcommands are a clap enum: adding `eddy stream` / `eddy bench` is one
 //! variant and one match arm each.
@@ -13,7 +15,9 @@
 //! Who may do what: `crate::auth`, `docs/design/security.md`.
 
 mod auth;
+mod banner;
 mod config;
+mod console;
 mod idle;
 mod metrics;
 mod panics;
@@ -77,7 +81,8 @@ struct ServerArgs {
     /// PostgreSQL protocol address [default: 127.0.0.1:5433].
     #[arg(long)]
     pg_addr: Option<String>,
-    /// HTTP address for /metrics [default: 127.0.0.1:8080].
+    /// HTTP address of the console and /metrics [default: 127.0.0.1:8080];
+    /// the console cancels statements only on a loopback address.
     #[arg(long)]
     http_addr: Option<String>,
     /// Authentication: scram (default) or trust (loopback only).
@@ -205,6 +210,11 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             ))
         }
     };
+    let password_from = match auth {
+        Auth::Trust => banner::PasswordFrom::None,
+        Auth::Scram if env_password.is_some() => banner::PasswordFrom::Env,
+        Auth::Scram => banner::PasswordFrom::ConfigFile,
+    };
     let accounts = Arc::new(auth::Accounts::new(
         &file.users,
         env_password,
@@ -271,6 +281,9 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
     }
     tracing::info!(gpu = %eddy_gpu::discover(), "devices");
     let engine = Engine::open(cfg)?;
+    // the engine created it: the start-up message and the console name it
+    // whole
+    let data_dir = std::fs::canonicalize(&args.data_dir).unwrap_or_else(|_| args.data_dir.clone());
     let streams = eddy_streamsql::StreamManager::start(Arc::clone(&engine), &args.data_dir)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -290,6 +303,8 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             http_addr,
             max_connections,
             tls,
+            data_dir,
+            password_from,
         },
         security,
         args.config.as_deref(),
@@ -311,6 +326,9 @@ struct Listen {
     http_addr: SocketAddr,
     max_connections: usize,
     tls: Option<tls::TlsAcceptor>,
+    /// Absolute.
+    data_dir: PathBuf,
+    password_from: banner::PasswordFrom,
 }
 
 async fn serve(
@@ -325,11 +343,19 @@ async fn serve(
         http_addr,
         max_connections,
         tls,
+        data_dir,
+        password_from,
     } = listen;
+    let started = (std::time::Instant::now(), std::time::SystemTime::now());
     let metrics = Arc::new(Metrics::default());
     let views = Arc::clone(&streams);
     metrics.add_section(Box::new(move |out| views.render_metrics(out)));
-    let mut db = Database::open(engine, "eddy", Some(streams)).map_err(ServerError::Database)?;
+    let mut db = Database::open(
+        Arc::clone(&engine),
+        "eddy",
+        Some(Arc::clone(&streams) as Arc<dyn eddy_sql::StreamStatements>),
+    )
+    .map_err(ServerError::Database)?;
     if let Some(path) = config_file {
         // it holds every user's password: never read or written by COPY
         db.server_files = db.server_files.clone().with_config_file(path);
@@ -337,7 +363,7 @@ async fn serve(
     let db = Arc::new(db);
     let backend = Arc::new(Backend::new(db, Arc::clone(&metrics), security));
     let idle = Arc::clone(&backend.idle);
-    let handlers = Arc::new(Handlers::new(backend));
+    let handlers = Arc::new(Handlers::new(Arc::clone(&backend)));
     let pg = TcpListener::bind(pg_addr)
         .await
         .map_err(|e| ServerError::Listen {
@@ -350,8 +376,41 @@ async fn serve(
             addr: http_addr.to_string(),
             source: e,
         })?;
-    tracing::info!(pg = %pg.local_addr().map(|a| a.to_string()).unwrap_or_default(), http = %http_addr, tls = tls.is_some(), "eddy server listening");
-    tokio::spawn(metrics::serve(http, metrics));
+    let pg_bound = pg.local_addr().unwrap_or(pg_addr);
+    let http_bound = http.local_addr().unwrap_or(http_addr);
+    tracing::info!(pg = %pg_bound, http = %http_bound, tls = tls.is_some(), "eddy server listening");
+    let console = Arc::new(console::Console::new(
+        engine,
+        streams,
+        backend,
+        console::ServerInfo {
+            started: started.0,
+            started_wall: started.1,
+            data_dir: data_dir.clone(),
+            pg_addr: pg_bound,
+            http_addr: http_bound,
+            auth: match password_from {
+                banner::PasswordFrom::None => "trust",
+                banner::PasswordFrom::Env | banner::PasswordFrom::ConfigFile => "scram",
+            },
+            tls: tls.is_some(),
+            max_connections,
+        },
+    ));
+    tokio::spawn(console::serve(http, console));
+    {
+        use std::io::Write;
+        let message = banner::startup_message(&banner::StartupInfo {
+            version: env!("CARGO_PKG_VERSION"),
+            pg: pg_bound,
+            http: http_bound,
+            password: password_from,
+            tls: tls.is_some(),
+            data_dir: &data_dir,
+            config_file,
+        });
+        let _ = std::io::stderr().lock().write_all(message.as_bytes());
+    }
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));

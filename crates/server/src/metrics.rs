@@ -1,19 +1,14 @@
-//! Statement counters and latency histograms, and the HTTP `/metrics`
-//! endpoint that prints them in the Prometheus text format.
-//!
-//! The HTTP server is a deliberately tiny HTTP/1.1 responder on tokio: it
-//! answers `GET /metrics` (and `/health`) and closes the connection.
+//! Statement counters and latency histograms, printed in the Prometheus
+//! text format; the console's HTTP listener (`crate::console`) serves them
+//! at `GET /metrics`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 #[derive(Default)]
 struct KindStats {
@@ -115,36 +110,6 @@ fn unreachable_hist() -> Histogram<u64> {
     match Histogram::new(2) {
         Ok(h) => h,
         Err(_) => std::process::abort(),
-    }
-}
-
-/// Serve `/metrics` until the listener fails.
-pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
-    loop {
-        let Ok((mut sock, _)) = listener.accept().await else {
-            continue;
-        };
-        let metrics = Arc::clone(&metrics);
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; 4096];
-            let n = match tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf)).await {
-                Ok(Ok(n)) => n,
-                _ => return,
-            };
-            let req = String::from_utf8_lossy(&buf[..n]);
-            let path = req.split_whitespace().nth(1).unwrap_or("/");
-            let (status, ctype, body) = match path {
-                "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics.render()),
-                "/health" => ("200 OK", "text/plain", "ok\n".to_string()),
-                _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
-            };
-            let resp = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = sock.write_all(resp.as_bytes()).await;
-            let _ = sock.shutdown().await;
-        });
     }
 }
 

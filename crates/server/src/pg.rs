@@ -6,6 +6,10 @@
 //! requires). A COPY FROM STDIN in progress is held next to it. Cancel
 //! requests go through pgwire's `ConnectionManager`: the running query's
 //! future is dropped, which stops its scan threads at their next batch.
+//! Each statement is in the console's registry of running statements
+//! (`crate::console::activity`) from its handler's start until its last row
+//! is sent; the console's cancel goes through [`Backend::cancel_statement`],
+//! the same path as a CancelRequest.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -44,8 +48,10 @@ use pgwire::api::{
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail, CopyOutResponse};
 use pgwire::messages::data::DataRow;
+use pgwire::messages::startup::SecretKey;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 
+use crate::console::activity::{Activity, ActivityRegistration, RunningGuard, StatementText};
 use crate::metrics::Metrics;
 use crate::panics;
 
@@ -72,6 +78,8 @@ pub struct SessionSlot {
     running: std::sync::atomic::AtomicBool,
     /// This connection's idle-in-transaction watch (see `crate::idle`).
     pub(crate) idle: Option<Arc<crate::idle::IdleWatch>>,
+    /// This connection in the console's registry of running statements.
+    pub(crate) activity: ActivityRegistration,
     _registration: CancelRegistration,
     _conn: ConnCount,
 }
@@ -205,6 +213,8 @@ pub struct Backend {
     /// Failed password checks by client address (`crate::auth`).
     pub failed_logins: Arc<crate::auth::FailedLogins>,
     pub require_tls_remote: bool,
+    /// Open sessions and their running statements (the console's).
+    pub activity: Arc<Activity>,
 }
 
 #[derive(Clone, Debug)]
@@ -235,6 +245,24 @@ impl Backend {
             accounts: security.accounts,
             failed_logins: Arc::default(),
             require_tls_remote: security.require_tls_remote,
+            activity: Arc::default(),
+        }
+    }
+
+    /// What a CancelRequest with this key does: pgwire's manager
+    /// interrupts a statement still being planned, the connection's
+    /// [`CancelSignal`] stops rows being produced; the statement ends with
+    /// 57014. False when no connection has this key.
+    pub async fn cancel_statement(&self, pid: i32, secret: &SecretKey) -> bool {
+        let key: CancelKey = (pid, secret.to_bytes());
+        let signal = self.cancels.lock().get(&key).cloned();
+        match signal {
+            Some(signal) => {
+                signal.fire();
+                self.manager.cancel(pid, secret).await;
+                true
+            }
+            None => false,
         }
     }
 }
@@ -251,6 +279,8 @@ fn parameter_provider() -> DefaultServerParameterProvider {
 pub struct TrustStartup {
     manager: Arc<ConnectionManager>,
     database: String,
+    /// One for the server, so that every connection gets its own pid.
+    pids: RandomPidSecretKeyGenerator,
 }
 
 #[async_trait]
@@ -269,7 +299,7 @@ impl StartupHandler for TrustStartup {
             protocol_negotiation(client, startup).await?;
             save_startup_parameters_to_metadata(client, startup);
             check_database(client, &self.database)?;
-            let (pid, key) = RandomPidSecretKeyGenerator::default().generate(client);
+            let (pid, key) = self.pids.generate(client);
             client.set_pid_and_secret_key(pid, key.clone());
             let (handle, guard) = self.manager.register(pid, key);
             client.session_extensions().insert(handle);
@@ -384,6 +414,14 @@ fn new_or_existing_slot<C: ClientInfo>(client: &C, backend: &Backend) -> Arc<Ses
         backend.metrics.connections.fetch_add(1, Ordering::Relaxed);
         let (pid, secret) = client.pid_and_secret_key();
         let key: CancelKey = (pid, secret.to_bytes());
+        let user = client
+            .metadata()
+            .get("user")
+            .cloned()
+            .unwrap_or_else(|| "eddy".into());
+        let activity = backend
+            .activity
+            .register(pid, secret, user, client.socket_addr());
         let cancel = Arc::new(CancelSignal::default());
         backend
             .cancels
@@ -395,6 +433,7 @@ fn new_or_existing_slot<C: ClientInfo>(client: &C, backend: &Backend) -> Arc<Ses
             cancel,
             running: std::sync::atomic::AtomicBool::new(false),
             idle: backend.idle.get(&client.socket_addr()),
+            activity,
             _registration: CancelRegistration {
                 key,
                 registry: Arc::clone(&backend.cancels),
@@ -516,6 +555,7 @@ fn query_response(
     formats: Option<&Format>,
     described: &[eddy_sql::ResultColumn],
     cancel: Arc<CancelSignal>,
+    running: Option<Arc<RunningGuard>>,
 ) -> QueryResponse {
     let mut fields = fields_of(&schema, formats);
     // A column Describe announced as text but that runs as another type
@@ -550,6 +590,9 @@ fn query_response(
         .collect();
     let fields = Arc::new(fields);
     let rows = panics::guarded_stream(cancellable(stream, cancel)).flat_map(move |b| {
+        // the statement runs (and shows in the console) until its rows
+        // are sent or the stream is dropped
+        let _running = &running;
         let items = match b {
             Ok(batch) => encode_batch(&batch, &fmts),
             Err(e) => vec![Err(user_error(&e))],
@@ -622,6 +665,7 @@ async fn to_response<C>(
     out: Result<Output, SqlError>,
     formats: Option<&Format>,
     described: &[eddy_sql::ResultColumn],
+    running: &Arc<RunningGuard>,
 ) -> PgWireResult<Response>
 where
     C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -640,6 +684,7 @@ where
                 formats,
                 described,
                 Arc::clone(&slot(client, backend).cancel),
+                Some(Arc::clone(running)),
             );
             response.set_command_tag(command);
             Response::Query(response)
@@ -690,7 +735,13 @@ impl SimpleQueryHandler for Backend {
     {
         let start = Instant::now();
         let kind = statement_kind(query);
-        let q = query.to_string();
+        let q: Arc<str> = Arc::from(query);
+        let running = Arc::new(
+            slot(client, self)
+                .activity
+                .session
+                .begin(StatementText::Simple(Arc::clone(&q)), start),
+        );
         let outs = match with_session(client, self, move |s| {
             Box::pin(async move { Ok(s.simple_query(&q).await) })
         })
@@ -702,7 +753,7 @@ impl SimpleQueryHandler for Backend {
         let ok = outs.iter().all(|o| o.is_ok());
         let mut resps = Vec::with_capacity(outs.len());
         for o in outs {
-            resps.push(to_response(client, self, o, None, &[]).await?);
+            resps.push(to_response(client, self, o, None, &[], &running).await?);
         }
         self.metrics.record(kind, start.elapsed(), ok);
         Ok(resps)
@@ -926,6 +977,12 @@ impl ExtendedQueryHandler for Backend {
         let start = Instant::now();
         let prepared = Arc::clone(&portal.statement.statement);
         let kind = statement_kind(&prepared.sql);
+        let running = Arc::new(
+            slot(client, self)
+                .activity
+                .session
+                .begin(StatementText::Prepared(Arc::clone(&prepared)), start),
+        );
         let out = match decode_params(&prepared, portal) {
             Ok(params) => {
                 let p = bind_numeric_params(&prepared, &params);
@@ -943,6 +1000,7 @@ impl ExtendedQueryHandler for Backend {
             out,
             Some(&portal.result_column_format),
             &prepared.columns,
+            &running,
         )
         .await?;
         self.metrics.record(kind, start.elapsed(), ok);
@@ -1046,6 +1104,7 @@ impl Handlers {
                 Some(Arc::new(TrustStartup {
                     manager: Arc::clone(&backend.manager),
                     database,
+                    pids: RandomPidSecretKeyGenerator::default(),
                 })),
                 None,
             ),
@@ -1086,19 +1145,15 @@ pub struct CancelRequests {
 #[async_trait]
 impl pgwire::api::cancel::CancelHandler for CancelRequests {
     async fn on_cancel_request(&self, request: pgwire::messages::cancel::CancelRequest) {
-        let key: CancelKey = (request.pid, request.secret_key.to_bytes());
-        let signal = self.backend.cancels.lock().get(&key).cloned();
-        match signal {
-            Some(signal) => {
-                tracing::info!(pid = request.pid, "cancel request");
-                signal.fire();
-                self.backend
-                    .manager
-                    .cancel(request.pid, &request.secret_key)
-                    .await;
-            }
+        if self
+            .backend
+            .cancel_statement(request.pid, &request.secret_key)
+            .await
+        {
+            tracing::info!(pid = request.pid, "cancel request");
+        } else {
             // Unknown pid/key pairs are ignored, as PostgreSQL does.
-            None => tracing::debug!(pid = request.pid, "cancel request for no connection"),
+            tracing::debug!(pid = request.pid, "cancel request for no connection");
         }
     }
 }

@@ -33,6 +33,13 @@ fn sqlalchemy_orm_serial_ids_returning_and_rollback() {
     python_script("sqlalchemy_orm.py");
 }
 
+/// Alembic runs all pending migrations in one transaction: a failing one
+/// rolls back the tables and columns of the others (transactional DDL).
+#[test]
+fn alembic_migrations_roll_back_together() {
+    python_script("alembic_migrations.py");
+}
+
 #[test]
 fn asyncpg_pool_resets_and_advisory_locks() {
     python_script("asyncpg_pool.py");

@@ -50,6 +50,7 @@ mod alter_columns;
 mod checks;
 mod control;
 mod cursors;
+mod ddl_txn;
 pub(crate) mod defaults;
 mod dml;
 mod fast;
@@ -630,6 +631,10 @@ impl Session {
             self.note_error();
             return Err(SqlError::ReadOnlyTransaction(what));
         }
+        if let Err(e) = self.wait_for_table_ddl(stmt) {
+            self.note_error();
+            return Err(e);
+        }
         if self.txn.is_some() {
             let r = self.execute_fast_in_txn(plan, params);
             if r.is_err() {
@@ -834,6 +839,10 @@ impl Session {
             return Err(SqlError::InFailedTransaction);
         }
         crate::streams::check_writable(self.db.streams.as_deref(), &stmt)?;
+        if let Err(e) = self.wait_for_table_ddl(&stmt) {
+            self.note_error();
+            return Err(e);
+        }
         if let Some(plan) = fastpath::recognise(&stmt, &self.db.engine) {
             if let Some(out) = self.execute_fast(&plan, &stmt, &[])? {
                 return Ok(out);
@@ -861,8 +870,12 @@ impl Session {
         match (r, txn) {
             (Ok(out), Some(txn)) => {
                 let dropped = txn.created_tables.clone();
+                let renames = txn.sequence_owner_renames.clone();
                 match run_blocking(|| txn.commit()) {
-                    Ok(()) => Ok(out),
+                    Ok(()) => {
+                        self.rename_sequence_owners(&renames);
+                        Ok(out)
+                    }
                     Err(e) => {
                         self.drop_tables(&dropped);
                         Err(e)
@@ -944,12 +957,18 @@ impl Session {
                         return Err(SqlError::UndefinedTable(name));
                     }
                     if in_block {
-                        // dropped at COMMIT, kept by ROLLBACK
+                        // dropped at COMMIT, kept by ROLLBACK; others wait
+                        // for this transaction to end
+                        let table = self.table(&name)?;
+                        self.lock_table_exclusive(&table)?;
                         if let Some(t) = self.txn.as_mut() {
                             t.dropped_tables.push(name);
                         }
                         continue;
                     }
+                    // waits for every transaction using the table
+                    let table = self.table(&name)?;
+                    self.lock_table_exclusive(&table)?;
                     let engine = Arc::clone(&self.db.engine);
                     run_blocking(|| engine.drop_table(&name))?;
                     self.drop_owned_sequences(&name);
@@ -963,10 +982,7 @@ impl Session {
                 }
                 self.truncate(tables)
             }
-            Statement::AlterTable(at) => {
-                self.refuse_in_block("ALTER TABLE")?;
-                self.alter_table(at).await
-            }
+            Statement::AlterTable(at) => self.alter_table(at).await,
             Statement::Copy {
                 source,
                 to,
@@ -1380,16 +1396,24 @@ impl Session {
             shard_count: opts.shard_count,
             checks: table_checks,
         };
-        let engine = Arc::clone(&self.db.engine);
         let table_name = spec.name.clone();
         let mut spec = spec;
         let created = self.create_column_sequences(&table_name, &mut spec.columns, sequences)?;
-        if let Err(e) = run_blocking(|| engine.create_table(spec)) {
+        // The transaction's catalog change: undone by ROLLBACK, by an
+        // error that ends the transaction and by recovery unless it
+        // commits; others wait for it (transactions.md, "Catalog changes").
+        let result = match self.txn.as_mut() {
+            Some(t) => run_blocking(|| t.ddl().create_table(spec))
+                .map(|_| ())
+                .map_err(SqlError::from),
+            None => Err(SqlError::Internal(
+                "CREATE TABLE outside a transaction".into(),
+            )),
+        };
+        if let Err(e) = result {
             self.drop_sequences(&created);
-            return Err(e.into());
+            return Err(e);
         }
-        // Inside a block, ROLLBACK drops it again (see transactions.md for
-        // what this does not cover: others see it before COMMIT).
         if let Some(t) = self.txn.as_mut() {
             t.created_tables.push(table_name);
         }
@@ -1466,12 +1490,13 @@ impl Session {
         at: datafusion::sql::sqlparser::ast::AlterTable,
     ) -> Result<Output> {
         let name = table_name(&at.name)?;
-        if self.db.engine.table(&name).is_none() {
+        let Some(table) = self.db.engine.table(&name) else {
             if at.if_exists {
                 return Ok(Output::Command("ALTER TABLE".into()));
             }
             return Err(SqlError::UndefinedTable(name));
-        }
+        };
+        self.lock_for_ddl(&table, "ALTER TABLE")?;
         for op in at.operations {
             match op {
                 AlterTableOperation::AddColumn {
@@ -1507,8 +1532,9 @@ impl Session {
                             "column \"{cname}\" of relation \"{name}\" contains null values"
                         )));
                     }
-                    let engine = Arc::clone(&self.db.engine);
-                    run_blocking(|| engine.add_column(&name, ColumnDef::new(cname, ty, nullable)))?;
+                    self.ddl_change(|ddl| {
+                        ddl.add_column(&name, ColumnDef::new(cname, ty, nullable))
+                    })?;
                 }
                 AlterTableOperation::AddConstraint {
                     constraint: TableConstraint::PrimaryKey(p),
@@ -1524,6 +1550,8 @@ impl Session {
                             ))),
                         })
                         .collect::<Result<_>>()?;
+                    // a rewrite into a new table: not (yet) undoable
+                    self.refuse_in_block("ALTER TABLE ... ADD PRIMARY KEY")?;
                     self.add_primary_key(&name, &cols).await?;
                 }
                 AlterTableOperation::RenameTable { table_name } => {

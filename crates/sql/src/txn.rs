@@ -18,6 +18,12 @@
 //! * **Snapshots.** READ COMMITTED takes one consistent snapshot of the
 //!   statement's tables per statement; REPEATABLE READ pins a snapshot of
 //!   every table at its first statement and reads only that.
+//! * **Catalog changes are the transaction's.** DDL goes through
+//!   [`Transaction::ddl`] (`eddy_storage::ddl`): undone by ROLLBACK (to a
+//!   savepoint: the changes after it), by dropping the transaction and by
+//!   recovery, committed with the writes through one commit-log record.
+//!   The changed table is locked exclusively ([`Transaction::lock_table_for_ddl`])
+//!   until the end.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -25,7 +31,8 @@ use std::time::Duration;
 
 use eddy_common::{Lsn, Row, TableId, TxnId};
 use eddy_storage::{
-    Engine, Key, LockMode, LockWait, OnConflict, Overlay, Table, TableSnapshot, WriteOp,
+    Ddl, Engine, Key, LockMode, LockWait, OnConflict, Overlay, Table, TableSnapshot, WriteOp,
+    TABLE_LOCK_KEY,
 };
 
 use crate::error::{Result, SqlError};
@@ -100,12 +107,29 @@ pub struct Transaction {
     /// Tables DROP TABLE named in this block: dropped when it commits,
     /// kept if it rolls back; the session treats them as gone meanwhile.
     pub dropped_tables: Vec<String>,
+    /// Sequence owners to rename when this transaction commits (a table
+    /// or column that owns sequences was renamed): sequences live outside
+    /// the catalog's transactions, so they follow only a committed rename.
+    pub sequence_owner_renames: Vec<OwnerRename>,
     next_own_key: u64,
     /// Whether this transaction ever asked for a row lock (most read-only
     /// statements never do, and then skip the lock table at the end).
     locked: std::sync::atomic::AtomicBool,
+    /// Whether this transaction changed the catalog (its changes are
+    /// undone unless it commits).
+    ddl: bool,
     /// `lock_timeout` (None: wait until the holder ends).
     pub lock_timeout: Option<Duration>,
+}
+
+/// A renamed owner of sequences: (table, column) before and after; a
+/// `None` column stands for every column (a renamed table).
+#[derive(Clone, Debug)]
+pub struct OwnerRename {
+    pub from_table: String,
+    pub from_column: Option<String>,
+    pub to_table: String,
+    pub to_column: Option<String>,
 }
 
 /// What ROLLBACK TO SAVEPOINT restores.
@@ -114,10 +138,19 @@ struct Savepoint {
     writes: BTreeMap<TableId, TableWrites>,
     created: Vec<String>,
     dropped: Vec<String>,
+    /// The transaction's catalog changes so far (`Engine::ddl_mark`).
+    ddl_mark: usize,
+    owner_renames: usize,
 }
 
 impl Drop for Transaction {
     fn drop(&mut self) {
+        if self.ddl {
+            // undone before the table locks go: nobody sees the changes
+            if let Err(e) = self.engine.rollback_ddl(self.id, 0) {
+                tracing::error!(txn = self.id.0, error = %e, "could not undo the catalog changes of a rolled-back transaction; recovery will");
+            }
+        }
         if self.locked.load(std::sync::atomic::Ordering::Relaxed) {
             self.engine.locks().release_all(self.id);
         }
@@ -144,8 +177,10 @@ impl Transaction {
             pinned: None,
             created_tables: Vec::new(),
             dropped_tables: Vec::new(),
+            sequence_owner_renames: Vec::new(),
             next_own_key: 0,
             locked: std::sync::atomic::AtomicBool::new(false),
+            ddl: false,
             lock_timeout: None,
         }
     }
@@ -250,6 +285,76 @@ impl Transaction {
             .engine
             .locks()
             .lock(self.id, table.def().id, key, mode, wait, &table.def().name)?)
+    }
+
+    /// Catalog changes in this transaction's name (see the module doc).
+    /// A table it creates is locked by it from the start.
+    pub fn ddl(&mut self) -> Ddl<'_> {
+        self.ddl = true;
+        self.locked
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.engine.ddl(Some(self.id))
+    }
+
+    /// Whether this transaction has changed the catalog.
+    pub fn has_ddl(&self) -> bool {
+        self.ddl
+    }
+
+    /// Locks `table` exclusively for a change of its definition: waits
+    /// for every other transaction that uses it (at most `lock_timeout`),
+    /// and keeps others out until this one ends.
+    pub fn lock_table_for_ddl(&self, table: &Table) -> Result<()> {
+        self.lock_row(
+            table,
+            TABLE_LOCK_KEY,
+            LockMode::Exclusive,
+            LockWait::Block(self.lock_timeout),
+        )?;
+        Ok(())
+    }
+
+    /// Takes `table`'s shared table lock (waits while another transaction
+    /// changes its definition); kept until this transaction ends.
+    pub fn lock_table_shared(&self, table: &Table) -> Result<()> {
+        self.lock_row(
+            table,
+            TABLE_LOCK_KEY,
+            LockMode::Shared,
+            LockWait::Block(self.lock_timeout),
+        )?;
+        Ok(())
+    }
+
+    /// `table` got a new definition in this transaction (a column added,
+    /// renamed, ...): its writes so far are carried to the new handle, and
+    /// rows written before a column was added read NULL in it.
+    pub fn table_altered(&mut self, table: &Arc<Table>) {
+        let width = table.def().columns.len();
+        let fix = |w: &mut TableWrites| {
+            w.table = Arc::clone(table);
+            for row in w.rows.values_mut().flatten() {
+                if row.len() < width {
+                    row.resize(width, eddy_common::Value::Null);
+                }
+            }
+        };
+        // savepoints keep the rows as they were: rolling back to one also
+        // undoes the change
+        if let Some(w) = self.writes.get_mut(&table.def().id) {
+            fix(w);
+        }
+    }
+
+    /// Whether this transaction truncated any table.
+    pub fn truncated_any(&self) -> bool {
+        self.writes.values().any(|w| w.truncated)
+    }
+
+    /// Whether REPEATABLE READ has pinned its snapshot (its first
+    /// statement ran).
+    pub fn snapshot_pinned(&self) -> bool {
+        self.pinned.is_some()
     }
 
     /// Locks rows of `table` (skipping rows this transaction invented).
@@ -374,21 +479,37 @@ impl Transaction {
             writes: self.writes.clone(),
             created: self.created_tables.clone(),
             dropped: self.dropped_tables.clone(),
+            ddl_mark: if self.ddl {
+                self.engine.ddl_mark(self.id)
+            } else {
+                0
+            },
+            owner_renames: self.sequence_owner_renames.len(),
         });
     }
 
-    /// ROLLBACK TO SAVEPOINT: writes after it are discarded (the savepoint
-    /// stays); the locks stay held, as in PostgreSQL. Tables created after
-    /// the savepoint are returned for the caller to drop.
+    /// ROLLBACK TO SAVEPOINT: writes and catalog changes after it are
+    /// discarded (the savepoint stays); the locks stay held, as in
+    /// PostgreSQL. Tables created after the savepoint are returned for the
+    /// caller to drop their sequences.
     pub fn rollback_to(&mut self, name: &str) -> Result<Vec<String>> {
         let pos = self.find_savepoint(name)?;
         self.savepoints.truncate(pos + 1);
-        let Savepoint {
+        let Some(Savepoint {
             writes,
             created,
             dropped: dropped_before,
+            ddl_mark,
+            owner_renames,
             ..
-        } = &self.savepoints[pos];
+        }) = self.savepoints.get(pos)
+        else {
+            return Err(SqlError::NoSuchSavepoint(name.to_string()));
+        };
+        self.sequence_owner_renames.truncate(*owner_renames);
+        if self.ddl {
+            self.engine.rollback_ddl(self.id, *ddl_mark)?;
+        }
         self.writes = writes.clone();
         self.dropped_tables = dropped_before.clone();
         let dropped: Vec<String> = self
@@ -418,9 +539,12 @@ impl Transaction {
 
     /// Makes every write durable and visible at once, then releases the
     /// locks (by dropping `self`).
-    pub fn commit(self) -> Result<()> {
+    pub fn commit(mut self) -> Result<()> {
         let mut batch: Vec<(Arc<Table>, Vec<WriteOp>)> = Vec::new();
         for w in self.writes.values() {
+            if self.dropped_tables.contains(&w.table.def().name) {
+                continue; // dropped with the table
+            }
             let mut table = Arc::clone(&w.table);
             if w.truncated {
                 self.engine.truncate_table(&table.def().name)?;
@@ -452,7 +576,21 @@ impl Transaction {
             }
             batch.push((table, ops));
         }
-        if !batch.is_empty() {
+        // Tables DROP TABLE named go with this commit: recorded under its
+        // id just before the commit point (`Ddl::drop_at_commit`).
+        let dropped: Vec<Arc<Table>> = self
+            .dropped_tables
+            .iter()
+            .filter_map(|n| self.engine.table(n))
+            .collect();
+        if !dropped.is_empty() {
+            self.ddl().drop_at_commit(&dropped)?;
+        }
+        if self.ddl {
+            // commit_txn settles the catalog changes whatever happens
+            self.ddl = false;
+            self.engine.commit_txn(self.id, batch)?;
+        } else if !batch.is_empty() {
             self.engine.commit(batch)?;
         }
         Ok(())

@@ -34,14 +34,28 @@ pub(crate) type Routed = BTreeMap<(TableGroupId, u32), (Arc<Shard>, Vec<ShardOp>
 
 impl EngineInner {
     /// Commits writes already split by shard: see the module doc.
-    pub(crate) fn commit_routed(&self, mut routed: Routed) -> Result<WriteSummary> {
-        if routed.len() <= 1 {
+    pub(crate) fn commit_routed(&self, routed: Routed) -> Result<WriteSummary> {
+        self.commit_routed_as(routed, None, &mut false)
+    }
+
+    /// [`EngineInner::commit_routed`]; with `owner`, the commit always goes
+    /// through the commit log under that id, even for one shard or none (a
+    /// transaction with catalog changes in flight: the record decides them
+    /// too, see [`crate::ddl`]). `committed` is set once the commit point
+    /// is passed (an error after it leaves the transaction committed).
+    fn commit_routed_as(
+        &self,
+        mut routed: Routed,
+        owner: Option<TxnId>,
+        committed: &mut bool,
+    ) -> Result<WriteSummary> {
+        if owner.is_none() && routed.len() <= 1 {
             return match routed.pop_first() {
                 Some((_, (shard, ops))) => shard.write(ops),
                 None => Ok(WriteSummary::default()),
             };
         }
-        let txn = self.next_txn();
+        let txn = owner.unwrap_or_else(|| self.next_txn());
         let mut prepared = Vec::with_capacity(routed.len());
         let mut syncs = Vec::with_capacity(routed.len());
         for (shard, ops) in routed.values() {
@@ -57,6 +71,7 @@ impl EngineInner {
         // shards' fdatasyncs run at once, not one after another.
         sync_all(&syncs)?;
         self.log_commit(txn)?;
+        *committed = true;
         let mut parts = Vec::with_capacity(prepared.len());
         let mut first_error = None;
         // The commit-lock guards stay held (in `applied`) until published.
@@ -128,7 +143,36 @@ impl Engine {
     /// Commits the writes of one transaction over any tables: all of them
     /// or none, durable on return, visible to every later snapshot at once.
     pub fn commit(&self, writes: Vec<(Arc<Table>, Vec<WriteOp>)>) -> Result<WriteSummary> {
-        let inner = self.inner();
+        let routed = self.route_writes(writes)?;
+        self.inner().commit_routed(routed)
+    }
+
+    /// Commits the writes of transaction `txn` ([`Engine::commit`]) together
+    /// with its catalog changes, if it made any (`Engine::ddl(Some(txn))`):
+    /// then `txn`'s record in the commit log is the one commit point of
+    /// both (see [`crate::ddl`]).
+    pub fn commit_txn(
+        &self,
+        txn: TxnId,
+        writes: Vec<(Arc<Table>, Vec<WriteOp>)>,
+    ) -> Result<WriteSummary> {
+        if !self.has_ddl(txn) {
+            return self.commit(writes);
+        }
+        let mut committed = false;
+        let result = self.route_writes(writes).and_then(|routed| {
+            self.inner()
+                .commit_routed_as(routed, Some(txn), &mut committed)
+        });
+        if committed {
+            self.finish_ddl(txn);
+        } else if let Err(e) = self.rollback_ddl(txn, 0) {
+            tracing::error!(txn = txn.0, error = %e, "could not undo the catalog changes of a failed commit; recovery will");
+        }
+        result
+    }
+
+    fn route_writes(&self, writes: Vec<(Arc<Table>, Vec<WriteOp>)>) -> Result<Routed> {
         let mut routed: Routed = BTreeMap::new();
         for (table, ops) in writes {
             let engine = table.engine()?;
@@ -141,7 +185,7 @@ impl Engine {
                     .extend(ops);
             }
         }
-        inner.commit_routed(routed)
+        Ok(routed)
     }
 
     /// Snapshots of several tables taken at one instant: a multi-shard

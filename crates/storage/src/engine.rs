@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bulk::BulkLoader;
 use crate::codec::{self, encode_key_value, stable_hash, Key};
+use crate::ddl::InFlightDdl;
 use crate::error::{Result, StorageError};
 use crate::filestore::FileStore;
 use crate::locks::LockManager;
@@ -74,13 +75,17 @@ pub struct TableGroupInfo {
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct CatalogData {
-    next_table_id: u32,
-    next_group_id: u32,
-    groups: Vec<TableGroupInfo>,
-    tables: Vec<TableDef>,
+pub(crate) struct CatalogData {
+    pub(crate) next_table_id: u32,
+    pub(crate) next_group_id: u32,
+    pub(crate) groups: Vec<TableGroupInfo>,
+    pub(crate) tables: Vec<TableDef>,
     /// Row ids below this may have been handed out.
-    rowid_limit: u64,
+    pub(crate) rowid_limit: u64,
+    /// Catalog changes of transactions not yet known to have committed,
+    /// with what undoes them (see [`crate::ddl`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) in_flight: Vec<InFlightDdl>,
 }
 
 /// What CREATE TABLE asks for.
@@ -102,11 +107,11 @@ pub struct TableGroup {
 }
 
 pub(crate) struct EngineInner {
-    cfg: EngineConfig,
+    pub(crate) cfg: EngineConfig,
     store: Arc<FileStore>,
-    catalog: Mutex<CatalogData>,
-    groups: RwLock<HashMap<TableGroupId, Arc<TableGroup>>>,
-    tables: RwLock<BTreeMap<String, Arc<Table>>>,
+    pub(crate) catalog: Mutex<CatalogData>,
+    pub(crate) groups: RwLock<HashMap<TableGroupId, Arc<TableGroup>>>,
+    pub(crate) tables: RwLock<BTreeMap<String, Arc<Table>>>,
     txnlog: Mutex<Wal>,
     /// The highest commit-log record known durable; its lock is held by
     /// the one committer syncing the log (see `log_commit`).
@@ -132,9 +137,9 @@ pub struct Engine {
 /// A table handle. A schema change replaces the handle in the engine;
 /// old handles keep working with the old definition.
 pub struct Table {
-    def: Arc<TableDef>,
+    pub(crate) def: Arc<TableDef>,
     schema: SchemaRef,
-    group: Arc<TableGroup>,
+    pub(crate) group: Arc<TableGroup>,
     engine: Weak<EngineInner>,
 }
 
@@ -181,6 +186,7 @@ impl Engine {
                     }],
                     tables: Vec::new(),
                     rowid_limit: 0,
+                    in_flight: Vec::new(),
                 };
                 manifest::write_atomic(&cat_path, &c)?;
                 c
@@ -209,6 +215,11 @@ impl Engine {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64);
         let next_txn = txnlog.lsn_floor().0.max(now_micros).max(max_committed) + 1;
+        // Catalog changes of transactions that did not commit are undone
+        // before any shard opens with their definitions.
+        if crate::ddl::resolve_at_open(&mut catalog, &committed) {
+            manifest::write_atomic(&cat_path, &catalog)?;
+        }
 
         let mut groups = HashMap::new();
         for g in &catalog.groups {
@@ -304,73 +315,8 @@ impl Engine {
     }
 
     pub fn create_table(&self, spec: CreateTable) -> Result<Arc<Table>> {
-        self.inner.check_open()?;
-        validate_spec(&spec)?;
-        let mut cat = self.inner.catalog.lock();
-        if self.inner.tables.read().contains_key(&spec.name) {
-            return Err(StorageError::TableExists(spec.name));
-        }
-        let group_name = match (&spec.table_group, spec.shard_count) {
-            (Some(g), _) => g.clone(),
-            (None, None) => "default".to_string(),
-            (None, Some(_)) => format!("{}_tg", spec.name),
-        };
-        let group = match cat.groups.iter().find(|g| g.name == group_name) {
-            Some(g) => {
-                if let Some(n) = spec.shard_count {
-                    if n != g.shard_count {
-                        return Err(StorageError::InvalidDefinition(format!(
-                            "table group \"{}\" has {} shards, not {n}",
-                            g.name, g.shard_count
-                        )));
-                    }
-                }
-                g.id
-            }
-            None if spec.table_group.is_some() => {
-                return Err(StorageError::TableGroupNotFound(group_name))
-            }
-            None => {
-                drop(cat);
-                self.inner
-                    .create_table_group(&group_name, spec.shard_count.unwrap_or(1))?;
-                cat = self.inner.catalog.lock();
-                cat.groups
-                    .iter()
-                    .find(|g| g.name == group_name)
-                    .map(|g| g.id)
-                    .ok_or_else(|| StorageError::TableGroupNotFound(group_name.clone()))?
-            }
-        };
-        let id = TableId(cat.next_table_id);
-        let def = TableDef {
-            id,
-            name: spec.name.clone(),
-            columns: spec.columns,
-            primary_key: spec.primary_key,
-            distribution_key: spec.distribution_key,
-            orientation: spec.orientation,
-            table_group: group,
-            schema_version: 1,
-            checks: spec.checks,
-            comment: None,
-        };
-        let mut next = cat.clone();
-        next.next_table_id += 1;
-        next.tables.push(def.clone());
-        manifest::write_atomic(&self.inner.cfg.data_dir.join("catalog.json"), &next)?;
-        *cat = next;
-        let def = Arc::new(def);
-        if let Some(g) = self.inner.groups.read().get(&group) {
-            for s in &g.shards {
-                s.add_table(def.clone());
-            }
-        }
-        let t = self.inner.make_table(def)?;
-        self.inner.tables.write().insert(spec.name, t.clone());
-        Ok(t)
+        self.ddl(None).create_table(spec)
     }
-
     pub fn drop_table(&self, name: &str) -> Result<()> {
         self.inner.check_open()?;
         let mut cat = self.inner.catalog.lock();
@@ -420,142 +366,27 @@ impl Engine {
 
     /// Renames a table (used to swap in a rewritten table).
     pub fn rename_table(&self, from: &str, to: &str) -> Result<Arc<Table>> {
-        self.inner.check_open()?;
-        let mut cat = self.inner.catalog.lock();
-        let t = self
-            .table(from)
-            .ok_or_else(|| StorageError::TableNotFound(from.to_string()))?;
-        if self.inner.tables.read().contains_key(to) {
-            return Err(StorageError::TableExists(to.to_string()));
-        }
-        let mut next = cat.clone();
-        let mut def = (*t.def).clone();
-        def.name = to.to_string();
-        def.schema_version += 1;
-        for d in next.tables.iter_mut() {
-            if d.name == from {
-                *d = def.clone();
-            }
-        }
-        manifest::write_atomic(&self.inner.cfg.data_dir.join("catalog.json"), &next)?;
-        *cat = next;
-        let def = Arc::new(def);
-        for s in &t.group.shards {
-            s.alter_table(def.clone())?;
-        }
-        let nt = self.inner.make_table(def)?;
-        let mut tables = self.inner.tables.write();
-        tables.remove(from);
-        tables.insert(to.to_string(), nt.clone());
-        Ok(nt)
+        self.ddl(None).rename_table(from, to)
     }
 
     /// Adds a nullable column; existing rows read it as NULL.
     pub fn add_column(&self, table: &str, column: ColumnDef) -> Result<Arc<Table>> {
-        self.inner.check_open()?;
-        let mut cat = self.inner.catalog.lock();
-        let t = self
-            .table(table)
-            .ok_or_else(|| StorageError::TableNotFound(table.to_string()))?;
-        if t.def.column_index(&column.name).is_some() {
-            return Err(StorageError::ColumnExists {
-                table: table.to_string(),
-                column: column.name,
-            });
-        }
-        if !column.nullable {
-            return Err(StorageError::InvalidDefinition(format!(
-                "column \"{}\" must be nullable: existing rows have no value for it",
-                column.name
-            )));
-        }
-        let mut def = (*t.def).clone();
-        def.columns.push(column);
-        self.replace_def(&mut cat, &t, def)
+        self.ddl(None).add_column(table, column)
     }
 
     /// Changes what the catalog says of a table's existing columns without
-    /// touching its data: names, defaults, identity, nullability (the
-    /// caller has checked that no stored row breaks a new NOT NULL).
-    /// Stored files address columns by position, so none is rewritten.
-    /// `change` may refuse with an error; nothing is changed then.
+    /// touching its data (see [`Ddl::alter_columns`]).
     pub fn alter_columns(
         &self,
         table: &str,
         change: impl FnOnce(&mut Vec<ColumnDef>) -> Result<()>,
     ) -> Result<Arc<Table>> {
-        self.inner.check_open()?;
-        let mut cat = self.inner.catalog.lock();
-        let t = self
-            .table(table)
-            .ok_or_else(|| StorageError::TableNotFound(table.to_string()))?;
-        let mut def = (*t.def).clone();
-        let before: Vec<(ColumnType, usize)> = def
-            .columns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.ty, i))
-            .collect();
-        change(&mut def.columns)?;
-        let after: Vec<(ColumnType, usize)> = def
-            .columns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.ty, i))
-            .collect();
-        if before != after {
-            return Err(StorageError::InvalidDefinition(
-                "alter_columns may not add, remove, reorder or retype columns".into(),
-            ));
-        }
-        for k in &def.primary_key {
-            if def.columns.get(*k).is_some_and(|c| c.nullable) {
-                return Err(StorageError::InvalidDefinition(
-                    "a primary key column cannot be nullable".into(),
-                ));
-            }
-        }
-        self.replace_def(&mut cat, &t, def)
+        self.ddl(None).alter_columns(table, change)
     }
 
     /// Sets or clears the table's comment (`COMMENT ON TABLE`).
     pub fn set_table_comment(&self, table: &str, comment: Option<String>) -> Result<Arc<Table>> {
-        self.inner.check_open()?;
-        let mut cat = self.inner.catalog.lock();
-        let t = self
-            .table(table)
-            .ok_or_else(|| StorageError::TableNotFound(table.to_string()))?;
-        let mut def = (*t.def).clone();
-        def.comment = comment;
-        self.replace_def(&mut cat, &t, def)
-    }
-
-    /// Writes `def` (a new version of `t`'s) to the catalog and the shards.
-    fn replace_def(
-        &self,
-        cat: &mut parking_lot::MutexGuard<'_, CatalogData>,
-        t: &Arc<Table>,
-        mut def: TableDef,
-    ) -> Result<Arc<Table>> {
-        def.schema_version += 1;
-        let mut next = (**cat).clone();
-        for d in next.tables.iter_mut() {
-            if d.name == def.name {
-                *d = def.clone();
-            }
-        }
-        manifest::write_atomic(&self.inner.cfg.data_dir.join("catalog.json"), &next)?;
-        **cat = next;
-        let def = Arc::new(def);
-        for s in &t.group.shards {
-            s.alter_table(def.clone())?;
-        }
-        let nt = self.inner.make_table(Arc::clone(&def))?;
-        self.inner
-            .tables
-            .write()
-            .insert(def.name.clone(), nt.clone());
-        Ok(nt)
+        self.ddl(None).set_table_comment(table, comment)
     }
 
     pub fn table(&self, name: &str) -> Option<Arc<Table>> {
@@ -642,7 +473,7 @@ fn maintenance_loop(weak: Weak<EngineInner>) {
     }
 }
 
-fn validate_spec(spec: &CreateTable) -> Result<()> {
+pub(crate) fn validate_spec(spec: &CreateTable) -> Result<()> {
     let bad = |m: String| Err(StorageError::InvalidDefinition(m));
     if spec.name.is_empty() {
         return bad("empty table name".into());
@@ -694,7 +525,7 @@ fn validate_spec(spec: &CreateTable) -> Result<()> {
 }
 
 impl EngineInner {
-    fn check_open(&self) -> Result<()> {
+    pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(AtOrd::SeqCst) {
             Err(StorageError::Closed)
         } else {
@@ -702,7 +533,7 @@ impl EngineInner {
         }
     }
 
-    fn make_table(self: &Arc<Self>, def: Arc<TableDef>) -> Result<Arc<Table>> {
+    pub(crate) fn make_table(self: &Arc<Self>, def: Arc<TableDef>) -> Result<Arc<Table>> {
         let group = self
             .groups
             .read()
@@ -717,7 +548,7 @@ impl EngineInner {
         }))
     }
 
-    fn create_table_group(&self, name: &str, shard_count: u32) -> Result<TableGroupId> {
+    pub(crate) fn create_table_group(&self, name: &str, shard_count: u32) -> Result<TableGroupId> {
         self.check_open()?;
         if shard_count == 0 || shard_count > 1024 {
             return Err(StorageError::InvalidDefinition(

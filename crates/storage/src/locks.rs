@@ -45,6 +45,16 @@ pub enum LockWait {
 
 type RowId = (TableId, Vec<u8>);
 
+/// The lock key that stands for a whole table (no row key starts with
+/// 0xFE): a transaction changing the table's definition holds it
+/// exclusively until it ends; statements of others take it shared while
+/// any table is so held ([`LockManager::tables_locked`]).
+pub const TABLE_LOCK_KEY: &[u8] = &[0xFE];
+
+fn is_table_lock(row: &RowId) -> bool {
+    row.1 == TABLE_LOCK_KEY
+}
+
 enum Holder {
     Exclusive(TxnId),
     Shared(Vec<TxnId>),
@@ -67,6 +77,8 @@ impl Holder {
 #[derive(Default)]
 struct State {
     rows: HashMap<RowId, Holder>,
+    /// Tables whose [`TABLE_LOCK_KEY`] is held exclusively.
+    exclusive_tables: usize,
     held: HashMap<TxnId, Vec<RowId>>,
     waits_for: HashMap<TxnId, Vec<TxnId>>,
 }
@@ -90,10 +102,14 @@ impl State {
     }
 
     fn grant(&mut self, me: TxnId, row: RowId, mode: LockMode) {
+        let table_lock = is_table_lock(&row);
         let new_row = match self.rows.get_mut(&row) {
             None => {
                 let h = match mode {
-                    LockMode::Exclusive => Holder::Exclusive(me),
+                    LockMode::Exclusive => {
+                        self.exclusive_tables += usize::from(table_lock);
+                        Holder::Exclusive(me)
+                    }
                     LockMode::Shared => Holder::Shared(vec![me]),
                 };
                 self.rows.insert(row.clone(), h);
@@ -102,7 +118,10 @@ impl State {
             Some(h) => {
                 match (h, mode) {
                     (Holder::Exclusive(_), _) => {} // already mine
-                    (h @ Holder::Shared(_), LockMode::Exclusive) => *h = Holder::Exclusive(me),
+                    (h @ Holder::Shared(_), LockMode::Exclusive) => {
+                        *h = Holder::Exclusive(me);
+                        self.exclusive_tables += usize::from(table_lock);
+                    }
                     (Holder::Shared(ts), LockMode::Shared) => {
                         if !ts.contains(&me) {
                             ts.push(me);
@@ -192,20 +211,30 @@ impl LockManager {
             return;
         };
         for row in rows {
-            let remove = match st.rows.get_mut(&row) {
-                Some(Holder::Exclusive(t)) => *t == owner,
+            let (remove, exclusive) = match st.rows.get_mut(&row) {
+                Some(Holder::Exclusive(t)) => (*t == owner, *t == owner),
                 Some(Holder::Shared(ts)) => {
                     ts.retain(|t| *t != owner);
-                    ts.is_empty()
+                    (ts.is_empty(), false)
                 }
-                None => false,
+                None => (false, false),
             };
+            if exclusive && is_table_lock(&row) {
+                st.exclusive_tables = st.exclusive_tables.saturating_sub(1);
+            }
             if remove {
                 st.rows.remove(&row);
             }
         }
         drop(st);
         self.released.notify_all();
+    }
+
+    /// How many tables some transaction holds exclusively (their
+    /// definitions are changing): while none is, statements need not take
+    /// table locks at all.
+    pub fn tables_locked(&self) -> usize {
+        self.state.lock().exclusive_tables
     }
 
     /// Rows locked by anyone (for tests and metrics).

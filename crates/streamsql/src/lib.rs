@@ -19,6 +19,8 @@
 //! * [`manager`]: the catalog of sources and views (tables
 //!   `eddy_stream_jobs` and `eddy_stream_checkpoints`) and the running jobs;
 //!   it implements `eddy_sql::StreamStatements` for the SQL layer.
+//! * [`status`]: each view's job as the server's console shows it (graph,
+//!   status, commits, last checkpoint).
 //!
 //! Invariants (see `docs/design/streams-into-tables.md`):
 //! * A materialized view is an ordinary table, written only by its job.
@@ -37,6 +39,7 @@ pub mod manager;
 pub mod plan;
 pub mod stages;
 pub mod statements;
+pub mod status;
 pub mod view_op;
 pub mod watermark;
 pub mod window;

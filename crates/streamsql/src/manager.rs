@@ -55,6 +55,8 @@ struct Catalog {
     broken: HashMap<String, String>,
     /// Commit figures of each view's job since the server started.
     stats: HashMap<String, Arc<ViewStats>>,
+    /// Each started job's compiled graph (`crate::status`).
+    graphs: HashMap<String, crate::status::JobGraphReport>,
 }
 
 /// Sources, views and their jobs (see the module doc).
@@ -204,7 +206,7 @@ impl StreamManager {
             stats: Arc::clone(stats),
         };
         let config = JobConfig {
-            parallelism: Some(1),
+            parallelism: Some(crate::status::VIEW_JOB_PARALLELISM),
             batch_size: 1,
             checkpoint_interval: Some(Duration::from_millis(def.checkpoint_interval_ms)),
             checkpoint_dir: Some(self.dir.join("jobs")),
@@ -227,7 +229,10 @@ impl StreamManager {
             Ok(Box::new(op) as Box<dyn Operator>)
         });
         let _ = stream.transform::<()>(&format!("view {}", def.name), factory);
-        Ok(env.submit(&def.name)?)
+        let graph = crate::status::JobGraphReport::of(&env.job_graph()?);
+        let handle = env.submit(&def.name)?;
+        cat.graphs.insert(def.name.clone(), graph);
+        Ok(handle)
     }
 
     /// The checkpoint table, created if it does not exist yet.
@@ -310,6 +315,7 @@ impl StreamManager {
         self.save(&cat)?;
         cat.broken.remove(name);
         cat.stats.remove(name);
+        cat.graphs.remove(name);
         if let Some(h) = cat.jobs.remove(name) {
             h.cancel();
             if let Err(e) = h.wait() {
@@ -434,6 +440,37 @@ impl StreamManager {
             stream: Box::pin(stream),
             command: "SELECT",
         })
+    }
+
+    /// Every view's job as the server's console shows it (`crate::status`).
+    pub fn job_reports(&self) -> Vec<crate::status::JobReport> {
+        let cat = self.catalog.lock();
+        let checkpoints = self.checkpoints.lock().clone();
+        cat.views
+            .values()
+            .map(|v| {
+                let job = cat.jobs.get(&v.name);
+                let status = match (job, cat.broken.get(&v.name)) {
+                    (_, Some(why)) => format!("failed to start: {why}"),
+                    (Some(h), None) => status_text(&h.status()),
+                    (None, None) => "stopped".to_string(),
+                };
+                let plan = Self::plan(&cat, v).ok().map(|(plan, _)| plan);
+                let checkpoint = checkpoints
+                    .as_ref()
+                    .and_then(|t| t.get(&[Value::Text(v.name.clone())]).ok().flatten());
+                crate::status::JobReport::from_parts(crate::status::JobParts {
+                    view: v,
+                    source: cat.sources.get(&v.source),
+                    plan: plan.as_ref(),
+                    status,
+                    source_records: job.map(|h| h.source_records()),
+                    stats: cat.stats.get(&v.name).map(|s| s.report()),
+                    graph: cat.graphs.get(&v.name),
+                    checkpoint,
+                })
+            })
+            .collect()
     }
 
     /// Appends each view's figures in the Prometheus text format:

@@ -1,8 +1,10 @@
 //! ALTER TABLE operations that change only what the catalog says:
 //! `RENAME TO`, `RENAME COLUMN`, `ALTER COLUMN SET DEFAULT / DROP DEFAULT /
-//! DROP NOT NULL` (`Engine::alter_columns`: stored files address columns by
-//! position, so nothing is rewritten). Sequences owned by a renamed table or
-//! column follow it.
+//! DROP NOT NULL` (`Ddl::alter_columns`: stored files address columns by
+//! position, so nothing is rewritten). Each is a catalog change of the
+//! session's transaction (`session::ddl_txn`), undone if it rolls back.
+//! Sequences owned by a renamed table or column follow it (outside a block
+//! only: sequences are not transactional).
 //!
 //! `SET NOT NULL` is refused (0A000): a writer holding the table's previous
 //! definition could still store a NULL after the check, and a constraint
@@ -16,9 +18,8 @@ use crate::error::{Result, SqlError};
 use crate::rewrite::{ident_name, table_name};
 
 impl Session {
-    /// `COMMENT ON TABLE t | COLUMN t.c IS 'text' | NULL`. Inside a block
-    /// only for a table the block created (its ROLLBACK drops the table,
-    /// comment and all); elsewhere a comment could not be rolled back.
+    /// `COMMENT ON TABLE t | COLUMN t.c IS 'text' | NULL`: a catalog change
+    /// of the session's transaction, undone if it rolls back.
     pub(super) fn comment_on(
         &mut self,
         object_type: datafusion::sql::sqlparser::ast::CommentObject,
@@ -50,13 +51,8 @@ impl Session {
             }
             return Err(SqlError::UndefinedTable(table));
         }
-        if let Some(t) = self.txn.as_ref().filter(|t| t.explicit) {
-            if !t.created_tables.contains(&table) {
-                return Err(SqlError::ActiveTransaction(
-                    "COMMENT ON a table created before this transaction".into(),
-                ));
-            }
-        }
+        let target = self.table(&table)?;
+        self.lock_for_ddl(&target, "COMMENT ON")?;
         if let Some(c) = &column {
             if self.table(&table)?.def().column_index(c).is_none() {
                 return Err(SqlError::UndefinedColumn(format!(
@@ -64,14 +60,13 @@ impl Session {
                 )));
             }
         }
-        let engine = std::sync::Arc::clone(&self.db.engine);
         match column {
             None => {
-                run_blocking(|| engine.set_table_comment(&table, comment))?;
+                self.ddl_change(|ddl| ddl.set_table_comment(&table, comment))?;
             }
             Some(c) => {
-                run_blocking(|| {
-                    engine.alter_columns(&table, |cols| {
+                self.ddl_change(|ddl| {
+                    ddl.alter_columns(&table, |cols| {
                         let col = cols
                             .iter_mut()
                             .find(|col| col.name == c)
@@ -85,15 +80,47 @@ impl Session {
         Ok(super::Output::Command("COMMENT".into()))
     }
 
+    /// Sequences record their owner outside the catalog's transactions:
+    /// a rename of their owner reaches them when the transaction commits
+    /// (`Session::rename_sequence_owners`), never before, so a ROLLBACK or
+    /// a crash leaves them pointing at the names that stay.
+    fn rename_owner_at_commit(&mut self, rename: crate::txn::OwnerRename) -> Result<()> {
+        let t = self
+            .txn
+            .as_mut()
+            .ok_or_else(|| SqlError::Internal("a rename outside a transaction".into()))?;
+        t.sequence_owner_renames.push(rename);
+        Ok(())
+    }
+
+    /// Carries out the sequence owner renames of a committed transaction.
+    pub(super) fn rename_sequence_owners(&self, renames: &[crate::txn::OwnerRename]) {
+        for r in renames {
+            if let Err(e) = run_blocking(|| {
+                self.db.sequences.rename_owner(
+                    &r.from_table,
+                    r.from_column.as_deref(),
+                    &r.to_table,
+                    r.to_column.as_deref(),
+                )
+            }) {
+                tracing::warn!(table = %r.from_table, error = %e, "could not rename the owner of a sequence at commit");
+            }
+        }
+    }
+
     pub(super) fn rename_table(&mut self, from: &str, to: &ObjectName) -> Result<()> {
         let to = table_name(to)?;
         if self.db.sequences.exists(&to) {
             return Err(SqlError::DuplicateTable(to));
         }
-        let engine = std::sync::Arc::clone(&self.db.engine);
-        run_blocking(|| engine.rename_table(from, &to))?;
-        run_blocking(|| self.db.sequences.rename_owner(from, None, &to, None))?;
-        Ok(())
+        self.ddl_change(|ddl| ddl.rename_table(from, &to))?;
+        self.rename_owner_at_commit(crate::txn::OwnerRename {
+            from_table: from.to_string(),
+            from_column: None,
+            to_table: to,
+            to_column: None,
+        })
     }
 
     pub(super) fn rename_column(&mut self, table: &str, old: &Ident, new: &Ident) -> Result<()> {
@@ -109,9 +136,8 @@ impl Session {
                 c.name
             )));
         }
-        let engine = std::sync::Arc::clone(&self.db.engine);
-        run_blocking(|| {
-            engine.alter_columns(table, |cols| {
+        self.ddl_change(|ddl| {
+            ddl.alter_columns(table, |cols| {
                 if cols.iter().any(|c| c.name == new) {
                     return Err(StorageError::ColumnExists {
                         table: table.to_string(),
@@ -126,12 +152,12 @@ impl Session {
                 Ok(())
             })
         })?;
-        run_blocking(|| {
-            self.db
-                .sequences
-                .rename_owner(table, Some(&old), table, Some(&new))
-        })?;
-        Ok(())
+        self.rename_owner_at_commit(crate::txn::OwnerRename {
+            from_table: table.to_string(),
+            from_column: Some(old),
+            to_table: table.to_string(),
+            to_column: Some(new),
+        })
     }
 
     pub(super) async fn alter_column(
@@ -198,9 +224,8 @@ impl Session {
                 )))
             }
         }
-        let engine = std::sync::Arc::clone(&self.db.engine);
-        run_blocking(|| {
-            engine.alter_columns(table, |cols| {
+        self.ddl_change(|ddl| {
+            ddl.alter_columns(table, |cols| {
                 let c = cols
                     .get_mut(idx)
                     .ok_or_else(|| StorageError::ColumnNotFound(cname.clone()))?;

@@ -315,26 +315,23 @@ impl Session {
         Ok(())
     }
 
-    /// Drops tables a rolled-back transaction created.
+    /// Drops the sequences of tables a rolled-back transaction created
+    /// (the tables themselves were undone with its catalog changes when
+    /// the transaction was dropped: `Transaction::ddl`).
     pub(super) fn drop_tables(&self, names: &[String]) {
-        let engine = Arc::clone(&self.db.engine);
         for n in names.iter().rev() {
-            if let Err(e) = run_blocking(|| engine.drop_table(n)) {
-                tracing::warn!(table = %n, error = %e, "could not drop a table of a rolled-back transaction");
+            if self.db.engine.table(n).is_none() {
+                self.drop_owned_sequences(n);
             }
-            self.drop_owned_sequences(n);
         }
     }
 
-    /// Carries out the DROP TABLEs of a committed block.
+    /// Drops the sequences of the tables a committed block dropped (the
+    /// tables went with its commit: `Transaction::commit`).
     pub(super) fn drop_committed(&self, names: &[String]) {
-        let engine = Arc::clone(&self.db.engine);
         for n in names {
-            match run_blocking(|| engine.drop_table(n)) {
-                Ok(()) => self.drop_owned_sequences(n),
-                Err(e) => {
-                    tracing::warn!(table = %n, error = %e, "could not drop a table at commit")
-                }
+            if self.db.engine.table(n).is_none() {
+                self.drop_owned_sequences(n);
             }
         }
     }
@@ -396,8 +393,10 @@ impl Session {
                 }
                 let created = t.created_tables.clone();
                 let dropped = t.dropped_tables.clone();
+                let renames = t.sequence_owner_renames.clone();
                 match run_blocking(|| t.commit()) {
                     Ok(()) => {
+                        self.rename_sequence_owners(&renames);
                         self.drop_committed(&dropped);
                         self.end_cursors(true);
                         Ok(Output::TxnEnd("COMMIT".into()))

@@ -539,6 +539,19 @@ impl Session {
     /// TRUNCATE: at once outside a block; inside one, the tables read as
     /// empty to the transaction and are emptied when it commits.
     pub(super) fn truncate(&mut self, tables: Vec<Arc<Table>>) -> Result<Output> {
+        // TRUNCATE gives the table a new id at commit, which the undo
+        // records of a catalog change in the same transaction could not
+        // follow
+        if self.txn.as_ref().is_some_and(|t| t.has_ddl()) {
+            return Err(SqlError::FeatureNotSupported(
+                "TRUNCATE in a transaction that changed a table definition is not supported yet"
+                    .into(),
+            ));
+        }
+        // PostgreSQL's ACCESS EXCLUSIVE: waits for everyone using the tables
+        for t in &tables {
+            self.lock_table_exclusive(t)?;
+        }
         let txn = self.txn_mut()?;
         if txn.explicit {
             for t in &tables {
