@@ -9,7 +9,11 @@
 //! * per column `fields.<col>.kind` = `'sequence'` (`start`, default 0;
 //!   `end`, default the type's maximum) or `'random'` (`min`, `max`,
 //!   `seed`; `length` for text). Timestamps are sequences from `start` (a
-//!   timestamp literal) in steps of `fields.<col>.step_ms` (default 1000).
+//!   timestamp literal) in steps of `fields.<col>.step_ms` (default 1000);
+//!   `fields.<col>.out_of_order_ms = n` moves each row's time back by a
+//!   pseudo-random 0..=n ms (drawn from `seed`, default 0), so event time is
+//!   out of order by up to `n` ms, deterministically (an event-time source
+//!   for watermarks and windows).
 //!
 //! Every option is checked at CREATE SOURCE; an unknown one is refused.
 
@@ -46,6 +50,10 @@ struct FieldGen {
     length: usize,
     /// Timestamps: microseconds between consecutive rows.
     step_micros: i64,
+    /// Timestamps: a row's time is moved back by up to this many ms,
+    /// drawn from `jitter_seed`.
+    jitter_ms: i64,
+    jitter_seed: u64,
 }
 
 /// A checked datagen source definition.
@@ -134,6 +142,8 @@ impl DatagenSpec {
                 .to_ascii_lowercase();
             let (lo, hi) = type_range(*ty);
             let mut step_micros = 0;
+            let mut jitter_ms = 0;
+            let mut jitter_seed = 0;
             let kind = match (ty, kind_name.as_str()) {
                 (ColumnType::Timestamp, "sequence") => {
                     let start = match options.remove(&format!("{p}start")) {
@@ -147,6 +157,13 @@ impl DatagenSpec {
                         )));
                     }
                     step_micros = step_ms.saturating_mul(1000);
+                    jitter_ms = opt_i64(&mut options, &format!("{p}out_of_order_ms"))?.unwrap_or(0);
+                    if !(0..=1_000_000_000).contains(&jitter_ms) {
+                        return Err(StreamSqlError::InvalidOption(format!(
+                            "{p}out_of_order_ms must be from 0 to 1000000000"
+                        )));
+                    }
+                    jitter_seed = opt_i64(&mut options, &format!("{p}seed"))?.unwrap_or(0) as u64;
                     Kind::Sequence {
                         start,
                         end: i64::MAX,
@@ -207,6 +224,8 @@ impl DatagenSpec {
                 kind,
                 length: length as usize,
                 step_micros,
+                jitter_ms,
+                jitter_seed,
             });
             // generated values are never NULL
             arrow_fields.push(Field::new(name, ty.to_arrow(), false));
@@ -320,8 +339,15 @@ impl DatagenSpec {
                 }
                 ColumnType::Timestamp => {
                     let mut b = TimestampMicrosecondBuilder::with_capacity(n);
+                    let span = f.jitter_ms as u64 + 1;
                     for i in rows.clone() {
-                        b.append_value(value(i));
+                        let back = if f.jitter_ms > 0 {
+                            let h = mix(f.jitter_seed ^ (c as u64).wrapping_mul(0x9E37_79B9), i);
+                            (h % span) as i64 * 1000
+                        } else {
+                            0
+                        };
+                        b.append_value(value(i).saturating_sub(back));
                     }
                     Arc::new(b.finish())
                 }
@@ -490,5 +516,45 @@ mod tests {
         }
         let rows: usize = out.iter().map(|b| b.0.num_rows()).sum();
         assert_eq!(rows, 2500);
+    }
+
+    #[test]
+    fn event_times_are_out_of_order_by_at_most_the_bound() {
+        let s = DatagenSpec::new(
+            &[("ts".into(), ColumnType::Timestamp)],
+            [
+                ("fields.ts.start", "1970-01-01 00:00:10"),
+                ("fields.ts.step_ms", "1"),
+                ("fields.ts.out_of_order_ms", "20"),
+                ("fields.ts.seed", "3"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        )
+        .expect("spec");
+        let b = s.batch(0, 1, 2000).expect("batch");
+        let ts = b
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::TimestampMicrosecondArray>()
+            .expect("timestamps");
+        let mut backwards = 0;
+        for i in 0..2000usize {
+            let nominal = 10_000_000 + i as i64 * 1000;
+            let back = nominal - ts.value(i);
+            assert!(
+                (0..=20_000).contains(&back) && back % 1000 == 0,
+                "row {i}: {back}"
+            );
+            if i > 0 && ts.value(i) < ts.value(i - 1) {
+                backwards += 1;
+            }
+        }
+        assert!(
+            backwards > 100,
+            "the times are out of order ({backwards} steps back)"
+        );
+        assert_eq!(s.batch(700, 1, 5).expect("part"), b.slice(700, 5));
     }
 }

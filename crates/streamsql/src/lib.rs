@@ -10,6 +10,10 @@
 //!   analyzer rules and physical expressions a query uses) and cut into a
 //!   stateless part, a keyed aggregate and a stateless part after it;
 //!   whatever else the plan holds is refused at CREATE (0A000);
+//! * [`watermark`] and [`window`]: a source's `WATERMARK` (late rows are
+//!   dropped, row by row) and `TUMBLE` / `HOP` windows in FROM, bound on
+//!   the AST; a view emits on update or `EMIT ON WINDOW CLOSE`, and drops
+//!   the state of windows the watermark has closed;
 //! * [`view_op`]: the operator that runs a view in the stream engine
 //!   (`eddy-stream`) and commits its changes into the view's table;
 //! * [`manager`]: the catalog of sources and views (tables
@@ -33,9 +37,12 @@ pub mod datagen;
 pub mod error;
 pub mod manager;
 pub mod plan;
+pub mod stages;
 pub mod statements;
 pub mod status;
 pub mod view_op;
+pub mod watermark;
+pub mod window;
 
 pub use error::{Result, StreamSqlError};
 pub use manager::StreamManager;

@@ -32,12 +32,13 @@ use serde::{Deserialize, Serialize};
 use crate::batch::ArrowBatch;
 use crate::datagen::DatagenSpec;
 use crate::error::{Result, StreamSqlError};
-use crate::plan::{plan_view, ViewPlan};
+use crate::plan::{plan_view_with, ViewPlan};
 use crate::statements::{self, SourceDef, StreamStatement, ViewDef};
 use crate::view_op::{
     checkpoint_table, committed_checkpoint, view_table, ViewOperator, ViewStats, ViewStatsReport,
     ViewTarget, CHECKPOINT_TABLE, INJECT_PANIC_ENV,
 };
+use crate::watermark::WatermarkDef;
 
 #[derive(Default, Serialize, Deserialize)]
 struct CatalogFile {
@@ -167,13 +168,20 @@ impl StreamManager {
         cat: &Catalog,
         def: &ViewDef,
     ) -> Result<(ViewPlan, Box<datafusion::sql::sqlparser::ast::Query>)> {
-        let StreamStatement::CreateView { query, .. } = statements::parse(&def.statement)? else {
+        let StreamStatement::CreateView { query, emit, .. } = statements::parse(&def.statement)?
+        else {
             return Err(StreamSqlError::State(format!(
                 "the catalog entry of view \"{}\" is not a CREATE MATERIALIZED VIEW",
                 def.name
             )));
         };
-        Ok((plan_view(&query, &Self::source_schemas(cat)?)?, query))
+        let watermarks: Vec<(String, WatermarkDef)> = cat
+            .sources
+            .values()
+            .filter_map(|s| s.watermark.clone().map(|w| (s.name.clone(), w)))
+            .collect();
+        let plan = plan_view_with(&query, &Self::source_schemas(cat)?, &watermarks, emit)?;
+        Ok((plan, query))
     }
 
     fn start_job(&self, cat: &mut Catalog, def: &ViewDef) -> Result<JobHandle> {
@@ -369,6 +377,7 @@ impl StreamManager {
                         s.columns
                             .iter()
                             .map(|(n, t)| format!("{n} {}", t.pg_name()))
+                            .chain(s.watermark.iter().map(WatermarkDef::describe))
                             .collect::<Vec<_>>()
                             .join(", ")
                     })),
@@ -512,6 +521,12 @@ impl StreamManager {
                 "eddy_view_source_rows",
                 "Source rows the view's last commit covers.",
                 |r| r.source_rows,
+            ),
+            (
+                "eddy_view_late_rows_total",
+                "Source rows dropped because their event time was below the source's \
+                 watermark, up to the view's last commit.",
+                |r| r.late_rows,
             ),
         ] {
             let kind = if metric.ends_with("_total") {

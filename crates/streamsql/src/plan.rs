@@ -15,7 +15,11 @@
 //! ```
 //!
 //! (coalescing, repartitioning and cooperative-yield nodes are skipped; they change no
-//! values). Anything else — joins, windows, ORDER BY, LIMIT, DISTINCT ON,
+//! values). `TUMBLE(...)` / `HOP(...)` in FROM are bound first (`window.rs`):
+//! the scan is then the source with `window_start` / `window_end`, and the
+//! plan's [`EventTimePlan`] says how the view operator assigns windows,
+//! drops late rows and closes windows. Anything else — joins, window
+//! functions (`OVER`), SESSION windows, ORDER BY, LIMIT, DISTINCT ON,
 //! grouping sets, FILTER clauses, aggregates outside the list, a view
 //! without GROUP BY — is refused with 0A000 at CREATE, so every view that
 //! is created is maintained exactly.
@@ -52,6 +56,8 @@ use datafusion::sql::sqlparser::ast::{Query, Statement};
 use eddy_common::{ColumnDef, ColumnType};
 
 use crate::error::{Result, StreamSqlError};
+use crate::watermark::WatermarkDef;
+use crate::window::{bind_windows, window_end_key, EmitMode, WindowEndKey, WindowSpec};
 
 /// Aggregate functions the view operator maintains (their accumulators
 /// take inserts one batch at a time and merge their own states).
@@ -93,6 +99,24 @@ pub struct ViewPlan {
     pub columns: Vec<ColumnDef>,
     /// Primary key: output columns that are GROUP BY columns.
     pub primary_key: Vec<usize>,
+    /// Watermark, window and emit mode.
+    pub time: EventTimePlan,
+}
+
+/// What a view does with event time (all `None`: nothing).
+#[derive(Debug, Clone, Default)]
+pub struct EventTimePlan {
+    /// The source's watermark: (time column in the source's schema, delay
+    /// in µs). Rows below the watermark are dropped before anything else.
+    pub watermark: Option<(usize, i64)>,
+    /// The window the scan assigns, and the source's schema with the
+    /// window columns (what `scan_projection` indexes).
+    pub window: Option<(WindowSpec, SchemaRef)>,
+    /// Which GROUP BY column gives a group's window end; set only when the
+    /// window is on the watermark column, so that closed windows can be
+    /// told (and their state dropped).
+    pub window_end: Option<WindowEndKey>,
+    pub emit: EmitMode,
 }
 
 /// The leaf the view's source is planned as. Never executed: the view
@@ -100,6 +124,8 @@ pub struct ViewPlan {
 #[derive(Debug)]
 pub struct SourceScanExec {
     source: String,
+    /// The window this scan assigns, and the windowed schema.
+    window: Option<(WindowSpec, SchemaRef)>,
     projection: Option<Vec<usize>>,
     limit: Option<usize>,
     props: Arc<PlanProperties>,
@@ -155,6 +181,7 @@ impl ExecutionPlan for SourceScanExec {
 struct SourceTable {
     name: String,
     schema: SchemaRef,
+    window: Option<WindowSpec>,
 }
 
 #[async_trait]
@@ -186,6 +213,7 @@ impl TableProvider for SourceTable {
         );
         Ok(Arc::new(SourceScanExec {
             source: self.name.clone(),
+            window: self.window.clone().map(|w| (w, Arc::clone(&self.schema))),
             projection: projection.cloned(),
             limit,
             props: Arc::new(props),
@@ -196,12 +224,24 @@ impl TableProvider for SourceTable {
 fn unsupported(what: impl fmt::Display) -> StreamSqlError {
     StreamSqlError::NotSupported(format!(
         "materialized views do not support {what} yet (supported: one source, WHERE, \
-         GROUP BY with count/sum/min/max/avg, HAVING)"
+         GROUP BY with count/sum/min/max/avg, HAVING, TUMBLE and HOP windows)"
     ))
 }
 
-/// Plans `query` over `sources` (name → schema).
+/// Plans `query` over `sources` (name → schema), none with a watermark,
+/// emitting on update.
 pub fn plan_view(query: &Query, sources: &[(String, SchemaRef)]) -> Result<ViewPlan> {
+    plan_view_with(query, sources, &[], EmitMode::OnUpdate)
+}
+
+/// Plans `query` over `sources` (name → schema), whose watermarks are
+/// `watermarks` (source name → definition), writing rows as `emit` says.
+pub fn plan_view_with(
+    query: &Query,
+    sources: &[(String, SchemaRef)],
+    watermarks: &[(String, WatermarkDef)],
+    emit: EmitMode,
+) -> Result<ViewPlan> {
     let config = SessionConfig::new()
         .with_target_partitions(1)
         .with_information_schema(false);
@@ -214,21 +254,41 @@ pub fn plan_view(query: &Query, sources: &[(String, SchemaRef)]) -> Result<ViewP
     // `count(DISTINCT x)` stays one aggregate (its accumulator keeps the
     // distinct values) instead of becoming two stacked GROUP BYs
     ctx.remove_optimizer_rule("single_distinct_aggregation_to_group_by");
+    let mut query = query.clone();
+    let windows = bind_windows(&mut query, sources, &ctx.state())?;
     for (name, schema) in sources {
         ctx.register_table(
             name.as_str(),
             Arc::new(SourceTable {
                 name: name.clone(),
                 schema: Arc::clone(schema),
+                window: None,
             }),
         )?;
     }
-    let mut stmt = Statement::Query(Box::new(query.clone()));
+    for w in &windows {
+        let schema = sources
+            .iter()
+            .find(|(n, _)| *n == w.source)
+            .map(|(_, s)| s)
+            .ok_or_else(|| StreamSqlError::Undefined("source", w.source.clone()))?;
+        ctx.register_table(
+            datafusion::common::TableReference::bare(w.table.as_str()),
+            Arc::new(SourceTable {
+                name: w.source.clone(),
+                schema: crate::window::windowed_schema(schema, w.spec.time_column)?,
+                window: Some(w.spec.clone()),
+            }),
+        )?;
+    }
+    let mut stmt = Statement::Query(Box::new(query));
     eddy_sql::output_names::name_columns(&mut stmt);
     let df_stmt = datafusion::sql::parser::Statement::Statement(Box::new(stmt));
     let state = ctx.state();
     for t in state.resolve_table_references(&df_stmt)? {
-        if !sources.iter().any(|(name, _)| name == t.table()) {
+        let known = sources.iter().any(|(name, _)| name == t.table())
+            || windows.iter().any(|w| w.table == t.table());
+        if !known {
             return Err(StreamSqlError::Undefined("source", t.table().to_string()));
         }
     }
@@ -236,7 +296,63 @@ pub fn plan_view(query: &Query, sources: &[(String, SchemaRef)]) -> Result<ViewP
         let logical = state.statement_to_plan(df_stmt).await?;
         state.create_physical_plan(&logical).await
     })?;
-    cut(&physical)
+    let mut plan = cut(&physical)?;
+    plan_event_time(&mut plan, sources, watermarks, emit)?;
+    Ok(plan)
+}
+
+/// Fills in `plan.time` (the window is set by [`cut`]) and checks that
+/// `emit` can be honoured.
+fn plan_event_time(
+    plan: &mut ViewPlan,
+    sources: &[(String, SchemaRef)],
+    watermarks: &[(String, WatermarkDef)],
+    emit: EmitMode,
+) -> Result<()> {
+    let schema = sources
+        .iter()
+        .find(|(n, _)| *n == plan.source)
+        .map(|(_, s)| s)
+        .ok_or_else(|| StreamSqlError::Undefined("source", plan.source.clone()))?;
+    if let Some((_, w)) = watermarks.iter().find(|(n, _)| *n == plan.source) {
+        let (column, _) = schema.column_with_name(&w.column).ok_or_else(|| {
+            StreamSqlError::State(format!(
+                "watermark column \"{}\" is not in source \"{}\"",
+                w.column, plan.source
+            ))
+        })?;
+        plan.time.watermark = Some((column, w.delay_micros));
+    }
+    let on_watermark = match (&plan.time.window, plan.time.watermark) {
+        (Some((spec, _)), Some((column, _))) => spec.time_column == column,
+        _ => false,
+    };
+    if let (Some((spec, _)), true) = (&plan.time.window, on_watermark) {
+        plan.time.window_end = window_end_key(
+            &spec.kind,
+            schema.fields().len(),
+            plan.scan_projection.as_deref(),
+            &plan.pre,
+            &plan.group_exprs,
+        );
+    }
+    if emit == EmitMode::OnWindowClose && plan.time.window_end.is_none() {
+        let why = if plan.time.window.is_none() {
+            "the view has no TUMBLE or HOP window"
+        } else if plan.time.watermark.is_none() {
+            "its source has no WATERMARK"
+        } else if !on_watermark {
+            "the window's time column is not the source's WATERMARK column"
+        } else {
+            "the view does not GROUP BY window_start or window_end"
+        };
+        return Err(StreamSqlError::NotSupported(format!(
+            "EMIT ON WINDOW CLOSE needs a TUMBLE or HOP window on the source's WATERMARK \
+             column, grouped by window_start or window_end: {why}"
+        )));
+    }
+    plan.time.emit = emit;
+    Ok(())
 }
 
 /// Skips nodes that change no values.
@@ -364,6 +480,10 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
         post,
         columns,
         primary_key,
+        time: EventTimePlan {
+            window: scan.window.clone(),
+            ..EventTimePlan::default()
+        },
     })
 }
 
@@ -431,6 +551,7 @@ fn key_columns(
 mod tests {
     use super::*;
     use crate::statements::{parse, StreamStatement};
+    use crate::watermark::WatermarkDef;
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
 
     fn plan(sql: &str) -> Result<ViewPlan> {
@@ -501,6 +622,180 @@ mod tests {
                 Err(StreamSqlError::NotSupported(_)) => {}
                 other => panic!("{sql}: {other:?}"),
             }
+        }
+    }
+
+    fn plan_windowed(sql: &str, watermark: Option<&str>) -> Result<ViewPlan> {
+        let StreamStatement::CreateView { query, emit, .. } = parse(sql)? else {
+            panic!("not a view");
+        };
+        let ts = DataType::Timestamp(datafusion::arrow::datatypes::TimeUnit::Microsecond, None);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int32, false),
+            Field::new("ts", ts.clone(), false),
+            Field::new("other", ts, false),
+        ]));
+        let watermarks: Vec<(String, WatermarkDef)> = watermark
+            .map(|c| {
+                vec![(
+                    "s".to_string(),
+                    WatermarkDef {
+                        column: c.to_string(),
+                        delay_micros: 1_000_000,
+                    },
+                )]
+            })
+            .unwrap_or_default();
+        plan_view_with(&query, &[("s".into(), schema)], &watermarks, emit)
+    }
+
+    #[test]
+    fn a_tumbling_window_is_assigned_by_the_scan_and_keys_the_view() {
+        let p = plan_windowed(
+            "CREATE MATERIALIZED VIEW v AS SELECT window_start, window_end, k, count(*) AS n \
+             FROM TUMBLE(s, ts, INTERVAL '10' SECOND) WHERE k > 0 \
+             GROUP BY window_start, window_end, k EMIT ON WINDOW CLOSE",
+            Some("ts"),
+        )
+        .expect("plan");
+        let (spec, schema) = p.time.window.clone().expect("window");
+        assert_eq!(
+            spec.kind,
+            crate::window::WindowKind::Tumble { size: 10_000_000 }
+        );
+        assert_eq!(spec.time_column, 1);
+        assert_eq!(
+            schema.fields().len(),
+            5,
+            "the source and two window columns"
+        );
+        assert_eq!(p.time.watermark, Some((1, 1_000_000)));
+        assert_eq!(p.primary_key, vec![0, 1, 2]);
+        let end = p
+            .time
+            .window_end
+            .expect("closed windows are told by window_end");
+        assert_eq!(end.start_plus, None);
+        assert_eq!(p.time.emit, EmitMode::OnWindowClose);
+        let names: Vec<&str> = p.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["window_start", "window_end", "k", "n"]);
+    }
+
+    #[test]
+    fn a_hopping_window_grouped_by_its_start_alone() {
+        let p = plan_windowed(
+            "CREATE MATERIALIZED VIEW v AS SELECT k, hop.window_start AS ws, sum(k) AS total \
+             FROM Hop(s, ts, INTERVAL '1 second', INTERVAL '3 seconds') AS hop \
+             GROUP BY hop.window_start, k",
+            Some("ts"),
+        )
+        .expect("plan");
+        let (spec, _) = p.time.window.clone().expect("window");
+        assert_eq!(
+            spec.kind,
+            crate::window::WindowKind::Hop {
+                hop: 1_000_000,
+                size: 3_000_000
+            }
+        );
+        let end = p.time.window_end.expect("window key");
+        assert_eq!(end.start_plus, Some(3_000_000));
+        assert_eq!(p.time.emit, EmitMode::OnUpdate);
+        // without a watermark the view is kept, but no window ever closes
+        let p = plan_windowed(
+            "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM \
+             TUMBLE(s, ts, INTERVAL '1' MINUTE) GROUP BY window_start",
+            None,
+        )
+        .expect("plan without a watermark");
+        assert!(p.time.window.is_some() && p.time.window_end.is_none());
+        // a window on another column than the watermark's neither
+        let p = plan_windowed(
+            "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM \
+             TUMBLE(s, other, INTERVAL '1' MINUTE) GROUP BY window_start",
+            Some("ts"),
+        )
+        .expect("plan on another column");
+        assert!(p.time.window_end.is_none());
+        assert_eq!(p.time.watermark, Some((1, 1_000_000)));
+    }
+
+    #[test]
+    fn windows_that_cannot_be_kept_are_refused() {
+        for (sql, wm) in [
+            (
+                "CREATE MATERIALIZED VIEW v AS SELECT count(*), k FROM SESSION(s, ts, \
+                 INTERVAL '1' SECOND) GROUP BY k",
+                Some("ts"),
+            ),
+            (
+                "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM TUMBLE(s, ts, \
+                 INTERVAL '1' SECOND, INTERVAL '1' SECOND) GROUP BY window_start",
+                Some("ts"),
+            ),
+            (
+                "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM TUMBLE(s, ts, \
+                 INTERVAL '1' MONTH) GROUP BY window_start",
+                Some("ts"),
+            ),
+            (
+                "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) FROM s GROUP BY k \
+                 EMIT ON WINDOW CLOSE",
+                Some("ts"),
+            ),
+            (
+                "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) FROM TUMBLE(s, ts, \
+                 INTERVAL '1' SECOND) GROUP BY k EMIT ON WINDOW CLOSE",
+                Some("ts"),
+            ),
+            (
+                "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM TUMBLE(s, ts, \
+                 INTERVAL '1' SECOND) GROUP BY window_start EMIT ON WINDOW CLOSE",
+                None,
+            ),
+            (
+                "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM TUMBLE(s, \
+                 other, INTERVAL '1' SECOND) GROUP BY window_start EMIT ON WINDOW CLOSE",
+                Some("ts"),
+            ),
+        ] {
+            match plan_windowed(sql, wm) {
+                Err(StreamSqlError::NotSupported(_)) => {}
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
+        for (sql, what) in [
+            (
+                "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM HOP(s, ts, \
+                 INTERVAL '2' SECOND, INTERVAL '3' SECOND) GROUP BY window_start",
+                "a size that is not a multiple of the hop",
+            ),
+            (
+                "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM TUMBLE(s, ts, \
+                 INTERVAL '0' SECOND) GROUP BY window_start",
+                "an empty window",
+            ),
+        ] {
+            match plan_windowed(sql, Some("ts")) {
+                Err(StreamSqlError::InvalidOption(_)) => {}
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+        match plan_windowed(
+            "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM TUMBLE(nope, ts, \
+             INTERVAL '1' SECOND) GROUP BY window_start",
+            Some("ts"),
+        ) {
+            Err(StreamSqlError::Undefined(..)) => {}
+            other => panic!("unknown source: {other:?}"),
+        }
+        match plan_windowed(
+            "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM TUMBLE(s, k, \
+             INTERVAL '1' SECOND) GROUP BY window_start",
+            Some("ts"),
+        ) {
+            Err(StreamSqlError::Sql(_)) => {}
+            other => panic!("a window on an integer: {other:?}"),
         }
     }
 }

@@ -2,10 +2,11 @@
 //! parser and AST (never by matching or splicing SQL text).
 //!
 //! ```sql
-//! CREATE SOURCE [IF NOT EXISTS] name (column type, ...)
+//! CREATE SOURCE [IF NOT EXISTS] name (column type, ...
+//!         [, WATERMARK FOR ts AS ts - INTERVAL '5 seconds'])
 //!     WITH (connector = 'datagen', datagen.max.rows = 1000, ...);
 //! CREATE MATERIALIZED VIEW [IF NOT EXISTS] name
-//!     [WITH (checkpoint_interval_ms = 1000)] AS query;
+//!     [WITH (checkpoint_interval_ms = 1000)] AS query [EMIT ON WINDOW CLOSE];
 //! DROP SOURCE [IF EXISTS] name;
 //! DROP MATERIALIZED VIEW [IF EXISTS] name;
 //! SHOW SOURCES; SHOW MATERIALIZED VIEWS; SHOW JOBS;
@@ -17,8 +18,8 @@
 use std::collections::BTreeMap;
 
 use datafusion::sql::sqlparser::ast::{
-    ColumnOption, CreateTableOptions, Expr, ObjectName, Query, SqlOption, Statement,
-    Value as SqlValue,
+    ColumnDef, ColumnOption, CreateTableOptions, Expr, Ident, ObjectName, Query, SqlOption,
+    Statement, TableConstraint, Value as SqlValue,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -27,6 +28,8 @@ use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use eddy_common::ColumnType;
 
 use crate::error::{Result, StreamSqlError};
+use crate::watermark::WatermarkDef;
+use crate::window::EmitMode;
 
 /// A parsed streaming statement.
 #[derive(Debug)]
@@ -39,6 +42,8 @@ pub enum StreamStatement {
         def: ViewDef,
         query: Box<Query>,
         if_not_exists: bool,
+        /// `EMIT ON WINDOW CLOSE` or the default, emit on update.
+        emit: EmitMode,
     },
     DropSource {
         name: String,
@@ -61,6 +66,9 @@ pub struct SourceDef {
     pub connector: String,
     /// Every option but `connector`, keys lower-cased.
     pub options: BTreeMap<String, String>,
+    /// `WATERMARK FOR column AS column - INTERVAL '...'`, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark: Option<WatermarkDef>,
 }
 
 /// A materialized view as the catalog keeps it: its statement, parsed
@@ -215,6 +223,7 @@ pub fn parse(sql: &str) -> Result<StreamStatement> {
                 },
                 query: cv.query,
                 if_not_exists: cv.if_not_exists,
+                emit: parse_emit(&mut p)?,
             }
         }
         Kind::DropSource | Kind::DropView => {
@@ -290,7 +299,7 @@ fn parse_create_source(p: &mut Parser) -> Result<StreamStatement> {
     p.next_token(); // SOURCE (checked by kind_of)
     let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
     let name = object_name(&p.parse_object_name(false).map_err(syntax)?)?;
-    let (columns, constraints) = p.parse_columns().map_err(syntax)?;
+    let (columns, constraints, watermark) = parse_source_columns(p)?;
     if !constraints.is_empty() {
         return Err(StreamSqlError::NotSupported(
             "a source has no constraints".into(),
@@ -319,6 +328,9 @@ fn parse_create_source(p: &mut Parser) -> Result<StreamStatement> {
         }
         cols.push((col, eddy_sql::pgtypes::column_type_from_sql(&c.data_type)?));
     }
+    let watermark = watermark
+        .map(|(column, expr)| WatermarkDef::bind(&column, &expr, &cols))
+        .transpose()?;
     p.expect_keyword(Keyword::WITH).map_err(syntax)?;
     p.expect_token(&Token::LParen).map_err(syntax)?;
     let mut options = BTreeMap::new();
@@ -360,9 +372,72 @@ fn parse_create_source(p: &mut Parser) -> Result<StreamStatement> {
             columns: cols,
             connector: connector.to_ascii_lowercase(),
             options,
+            watermark,
         },
         if_not_exists,
     })
+}
+
+/// Whether the unquoted word `word` comes `n` tokens ahead.
+fn word_ahead(p: &Parser, n: usize, word: &str) -> bool {
+    matches!(&p.peek_nth_token_ref(n).token,
+        Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
+}
+
+/// `[EMIT ON WINDOW CLOSE]` after a view's query.
+fn parse_emit(p: &mut Parser) -> Result<EmitMode> {
+    if !word_ahead(p, 0, "EMIT") {
+        return Ok(EmitMode::OnUpdate);
+    }
+    p.next_token();
+    if !p.parse_keywords(&[Keyword::ON, Keyword::WINDOW, Keyword::CLOSE]) {
+        return Err(StreamSqlError::NotSupported(format!(
+            "EMIT {} is not supported (supported: EMIT ON WINDOW CLOSE, or no EMIT clause to \
+             emit on update)",
+            p.peek_token().token
+        )));
+    }
+    Ok(EmitMode::OnWindowClose)
+}
+
+type SourceColumns = (Vec<ColumnDef>, Vec<TableConstraint>, Option<(Ident, Expr)>);
+
+/// A source's parenthesised column list: columns, table constraints (the
+/// caller refuses them) and at most one `WATERMARK FOR column AS expr`.
+fn parse_source_columns(p: &mut Parser) -> Result<SourceColumns> {
+    let mut columns = Vec::new();
+    let mut constraints = Vec::new();
+    let mut watermark = None;
+    p.expect_token(&Token::LParen).map_err(syntax)?;
+    if p.consume_token(&Token::RParen) {
+        return Ok((columns, constraints, watermark));
+    }
+    loop {
+        // `watermark` alone may still name a column: only `WATERMARK FOR`
+        // starts the clause
+        let for_next = matches!(&p.peek_nth_token_ref(1).token,
+            Token::Word(w) if w.keyword == Keyword::FOR);
+        if word_ahead(p, 0, "WATERMARK") && for_next {
+            p.next_token();
+            p.next_token();
+            let column = p.parse_identifier().map_err(syntax)?;
+            p.expect_keyword(Keyword::AS).map_err(syntax)?;
+            let expr = p.parse_expr().map_err(syntax)?;
+            if watermark.replace((column, expr)).is_some() {
+                return Err(StreamSqlError::NotSupported(
+                    "a source has at most one WATERMARK".into(),
+                ));
+            }
+        } else if let Some(c) = p.parse_optional_table_constraint().map_err(syntax)? {
+            constraints.push(c);
+        } else {
+            columns.push(p.parse_column_def().map_err(syntax)?);
+        }
+        if p.consume_token(&Token::RParen) {
+            return Ok((columns, constraints, watermark));
+        }
+        p.expect_token(&Token::Comma).map_err(syntax)?;
+    }
 }
 
 #[cfg(test)]
@@ -434,5 +509,76 @@ mod tests {
         };
         assert_eq!(def.name, "v");
         assert_eq!(def.checkpoint_interval_ms, 200);
+    }
+
+    #[test]
+    fn parses_a_watermark_among_the_columns() {
+        let s = parse(
+            "CREATE SOURCE bids (id bigint, ts timestamp, WATERMARK FOR ts AS ts - INTERVAL \
+             '5 seconds', watermark int) WITH (connector = 'datagen')",
+        )
+        .expect("parse");
+        let StreamStatement::CreateSource { def, .. } = s else {
+            panic!("not a source: {s:?}");
+        };
+        let names: Vec<&str> = def.columns.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["id", "ts", "watermark"],
+            "`watermark` alone is a column"
+        );
+        let w = def.watermark.expect("watermark");
+        assert_eq!((w.column.as_str(), w.delay_micros), ("ts", 5_000_000));
+        // old catalogs (no watermark field) stay readable
+        let old: SourceDef =
+            serde_json::from_str(r#"{"name":"s","columns":[],"connector":"datagen","options":{}}"#)
+                .expect("old catalog entry");
+        assert_eq!(old.watermark, None);
+    }
+
+    #[test]
+    fn refuses_watermarks_it_cannot_keep() {
+        for sql in [
+            "CREATE SOURCE s (ts timestamp, WATERMARK FOR ts AS ts + INTERVAL '1 second') \
+             WITH (connector = 'datagen')",
+            "CREATE SOURCE s (ts timestamp, WATERMARK FOR ts AS ts, WATERMARK FOR ts AS ts) \
+             WITH (connector = 'datagen')",
+        ] {
+            let e = parse(sql).expect_err(sql);
+            assert!(matches!(e, StreamSqlError::NotSupported(_)), "{sql}: {e}");
+        }
+        let e = parse(
+            "CREATE SOURCE s (ts timestamp, WATERMARK FOR nope AS nope) WITH (connector = \
+             'datagen')",
+        )
+        .expect_err("unknown column");
+        assert!(matches!(e, StreamSqlError::Sql(_)), "{e}");
+    }
+
+    #[test]
+    fn parses_emit_on_window_close() {
+        let emit_of = |sql: &str| match parse(sql) {
+            Ok(StreamStatement::CreateView { emit, .. }) => Ok(emit),
+            Ok(other) => panic!("not a view: {other:?}"),
+            Err(e) => Err(e),
+        };
+        assert_eq!(
+            emit_of(
+                "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM \
+                 TUMBLE(s, ts, INTERVAL '1' SECOND) GROUP BY window_start EMIT ON WINDOW CLOSE;"
+            )
+            .expect("eowc"),
+            EmitMode::OnWindowClose
+        );
+        assert_eq!(
+            emit_of("CREATE MATERIALIZED VIEW v AS SELECT k, count(*) FROM s GROUP BY k")
+                .expect("default"),
+            EmitMode::OnUpdate
+        );
+        let e = emit_of(
+            "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) FROM s GROUP BY k EMIT IMMEDIATELY",
+        )
+        .expect_err("other emit");
+        assert!(matches!(e, StreamSqlError::NotSupported(_)), "{e}");
     }
 }

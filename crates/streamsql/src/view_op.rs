@@ -14,17 +14,24 @@
 //!   row `(job, n, source rows)` of `eddy_stream_checkpoints` in one
 //!   `Engine::commit`. A change whose tag is not above the committed
 //!   checkpoint is skipped, so commits repeated after a restore are no-ops.
+//! * Event time (`watermark.rs`, `window.rs`): over a source with a
+//!   watermark, late rows are dropped before the pre stages; a windowed
+//!   view assigns windows next. A group whose window has closed (watermark
+//!   at or past its end) can receive no more rows: at `snapshot(n)` its
+//!   last change is taken first (emit on update: if dirty; EMIT ON WINDOW
+//!   CLOSE: its only row), then its state is dropped, so state holds only
+//!   open windows. The watermark is in the snapshot with the groups; the
+//!   final checkpoint (the source ended) closes every window.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch};
-use datafusion::arrow::compute::{and, cast, filter_record_batch, take};
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
+use datafusion::arrow::compute::{cast, take};
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
-use datafusion::physical_expr::PhysicalExpr;
 use eddy_common::{ColumnDef, ColumnType, Orientation, Row, Value};
 use eddy_storage::{CreateTable, Engine, OnConflict, Table, WriteOp};
 use eddy_stream::operator::sink::FINAL_TAG;
@@ -34,7 +41,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::{from_ipc, to_ipc, ArrowBatch};
 use crate::error::{Result, StreamSqlError};
-use crate::plan::{Stage, ViewPlan};
+use crate::plan::ViewPlan;
+use crate::stages::{eval, run_masked, run_stage};
+use crate::watermark::{ClockState, EventClock};
+use crate::window::{assign, EmitMode};
 
 /// The table every committed checkpoint is recorded in.
 pub const CHECKPOINT_TABLE: &str = "eddy_stream_checkpoints";
@@ -91,6 +101,9 @@ struct Pending {
     /// this change covers, for the freshness figure.
     #[serde(default)]
     arrivals: Vec<(i64, u64)>,
+    /// Source rows dropped as late up to this change.
+    #[serde(default)]
+    late_rows: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -100,11 +113,17 @@ struct Snapshot {
     /// Group columns then every aggregate's state columns (Arrow IPC);
     /// `None` when there are no groups yet.
     groups: Option<Vec<u8>>,
+    /// The watermark's clock (sources with a watermark; absent in
+    /// checkpoints written before watermarks existed).
+    #[serde(default)]
+    clock: Option<ClockState>,
 }
 
 struct Group {
     accumulators: Vec<Box<dyn Accumulator>>,
     dirty: bool,
+    /// The end of the group's window, when the view tracks closed windows.
+    window_end: Option<i64>,
 }
 
 /// Where a view commits: the engine, its table and the checkpoint table.
@@ -126,6 +145,7 @@ struct StatsInner {
     commits: u64,
     rows_written: u64,
     source_rows: u64,
+    late_rows: u64,
     /// Microseconds from a source row's arrival at the view operator to
     /// the commit that made its effect visible.
     freshness: Option<hdrhistogram::Histogram<u64>>,
@@ -137,6 +157,8 @@ pub struct ViewStatsReport {
     pub commits: u64,
     pub rows_written: u64,
     pub source_rows: u64,
+    /// Source rows dropped as late up to the last commit.
+    pub late_rows: u64,
     /// (quantile, seconds) of the freshness distribution since start.
     pub freshness: Vec<(f64, f64)>,
     pub freshness_count: u64,
@@ -149,6 +171,7 @@ impl Default for ViewStats {
                 commits: 0,
                 rows_written: 0,
                 source_rows: 0,
+                late_rows: 0,
                 freshness: hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).ok(),
             }),
         }
@@ -161,6 +184,7 @@ impl ViewStats {
         s.commits += 1;
         s.rows_written += (p.upserts.len() + p.deletes.len()) as u64;
         s.source_rows = p.source_rows;
+        s.late_rows = p.late_rows;
         if let Some(h) = s.freshness.as_mut() {
             for (arrived, rows) in &p.arrivals {
                 let micros = u64::try_from(committed_at.saturating_sub(*arrived)).unwrap_or(0);
@@ -186,6 +210,7 @@ impl ViewStats {
             commits: s.commits,
             rows_written: s.rows_written,
             source_rows: s.source_rows,
+            late_rows: s.late_rows,
             freshness,
             freshness_count,
         }
@@ -207,6 +232,8 @@ pub struct ViewOperator {
     pending: Vec<Pending>,
     /// Arrivals since the last snapshot (see `Pending::arrivals`).
     arrivals: Vec<(i64, u64)>,
+    /// The source's watermark, if it has one.
+    clock: Option<EventClock>,
     /// Fault injection for tests: panic once this many source rows have
     /// been seen (see [`INJECT_PANIC_ENV`]).
     panic_at_rows: Option<u64>,
@@ -216,71 +243,6 @@ pub struct ViewOperator {
 /// after that many source rows (fault-injection tests of restart and
 /// exactly-once; never set in production).
 pub const INJECT_PANIC_ENV: &str = "EDDY_FAULT_VIEW_PANIC_AT_ROWS";
-
-fn eval(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
-    Ok(expr.evaluate(batch)?.into_array(batch.num_rows())?)
-}
-
-fn as_mask(a: &ArrayRef) -> Result<BooleanArray> {
-    a.as_any()
-        .downcast_ref::<BooleanArray>()
-        .cloned()
-        .ok_or_else(|| StreamSqlError::Internal("a filter predicate is not boolean".into()))
-}
-
-/// Runs `stage` on `batch`, dropping the rows a filter rejects.
-fn run_stage(stage: &Stage, batch: RecordBatch) -> Result<RecordBatch> {
-    match stage {
-        Stage::Filter {
-            predicate,
-            projection,
-        } => {
-            let mask = as_mask(&eval(predicate, &batch)?)?;
-            let kept = filter_record_batch(&batch, &mask)?;
-            Ok(match projection {
-                Some(p) => kept.project(p)?,
-                None => kept,
-            })
-        }
-        Stage::Project { exprs, schema } => project(exprs, schema, &batch),
-    }
-}
-
-fn project(
-    exprs: &[Arc<dyn PhysicalExpr>],
-    schema: &Arc<Schema>,
-    batch: &RecordBatch,
-) -> Result<RecordBatch> {
-    let columns = exprs
-        .iter()
-        .map(|e| eval(e, batch))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(RecordBatch::try_new_with_options(
-        Arc::clone(schema),
-        columns,
-        &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
-    )?)
-}
-
-/// Runs `stages` keeping every row: a filter only narrows `mask`.
-fn run_masked(stages: &[Stage], mut batch: RecordBatch) -> Result<(RecordBatch, BooleanArray)> {
-    let mut mask = BooleanArray::from(vec![true; batch.num_rows()]);
-    for stage in stages {
-        match stage {
-            Stage::Filter {
-                predicate,
-                projection,
-            } => {
-                mask = and(&mask, &as_mask(&eval(predicate, &batch)?)?)?;
-                if let Some(p) = projection {
-                    batch = batch.project(p)?;
-                }
-            }
-            Stage::Project { exprs, schema } => batch = project(exprs, schema, &batch)?,
-        }
-    }
-    Ok((batch, mask))
-}
 
 /// The `bigint` a checkpoint tag is recorded as (the final one as the
 /// largest).
@@ -312,6 +274,10 @@ impl ViewOperator {
     /// An operator with no groups.
     pub fn new(plan: Arc<ViewPlan>, target: ViewTarget) -> Result<ViewOperator> {
         let types = plan.columns.iter().map(|c| c.ty).collect();
+        let clock = plan
+            .time
+            .watermark
+            .map(|(column, delay)| EventClock::new(column, delay));
         let fields = plan
             .aggregate_schema
             .fields()
@@ -331,8 +297,15 @@ impl ViewOperator {
             source_rows: 0,
             pending: Vec::new(),
             arrivals: Vec::new(),
+            clock,
             panic_at_rows: None,
         })
+    }
+
+    /// How many groups the operator holds state for (tests: closed
+    /// windows must not be among them).
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
     }
 
     /// Arms the injected panic (tests; see [`INJECT_PANIC_ENV`]).
@@ -341,7 +314,7 @@ impl ViewOperator {
         self
     }
 
-    fn new_group(&mut self, key: Box<[u8]>) -> Result<usize> {
+    fn new_group(&mut self, key: Box<[u8]>, window_end: Option<i64>) -> Result<usize> {
         let accumulators = self
             .plan
             .aggregates
@@ -352,6 +325,7 @@ impl ViewOperator {
         self.groups.push(Group {
             accumulators,
             dirty: false,
+            window_end,
         });
         self.index.insert(key.clone(), i);
         self.keys.push(key);
@@ -384,11 +358,19 @@ impl ViewOperator {
             Some((at, n)) if now - *at < 1000 => *n += rows,
             _ => self.arrivals.push((now, rows)),
         }
-        let mut batch = match &self.plan.scan_projection {
+        let plan = Arc::clone(&self.plan);
+        let batch = match &mut self.clock {
+            Some(clock) => clock.admit(batch)?,
+            None => batch,
+        };
+        let batch = match &plan.time.window {
+            Some((spec, schema)) => assign(spec, &batch, schema)?,
+            None => batch,
+        };
+        let mut batch = match &plan.scan_projection {
             Some(p) => batch.project(p)?,
             None => batch,
         };
-        let plan = Arc::clone(&self.plan);
         for stage in &plan.pre {
             batch = run_stage(stage, batch)?;
         }
@@ -408,7 +390,13 @@ impl ViewOperator {
             let bytes: &[u8] = row.as_ref();
             let g = match self.index.get(bytes) {
                 Some(g) => *g,
-                None => self.new_group(bytes.into())?,
+                None => {
+                    let end = match &plan.time.window_end {
+                        Some(w) => Some(w.end_at(&keys, i)?),
+                        None => None,
+                    };
+                    self.new_group(bytes.into(), end)?
+                }
             };
             let s = *slot.entry(g).or_insert_with(|| {
                 members.push((g, Vec::new()));
@@ -446,12 +434,61 @@ impl ViewOperator {
     /// The view rows of the dirty groups, as checkpoint `tag`'s change.
     fn take_changes(&mut self, tag: u64) -> Result<Pending> {
         let dirty = std::mem::take(&mut self.dirty);
+        self.rows_of(dirty, tag, true)
+    }
+
+    /// EMIT ON WINDOW CLOSE: the rows of the groups whose window ends at or
+    /// before `closed_below`, as checkpoint `tag`'s change (a row HAVING
+    /// rejects is not written: it never was).
+    fn take_closed(&mut self, tag: u64, closed_below: Option<i64>) -> Result<Pending> {
+        for g in std::mem::take(&mut self.dirty) {
+            if let Some(group) = self.groups.get_mut(g) {
+                group.dirty = false;
+            }
+        }
+        let closed = match closed_below {
+            Some(w) => (0..self.groups.len())
+                .filter(|g| {
+                    self.groups
+                        .get(*g)
+                        .and_then(|group| group.window_end)
+                        .is_some_and(|end| end <= w)
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        self.rows_of(closed, tag, false)
+    }
+
+    /// Drops the state of every group whose window ends at or before
+    /// `closed_below` (their last change is taken already).
+    fn drop_closed(&mut self, closed_below: i64) {
+        if self.plan.time.window_end.is_none() || !self.dirty.is_empty() {
+            return;
+        }
+        let keys = std::mem::take(&mut self.keys);
+        let groups = std::mem::take(&mut self.groups);
+        self.index.clear();
+        for (key, group) in keys.into_iter().zip(groups) {
+            if group.window_end.is_some_and(|end| end <= closed_below) {
+                continue;
+            }
+            self.index.insert(key.clone(), self.groups.len());
+            self.keys.push(key);
+            self.groups.push(group);
+        }
+    }
+
+    /// The view rows of `groups`, as checkpoint `tag`'s change; a row the
+    /// post stages reject is a delete if `deletes`, else left out.
+    fn rows_of(&mut self, dirty: Vec<usize>, tag: u64, deletes: bool) -> Result<Pending> {
         let mut pending = Pending {
             tag,
             source_rows: self.source_rows,
             upserts: Vec::new(),
             deletes: Vec::new(),
             arrivals: std::mem::take(&mut self.arrivals),
+            late_rows: self.clock.as_ref().map_or(0, |c| c.state().late_rows),
         };
         if dirty.is_empty() {
             return Ok(pending);
@@ -508,7 +545,7 @@ impl ViewOperator {
                 .collect();
             if mask.is_valid(i) && mask.value(i) {
                 pending.upserts.push(row);
-            } else {
+            } else if deletes {
                 let key = self
                     .plan
                     .primary_key
@@ -583,7 +620,11 @@ impl ViewOperator {
             col += n;
         }
         for (i, row) in rows.iter().enumerate() {
-            let gi = self.new_group(row.as_ref().into())?;
+            let end = match &self.plan.time.window_end {
+                Some(w) => Some(w.end_at(&keys, i)?),
+                None => None,
+            };
+            let gi = self.new_group(row.as_ref().into(), end)?;
             let group = self
                 .groups
                 .get_mut(gi)
@@ -654,7 +695,19 @@ impl Operator for ViewOperator {
     }
 
     fn snapshot(&mut self, id: CheckpointId) -> eddy_stream::Result<Option<Vec<u8>>> {
-        let change = self.take_changes(id.0)?;
+        // the end of the source closes every window
+        let closed_below = if id.0 == FINAL_TAG {
+            Some(i64::MAX)
+        } else {
+            self.clock.as_ref().and_then(EventClock::watermark)
+        };
+        let change = match self.plan.time.emit {
+            EmitMode::OnUpdate => self.take_changes(id.0)?,
+            EmitMode::OnWindowClose => self.take_closed(id.0, closed_below)?,
+        };
+        if let Some(w) = closed_below {
+            self.drop_closed(w);
+        }
         // a checkpoint with no change commits nothing: the recorded
         // source position advances with the next real change
         // (the final one always commits: it records where the source ended)
@@ -665,6 +718,7 @@ impl Operator for ViewOperator {
             source_rows: self.source_rows,
             pending: self.pending.clone(),
             groups: self.groups_state()?,
+            clock: self.clock.as_ref().map(EventClock::state),
         };
         Ok(Some(serde_json::to_vec(&snap)?))
     }
@@ -679,6 +733,16 @@ impl Operator for ViewOperator {
             self.restore_groups(bytes)?;
         }
         self.source_rows = snap.source_rows;
+        match (&mut self.clock, snap.clock) {
+            (Some(clock), Some(state)) => clock.restore(state),
+            (Some(_), None) if snap.source_rows > 0 => {
+                return Err(StreamSqlError::State(
+                    "the checkpoint has no watermark state but the source has a watermark".into(),
+                )
+                .into())
+            }
+            _ => {}
+        }
         for p in &snap.pending {
             self.commit(p)?;
         }

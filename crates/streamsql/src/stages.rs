@@ -1,0 +1,80 @@
+//! Runs a view's stateless stages (filters and projections DataFusion
+//! planned, see `plan.rs`) on Arrow batches.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, BooleanArray, RecordBatch};
+use datafusion::arrow::compute::{and, filter_record_batch};
+use datafusion::arrow::datatypes::Schema;
+use datafusion::physical_expr::PhysicalExpr;
+
+use crate::error::{Result, StreamSqlError};
+use crate::plan::Stage;
+
+pub(crate) fn eval(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<ArrayRef> {
+    Ok(expr.evaluate(batch)?.into_array(batch.num_rows())?)
+}
+
+fn as_mask(a: &ArrayRef) -> Result<BooleanArray> {
+    a.as_any()
+        .downcast_ref::<BooleanArray>()
+        .cloned()
+        .ok_or_else(|| StreamSqlError::Internal("a filter predicate is not boolean".into()))
+}
+
+/// Runs `stage` on `batch`, dropping the rows a filter rejects.
+pub(crate) fn run_stage(stage: &Stage, batch: RecordBatch) -> Result<RecordBatch> {
+    match stage {
+        Stage::Filter {
+            predicate,
+            projection,
+        } => {
+            let mask = as_mask(&eval(predicate, &batch)?)?;
+            let kept = filter_record_batch(&batch, &mask)?;
+            Ok(match projection {
+                Some(p) => kept.project(p)?,
+                None => kept,
+            })
+        }
+        Stage::Project { exprs, schema } => project(exprs, schema, &batch),
+    }
+}
+
+fn project(
+    exprs: &[Arc<dyn PhysicalExpr>],
+    schema: &Arc<Schema>,
+    batch: &RecordBatch,
+) -> Result<RecordBatch> {
+    let columns = exprs
+        .iter()
+        .map(|e| eval(e, batch))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        columns,
+        &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )?)
+}
+
+/// Runs `stages` keeping every row: a filter only narrows `mask`.
+pub(crate) fn run_masked(
+    stages: &[Stage],
+    mut batch: RecordBatch,
+) -> Result<(RecordBatch, BooleanArray)> {
+    let mut mask = BooleanArray::from(vec![true; batch.num_rows()]);
+    for stage in stages {
+        match stage {
+            Stage::Filter {
+                predicate,
+                projection,
+            } => {
+                mask = and(&mask, &as_mask(&eval(predicate, &batch)?)?)?;
+                if let Some(p) = projection {
+                    batch = batch.project(p)?;
+                }
+            }
+            Stage::Project { exprs, schema } => batch = project(exprs, schema, &batch)?,
+        }
+    }
+    Ok((batch, mask))
+}
