@@ -553,13 +553,15 @@ mod tests {
     /// cleared keeps the changes; an owner not in the log loses them.
     #[test]
     fn open_keeps_committed_owners_and_undoes_the_rest() {
-        let mut cat = CatalogData::default();
+        let mut cat = CatalogData {
+            tables: vec![
+                def(1, "made_by_done", 1),
+                def(2, "t2_renamed", 3),
+                def(3, "made_by_open", 1),
+            ],
+            ..Default::default()
+        };
         let (done, open_txn) = (TxnId(7), TxnId(9));
-        cat.tables = vec![
-            def(1, "made_by_done", 1),
-            def(2, "t2_renamed", 3),
-            def(3, "made_by_open", 1),
-        ];
         cat.record_undo(done, TableId(1), None);
         cat.record_undo(open_txn, TableId(2), Some(def(2, "t2", 2)));
         cat.record_undo(open_txn, TableId(3), None);
@@ -583,8 +585,10 @@ mod tests {
     /// The drops of a committed owner are carried out at open.
     #[test]
     fn open_carries_out_committed_drops() {
-        let mut cat = CatalogData::default();
-        cat.tables = vec![def(1, "a", 1), def(2, "b", 1)];
+        let mut cat = CatalogData {
+            tables: vec![def(1, "a", 1), def(2, "b", 1)],
+            ..Default::default()
+        };
         cat.entry(TxnId(5)).drops.push(TableId(1));
         cat.entry(TxnId(6)).drops.push(TableId(2));
         let committed: HashSet<TxnId> = [TxnId(5)].into_iter().collect();
@@ -597,9 +601,11 @@ mod tests {
     /// Two changes of one table in one transaction undo to the first prior.
     #[test]
     fn undo_runs_in_reverse() {
-        let mut cat = CatalogData::default();
+        let mut cat = CatalogData {
+            tables: vec![def(1, "c", 3)],
+            ..Default::default()
+        };
         let txn = TxnId(3);
-        cat.tables = vec![def(1, "c", 3)];
         cat.record_undo(txn, TableId(1), Some(def(1, "a", 1)));
         cat.record_undo(txn, TableId(1), Some(def(1, "b", 2)));
         let changed = cat.undo_after(txn, 1);
