@@ -92,6 +92,30 @@ async fn others_wait_for_a_definition_change_and_see_its_outcome() {
         .unwrap();
     assert_eq!(r, Err("42P01".to_string()));
 
+    // COPY waits too (its table is not among the relations sqlparser visits)
+    a.batch_execute("BEGIN; CREATE TABLE copied_t (x INT)")
+        .await
+        .unwrap();
+    let copier = tokio::spawn(async move {
+        let r = b
+            .copy_out("COPY copied_t TO STDOUT")
+            .await
+            .map(|_| ())
+            .map_err(|e| code(&e));
+        (b, r)
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        !copier.is_finished(),
+        "COPY read a table whose creation had not committed"
+    );
+    a.batch_execute("ROLLBACK").await.unwrap();
+    let (b, r) = tokio::time::timeout(Duration::from_secs(10), copier)
+        .await
+        .expect("COPY was not woken by ROLLBACK")
+        .unwrap();
+    assert_eq!(r, Err("42P01".to_string()));
+
     // lock_timeout bounds the wait (55P03); the table is usable afterwards
     a.batch_execute("BEGIN; ALTER TABLE shared_t RENAME COLUMN v TO val")
         .await

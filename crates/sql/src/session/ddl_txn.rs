@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use datafusion::sql::sqlparser::ast::Statement;
+use datafusion::sql::sqlparser::ast::{CopySource, ObjectName, Statement};
 use eddy_storage::{Ddl, LockMode, LockWait, Table, TABLE_LOCK_KEY};
 
 use super::{run_blocking, Session};
@@ -78,12 +78,23 @@ impl Session {
             return Ok(());
         }
         let mut tables: Vec<Arc<Table>> = Vec::new();
-        let _ = datafusion::sql::sqlparser::ast::visit_relations(stmt, |name| {
+        let mut add = |name: &ObjectName| {
             if let Some(t) = table_name(name).ok().and_then(|n| engine.table(&n)) {
                 if !tables.iter().any(|x| x.def().id == t.def().id) {
                     tables.push(t);
                 }
             }
+        };
+        // COPY's table is not among the relations sqlparser visits
+        if let Statement::Copy {
+            source: CopySource::Table { table_name, .. },
+            ..
+        } = stmt
+        {
+            add(table_name);
+        }
+        let _ = datafusion::sql::sqlparser::ast::visit_relations(stmt, |name| {
+            add(name);
             std::ops::ControlFlow::<()>::Continue(())
         });
         if tables.is_empty() {
