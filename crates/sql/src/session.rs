@@ -1511,7 +1511,7 @@ impl Session {
             }
             return Err(SqlError::UndefinedTable(name));
         };
-        self.lock_for_ddl(&table, "ALTER TABLE")?;
+        let _locked = self.lock_for_ddl(&table, "ALTER TABLE")?;
         for op in at.operations {
             match op {
                 AlterTableOperation::AddColumn {

@@ -52,7 +52,7 @@ impl Session {
             return Err(SqlError::UndefinedTable(table));
         }
         let target = self.table(&table)?;
-        self.lock_for_ddl(&target, "COMMENT ON")?;
+        let _locked = self.lock_for_ddl(&target, "COMMENT ON")?;
         if let Some(c) = &column {
             if self.table(&table)?.def().column_index(c).is_none() {
                 return Err(SqlError::UndefinedColumn(format!(

@@ -31,8 +31,8 @@ impl Session {
 
     /// Locks `table` exclusively for `what`, a change of its definition in
     /// the session's transaction (waits for the transactions using it, at
-    /// most `lock_timeout`).
-    pub(super) fn lock_for_ddl(&mut self, table: &Arc<Table>, what: &str) -> Result<()> {
+    /// most `lock_timeout`); returns the table as it is once locked.
+    pub(super) fn lock_for_ddl(&mut self, table: &Arc<Table>, what: &str) -> Result<Arc<Table>> {
         let t = self.ddl_txn(what)?;
         if t.truncated_any() {
             return Err(SqlError::FeatureNotSupported(format!(
@@ -45,15 +45,34 @@ impl Session {
                 "{what} in a REPEATABLE READ transaction after its first query is not supported; run it before any query of the transaction, or at READ COMMITTED"
             )));
         }
-        run_blocking(|| t.lock_table_for_ddl(table))
+        self.lock_table_exclusive(table)
     }
 
     /// Locks `table` exclusively in the session's transaction without
     /// changing its definition (DROP TABLE, TRUNCATE): waits for every
     /// transaction using it and keeps others out until this one ends.
-    pub(super) fn lock_table_exclusive(&mut self, table: &Arc<Table>) -> Result<()> {
+    /// Returns the table its name stands for once locked: whoever held the
+    /// lock may have dropped it (42P01) or put another table under the name
+    /// (then that one is locked too).
+    pub(super) fn lock_table_exclusive(&mut self, table: &Arc<Table>) -> Result<Arc<Table>> {
+        const ATTEMPTS: usize = 16;
+        let engine = Arc::clone(&self.db.engine);
+        let name = table.def().name.clone();
         let t = self.ddl_txn("a table lock")?;
-        run_blocking(|| t.lock_table_for_ddl(table))
+        let mut target = Arc::clone(table);
+        for _ in 0..ATTEMPTS {
+            run_blocking(|| t.lock_table_for_ddl(&target))?;
+            let current = engine
+                .table(&name)
+                .ok_or_else(|| SqlError::UndefinedTable(name.clone()))?;
+            if current.def().id == target.def().id {
+                return Ok(current);
+            }
+            target = current;
+        }
+        Err(SqlError::Storage(
+            eddy_storage::StorageError::SerializationFailure,
+        ))
     }
 
     /// One change of a table's definition in the session's transaction

@@ -549,9 +549,11 @@ impl Session {
             ));
         }
         // PostgreSQL's ACCESS EXCLUSIVE: waits for everyone using the tables
+        let mut locked = Vec::with_capacity(tables.len());
         for t in &tables {
-            self.lock_table_exclusive(t)?;
+            locked.push(self.lock_table_exclusive(t)?);
         }
+        let tables = locked;
         let txn = self.txn_mut()?;
         if txn.explicit {
             for t in &tables {
