@@ -20,7 +20,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use eddy_sql::{Database, Session};
-use eddy_storage::{Engine, EngineConfig};
 use proptest::prelude::*;
 
 mod common;
@@ -129,20 +128,11 @@ async fn run(s: &mut Session, sql: &str) -> Result<Vec<Vec<i64>>, String> {
 }
 
 fn open_db(dir: &std::path::Path) -> Arc<Database> {
-    let mut cfg = EngineConfig::new(dir);
-    cfg.memtable_bytes = 8 << 10; // flush often: files under changing definitions
-    cfg.background_compaction = false;
-    Arc::new(Database::open(Engine::open(cfg).expect("open"), "eddy", None).expect("database"))
+    common::open_db(dir, 8 << 10) // flush often
 }
 
 async fn sessions(db: &Arc<Database>) -> Vec<Session> {
-    let mut v = Vec::new();
-    for i in 0..SESSIONS {
-        let mut s = Session::new(Arc::clone(db), "eddy", i as i32 + 1).expect("session");
-        run(&mut s, "SET lock_timeout = '20ms'").await.expect("set");
-        v.push(s);
-    }
-    v
+    common::sessions(db, SESSIONS).await
 }
 
 struct World {

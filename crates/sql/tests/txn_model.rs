@@ -128,20 +128,11 @@ struct World {
 }
 
 fn open_db(dir: &std::path::Path) -> Arc<Database> {
-    let mut cfg = EngineConfig::new(dir);
-    cfg.memtable_bytes = 16 << 10; // flush often
-    cfg.background_compaction = false;
-    Arc::new(Database::open(Engine::open(cfg).expect("open"), "eddy", None).expect("database"))
+    common::open_db(dir, 16 << 10) // flush often
 }
 
 async fn sessions(db: &Arc<Database>) -> Vec<Session> {
-    let mut v = Vec::new();
-    for i in 0..SESSIONS {
-        let mut s = Session::new(Arc::clone(db), "eddy", i as i32 + 1).expect("session");
-        run(&mut s, "SET lock_timeout = '20ms'").await.expect("set");
-        v.push(s);
-    }
-    v
+    common::sessions(db, SESSIONS).await
 }
 
 impl World {

@@ -39,7 +39,6 @@ use datafusion::datasource::TableType;
 use datafusion::execution::{SendableRecordBatchStream, SessionStateBuilder, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
-use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
@@ -510,27 +509,12 @@ fn key_columns(
     outputs: usize,
 ) -> Result<Vec<usize>> {
     // origin[i]: the group column output column i of the current stage is
-    let mut origin: Vec<Option<usize>> = (0..aggregate_width)
-        .map(|i| (i < group_count).then_some(i))
-        .collect();
-    for stage in post {
-        origin = match stage {
-            Stage::Filter { projection, .. } => match projection {
-                None => origin,
-                Some(p) => p
-                    .iter()
-                    .map(|i| origin.get(*i).copied().flatten())
-                    .collect(),
-            },
-            Stage::Project { exprs, .. } => exprs
-                .iter()
-                .map(|e| {
-                    e.downcast_ref::<Column>()
-                        .and_then(|c| origin.get(c.index()).copied().flatten())
-                })
-                .collect(),
-        };
-    }
+    let origin = crate::stages::trace_origins(
+        (0..aggregate_width)
+            .map(|i| (i < group_count).then_some(i))
+            .collect(),
+        post,
+    );
     let mut key = Vec::with_capacity(group_count);
     for g in 0..group_count {
         match origin.iter().position(|o| *o == Some(g)) {

@@ -78,3 +78,34 @@ pub(crate) fn run_masked(
     }
     Ok((batch, mask))
 }
+
+/// Where each output column of `stages` comes from: `origin[i]` says what
+/// column `i` of the input to the first stage is (`None`: nothing the
+/// caller tracks); the answer says the same of the last stage's output. A
+/// column passes through a filter's projection and a projection that
+/// selects it unchanged; any computed column is `None`.
+pub(crate) fn trace_origins(
+    mut origin: Vec<Option<usize>>,
+    stages: &[Stage],
+) -> Vec<Option<usize>> {
+    use datafusion::physical_expr::expressions::Column;
+    for stage in stages {
+        origin = match stage {
+            Stage::Filter { projection, .. } => match projection {
+                None => origin,
+                Some(p) => p
+                    .iter()
+                    .map(|i| origin.get(*i).copied().flatten())
+                    .collect(),
+            },
+            Stage::Project { exprs, .. } => exprs
+                .iter()
+                .map(|e| {
+                    e.downcast_ref::<Column>()
+                        .and_then(|c| origin.get(c.index()).copied().flatten())
+                })
+                .collect(),
+        };
+    }
+    origin
+}

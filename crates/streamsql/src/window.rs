@@ -456,28 +456,13 @@ pub fn window_end_key(
 ) -> Option<WindowEndKey> {
     // origin[i]: the windowed-source column that column i of the current
     // stage's output is, if it is one unchanged
-    let mut origin: Vec<Option<usize>> = match scan_projection {
-        Some(p) => p.iter().map(|i| Some(*i)).collect(),
-        None => (0..source_width + 2).map(Some).collect(),
-    };
-    for stage in pre {
-        origin = match stage {
-            Stage::Filter { projection, .. } => match projection {
-                None => origin,
-                Some(p) => p
-                    .iter()
-                    .map(|i| origin.get(*i).copied().flatten())
-                    .collect(),
-            },
-            Stage::Project { exprs, .. } => exprs
-                .iter()
-                .map(|e| {
-                    e.downcast_ref::<Column>()
-                        .and_then(|c| origin.get(c.index()).copied().flatten())
-                })
-                .collect(),
-        };
-    }
+    let origin = crate::stages::trace_origins(
+        match scan_projection {
+            Some(p) => p.iter().map(|i| Some(*i)).collect(),
+            None => (0..source_width + 2).map(Some).collect(),
+        },
+        pre,
+    );
     let source_of = |g: &Arc<dyn datafusion::physical_expr::PhysicalExpr>| {
         g.downcast_ref::<Column>()
             .and_then(|c| origin.get(c.index()).copied().flatten())

@@ -1,7 +1,34 @@
-//! What the model tests share: reading a statement's rows as integers.
+//! What the model tests share: a database on real storage, sessions, and
+//! reading a statement's rows as integers.
 
-use eddy_sql::Output;
+use std::sync::Arc;
+
+use eddy_sql::{Database, Output, Session};
+use eddy_storage::{Engine, EngineConfig};
 use futures::StreamExt;
+
+/// A database in `dir` whose shards flush at `memtable_bytes` (small, so
+/// crashes meet files), without background compaction.
+pub fn open_db(dir: &std::path::Path, memtable_bytes: usize) -> Arc<Database> {
+    let mut cfg = EngineConfig::new(dir);
+    cfg.memtable_bytes = memtable_bytes;
+    cfg.background_compaction = false;
+    Arc::new(Database::open(Engine::open(cfg).expect("open"), "eddy", None).expect("database"))
+}
+
+/// `n` sessions with a short lock timeout (the model tests drive them
+/// from one task, so a wait must end).
+pub async fn sessions(db: &Arc<Database>, n: usize) -> Vec<Session> {
+    let mut v = Vec::new();
+    for i in 0..n {
+        let mut s = Session::new(Arc::clone(db), "eddy", i as i32 + 1).expect("session");
+        for out in s.simple_query("SET lock_timeout = '20ms'").await {
+            out.expect("set lock_timeout");
+        }
+        v.push(s);
+    }
+    v
+}
 
 /// The rows of `out` with every column cast to int8 (none for a command).
 pub async fn rows_i64(out: Output) -> Result<Vec<Vec<i64>>, String> {
