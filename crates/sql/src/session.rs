@@ -839,14 +839,15 @@ impl Session {
             return Err(SqlError::InFailedTransaction);
         }
         crate::streams::check_writable(self.db.streams.as_deref(), &stmt)?;
-        if let Err(e) = self.wait_for_table_ddl(&stmt) {
-            self.note_error();
-            return Err(e);
-        }
+        // (execute_fast waits for a definition change itself)
         if let Some(plan) = fastpath::recognise(&stmt, &self.db.engine) {
             if let Some(out) = self.execute_fast(&plan, &stmt, &[])? {
                 return Ok(out);
             }
+        }
+        if let Err(e) = self.wait_for_table_ddl(&stmt) {
+            self.note_error();
+            return Err(e);
         }
         if let Some(t) = &self.txn {
             if let Some(what) = control::read_only_refusal(&stmt).filter(|_| t.read_only) {
@@ -877,7 +878,7 @@ impl Session {
                         Ok(out)
                     }
                     Err(e) => {
-                        self.drop_tables(&dropped);
+                        self.drop_created_sequences(&dropped);
                         Err(e)
                     }
                 }
@@ -885,7 +886,7 @@ impl Session {
             (r, Some(txn)) => {
                 let dropped = txn.created_tables.clone();
                 drop(txn);
-                self.drop_tables(&dropped);
+                self.drop_created_sequences(&dropped);
                 r
             }
             (r, None) => r,
@@ -1401,14 +1402,11 @@ impl Session {
         // The transaction's catalog change: undone by ROLLBACK, by an
         // error that ends the transaction and by recovery unless it
         // commits; others wait for it (transactions.md, "Catalog changes").
-        let result = match self.txn.as_mut() {
-            Some(t) => run_blocking(|| t.ddl().create_table(spec))
+        let result = self.ddl_txn("CREATE TABLE").and_then(|t| {
+            run_blocking(|| t.ddl().create_table(spec))
                 .map(|_| ())
-                .map_err(SqlError::from),
-            None => Err(SqlError::Internal(
-                "CREATE TABLE outside a transaction".into(),
-            )),
-        };
+                .map_err(SqlError::from)
+        });
         if let Err(e) = result {
             self.drop_sequences(&created);
             return Err(e);
@@ -1468,10 +1466,7 @@ impl Session {
         if self.in_transaction_block() {
             // the table is a catalog change of the block and its rows are
             // the block's writes: both commit or roll back with it
-            let t = self
-                .txn
-                .as_mut()
-                .ok_or_else(|| SqlError::Internal("a block without a transaction".into()))?;
+            let t = self.ddl_txn("CREATE TABLE AS")?;
             let table = run_blocking(|| t.ddl().create_table(spec))?;
             t.created_tables.push(name);
             let cast = batches

@@ -85,11 +85,9 @@ impl Session {
     /// (`Session::rename_sequence_owners`), never before, so a ROLLBACK or
     /// a crash leaves them pointing at the names that stay.
     fn rename_owner_at_commit(&mut self, rename: crate::txn::OwnerRename) -> Result<()> {
-        let t = self
-            .txn
-            .as_mut()
-            .ok_or_else(|| SqlError::Internal("a rename outside a transaction".into()))?;
-        t.sequence_owner_renames.push(rename);
+        self.ddl_txn("a rename")?
+            .sequence_owner_renames
+            .push(rename);
         Ok(())
     }
 

@@ -144,7 +144,7 @@ impl Session {
             Some(t) => {
                 let created = t.created_tables.clone();
                 drop(t);
-                self.drop_tables(&created);
+                self.drop_created_sequences(&created);
             }
             None => {}
         }
@@ -318,7 +318,7 @@ impl Session {
     /// Drops the sequences of tables a rolled-back transaction created
     /// (the tables themselves were undone with its catalog changes when
     /// the transaction was dropped: `Transaction::ddl`).
-    pub(super) fn drop_tables(&self, names: &[String]) {
+    pub(super) fn drop_created_sequences(&self, names: &[String]) {
         for n in names.iter().rev() {
             if self.db.engine.table(n).is_none() {
                 self.drop_owned_sequences(n);
@@ -342,7 +342,7 @@ impl Session {
         if let Some(t) = self.txn.take() {
             let created = t.created_tables.clone();
             drop(t);
-            self.drop_tables(&created);
+            self.drop_created_sequences(&created);
         }
     }
 
@@ -402,7 +402,7 @@ impl Session {
                         Ok(Output::TxnEnd("COMMIT".into()))
                     }
                     Err(e) => {
-                        self.drop_tables(&created);
+                        self.drop_created_sequences(&created);
                         self.end_cursors(false);
                         Err(e)
                     }
@@ -423,7 +423,7 @@ impl Session {
                             SqlError::NoActiveTransaction("ROLLBACK TO SAVEPOINT".into())
                         })?;
                         let dropped = t.rollback_to(&name)?;
-                        self.drop_tables(&dropped);
+                        self.drop_created_sequences(&dropped);
                         // TxnEnd, not Command: the protocol layer must not
                         // keep an E status the session has left (the server
                         // reports the session's own status either way).

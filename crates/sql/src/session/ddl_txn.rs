@@ -23,7 +23,7 @@ use crate::rewrite::table_name;
 use crate::txn::{Isolation, Transaction};
 
 impl Session {
-    fn ddl_txn(&mut self, what: &str) -> Result<&mut Transaction> {
+    pub(super) fn ddl_txn(&mut self, what: &str) -> Result<&mut Transaction> {
         self.txn
             .as_mut()
             .ok_or_else(|| SqlError::Internal(format!("{what} outside a transaction")))
