@@ -344,6 +344,78 @@ pub struct TableDef {
     /// `COMMENT ON TABLE`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// The owning role (`pg_class.relowner`); `None` for tables made before
+    /// roles existed, which belong to the bootstrap superuser.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// What GRANT gave other roles (`pg_class.relacl`); the owner's own
+    /// privileges are implicit and never listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acl: Vec<AclItem>,
+}
+
+/// One grant on a table: `grantee` (a role, or `None` for PUBLIC) holds
+/// `privileges`, granted by `grantor`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AclItem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grantee: Option<String>,
+    pub privileges: TablePrivileges,
+    pub grantor: String,
+}
+
+/// A set of table privileges, as PostgreSQL's ACL letters name them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TablePrivileges(pub u8);
+
+impl TablePrivileges {
+    pub const NONE: TablePrivileges = TablePrivileges(0);
+    pub const INSERT: TablePrivileges = TablePrivileges(1);
+    pub const SELECT: TablePrivileges = TablePrivileges(2);
+    pub const UPDATE: TablePrivileges = TablePrivileges(4);
+    pub const DELETE: TablePrivileges = TablePrivileges(8);
+    pub const TRUNCATE: TablePrivileges = TablePrivileges(16);
+    pub const REFERENCES: TablePrivileges = TablePrivileges(32);
+    pub const TRIGGER: TablePrivileges = TablePrivileges(64);
+    pub const ALL: TablePrivileges = TablePrivileges(127);
+
+    /// Each privilege with its ACL letter and SQL keyword, in PostgreSQL's
+    /// order (`arwdDxt`).
+    pub const NAMED: [(TablePrivileges, char, &'static str); 7] = [
+        (TablePrivileges::INSERT, 'a', "INSERT"),
+        (TablePrivileges::SELECT, 'r', "SELECT"),
+        (TablePrivileges::UPDATE, 'w', "UPDATE"),
+        (TablePrivileges::DELETE, 'd', "DELETE"),
+        (TablePrivileges::TRUNCATE, 'D', "TRUNCATE"),
+        (TablePrivileges::REFERENCES, 'x', "REFERENCES"),
+        (TablePrivileges::TRIGGER, 't', "TRIGGER"),
+    ];
+
+    pub fn contains(self, other: TablePrivileges) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub fn union(self, other: TablePrivileges) -> TablePrivileges {
+        TablePrivileges(self.0 | other.0)
+    }
+
+    pub fn without(self, other: TablePrivileges) -> TablePrivileges {
+        TablePrivileges(self.0 & !other.0)
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The ACL letters (`arwd`).
+    pub fn letters(self) -> String {
+        TablePrivileges::NAMED
+            .iter()
+            .filter(|(p, _, _)| self.contains(*p))
+            .map(|(_, c, _)| *c)
+            .collect()
+    }
 }
 
 /// `CONSTRAINT name CHECK (expr)`: `expr` is SQL text over the table's

@@ -24,8 +24,10 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use eddy_sql::server_files::Privileges;
-use pgwire::api::auth::sasl::scram::gen_salted_password;
+use std::sync::Arc;
+
+use eddy_sql::roles::Roles;
+use pgwire::api::auth::sasl::scram::ScramSecret;
 use pgwire::api::auth::{AuthSource, LoginInfo, Password};
 use pgwire::error::PgWireResult;
 use ring::rand::SecureRandom;
@@ -36,7 +38,7 @@ use crate::config;
 pub const SUPERUSER: &str = "eddy";
 
 /// SCRAM-SHA-256 iterations (PostgreSQL's default).
-pub const SCRAM_ITERATIONS: usize = 4096;
+pub const SCRAM_ITERATIONS: usize = eddy_sql::roles::SCRAM_ITERATIONS as usize;
 
 /// Salt length in bytes (PostgreSQL's).
 const SALT_LEN: usize = 16;
@@ -61,15 +63,26 @@ pub enum AccountError {
     UnknownRole { user: String, role: String },
     #[error("the operating system's random source failed")]
     Random,
+    #[error("user \"{0}\" from the config file could not be written to the roles: {1}")]
+    Seed(String, String),
 }
 
-/// Every configured user's privileges. A name not here (a trust login
-/// under an unconfigured name) has none.
+/// The users the config file names (and `EDDY_PASSWORD`), checked at
+/// start-up and then written into the database's roles
+/// ([`Accounts::seed`]): the config file is authoritative for the users it
+/// names, at every start; roles made with SQL live only in the catalog.
 #[derive(Debug, Default)]
 pub struct Accounts {
-    privileges: HashMap<String, Privileges>,
-    /// Users and cleartext passwords, for SCRAM (empty under trust).
-    passwords: Vec<(String, String)>,
+    users: Vec<SeedUser>,
+}
+
+#[derive(Debug)]
+struct SeedUser {
+    name: String,
+    /// `None` under trust when none is configured.
+    password: Option<String>,
+    superuser: bool,
+    roles: Vec<String>,
 }
 
 impl Accounts {
@@ -82,10 +95,9 @@ impl Accounts {
         env_password: Option<String>,
         need_passwords: bool,
     ) -> Result<Accounts, AccountError> {
-        let mut privileges = HashMap::new();
-        let mut passwords = Vec::new();
+        let mut seeds: Vec<SeedUser> = Vec::new();
         for u in users {
-            if privileges.contains_key(&u.name) {
+            if seeds.iter().any(|s| s.name == u.name) {
                 return Err(AccountError::Duplicate(u.name.clone()));
             }
             let superuser = match (u.name == SUPERUSER, u.superuser) {
@@ -93,105 +105,127 @@ impl Accounts {
                 (true, _) => true,
                 (false, s) => s.unwrap_or(false),
             };
-            let mut p = Privileges {
-                superuser,
-                ..Privileges::default()
-            };
             for role in &u.roles {
-                match role.as_str() {
-                    "pg_read_server_files" => p.read_server_files = true,
-                    "pg_write_server_files" => p.write_server_files = true,
-                    other => {
-                        return Err(AccountError::UnknownRole {
-                            user: u.name.clone(),
-                            role: other.to_string(),
-                        });
-                    }
+                if !matches!(
+                    role.as_str(),
+                    eddy_sql::roles::READ_SERVER_FILES | eddy_sql::roles::WRITE_SERVER_FILES
+                ) {
+                    return Err(AccountError::UnknownRole {
+                        user: u.name.clone(),
+                        role: role.clone(),
+                    });
                 }
             }
-            if superuser {
-                p = Privileges::SUPERUSER;
-            }
-            privileges.insert(u.name.clone(), p);
-            passwords.push((u.name.clone(), u.password.clone()));
+            seeds.push(SeedUser {
+                name: u.name.clone(),
+                password: Some(u.password.clone()),
+                superuser,
+                roles: u.roles.clone(),
+            });
         }
-        privileges.insert(SUPERUSER.to_string(), Privileges::SUPERUSER);
+        if !seeds.iter().any(|s| s.name == SUPERUSER) {
+            seeds.push(SeedUser {
+                name: SUPERUSER.to_string(),
+                password: None,
+                superuser: true,
+                roles: Vec::new(),
+            });
+        }
         if let Some(pw) = env_password {
             if need_passwords && pw.is_empty() {
                 return Err(AccountError::EmptyEnvPassword);
             }
-            passwords.retain(|u| u.0 != SUPERUSER);
-            passwords.push((SUPERUSER.to_string(), pw));
+            if let Some(su) = seeds.iter_mut().find(|s| s.name == SUPERUSER) {
+                su.password = Some(pw);
+            }
         }
         if need_passwords {
-            if !passwords.iter().any(|u| u.0 == SUPERUSER) {
+            if seeds
+                .iter()
+                .any(|s| s.name == SUPERUSER && s.password.is_none())
+            {
                 return Err(AccountError::NoSuperuserPassword);
             }
-            if let Some((name, _)) = passwords.iter().find(|u| u.1.is_empty()) {
-                return Err(AccountError::EmptyPassword(name.clone()));
+            if let Some(s) = seeds
+                .iter()
+                .find(|s| s.password.as_deref().is_some_and(str::is_empty))
+            {
+                return Err(AccountError::EmptyPassword(s.name.clone()));
             }
         }
-        Ok(Accounts {
-            privileges,
-            passwords,
-        })
+        for s in &mut seeds {
+            // under trust an empty configured password means none
+            if s.password.as_deref().is_some_and(str::is_empty) {
+                s.password = None;
+            }
+        }
+        Ok(Accounts { users: seeds })
     }
 
-    pub fn privileges_of(&self, user: &str) -> Privileges {
-        self.privileges.get(user).copied().unwrap_or_default()
-    }
-
-    /// The SCRAM secrets of these accounts.
-    pub fn scram_users(&self) -> Result<ScramUsers, AccountError> {
-        ScramUsers::new(&self.passwords)
+    /// Writes the configured users into `roles` (a SCRAM verifier with a
+    /// fresh salt for each password; never the password itself).
+    pub fn seed(&self, roles: &Roles) -> Result<(), AccountError> {
+        for u in &self.users {
+            roles
+                .seed(&u.name, u.password.as_deref(), u.superuser, &u.roles)
+                .map_err(|e| AccountError::Seed(u.name.clone(), e.to_string()))?;
+        }
+        Ok(())
     }
 }
 
-/// Users' SCRAM salted passwords (derived once at start, each with its
-/// own random salt), and the secret unknown users' salts derive from.
+/// The SCRAM side of login: each role's verifier from the database's roles
+/// (`eddy_sql::roles`), and the secret unknown users' salts derive from.
 pub struct ScramUsers {
-    users: HashMap<String, (Vec<u8>, Vec<u8>)>,
+    roles: std::sync::OnceLock<Arc<Roles>>,
     secret: ring::hmac::Key,
 }
 
 impl std::fmt::Debug for ScramUsers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScramUsers")
-            .field("users", &self.users.len())
-            .finish_non_exhaustive()
+        f.debug_struct("ScramUsers").finish_non_exhaustive()
     }
 }
 
 impl ScramUsers {
-    pub fn new(list: &[(String, String)]) -> Result<ScramUsers, AccountError> {
+    pub fn new() -> Result<ScramUsers, AccountError> {
         let rng = ring::rand::SystemRandom::new();
         let mut secret = [0u8; 32];
         rng.fill(&mut secret).map_err(|_| AccountError::Random)?;
-        let mut users = HashMap::new();
-        for (name, pw) in list {
-            let mut salt = vec![0u8; SALT_LEN];
-            rng.fill(&mut salt).map_err(|_| AccountError::Random)?;
-            let salted = gen_salted_password(pw, &salt, SCRAM_ITERATIONS);
-            users.insert(name.clone(), (salt, salted));
-        }
         Ok(ScramUsers {
-            users,
+            roles: std::sync::OnceLock::new(),
             secret: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &secret),
         })
     }
 
-    /// What an unknown user is challenged with: a salt that is stable for
-    /// this server and differs between names, and a salted password no
-    /// client can know (so the proof fails as a wrong password's does).
-    fn unknown(&self, user: &str) -> (Vec<u8>, Vec<u8>) {
-        let salt = ring::hmac::sign(&self.secret, format!("salt:{user}").as_bytes());
-        let salted = ring::hmac::sign(&self.secret, format!("password:{user}").as_bytes());
-        (salt.as_ref()[..SALT_LEN].to_vec(), salted.as_ref().to_vec())
+    /// The roles logins are checked against (until set, every login fails
+    /// as an unknown user's).
+    pub fn serve(&self, roles: Arc<Roles>) {
+        let _ = self.roles.set(roles);
     }
 
-    fn lookup(&self, user: &str) -> (Vec<u8>, Vec<u8>) {
-        match self.users.get(user) {
-            Some((salt, salted)) => (salt.clone(), salted.clone()),
+    /// What an unknown user (or one that may not log in, or has no
+    /// password) is challenged with: a salt that is stable for this server
+    /// and differs between names, and keys no client can match (so the
+    /// proof fails as a wrong password's does).
+    fn unknown(&self, user: &str) -> ScramSecret {
+        let salt = ring::hmac::sign(&self.secret, format!("salt:{user}").as_bytes());
+        let salted = ring::hmac::sign(&self.secret, format!("password:{user}").as_bytes());
+        ScramSecret::verifier_from_salted_password(
+            salt.as_ref()[..SALT_LEN].to_vec(),
+            salted.as_ref().to_vec(),
+            SCRAM_ITERATIONS,
+        )
+    }
+
+    fn lookup(&self, user: &str) -> ScramSecret {
+        match self.roles.get().and_then(|r| r.login_verifier(user)) {
+            Some(v) => ScramSecret::Verifier {
+                salt: v.salt,
+                iterations: v.iterations as usize,
+                stored_key: v.stored_key,
+                server_key: v.server_key,
+            },
             None => self.unknown(user),
         }
     }
@@ -199,9 +233,13 @@ impl ScramUsers {
 
 #[async_trait]
 impl AuthSource for ScramUsers {
-    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
-        let (salt, salted) = self.lookup(login.user().unwrap_or_default());
-        Ok(Password::new(Some(salt), salted))
+    async fn get_password(&self, _login: &LoginInfo) -> PgWireResult<Password> {
+        // only verifiers are kept: nothing here can give a password
+        Err(pgwire::error::PgWireError::InvalidSASLState)
+    }
+
+    async fn get_scram_secret(&self, login: &LoginInfo) -> PgWireResult<(ScramSecret, Option<()>)> {
+        Ok((self.lookup(login.user().unwrap_or_default()), None))
     }
 }
 
@@ -290,6 +328,7 @@ pub fn must_refuse_plaintext(require_tls_remote: bool, secure: bool, peer: IpAdd
 #[cfg(test)]
 mod tests {
     use super::*;
+    use eddy_sql::server_files::Privileges;
 
     fn user(name: &str, pw: &str, superuser: Option<bool>, roles: &[&str]) -> config::User {
         config::User {
@@ -312,12 +351,18 @@ mod tests {
             true,
         )
         .unwrap();
-        assert_eq!(a.privileges_of("eddy"), Privileges::SUPERUSER);
-        assert_eq!(a.privileges_of("root2"), Privileges::SUPERUSER);
-        assert_eq!(a.privileges_of("alice"), Privileges::default());
-        assert_eq!(a.privileges_of("nobody"), Privileges::default());
-        let l = a.privileges_of("loader");
+        let roles = Roles::in_memory();
+        a.seed(&roles).unwrap();
+        assert_eq!(roles.privileges_of("eddy"), Privileges::SUPERUSER);
+        assert_eq!(roles.privileges_of("root2"), Privileges::SUPERUSER);
+        assert_eq!(roles.privileges_of("alice"), Privileges::default());
+        assert_eq!(roles.privileges_of("nobody"), Privileges::default());
+        let l = roles.privileges_of("loader");
         assert!(l.read_server_files && !l.write_server_files && !l.superuser);
+        // passwords are kept only as verifiers
+        let stored = roles.get("alice").and_then(|r| r.password).unwrap();
+        assert!(stored.starts_with("SCRAM-SHA-256$4096:"), "{stored}");
+        assert!(roles.login_verifier("alice").is_some());
     }
 
     #[test]
@@ -357,21 +402,35 @@ mod tests {
         assert!(e(&[user("bob", "", None, &[])], Some(""), false).is_none());
     }
 
+    fn salt(s: &ScramSecret) -> Vec<u8> {
+        match s {
+            ScramSecret::Verifier { salt, .. } | ScramSecret::SaltedPassword { salt, .. } => {
+                salt.clone()
+            }
+        }
+    }
+
     #[test]
     fn unknown_users_get_a_stable_plausible_salt() {
-        let u = ScramUsers::new(&[("eddy".into(), "secret".into())]).unwrap();
-        let (s1, p1) = u.lookup("mallory");
-        let (s2, p2) = u.lookup("mallory");
-        let (s3, _) = u.lookup("trudy");
-        let (known, _) = u.lookup("eddy");
-        assert_eq!((s1.clone(), p1), (s2, p2));
-        assert_ne!(s1, s3);
+        let roles = Arc::new(Roles::in_memory());
+        Accounts::new(&[], Some("secret".into()), true)
+            .unwrap()
+            .seed(&roles)
+            .unwrap();
+        let u = ScramUsers::new().unwrap();
+        u.serve(Arc::clone(&roles));
+        let s1 = salt(&u.lookup("mallory"));
+        assert_eq!(s1, salt(&u.lookup("mallory")));
+        assert_ne!(s1, salt(&u.lookup("trudy")));
+        let known = salt(&u.lookup("eddy"));
         assert_eq!(s1.len(), known.len());
         assert_ne!(s1, vec![0u8; SALT_LEN]);
         assert_ne!(known, vec![0u8; SALT_LEN]);
+        // a role that may not log in looks like an unknown one
+        assert_eq!(salt(&u.lookup("pg_read_server_files")).len(), SALT_LEN);
         // another server (another secret) gives another salt
-        let other = ScramUsers::new(&[]).unwrap();
-        assert_ne!(other.lookup("mallory").0, s1);
+        let other = ScramUsers::new().unwrap();
+        assert_ne!(salt(&other.lookup("mallory")), s1);
     }
 
     #[test]

@@ -229,7 +229,7 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             }
             AuthMode::Trust
         }
-        Auth::Scram => AuthMode::Scram(Arc::new(accounts.scram_users()?)),
+        Auth::Scram => AuthMode::Scram(Arc::new(auth::ScramUsers::new()?)),
     };
     let tls_cert = args.tls_cert.clone().or(file.server.tls_cert.clone());
     let tls_key = args.tls_key.clone().or(file.server.tls_key.clone());
@@ -360,6 +360,8 @@ async fn serve(
         // it holds every user's password: never read or written by COPY
         db.server_files = db.server_files.clone().with_config_file(path);
     }
+    // the config file's users become roles (verifiers only)
+    security.accounts.seed(&db.roles)?;
     let db = Arc::new(db);
     let backend = Arc::new(Backend::new(db, Arc::clone(&metrics), security));
     let idle = Arc::clone(&backend.idle);

@@ -209,7 +209,6 @@ pub struct Backend {
     parser: Arc<EddyParser>,
     /// Idle-in-transaction watches of the live connections.
     pub idle: Arc<crate::idle::IdleWatches>,
-    pub accounts: Arc<crate::auth::Accounts>,
     /// Failed password checks by client address (`crate::auth`).
     pub failed_logins: Arc<crate::auth::FailedLogins>,
     pub require_tls_remote: bool,
@@ -234,6 +233,9 @@ pub struct Security {
 
 impl Backend {
     pub fn new(db: Arc<Database>, metrics: Arc<Metrics>, security: Security) -> Backend {
+        if let AuthMode::Scram(users) = &security.auth {
+            users.serve(Arc::clone(&db.roles));
+        }
         Backend {
             db,
             metrics,
@@ -242,7 +244,6 @@ impl Backend {
             auth: security.auth,
             parser: Arc::new(EddyParser),
             idle: Arc::default(),
-            accounts: security.accounts,
             failed_logins: Arc::default(),
             require_tls_remote: security.require_tls_remote,
             activity: Arc::default(),
@@ -279,6 +280,8 @@ fn parameter_provider() -> DefaultServerParameterProvider {
 pub struct TrustStartup {
     manager: Arc<ConnectionManager>,
     database: String,
+    /// A role that exists but may not log in is refused (28000).
+    roles: Arc<eddy_sql::roles::Roles>,
     /// One for the server, so that every connection gets its own pid.
     pids: RandomPidSecretKeyGenerator,
 }
@@ -299,6 +302,7 @@ impl StartupHandler for TrustStartup {
             protocol_negotiation(client, startup).await?;
             save_startup_parameters_to_metadata(client, startup);
             check_database(client, &self.database)?;
+            check_may_log_in(client, &self.roles)?;
             let (pid, key) = self.pids.generate(client);
             client.set_pid_and_secret_key(pid, key.clone());
             let (handle, guard) = self.manager.register(pid, key);
@@ -307,6 +311,20 @@ impl StartupHandler for TrustStartup {
             finish_authentication(client, &parameter_provider()).await?;
         }
         Ok(())
+    }
+}
+
+/// PostgreSQL's answer to a NOLOGIN role (a name that is no role logs in
+/// under trust, with no privilege: `docs/design/security.md`).
+fn check_may_log_in<C: ClientInfo>(client: &C, roles: &eddy_sql::roles::Roles) -> PgWireResult<()> {
+    let user = client.metadata().get("user").cloned().unwrap_or_default();
+    match roles.get(&user) {
+        Some(r) if !r.login => Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+            "FATAL".into(),
+            "28000".into(),
+            format!("role \"{user}\" is not permitted to log in"),
+        )))),
+        _ => Ok(()),
     }
 }
 
@@ -457,9 +475,7 @@ where
             .cloned()
             .unwrap_or_else(|| "eddy".into());
         let pid = client.pid_and_secret_key().0;
-        let mut session = Session::new(Arc::clone(&backend.db), &user, pid)?;
-        session.set_privileges(backend.accounts.privileges_of(&user));
-        *guard = Some(session);
+        *guard = Some(Session::new(Arc::clone(&backend.db), &user, pid)?);
     }
     let Some(sess) = guard.as_mut() else {
         return Err(SqlError::Internal("no session".into()));
@@ -1104,6 +1120,7 @@ impl Handlers {
                 Some(Arc::new(TrustStartup {
                     manager: Arc::clone(&backend.manager),
                     database,
+                    roles: Arc::clone(&backend.db.roles),
                     pids: RandomPidSecretKeyGenerator::default(),
                 })),
                 None,

@@ -62,7 +62,9 @@ async fn server_files_need_the_superuser_or_a_role() {
     use futures::{SinkExt, TryStreamExt};
     let (server, config, files) = start_with_users(&[]);
     let su = server.connect().await;
-    su.batch_execute("CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
+    // every user may use the table itself: what is refused below is the
+    // server files (crates/server/tests/roles.rs tests table privileges)
+    su.batch_execute("CREATE TABLE t (id INT PRIMARY KEY, v TEXT); GRANT ALL ON t TO PUBLIC")
         .await
         .unwrap();
     let csv = files.path().join("rows.csv");
@@ -217,8 +219,8 @@ async fn server_files_need_the_superuser_or_a_role() {
 async fn a_trust_login_under_any_name_is_not_a_superuser() {
     let server = Server::start("trust");
     let nobody = server.connect_as("nobody", "unused").await.unwrap();
-    nobody
-        .batch_execute("CREATE TABLE t (id INT PRIMARY KEY)")
+    let eddy = server.connect().await;
+    eddy.batch_execute("CREATE TABLE t (id INT PRIMARY KEY); GRANT ALL ON t TO PUBLIC")
         .await
         .unwrap();
     must_fail_with(&nobody, "COPY t FROM '/etc/passwd'", "42501").await;
@@ -228,7 +230,6 @@ async fn a_trust_login_under_any_name_is_not_a_superuser() {
         "42501",
     )
     .await;
-    let eddy = server.connect().await;
     let on: String = eddy
         .query_one("SHOW is_superuser", &[])
         .await

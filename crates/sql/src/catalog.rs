@@ -118,10 +118,8 @@ pub struct PgCatalogSchema {
     engine: Arc<Engine>,
     sequences: Arc<Sequences>,
     database: String,
-    user: String,
-    /// The session's user is a superuser (`pg_roles.rolsuper`); shared
-    /// with the session, which learns it after the catalog is built.
-    superuser: Arc<std::sync::atomic::AtomicBool>,
+    /// Every role (`pg_roles`, `pg_auth_members`, owners and ACLs).
+    roles: Arc<crate::roles::Roles>,
 }
 
 impl PgCatalogSchema {
@@ -129,15 +127,13 @@ impl PgCatalogSchema {
         engine: Arc<Engine>,
         sequences: Arc<Sequences>,
         database: &str,
-        user: &str,
-        superuser: Arc<std::sync::atomic::AtomicBool>,
+        roles: Arc<crate::roles::Roles>,
     ) -> PgCatalogSchema {
         PgCatalogSchema {
             engine,
             sequences,
             database: database.to_string(),
-            user: user.to_string(),
-            superuser,
+            roles,
         }
     }
 }
@@ -155,6 +151,7 @@ const PG_TABLES: &[&str] = &[
     "pg_roles",
     "pg_user",
     "pg_authid",
+    "pg_auth_members",
     "pg_proc",
     "pg_description",
     "pg_attrdef",
@@ -199,10 +196,10 @@ impl SchemaProvider for PgCatalogSchema {
         }
         let tables = self.engine.tables();
         let sequences = self.sequences.list();
-        let superuser = self.superuser.load(std::sync::atomic::Ordering::Acquire);
+        let roles = self.roles.list();
         let user = CurrentUser {
-            name: &self.user,
-            superuser,
+            roles: &roles,
+            public_create: self.roles.public_schema_create(),
         };
         let t = build_pg_table(name, &tables, &sequences, &self.database, user)?;
         Ok(Some(Arc::new(t)))
@@ -362,11 +359,35 @@ fn typmod_of(t: ColumnType) -> i32 {
     }
 }
 
-/// The session's user, as `pg_roles` shows it.
-#[derive(Clone, Copy)]
+/// Every role, as the catalogs show them.
 struct CurrentUser<'a> {
-    name: &'a str,
-    superuser: bool,
+    roles: &'a [crate::roles::RoleDef],
+    /// Roles holding CREATE on `public` (`None`: PUBLIC).
+    public_create: Vec<Option<String>>,
+}
+
+impl CurrentUser<'_> {
+    /// A role's oid (0 for a name that is not a role).
+    fn oid_of(&self, name: &str) -> i64 {
+        self.roles
+            .iter()
+            .find(|r| r.name == name)
+            .map_or(0, |r| r.oid)
+    }
+
+    /// `nspacl` of `public`: the owner's USAGE and CREATE, PUBLIC's USAGE,
+    /// and the CREATE grants.
+    fn public_acl(&self) -> String {
+        let su = crate::roles::BOOTSTRAP_SUPERUSER;
+        let mut items = vec![format!("{su}=UC/{su}"), format!("=U/{su}")];
+        for g in &self.public_create {
+            match g {
+                None => items[1] = format!("=UC/{su}"),
+                Some(r) => items.push(format!("{r}=C/{su}")),
+            }
+        }
+        format!("{{{}}}", items.join(","))
+    }
 }
 
 fn build_pg_table(
@@ -376,14 +397,17 @@ fn build_pg_table(
     database: &str,
     current: CurrentUser<'_>,
 ) -> datafusion::error::Result<MemTable> {
-    let user = current.name;
-    let su = current.superuser;
     match name {
         "pg_namespace" => mem_table(
             &[("oid", I8), ("nspname", T), ("nspowner", I8), ("nspacl", T)],
             vec![
                 vec![i(NS_PG_CATALOG), s("pg_catalog"), i(SUPERUSER_OID)],
-                vec![i(NS_PUBLIC), s("public"), i(SUPERUSER_OID)],
+                vec![
+                    i(NS_PUBLIC),
+                    s("public"),
+                    i(SUPERUSER_OID),
+                    s(&current.public_acl()),
+                ],
                 vec![
                     i(NS_INFORMATION_SCHEMA),
                     s("information_schema"),
@@ -437,7 +461,7 @@ fn build_pg_table(
                     i(NS_PUBLIC),
                     i(0),
                     i(0),
-                    i(SUPERUSER_OID),
+                    i(current.oid_of(crate::privileges::owner_of(d))),
                     i(2),
                     i(table_oid(t)),
                     i(0),
@@ -460,7 +484,7 @@ fn build_pg_table(
                     s("d"),
                     b(false),
                     i(0),
-                    null_text(),
+                    crate::privileges::acl_text(d).map_or_else(null_text, |a| s(&a)),
                     null_text(),
                     s(&format!("orientation={}", d.orientation)),
                 ]);
@@ -950,24 +974,53 @@ fn build_pg_table(
                 ("rolvaliduntil", T),
                 ("rolbypassrls", B),
             ],
-            vec![vec![
-                i(SUPERUSER_OID),
-                s(user),
-                s(user),
-                i(SUPERUSER_OID),
-                b(su),
-                b(su),
-                b(true),
-                b(su),
-                b(su),
-                b(su),
-                b(true),
-                b(su),
-                i4(-1),
-                s("********"),
-                null_text(),
-                b(su),
-            ]],
+            current
+                .roles
+                .iter()
+                .map(|r| {
+                    let su = r.superuser;
+                    vec![
+                        i(r.oid),
+                        s(&r.name),
+                        s(&r.name),
+                        i(r.oid),
+                        b(su),
+                        b(su),
+                        b(true),
+                        b(su),
+                        b(su),
+                        b(su),
+                        b(r.login),
+                        b(su),
+                        i4(-1),
+                        // never the verifier (PostgreSQL's pg_roles)
+                        if r.password.is_some() {
+                            s("********")
+                        } else {
+                            null_text()
+                        },
+                        null_text(),
+                        b(su),
+                    ]
+                })
+                .collect(),
+        ),
+        "pg_auth_members" => mem_table(
+            &[
+                ("roleid", I8),
+                ("member", I8),
+                ("grantor", I8),
+                ("admin_option", B),
+            ],
+            current
+                .roles
+                .iter()
+                .flat_map(|m| {
+                    m.member_of
+                        .iter()
+                        .map(|r| vec![i(current.oid_of(r)), i(m.oid), i(SUPERUSER_OID), b(false)])
+                })
+                .collect(),
         ),
         "pg_tables" => mem_table(
             &[
@@ -986,7 +1039,7 @@ fn build_pg_table(
                     vec![
                         s("public"),
                         s(&t.def().name),
-                        s(user),
+                        s(crate::privileges::owner_of(t.def())),
                         null_text(),
                         b(t.def().has_primary_key()),
                         b(false),
@@ -1628,6 +1681,96 @@ pub fn current_setting_fallback() -> ScalarUDF {
     })
 }
 
+/// `has_table_privilege`, `has_schema_privilege` and `pg_get_userbyid`,
+/// answered from the roles and each table's owner and grants
+/// (`crate::privileges`). A table is named by text or by oid; a user by
+/// name (the session's user when left out).
+fn privilege_functions(
+    engine: Arc<Engine>,
+    roles: Arc<crate::roles::Roles>,
+    user: &str,
+) -> Vec<ScalarUDF> {
+    fn text(v: &ScalarValue) -> Option<String> {
+        match v {
+            ScalarValue::Utf8(Some(x))
+            | ScalarValue::LargeUtf8(Some(x))
+            | ScalarValue::Utf8View(Some(x)) => Some(x.clone()),
+            _ => None,
+        }
+    }
+    fn int(v: &ScalarValue) -> Option<i64> {
+        match v {
+            ScalarValue::Int64(Some(x)) => Some(*x),
+            ScalarValue::Int32(Some(x)) => Some(i64::from(*x)),
+            _ => None,
+        }
+    }
+    /// The (user, object, privileges) of a 2- or 3-argument call.
+    fn split(v: &[ScalarValue], me: &str) -> Option<(String, ScalarValue, String)> {
+        match v {
+            [obj, p] => Some((me.to_string(), obj.clone(), text(p)?)),
+            [u, obj, p] => Some((text(u)?, obj.clone(), text(p)?)),
+            _ => None,
+        }
+    }
+    let (e, r, me) = (Arc::clone(&engine), Arc::clone(&roles), user.to_string());
+    let table_fn = move |v: &[ScalarValue]| {
+        let Some((who, obj, privs)) = split(v, &me) else {
+            return ScalarValue::Boolean(None);
+        };
+        let table = match (text(&obj), int(&obj)) {
+            (Some(name), _) => {
+                let name = name.strip_prefix("public.").unwrap_or(&name).to_string();
+                e.table(&name)
+            }
+            (None, Some(oid)) => e.tables().into_iter().find(|t| table_oid(t) == oid),
+            _ => None,
+        };
+        let Some(t) = table else {
+            return ScalarValue::Boolean(None);
+        };
+        if r.privileges_of(&who).superuser {
+            return b(true);
+        }
+        let held = crate::privileges::table_privileges(&r.effective_roles(&who), t.def());
+        let any = privs.split(',').any(|p| {
+            let p = p.trim().to_ascii_uppercase();
+            let p = p.strip_suffix(" WITH GRANT OPTION").unwrap_or(&p);
+            eddy_common::TablePrivileges::NAMED
+                .iter()
+                .any(|(bit, _, kw)| *kw == p && held.contains(*bit))
+        });
+        b(any)
+    };
+    let (r2, me2) = (Arc::clone(&roles), user.to_string());
+    let schema_fn = move |v: &[ScalarValue]| {
+        let Some((who, _schema, privs)) = split(v, &me2) else {
+            return ScalarValue::Boolean(None);
+        };
+        let any = privs
+            .split(',')
+            .any(|p| match p.trim().to_ascii_uppercase().as_str() {
+                "USAGE" => true,
+                "CREATE" => r2.privileges_of(&who).superuser || r2.may_create_in_public(&who),
+                _ => false,
+            });
+        b(any)
+    };
+    let r3 = Arc::clone(&roles);
+    let userbyid = move |v: &[ScalarValue]| {
+        let oid = v.first().and_then(int).unwrap_or(0);
+        match r3.list().into_iter().find(|x| x.oid == oid) {
+            Some(role) => s(&role.name),
+            None => s(&format!("unknown (OID={oid})")),
+        }
+    };
+    vec![
+        udf("has_table_privilege", B, table_fn),
+        udf("has_schema_privilege", B, schema_fn),
+        udf("pg_get_userbyid", T, userbyid),
+    ]
+}
+
 /// Everything `version()` and `server_version` report.
 pub const SERVER_VERSION: &str = "15.0";
 
@@ -1638,7 +1781,9 @@ pub fn pg_functions(
     database: &str,
     user: &str,
     backend_pid: i32,
+    roles: Arc<crate::roles::Roles>,
 ) -> Vec<ScalarUDF> {
+    let privilege_functions = privilege_functions(Arc::clone(&engine), roles, user);
     let db = database.to_string();
     let usr = user.to_string();
     let usr2 = user.to_string();
@@ -1693,10 +1838,7 @@ pub fn pg_functions(
         udf("pg_table_is_visible", B, |_| b(true)),
         udf("pg_type_is_visible", B, |_| b(true)),
         udf("pg_function_is_visible", B, |_| b(true)),
-        udf("has_table_privilege", B, |_| b(true)),
-        udf("has_schema_privilege", B, |_| b(true)),
         udf("has_database_privilege", B, |_| b(true)),
-        udf("pg_get_userbyid", T, |_| s("eddy")),
         udf("pg_encoding_to_char", T, |_| s("UTF8")),
         udf("format_type", T, |v| match arg_i64(v, 0) {
             Some(o) => format_type(o, arg_i64(v, 1).unwrap_or(-1))
@@ -1822,6 +1964,9 @@ pub fn pg_functions(
         udf("txid_current", I8, |_| i(1)),
         udf("pg_is_in_recovery", B, |_| b(false)),
     ]
+    .into_iter()
+    .chain(privilege_functions)
+    .collect()
 }
 
 #[cfg(test)]

@@ -39,6 +39,13 @@ pub enum CustomCommand {
     CloseAll,
     /// `CLOSE name`.
     Close(String),
+    /// `GRANT role [, ...] TO role [, ...]` (`revoke`: `REVOKE role [, ...]
+    /// FROM role [, ...]`): role membership, which sqlparser does not parse.
+    GrantRole {
+        roles: Vec<String>,
+        members: Vec<String>,
+        revoke: bool,
+    },
     /// `FETCH` (rows) or `MOVE` (`is_move`: the position only).
     Fetch {
         cursor: String,
@@ -173,6 +180,11 @@ pub fn recognise(sql: &str) -> Result<Option<CustomCommand>> {
             }
         },
         Keyword::UNLISTEN => CustomCommand::Unlisten,
+        Keyword::GRANT | Keyword::REVOKE
+            if !t.iter().any(|w| keyword(Some(w)) == Some(Keyword::ON)) =>
+        {
+            grant_role(&t, first == Keyword::REVOKE)?
+        }
         Keyword::FETCH => fetch(&t, false)?,
         _ if name(t.first()) == Some("move") => fetch(&t, true)?,
         Keyword::CLOSE => match (t.get(1), t.len()) {
@@ -191,6 +203,67 @@ pub fn recognise(sql: &str) -> Result<Option<CustomCommand>> {
         _ => return Ok(None),
     };
     Ok(Some(cmd))
+}
+
+/// `GRANT a, b TO c, d` / `REVOKE a, b FROM c, d` (a GRANT without ON
+/// grants roles). Options (`WITH ADMIN OPTION`, `GRANTED BY`, `ADMIN
+/// OPTION FOR`, `CASCADE`) are refused.
+fn grant_role(t: &[Tok], revoke: bool) -> Result<CustomCommand> {
+    let (what, sep) = if revoke {
+        ("REVOKE", Keyword::FROM)
+    } else {
+        ("GRANT", Keyword::TO)
+    };
+    let list = |from: usize, stop: Option<Keyword>| -> Result<(Vec<String>, usize)> {
+        let mut names = Vec::new();
+        let mut i = from;
+        loop {
+            match t.get(i) {
+                Some(w @ Tok::Word { name, .. })
+                    if stop.is_none_or(|k| keyword(Some(w)) != Some(k)) =>
+                {
+                    names.push(name.clone());
+                    i += 1;
+                }
+                _ => break,
+            }
+            match t.get(i) {
+                Some(Tok::Other(Token::Comma)) => i += 1,
+                _ => break,
+            }
+        }
+        Ok((names, i))
+    };
+    let (roles, i) = list(1, Some(sep))?;
+    if roles.is_empty() || keyword(t.get(i)) != Some(sep) {
+        return Err(SqlError::Syntax(format!(
+            "expected {what} role [, ...] {} role [, ...]",
+            if revoke { "FROM" } else { "TO" }
+        )));
+    }
+    if roles
+        .iter()
+        .any(|r| r == "admin" || r == "inherit" || r == "set")
+        && revoke
+    {
+        return Err(SqlError::FeatureNotSupported(
+            "REVOKE ... OPTION FOR is not supported".into(),
+        ));
+    }
+    let (members, end) = list(i + 1, None)?;
+    if members.is_empty() {
+        return Err(SqlError::Syntax(format!("{what} needs a role to act on")));
+    }
+    if end != t.len() {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "{what} of a role supports no options (WITH ADMIN OPTION, GRANTED BY, CASCADE)"
+        )));
+    }
+    Ok(CustomCommand::GrantRole {
+        roles,
+        members,
+        revoke,
+    })
 }
 
 /// A signed count at `t[i]` (`5`, `-1`), and the index after it.

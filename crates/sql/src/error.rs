@@ -35,6 +35,18 @@ pub enum SqlError {
     WrongObjectType(String),
     #[error("{0}")]
     DuplicateObject(String),
+    /// 55006: an object in use (dropping the session's own role).
+    #[error("{0}")]
+    ObjectInUse(String),
+    /// 0LP01: a GRANT that cannot be (a membership cycle).
+    #[error("{0}")]
+    InvalidGrant(String),
+    /// 42939: a name PostgreSQL reserves (`pg_` roles, `public`).
+    #[error("{0}")]
+    ReservedName(String),
+    /// 42704: a role (or other non-relation object) that does not exist.
+    #[error("{0}")]
+    UndefinedObject(String),
     /// Other objects depend on the one being dropped.
     #[error("{0}")]
     DependentObjects(String),
@@ -178,6 +190,10 @@ impl SqlError {
             SqlError::InvalidDefinition(_) => "42P16",
             SqlError::WrongObjectType(_) => "42809",
             SqlError::DuplicateObject(_) => "42710",
+            SqlError::UndefinedObject(_) => "42704",
+            SqlError::InvalidGrant(_) => "0LP01",
+            SqlError::ObjectInUse(_) => "55006",
+            SqlError::ReservedName(_) => "42939",
             SqlError::DependentObjects(_) => "2BP01",
             SqlError::DatatypeMismatch(_) => "42804",
             SqlError::InvalidText(_) => "22P02",

@@ -10,6 +10,8 @@
 //! * [`catalog`]: the `public` schema over the engine and a synthesised
 //!   `pg_catalog` (plus PostgreSQL functions psql and drivers call);
 //! * [`pgtypes`]: PostgreSQL type OIDs and the text/binary value encodings;
+//! * [`roles`] and [`privileges`]: who exists, and what each statement
+//!   needs on which table (checked before any statement runs);
 //! * [`error`]: `SqlError` and its exhaustive SQLSTATE mapping.
 //!
 //! Invariants: every statement is atomic on its own (one `Table::write` or
@@ -31,8 +33,11 @@ pub mod join_filter;
 pub mod join_order;
 pub mod output_names;
 pub mod pgtypes;
+pub mod privileges;
 pub mod provider;
 pub mod rewrite;
+pub mod role_parse;
+pub mod roles;
 pub mod scan_filter;
 pub mod sequence_functions;
 pub mod sequence_parse;

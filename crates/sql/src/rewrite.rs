@@ -119,6 +119,10 @@ pub fn parse_statement(sql: &str) -> Result<Statement> {
         let mut p = Parser::new(&dialect).with_tokens_with_locations(tokens);
         return Ok(crate::sequence_parse::parse_create_sequence(&mut p)?);
     }
+    let tokens = match crate::role_parse::parse_user_statement(tokens)? {
+        Ok(stmt) => return Ok(stmt),
+        Err(tokens) => tokens,
+    };
     let mut stmts = Parser::new(&dialect)
         .with_tokens_with_locations(tokens)
         .parse_statements()?;

@@ -56,6 +56,7 @@ mod dml;
 mod fast;
 mod locking;
 mod returning;
+mod roles_ddl;
 mod sequence_ddl;
 mod settings;
 mod sql_prepare;
@@ -101,6 +102,8 @@ pub struct Database {
     /// The server's own files, which COPY to/from a file must not touch
     /// (`crate::server_files`).
     pub server_files: crate::server_files::ServerFiles,
+    /// Roles, their passwords and memberships (`crate::roles`).
+    pub roles: Arc<crate::roles::Roles>,
 }
 
 impl Database {
@@ -115,6 +118,7 @@ impl Database {
             &engine.config().data_dir,
         )?);
         let server_files = crate::server_files::ServerFiles::new(&engine.config().data_dir);
+        let roles = Arc::new(crate::roles::Roles::open(&engine.config().data_dir)?);
         Ok(Database {
             engine,
             name: name.to_string(),
@@ -122,6 +126,7 @@ impl Database {
             sequences,
             advisory: Arc::default(),
             server_files,
+            roles,
         })
     }
 }
@@ -239,11 +244,8 @@ pub struct Session {
     cursors: std::collections::HashMap<String, cursors::Cursor>,
     /// SQL-level PREPAREd statements by name (`session/sql_prepare.rs`).
     sql_prepared: std::collections::HashMap<String, Arc<Prepared>>,
-    /// What the session's user may do beyond its tables (none until the
-    /// front end says otherwise: `set_privileges`).
-    privileges: crate::server_files::Privileges,
-    /// `privileges.superuser`, as `pg_catalog.pg_roles` reads it.
-    superuser_flag: Arc<std::sync::atomic::AtomicBool>,
+    /// The roles' version `is_superuser` was last set from.
+    roles_seen: u64,
 }
 
 impl Drop for Session {
@@ -307,7 +309,6 @@ impl Session {
         .build();
         let ctx = SessionContext::new_with_state(state);
         let catalog = MemoryCatalogProvider::new();
-        let superuser_flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let scan_filters = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let view = Arc::new(crate::provider::ReadView::default());
         catalog.register_schema(
@@ -331,8 +332,7 @@ impl Session {
                 Arc::clone(&db.engine),
                 Arc::clone(&db.sequences),
                 &db.name,
-                user,
-                Arc::clone(&superuser_flag),
+                Arc::clone(&db.roles),
             )),
         )?;
         let dml_schema = Arc::new(MemorySchemaProvider::new());
@@ -347,6 +347,7 @@ impl Session {
             &db.name,
             user,
             backend_pid,
+            Arc::clone(&db.roles),
         );
         let drawn = Arc::new(parking_lot::Mutex::new(
             crate::sequence_functions::SessionSequences::default(),
@@ -383,30 +384,24 @@ impl Session {
             drawn,
             cursors: std::collections::HashMap::new(),
             sql_prepared: std::collections::HashMap::new(),
-            privileges: crate::server_files::Privileges::default(),
-            superuser_flag,
+            roles_seen: 0,
         };
         session.refresh_scan_filters();
         session.show_privileges();
         Ok(session)
     }
 
-    /// What this session's user may do beyond its tables (the front end
-    /// decides, from the authenticated user: `crate::server_files`).
-    pub fn set_privileges(&mut self, privileges: crate::server_files::Privileges) {
-        self.privileges = privileges;
-        self.superuser_flag
-            .store(privileges.superuser, std::sync::atomic::Ordering::Release);
-        self.show_privileges();
-    }
-
+    /// What this session's user may do beyond its tables, as the roles
+    /// say now (`crate::roles`): a role altered by another session counts
+    /// from its next statement.
     pub fn privileges(&self) -> crate::server_files::Privileges {
-        self.privileges
+        self.db.roles.privileges_of(&self.user)
     }
 
     /// `is_superuser` reads the session's privilege, never a default.
     fn show_privileges(&mut self) {
-        let on = if self.privileges.superuser {
+        self.roles_seen = self.db.roles.version();
+        let on = if self.privileges().superuser {
             "on"
         } else {
             "off"
@@ -631,7 +626,10 @@ impl Session {
             self.note_error();
             return Err(SqlError::ReadOnlyTransaction(what));
         }
-        if let Err(e) = self.wait_for_table_ddl(stmt) {
+        if let Err(e) = self
+            .wait_for_table_ddl(stmt)
+            .and_then(|()| self.check_access(stmt))
+        {
             self.note_error();
             return Err(e);
         }
@@ -671,6 +669,7 @@ impl Session {
         let read_only = !streams.result_schema(text)?.fields().is_empty();
         if !read_only {
             self.refuse_in_block("a streaming statement")?;
+            self.check_stream_ddl()?;
         }
         run_blocking(|| streams.execute(text)).map(Some)
     }
@@ -712,6 +711,10 @@ impl Session {
         let engine = Arc::clone(&self.db.engine);
         let out = match cmd {
             C::Vacuum { table } => {
+                match &table {
+                    Some(t) => self.check_owner_named(t)?,
+                    None => self.require_superuser("VACUUM every table")?,
+                }
                 tracing::info!(table = ?table, "VACUUM: full compaction");
                 if let Some(t) = &table {
                     if engine.table(t).is_none() {
@@ -723,6 +726,7 @@ impl Session {
             }
             C::Analyze => Output::Command("ANALYZE".into()),
             C::Checkpoint => {
+                self.require_superuser("execute CHECKPOINT")?;
                 run_blocking(|| engine.flush())?;
                 Output::Command("CHECKPOINT".into())
             }
@@ -773,7 +777,13 @@ impl Session {
                 direction,
                 is_move,
             } => self.fetch(&cursor, direction, is_move).await?,
+            C::GrantRole {
+                roles,
+                members,
+                revoke,
+            } => self.grant_roles(&roles, &members, revoke)?,
             C::CreateTableGroup { name, shard_count } => {
+                self.require_superuser("create table groups")?;
                 let shards = shard_count.unwrap_or(engine.config().default_shard_count);
                 run_blocking(|| engine.create_table_group(&name, shards))?;
                 Output::Command("CREATE TABLE GROUP".into())
@@ -832,6 +842,9 @@ impl Session {
     /// Runs one statement in the open transaction block, or in an implicit
     /// transaction of its own that commits when it succeeds.
     async fn execute_statement(&mut self, stmt: Statement) -> Result<Output> {
+        if self.roles_seen != self.db.roles.version() {
+            self.show_privileges();
+        }
         if control::is_transaction_control(&stmt) {
             return self.transaction_control(stmt);
         }
@@ -845,7 +858,10 @@ impl Session {
                 return Ok(out);
             }
         }
-        if let Err(e) = self.wait_for_table_ddl(&stmt) {
+        if let Err(e) = self
+            .wait_for_table_ddl(&stmt)
+            .and_then(|()| self.check_access(&stmt))
+        {
             self.note_error();
             return Err(e);
         }
@@ -943,6 +959,9 @@ impl Session {
                 if object_type == ObjectType::Sequence {
                     return self.drop_sequence_statement(&names, if_exists);
                 }
+                if matches!(object_type, ObjectType::Role | ObjectType::User) {
+                    return self.drop_roles(&names, if_exists);
+                }
                 if object_type != ObjectType::Table {
                     return Err(SqlError::FeatureNotSupported(format!(
                         "DROP {object_type} is not supported"
@@ -975,6 +994,24 @@ impl Session {
                     self.drop_owned_sequences(&name);
                 }
                 Ok(Output::Command("DROP TABLE".into()))
+            }
+            Statement::CreateRole(cr) => self.create_role(cr, false),
+            Statement::AlterRole { name, operation } => self.alter_role(&name, operation),
+            Statement::Grant(g) => {
+                if g.with_grant_option || g.as_grantor.is_some() || g.granted_by.is_some() {
+                    return Err(SqlError::FeatureNotSupported(
+                        "WITH GRANT OPTION and GRANTED BY are not supported".into(),
+                    ));
+                }
+                self.grant_privileges(&g.privileges, g.objects.as_ref(), &g.grantees, false)
+            }
+            Statement::Revoke(r) => {
+                if r.granted_by.is_some() {
+                    return Err(SqlError::FeatureNotSupported(
+                        "GRANTED BY is not supported".into(),
+                    ));
+                }
+                self.grant_privileges(&r.privileges, r.objects.as_ref(), &r.grantees, true)
             }
             Statement::Truncate(t) => {
                 let mut tables = Vec::new();
@@ -1402,8 +1439,9 @@ impl Session {
         // The transaction's catalog change: undone by ROLLBACK, by an
         // error that ends the transaction and by recovery unless it
         // commits; others wait for it (transactions.md, "Catalog changes").
+        let owner = Some(self.user.clone());
         let result = self.ddl_txn("CREATE TABLE").and_then(|t| {
-            run_blocking(|| t.ddl().create_table(spec))
+            run_blocking(|| t.ddl().create_table_owned(spec, owner))
                 .map(|_| ())
                 .map_err(SqlError::from)
         });
@@ -1466,8 +1504,9 @@ impl Session {
         if self.in_transaction_block() {
             // the table is a catalog change of the block and its rows are
             // the block's writes: both commit or roll back with it
+            let owner = Some(self.user.clone());
             let t = self.ddl_txn("CREATE TABLE AS")?;
-            let table = run_blocking(|| t.ddl().create_table(spec))?;
+            let table = run_blocking(|| t.ddl().create_table_owned(spec, owner))?;
             t.created_tables.push(name);
             let cast = batches
                 .iter()
@@ -1477,7 +1516,8 @@ impl Session {
             return Ok(Output::Command(format!("SELECT {n}")));
         }
         let engine = Arc::clone(&self.db.engine);
-        let table = run_blocking(|| engine.create_table(spec))?;
+        let owner = Some(self.user.clone());
+        let table = run_blocking(|| engine.ddl(None).create_table_owned(spec, owner))?;
         let result = run_blocking(|| -> Result<u64> {
             let mut loader = table.bulk_loader();
             for b in &batches {
@@ -1630,6 +1670,10 @@ impl Session {
                 // the rows are the table's own: they already satisfy them
                 checks: def.checks.clone(),
             })?;
+            // the rewritten table keeps its owner and grants
+            engine
+                .ddl(None)
+                .set_access(&tmp, def.owner.clone(), def.acl.clone())?;
             let mut seen = std::collections::HashSet::new();
             let mut loader = new.bulk_loader();
             let snap = old.snapshot();

@@ -319,6 +319,16 @@ impl Ddl<'_> {
     }
 
     pub fn create_table(&self, spec: CreateTable) -> Result<Arc<Table>> {
+        self.create_table_owned(spec, None)
+    }
+
+    /// Creates a table owned by the role `owner` (`None`: the bootstrap
+    /// superuser).
+    pub fn create_table_owned(
+        &self,
+        spec: CreateTable,
+        owner: Option<String>,
+    ) -> Result<Arc<Table>> {
         let inner = self.engine.inner();
         inner.check_open()?;
         validate_spec(&spec)?;
@@ -369,6 +379,8 @@ impl Ddl<'_> {
             schema_version: 1,
             checks: spec.checks,
             comment: None,
+            owner,
+            acl: Vec::new(),
         };
         let mut next = cat.clone();
         next.next_table_id += 1;
@@ -473,6 +485,22 @@ impl Ddl<'_> {
         })
     }
 
+    /// Sets who owns table `name` and what others were granted (GRANT,
+    /// REVOKE, ALTER TABLE OWNER TO): a catalog change like any other, so
+    /// inside a transaction it commits or rolls back with it.
+    pub fn set_access(
+        &self,
+        table: &str,
+        owner: Option<String>,
+        acl: Vec<eddy_common::AclItem>,
+    ) -> Result<Arc<Table>> {
+        self.change_def(table, |def| {
+            def.owner = owner;
+            def.acl = acl;
+            Ok(())
+        })
+    }
+
     /// A new definition of table `name`: `change` edits a copy of the
     /// current one (and may refuse; nothing changes then), which is then
     /// written as [`Ddl::replace_def`] says.
@@ -546,6 +574,8 @@ mod tests {
             schema_version: 1,
             checks: Vec::new(),
             comment: None,
+            owner: None,
+            acl: Vec::new(),
         }
     }
 
