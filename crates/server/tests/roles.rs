@@ -192,11 +192,14 @@ async fn roles_grants_and_every_path_refusing() {
         .get(0);
     assert_eq!(owner, "alice");
     let acl: String = su
-        .query_one("SELECT relacl FROM pg_class WHERE relname = 'mine'", &[])
+        .query_one(
+            "SELECT array_to_string(relacl, ',') FROM pg_class WHERE relname = 'mine'",
+            &[],
+        )
         .await
         .unwrap()
         .get(0);
-    assert_eq!(acl, "{alice=arwdDxt/alice,bob=r/alice}");
+    assert_eq!(acl, "alice=arwdDxt/alice,bob=r/alice");
 
     // a role that holds a grant cannot be dropped until it is revoked
     let msg = must_fail_with(&su, "DROP ROLE readers", "2BP01").await;

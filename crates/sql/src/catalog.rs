@@ -377,7 +377,7 @@ impl CurrentUser<'_> {
 
     /// `nspacl` of `public`: the owner's USAGE and CREATE, PUBLIC's USAGE,
     /// and the CREATE grants.
-    fn public_acl(&self) -> String {
+    fn public_acl(&self) -> Vec<String> {
         let su = crate::roles::BOOTSTRAP_SUPERUSER;
         let mut items = vec![format!("{su}=UC/{su}"), format!("=U/{su}")];
         for g in &self.public_create {
@@ -386,8 +386,14 @@ impl CurrentUser<'_> {
                 Some(r) => items.push(format!("{r}=C/{su}")),
             }
         }
-        format!("{{{}}}", items.join(","))
+        items
     }
+}
+
+/// A `text[]` value.
+fn text_list(items: &[String]) -> S {
+    let v: Vec<S> = items.iter().map(|x| s(x)).collect();
+    S::List(S::new_list_nullable(&v, &DataType::Utf8))
 }
 
 fn build_pg_table(
@@ -399,14 +405,19 @@ fn build_pg_table(
 ) -> datafusion::error::Result<MemTable> {
     match name {
         "pg_namespace" => mem_table(
-            &[("oid", I8), ("nspname", T), ("nspowner", I8), ("nspacl", T)],
+            &[
+                ("oid", I8),
+                ("nspname", T),
+                ("nspowner", I8),
+                ("nspacl", text_array()),
+            ],
             vec![
                 vec![i(NS_PG_CATALOG), s("pg_catalog"), i(SUPERUSER_OID)],
                 vec![
                     i(NS_PUBLIC),
                     s("public"),
                     i(SUPERUSER_OID),
-                    s(&current.public_acl()),
+                    text_list(&current.public_acl()),
                 ],
                 vec![
                     i(NS_INFORMATION_SCHEMA),
@@ -484,7 +495,7 @@ fn build_pg_table(
                     s("d"),
                     b(false),
                     i(0),
-                    crate::privileges::acl_text(d).map_or_else(null_text, |a| s(&a)),
+                    crate::privileges::acl_items(d).map_or_else(null_text, |a| text_list(&a)),
                     null_text(),
                     s(&format!("orientation={}", d.orientation)),
                 ]);
@@ -554,7 +565,7 @@ fn build_pg_table(
                     ("relreplident", T),
                     ("relispartition", B),
                     ("relrewrite", I8),
-                    ("relacl", T),
+                    ("relacl", text_array()),
                     ("relpartbound", T),
                     ("reloptions", text_array()),
                 ],

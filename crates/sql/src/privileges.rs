@@ -227,10 +227,10 @@ pub fn table_privileges(roles: &HashSet<String>, def: &TableDef) -> TablePrivile
         .fold(TablePrivileges::NONE, |acc, a| acc.union(a.privileges))
 }
 
-/// `relacl` as PostgreSQL prints it (`{owner=arwdDxt/owner,alice=r/owner}`),
-/// or `None` when nothing was granted (PostgreSQL's NULL: default
-/// privileges).
-pub fn acl_text(def: &TableDef) -> Option<String> {
+/// `relacl`'s items as PostgreSQL prints them (`owner=arwdDxt/owner`,
+/// `alice=r/owner`, `=r/owner` for PUBLIC), or `None` when nothing was
+/// granted (PostgreSQL's NULL: default privileges).
+pub fn acl_items(def: &TableDef) -> Option<Vec<String>> {
     if def.acl.is_empty() {
         return None;
     }
@@ -249,7 +249,12 @@ pub fn acl_text(def: &TableDef) -> Option<String> {
             a.grantor
         ));
     }
-    Some(format!("{{{}}}", items.join(",")))
+    Some(items)
+}
+
+/// `relacl` as text (`{owner=arwdDxt/owner,alice=r/owner}`).
+pub fn acl_text(def: &TableDef) -> Option<String> {
+    acl_items(def).map(|items| format!("{{{}}}", items.join(",")))
 }
 
 #[cfg(test)]

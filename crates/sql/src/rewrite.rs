@@ -478,8 +478,20 @@ fn rewrite_expr(e: &mut Expr) {
             // psql's `array(select ...)` over catalog objects Eddy does not
             // have: TOAST options (`unnest(tc.reloptions)`, tc a LEFT JOIN
             // that never matches), policy roles (pg_policy is empty),
-            // publications. Each is evaluated on no row or yields no element.
-            *e = Expr::Value(SqlValue::Null.into());
+            // publications. Each is evaluated on no row or yields no element:
+            // a NULL text[] (array_to_string and unnest still take it).
+            *e = Expr::Cast {
+                kind: datafusion::sql::sqlparser::ast::CastKind::DoubleColon,
+                expr: Box::new(Expr::Value(SqlValue::Null.into())),
+                data_type: SqlType::Array(
+                    datafusion::sql::sqlparser::ast::ArrayElemTypeDef::SquareBracket(
+                        Box::new(SqlType::Text),
+                        None,
+                    ),
+                ),
+                array: false,
+                format: None,
+            };
         }
         Expr::Function(f)
             if matches!(
