@@ -10,6 +10,8 @@
 //! tls_cert = "server.crt" # PEM certificate chain; with tls_key, TLS is on
 //! tls_key = "server.key"  # PEM private key (PKCS#8, PKCS#1 or SEC1)
 //! tls_require_remote = false  # refuse plaintext from non-loopback clients
+//! memory_limit = "8GB"          # all running queries together (default: half the RAM)
+//! query_memory_limit = "2GB"    # one query (default: a quarter of memory_limit)
 //!
 //! [[users]]
 //! name = "eddy"            # the bootstrap superuser (EDDY_PASSWORD wins)
@@ -77,6 +79,13 @@ pub struct ServerSection {
     /// Refuse connections without TLS from non-loopback clients (default
     /// false; needs `tls_cert` and `tls_key`).
     pub tls_require_remote: Option<bool>,
+    /// Memory for all running queries together, e.g. "8GB" (default: half
+    /// the machine's memory); sorts and aggregations spill beyond it.
+    pub memory_limit: Option<String>,
+    /// Memory for one query, e.g. "2GB" (default: a quarter of
+    /// `memory_limit`); sessions may change theirs with
+    /// `SET eddy.query_memory_limit`.
+    pub query_memory_limit: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

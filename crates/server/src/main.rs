@@ -95,6 +95,14 @@ struct ServerArgs {
     /// [default: 100].
     #[arg(long)]
     max_connections: Option<usize>,
+    /// Memory for all running queries together, e.g. 8GB [default: half
+    /// the machine's memory]; sorts and aggregations spill beyond it.
+    #[arg(long)]
+    memory_limit: Option<String>,
+    /// Memory for one query, e.g. 2GB [default: a quarter of
+    /// --memory-limit]; beyond it a query spills or fails with 53200.
+    #[arg(long)]
+    query_memory_limit: Option<String>,
     /// PEM certificate chain: with --tls-key, clients may use TLS
     /// (sslmode=require).
     #[arg(long)]
@@ -266,6 +274,30 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             "max_connections must be at least 1".into(),
         ));
     }
+    let size = |flag: &str, v: Option<String>| -> Result<Option<usize>, ServerError> {
+        v.map(|text| {
+            eddy_sql::memory::parse_memory_size(&text)
+                .filter(|b| *b > 0)
+                .ok_or_else(|| {
+                    ServerError::Refused(format!(
+                        "{flag} = \"{text}\": expected a size such as 512MB or 8GB"
+                    ))
+                })
+        })
+        .transpose()
+    };
+    let memory_limit = size(
+        "memory_limit",
+        args.memory_limit
+            .clone()
+            .or(file.server.memory_limit.clone()),
+    )?;
+    let query_memory_limit = size(
+        "query_memory_limit",
+        args.query_memory_limit
+            .clone()
+            .or(file.server.query_memory_limit.clone()),
+    )?;
     let mut cfg = EngineConfig::new(&args.data_dir);
     if let Some(v) = file.storage.memtable_bytes {
         cfg.memtable_bytes = v;
@@ -305,6 +337,8 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             tls,
             data_dir,
             password_from,
+            memory_limit,
+            query_memory_limit,
         },
         security,
         args.config.as_deref(),
@@ -329,6 +363,9 @@ struct Listen {
     /// Absolute.
     data_dir: PathBuf,
     password_from: banner::PasswordFrom,
+    /// `--memory-limit` / `--query-memory-limit` (`eddy_sql::memory`).
+    memory_limit: Option<usize>,
+    query_memory_limit: Option<usize>,
 }
 
 async fn serve(
@@ -345,6 +382,8 @@ async fn serve(
         tls,
         data_dir,
         password_from,
+        memory_limit,
+        query_memory_limit,
     } = listen;
     let started = (std::time::Instant::now(), std::time::SystemTime::now());
     let metrics = Arc::new(Metrics::default());
@@ -360,6 +399,17 @@ async fn serve(
         // it holds every user's password: never read or written by COPY
         db.server_files = db.server_files.clone().with_config_file(path);
     }
+    if memory_limit.is_some() || query_memory_limit.is_some() {
+        let server = memory_limit.unwrap_or(db.memory.server_bytes());
+        let query = query_memory_limit.unwrap_or(server / 4);
+        db.memory = eddy_sql::memory::MemoryBudget::new(&data_dir, server, query)
+            .map_err(ServerError::Database)?;
+    }
+    tracing::info!(
+        server = db.memory.server_bytes(),
+        query = db.memory.default_query_limit(),
+        "query memory"
+    );
     // the config file's users become roles (verifiers only)
     security.accounts.seed(&db.roles)?;
     let db = Arc::new(db);

@@ -173,6 +173,19 @@ pub fn recognise(sql: &str) -> Result<Option<CustomCommand>> {
         Keyword::RESET => match (t.get(1), t.len()) {
             (Some(w), 2) if keyword(Some(w)) == Some(Keyword::ALL) => CustomCommand::Reset(None),
             (Some(w), 2) => CustomCommand::Reset(name(Some(w)).map(str::to_string)),
+            // `RESET eddy.query_memory_limit`: a dotted custom name
+            (Some(Tok::Word { name: prefix, .. }), 4)
+                if matches!(t.get(2), Some(Tok::Other(Token::Period))) =>
+            {
+                match name(t.get(3)) {
+                    Some(n) => CustomCommand::Reset(Some(format!("{prefix}.{n}"))),
+                    None => {
+                        return Err(SqlError::Syntax(
+                            "RESET needs one setting name or ALL".into(),
+                        ))
+                    }
+                }
+            }
             _ => {
                 return Err(SqlError::Syntax(
                     "RESET needs one setting name or ALL".into(),

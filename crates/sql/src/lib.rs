@@ -31,6 +31,7 @@ pub mod fastpath;
 pub mod information_schema;
 pub mod join_filter;
 pub mod join_order;
+pub mod memory;
 pub mod output_names;
 pub mod pgtypes;
 pub mod privileges;

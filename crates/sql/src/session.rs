@@ -104,7 +104,13 @@ pub struct Database {
     pub server_files: crate::server_files::ServerFiles,
     /// Roles, their passwords and memberships (`crate::roles`).
     pub roles: Arc<crate::roles::Roles>,
+    /// Query memory: the server budget and where queries spill
+    /// (`crate::memory`); the front end may replace it before sessions open.
+    pub memory: crate::memory::MemoryBudget,
 }
+
+/// The setting that bounds one query's memory (`crate::memory`).
+pub const MEMORY_SETTING: &str = "eddy.query_memory_limit";
 
 impl Database {
     /// The database over `engine`, its sequences loaded from the engine's
@@ -119,6 +125,7 @@ impl Database {
         )?);
         let server_files = crate::server_files::ServerFiles::new(&engine.config().data_dir);
         let roles = Arc::new(crate::roles::Roles::open(&engine.config().data_dir)?);
+        let memory = crate::memory::MemoryBudget::for_machine(&engine.config().data_dir)?;
         Ok(Database {
             engine,
             name: name.to_string(),
@@ -127,6 +134,7 @@ impl Database {
             advisory: Arc::default(),
             server_files,
             roles,
+            memory,
         })
     }
 }
@@ -246,6 +254,8 @@ pub struct Session {
     sql_prepared: std::collections::HashMap<String, Arc<Prepared>>,
     /// The roles' version `is_superuser` was last set from.
     roles_seen: u64,
+    /// This session's share of the server's query memory (`crate::memory`).
+    query_pool: Arc<crate::memory::QueryPool>,
 }
 
 impl Drop for Session {
@@ -297,10 +307,33 @@ impl Session {
         let optimizer = &mut config.options_mut().optimizer;
         optimizer.hash_join_single_partition_threshold = 256 << 20;
         optimizer.hash_join_single_partition_threshold_rows = 8 << 20;
+        // A sort keeps this much back to merge its spilled runs, per
+        // partition: DataFusion's 10 MB default would take a small query
+        // limit whole before any row is sorted (crate::memory).
+        config.options_mut().execution.sort_spill_reservation_bytes = 1 << 20;
         let config = eddy_gpu::session::with_gpu_options(config);
+        // queries reserve from the session's share of the server budget and
+        // spill under the data directory (crate::memory)
+        let query_pool = db
+            .memory
+            .session_pool(config.options().execution.target_partitions);
+        let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+            .with_memory_pool(
+                Arc::clone(&query_pool) as Arc<dyn datafusion::execution::memory_pool::MemoryPool>
+            )
+            .with_disk_manager_builder(
+                datafusion::execution::disk_manager::DiskManagerBuilder::default().with_mode(
+                    datafusion::execution::disk_manager::DiskManagerMode::Directories(vec![db
+                        .memory
+                        .spill_dir()
+                        .to_path_buf()]),
+                ),
+            )
+            .build_arc()?;
         let state = eddy_gpu::session::with_gpu_rule(
             datafusion::execution::SessionStateBuilder::new()
                 .with_config(config)
+                .with_runtime_env(runtime)
                 .with_default_features()
                 .with_analyzer_rule(Arc::new(crate::checked_arith::CheckedIntegerArithmetic))
                 .with_optimizer_rule(Arc::new(crate::join_order::ReorderStarJoins))
@@ -385,7 +418,12 @@ impl Session {
             cursors: std::collections::HashMap::new(),
             sql_prepared: std::collections::HashMap::new(),
             roles_seen: 0,
+            query_pool,
         };
+        session.settings.insert(
+            MEMORY_SETTING.into(),
+            format!("{}kB", session.query_pool.limit() / 1024),
+        );
         session.refresh_scan_filters();
         session.show_privileges();
         Ok(session)
@@ -687,7 +725,16 @@ impl Session {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        self.reset_memory_limit();
         self.show_privileges();
+    }
+
+    /// `eddy.query_memory_limit` back to the server's default.
+    fn reset_memory_limit(&mut self) {
+        let bytes = self.db.memory.default_query_limit();
+        self.query_pool.set_limit(bytes);
+        self.settings
+            .insert(MEMORY_SETTING.into(), format!("{}kB", bytes / 1024));
     }
 
     /// Commands Eddy reads from their tokens (`crate::custom_commands`).
@@ -756,6 +803,10 @@ impl Session {
             C::Deallocate(name) => self.deallocate(name.as_deref())?,
             C::Reset(None) => {
                 self.reset_all_settings();
+                Output::Command("RESET".into())
+            }
+            C::Reset(Some(name)) if name == MEMORY_SETTING => {
+                self.reset_memory_limit();
                 Output::Command("RESET".into())
             }
             C::Reset(Some(name)) => {
@@ -1158,9 +1209,23 @@ impl Session {
 
     // ---- settings ----------------------------------------------------------
 
-    /// Forwards `eddy.gpu*` settings to the session's GPU options (others
-    /// are Eddy's own and only recorded).
+    /// Applies a setting Eddy acts on: `eddy.query_memory_limit` sets the
+    /// session's query memory limit (at most the server budget), and
+    /// `eddy.gpu*` go to the session's GPU options (others are only
+    /// recorded).
     fn apply_gpu_setting(&self, name: &str, value: &str) -> Result<()> {
+        if name == MEMORY_SETTING {
+            let bytes = crate::memory::parse_memory_size(value)
+                .filter(|b| *b > 0)
+                .ok_or_else(|| {
+                    SqlError::InvalidParameter(format!(
+                        "invalid value for parameter \"{MEMORY_SETTING}\": \"{value}\" (a size such as 256MB)"
+                    ))
+                })?;
+            self.query_pool
+                .set_limit(bytes.min(self.db.memory.server_bytes()));
+            return Ok(());
+        }
         let applied = match eddy_gpu::session::apply_set(&self.ctx, name, value) {
             Some(applied) => applied.map_err(|e| SqlError::InvalidParameter(e.to_string())),
             None => Ok(()),
@@ -1243,6 +1308,19 @@ impl Session {
             let key = match name.as_str() {
                 "time zone" => "timezone".to_string(),
                 "transaction isolation level" => "transaction_isolation".to_string(),
+                // `SHOW eddy.query_memory_limit` arrives as two words
+                _ if variable.len() > 1 => {
+                    let dotted = variable
+                        .iter()
+                        .map(ident_name)
+                        .collect::<Vec<_>>()
+                        .join(".");
+                    if self.settings.contains_key(&dotted) {
+                        dotted
+                    } else {
+                        name.clone()
+                    }
+                }
                 _ => name.clone(),
             };
             if let Some(v) = self.transaction_setting(&key) {

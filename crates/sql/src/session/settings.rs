@@ -48,6 +48,13 @@ pub(super) fn validate_setting(name: &str, value: &str) -> Result<String> {
         _ if HONOURED.contains(&name) || NO_EFFECT.contains(&name) => Ok(value.to_string()),
         // checked by the GPU options (`eddy.gpu`, `eddy.gpu_min_rows`, ...)
         _ if name.starts_with("eddy.gpu") => Ok(value.to_string()),
+        // applied by the session (`crate::memory`), which checks the size
+        super::MEMORY_SETTING => match crate::memory::parse_memory_size(unquoted) {
+            Some(b) if b > 0 => Ok(unquoted.to_string()),
+            _ => Err(SqlError::InvalidParameter(format!(
+                "invalid value for parameter \"{name}\": \"{value}\" (a size such as 256MB)"
+            ))),
+        },
         "client_encoding" | "names" => match lower.replace(['-', '_'], "").as_str() {
             "utf8" | "unicode" => Ok("UTF8".into()),
             _ => refuse("Eddy speaks UTF8 only"),
