@@ -265,11 +265,9 @@ async fn a_role_without_login_is_refused_even_under_trust() {
     let server = Server::start("trust");
     let su = server.connect().await;
     su.batch_execute("CREATE ROLE auditors").await.unwrap();
-    let e = server
-        .connect_as("auditors", "x")
-        .await
-        .err()
-        .expect("NOLOGIN");
+    let Err(e) = server.connect_as("auditors", "x").await else {
+        panic!("a NOLOGIN role logged in");
+    };
     let db = e.as_db_error().expect("server error");
     assert_eq!(db.code().code(), "28000");
     assert_eq!(db.message(), "role \"auditors\" is not permitted to log in");

@@ -165,7 +165,7 @@ impl QueryUse {
     /// The three largest holders, for an error message.
     fn largest(&self) -> String {
         let mut v: Vec<&(String, usize)> = self.by_consumer.values().collect();
-        v.sort_by(|a, b| b.1.cmp(&a.1));
+        v.sort_by_key(|e| std::cmp::Reverse(e.1));
         v.iter()
             .take(3)
             .map(|(n, b)| format!("{n} {}", human(*b)))
