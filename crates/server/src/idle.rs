@@ -110,6 +110,24 @@ impl Drop for WatchGuard {
     }
 }
 
+/// How often a connection checks that its client is still there.
+pub const PEER_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Resolves once the client has closed the connection (checked every
+/// [`PEER_CHECK_INTERVAL`]): the protocol task may be busy running a
+/// statement and not reading, and a statement whose client is gone must
+/// stop, not run to its end.
+pub async fn peer_gone(fd: &Fd) {
+    let mut tick = tokio::time::interval(PEER_CHECK_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if fd.peer_closed() {
+            return;
+        }
+    }
+}
+
 /// A second handle on a connection's socket (a `dup` of its descriptor,
 /// through std's safe API), to tell the client why the connection ends and
 /// to end it, independently of the protocol task that owns the socket.
@@ -123,7 +141,30 @@ impl Fd {
             .as_fd()
             .try_clone_to_owned()
             .ok()
-            .map(std::net::TcpStream::from))
+            .map(std::net::TcpStream::from)
+            // never block a runtime thread in `peer_closed` (the flag is
+            // the socket's, which tokio set already)
+            .filter(|s| s.set_nonblocking(true).is_ok()))
+    }
+
+    /// Whether the client closed the connection (or it broke), without
+    /// reading anything from it: a peek that sees end-of-stream or an
+    /// error. Bytes waiting to be read mean the client is still there.
+    /// Over TLS a client's close_notify alert is such bytes, so there only
+    /// a connection closed without it (or reset) is seen.
+    pub fn peer_closed(&self) -> bool {
+        let Some(s) = &self.0 else {
+            return false;
+        };
+        let mut byte = [0u8; 1];
+        match s.peek(&mut byte) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            ),
+        }
     }
 
     /// Shuts the connection down without a message (a TLS connection).

@@ -496,6 +496,12 @@ async fn serve(
                                         tracing::debug!(error = %e, "connection ended with an error");
                                     }
                                 }
+                                _ = idle::peer_gone(&fd) => {
+                                    // dropping the protocol future drops the
+                                    // running statement: its DataFusion tasks
+                                    // stop and its transaction rolls back
+                                    tracing::info!(%peer, "client disconnected; its statement, if any, is stopped");
+                                }
                                 _ = watch.expired() => {
                                     // The protocol loop is waiting for the
                                     // client: nothing else writes now. Over
