@@ -4,6 +4,9 @@
 //! * [`statements`]: `CREATE SOURCE`, `CREATE MATERIALIZED VIEW`, `DROP
 //!   SOURCE | MATERIALIZED VIEW`, `SHOW SOURCES | MATERIALIZED VIEWS | JOBS`,
 //!   recognised and parsed on sqlparser's tokens and AST;
+//! * [`changelog`]: change-log sources (`CREATE SOURCE s FROM TABLE t`), a
+//!   table's committed changes as insertions and retractions, read as the
+//!   difference between consistent cuts and resumable from a checkpoint;
 //! * [`datagen`]: the `datagen` connector, a deterministic, replayable
 //!   generator of Arrow batches;
 //! * [`plan`]: a view's query planned by DataFusion (the same SQL front end,
@@ -33,6 +36,7 @@
 //!   committed only if the checkpoint row shows they were not.
 
 pub mod batch;
+pub mod changelog;
 pub mod datagen;
 pub mod error;
 pub mod manager;

@@ -19,7 +19,7 @@ use std::time::Duration;
 use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::physical_plan::memory::MemoryStream;
-use eddy_common::Value;
+use eddy_common::{ColumnType, Value};
 use eddy_sql::{Output, SqlError, StreamStatements};
 use eddy_storage::{Engine, Table, WriteOp};
 use eddy_stream::api::StreamEnv;
@@ -30,6 +30,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::batch::ArrowBatch;
+use crate::changelog::ChangeLogSpec;
 use crate::datagen::DatagenSpec;
 use crate::error::{Result, StreamSqlError};
 use crate::plan::{plan_view_with, ViewPlan};
@@ -160,7 +161,14 @@ impl StreamManager {
     fn source_schemas(cat: &Catalog) -> Result<Vec<(String, SchemaRef)>> {
         cat.sources
             .values()
-            .map(|s| Ok((s.name.clone(), datagen_spec(s)?.schema())))
+            .map(|s| {
+                let schema = if is_change_log(s) {
+                    ChangeLogSpec::new(&s.columns, &s.options)?.schema()
+                } else {
+                    datagen_spec(s)?.schema()
+                };
+                Ok((s.name.clone(), schema))
+            })
             .collect()
     }
 
@@ -180,7 +188,16 @@ impl StreamManager {
             .values()
             .filter_map(|s| s.watermark.clone().map(|w| (s.name.clone(), w)))
             .collect();
-        let plan = plan_view_with(&query, &Self::source_schemas(cat)?, &watermarks, emit)?;
+        let mut plan = plan_view_with(&query, &Self::source_schemas(cat)?, &watermarks, emit)?;
+        if cat.sources.get(&plan.source).is_some_and(is_change_log) {
+            if let Some(why) = &plan.retract_refusal {
+                return Err(StreamSqlError::NotSupported(format!(
+                    "a materialized view cannot keep {why} exactly (supported over a \
+                     change-log source: count, and sum/avg of integer or numeric values)"
+                )));
+            }
+            plan.retractions = true;
+        }
         Ok((plan, query))
     }
 
@@ -193,7 +210,14 @@ impl StreamManager {
             .sources
             .get(&plan.source)
             .ok_or_else(|| StreamSqlError::Undefined("source", plan.source.clone()))?;
-        let spec = Arc::new(datagen_spec(source)?);
+        let source = if is_change_log(source) {
+            JobSource::ChangeLog(Arc::new(ChangeLogSpec::new(
+                &source.columns,
+                &source.options,
+            )?))
+        } else {
+            JobSource::Datagen(Arc::new(datagen_spec(source)?))
+        };
         let table = self
             .engine
             .table(&def.name)
@@ -214,10 +238,17 @@ impl StreamManager {
             ..JobConfig::default()
         };
         let env = StreamEnv::new(config);
-        let stream = env
-            .add_source::<ArrowBatch, _>(&format!("source {}", plan.source), move |i| {
-                Ok(spec.reader(i))
-            });
+        let source_name = format!("source {}", plan.source);
+        let stream = match source {
+            JobSource::Datagen(spec) => env
+                .add_source::<ArrowBatch, _>(&source_name, move |i| Ok(spec.reader(i))),
+            JobSource::ChangeLog(spec) => {
+                let engine = Arc::clone(&self.engine);
+                env.add_source::<ArrowBatch, _>(&source_name, move |_| {
+                    Ok(spec.reader(Arc::clone(&engine))?)
+                })
+            }
+        };
         let plan = Arc::new(plan);
         let inject = std::env::var(INJECT_PANIC_ENV)
             .ok()
@@ -242,6 +273,10 @@ impl StreamManager {
             return Ok(Arc::clone(t));
         }
         let t = match self.engine.table(CHECKPOINT_TABLE) {
+            // created before change-log sources recorded their position
+            Some(t) if t.def().columns.len() == 4 => self
+                .engine
+                .add_column(CHECKPOINT_TABLE, crate::view_op::position_column())?,
             Some(t) => t,
             None => self.engine.create_table(checkpoint_table())?,
         };
@@ -261,8 +296,13 @@ impl StreamManager {
         }
     }
 
-    fn create_source(&self, def: SourceDef, if_not_exists: bool) -> Result<Output> {
-        datagen_spec(&def)?;
+    fn create_source(&self, mut def: SourceDef, if_not_exists: bool) -> Result<Output> {
+        if is_change_log(&def) {
+            def.columns = self.change_log_columns(&def)?;
+            ChangeLogSpec::new(&def.columns, &def.options)?;
+        } else {
+            datagen_spec(&def)?;
+        }
         let mut cat = self.catalog.lock();
         if let Some(kind) = self.name_taken(&cat, &def.name) {
             if if_not_exists && kind == "source" {
@@ -273,6 +313,26 @@ impl StreamManager {
         cat.sources.insert(def.name.clone(), def);
         self.save(&cat)?;
         Ok(Output::Command("CREATE SOURCE".into()))
+    }
+
+    /// The columns of a change-log source: its table's, at CREATE SOURCE.
+    fn change_log_columns(&self, def: &SourceDef) -> Result<Vec<(String, ColumnType)>> {
+        let name = def.options.get("table").cloned().unwrap_or_default();
+        if name == CHECKPOINT_TABLE {
+            return Err(StreamSqlError::NotSupported(format!(
+                "a change-log source of the system table \"{name}\" is not supported"
+            )));
+        }
+        let table = self
+            .engine
+            .table(&name)
+            .ok_or_else(|| StreamSqlError::Undefined("table", name.clone()))?;
+        Ok(table
+            .def()
+            .columns
+            .iter()
+            .map(|c| (c.name.clone(), c.ty))
+            .collect())
     }
 
     fn create_view(&self, mut def: ViewDef, if_not_exists: bool) -> Result<Output> {
@@ -598,6 +658,17 @@ fn status_text(s: &JobStatus) -> String {
         JobStatus::Halted => "halted".into(),
         JobStatus::Failed(why) => format!("failed: {why}"),
     }
+}
+
+/// What a view's job reads.
+enum JobSource {
+    Datagen(Arc<DatagenSpec>),
+    ChangeLog(Arc<ChangeLogSpec>),
+}
+
+/// Whether `s` is a change-log source (`CREATE SOURCE ... FROM TABLE`).
+fn is_change_log(s: &SourceDef) -> bool {
+    s.connector == crate::changelog::CONNECTOR
 }
 
 /// The checked datagen definition of a source.

@@ -100,6 +100,12 @@ pub struct ViewPlan {
     pub primary_key: Vec<usize>,
     /// Watermark, window and emit mode.
     pub time: EventTimePlan,
+    /// Why the aggregates cannot take retractions exactly (`None`: they
+    /// can), checked when the source is a change log.
+    pub retract_refusal: Option<String>,
+    /// The source is a change log: batches carry a sign column, groups
+    /// count their live rows, accumulators take retractions.
+    pub retractions: bool,
 }
 
 /// What a view does with event time (all `None`: nothing).
@@ -461,6 +467,7 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
     if scan.limit.is_some() {
         return Err(unsupported("LIMIT"));
     }
+    let retract_refusal = retract_refusal(input_agg)?;
     let group_count = group_by.expr().len();
     let columns = output_columns(&output_schema)?;
     let primary_key = key_columns(
@@ -483,7 +490,43 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
             window: scan.window.clone(),
             ..EventTimePlan::default()
         },
+        retract_refusal,
+        retractions: false,
     })
+}
+
+/// Why `agg`'s aggregates cannot be kept exactly under retractions, if
+/// they cannot: `min`/`max` would need every value of a group, DISTINCT
+/// every distinct value with its count, and floating-point sums do not
+/// undo exactly.
+fn retract_refusal(agg: &AggregateExec) -> Result<Option<String>> {
+    let input = agg.input().schema();
+    for a in agg.aggr_expr() {
+        let name = a.fun().name().to_ascii_lowercase();
+        if name == "min" || name == "max" {
+            return Ok(Some(format!(
+                "{name} over a change-log source (a retracted extreme would need every value \
+                 of its group)"
+            )));
+        }
+        if a.is_distinct() {
+            return Ok(Some(format!("{name}(DISTINCT) over a change-log source")));
+        }
+        for e in a.expressions() {
+            if e.data_type(&input)?.is_floating() {
+                return Ok(Some(format!(
+                    "{name} of a floating-point value over a change-log source (float \
+                     addition does not undo exactly)"
+                )));
+            }
+        }
+        if !a.create_sliding_accumulator()?.supports_retract_batch() {
+            return Ok(Some(format!(
+                "{name} over a change-log source (it cannot retract)"
+            )));
+        }
+    }
+    Ok(None)
 }
 
 fn output_columns(schema: &SchemaRef) -> Result<Vec<ColumnDef>> {

@@ -5,6 +5,8 @@
 //! CREATE SOURCE [IF NOT EXISTS] name (column type, ...
 //!         [, WATERMARK FOR ts AS ts - INTERVAL '5 seconds'])
 //!     WITH (connector = 'datagen', datagen.max.rows = 1000, ...);
+//! CREATE SOURCE [IF NOT EXISTS] name FROM TABLE table
+//!     [WITH (start = 'earliest' | 'now')];   -- the table's change log
 //! CREATE MATERIALIZED VIEW [IF NOT EXISTS] name
 //!     [WITH (checkpoint_interval_ms = 1000)] AS query [EMIT ON WINDOW CLOSE];
 //! DROP SOURCE [IF EXISTS] name;
@@ -299,6 +301,9 @@ fn parse_create_source(p: &mut Parser) -> Result<StreamStatement> {
     p.next_token(); // SOURCE (checked by kind_of)
     let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
     let name = object_name(&p.parse_object_name(false).map_err(syntax)?)?;
+    if p.parse_keywords(&[Keyword::FROM, Keyword::TABLE]) {
+        return parse_change_log_source(p, name, if_not_exists);
+    }
     let (columns, constraints, watermark) = parse_source_columns(p)?;
     if !constraints.is_empty() {
         return Err(StreamSqlError::NotSupported(
@@ -332,6 +337,63 @@ fn parse_create_source(p: &mut Parser) -> Result<StreamStatement> {
         .map(|(column, expr)| WatermarkDef::bind(&column, &expr, &cols))
         .transpose()?;
     p.expect_keyword(Keyword::WITH).map_err(syntax)?;
+    let mut options = parse_with_options(p)?;
+    let connector = options.remove("connector").ok_or_else(|| {
+        StreamSqlError::InvalidOption("a source needs WITH (connector = '...')".into())
+    })?;
+    if connector.eq_ignore_ascii_case(crate::changelog::CONNECTOR) {
+        return Err(StreamSqlError::InvalidOption(
+            "connector 'table' is written CREATE SOURCE name FROM TABLE table".into(),
+        ));
+    }
+    Ok(StreamStatement::CreateSource {
+        def: SourceDef {
+            name,
+            columns: cols,
+            connector: connector.to_ascii_lowercase(),
+            options,
+            watermark,
+        },
+        if_not_exists,
+    })
+}
+
+/// `CREATE SOURCE name FROM TABLE table [WITH (start = '...')]`, after
+/// `FROM TABLE`: the columns are the table's, filled in by the manager.
+fn parse_change_log_source(
+    p: &mut Parser,
+    name: String,
+    if_not_exists: bool,
+) -> Result<StreamStatement> {
+    let table = object_name(&p.parse_object_name(false).map_err(syntax)?)?;
+    let mut options = if p.parse_keyword(Keyword::WITH) {
+        parse_with_options(p)?
+    } else {
+        BTreeMap::new()
+    };
+    if let Some(k) = options.keys().find(|k| k.as_str() != "start") {
+        return Err(StreamSqlError::InvalidOption(format!(
+            "unknown option {k} for a change-log source (supported: start)"
+        )));
+    }
+    if let Some(start) = options.get("start") {
+        crate::changelog::parse_start(start)?;
+    }
+    options.insert("table".into(), table);
+    Ok(StreamStatement::CreateSource {
+        def: SourceDef {
+            name,
+            columns: Vec::new(),
+            connector: crate::changelog::CONNECTOR.into(),
+            options,
+            watermark: None,
+        },
+        if_not_exists,
+    })
+}
+
+/// `(key = value, ...)` after WITH; keys lower-cased, each at most once.
+fn parse_with_options(p: &mut Parser) -> Result<BTreeMap<String, String>> {
     p.expect_token(&Token::LParen).map_err(syntax)?;
     let mut options = BTreeMap::new();
     loop {
@@ -363,19 +425,7 @@ fn parse_create_source(p: &mut Parser) -> Result<StreamStatement> {
         }
     }
     p.expect_token(&Token::RParen).map_err(syntax)?;
-    let connector = options.remove("connector").ok_or_else(|| {
-        StreamSqlError::InvalidOption("a source needs WITH (connector = '...')".into())
-    })?;
-    Ok(StreamStatement::CreateSource {
-        def: SourceDef {
-            name,
-            columns: cols,
-            connector: connector.to_ascii_lowercase(),
-            options,
-            watermark,
-        },
-        if_not_exists,
-    })
+    Ok(options)
 }
 
 /// Whether the unquoted word `word` comes `n` tokens ahead.

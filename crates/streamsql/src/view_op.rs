@@ -58,6 +58,7 @@ pub fn checkpoint_table() -> CreateTable {
             ColumnDef::new("checkpoint", ColumnType::BigInt, false),
             ColumnDef::new("source_rows", ColumnType::BigInt, false),
             ColumnDef::new("committed_at", ColumnType::Timestamp, false),
+            position_column(),
         ],
         primary_key: vec![0],
         distribution_key: vec![0],
@@ -66,6 +67,13 @@ pub fn checkpoint_table() -> CreateTable {
         shard_count: None,
         checks: Vec::new(),
     }
+}
+
+/// The checkpoint table's last column: a change-log source's cut
+/// (`shard:lsn,...`), null for other sources. Added to checkpoint tables
+/// created before it existed.
+pub fn position_column() -> ColumnDef {
+    ColumnDef::new("source_position", ColumnType::Text, true)
 }
 
 /// The definition of view `name`'s table: the query's columns, keyed and
@@ -104,6 +112,10 @@ struct Pending {
     /// Source rows dropped as late up to this change.
     #[serde(default)]
     late_rows: u64,
+    /// The change-log source's cut this change reaches (see
+    /// `changelog.rs`), recorded in the checkpoint row.
+    #[serde(default)]
+    position: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -117,6 +129,9 @@ struct Snapshot {
     /// checkpoints written before watermarks existed).
     #[serde(default)]
     clock: Option<ClockState>,
+    /// The change-log source's cut at this snapshot.
+    #[serde(default)]
+    position: Option<String>,
 }
 
 struct Group {
@@ -124,6 +139,9 @@ struct Group {
     dirty: bool,
     /// The end of the group's window, when the view tracks closed windows.
     window_end: Option<i64>,
+    /// Live rows (insertions minus retractions), over a change-log source:
+    /// a group at zero is deleted from the view.
+    rows: i64,
 }
 
 /// Where a view commits: the engine, its table and the checkpoint table.
@@ -234,6 +252,8 @@ pub struct ViewOperator {
     arrivals: Vec<(i64, u64)>,
     /// The source's watermark, if it has one.
     clock: Option<EventClock>,
+    /// The change-log source's latest cut (from its batches' metadata).
+    position: Option<String>,
     /// Fault injection for tests: panic once this many source rows have
     /// been seen (see [`INJECT_PANIC_ENV`]).
     panic_at_rows: Option<u64>,
@@ -298,6 +318,7 @@ impl ViewOperator {
             pending: Vec::new(),
             arrivals: Vec::new(),
             clock,
+            position: None,
             panic_at_rows: None,
         })
     }
@@ -315,17 +336,25 @@ impl ViewOperator {
     }
 
     fn new_group(&mut self, key: Box<[u8]>, window_end: Option<i64>) -> Result<usize> {
+        let retractions = self.plan.retractions;
         let accumulators = self
             .plan
             .aggregates
             .iter()
-            .map(|a| a.create_accumulator())
+            .map(|a| {
+                if retractions {
+                    a.create_sliding_accumulator()
+                } else {
+                    a.create_accumulator()
+                }
+            })
             .collect::<datafusion::error::Result<Vec<_>>>()?;
         let i = self.groups.len();
         self.groups.push(Group {
             accumulators,
             dirty: false,
             window_end,
+            rows: 0,
         });
         self.index.insert(key.clone(), i);
         self.keys.push(key);
@@ -357,6 +386,37 @@ impl ViewOperator {
         match self.arrivals.last_mut() {
             Some((at, n)) if now - *at < 1000 => *n += rows,
             _ => self.arrivals.push((now, rows)),
+        }
+        if self.plan.retractions {
+            return self.add_changes(batch);
+        }
+        self.feed(batch, false)
+    }
+
+    /// A change-log batch: its retractions (first rows, sign -1), then its
+    /// insertions.
+    fn add_changes(&mut self, batch: RecordBatch) -> Result<()> {
+        if let Some(cut) = batch.schema().metadata().get(crate::changelog::CUT_METADATA) {
+            self.position = Some(cut.clone());
+        }
+        let width = batch.num_columns().saturating_sub(1);
+        let signs = batch
+            .column(width)
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::Int8Array>()
+            .ok_or_else(|| StreamSqlError::Internal("change-log batch without its sign".into()))?;
+        let retracted = signs.values().iter().take_while(|s| **s < 0).count();
+        let columns: Vec<usize> = (0..width).collect();
+        let rows = batch.project(&columns)?;
+        self.feed(rows.slice(0, retracted), true)?;
+        self.feed(rows.slice(retracted, rows.num_rows() - retracted), false)
+    }
+
+    /// Runs the pipeline on `batch` and adds its rows to (or, with
+    /// `retract`, removes them from) their groups.
+    fn feed(&mut self, batch: RecordBatch, retract: bool) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
         }
         let plan = Arc::clone(&self.plan);
         let batch = match &mut self.clock {
@@ -414,17 +474,27 @@ impl ViewOperator {
             .map(|a| a.expressions().iter().map(|e| eval(e, &batch)).collect())
             .collect::<Result<_>>()?;
         for (g, rows) in members {
+            let n = i64::try_from(rows.len()).unwrap_or(i64::MAX);
             let idx = datafusion::arrow::array::UInt32Array::from(rows);
             let group = self
                 .groups
                 .get_mut(g)
                 .ok_or_else(|| StreamSqlError::Internal("group index out of range".into()))?;
+            group.rows = if retract {
+                group.rows - n
+            } else {
+                group.rows + n
+            };
             for (acc, args) in group.accumulators.iter_mut().zip(&args) {
                 let taken = args
                     .iter()
                     .map(|a| take(a.as_ref(), &idx, None))
                     .collect::<std::result::Result<Vec<_>, _>>()?;
-                acc.update_batch(&taken)?;
+                if retract {
+                    acc.retract_batch(&taken)?;
+                } else {
+                    acc.update_batch(&taken)?;
+                }
             }
             self.mark_dirty(g);
         }
@@ -489,10 +559,17 @@ impl ViewOperator {
             deletes: Vec::new(),
             arrivals: std::mem::take(&mut self.arrivals),
             late_rows: self.clock.as_ref().map_or(0, |c| c.state().late_rows),
+            position: self.position.clone(),
         };
         if dirty.is_empty() {
             return Ok(pending);
         }
+        let live: Vec<bool> = dirty
+            .iter()
+            .map(|g| {
+                !self.plan.retractions || self.groups.get(*g).is_some_and(|group| group.rows > 0)
+            })
+            .collect();
         let parser = self.converter.parser();
         let mut key_rows = Vec::with_capacity(dirty.len());
         for g in &dirty {
@@ -543,7 +620,8 @@ impl ViewOperator {
                 .zip(&self.types)
                 .map(|(a, ty)| eddy_storage::arrow_conv::value_at(a.as_ref(), *ty, i))
                 .collect();
-            if mask.is_valid(i) && mask.value(i) {
+            let alive = live.get(i).copied().unwrap_or(false);
+            if alive && mask.is_valid(i) && mask.value(i) {
                 pending.upserts.push(row);
             } else if deletes {
                 let key = self
@@ -556,6 +634,36 @@ impl ViewOperator {
             }
         }
         Ok(pending)
+    }
+
+    /// Drops the groups whose rows were all retracted (their delete is
+    /// taken already).
+    fn drop_empty(&mut self) {
+        if !self.plan.retractions || !self.dirty.is_empty() {
+            return;
+        }
+        let keys = std::mem::take(&mut self.keys);
+        let groups = std::mem::take(&mut self.groups);
+        self.index.clear();
+        for (key, group) in keys.into_iter().zip(groups) {
+            if group.rows <= 0 {
+                continue;
+            }
+            self.index.insert(key.clone(), self.groups.len());
+            self.keys.push(key);
+            self.groups.push(group);
+        }
+    }
+
+    /// How many state columns aggregate `a`'s accumulator has (a sliding
+    /// accumulator, over a change-log source, may keep more than
+    /// `state_fields` names).
+    fn state_width(&self, a: &datafusion::physical_expr::aggregate::AggregateFunctionExpr) -> Result<usize> {
+        Ok(if self.plan.retractions {
+            a.create_sliding_accumulator()?.state()?.len()
+        } else {
+            a.state_fields()?.len()
+        })
     }
 
     fn groups_state(&mut self) -> Result<Option<Vec<u8>>> {
@@ -574,10 +682,11 @@ impl ViewOperator {
             .take(self.plan.group_exprs.len())
             .map(|f| f.as_ref().clone().with_nullable(true))
             .collect();
-        for (ai, a) in self.plan.aggregates.iter().enumerate() {
-            let state_fields = a.state_fields()?;
+        let plan = Arc::clone(&self.plan);
+        for (ai, a) in plan.aggregates.iter().enumerate() {
+            let width = self.state_width(a)?;
             let mut per_field: Vec<Vec<ScalarValue>> =
-                vec![Vec::with_capacity(self.groups.len()); state_fields.len()];
+                vec![Vec::with_capacity(self.groups.len()); width];
             for group in &mut self.groups {
                 let acc = group
                     .accumulators
@@ -597,6 +706,12 @@ impl ViewOperator {
                 columns.push(array);
             }
         }
+        if self.plan.retractions {
+            fields.push(Field::new("rows", datafusion::arrow::datatypes::DataType::Int64, false));
+            columns.push(Arc::new(datafusion::arrow::array::Int64Array::from_iter_values(
+                self.groups.iter().map(|g| g.rows),
+            )));
+        }
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
         Ok(Some(to_ipc(&batch)?))
     }
@@ -608,8 +723,9 @@ impl ViewOperator {
         let rows = self.converter.convert_columns(&keys)?;
         let mut col = g;
         let mut state_cols: Vec<Vec<ArrayRef>> = Vec::with_capacity(self.plan.aggregates.len());
-        for a in &self.plan.aggregates {
-            let n = a.state_fields()?.len();
+        let plan = Arc::clone(&self.plan);
+        for a in &plan.aggregates {
+            let n = self.state_width(a)?;
             let cols: Vec<ArrayRef> = batch.columns().iter().skip(col).take(n).cloned().collect();
             if cols.len() != n {
                 return Err(StreamSqlError::State(
@@ -619,6 +735,18 @@ impl ViewOperator {
             state_cols.push(cols);
             col += n;
         }
+        let live_rows = if self.plan.retractions {
+            let rows = batch
+                .columns()
+                .get(col)
+                .and_then(|c| c.as_any().downcast_ref::<datafusion::arrow::array::Int64Array>())
+                .ok_or_else(|| {
+                    StreamSqlError::State("a change-log view's state without its row counts".into())
+                })?;
+            Some(rows.clone())
+        } else {
+            None
+        };
         for (i, row) in rows.iter().enumerate() {
             let end = match &self.plan.time.window_end {
                 Some(w) => Some(w.end_at(&keys, i)?),
@@ -629,6 +757,9 @@ impl ViewOperator {
                 .groups
                 .get_mut(gi)
                 .ok_or_else(|| StreamSqlError::Internal("group index out of range".into()))?;
+            if let Some(rows) = &live_rows {
+                group.rows = rows.value(i);
+            }
             for (acc, cols) in group.accumulators.iter_mut().zip(&state_cols) {
                 let slice: Vec<ArrayRef> = cols.iter().map(|c| c.slice(i, 1)).collect();
                 acc.merge_batch(&slice)?;
@@ -658,13 +789,17 @@ impl ViewOperator {
         }
         let source_rows = i64::try_from(p.source_rows).unwrap_or(i64::MAX);
         let committed_at = now_micros();
+        let mut mark = vec![
+            Value::Text(t.job.clone()),
+            Value::BigInt(tag),
+            Value::BigInt(source_rows),
+            Value::Timestamp(committed_at),
+        ];
+        if t.checkpoints.def().columns.len() > mark.len() {
+            mark.push(p.position.clone().map_or(Value::Null, Value::Text));
+        }
         let mark = WriteOp::Insert {
-            row: vec![
-                Value::Text(t.job.clone()),
-                Value::BigInt(tag),
-                Value::BigInt(source_rows),
-                Value::Timestamp(committed_at),
-            ],
+            row: mark,
             on_conflict: OnConflict::Replace,
         };
         t.engine.commit(vec![
@@ -708,6 +843,7 @@ impl Operator for ViewOperator {
         if let Some(w) = closed_below {
             self.drop_closed(w);
         }
+        self.drop_empty();
         // a checkpoint with no change commits nothing: the recorded
         // source position advances with the next real change
         // (the final one always commits: it records where the source ended)
@@ -719,6 +855,7 @@ impl Operator for ViewOperator {
             pending: self.pending.clone(),
             groups: self.groups_state()?,
             clock: self.clock.as_ref().map(EventClock::state),
+            position: self.position.clone(),
         };
         Ok(Some(serde_json::to_vec(&snap)?))
     }
@@ -733,6 +870,7 @@ impl Operator for ViewOperator {
             self.restore_groups(bytes)?;
         }
         self.source_rows = snap.source_rows;
+        self.position = snap.position;
         match (&mut self.clock, snap.clock) {
             (Some(clock), Some(state)) => clock.restore(state),
             (Some(_), None) if snap.source_rows > 0 => {
