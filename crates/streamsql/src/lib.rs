@@ -17,6 +17,8 @@
 //!   dropped, row by row) and `TUMBLE` / `HOP` windows in FROM, bound on
 //!   the AST; a view emits on update or `EMIT ON WINDOW CLOSE`, and drops
 //!   the state of windows the watermark has closed;
+//! * [`lookup`]: stream-table lookup joins (each source row joined with the
+//!   table's row under its key when it is processed, never revised);
 //! * [`view_op`]: the operator that runs a view in the stream engine
 //!   (`eddy-stream`) and commits its changes into the view's table;
 //! * [`manager`]: the catalog of sources and views (tables
@@ -39,6 +41,7 @@ pub mod batch;
 pub mod changelog;
 pub mod datagen;
 pub mod error;
+pub mod lookup;
 pub mod manager;
 pub mod plan;
 pub mod stages;

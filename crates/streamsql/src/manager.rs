@@ -33,7 +33,7 @@ use crate::batch::ArrowBatch;
 use crate::changelog::ChangeLogSpec;
 use crate::datagen::DatagenSpec;
 use crate::error::{Result, StreamSqlError};
-use crate::plan::{plan_view_with, ViewPlan};
+use crate::plan::{plan_view_over, Stage, ViewPlan};
 use crate::statements::{self, SourceDef, StreamStatement, ViewDef};
 use crate::view_op::{
     checkpoint_table, committed_checkpoint, view_table, ViewOperator, ViewStats, ViewStatsReport,
@@ -173,6 +173,7 @@ impl StreamManager {
     }
 
     fn plan(
+        engine: &Engine,
         cat: &Catalog,
         def: &ViewDef,
     ) -> Result<(ViewPlan, Box<datafusion::sql::sqlparser::ast::Query>)> {
@@ -188,8 +189,28 @@ impl StreamManager {
             .values()
             .filter_map(|s| s.watermark.clone().map(|w| (s.name.clone(), w)))
             .collect();
-        let mut plan = plan_view_with(&query, &Self::source_schemas(cat)?, &watermarks, emit)?;
+        let tables = |name: &str| {
+            if name == CHECKPOINT_TABLE {
+                return None;
+            }
+            engine.table(name).map(|t| Arc::clone(t.def()))
+        };
+        let mut plan = plan_view_over(
+            &query,
+            &Self::source_schemas(cat)?,
+            &watermarks,
+            emit,
+            &tables,
+        )?;
+        let lookups = plan.pre.iter().any(|s| matches!(s, Stage::Lookup(_)));
         if cat.sources.get(&plan.source).is_some_and(is_change_log) {
+            if lookups {
+                return Err(StreamSqlError::NotSupported(
+                    "a lookup join over a change-log source is not supported: a retraction \
+                     would look up a different row than its insertion did"
+                        .into(),
+                ));
+            }
             if let Some(why) = &plan.retract_refusal {
                 return Err(StreamSqlError::NotSupported(format!(
                     "a materialized view cannot keep {why} exactly (supported over a \
@@ -205,11 +226,20 @@ impl StreamManager {
         let stats = cat.stats.entry(def.name.clone()).or_default();
         let stats = Arc::clone(stats);
         let stats = &stats;
-        let (plan, _) = Self::plan(cat, def)?;
+        let (plan, _) = Self::plan(&self.engine, cat, def)?;
         let source = cat
             .sources
             .get(&plan.source)
             .ok_or_else(|| StreamSqlError::Undefined("source", plan.source.clone()))?;
+        for stage in &plan.pre {
+            if let Stage::Lookup(join) = stage {
+                let table = self
+                    .engine
+                    .table(&join.table)
+                    .ok_or_else(|| StreamSqlError::Undefined("table", join.table.clone()))?;
+                join.bind(table);
+            }
+        }
         let source = if is_change_log(source) {
             JobSource::ChangeLog(Arc::new(ChangeLogSpec::new(
                 &source.columns,
@@ -343,7 +373,7 @@ impl StreamManager {
             }
             return Err(StreamSqlError::Duplicate(kind, def.name));
         }
-        let (plan, _) = Self::plan(&cat, &def)?;
+        let (plan, _) = Self::plan(&self.engine, &cat, &def)?;
         def.source = plan.source.clone();
         self.engine.create_table(view_table(&def.name, &plan))?;
         cat.views.insert(def.name.clone(), def.clone());
@@ -515,7 +545,7 @@ impl StreamManager {
                     (Some(h), None) => status_text(&h.status()),
                     (None, None) => "stopped".to_string(),
                 };
-                let plan = Self::plan(&cat, v).ok().map(|(plan, _)| plan);
+                let plan = Self::plan(&self.engine, &cat, v).ok().map(|(plan, _)| plan);
                 let checkpoint = checkpoints
                     .as_ref()
                     .and_then(|t| t.get(&[Value::Text(v.name.clone())]).ok().flatten());

@@ -45,6 +45,7 @@ use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{
@@ -52,9 +53,10 @@ use datafusion::physical_plan::{
 };
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::sqlparser::ast::{Query, Statement};
-use eddy_common::{ColumnDef, ColumnType};
+use eddy_common::{ColumnDef, ColumnType, TableDef};
 
 use crate::error::{Result, StreamSqlError};
+use crate::lookup::{LookupJoin, LookupTable};
 use crate::watermark::WatermarkDef;
 use crate::window::{bind_windows, window_end_key, EmitMode, WindowEndKey, WindowSpec};
 
@@ -75,6 +77,8 @@ pub enum Stage {
         exprs: Vec<Arc<dyn PhysicalExpr>>,
         schema: SchemaRef,
     },
+    /// Join each row with a table's row under its key (`lookup.rs`).
+    Lookup(Arc<LookupJoin>),
 }
 
 /// A view's query cut into incremental parts.
@@ -247,6 +251,18 @@ pub fn plan_view_with(
     watermarks: &[(String, WatermarkDef)],
     emit: EmitMode,
 ) -> Result<ViewPlan> {
+    plan_view_over(query, sources, watermarks, emit, &|_| None)
+}
+
+/// [`plan_view_with`], where a name that is no source is looked up in
+/// `tables` (its definition: the view may lookup-join it, `lookup.rs`).
+pub fn plan_view_over(
+    query: &Query,
+    sources: &[(String, SchemaRef)],
+    watermarks: &[(String, WatermarkDef)],
+    emit: EmitMode,
+    tables: &dyn Fn(&str) -> Option<Arc<TableDef>>,
+) -> Result<ViewPlan> {
     let config = SessionConfig::new()
         .with_target_partitions(1)
         .with_information_schema(false);
@@ -293,8 +309,14 @@ pub fn plan_view_with(
     for t in state.resolve_table_references(&df_stmt)? {
         let known = sources.iter().any(|(name, _)| name == t.table())
             || windows.iter().any(|w| w.table == t.table());
-        if !known {
-            return Err(StreamSqlError::Undefined("source", t.table().to_string()));
+        if known {
+            continue;
+        }
+        match tables(t.table()) {
+            Some(def) => {
+                ctx.register_table(t.clone(), Arc::new(LookupTable::new(def)))?;
+            }
+            None => return Err(StreamSqlError::Undefined("source", t.table().to_string())),
         }
     }
     let physical = futures::executor::block_on(async {
@@ -361,7 +383,7 @@ fn plan_event_time(
 }
 
 /// Skips nodes that change no values.
-fn skip_neutral(mut plan: &Arc<dyn ExecutionPlan>) -> &Arc<dyn ExecutionPlan> {
+pub(crate) fn skip_neutral(mut plan: &Arc<dyn ExecutionPlan>) -> &Arc<dyn ExecutionPlan> {
     loop {
         let neutral = plan.is::<CoalescePartitionsExec>()
             || plan.is::<RepartitionExec>()
@@ -458,6 +480,23 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
     let scan = loop {
         if let Some(scan) = node.downcast_ref::<SourceScanExec>() {
             break scan;
+        }
+        if let Some(join) = node.downcast_ref::<HashJoinExec>() {
+            let lookup = LookupJoin::of(join)?;
+            node = skip_neutral(if lookup.source_left() {
+                join.left()
+            } else {
+                join.right()
+            });
+            pre.push(Stage::Lookup(Arc::new(lookup)));
+            continue;
+        }
+        if node.name().contains("Join") {
+            return Err(StreamSqlError::NotSupported(format!(
+                "this join ({}) is not supported: a materialized view may lookup-join its \
+                 source with a table on the table's primary key",
+                node.name()
+            )));
         }
         let stage = stage_of(node).ok_or_else(|| unsupported(node.name()))?;
         pre.push(stage);
