@@ -213,8 +213,8 @@ impl StreamManager {
             }
             if let Some(why) = &plan.retract_refusal {
                 return Err(StreamSqlError::NotSupported(format!(
-                    "a materialized view cannot keep {why} exactly (supported over a \
-                     change-log source: count, and sum/avg of integer or numeric values)"
+                    "a materialized view over a change-log source cannot keep {why} exactly \
+                     (supported: count, and sum/avg of integer or numeric values)"
                 )));
             }
             plan.retractions = true;

@@ -539,30 +539,34 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
 /// every distinct value with its count, and floating-point sums do not
 /// undo exactly.
 fn retract_refusal(agg: &AggregateExec) -> Result<Option<String>> {
+    use datafusion::physical_expr::expressions::CastExpr;
     let input = agg.input().schema();
     for a in agg.aggr_expr() {
         let name = a.fun().name().to_ascii_lowercase();
         if name == "min" || name == "max" {
             return Ok(Some(format!(
-                "{name} over a change-log source (a retracted extreme would need every value \
-                 of its group)"
+                "{name} (a retracted extreme would need every value of its group)"
             )));
         }
         if a.is_distinct() {
-            return Ok(Some(format!("{name}(DISTINCT) over a change-log source")));
+            return Ok(Some(format!("{name}(DISTINCT)")));
         }
         for e in a.expressions() {
-            if e.data_type(&input)?.is_floating() {
+            // avg of an integer is planned as avg of its cast to double:
+            // integer sums stay exact in a double up to 2^53
+            let inner = match e.downcast_ref::<CastExpr>() {
+                Some(c) => c.expr(),
+                None => &e,
+            };
+            let ty = inner.data_type(&input)?;
+            if ty.is_floating() {
                 return Ok(Some(format!(
-                    "{name} of a floating-point value over a change-log source (float \
-                     addition does not undo exactly)"
+                    "{name} of a floating-point value (float addition does not undo exactly)"
                 )));
             }
         }
         if !a.create_sliding_accumulator()?.supports_retract_batch() {
-            return Ok(Some(format!(
-                "{name} over a change-log source (it cannot retract)"
-            )));
+            return Ok(Some(format!("{name} (its accumulator cannot retract)")));
         }
     }
     Ok(None)
