@@ -297,3 +297,83 @@ async fn kill_9_keeps_the_change_log_view_exactly_once() {
     assert_eq!(model, table_model(&c).await, "the table after the kills");
     converges(&c, &answer(&model), Duration::from_secs(60)).await;
 }
+
+async fn total(c: &Client) -> i64 {
+    c.query_one("SELECT coalesce(sum(total), 0)::bigint FROM big_k", &[])
+        .await
+        .expect("sum")
+        .get::<_, i64>(0)
+}
+
+/// Ad-hoc measurement (ignored; run with `--ignored --nocapture`): the
+/// change-log source's initial load (every row of a table as insertions)
+/// in rows/s, and the lag from an UPDATE's commit to the view showing it,
+/// over a table of `EDDY_CHANGELOG_ROWS` rows (default 100 000).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure_change_log_throughput_and_lag() {
+    let rows: i64 = std::env::var("EDDY_CHANGELOG_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let srv = Server::start("trust");
+    let c = srv.connect().await;
+    c.batch_execute("CREATE TABLE big (id bigint PRIMARY KEY, k int NOT NULL, v bigint NOT NULL)")
+        .await
+        .expect("table");
+    let mut id = 0;
+    while id < rows {
+        let end = (id + 5_000).min(rows);
+        c.execute(
+            "INSERT INTO big SELECT g, CAST(g % 100 AS int), 1 FROM generate_series($1::bigint, $2::bigint) AS t(g)",
+            &[&id, &(end - 1)],
+        )
+        .await
+        .expect("load");
+        id = end;
+    }
+    c.batch_execute("CREATE SOURCE big_log FROM TABLE big")
+        .await
+        .expect("source");
+    let started = Instant::now();
+    c.batch_execute(
+        "CREATE MATERIALIZED VIEW big_k WITH (checkpoint_interval_ms = 50) AS \
+         SELECT k, count(*) AS n, sum(v) AS total FROM big_log GROUP BY k",
+    )
+    .await
+    .expect("view");
+    while total(&c).await < rows {
+        assert!(started.elapsed() < Duration::from_secs(300), "initial load");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let load = started.elapsed();
+    eprintln!(
+        "initial load: {rows} rows in {:.2} s = {:.0} rows/s",
+        load.as_secs_f64(),
+        rows as f64 / load.as_secs_f64()
+    );
+    let mut lags = Vec::new();
+    let mut want = rows;
+    for i in 0..20 {
+        // 1% of the rows: 1000 retractions and 1000 insertions at 100k rows
+        let n = c
+            .execute("UPDATE big SET v = v + 1 WHERE k = $1", &[&(i % 100)])
+            .await
+            .expect("update") as i64;
+        want += n;
+        let t0 = Instant::now();
+        while total(&c).await < want {
+            assert!(t0.elapsed() < Duration::from_secs(60), "update {i}");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        lags.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    lags.sort_by(f64::total_cmp);
+    eprintln!(
+        "commit-to-view lag of an UPDATE of {} rows (table {rows} rows, checkpoint 50 ms): \
+         p50 {:.0} ms, max {:.0} ms",
+        rows / 100,
+        lags[lags.len() / 2],
+        lags[lags.len() - 1]
+    );
+}

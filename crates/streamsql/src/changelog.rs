@@ -115,6 +115,7 @@ impl ChangeLogSpec {
             converter: RowConverter::new(fields)?,
             image: HashMap::new(),
             cut: None,
+            encoded: parking_lot::Mutex::new(None),
         })
     }
 }
@@ -154,13 +155,19 @@ pub struct ChangeLogReader {
     image: HashMap<Box<[u8]>, Box<[u8]>>,
     /// The cut the image is at; `None` before the first poll.
     cut: Option<Vec<Lsn>>,
+    /// The snapshot of the current cut and image, once encoded (a table
+    /// that does not change is not encoded again at every checkpoint).
+    encoded: parking_lot::Mutex<Option<Arc<Vec<u8>>>>,
 }
 
+/// The reader's snapshot: this header as JSON, its length first (8
+/// bytes, little-endian), then the image as raw Arrow IPC (the key, then
+/// the source columns), so the image is not re-encoded as JSON.
 #[derive(Serialize, Deserialize)]
 struct ReaderState {
     cut: Option<Vec<u64>>,
-    /// The image as Arrow IPC: the key, then the source columns.
-    image: Option<Vec<u8>>,
+    /// Bytes of Arrow IPC after the header (0: empty image).
+    image_bytes: u64,
 }
 
 impl ChangeLogReader {
@@ -240,6 +247,7 @@ impl ChangeLogReader {
         retract.extend(old.into_values());
         self.image = image;
         self.cut = Some(cut.clone());
+        *self.encoded.get_mut() = None;
         if (first && self.spec.start == Start::Now) || (retract.is_empty() && insert.is_empty()) {
             return Ok(None);
         }
@@ -264,9 +272,9 @@ impl ChangeLogReader {
         Ok(Some(RecordBatch::try_new(Arc::new(schema), columns)?))
     }
 
-    fn state(&self) -> Result<ReaderState> {
+    fn state(&self) -> Result<Vec<u8>> {
         let image = if self.image.is_empty() {
-            None
+            Vec::new()
         } else {
             let parser = self.converter.parser();
             let keys: BinaryArray = self.image.keys().map(|k| Some(k.as_ref())).collect();
@@ -278,19 +286,36 @@ impl ChangeLogReader {
             let mut fields = vec![Field::new("key", DataType::Binary, false)];
             fields.extend(self.spec.schema.fields().iter().map(|f| f.as_ref().clone()));
             let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-            Some(to_ipc(&batch)?)
+            to_ipc(&batch)?
         };
-        Ok(ReaderState {
+        let header = serde_json::to_vec(&ReaderState {
             cut: self.cut.as_ref().map(|c| c.iter().map(|l| l.0).collect()),
-            image,
+            image_bytes: image.len() as u64,
         })
+        .map_err(|e| StreamSqlError::Internal(e.to_string()))?;
+        let mut out = Vec::with_capacity(8 + header.len() + image.len());
+        out.extend_from_slice(&(header.len() as u64).to_le_bytes());
+        out.extend_from_slice(&header);
+        out.extend_from_slice(&image);
+        Ok(out)
     }
 
-    fn restore_state(&mut self, state: ReaderState) -> Result<()> {
+    fn restore_state(&mut self, bytes: &[u8]) -> Result<()> {
+        let bad = || StreamSqlError::State("a change-log reader's snapshot is cut short".into());
+        let (len, rest) = bytes.split_first_chunk::<8>().ok_or_else(bad)?;
+        let len = usize::try_from(u64::from_le_bytes(*len)).map_err(|_| bad())?;
+        let header = rest.get(..len).ok_or_else(bad)?;
+        let image = rest.get(len..).ok_or_else(bad)?;
+        let state: ReaderState = serde_json::from_slice(header)
+            .map_err(|e| StreamSqlError::State(format!("change-log reader: {e}")))?;
+        if state.image_bytes != image.len() as u64 {
+            return Err(bad());
+        }
         self.cut = state.cut.map(|c| c.into_iter().map(Lsn).collect());
         self.image.clear();
-        if let Some(bytes) = state.image {
-            let batch = from_ipc(&bytes)?;
+        *self.encoded.get_mut() = None;
+        if !image.is_empty() {
+            let batch = from_ipc(image)?;
             let keys = batch
                 .column(0)
                 .as_any()
@@ -319,11 +344,16 @@ impl SourceReader<ArrowBatch> for ChangeLogReader {
     }
 
     fn snapshot(&self) -> eddy_stream::Result<Vec<u8>> {
-        Ok(serde_json::to_vec(&self.state()?)?)
+        let mut cached = self.encoded.lock();
+        if let Some(bytes) = cached.as_ref() {
+            return Ok(bytes.as_ref().clone());
+        }
+        let bytes = Arc::new(self.state()?);
+        *cached = Some(Arc::clone(&bytes));
+        Ok(bytes.as_ref().clone())
     }
 
     fn restore(&mut self, state: &[u8]) -> eddy_stream::Result<()> {
-        let state: ReaderState = serde_json::from_slice(state)?;
         Ok(self.restore_state(state)?)
     }
 }
