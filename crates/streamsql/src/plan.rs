@@ -552,8 +552,8 @@ fn retract_refusal(agg: &AggregateExec) -> Result<Option<String>> {
             return Ok(Some(format!("{name}(DISTINCT)")));
         }
         for e in a.expressions() {
-            // avg of an integer is planned as avg of its cast to double:
-            // integer sums stay exact in a double up to 2^53
+            // avg of an integer is planned as avg of its cast to double;
+            // a double holding integer sums stays exact up to 2^53
             let inner = match e.downcast_ref::<CastExpr>() {
                 Some(c) => c.expr(),
                 None => &e,
