@@ -80,12 +80,9 @@ async fn transaction(c: &Client, rng: &mut Lcg, model: &mut Model) {
             }
             2 => {
                 let k = rng.next(KEYS) as i32;
-                c.execute(
-                    "UPDATE orders SET amount = amount + 7 WHERE k = $1",
-                    &[&k],
-                )
-                .await
-                .expect("update");
+                c.execute("UPDATE orders SET amount = amount + 7 WHERE k = $1", &[&k])
+                    .await
+                    .expect("update");
                 for (kk, a) in next.values_mut() {
                     if *kk == k {
                         *a += 7;
@@ -203,7 +200,11 @@ async fn a_change_log_view_follows_the_table_through_commits_and_rollbacks() {
         }
     }
     assert!(checked > 0, "the view committed while the writes ran");
-    assert_eq!(model, table_model(&c).await, "the test's model of the table");
+    assert_eq!(
+        model,
+        table_model(&c).await,
+        "the test's model of the table"
+    );
     converges(&c, &answer(&model), Duration::from_secs(60)).await;
     let (_, position) = view(&c).await.expect("committed");
     assert!(position.contains(':'), "the cut is recorded: {position:?}");

@@ -82,9 +82,8 @@ impl ChangeLogSpec {
                 }
             }
         }
-        let table = table.ok_or_else(|| {
-            StreamSqlError::State("a change-log source without its table".into())
-        })?;
+        let table = table
+            .ok_or_else(|| StreamSqlError::State("a change-log source without its table".into()))?;
         let fields: Vec<Field> = columns
             .iter()
             .map(|(n, t)| Field::new(n, t.to_arrow(), true))

@@ -226,20 +226,19 @@ impl LookupJoin {
     pub fn of(join: &HashJoinExec) -> Result<LookupJoin> {
         let left = crate::plan::skip_neutral(join.left());
         let right = crate::plan::skip_neutral(join.right());
-        let (source_left, scan) = match (
-            left.downcast_ref::<LookupScanExec>(),
-            right.downcast_ref::<LookupScanExec>(),
-        ) {
-            (Some(_), Some(_)) => return Err(refuse("a join of two tables")),
-            (None, Some(s)) => (true, s),
-            (Some(s), None) => (false, s),
-            (None, None) => {
-                return Err(refuse(
+        let (source_left, scan) =
+            match (
+                left.downcast_ref::<LookupScanExec>(),
+                right.downcast_ref::<LookupScanExec>(),
+            ) {
+                (Some(_), Some(_)) => return Err(refuse("a join of two tables")),
+                (None, Some(s)) => (true, s),
+                (Some(s), None) => (false, s),
+                (None, None) => return Err(refuse(
                     "a join of two streams, or of a table with filters or expressions below the \
                      join",
-                ))
-            }
-        };
+                )),
+            };
         let keep_unmatched = match (join.join_type(), source_left) {
             (JoinType::Inner, _) => false,
             (JoinType::Left, true) | (JoinType::Right, false) => true,
@@ -280,16 +279,16 @@ impl LookupJoin {
             .collect::<Option<_>>()
             .ok_or_else(|| StreamSqlError::Internal("key column out of range".into()))?;
         Ok(LookupJoin {
-                table: scan.def.name.clone(),
-                source_left,
-                keys,
-                key_types,
-                columns: scan.columns.clone(),
-                filters: scan.filters.clone(),
-                keep_unmatched,
-                projection: join.projection.as_ref().map(|p| p.to_vec()),
-                schema: join.schema(),
-                bound: OnceLock::new(),
+            table: scan.def.name.clone(),
+            source_left,
+            keys,
+            key_types,
+            columns: scan.columns.clone(),
+            filters: scan.filters.clone(),
+            keep_unmatched,
+            projection: join.projection.as_ref().map(|p| p.to_vec()),
+            schema: join.schema(),
+            bound: OnceLock::new(),
         })
     }
 

@@ -270,8 +270,9 @@ impl StreamManager {
         let env = StreamEnv::new(config);
         let source_name = format!("source {}", plan.source);
         let stream = match source {
-            JobSource::Datagen(spec) => env
-                .add_source::<ArrowBatch, _>(&source_name, move |i| Ok(spec.reader(i))),
+            JobSource::Datagen(spec) => {
+                env.add_source::<ArrowBatch, _>(&source_name, move |i| Ok(spec.reader(i)))
+            }
             JobSource::ChangeLog(spec) => {
                 let engine = Arc::clone(&self.engine);
                 env.add_source::<ArrowBatch, _>(&source_name, move |_| {

@@ -396,7 +396,11 @@ impl ViewOperator {
     /// A change-log batch: its retractions (first rows, sign -1), then its
     /// insertions.
     fn add_changes(&mut self, batch: RecordBatch) -> Result<()> {
-        if let Some(cut) = batch.schema().metadata().get(crate::changelog::CUT_METADATA) {
+        if let Some(cut) = batch
+            .schema()
+            .metadata()
+            .get(crate::changelog::CUT_METADATA)
+        {
             self.position = Some(cut.clone());
         }
         let width = batch.num_columns().saturating_sub(1);
@@ -658,7 +662,10 @@ impl ViewOperator {
     /// How many state columns aggregate `a`'s accumulator has (a sliding
     /// accumulator, over a change-log source, may keep more than
     /// `state_fields` names).
-    fn state_width(&self, a: &datafusion::physical_expr::aggregate::AggregateFunctionExpr) -> Result<usize> {
+    fn state_width(
+        &self,
+        a: &datafusion::physical_expr::aggregate::AggregateFunctionExpr,
+    ) -> Result<usize> {
         Ok(if self.plan.retractions {
             a.create_sliding_accumulator()?.state()?.len()
         } else {
@@ -707,10 +714,16 @@ impl ViewOperator {
             }
         }
         if self.plan.retractions {
-            fields.push(Field::new("rows", datafusion::arrow::datatypes::DataType::Int64, false));
-            columns.push(Arc::new(datafusion::arrow::array::Int64Array::from_iter_values(
-                self.groups.iter().map(|g| g.rows),
-            )));
+            fields.push(Field::new(
+                "rows",
+                datafusion::arrow::datatypes::DataType::Int64,
+                false,
+            ));
+            columns.push(Arc::new(
+                datafusion::arrow::array::Int64Array::from_iter_values(
+                    self.groups.iter().map(|g| g.rows),
+                ),
+            ));
         }
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
         Ok(Some(to_ipc(&batch)?))
@@ -739,7 +752,10 @@ impl ViewOperator {
             let rows = batch
                 .columns()
                 .get(col)
-                .and_then(|c| c.as_any().downcast_ref::<datafusion::arrow::array::Int64Array>())
+                .and_then(|c| {
+                    c.as_any()
+                        .downcast_ref::<datafusion::arrow::array::Int64Array>()
+                })
                 .ok_or_else(|| {
                     StreamSqlError::State("a change-log view's state without its row counts".into())
                 })?;

@@ -113,15 +113,13 @@ fn contents(t: &Table) -> BTreeMap<i64, (i64, i64)> {
         for b in p.scan(None, false, &|_| true).expect("scan") {
             let b = b.expect("batch");
             for i in 0..b.num_rows() {
-                let v = |c: usize| {
-                    match eddy_storage::arrow_conv::value_at(
-                        b.column(c).as_ref(),
-                        ColumnType::BigInt,
-                        i,
-                    ) {
-                        Value::BigInt(x) => x,
-                        _ => -1,
-                    }
+                let v = |c: usize| match eddy_storage::arrow_conv::value_at(
+                    b.column(c).as_ref(),
+                    ColumnType::BigInt,
+                    i,
+                ) {
+                    Value::BigInt(x) => x,
+                    _ => -1,
                 };
                 out.insert(v(0), (v(1), v(2)));
             }
@@ -192,7 +190,12 @@ fn each_row_joins_the_table_row_current_when_it_is_processed() {
     put(&r.engine, &r.products, 1, 10, 3);
     put(&r.engine, &r.products, 2, 20, 5);
     // product 9 does not exist, NULL matches nothing: both dropped
-    r.feed(&[(1, Some(1), 2), (2, Some(2), 1), (3, Some(9), 4), (4, None, 1)]);
+    r.feed(&[
+        (1, Some(1), 2),
+        (2, Some(2), 1),
+        (3, Some(9), 4),
+        (4, None, 1),
+    ]);
     assert_eq!(
         r.commit(),
         BTreeMap::from([(10, (1, 6)), (20, (1, 5))]),
@@ -201,16 +204,10 @@ fn each_row_joins_the_table_row_current_when_it_is_processed() {
     // the table changes: nothing already joined is revised
     put(&r.engine, &r.products, 1, 20, 100);
     put(&r.engine, &r.products, 9, 10, 1);
-    assert_eq!(
-        r.commit(),
-        BTreeMap::from([(10, (1, 6)), (20, (1, 5))])
-    );
+    assert_eq!(r.commit(), BTreeMap::from([(10, (1, 6)), (20, (1, 5))]));
     // later rows see the new rows
     r.feed(&[(5, Some(1), 1), (6, Some(9), 4)]);
-    assert_eq!(
-        r.commit(),
-        BTreeMap::from([(10, (2, 10)), (20, (2, 105))])
-    );
+    assert_eq!(r.commit(), BTreeMap::from([(10, (2, 10)), (20, (2, 105))]));
     r.op.snapshot(CheckpointId(FINAL_TAG)).expect("final");
     r.op.checkpoint_complete(CheckpointId(FINAL_TAG), true)
         .expect("final commit");
