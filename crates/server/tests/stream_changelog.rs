@@ -218,6 +218,36 @@ async fn a_change_log_view_follows_the_table_through_commits_and_rollbacks() {
     assert!(row.get::<_, String>(2).contains("amount bigint"));
     assert!(row.get::<_, String>(3).contains("table=orders"));
 
+    // psql's \d lists the source (as a view: read by views, never written)
+    // and describes its columns
+    if std::path::Path::new("/usr/bin/psql").exists() {
+        for (cmd, want) in [("\\d", "order_log"), ("\\d order_log", "amount")] {
+            let out = std::process::Command::new("/usr/bin/psql")
+                .args(["-h", "127.0.0.1", "-p", &srv.port.to_string()])
+                .args([
+                    "-U",
+                    "eddy",
+                    "-d",
+                    "eddy",
+                    "-X",
+                    "-v",
+                    "ON_ERROR_STOP=1",
+                    "-c",
+                    cmd,
+                ])
+                .output()
+                .expect("run psql");
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(out.status.success() && text.contains(want), "{cmd}: {text}");
+        }
+    } else {
+        eprintln!("NOTICE: psql not found: \\d of a source is not checked");
+    }
+
     for (sql, state) in [
         ("CREATE SOURCE nope FROM TABLE missing", "42P01"),
         (

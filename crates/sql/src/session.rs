@@ -327,13 +327,16 @@ impl Session {
         )?;
         catalog.register_schema(
             "pg_catalog",
-            Arc::new(PgCatalogSchema::new(
-                Arc::clone(&db.engine),
-                Arc::clone(&db.sequences),
-                &db.name,
-                user,
-                Arc::clone(&superuser_flag),
-            )),
+            Arc::new(
+                PgCatalogSchema::new(
+                    Arc::clone(&db.engine),
+                    Arc::clone(&db.sequences),
+                    &db.name,
+                    user,
+                    Arc::clone(&superuser_flag),
+                )
+                .with_streams(db.streams.clone()),
+            ),
         )?;
         let dml_schema = Arc::new(MemorySchemaProvider::new());
         catalog.register_schema(

@@ -30,6 +30,19 @@ pub trait StreamStatements: Send + Sync {
     fn result_schema(&self, sql: &str) -> Result<datafusion::arrow::datatypes::SchemaRef>;
     /// Whether `table` is written only by a stream job.
     fn owns_table(&self, table: &str) -> bool;
+    /// The stream relations that are not tables (sources), for
+    /// `pg_catalog` (psql's `\d` lists them as views: they can be read by
+    /// views only and never written).
+    fn relations(&self) -> Vec<StreamRelation> {
+        Vec::new()
+    }
+}
+
+/// A stream relation as `pg_catalog` shows it.
+#[derive(Debug, Clone)]
+pub struct StreamRelation {
+    pub name: String,
+    pub columns: Vec<(String, eddy_common::ColumnType)>,
 }
 
 /// The tables `stmt` would write, alter or drop.

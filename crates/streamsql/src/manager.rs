@@ -729,4 +729,16 @@ impl StreamStatements for StreamManager {
     fn owns_table(&self, table: &str) -> bool {
         table == CHECKPOINT_TABLE || self.catalog.lock().views.contains_key(table)
     }
+
+    fn relations(&self) -> Vec<eddy_sql::StreamRelation> {
+        self.catalog
+            .lock()
+            .sources
+            .values()
+            .map(|s| eddy_sql::StreamRelation {
+                name: s.name.clone(),
+                columns: s.columns.clone(),
+            })
+            .collect()
+    }
 }
