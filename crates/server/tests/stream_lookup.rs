@@ -107,4 +107,13 @@ async fn a_lookup_join_view_equals_the_join_of_the_stream_with_the_table() {
     ] {
         refused(&c, sql, "0A000").await;
     }
+    // the view looks products up, the change-log source reads it
+    refused(&c, "DROP TABLE products", "2BP01").await;
+    refused(&c, "ALTER TABLE products RENAME TO items", "2BP01").await;
+    c.batch_execute("ALTER TABLE products ADD COLUMN note text")
+        .await
+        .expect("adding a column breaks no reader");
+    c.batch_execute("DROP MATERIALIZED VIEW per_grp; DROP SOURCE product_log; DROP TABLE products")
+        .await
+        .expect("dropped once nothing reads it");
 }

@@ -730,6 +730,29 @@ impl StreamStatements for StreamManager {
         table == CHECKPOINT_TABLE || self.catalog.lock().views.contains_key(table)
     }
 
+    fn readers_of(&self, table: &str) -> Vec<String> {
+        let cat = self.catalog.lock();
+        let mut readers: Vec<String> = cat
+            .sources
+            .values()
+            .filter(|s| is_change_log(s) && s.options.get("table").is_some_and(|t| t == table))
+            .map(|s| format!("source {}", s.name))
+            .collect();
+        for v in cat.views.values() {
+            let Ok((plan, _)) = Self::plan(&self.engine, &cat, v) else {
+                continue;
+            };
+            let looks_up = plan
+                .pre
+                .iter()
+                .any(|s| matches!(s, Stage::Lookup(j) if j.table == table));
+            if looks_up {
+                readers.push(format!("materialized view {}", v.name));
+            }
+        }
+        readers
+    }
+
     fn relations(&self) -> Vec<eddy_sql::StreamRelation> {
         self.catalog
             .lock()
