@@ -356,3 +356,43 @@ impl SourceReader<ArrowBatch> for ChangeLogReader {
         Ok(self.restore_state(state)?)
     }
 }
+
+/// Why `agg`'s aggregates cannot be kept exactly under retractions, if
+/// they cannot: `min`/`max` would need every value of a group, DISTINCT
+/// every distinct value with its count, and floating-point sums do not
+/// undo exactly.
+pub(crate) fn retract_refusal(
+    agg: &datafusion::physical_plan::aggregates::AggregateExec,
+) -> Result<Option<String>> {
+    use datafusion::physical_expr::expressions::CastExpr;
+    let input = agg.input().schema();
+    for a in agg.aggr_expr() {
+        let name = a.fun().name().to_ascii_lowercase();
+        if name == "min" || name == "max" {
+            return Ok(Some(format!(
+                "{name} (a retracted extreme would need every value of its group)"
+            )));
+        }
+        if a.is_distinct() {
+            return Ok(Some(format!("{name}(DISTINCT)")));
+        }
+        for e in a.expressions() {
+            // avg of an integer is planned as avg of its cast to double;
+            // a double holding integer sums stays exact up to 2^53
+            let inner = match e.downcast_ref::<CastExpr>() {
+                Some(c) => c.expr(),
+                None => &e,
+            };
+            let ty = inner.data_type(&input)?;
+            if ty.is_floating() {
+                return Ok(Some(format!(
+                    "{name} of a floating-point value (float addition does not undo exactly)"
+                )));
+            }
+        }
+        if !a.create_sliding_accumulator()?.supports_retract_batch() {
+            return Ok(Some(format!("{name} (its accumulator cannot retract)")));
+        }
+    }
+    Ok(None)
+}

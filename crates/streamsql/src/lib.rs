@@ -44,10 +44,13 @@ pub mod error;
 pub mod lookup;
 pub mod manager;
 pub mod plan;
+pub mod source_scan;
 pub mod stages;
 pub mod statements;
 pub mod status;
 pub mod view_op;
+pub mod view_stats;
+pub mod view_tables;
 pub mod watermark;
 pub mod window;
 

@@ -3,7 +3,7 @@
 //!
 //! The query is planned with the SQL layer's rules (PostgreSQL output names,
 //! checked integer arithmetic) over the view's one source, registered as a
-//! table whose scan is the marker [`SourceScanExec`]. The physical plan must
+//! table whose scan is the marker `SourceScanExec` (`source_scan.rs`). The physical plan must
 //! have the shape
 //!
 //! ```text
@@ -31,32 +31,25 @@
 use std::fmt;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::datasource::TableType;
-use datafusion::execution::{SendableRecordBatchStream, SessionStateBuilder, TaskContext};
-use datafusion::logical_expr::Expr;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::CooperativeExec;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::sqlparser::ast::{Query, Statement};
 use eddy_common::{ColumnDef, ColumnType, TableDef};
 
 use crate::error::{Result, StreamSqlError};
 use crate::lookup::{LookupJoin, LookupTable};
+use crate::source_scan::{SourceScanExec, SourceTable};
 use crate::watermark::WatermarkDef;
 use crate::window::{bind_windows, window_end_key, EmitMode, WindowEndKey, WindowSpec};
 
@@ -126,108 +119,6 @@ pub struct EventTimePlan {
     /// told (and their state dropped).
     pub window_end: Option<WindowEndKey>,
     pub emit: EmitMode,
-}
-
-/// The leaf the view's source is planned as. Never executed: the view
-/// operator feeds the stages above it batch by batch.
-#[derive(Debug)]
-pub struct SourceScanExec {
-    source: String,
-    /// The window this scan assigns, and the windowed schema.
-    window: Option<(WindowSpec, SchemaRef)>,
-    projection: Option<Vec<usize>>,
-    limit: Option<usize>,
-    props: Arc<PlanProperties>,
-}
-
-impl DisplayAs for SourceScanExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "SourceScanExec: source={}", self.source)
-    }
-}
-
-impl ExecutionPlan for SourceScanExec {
-    fn name(&self) -> &str {
-        "SourceScanExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.props
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> datafusion::error::Result<TreeNodeRecursion>,
-    ) -> datafusion::error::Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
-
-    fn execute(
-        &self,
-        _partition: usize,
-        _context: Arc<TaskContext>,
-    ) -> datafusion::error::Result<SendableRecordBatchStream> {
-        Err(datafusion::error::DataFusionError::NotImplemented(format!(
-            "source \"{}\" is read only by materialized views",
-            self.source
-        )))
-    }
-}
-
-/// A source as a table of the planning session.
-#[derive(Debug)]
-struct SourceTable {
-    name: String,
-    schema: SchemaRef,
-    window: Option<WindowSpec>,
-}
-
-#[async_trait]
-impl TableProvider for SourceTable {
-    fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.schema)
-    }
-
-    fn table_type(&self) -> TableType {
-        TableType::Base
-    }
-
-    async fn scan(
-        &self,
-        _state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        limit: Option<usize>,
-    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        let schema = match projection {
-            Some(p) => Arc::new(self.schema.project(p)?),
-            None => Arc::clone(&self.schema),
-        };
-        let props = PlanProperties::new(
-            EquivalenceProperties::new(schema),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        );
-        Ok(Arc::new(SourceScanExec {
-            source: self.name.clone(),
-            window: self.window.clone().map(|w| (w, Arc::clone(&self.schema))),
-            projection: projection.cloned(),
-            limit,
-            props: Arc::new(props),
-        }))
-    }
 }
 
 fn unsupported(what: impl fmt::Display) -> StreamSqlError {
@@ -506,7 +397,7 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
     if scan.limit.is_some() {
         return Err(unsupported("LIMIT"));
     }
-    let retract_refusal = retract_refusal(input_agg)?;
+    let retract_refusal = crate::changelog::retract_refusal(input_agg)?;
     let group_count = group_by.expr().len();
     let columns = output_columns(&output_schema)?;
     let primary_key = key_columns(
@@ -532,44 +423,6 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
         retract_refusal,
         retractions: false,
     })
-}
-
-/// Why `agg`'s aggregates cannot be kept exactly under retractions, if
-/// they cannot: `min`/`max` would need every value of a group, DISTINCT
-/// every distinct value with its count, and floating-point sums do not
-/// undo exactly.
-fn retract_refusal(agg: &AggregateExec) -> Result<Option<String>> {
-    use datafusion::physical_expr::expressions::CastExpr;
-    let input = agg.input().schema();
-    for a in agg.aggr_expr() {
-        let name = a.fun().name().to_ascii_lowercase();
-        if name == "min" || name == "max" {
-            return Ok(Some(format!(
-                "{name} (a retracted extreme would need every value of its group)"
-            )));
-        }
-        if a.is_distinct() {
-            return Ok(Some(format!("{name}(DISTINCT)")));
-        }
-        for e in a.expressions() {
-            // avg of an integer is planned as avg of its cast to double;
-            // a double holding integer sums stays exact up to 2^53
-            let inner = match e.downcast_ref::<CastExpr>() {
-                Some(c) => c.expr(),
-                None => &e,
-            };
-            let ty = inner.data_type(&input)?;
-            if ty.is_floating() {
-                return Ok(Some(format!(
-                    "{name} of a floating-point value (float addition does not undo exactly)"
-                )));
-            }
-        }
-        if !a.create_sliding_accumulator()?.supports_retract_batch() {
-            return Ok(Some(format!("{name} (its accumulator cannot retract)")));
-        }
-    }
-    Ok(None)
 }
 
 fn output_columns(schema: &SchemaRef) -> Result<Vec<ColumnDef>> {

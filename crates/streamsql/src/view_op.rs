@@ -32,8 +32,8 @@ use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
-use eddy_common::{ColumnDef, ColumnType, Orientation, Row, Value};
-use eddy_storage::{CreateTable, Engine, OnConflict, Table, WriteOp};
+use eddy_common::{ColumnType, Row, Value};
+use eddy_storage::{Engine, OnConflict, Table, WriteOp};
 use eddy_stream::operator::sink::FINAL_TAG;
 use eddy_stream::operator::{Emitter, Operator};
 use eddy_stream::types::{downcast, AnyBatch, CheckpointId};
@@ -43,79 +43,32 @@ use crate::batch::{from_ipc, to_ipc, ArrowBatch};
 use crate::error::{Result, StreamSqlError};
 use crate::plan::ViewPlan;
 use crate::stages::{eval, run_masked, run_stage};
+pub use crate::view_stats::{ViewStats, ViewStatsReport};
+pub use crate::view_tables::{
+    checkpoint_table, committed_checkpoint, position_column, view_table, CHECKPOINT_TABLE,
+};
 use crate::watermark::{ClockState, EventClock};
 use crate::window::{assign, EmitMode};
 
-/// The table every committed checkpoint is recorded in.
-pub const CHECKPOINT_TABLE: &str = "eddy_stream_checkpoints";
-
-/// The definition of the checkpoint table.
-pub fn checkpoint_table() -> CreateTable {
-    CreateTable {
-        name: CHECKPOINT_TABLE.into(),
-        columns: vec![
-            ColumnDef::new("job", ColumnType::Text, false),
-            ColumnDef::new("checkpoint", ColumnType::BigInt, false),
-            ColumnDef::new("source_rows", ColumnType::BigInt, false),
-            ColumnDef::new("committed_at", ColumnType::Timestamp, false),
-            position_column(),
-        ],
-        primary_key: vec![0],
-        distribution_key: vec![0],
-        orientation: Orientation::Row,
-        table_group: None,
-        shard_count: None,
-        checks: Vec::new(),
-    }
-}
-
-/// The checkpoint table's last column: a change-log source's cut
-/// (`shard:lsn,...`), null for other sources. Added to checkpoint tables
-/// created before it existed.
-pub fn position_column() -> ColumnDef {
-    ColumnDef::new("source_position", ColumnType::Text, true)
-}
-
-/// The definition of view `name`'s table: the query's columns, keyed and
-/// distributed by the GROUP BY columns (never null).
-pub fn view_table(name: &str, plan: &ViewPlan) -> CreateTable {
-    let mut columns = plan.columns.clone();
-    for k in &plan.primary_key {
-        if let Some(c) = columns.get_mut(*k) {
-            c.nullable = false;
-        }
-    }
-    CreateTable {
-        name: name.to_string(),
-        columns,
-        primary_key: plan.primary_key.clone(),
-        distribution_key: plan.primary_key.clone(),
-        orientation: Orientation::Row,
-        table_group: None,
-        shard_count: None,
-        checks: Vec::new(),
-    }
-}
-
 /// Changes of one checkpoint, not yet committed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Pending {
-    tag: u64,
-    source_rows: u64,
-    upserts: Vec<Row>,
+pub(crate) struct Pending {
+    pub(crate) tag: u64,
+    pub(crate) source_rows: u64,
+    pub(crate) upserts: Vec<Row>,
     /// Primary-key values of rows to delete.
-    deletes: Vec<Vec<Value>>,
+    pub(crate) deletes: Vec<Vec<Value>>,
     /// (arrival time in µs since the epoch, source rows) of the batches
     /// this change covers, for the freshness figure.
     #[serde(default)]
-    arrivals: Vec<(i64, u64)>,
+    pub(crate) arrivals: Vec<(i64, u64)>,
     /// Source rows dropped as late up to this change.
     #[serde(default)]
-    late_rows: u64,
+    pub(crate) late_rows: u64,
     /// The change-log source's cut this change reaches (see
     /// `changelog.rs`), recorded in the checkpoint row.
     #[serde(default)]
-    position: Option<String>,
+    pub(crate) position: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -152,87 +105,6 @@ pub struct ViewTarget {
     pub table: Arc<Table>,
     pub checkpoints: Arc<Table>,
     pub stats: Arc<ViewStats>,
-}
-
-/// What a view's commits report to `/metrics`.
-pub struct ViewStats {
-    inner: parking_lot::Mutex<StatsInner>,
-}
-
-struct StatsInner {
-    commits: u64,
-    rows_written: u64,
-    source_rows: u64,
-    late_rows: u64,
-    /// Microseconds from a source row's arrival at the view operator to
-    /// the commit that made its effect visible.
-    freshness: Option<hdrhistogram::Histogram<u64>>,
-}
-
-/// A snapshot of [`ViewStats`].
-#[derive(Debug, Clone, Default)]
-pub struct ViewStatsReport {
-    pub commits: u64,
-    pub rows_written: u64,
-    pub source_rows: u64,
-    /// Source rows dropped as late up to the last commit.
-    pub late_rows: u64,
-    /// (quantile, seconds) of the freshness distribution since start.
-    pub freshness: Vec<(f64, f64)>,
-    pub freshness_count: u64,
-}
-
-impl Default for ViewStats {
-    fn default() -> Self {
-        ViewStats {
-            inner: parking_lot::Mutex::new(StatsInner {
-                commits: 0,
-                rows_written: 0,
-                source_rows: 0,
-                late_rows: 0,
-                freshness: hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).ok(),
-            }),
-        }
-    }
-}
-
-impl ViewStats {
-    fn record(&self, p: &Pending, committed_at: i64) {
-        let mut s = self.inner.lock();
-        s.commits += 1;
-        s.rows_written += (p.upserts.len() + p.deletes.len()) as u64;
-        s.source_rows = p.source_rows;
-        s.late_rows = p.late_rows;
-        if let Some(h) = s.freshness.as_mut() {
-            for (arrived, rows) in &p.arrivals {
-                let micros = u64::try_from(committed_at.saturating_sub(*arrived)).unwrap_or(0);
-                let _ = h.record_n(micros.clamp(1, 3_600_000_000), *rows);
-            }
-        }
-    }
-
-    /// The figures so far.
-    pub fn report(&self) -> ViewStatsReport {
-        let s = self.inner.lock();
-        let (freshness, freshness_count) = match &s.freshness {
-            Some(h) if !h.is_empty() => (
-                [0.5, 0.9, 0.99, 0.999]
-                    .iter()
-                    .map(|q| (*q, h.value_at_quantile(*q) as f64 / 1e6))
-                    .collect(),
-                h.len(),
-            ),
-            _ => (Vec::new(), 0),
-        };
-        ViewStatsReport {
-            commits: s.commits,
-            rows_written: s.rows_written,
-            source_rows: s.source_rows,
-            late_rows: s.late_rows,
-            freshness,
-            freshness_count,
-        }
-    }
 }
 
 /// Maintains one materialized view (parallelism 1).
@@ -278,16 +150,6 @@ fn now_micros() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-}
-
-/// The checkpoint job `job` last committed (-1: none).
-pub fn committed_checkpoint(checkpoints: &Table, job: &str) -> Result<i64> {
-    Ok(
-        match checkpoints.get(&[Value::Text(job.to_string())])?.as_deref() {
-            Some([_, Value::BigInt(n), ..]) => *n,
-            _ => -1,
-        },
-    )
 }
 
 impl ViewOperator {
