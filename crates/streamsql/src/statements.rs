@@ -529,6 +529,40 @@ mod tests {
     }
 
     #[test]
+    fn parses_a_change_log_source() {
+        let s = parse("CREATE SOURCE Log FROM TABLE public.Orders WITH (start = 'NOW')")
+            .expect("parse");
+        let StreamStatement::CreateSource { def, .. } = s else {
+            panic!("not a source: {s:?}");
+        };
+        assert_eq!(def.name, "log");
+        assert_eq!(def.connector, crate::changelog::CONNECTOR);
+        assert_eq!(def.options["table"], "orders");
+        assert_eq!(def.options["start"], "NOW");
+        assert!(def.columns.is_empty(), "filled in from the table at CREATE");
+        let s = parse("CREATE SOURCE log FROM TABLE t").expect("parse");
+        let StreamStatement::CreateSource { def, .. } = s else {
+            panic!("not a source: {s:?}");
+        };
+        assert_eq!(def.options.len(), 1);
+        for (sql, not_supported) in [
+            (
+                "CREATE SOURCE l FROM TABLE t WITH (start = '0/16B3748')",
+                true,
+            ),
+            ("CREATE SOURCE l FROM TABLE t WITH (start = 'later')", false),
+            ("CREATE SOURCE l FROM TABLE t WITH (format = 'json')", false),
+            ("CREATE SOURCE l (a int) WITH (connector = 'table')", false),
+        ] {
+            match parse(sql) {
+                Err(StreamSqlError::NotSupported(_)) if not_supported => {}
+                Err(StreamSqlError::InvalidOption(_)) if !not_supported => {}
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn refuses_what_it_cannot_honour() {
         for sql in [
             "CREATE SINK k FROM v WITH (connector='kafka')",
