@@ -79,7 +79,13 @@ impl StreamManager {
     pub fn start(engine: Arc<Engine>, data_dir: &Path) -> Result<Arc<StreamManager>> {
         let dir = data_dir.join("stream");
         std::fs::create_dir_all(dir.join("jobs")).map_err(|e| io(&dir, e))?;
-        let checkpoints = Mutex::new(engine.table(CHECKPOINT_TABLE));
+        let checkpoints = Mutex::new(match engine.table(CHECKPOINT_TABLE) {
+            // made before change-log sources recorded their position
+            Some(t) if t.def().columns.len() == 4 => {
+                Some(engine.add_column(CHECKPOINT_TABLE, crate::view_op::position_column())?)
+            }
+            other => other,
+        });
         let file: CatalogFile = match std::fs::read(dir.join("catalog.json")) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
                 StreamSqlError::State(format!("{}/catalog.json: {e}", dir.display()))
@@ -304,10 +310,6 @@ impl StreamManager {
             return Ok(Arc::clone(t));
         }
         let t = match self.engine.table(CHECKPOINT_TABLE) {
-            // created before change-log sources recorded their position
-            Some(t) if t.def().columns.len() == 4 => self
-                .engine
-                .add_column(CHECKPOINT_TABLE, crate::view_op::position_column())?,
             Some(t) => t,
             None => self.engine.create_table(checkpoint_table())?,
         };

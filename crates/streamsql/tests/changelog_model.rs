@@ -312,3 +312,45 @@ fn a_group_whose_rows_are_all_deleted_leaves_the_view() {
         },
     ]);
 }
+
+#[test]
+fn a_checkpoint_table_from_before_positions_gains_the_column_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = EngineConfig::new(dir.path());
+    cfg.sync = false;
+    let engine = Engine::open(cfg).expect("engine");
+    let mut old = checkpoint_table();
+    old.columns.pop();
+    let t = engine.create_table(old).expect("old checkpoint table");
+    engine
+        .commit(vec![(
+            t,
+            vec![WriteOp::Insert {
+                row: vec![
+                    Value::Text("v".into()),
+                    Value::BigInt(3),
+                    Value::BigInt(10),
+                    Value::Timestamp(0),
+                ],
+                on_conflict: OnConflict::Error,
+            }],
+        )])
+        .expect("an old checkpoint row");
+    let _manager =
+        eddy_streamsql::StreamManager::start(Arc::clone(&engine), dir.path()).expect("start");
+    let t = engine
+        .table(eddy_streamsql::view_op::CHECKPOINT_TABLE)
+        .expect("table");
+    assert_eq!(t.def().columns.len(), 5);
+    assert_eq!(
+        t.get(&[Value::Text("v".into())]).expect("get"),
+        Some(vec![
+            Value::Text("v".into()),
+            Value::BigInt(3),
+            Value::BigInt(10),
+            Value::Timestamp(0),
+            Value::Null
+        ]),
+        "the old row reads with a NULL position"
+    );
+}
