@@ -120,9 +120,20 @@ pub struct PgCatalogSchema {
     database: String,
     /// Every role (`pg_roles`, `pg_auth_members`, owners and ACLs).
     roles: Arc<crate::roles::Roles>,
+    /// The stream layer, whose sources `pg_class` lists.
+    streams: Option<Arc<dyn crate::streams::StreamStatements>>,
 }
 
 impl PgCatalogSchema {
+    /// Lists the stream layer's sources too (as views).
+    pub fn with_streams(
+        mut self,
+        streams: Option<Arc<dyn crate::streams::StreamStatements>>,
+    ) -> PgCatalogSchema {
+        self.streams = streams;
+        self
+    }
+
     pub fn new(
         engine: Arc<Engine>,
         sequences: Arc<Sequences>,
@@ -134,6 +145,7 @@ impl PgCatalogSchema {
             sequences,
             database: database.to_string(),
             roles,
+            streams: None,
         }
     }
 }
@@ -201,7 +213,12 @@ impl SchemaProvider for PgCatalogSchema {
             roles: &roles,
             public_create: self.roles.public_schema_create(),
         };
-        let t = build_pg_table(name, &tables, &sequences, &self.database, user)?;
+        let sources = self
+            .streams
+            .as_ref()
+            .map(|s| s.relations())
+            .unwrap_or_default();
+        let t = build_pg_table(name, &tables, &sequences, &sources, &self.database, user)?;
         Ok(Some(Arc::new(t)))
     }
 
@@ -396,10 +413,16 @@ fn text_list(items: &[String]) -> S {
     S::List(S::new_list_nullable(&v, &DataType::Utf8))
 }
 
+/// OID of the `n`th stream source (sorted by name), above every table's.
+fn source_oid(n: usize) -> i64 {
+    1_000_000_000 + n as i64
+}
+
 fn build_pg_table(
     name: &str,
     tables: &[Arc<Table>],
     sequences: &[(SequenceDef, Option<i64>)],
+    sources: &[crate::streams::StreamRelation],
     database: &str,
     current: CurrentUser<'_>,
 ) -> datafusion::error::Result<MemTable> {
@@ -448,6 +471,41 @@ fn build_pg_table(
                     s("p"),
                     s("S"),
                     i2(3),
+                    i2(0),
+                    b(false),
+                    b(false),
+                    b(false),
+                    b(false),
+                    b(false),
+                    b(true),
+                    s("n"),
+                    b(false),
+                    i(0),
+                    null_text(),
+                    null_text(),
+                    null_text(),
+                ]);
+            }
+            for (n, src) in sources.iter().enumerate() {
+                rows.push(vec![
+                    i(source_oid(n)),
+                    s(&src.name),
+                    i(NS_PUBLIC),
+                    i(0),
+                    i(0),
+                    i(SUPERUSER_OID),
+                    i(0),
+                    i(0),
+                    i(0),
+                    i4(0),
+                    f4(0.0),
+                    i4(0),
+                    i(0),
+                    b(false),
+                    b(false),
+                    s("p"),
+                    s("v"),
+                    i2(src.columns.len() as i16),
                     i2(0),
                     b(false),
                     b(false),
@@ -574,6 +632,32 @@ fn build_pg_table(
         }
         "pg_attribute" => {
             let mut rows = Vec::new();
+            for (n, src) in sources.iter().enumerate() {
+                for (a, (col, ty)) in src.columns.iter().enumerate() {
+                    let o = oid_for_column_type(*ty);
+                    rows.push(vec![
+                        i(source_oid(n)),
+                        s(col),
+                        i(o as i64),
+                        i2(pg_typlen(o)),
+                        i2(a as i16 + 1),
+                        i4(typmod_of(*ty)),
+                        b(false),
+                        b(false),
+                        b(false),
+                        s(""),
+                        s(""),
+                        b(false),
+                        b(true),
+                        i(0),
+                        i4(0),
+                        b(pg_typlen(o) > 0 && pg_typlen(o) <= 8),
+                        s(if pg_typlen(o) > 0 { "p" } else { "x" }),
+                        s(""),
+                        i4(-1),
+                    ]);
+                }
+            }
             for t in tables {
                 let d = t.def();
                 for (n, c) in d.columns.iter().enumerate() {

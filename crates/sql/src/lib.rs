@@ -52,4 +52,4 @@ pub mod udf_args;
 
 pub use error::{Result, SqlError};
 pub use session::{Database, Output, Prepared, ResultColumn, Session};
-pub use streams::StreamStatements;
+pub use streams::{StreamRelation, StreamStatements};

@@ -361,12 +361,15 @@ impl Session {
         )?;
         catalog.register_schema(
             "pg_catalog",
-            Arc::new(PgCatalogSchema::new(
-                Arc::clone(&db.engine),
-                Arc::clone(&db.sequences),
-                &db.name,
-                Arc::clone(&db.roles),
-            )),
+            Arc::new(
+                PgCatalogSchema::new(
+                    Arc::clone(&db.engine),
+                    Arc::clone(&db.sequences),
+                    &db.name,
+                    Arc::clone(&db.roles),
+                )
+                .with_streams(db.streams.clone()),
+            ),
         )?;
         let dml_schema = Arc::new(MemorySchemaProvider::new());
         catalog.register_schema(

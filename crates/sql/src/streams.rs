@@ -30,6 +30,24 @@ pub trait StreamStatements: Send + Sync {
     fn result_schema(&self, sql: &str) -> Result<datafusion::arrow::datatypes::SchemaRef>;
     /// Whether `table` is written only by a stream job.
     fn owns_table(&self, table: &str) -> bool;
+    /// The stream relations that are not tables (sources), for
+    /// `pg_catalog` (psql's `\d` lists them as views: they can be read by
+    /// views only and never written).
+    fn relations(&self) -> Vec<StreamRelation> {
+        Vec::new()
+    }
+    /// The stream objects that read `table` (a change-log source of it, a
+    /// view that lookup-joins it): dropping or reshaping it is refused.
+    fn readers_of(&self, _table: &str) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// A stream relation as `pg_catalog` shows it.
+#[derive(Debug, Clone)]
+pub struct StreamRelation {
+    pub name: String,
+    pub columns: Vec<(String, eddy_common::ColumnType)>,
 }
 
 /// The tables `stmt` would write, alter or drop.
@@ -78,6 +96,32 @@ pub fn check_writable(streams: Option<&dyn StreamStatements>, stmt: &Statement) 
             return Err(crate::SqlError::WrongObjectType(format!(
                 "cannot change materialized view \"{t}\": it is written only by its stream job"
             )));
+        }
+    }
+    // a stream object reads the table by name and by its columns: DROP
+    // and ALTER (but adding a column) would break it
+    let reshapes = match stmt {
+        Statement::Drop { object_type, .. } => {
+            *object_type == datafusion::sql::sqlparser::ast::ObjectType::Table
+        }
+        Statement::AlterTable(at) => !at.operations.iter().all(|op| {
+            matches!(
+                op,
+                datafusion::sql::sqlparser::ast::AlterTableOperation::AddColumn { .. }
+            )
+        }),
+        _ => false,
+    };
+    if reshapes {
+        for t in written_tables(stmt) {
+            let readers = s.readers_of(&t);
+            if !readers.is_empty() {
+                return Err(crate::SqlError::DependentObjects(format!(
+                    "cannot drop or alter table \"{t}\": {} read{} it (drop them first)",
+                    readers.join(", "),
+                    if readers.len() == 1 { "s" } else { "" }
+                )));
+            }
         }
     }
     Ok(())

@@ -4,6 +4,9 @@
 //! * [`statements`]: `CREATE SOURCE`, `CREATE MATERIALIZED VIEW`, `DROP
 //!   SOURCE | MATERIALIZED VIEW`, `SHOW SOURCES | MATERIALIZED VIEWS | JOBS`,
 //!   recognised and parsed on sqlparser's tokens and AST;
+//! * [`changelog`]: change-log sources (`CREATE SOURCE s FROM TABLE t`), a
+//!   table's committed changes as insertions and retractions, read as the
+//!   difference between consistent cuts and resumable from a checkpoint;
 //! * [`datagen`]: the `datagen` connector, a deterministic, replayable
 //!   generator of Arrow batches;
 //! * [`plan`]: a view's query planned by DataFusion (the same SQL front end,
@@ -14,6 +17,8 @@
 //!   dropped, row by row) and `TUMBLE` / `HOP` windows in FROM, bound on
 //!   the AST; a view emits on update or `EMIT ON WINDOW CLOSE`, and drops
 //!   the state of windows the watermark has closed;
+//! * [`lookup`]: stream-table lookup joins (each source row joined with the
+//!   table's row under its key when it is processed, never revised);
 //! * [`view_op`]: the operator that runs a view in the stream engine
 //!   (`eddy-stream`) and commits its changes into the view's table;
 //! * [`manager`]: the catalog of sources and views (tables
@@ -33,14 +38,19 @@
 //!   committed only if the checkpoint row shows they were not.
 
 pub mod batch;
+pub mod changelog;
 pub mod datagen;
 pub mod error;
+pub mod lookup;
 pub mod manager;
 pub mod plan;
+pub mod source_scan;
 pub mod stages;
 pub mod statements;
 pub mod status;
 pub mod view_op;
+pub mod view_stats;
+pub mod view_tables;
 pub mod watermark;
 pub mod window;
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::physical_plan::memory::MemoryStream;
-use eddy_common::Value;
+use eddy_common::{ColumnType, Value};
 use eddy_sql::{Output, SqlError, StreamStatements};
 use eddy_storage::{Engine, Table, WriteOp};
 use eddy_stream::api::StreamEnv;
@@ -30,9 +30,10 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::batch::ArrowBatch;
+use crate::changelog::ChangeLogSpec;
 use crate::datagen::DatagenSpec;
 use crate::error::{Result, StreamSqlError};
-use crate::plan::{plan_view_with, ViewPlan};
+use crate::plan::{plan_view_over, Stage, ViewPlan};
 use crate::statements::{self, SourceDef, StreamStatement, ViewDef};
 use crate::view_op::{
     checkpoint_table, committed_checkpoint, view_table, ViewOperator, ViewStats, ViewStatsReport,
@@ -78,7 +79,13 @@ impl StreamManager {
     pub fn start(engine: Arc<Engine>, data_dir: &Path) -> Result<Arc<StreamManager>> {
         let dir = data_dir.join("stream");
         std::fs::create_dir_all(dir.join("jobs")).map_err(|e| io(&dir, e))?;
-        let checkpoints = Mutex::new(engine.table(CHECKPOINT_TABLE));
+        let checkpoints = Mutex::new(match engine.table(CHECKPOINT_TABLE) {
+            // made before change-log sources recorded their position
+            Some(t) if t.def().columns.len() == 4 => {
+                Some(engine.add_column(CHECKPOINT_TABLE, crate::view_op::position_column())?)
+            }
+            other => other,
+        });
         let file: CatalogFile = match std::fs::read(dir.join("catalog.json")) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
                 StreamSqlError::State(format!("{}/catalog.json: {e}", dir.display()))
@@ -160,11 +167,19 @@ impl StreamManager {
     fn source_schemas(cat: &Catalog) -> Result<Vec<(String, SchemaRef)>> {
         cat.sources
             .values()
-            .map(|s| Ok((s.name.clone(), datagen_spec(s)?.schema())))
+            .map(|s| {
+                let schema = if is_change_log(s) {
+                    ChangeLogSpec::new(&s.columns, &s.options)?.schema()
+                } else {
+                    datagen_spec(s)?.schema()
+                };
+                Ok((s.name.clone(), schema))
+            })
             .collect()
     }
 
     fn plan(
+        engine: &Engine,
         cat: &Catalog,
         def: &ViewDef,
     ) -> Result<(ViewPlan, Box<datafusion::sql::sqlparser::ast::Query>)> {
@@ -180,7 +195,36 @@ impl StreamManager {
             .values()
             .filter_map(|s| s.watermark.clone().map(|w| (s.name.clone(), w)))
             .collect();
-        let plan = plan_view_with(&query, &Self::source_schemas(cat)?, &watermarks, emit)?;
+        let tables = |name: &str| {
+            if name == CHECKPOINT_TABLE {
+                return None;
+            }
+            engine.table(name).map(|t| Arc::clone(t.def()))
+        };
+        let mut plan = plan_view_over(
+            &query,
+            &Self::source_schemas(cat)?,
+            &watermarks,
+            emit,
+            &tables,
+        )?;
+        let lookups = plan.pre.iter().any(|s| matches!(s, Stage::Lookup(_)));
+        if cat.sources.get(&plan.source).is_some_and(is_change_log) {
+            if lookups {
+                return Err(StreamSqlError::NotSupported(
+                    "a lookup join over a change-log source is not supported: a retraction \
+                     would look up a different row than its insertion did"
+                        .into(),
+                ));
+            }
+            if let Some(why) = &plan.retract_refusal {
+                return Err(StreamSqlError::NotSupported(format!(
+                    "a materialized view over a change-log source cannot keep {why} exactly \
+                     (supported: count, and sum/avg of integer or numeric values)"
+                )));
+            }
+            plan.retractions = true;
+        }
         Ok((plan, query))
     }
 
@@ -188,12 +232,28 @@ impl StreamManager {
         let stats = cat.stats.entry(def.name.clone()).or_default();
         let stats = Arc::clone(stats);
         let stats = &stats;
-        let (plan, _) = Self::plan(cat, def)?;
+        let (plan, _) = Self::plan(&self.engine, cat, def)?;
         let source = cat
             .sources
             .get(&plan.source)
             .ok_or_else(|| StreamSqlError::Undefined("source", plan.source.clone()))?;
-        let spec = Arc::new(datagen_spec(source)?);
+        for stage in &plan.pre {
+            if let Stage::Lookup(join) = stage {
+                let table = self
+                    .engine
+                    .table(&join.table)
+                    .ok_or_else(|| StreamSqlError::Undefined("table", join.table.clone()))?;
+                join.bind(table);
+            }
+        }
+        let source = if is_change_log(source) {
+            JobSource::ChangeLog(Arc::new(ChangeLogSpec::new(
+                &source.columns,
+                &source.options,
+            )?))
+        } else {
+            JobSource::Datagen(Arc::new(datagen_spec(source)?))
+        };
         let table = self
             .engine
             .table(&def.name)
@@ -214,10 +274,18 @@ impl StreamManager {
             ..JobConfig::default()
         };
         let env = StreamEnv::new(config);
-        let stream = env
-            .add_source::<ArrowBatch, _>(&format!("source {}", plan.source), move |i| {
-                Ok(spec.reader(i))
-            });
+        let source_name = format!("source {}", plan.source);
+        let stream = match source {
+            JobSource::Datagen(spec) => {
+                env.add_source::<ArrowBatch, _>(&source_name, move |i| Ok(spec.reader(i)))
+            }
+            JobSource::ChangeLog(spec) => {
+                let engine = Arc::clone(&self.engine);
+                env.add_source::<ArrowBatch, _>(&source_name, move |_| {
+                    Ok(spec.reader(Arc::clone(&engine))?)
+                })
+            }
+        };
         let plan = Arc::new(plan);
         let inject = std::env::var(INJECT_PANIC_ENV)
             .ok()
@@ -261,8 +329,13 @@ impl StreamManager {
         }
     }
 
-    fn create_source(&self, def: SourceDef, if_not_exists: bool) -> Result<Output> {
-        datagen_spec(&def)?;
+    fn create_source(&self, mut def: SourceDef, if_not_exists: bool) -> Result<Output> {
+        if is_change_log(&def) {
+            def.columns = self.change_log_columns(&def)?;
+            ChangeLogSpec::new(&def.columns, &def.options)?;
+        } else {
+            datagen_spec(&def)?;
+        }
         let mut cat = self.catalog.lock();
         if let Some(kind) = self.name_taken(&cat, &def.name) {
             if if_not_exists && kind == "source" {
@@ -275,6 +348,26 @@ impl StreamManager {
         Ok(Output::Command("CREATE SOURCE".into()))
     }
 
+    /// The columns of a change-log source: its table's, at CREATE SOURCE.
+    fn change_log_columns(&self, def: &SourceDef) -> Result<Vec<(String, ColumnType)>> {
+        let name = def.options.get("table").cloned().unwrap_or_default();
+        if name == CHECKPOINT_TABLE {
+            return Err(StreamSqlError::NotSupported(format!(
+                "a change-log source of the system table \"{name}\" is not supported"
+            )));
+        }
+        let table = self
+            .engine
+            .table(&name)
+            .ok_or_else(|| StreamSqlError::Undefined("table", name.clone()))?;
+        Ok(table
+            .def()
+            .columns
+            .iter()
+            .map(|c| (c.name.clone(), c.ty))
+            .collect())
+    }
+
     fn create_view(&self, mut def: ViewDef, if_not_exists: bool) -> Result<Output> {
         let mut cat = self.catalog.lock();
         if let Some(kind) = self.name_taken(&cat, &def.name) {
@@ -283,7 +376,7 @@ impl StreamManager {
             }
             return Err(StreamSqlError::Duplicate(kind, def.name));
         }
-        let (plan, _) = Self::plan(&cat, &def)?;
+        let (plan, _) = Self::plan(&self.engine, &cat, &def)?;
         def.source = plan.source.clone();
         self.engine.create_table(view_table(&def.name, &plan))?;
         cat.views.insert(def.name.clone(), def.clone());
@@ -455,7 +548,7 @@ impl StreamManager {
                     (Some(h), None) => status_text(&h.status()),
                     (None, None) => "stopped".to_string(),
                 };
-                let plan = Self::plan(&cat, v).ok().map(|(plan, _)| plan);
+                let plan = Self::plan(&self.engine, &cat, v).ok().map(|(plan, _)| plan);
                 let checkpoint = checkpoints
                     .as_ref()
                     .and_then(|t| t.get(&[Value::Text(v.name.clone())]).ok().flatten());
@@ -600,6 +693,17 @@ fn status_text(s: &JobStatus) -> String {
     }
 }
 
+/// What a view's job reads.
+enum JobSource {
+    Datagen(Arc<DatagenSpec>),
+    ChangeLog(Arc<ChangeLogSpec>),
+}
+
+/// Whether `s` is a change-log source (`CREATE SOURCE ... FROM TABLE`).
+fn is_change_log(s: &SourceDef) -> bool {
+    s.connector == crate::changelog::CONNECTOR
+}
+
 /// The checked datagen definition of a source.
 fn datagen_spec(s: &SourceDef) -> Result<DatagenSpec> {
     if s.connector != "datagen" {
@@ -626,5 +730,40 @@ impl StreamStatements for StreamManager {
 
     fn owns_table(&self, table: &str) -> bool {
         table == CHECKPOINT_TABLE || self.catalog.lock().views.contains_key(table)
+    }
+
+    fn readers_of(&self, table: &str) -> Vec<String> {
+        let cat = self.catalog.lock();
+        let mut readers: Vec<String> = cat
+            .sources
+            .values()
+            .filter(|s| is_change_log(s) && s.options.get("table").is_some_and(|t| t == table))
+            .map(|s| format!("source {}", s.name))
+            .collect();
+        for v in cat.views.values() {
+            let Ok((plan, _)) = Self::plan(&self.engine, &cat, v) else {
+                continue;
+            };
+            let looks_up = plan
+                .pre
+                .iter()
+                .any(|s| matches!(s, Stage::Lookup(j) if j.table == table));
+            if looks_up {
+                readers.push(format!("materialized view {}", v.name));
+            }
+        }
+        readers
+    }
+
+    fn relations(&self) -> Vec<eddy_sql::StreamRelation> {
+        self.catalog
+            .lock()
+            .sources
+            .values()
+            .map(|s| eddy_sql::StreamRelation {
+                name: s.name.clone(),
+                columns: s.columns.clone(),
+            })
+            .collect()
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! The query is planned with the SQL layer's rules (PostgreSQL output names,
 //! checked integer arithmetic) over the view's one source, registered as a
-//! table whose scan is the marker [`SourceScanExec`]. The physical plan must
+//! table whose scan is the marker `SourceScanExec` (`source_scan.rs`). The physical plan must
 //! have the shape
 //!
 //! ```text
@@ -31,30 +31,25 @@
 use std::fmt;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::datasource::TableType;
-use datafusion::execution::{SendableRecordBatchStream, SessionStateBuilder, TaskContext};
-use datafusion::logical_expr::Expr;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::CooperativeExec;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::sqlparser::ast::{Query, Statement};
-use eddy_common::{ColumnDef, ColumnType};
+use eddy_common::{ColumnDef, ColumnType, TableDef};
 
 use crate::error::{Result, StreamSqlError};
+use crate::lookup::{LookupJoin, LookupTable};
+use crate::source_scan::{SourceScanExec, SourceTable};
 use crate::watermark::WatermarkDef;
 use crate::window::{bind_windows, window_end_key, EmitMode, WindowEndKey, WindowSpec};
 
@@ -75,6 +70,8 @@ pub enum Stage {
         exprs: Vec<Arc<dyn PhysicalExpr>>,
         schema: SchemaRef,
     },
+    /// Join each row with a table's row under its key (`lookup.rs`).
+    Lookup(Arc<LookupJoin>),
 }
 
 /// A view's query cut into incremental parts.
@@ -100,6 +97,12 @@ pub struct ViewPlan {
     pub primary_key: Vec<usize>,
     /// Watermark, window and emit mode.
     pub time: EventTimePlan,
+    /// Why the aggregates cannot take retractions exactly (`None`: they
+    /// can), checked when the source is a change log.
+    pub retract_refusal: Option<String>,
+    /// The source is a change log: batches carry a sign column, groups
+    /// count their live rows, accumulators take retractions.
+    pub retractions: bool,
 }
 
 /// What a view does with event time (all `None`: nothing).
@@ -116,108 +119,6 @@ pub struct EventTimePlan {
     /// told (and their state dropped).
     pub window_end: Option<WindowEndKey>,
     pub emit: EmitMode,
-}
-
-/// The leaf the view's source is planned as. Never executed: the view
-/// operator feeds the stages above it batch by batch.
-#[derive(Debug)]
-pub struct SourceScanExec {
-    source: String,
-    /// The window this scan assigns, and the windowed schema.
-    window: Option<(WindowSpec, SchemaRef)>,
-    projection: Option<Vec<usize>>,
-    limit: Option<usize>,
-    props: Arc<PlanProperties>,
-}
-
-impl DisplayAs for SourceScanExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "SourceScanExec: source={}", self.source)
-    }
-}
-
-impl ExecutionPlan for SourceScanExec {
-    fn name(&self) -> &str {
-        "SourceScanExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.props
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> datafusion::error::Result<TreeNodeRecursion>,
-    ) -> datafusion::error::Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
-
-    fn execute(
-        &self,
-        _partition: usize,
-        _context: Arc<TaskContext>,
-    ) -> datafusion::error::Result<SendableRecordBatchStream> {
-        Err(datafusion::error::DataFusionError::NotImplemented(format!(
-            "source \"{}\" is read only by materialized views",
-            self.source
-        )))
-    }
-}
-
-/// A source as a table of the planning session.
-#[derive(Debug)]
-struct SourceTable {
-    name: String,
-    schema: SchemaRef,
-    window: Option<WindowSpec>,
-}
-
-#[async_trait]
-impl TableProvider for SourceTable {
-    fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.schema)
-    }
-
-    fn table_type(&self) -> TableType {
-        TableType::Base
-    }
-
-    async fn scan(
-        &self,
-        _state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        limit: Option<usize>,
-    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        let schema = match projection {
-            Some(p) => Arc::new(self.schema.project(p)?),
-            None => Arc::clone(&self.schema),
-        };
-        let props = PlanProperties::new(
-            EquivalenceProperties::new(schema),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        );
-        Ok(Arc::new(SourceScanExec {
-            source: self.name.clone(),
-            window: self.window.clone().map(|w| (w, Arc::clone(&self.schema))),
-            projection: projection.cloned(),
-            limit,
-            props: Arc::new(props),
-        }))
-    }
 }
 
 fn unsupported(what: impl fmt::Display) -> StreamSqlError {
@@ -240,6 +141,18 @@ pub fn plan_view_with(
     sources: &[(String, SchemaRef)],
     watermarks: &[(String, WatermarkDef)],
     emit: EmitMode,
+) -> Result<ViewPlan> {
+    plan_view_over(query, sources, watermarks, emit, &|_| None)
+}
+
+/// [`plan_view_with`], where a name that is no source is looked up in
+/// `tables` (its definition: the view may lookup-join it, `lookup.rs`).
+pub fn plan_view_over(
+    query: &Query,
+    sources: &[(String, SchemaRef)],
+    watermarks: &[(String, WatermarkDef)],
+    emit: EmitMode,
+    tables: &dyn Fn(&str) -> Option<Arc<TableDef>>,
 ) -> Result<ViewPlan> {
     let config = SessionConfig::new()
         .with_target_partitions(1)
@@ -287,8 +200,14 @@ pub fn plan_view_with(
     for t in state.resolve_table_references(&df_stmt)? {
         let known = sources.iter().any(|(name, _)| name == t.table())
             || windows.iter().any(|w| w.table == t.table());
-        if !known {
-            return Err(StreamSqlError::Undefined("source", t.table().to_string()));
+        if known {
+            continue;
+        }
+        match tables(t.table()) {
+            Some(def) => {
+                ctx.register_table(t.clone(), Arc::new(LookupTable::new(def)))?;
+            }
+            None => return Err(StreamSqlError::Undefined("source", t.table().to_string())),
         }
     }
     let physical = futures::executor::block_on(async {
@@ -355,7 +274,7 @@ fn plan_event_time(
 }
 
 /// Skips nodes that change no values.
-fn skip_neutral(mut plan: &Arc<dyn ExecutionPlan>) -> &Arc<dyn ExecutionPlan> {
+pub(crate) fn skip_neutral(mut plan: &Arc<dyn ExecutionPlan>) -> &Arc<dyn ExecutionPlan> {
     loop {
         let neutral = plan.is::<CoalescePartitionsExec>()
             || plan.is::<RepartitionExec>()
@@ -453,6 +372,23 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
         if let Some(scan) = node.downcast_ref::<SourceScanExec>() {
             break scan;
         }
+        if let Some(join) = node.downcast_ref::<HashJoinExec>() {
+            let lookup = LookupJoin::of(join)?;
+            node = skip_neutral(if lookup.source_left() {
+                join.left()
+            } else {
+                join.right()
+            });
+            pre.push(Stage::Lookup(Arc::new(lookup)));
+            continue;
+        }
+        if node.name().contains("Join") {
+            return Err(StreamSqlError::NotSupported(format!(
+                "this join ({}) is not supported: a materialized view may lookup-join its \
+                 source with a table on the table's primary key",
+                node.name()
+            )));
+        }
         let stage = stage_of(node).ok_or_else(|| unsupported(node.name()))?;
         pre.push(stage);
         node = skip_neutral(only_child(node)?);
@@ -461,6 +397,7 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
     if scan.limit.is_some() {
         return Err(unsupported("LIMIT"));
     }
+    let retract_refusal = crate::changelog::retract_refusal(input_agg)?;
     let group_count = group_by.expr().len();
     let columns = output_columns(&output_schema)?;
     let primary_key = key_columns(
@@ -483,6 +420,8 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
             window: scan.window.clone(),
             ..EventTimePlan::default()
         },
+        retract_refusal,
+        retractions: false,
     })
 }
 

@@ -37,6 +37,7 @@ pub(crate) fn run_stage(stage: &Stage, batch: RecordBatch) -> Result<RecordBatch
             })
         }
         Stage::Project { exprs, schema } => project(exprs, schema, &batch),
+        Stage::Lookup(join) => join.run(batch),
     }
 }
 
@@ -74,6 +75,12 @@ pub(crate) fn run_masked(
                 }
             }
             Stage::Project { exprs, schema } => batch = project(exprs, schema, &batch)?,
+            // the planner puts joins below the aggregate only
+            Stage::Lookup(_) => {
+                return Err(StreamSqlError::Internal(
+                    "a lookup join after the aggregate".into(),
+                ))
+            }
         }
     }
     Ok((batch, mask))
@@ -105,6 +112,7 @@ pub(crate) fn trace_origins(
                         .and_then(|c| origin.get(c.index()).copied().flatten())
                 })
                 .collect(),
+            Stage::Lookup(join) => join.trace(origin),
         };
     }
     origin

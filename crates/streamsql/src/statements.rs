@@ -5,6 +5,8 @@
 //! CREATE SOURCE [IF NOT EXISTS] name (column type, ...
 //!         [, WATERMARK FOR ts AS ts - INTERVAL '5 seconds'])
 //!     WITH (connector = 'datagen', datagen.max.rows = 1000, ...);
+//! CREATE SOURCE [IF NOT EXISTS] name FROM TABLE table
+//!     [WITH (start = 'earliest' | 'now')];   -- the table's change log
 //! CREATE MATERIALIZED VIEW [IF NOT EXISTS] name
 //!     [WITH (checkpoint_interval_ms = 1000)] AS query [EMIT ON WINDOW CLOSE];
 //! DROP SOURCE [IF EXISTS] name;
@@ -299,6 +301,9 @@ fn parse_create_source(p: &mut Parser) -> Result<StreamStatement> {
     p.next_token(); // SOURCE (checked by kind_of)
     let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
     let name = object_name(&p.parse_object_name(false).map_err(syntax)?)?;
+    if p.parse_keywords(&[Keyword::FROM, Keyword::TABLE]) {
+        return parse_change_log_source(p, name, if_not_exists);
+    }
     let (columns, constraints, watermark) = parse_source_columns(p)?;
     if !constraints.is_empty() {
         return Err(StreamSqlError::NotSupported(
@@ -332,6 +337,63 @@ fn parse_create_source(p: &mut Parser) -> Result<StreamStatement> {
         .map(|(column, expr)| WatermarkDef::bind(&column, &expr, &cols))
         .transpose()?;
     p.expect_keyword(Keyword::WITH).map_err(syntax)?;
+    let mut options = parse_with_options(p)?;
+    let connector = options.remove("connector").ok_or_else(|| {
+        StreamSqlError::InvalidOption("a source needs WITH (connector = '...')".into())
+    })?;
+    if connector.eq_ignore_ascii_case(crate::changelog::CONNECTOR) {
+        return Err(StreamSqlError::InvalidOption(
+            "connector 'table' is written CREATE SOURCE name FROM TABLE table".into(),
+        ));
+    }
+    Ok(StreamStatement::CreateSource {
+        def: SourceDef {
+            name,
+            columns: cols,
+            connector: connector.to_ascii_lowercase(),
+            options,
+            watermark,
+        },
+        if_not_exists,
+    })
+}
+
+/// `CREATE SOURCE name FROM TABLE table [WITH (start = '...')]`, after
+/// `FROM TABLE`: the columns are the table's, filled in by the manager.
+fn parse_change_log_source(
+    p: &mut Parser,
+    name: String,
+    if_not_exists: bool,
+) -> Result<StreamStatement> {
+    let table = object_name(&p.parse_object_name(false).map_err(syntax)?)?;
+    let mut options = if p.parse_keyword(Keyword::WITH) {
+        parse_with_options(p)?
+    } else {
+        BTreeMap::new()
+    };
+    if let Some(k) = options.keys().find(|k| k.as_str() != "start") {
+        return Err(StreamSqlError::InvalidOption(format!(
+            "unknown option {k} for a change-log source (supported: start)"
+        )));
+    }
+    if let Some(start) = options.get("start") {
+        crate::changelog::parse_start(start)?;
+    }
+    options.insert("table".into(), table);
+    Ok(StreamStatement::CreateSource {
+        def: SourceDef {
+            name,
+            columns: Vec::new(),
+            connector: crate::changelog::CONNECTOR.into(),
+            options,
+            watermark: None,
+        },
+        if_not_exists,
+    })
+}
+
+/// `(key = value, ...)` after WITH; keys lower-cased, each at most once.
+fn parse_with_options(p: &mut Parser) -> Result<BTreeMap<String, String>> {
     p.expect_token(&Token::LParen).map_err(syntax)?;
     let mut options = BTreeMap::new();
     loop {
@@ -363,19 +425,7 @@ fn parse_create_source(p: &mut Parser) -> Result<StreamStatement> {
         }
     }
     p.expect_token(&Token::RParen).map_err(syntax)?;
-    let connector = options.remove("connector").ok_or_else(|| {
-        StreamSqlError::InvalidOption("a source needs WITH (connector = '...')".into())
-    })?;
-    Ok(StreamStatement::CreateSource {
-        def: SourceDef {
-            name,
-            columns: cols,
-            connector: connector.to_ascii_lowercase(),
-            options,
-            watermark,
-        },
-        if_not_exists,
-    })
+    Ok(options)
 }
 
 /// Whether the unquoted word `word` comes `n` tokens ahead.
@@ -476,6 +526,40 @@ mod tests {
         assert_eq!(def.columns[0], ("id".to_string(), ColumnType::BigInt));
         assert_eq!(def.options["datagen.max.rows"], "100");
         assert_eq!(def.options["fields.id.kind"], "sequence");
+    }
+
+    #[test]
+    fn parses_a_change_log_source() {
+        let s = parse("CREATE SOURCE Log FROM TABLE public.Orders WITH (start = 'NOW')")
+            .expect("parse");
+        let StreamStatement::CreateSource { def, .. } = s else {
+            panic!("not a source: {s:?}");
+        };
+        assert_eq!(def.name, "log");
+        assert_eq!(def.connector, crate::changelog::CONNECTOR);
+        assert_eq!(def.options["table"], "orders");
+        assert_eq!(def.options["start"], "NOW");
+        assert!(def.columns.is_empty(), "filled in from the table at CREATE");
+        let s = parse("CREATE SOURCE log FROM TABLE t").expect("parse");
+        let StreamStatement::CreateSource { def, .. } = s else {
+            panic!("not a source: {s:?}");
+        };
+        assert_eq!(def.options.len(), 1);
+        for (sql, not_supported) in [
+            (
+                "CREATE SOURCE l FROM TABLE t WITH (start = '0/16B3748')",
+                true,
+            ),
+            ("CREATE SOURCE l FROM TABLE t WITH (start = 'later')", false),
+            ("CREATE SOURCE l FROM TABLE t WITH (format = 'json')", false),
+            ("CREATE SOURCE l (a int) WITH (connector = 'table')", false),
+        ] {
+            match parse(sql) {
+                Err(StreamSqlError::NotSupported(_)) if not_supported => {}
+                Err(StreamSqlError::InvalidOption(_)) if !not_supported => {}
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -179,6 +179,7 @@ fn stage_step(stage: &Stage, filter_word: &str) -> String {
     match stage {
         Stage::Filter { predicate, .. } => format!("{filter_word} {predicate}"),
         Stage::Project { exprs, .. } => format!("project {}", list(exprs)),
+        Stage::Lookup(join) => format!("lookup join {}", join.table),
     }
 }
 

@@ -32,8 +32,8 @@ use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
-use eddy_common::{ColumnDef, ColumnType, Orientation, Row, Value};
-use eddy_storage::{CreateTable, Engine, OnConflict, Table, WriteOp};
+use eddy_common::{ColumnType, Row, Value};
+use eddy_storage::{Engine, OnConflict, Table, WriteOp};
 use eddy_stream::operator::sink::FINAL_TAG;
 use eddy_stream::operator::{Emitter, Operator};
 use eddy_stream::types::{downcast, AnyBatch, CheckpointId};
@@ -43,67 +43,32 @@ use crate::batch::{from_ipc, to_ipc, ArrowBatch};
 use crate::error::{Result, StreamSqlError};
 use crate::plan::ViewPlan;
 use crate::stages::{eval, run_masked, run_stage};
+pub use crate::view_stats::{ViewStats, ViewStatsReport};
+pub use crate::view_tables::{
+    checkpoint_table, committed_checkpoint, position_column, view_table, CHECKPOINT_TABLE,
+};
 use crate::watermark::{ClockState, EventClock};
 use crate::window::{assign, EmitMode};
 
-/// The table every committed checkpoint is recorded in.
-pub const CHECKPOINT_TABLE: &str = "eddy_stream_checkpoints";
-
-/// The definition of the checkpoint table.
-pub fn checkpoint_table() -> CreateTable {
-    CreateTable {
-        name: CHECKPOINT_TABLE.into(),
-        columns: vec![
-            ColumnDef::new("job", ColumnType::Text, false),
-            ColumnDef::new("checkpoint", ColumnType::BigInt, false),
-            ColumnDef::new("source_rows", ColumnType::BigInt, false),
-            ColumnDef::new("committed_at", ColumnType::Timestamp, false),
-        ],
-        primary_key: vec![0],
-        distribution_key: vec![0],
-        orientation: Orientation::Row,
-        table_group: None,
-        shard_count: None,
-        checks: Vec::new(),
-    }
-}
-
-/// The definition of view `name`'s table: the query's columns, keyed and
-/// distributed by the GROUP BY columns (never null).
-pub fn view_table(name: &str, plan: &ViewPlan) -> CreateTable {
-    let mut columns = plan.columns.clone();
-    for k in &plan.primary_key {
-        if let Some(c) = columns.get_mut(*k) {
-            c.nullable = false;
-        }
-    }
-    CreateTable {
-        name: name.to_string(),
-        columns,
-        primary_key: plan.primary_key.clone(),
-        distribution_key: plan.primary_key.clone(),
-        orientation: Orientation::Row,
-        table_group: None,
-        shard_count: None,
-        checks: Vec::new(),
-    }
-}
-
 /// Changes of one checkpoint, not yet committed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Pending {
-    tag: u64,
-    source_rows: u64,
-    upserts: Vec<Row>,
+pub(crate) struct Pending {
+    pub(crate) tag: u64,
+    pub(crate) source_rows: u64,
+    pub(crate) upserts: Vec<Row>,
     /// Primary-key values of rows to delete.
-    deletes: Vec<Vec<Value>>,
+    pub(crate) deletes: Vec<Vec<Value>>,
     /// (arrival time in µs since the epoch, source rows) of the batches
     /// this change covers, for the freshness figure.
     #[serde(default)]
-    arrivals: Vec<(i64, u64)>,
+    pub(crate) arrivals: Vec<(i64, u64)>,
     /// Source rows dropped as late up to this change.
     #[serde(default)]
-    late_rows: u64,
+    pub(crate) late_rows: u64,
+    /// The change-log source's cut this change reaches (see
+    /// `changelog.rs`), recorded in the checkpoint row.
+    #[serde(default)]
+    pub(crate) position: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -117,6 +82,9 @@ struct Snapshot {
     /// checkpoints written before watermarks existed).
     #[serde(default)]
     clock: Option<ClockState>,
+    /// The change-log source's cut at this snapshot.
+    #[serde(default)]
+    position: Option<String>,
 }
 
 struct Group {
@@ -124,6 +92,9 @@ struct Group {
     dirty: bool,
     /// The end of the group's window, when the view tracks closed windows.
     window_end: Option<i64>,
+    /// Live rows (insertions minus retractions), over a change-log source:
+    /// a group at zero is deleted from the view.
+    rows: i64,
 }
 
 /// Where a view commits: the engine, its table and the checkpoint table.
@@ -134,87 +105,6 @@ pub struct ViewTarget {
     pub table: Arc<Table>,
     pub checkpoints: Arc<Table>,
     pub stats: Arc<ViewStats>,
-}
-
-/// What a view's commits report to `/metrics`.
-pub struct ViewStats {
-    inner: parking_lot::Mutex<StatsInner>,
-}
-
-struct StatsInner {
-    commits: u64,
-    rows_written: u64,
-    source_rows: u64,
-    late_rows: u64,
-    /// Microseconds from a source row's arrival at the view operator to
-    /// the commit that made its effect visible.
-    freshness: Option<hdrhistogram::Histogram<u64>>,
-}
-
-/// A snapshot of [`ViewStats`].
-#[derive(Debug, Clone, Default)]
-pub struct ViewStatsReport {
-    pub commits: u64,
-    pub rows_written: u64,
-    pub source_rows: u64,
-    /// Source rows dropped as late up to the last commit.
-    pub late_rows: u64,
-    /// (quantile, seconds) of the freshness distribution since start.
-    pub freshness: Vec<(f64, f64)>,
-    pub freshness_count: u64,
-}
-
-impl Default for ViewStats {
-    fn default() -> Self {
-        ViewStats {
-            inner: parking_lot::Mutex::new(StatsInner {
-                commits: 0,
-                rows_written: 0,
-                source_rows: 0,
-                late_rows: 0,
-                freshness: hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).ok(),
-            }),
-        }
-    }
-}
-
-impl ViewStats {
-    fn record(&self, p: &Pending, committed_at: i64) {
-        let mut s = self.inner.lock();
-        s.commits += 1;
-        s.rows_written += (p.upserts.len() + p.deletes.len()) as u64;
-        s.source_rows = p.source_rows;
-        s.late_rows = p.late_rows;
-        if let Some(h) = s.freshness.as_mut() {
-            for (arrived, rows) in &p.arrivals {
-                let micros = u64::try_from(committed_at.saturating_sub(*arrived)).unwrap_or(0);
-                let _ = h.record_n(micros.clamp(1, 3_600_000_000), *rows);
-            }
-        }
-    }
-
-    /// The figures so far.
-    pub fn report(&self) -> ViewStatsReport {
-        let s = self.inner.lock();
-        let (freshness, freshness_count) = match &s.freshness {
-            Some(h) if !h.is_empty() => (
-                [0.5, 0.9, 0.99, 0.999]
-                    .iter()
-                    .map(|q| (*q, h.value_at_quantile(*q) as f64 / 1e6))
-                    .collect(),
-                h.len(),
-            ),
-            _ => (Vec::new(), 0),
-        };
-        ViewStatsReport {
-            commits: s.commits,
-            rows_written: s.rows_written,
-            source_rows: s.source_rows,
-            late_rows: s.late_rows,
-            freshness,
-            freshness_count,
-        }
-    }
 }
 
 /// Maintains one materialized view (parallelism 1).
@@ -234,6 +124,8 @@ pub struct ViewOperator {
     arrivals: Vec<(i64, u64)>,
     /// The source's watermark, if it has one.
     clock: Option<EventClock>,
+    /// The change-log source's latest cut (from its batches' metadata).
+    position: Option<String>,
     /// Fault injection for tests: panic once this many source rows have
     /// been seen (see [`INJECT_PANIC_ENV`]).
     panic_at_rows: Option<u64>,
@@ -258,16 +150,6 @@ fn now_micros() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-}
-
-/// The checkpoint job `job` last committed (-1: none).
-pub fn committed_checkpoint(checkpoints: &Table, job: &str) -> Result<i64> {
-    Ok(
-        match checkpoints.get(&[Value::Text(job.to_string())])?.as_deref() {
-            Some([_, Value::BigInt(n), ..]) => *n,
-            _ => -1,
-        },
-    )
 }
 
 impl ViewOperator {
@@ -298,6 +180,7 @@ impl ViewOperator {
             pending: Vec::new(),
             arrivals: Vec::new(),
             clock,
+            position: None,
             panic_at_rows: None,
         })
     }
@@ -315,17 +198,25 @@ impl ViewOperator {
     }
 
     fn new_group(&mut self, key: Box<[u8]>, window_end: Option<i64>) -> Result<usize> {
+        let retractions = self.plan.retractions;
         let accumulators = self
             .plan
             .aggregates
             .iter()
-            .map(|a| a.create_accumulator())
+            .map(|a| {
+                if retractions {
+                    a.create_sliding_accumulator()
+                } else {
+                    a.create_accumulator()
+                }
+            })
             .collect::<datafusion::error::Result<Vec<_>>>()?;
         let i = self.groups.len();
         self.groups.push(Group {
             accumulators,
             dirty: false,
             window_end,
+            rows: 0,
         });
         self.index.insert(key.clone(), i);
         self.keys.push(key);
@@ -357,6 +248,41 @@ impl ViewOperator {
         match self.arrivals.last_mut() {
             Some((at, n)) if now - *at < 1000 => *n += rows,
             _ => self.arrivals.push((now, rows)),
+        }
+        if self.plan.retractions {
+            return self.add_changes(batch);
+        }
+        self.feed(batch, false)
+    }
+
+    /// A change-log batch: its retractions (first rows, sign -1), then its
+    /// insertions.
+    fn add_changes(&mut self, batch: RecordBatch) -> Result<()> {
+        if let Some(cut) = batch
+            .schema()
+            .metadata()
+            .get(crate::changelog::CUT_METADATA)
+        {
+            self.position = Some(cut.clone());
+        }
+        let width = batch.num_columns().saturating_sub(1);
+        let signs = batch
+            .column(width)
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::Int8Array>()
+            .ok_or_else(|| StreamSqlError::Internal("change-log batch without its sign".into()))?;
+        let retracted = signs.values().iter().take_while(|s| **s < 0).count();
+        let columns: Vec<usize> = (0..width).collect();
+        let rows = batch.project(&columns)?;
+        self.feed(rows.slice(0, retracted), true)?;
+        self.feed(rows.slice(retracted, rows.num_rows() - retracted), false)
+    }
+
+    /// Runs the pipeline on `batch` and adds its rows to (or, with
+    /// `retract`, removes them from) their groups.
+    fn feed(&mut self, batch: RecordBatch, retract: bool) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
         }
         let plan = Arc::clone(&self.plan);
         let batch = match &mut self.clock {
@@ -414,17 +340,27 @@ impl ViewOperator {
             .map(|a| a.expressions().iter().map(|e| eval(e, &batch)).collect())
             .collect::<Result<_>>()?;
         for (g, rows) in members {
+            let n = i64::try_from(rows.len()).unwrap_or(i64::MAX);
             let idx = datafusion::arrow::array::UInt32Array::from(rows);
             let group = self
                 .groups
                 .get_mut(g)
                 .ok_or_else(|| StreamSqlError::Internal("group index out of range".into()))?;
+            group.rows = if retract {
+                group.rows - n
+            } else {
+                group.rows + n
+            };
             for (acc, args) in group.accumulators.iter_mut().zip(&args) {
                 let taken = args
                     .iter()
                     .map(|a| take(a.as_ref(), &idx, None))
                     .collect::<std::result::Result<Vec<_>, _>>()?;
-                acc.update_batch(&taken)?;
+                if retract {
+                    acc.retract_batch(&taken)?;
+                } else {
+                    acc.update_batch(&taken)?;
+                }
             }
             self.mark_dirty(g);
         }
@@ -489,10 +425,17 @@ impl ViewOperator {
             deletes: Vec::new(),
             arrivals: std::mem::take(&mut self.arrivals),
             late_rows: self.clock.as_ref().map_or(0, |c| c.state().late_rows),
+            position: self.position.clone(),
         };
         if dirty.is_empty() {
             return Ok(pending);
         }
+        let live: Vec<bool> = dirty
+            .iter()
+            .map(|g| {
+                !self.plan.retractions || self.groups.get(*g).is_some_and(|group| group.rows > 0)
+            })
+            .collect();
         let parser = self.converter.parser();
         let mut key_rows = Vec::with_capacity(dirty.len());
         for g in &dirty {
@@ -543,7 +486,8 @@ impl ViewOperator {
                 .zip(&self.types)
                 .map(|(a, ty)| eddy_storage::arrow_conv::value_at(a.as_ref(), *ty, i))
                 .collect();
-            if mask.is_valid(i) && mask.value(i) {
+            let alive = live.get(i).copied().unwrap_or(false);
+            if alive && mask.is_valid(i) && mask.value(i) {
                 pending.upserts.push(row);
             } else if deletes {
                 let key = self
@@ -556,6 +500,39 @@ impl ViewOperator {
             }
         }
         Ok(pending)
+    }
+
+    /// Drops the groups whose rows were all retracted (their delete is
+    /// taken already).
+    fn drop_empty(&mut self) {
+        if !self.plan.retractions || !self.dirty.is_empty() {
+            return;
+        }
+        let keys = std::mem::take(&mut self.keys);
+        let groups = std::mem::take(&mut self.groups);
+        self.index.clear();
+        for (key, group) in keys.into_iter().zip(groups) {
+            if group.rows <= 0 {
+                continue;
+            }
+            self.index.insert(key.clone(), self.groups.len());
+            self.keys.push(key);
+            self.groups.push(group);
+        }
+    }
+
+    /// How many state columns aggregate `a`'s accumulator has (a sliding
+    /// accumulator, over a change-log source, may keep more than
+    /// `state_fields` names).
+    fn state_width(
+        &self,
+        a: &datafusion::physical_expr::aggregate::AggregateFunctionExpr,
+    ) -> Result<usize> {
+        Ok(if self.plan.retractions {
+            a.create_sliding_accumulator()?.state()?.len()
+        } else {
+            a.state_fields()?.len()
+        })
     }
 
     fn groups_state(&mut self) -> Result<Option<Vec<u8>>> {
@@ -574,10 +551,11 @@ impl ViewOperator {
             .take(self.plan.group_exprs.len())
             .map(|f| f.as_ref().clone().with_nullable(true))
             .collect();
-        for (ai, a) in self.plan.aggregates.iter().enumerate() {
-            let state_fields = a.state_fields()?;
+        let plan = Arc::clone(&self.plan);
+        for (ai, a) in plan.aggregates.iter().enumerate() {
+            let width = self.state_width(a)?;
             let mut per_field: Vec<Vec<ScalarValue>> =
-                vec![Vec::with_capacity(self.groups.len()); state_fields.len()];
+                vec![Vec::with_capacity(self.groups.len()); width];
             for group in &mut self.groups {
                 let acc = group
                     .accumulators
@@ -597,6 +575,18 @@ impl ViewOperator {
                 columns.push(array);
             }
         }
+        if self.plan.retractions {
+            fields.push(Field::new(
+                "rows",
+                datafusion::arrow::datatypes::DataType::Int64,
+                false,
+            ));
+            columns.push(Arc::new(
+                datafusion::arrow::array::Int64Array::from_iter_values(
+                    self.groups.iter().map(|g| g.rows),
+                ),
+            ));
+        }
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
         Ok(Some(to_ipc(&batch)?))
     }
@@ -608,8 +598,9 @@ impl ViewOperator {
         let rows = self.converter.convert_columns(&keys)?;
         let mut col = g;
         let mut state_cols: Vec<Vec<ArrayRef>> = Vec::with_capacity(self.plan.aggregates.len());
-        for a in &self.plan.aggregates {
-            let n = a.state_fields()?.len();
+        let plan = Arc::clone(&self.plan);
+        for a in &plan.aggregates {
+            let n = self.state_width(a)?;
             let cols: Vec<ArrayRef> = batch.columns().iter().skip(col).take(n).cloned().collect();
             if cols.len() != n {
                 return Err(StreamSqlError::State(
@@ -619,6 +610,21 @@ impl ViewOperator {
             state_cols.push(cols);
             col += n;
         }
+        let live_rows = if self.plan.retractions {
+            let rows = batch
+                .columns()
+                .get(col)
+                .and_then(|c| {
+                    c.as_any()
+                        .downcast_ref::<datafusion::arrow::array::Int64Array>()
+                })
+                .ok_or_else(|| {
+                    StreamSqlError::State("a change-log view's state without its row counts".into())
+                })?;
+            Some(rows.clone())
+        } else {
+            None
+        };
         for (i, row) in rows.iter().enumerate() {
             let end = match &self.plan.time.window_end {
                 Some(w) => Some(w.end_at(&keys, i)?),
@@ -629,6 +635,9 @@ impl ViewOperator {
                 .groups
                 .get_mut(gi)
                 .ok_or_else(|| StreamSqlError::Internal("group index out of range".into()))?;
+            if let Some(rows) = &live_rows {
+                group.rows = rows.value(i);
+            }
             for (acc, cols) in group.accumulators.iter_mut().zip(&state_cols) {
                 let slice: Vec<ArrayRef> = cols.iter().map(|c| c.slice(i, 1)).collect();
                 acc.merge_batch(&slice)?;
@@ -658,13 +667,17 @@ impl ViewOperator {
         }
         let source_rows = i64::try_from(p.source_rows).unwrap_or(i64::MAX);
         let committed_at = now_micros();
+        let mut mark = vec![
+            Value::Text(t.job.clone()),
+            Value::BigInt(tag),
+            Value::BigInt(source_rows),
+            Value::Timestamp(committed_at),
+        ];
+        if t.checkpoints.def().columns.len() > mark.len() {
+            mark.push(p.position.clone().map_or(Value::Null, Value::Text));
+        }
         let mark = WriteOp::Insert {
-            row: vec![
-                Value::Text(t.job.clone()),
-                Value::BigInt(tag),
-                Value::BigInt(source_rows),
-                Value::Timestamp(committed_at),
-            ],
+            row: mark,
             on_conflict: OnConflict::Replace,
         };
         t.engine.commit(vec![
@@ -708,6 +721,7 @@ impl Operator for ViewOperator {
         if let Some(w) = closed_below {
             self.drop_closed(w);
         }
+        self.drop_empty();
         // a checkpoint with no change commits nothing: the recorded
         // source position advances with the next real change
         // (the final one always commits: it records where the source ended)
@@ -719,6 +733,7 @@ impl Operator for ViewOperator {
             pending: self.pending.clone(),
             groups: self.groups_state()?,
             clock: self.clock.as_ref().map(EventClock::state),
+            position: self.position.clone(),
         };
         Ok(Some(serde_json::to_vec(&snap)?))
     }
@@ -733,6 +748,7 @@ impl Operator for ViewOperator {
             self.restore_groups(bytes)?;
         }
         self.source_rows = snap.source_rows;
+        self.position = snap.position;
         match (&mut self.clock, snap.clock) {
             (Some(clock), Some(state)) => clock.restore(state),
             (Some(_), None) if snap.source_rows > 0 => {

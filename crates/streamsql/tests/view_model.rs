@@ -109,7 +109,7 @@ fn recorded_rows(target: &ViewTarget) -> Option<usize> {
         .expect("get")
         .as_deref()
     {
-        Some([_, _, Value::BigInt(n), _]) => Some(*n as usize),
+        Some([_, _, Value::BigInt(n), ..]) => Some(*n as usize),
         _ => None,
     }
 }

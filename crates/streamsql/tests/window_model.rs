@@ -218,7 +218,7 @@ fn recorded_rows(target: &ViewTarget) -> usize {
         .expect("get")
         .as_deref()
     {
-        Some([_, _, Value::BigInt(n), _]) => *n as usize,
+        Some([_, _, Value::BigInt(n), ..]) => *n as usize,
         _ => 0,
     }
 }
