@@ -27,6 +27,7 @@ pub mod custom_commands;
 pub mod error;
 pub mod fastpath;
 pub mod information_schema;
+pub mod int4_literals;
 pub mod join_filter;
 pub mod join_order;
 pub mod output_names;
