@@ -997,7 +997,7 @@ pub fn value_to_expr(v: &Value, decimal_scale: Option<i8>) -> Expr {
         Value::Boolean(b) => lit(SqlValue::Boolean(*b)),
         Value::SmallInt(x) => cast(x.to_string(), SqlType::SmallInt(None)),
         Value::Int(x) => cast(x.to_string(), SqlType::Int(None)),
-        // a cast, so that `int4_literals` leaves an int8 parameter int8
+        // a cast, so that `result_types` leaves an int8 parameter int8
         Value::BigInt(x) => Expr::Cast {
             kind: CastKind::Cast,
             expr: Box::new(lit(SqlValue::Number(x.to_string(), false))),

@@ -304,7 +304,7 @@ impl Session {
             datafusion::execution::SessionStateBuilder::new()
                 .with_config(config)
                 .with_default_features()
-                .with_analyzer_rules(crate::int4_literals::analyzer_rules())
+                .with_analyzer_rules(crate::result_types::analyzer_rules())
                 .with_optimizer_rule(Arc::new(crate::join_order::ReorderStarJoins))
                 .with_physical_optimizer_rule(Arc::new(crate::join_filter::SemiJoinReduction)),
         )

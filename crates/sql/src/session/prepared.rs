@@ -3,7 +3,7 @@
 //! At Parse a query is planned by DataFusion with its `$n` left as
 //! placeholders, each placeholder typed by the parameter's type (the
 //! client's declared type, else the one inferred from the column it meets,
-//! else text), and analysed (type coercion, `int4_literals`,
+//! else text), and analysed (type coercion, `result_types`,
 //! `checked_arith`). The analysed plan is kept in the [`Prepared`]
 //! statement. Each Execute converts the parameters to exactly those types,
 //! binds them with `LogicalPlan::with_param_values`, puts fresh table

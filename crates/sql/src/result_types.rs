@@ -1,13 +1,23 @@
-//! Integer literals typed as PostgreSQL types them: int4 when they fit.
+//! Result types as PostgreSQL's: int4 literals, numeric averages and sums.
 //!
 //! DataFusion's SQL planner makes every integer literal an `Int64`, so
 //! `SELECT 1` answers an int8 column and `int4_col + 1` is int8, where
 //! PostgreSQL says int4 for a literal in int4's range, int8 beyond it and
-//! numeric beyond that. This analyzer rule, run *before* DataFusion's type
-//! coercion, turns each `Int64` literal whose value fits an int4 into an
-//! `Int32` literal; coercion then types the expressions around it as
-//! PostgreSQL's operators would (int4 + int4 is int4, checked for overflow
-//! by `checked_arith`; `int8_col = 1` compares as int8).
+//! numeric beyond that. And DataFusion's `avg` of integers is float8 and
+//! its `sum(int8)` int8 (wrapping on overflow), where PostgreSQL's are
+//! numeric. This analyzer rule, run *before* DataFusion's type coercion:
+//! * turns each `Int64` literal whose value fits an int4 into an `Int32`
+//!   literal; coercion then types the expressions around it as
+//!   PostgreSQL's operators would (int4 + int4 is int4, checked for
+//!   overflow by `checked_arith`; `int8_col = 1` compares as int8);
+//! * gives `avg` of an integer argument the argument `CAST(x AS
+//!   NUMERIC(38,12))`, so the average is numeric with 16 decimal places
+//!   (PostgreSQL's display scale for an average between 1 and 10,000;
+//!   PostgreSQL varies it with the value's magnitude, an Arrow column
+//!   cannot), and `sum` of an int8 argument `CAST(x AS NUMERIC(38,0))`
+//!   (exact; `sum` of int2/int4 stays int8 as in PostgreSQL). Aggregate and
+//!   window uses alike. The GPU offload (`eddy-gpu`) computes decimals of at
+//!   most 18 digits, so it leaves these two aggregates to the CPU.
 //!
 //! Invariants:
 //! * Only literals the SQL text wrote are narrowed. The rule runs once, in
@@ -17,28 +27,31 @@
 //!   so an int8 parameter stays int8.
 //! * Output names do not change (names are preserved as DataFusion's type
 //!   coercion preserves them), so nodes above that refer to a column by
-//!   name still find it.
+//!   name still find it; every node's schema is recomputed on the way up.
 //! * `LIMIT`/`OFFSET` keep their `Int64` literals (DataFusion reads them as
 //!   such); a `VALUES` column is narrowed only when every row holds an
 //!   integer literal that fits, and its schema follows.
 
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::expr::WindowFunctionDefinition;
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::{Expr, LogicalPlan, Values};
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, Values};
 use datafusion::optimizer::AnalyzerRule;
 
 /// The analyzer rule; it must run before DataFusion's `TypeCoercion`.
 #[derive(Debug, Default)]
-pub struct Int4Literals;
+pub struct PgResultTypes;
 
-impl AnalyzerRule for Int4Literals {
+impl AnalyzerRule for PgResultTypes {
     fn name(&self) -> &str {
-        "eddy_int4_literals"
+        "eddy_pg_result_types"
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
@@ -52,7 +65,7 @@ pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     use datafusion::optimizer::analyzer::resolve_grouping_function::ResolveGroupingFunction;
     use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
     vec![
-        Arc::new(Int4Literals),
+        Arc::new(PgResultTypes),
         Arc::new(ResolveGroupingFunction::new()),
         Arc::new(TypeCoercion::new()),
         Arc::new(crate::checked_arith::CheckedIntegerArithmetic),
@@ -67,11 +80,14 @@ fn narrow_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
         }
         plan => {
             let names = NamePreserver::new(&plan);
+            let input = merge_schema(&plan.inputs());
             let plan = plan
                 .map_expressions(|expr| {
                     let saved = names.save(&expr);
-                    expr.transform_up(narrow_literal)
-                        .map(|t| t.update_data(|e| saved.restore(e)))
+                    expr.transform_up(|e| {
+                        narrow_literal(e)?.transform_data(|e| numeric_aggregate(e, &input))
+                    })
+                    .map(|t| t.update_data(|e| saved.restore(e)))
                 })?
                 .data;
             // inputs may have changed type even where this node's own
@@ -95,6 +111,54 @@ fn narrow_literal(e: Expr) -> DfResult<Transformed<Expr>> {
         },
         e => Ok(Transformed::no(e)),
     }
+}
+
+/// `avg(integer)` and `sum(int8)` over a numeric argument (module doc).
+fn numeric_aggregate(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
+    let (name, args) = match &e {
+        Expr::AggregateFunction(f) => (f.func.name(), &f.params.args),
+        Expr::WindowFunction(w) => match &w.fun {
+            WindowFunctionDefinition::AggregateUDF(f) => (f.name(), &w.params.args),
+            WindowFunctionDefinition::WindowUDF(_) => return Ok(Transformed::no(e)),
+        },
+        _ => return Ok(Transformed::no(e)),
+    };
+    let [arg] = args.as_slice() else {
+        return Ok(Transformed::no(e));
+    };
+    // a type this node cannot tell yet (an unresolved column) is left alone
+    let Ok(ty) = arg.get_type(input) else {
+        return Ok(Transformed::no(e));
+    };
+    let target = match (name, ty) {
+        (
+            "avg",
+            DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64,
+        ) => DataType::Decimal128(38, 12),
+        ("sum", DataType::Int64 | DataType::UInt64) => DataType::Decimal128(38, 0),
+        _ => return Ok(Transformed::no(e)),
+    };
+    let cast = |a: Expr| vec![Expr::Cast(Cast::new(Box::new(a), target.clone()))];
+    Ok(Transformed::yes(match e {
+        Expr::AggregateFunction(mut f) => {
+            let a = std::mem::take(&mut f.params.args);
+            f.params.args = a.into_iter().flat_map(cast).collect();
+            Expr::AggregateFunction(f)
+        }
+        Expr::WindowFunction(mut w) => {
+            let a = std::mem::take(&mut w.params.args);
+            w.params.args = a.into_iter().flat_map(cast).collect();
+            Expr::WindowFunction(w)
+        }
+        e => e,
+    }))
 }
 
 /// A `VALUES` column whose every row is an int4-sized integer literal (or
@@ -159,7 +223,6 @@ fn narrow_values(v: Values) -> DfResult<Values> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::datatypes::DataType;
     use datafusion::prelude::SessionContext;
 
     async fn types_of(sql: &str) -> Vec<DataType> {
@@ -188,6 +251,28 @@ mod tests {
                 DataType::Int32,
                 DataType::Int64
             ]
+        );
+    }
+
+    #[tokio::test]
+    async fn integer_averages_and_bigint_sums_are_numeric() {
+        assert_eq!(
+            types_of(
+                "SELECT avg(x) AS a, sum(x) AS s, sum(x + 3000000000) AS b, \
+                 avg(x * 1.5) AS f \
+                 FROM (VALUES (1), (2)) AS v(x)"
+            )
+            .await,
+            [
+                DataType::Decimal128(38, 16),
+                DataType::Int64,
+                DataType::Decimal128(38, 0),
+                DataType::Float64,
+            ]
+        );
+        assert_eq!(
+            types_of("SELECT avg(x) OVER () AS w FROM (VALUES (1), (2)) AS v(x)").await,
+            [DataType::Decimal128(38, 16)]
         );
     }
 
