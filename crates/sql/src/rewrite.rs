@@ -1188,7 +1188,10 @@ mod tests {
         let mut s = parse_statement("SELECT * FROM t WHERE a = $1 AND b = $2").unwrap();
         assert_eq!(count_params(&mut s), 2);
         substitute_params(&mut s, &[Value::BigInt(5), Value::Text("x'y".into())]).unwrap();
-        assert_eq!(s.to_string(), "SELECT * FROM t WHERE a = 5 AND b = 'x''y'");
+        assert_eq!(
+            s.to_string(),
+            "SELECT * FROM t WHERE a = CAST(5 AS BIGINT) AND b = 'x''y'"
+        );
         let mut s = parse_statement("SELECT $3").unwrap();
         assert_eq!(
             substitute_params(&mut s, &[]).unwrap_err().sqlstate(),

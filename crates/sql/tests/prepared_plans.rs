@@ -130,11 +130,34 @@ async fn which_statements_keep_a_plan() {
         [[42, 41]]
     );
 
-    // a value out of its placeholder's range gets the text path's error
+    // DML takes the text path; an ON CONFLICT update reads its bound
+    // parameters (typed casts there) as values
+    let upsert = s
+        .prepare(
+            "INSERT INTO pk VALUES ($1, 0), ($2, 0) ON CONFLICT (id) DO UPDATE SET v = $3",
+            &[oid::INT8, oid::INT8, oid::INT4],
+        )
+        .await
+        .expect("prepare");
+    assert!(upsert.planned.is_none());
+    s.execute_prepared(
+        &upsert,
+        &[Value::BigInt(1), Value::BigInt(2), Value::Int(7)],
+    )
+    .await
+    .expect("upsert");
+    let all = s
+        .prepare("SELECT id, v FROM pk ORDER BY id", &[])
+        .await
+        .expect("prepare");
+    assert_eq!(must_execute(&mut s, &all, &[]).await, [[1, 7], [2, 7]]);
+
+    // a declared type is honoured
     let int4 = s
         .prepare("SELECT count(*) FROM pk WHERE v = $1", &[oid::INT4])
         .await
         .expect("prepare");
     assert!(int4.planned.is_some());
-    assert_eq!(must_execute(&mut s, &int4, &[Value::Int(10)]).await, [[1]]);
+    assert_eq!(int4.param_types, [oid::INT4]);
+    assert_eq!(must_execute(&mut s, &int4, &[Value::Int(7)]).await, [[2]]);
 }
