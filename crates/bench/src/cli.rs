@@ -27,6 +27,8 @@ pub enum BenchCommand {
     Ycsb(YcsbArgs),
     /// Freshness of a materialized view (event arrival to visible commit) at fixed event rates.
     Freshness(crate::freshness::FreshnessArgs),
+    /// TPC-H Q6 with parameters: prepared once and executed, against sent as text.
+    Prepared(crate::prepared::PreparedArgs),
 }
 
 /// `eddy bench gen <benchmark>`.
@@ -558,6 +560,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Tpch(args) => run_tpch(args),
         BenchCommand::Ycsb(args) => run_ycsb(args),
         BenchCommand::Freshness(args) => crate::freshness::run(args),
+        BenchCommand::Prepared(args) => crate::prepared::run(args),
         BenchCommand::Gen(GenCommand::Ycsb(args)) => {
             let start = std::time::Instant::now();
             match args.format {

@@ -12,7 +12,8 @@
 //!   the PostgreSQL protocol and into DuckDB / DataFusion through
 //!   `scripts/bench/peer.py` (embedded here), runs every query after a
 //!   warm-up, checks that all engines agree and writes JSON, Markdown and a
-//!   PNG chart; [`ycsb`] drives closed- and open-loop serving load.
+//!   PNG chart; [`ycsb`] drives closed- and open-loop serving load;
+//!   [`prepared`] times TPC-H Q6 prepared against sent as text.
 //! * **CLI**: [`cli::BenchCommand`], mounted by the `eddy` binary as
 //!   `eddy bench ...` and by this crate's own `eddy-bench` binary.
 //!
@@ -28,6 +29,7 @@ pub mod dataset;
 pub mod error;
 pub mod freshness;
 pub mod harness;
+pub mod prepared;
 pub mod ssb;
 pub mod tpch;
 pub mod ycsb;

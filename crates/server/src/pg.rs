@@ -859,7 +859,8 @@ fn decode_params(p: &Prepared, portal: &Portal<Stmt>) -> Result<Vec<Value>, SqlE
 /// their scale and take part in arithmetic. The session substitutes the
 /// other parameters. Statements without NUMERIC parameters are not copied.
 fn bind_numeric_params(p: &Arc<Prepared>, params: &[Value]) -> Arc<Prepared> {
-    if !p.param_types.contains(&pgtypes::oid::NUMERIC) {
+    // a statement planned with placeholders binds them itself
+    if !p.param_types.contains(&pgtypes::oid::NUMERIC) || p.planned.is_some() {
         return Arc::clone(p);
     }
     let Some(stmt) = &p.stmt else {
@@ -875,6 +876,7 @@ fn bind_numeric_params(p: &Arc<Prepared>, params: &[Value]) -> Arc<Prepared> {
         param_types: p.param_types.clone(),
         columns: p.columns.clone(),
         fast: p.fast.clone(),
+        planned: None,
     })
 }
 

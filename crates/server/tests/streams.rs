@@ -143,7 +143,10 @@ async fn a_view_is_its_query_over_the_stream_and_only_its_job_writes_it() {
         20000
     );
     let row = c
-        .query_one("SELECT count(*), sum(n), min(k), max(k) FROM by_k", &[])
+        .query_one(
+            "SELECT count(*), sum(n)::bigint, min(k), max(k) FROM by_k",
+            &[],
+        )
         .await
         .expect("read by_k");
     assert_eq!(row.get::<_, i64>(0), 10, "ten values of k");

@@ -54,7 +54,7 @@ async fn bind_error(c: &Client, sql: &str, ty: Type, raw: Vec<u8>) -> String {
 }
 
 async fn still_alive(srv: &mut Server, c: &Client) {
-    let one: i64 = c.query_one("SELECT 1", &[]).await.unwrap().get(0);
+    let one: i32 = c.query_one("SELECT 1", &[]).await.unwrap().get(0);
     assert_eq!(one, 1);
     assert!(srv.child.try_wait().unwrap().is_none(), "server exited");
 }

@@ -1027,6 +1027,18 @@ fn compile(e: &Expr, def: &TableDef, tname: &str) -> Result<Ev> {
             Some(v) => Ev::Lit(v),
             None => Ev::Neg(Box::new(compile(expr, def, tname)?)),
         },
+        // a bound parameter of the text path: `CAST(5 AS BIGINT)`, `CAST('5' AS INT)`
+        Expr::Cast {
+            expr, data_type, ..
+        } => {
+            let ty = crate::pgtypes::column_type_from_sql(data_type).map_err(|_| unsupported())?;
+            match literal_value(expr) {
+                Some(Value::Null) => Ev::Lit(Value::Null),
+                Some(Value::BigInt(x)) => Ev::Lit(crate::pgtypes::parse_text(&x.to_string(), ty)?),
+                Some(Value::Text(t)) => Ev::Lit(crate::pgtypes::parse_text(&t, ty)?),
+                _ => return Err(unsupported()),
+            }
+        }
         Expr::IsNull(inner) => Ev::IsNull(Box::new(compile(inner, def, tname)?), true),
         Expr::IsNotNull(inner) => Ev::IsNull(Box::new(compile(inner, def, tname)?), false),
         other => match literal_value(other) {

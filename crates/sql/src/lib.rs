@@ -36,6 +36,7 @@ pub mod output_names;
 pub mod pgtypes;
 pub mod privileges;
 pub mod provider;
+pub mod result_types;
 pub mod rewrite;
 pub mod role_parse;
 pub mod roles;

@@ -1013,7 +1013,14 @@ pub fn value_to_expr(v: &Value, decimal_scale: Option<i8>) -> Expr {
         Value::Boolean(b) => lit(SqlValue::Boolean(*b)),
         Value::SmallInt(x) => cast(x.to_string(), SqlType::SmallInt(None)),
         Value::Int(x) => cast(x.to_string(), SqlType::Int(None)),
-        Value::BigInt(x) => lit(SqlValue::Number(x.to_string(), false)),
+        // a cast, so that `result_types` leaves an int8 parameter int8
+        Value::BigInt(x) => Expr::Cast {
+            kind: CastKind::Cast,
+            expr: Box::new(lit(SqlValue::Number(x.to_string(), false))),
+            data_type: SqlType::BigInt(None),
+            array: false,
+            format: None,
+        },
         Value::Real(_) => cast(value_text(v, None), SqlType::Real),
         Value::Double(_) => cast(value_text(v, None), SqlType::DoublePrecision),
         Value::Decimal(x) => lit(SqlValue::Number(
@@ -1197,7 +1204,10 @@ mod tests {
         let mut s = parse_statement("SELECT * FROM t WHERE a = $1 AND b = $2").unwrap();
         assert_eq!(count_params(&mut s), 2);
         substitute_params(&mut s, &[Value::BigInt(5), Value::Text("x'y".into())]).unwrap();
-        assert_eq!(s.to_string(), "SELECT * FROM t WHERE a = 5 AND b = 'x''y'");
+        assert_eq!(
+            s.to_string(),
+            "SELECT * FROM t WHERE a = CAST(5 AS BIGINT) AND b = 'x''y'"
+        );
         let mut s = parse_statement("SELECT $3").unwrap();
         assert_eq!(
             substitute_params(&mut s, &[]).unwrap_err().sqlstate(),

@@ -42,7 +42,7 @@ use crate::copy::{self, CopyIn, CopyOut};
 use crate::error::{Result, SqlError};
 use crate::fastpath::{self, FastPlan};
 use crate::output_names;
-use crate::pgtypes::{self, column_type_from_sql, oid, pg_oid};
+use crate::pgtypes::{self, column_type_from_sql, oid};
 use crate::rewrite::{self, ident_name, table_name};
 use crate::txn::Transaction;
 
@@ -55,6 +55,7 @@ pub(crate) mod defaults;
 mod dml;
 mod fast;
 mod locking;
+pub mod prepared;
 mod returning;
 mod roles_ddl;
 mod sequence_ddl;
@@ -226,6 +227,9 @@ pub struct Prepared {
     pub param_types: Vec<u32>,
     pub columns: Vec<ResultColumn>,
     pub fast: Option<FastPlan>,
+    /// A query planned with placeholders at Parse (`session/prepared.rs`);
+    /// None where the statement takes the text path at every Execute.
+    pub planned: Option<Arc<prepared::PlannedQuery>>,
 }
 
 /// One client's session.
@@ -335,7 +339,7 @@ impl Session {
                 .with_config(config)
                 .with_runtime_env(runtime)
                 .with_default_features()
-                .with_analyzer_rule(Arc::new(crate::checked_arith::CheckedIntegerArithmetic))
+                .with_analyzer_rules(crate::result_types::analyzer_rules())
                 .with_optimizer_rule(Arc::new(crate::join_order::ReorderStarJoins))
                 .with_physical_optimizer_rule(Arc::new(crate::join_filter::SemiJoinReduction)),
         )
@@ -502,6 +506,7 @@ impl Session {
                 param_types: vec![],
                 columns,
                 fast: None,
+                planned: None,
             });
         }
         if text.is_empty() || self.is_custom_command(&text) {
@@ -523,6 +528,7 @@ impl Session {
                 param_types: vec![],
                 columns,
                 fast: None,
+                planned: None,
             });
         }
         let stmt = rewrite::parse_statement(&text)?;
@@ -548,6 +554,7 @@ impl Session {
             .collect();
         let fast = fastpath::recognise(&stmt, &self.db.engine);
         let mut columns = Vec::new();
+        let mut planned = None;
         if let Some(f) = &fast {
             for (i, t) in f.param_types().iter().enumerate() {
                 if let Some(slot) = param_types.get_mut(i) {
@@ -560,26 +567,9 @@ impl Session {
         } else {
             fastpath::infer_param_types(&stmt, &self.db.engine, &mut param_types);
             if let Statement::Query(_) | Statement::Explain { .. } = &stmt {
-                let mut s = stmt.clone();
-                self.compat(&mut s);
-                let plan = self
-                    .ctx
-                    .state()
-                    .statement_to_plan(DFStatement::Statement(Box::new(s)))
-                    .await?;
-                if let Ok(types) = plan.get_parameter_types() {
-                    for (name, ty) in types {
-                        let idx = name.trim_start_matches('$').parse::<usize>().unwrap_or(0);
-                        if let (Some(slot), Some(ty)) =
-                            (param_types.get_mut(idx.wrapping_sub(1)), ty)
-                        {
-                            if *slot == 0 {
-                                *slot = pg_oid(&ty);
-                            }
-                        }
-                    }
-                }
-                columns = ResultColumn::of_schema(plan.schema().as_arrow());
+                let described = self.describe_query(&stmt, &mut param_types).await?;
+                columns = described.columns;
+                planned = described.planned;
             } else if let Some((table, alias, items)) = self.returning_of(&stmt) {
                 columns = self.describe_returning(&table, &alias, items).await?;
             } else if let Statement::ShowVariable { variable } = &stmt {
@@ -605,6 +595,7 @@ impl Session {
             param_types,
             columns,
             fast,
+            planned,
         })
     }
 
@@ -641,7 +632,22 @@ impl Session {
                 }
             }
             Some(stmt) => {
+                if let Some(planned) = &p.planned {
+                    if let Some(plan) = planned.bind(params)? {
+                        let bound = prepared::BoundQuery {
+                            plan,
+                            params: params.to_vec(),
+                            param_types: p.param_types.clone(),
+                        };
+                        return self.execute_statement_with(stmt.clone(), Some(bound)).await;
+                    }
+                }
                 let mut stmt = stmt.clone();
+                if p.planned.is_some() {
+                    // (the server binds NUMERIC parameters itself for
+                    // statements without a plan)
+                    rewrite::bind_numeric_params(&mut stmt, params, &p.param_types);
+                }
                 if !params.is_empty() {
                     rewrite::substitute_params(&mut stmt, params)?;
                 }
@@ -896,6 +902,16 @@ impl Session {
     /// Runs one statement in the open transaction block, or in an implicit
     /// transaction of its own that commits when it succeeds.
     async fn execute_statement(&mut self, stmt: Statement) -> Result<Output> {
+        self.execute_statement_with(stmt, None).await
+    }
+
+    /// [`Session::execute_statement`] of a prepared query whose plan has
+    /// its parameters bound (`bound`), or of any statement (`None`).
+    async fn execute_statement_with(
+        &mut self,
+        stmt: Statement,
+        bound: Option<prepared::BoundQuery>,
+    ) -> Result<Output> {
         if self.roles_seen != self.db.roles.version() {
             self.show_privileges();
         }
@@ -907,9 +923,11 @@ impl Session {
         }
         crate::streams::check_writable(self.db.streams.as_deref(), &stmt)?;
         // (execute_fast waits for a definition change itself)
-        if let Some(plan) = fastpath::recognise(&stmt, &self.db.engine) {
-            if let Some(out) = self.execute_fast(&plan, &stmt, &[])? {
-                return Ok(out);
+        if bound.is_none() {
+            if let Some(plan) = fastpath::recognise(&stmt, &self.db.engine) {
+                if let Some(out) = self.execute_fast(&plan, &stmt, &[])? {
+                    return Ok(out);
+                }
             }
         }
         if let Err(e) = self
@@ -923,7 +941,7 @@ impl Session {
             if let Some(what) = control::read_only_refusal(&stmt).filter(|_| t.read_only) {
                 return Err(SqlError::ReadOnlyTransaction(what));
             }
-            let r = self.dispatch(stmt).await;
+            let r = self.dispatch(stmt, bound).await;
             if r.is_err() {
                 self.note_error();
             }
@@ -936,7 +954,7 @@ impl Session {
         let mut txn = Transaction::new(Arc::clone(&self.db.engine), isolation, read_only, false);
         txn.lock_timeout = self.lock_timeout()?;
         self.txn = Some(txn);
-        let r = self.dispatch(stmt).await;
+        let r = self.dispatch(stmt, bound).await;
         let txn = self.txn.take();
         match (r, txn) {
             (Ok(out), Some(txn)) => {
@@ -963,7 +981,18 @@ impl Session {
         }
     }
 
-    async fn dispatch(&mut self, mut stmt: Statement) -> Result<Output> {
+    async fn dispatch(
+        &mut self,
+        mut stmt: Statement,
+        bound: Option<prepared::BoundQuery>,
+    ) -> Result<Output> {
+        if let Some(bound) = bound {
+            self.install_view(&stmt)?;
+            return match self.run_bound(bound.plan.clone()).await? {
+                Some(out) => Ok(out),
+                None => self.run_replanned(&stmt, &bound).await,
+            };
+        }
         match stmt {
             Statement::Query(ref q) => {
                 if !q.locks.is_empty() {

@@ -1,0 +1,305 @@
+//! Result types as PostgreSQL's: int4 literals, numeric averages and sums.
+//!
+//! DataFusion's SQL planner makes every integer literal an `Int64`, so
+//! `SELECT 1` answers an int8 column and `int4_col + 1` is int8, where
+//! PostgreSQL says int4 for a literal in int4's range, int8 beyond it and
+//! numeric beyond that. And DataFusion's `avg` of integers is float8 and
+//! its `sum(int8)` int8 (wrapping on overflow), where PostgreSQL's are
+//! numeric. This analyzer rule, run *before* DataFusion's type coercion:
+//! * turns each `Int64` literal whose value fits an int4 into an `Int32`
+//!   literal; coercion then types the expressions around it as
+//!   PostgreSQL's operators would (int4 + int4 is int4, checked for
+//!   overflow by `checked_arith`; `int8_col = 1` compares as int8);
+//! * gives `avg` of an integer argument the argument `CAST(x AS
+//!   NUMERIC(38,12))`, so the average is numeric with 16 decimal places
+//!   (PostgreSQL's display scale for an average between 1 and 10,000;
+//!   PostgreSQL varies it with the value's magnitude, an Arrow column
+//!   cannot), and `sum` of an int8 argument `CAST(x AS NUMERIC(38,0))`
+//!   (exact; `sum` of int2/int4 stays int8 as in PostgreSQL). Aggregate and
+//!   window uses alike. The GPU offload (`eddy-gpu`) computes decimals of at
+//!   most 18 digits, so it leaves these two aggregates to the CPU.
+//!
+//! Invariants:
+//! * Only literals the SQL text wrote are narrowed. The rule runs once, in
+//!   analysis, before any parameter is bound: a prepared statement's
+//!   parameters are bound into the analysed plan (`session/prepared.rs`),
+//!   and the text fallback binds an int8 parameter as `CAST(n AS BIGINT)`,
+//!   so an int8 parameter stays int8.
+//! * Output names do not change (names are preserved as DataFusion's type
+//!   coercion preserves them), so nodes above that refer to a column by
+//!   name still find it; every node's schema is recomputed on the way up.
+//! * `LIMIT`/`OFFSET` keep their `Int64` literals (DataFusion reads them as
+//!   such); a `VALUES` column is narrowed only when every row holds an
+//!   integer literal that fits, and its schema follows.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::expr::WindowFunctionDefinition;
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, Values};
+use datafusion::optimizer::AnalyzerRule;
+
+/// The analyzer rule; it must run before DataFusion's `TypeCoercion`.
+#[derive(Debug, Default)]
+pub struct PgResultTypes;
+
+impl AnalyzerRule for PgResultTypes {
+    fn name(&self) -> &str {
+        "eddy_pg_result_types"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
+        Ok(plan.transform_up_with_subqueries(narrow_node)?.data)
+    }
+}
+
+/// The analyzer's rules in order: this one, DataFusion's own, then
+/// Eddy's checked arithmetic (which needs coerced operand types).
+pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
+    use datafusion::optimizer::analyzer::resolve_grouping_function::ResolveGroupingFunction;
+    use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
+    vec![
+        Arc::new(PgResultTypes),
+        Arc::new(ResolveGroupingFunction::new()),
+        Arc::new(TypeCoercion::new()),
+        Arc::new(crate::checked_arith::CheckedIntegerArithmetic),
+    ]
+}
+
+fn narrow_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
+    match plan {
+        LogicalPlan::Limit(_) => Ok(Transformed::no(plan)),
+        LogicalPlan::Values(v) => {
+            narrow_values(v).map(|v| Transformed::yes(LogicalPlan::Values(v)))
+        }
+        plan => {
+            let names = NamePreserver::new(&plan);
+            let input = merge_schema(&plan.inputs());
+            let plan = plan
+                .map_expressions(|expr| {
+                    let saved = names.save(&expr);
+                    expr.transform_up(|e| {
+                        narrow_literal(e)?.transform_data(|e| numeric_aggregate(e, &input))
+                    })
+                    .map(|t| t.update_data(|e| saved.restore(e)))
+                })?
+                .data;
+            // inputs may have changed type even where this node's own
+            // expressions did not
+            plan.recompute_schema().map(Transformed::yes)
+        }
+    }
+}
+
+fn narrow_literal(e: Expr) -> DfResult<Transformed<Expr>> {
+    match e {
+        Expr::Literal(ScalarValue::Int64(Some(v)), meta) => match i32::try_from(v) {
+            Ok(n) => Ok(Transformed::yes(Expr::Literal(
+                ScalarValue::Int32(Some(n)),
+                meta,
+            ))),
+            Err(_) => Ok(Transformed::no(Expr::Literal(
+                ScalarValue::Int64(Some(v)),
+                meta,
+            ))),
+        },
+        e => Ok(Transformed::no(e)),
+    }
+}
+
+/// `avg(integer)` and `sum(int8)` over a numeric argument (module doc).
+fn numeric_aggregate(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
+    let (name, args) = match &e {
+        Expr::AggregateFunction(f) => (f.func.name(), &f.params.args),
+        Expr::WindowFunction(w) => match &w.fun {
+            WindowFunctionDefinition::AggregateUDF(f) => (f.name(), &w.params.args),
+            WindowFunctionDefinition::WindowUDF(_) => return Ok(Transformed::no(e)),
+        },
+        _ => return Ok(Transformed::no(e)),
+    };
+    let [arg] = args.as_slice() else {
+        return Ok(Transformed::no(e));
+    };
+    // a type this node cannot tell yet (an unresolved column) is left alone
+    let Ok(ty) = arg.get_type(input) else {
+        return Ok(Transformed::no(e));
+    };
+    let target = match (name, ty) {
+        (
+            "avg",
+            DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64,
+        ) => DataType::Decimal128(38, 12),
+        ("sum", DataType::Int64 | DataType::UInt64) => DataType::Decimal128(38, 0),
+        _ => return Ok(Transformed::no(e)),
+    };
+    let cast = |a: Expr| vec![Expr::Cast(Cast::new(Box::new(a), target.clone()))];
+    Ok(Transformed::yes(match e {
+        Expr::AggregateFunction(mut f) => {
+            let a = std::mem::take(&mut f.params.args);
+            f.params.args = a.into_iter().flat_map(cast).collect();
+            Expr::AggregateFunction(f)
+        }
+        Expr::WindowFunction(mut w) => {
+            let a = std::mem::take(&mut w.params.args);
+            w.params.args = a.into_iter().flat_map(cast).collect();
+            Expr::WindowFunction(w)
+        }
+        e => e,
+    }))
+}
+
+/// A `VALUES` column whose every row is an int4-sized integer literal (or
+/// NULL of int8) becomes an int4 column.
+fn narrow_values(v: Values) -> DfResult<Values> {
+    let Values { schema, mut values } = v;
+    let width = schema.fields().len();
+    let narrowable: Vec<bool> = (0..width)
+        .map(|col| {
+            values.iter().all(|row| match row.get(col) {
+                Some(Expr::Literal(ScalarValue::Int64(Some(v)), _)) => i32::try_from(*v).is_ok(),
+                Some(Expr::Literal(ScalarValue::Int64(None), _)) => true,
+                _ => false,
+            }) && values.iter().any(|row| {
+                matches!(
+                    row.get(col),
+                    Some(Expr::Literal(ScalarValue::Int64(Some(_)), _))
+                )
+            })
+        })
+        .collect();
+    if !narrowable.contains(&true) {
+        return Ok(Values { schema, values });
+    }
+    for row in &mut values {
+        for (e, narrow) in row.iter_mut().zip(&narrowable) {
+            if !*narrow {
+                continue;
+            }
+            if let Expr::Literal(s, meta) = e {
+                let narrowed = match s {
+                    ScalarValue::Int64(Some(v)) => i32::try_from(*v).ok(),
+                    _ => None,
+                };
+                *e = Expr::Literal(ScalarValue::Int32(narrowed), meta.take());
+            }
+        }
+    }
+    let fields = schema
+        .iter()
+        .zip(&narrowable)
+        .map(|((q, f), narrow)| {
+            let f = if *narrow {
+                Arc::new(
+                    f.as_ref()
+                        .clone()
+                        .with_data_type(datafusion::arrow::datatypes::DataType::Int32),
+                )
+            } else {
+                Arc::clone(f)
+            };
+            (q.cloned(), f)
+        })
+        .collect();
+    let schema = DFSchema::new_with_metadata(fields, schema.metadata().clone())?;
+    Ok(Values {
+        schema: Arc::new(schema),
+        values,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::prelude::SessionContext;
+
+    async fn types_of(sql: &str) -> Vec<DataType> {
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_default_features()
+            .with_analyzer_rules(analyzer_rules())
+            .build();
+        let ctx = SessionContext::new_with_state(state);
+        let df = ctx.sql(sql).await.expect("plans");
+        let plan = ctx.state().optimize(df.logical_plan()).expect("analyses");
+        plan.schema()
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn literals_are_int4_when_they_fit() {
+        assert_eq!(
+            types_of("SELECT 1 AS a, -2147483648 AS b, 2147483648 AS c, 1 + 1 AS d, CAST(1 AS BIGINT) AS e").await,
+            [
+                DataType::Int32,
+                DataType::Int32,
+                DataType::Int64,
+                DataType::Int32,
+                DataType::Int64
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn integer_averages_and_bigint_sums_are_numeric() {
+        assert_eq!(
+            types_of(
+                "SELECT avg(x) AS a, sum(x) AS s, sum(x + 3000000000) AS b, \
+                 avg(x * 1.5) AS f \
+                 FROM (VALUES (1), (2)) AS v(x)"
+            )
+            .await,
+            [
+                DataType::Decimal128(38, 16),
+                DataType::Int64,
+                DataType::Decimal128(38, 0),
+                DataType::Float64,
+            ]
+        );
+        assert_eq!(
+            types_of("SELECT avg(x) OVER () AS w FROM (VALUES (1), (2)) AS v(x)").await,
+            [DataType::Decimal128(38, 16)]
+        );
+    }
+
+    #[tokio::test]
+    async fn values_columns_follow_their_rows() {
+        assert_eq!(
+            types_of("SELECT * FROM (VALUES (1, 1), (2, 3000000000)) AS v(a, b)").await,
+            [DataType::Int32, DataType::Int64]
+        );
+    }
+
+    #[tokio::test]
+    async fn names_and_limits_survive() {
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_default_features()
+            .with_analyzer_rules(analyzer_rules())
+            .build();
+        let ctx = SessionContext::new_with_state(state);
+        let rows = ctx
+            .sql("SELECT x + 1, count(*) FROM (VALUES (1), (2), (2)) AS v(x) GROUP BY x + 1 ORDER BY 1 LIMIT 1")
+            .await
+            .expect("plans")
+            .collect()
+            .await
+            .expect("runs");
+        let batch = rows.first().expect("a batch");
+        assert_eq!(batch.num_rows(), 1);
+        assert_eq!(batch.schema().field(0).data_type(), &DataType::Int32);
+    }
+}

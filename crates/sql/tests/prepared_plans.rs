@@ -1,0 +1,163 @@
+//! Prepared queries are planned once, at Parse, and bound at each Execute
+//! (`session/prepared.rs`): which statements keep a plan, and that a kept
+//! plan reads each execution's own snapshot and survives a table changing
+//! under it.
+
+mod common;
+
+use common::*;
+use eddy_common::Value;
+use eddy_sql::pgtypes::oid;
+use eddy_sql::Session;
+
+async fn run(s: &mut Session, sql: &str) {
+    for out in s.simple_query(sql).await {
+        out.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+}
+
+async fn must_execute(s: &mut Session, p: &eddy_sql::Prepared, params: &[Value]) -> Vec<Vec<i64>> {
+    let out = s
+        .execute_prepared(p, params)
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", p.sql));
+    rows_i64(out).await.expect("integer rows")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_keep_their_plan_and_read_fresh_snapshots() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = open_db(dir.path(), 1 << 20);
+    let mut s = sessions(&db, 1).await.remove(0);
+    run(
+        &mut s,
+        "CREATE TABLE pp (id INT PRIMARY KEY, v INT, d NUMERIC(10,2))",
+    )
+    .await;
+    run(&mut s, "INSERT INTO pp VALUES (1, 10, 0.05), (2, 20, 0.06)").await;
+
+    let p = s
+        .prepare("SELECT count(*) FROM pp WHERE v >= $1", &[])
+        .await
+        .expect("prepare");
+    assert!(p.planned.is_some(), "a query is planned at Parse");
+    assert_eq!(p.param_types, [oid::INT4], "typed by the column it meets");
+    assert_eq!(must_execute(&mut s, &p, &[Value::Int(15)]).await, [[1]]);
+    run(&mut s, "INSERT INTO pp VALUES (3, 30, 0.07)").await;
+    // the same plan, a new snapshot and new parameters
+    assert_eq!(must_execute(&mut s, &p, &[Value::Int(15)]).await, [[2]]);
+    assert_eq!(must_execute(&mut s, &p, &[Value::Int(0)]).await, [[3]]);
+
+    // NUMERIC parameters bind exactly or take the text path
+    let n = s
+        .prepare("SELECT count(*) FROM pp WHERE d < $1", &[oid::NUMERIC])
+        .await
+        .expect("prepare");
+    assert!(n.planned.is_some());
+    assert_eq!(
+        must_execute(&mut s, &n, &[Value::Text("0.06".into())]).await,
+        [[1]]
+    );
+    assert_eq!(
+        must_execute(&mut s, &n, &[Value::Text("0.065".into())]).await,
+        [[2]],
+        "more decimal places than the column: compared exactly"
+    );
+
+    // the table replaced by one of another shape: planned again
+    run(&mut s, "DROP TABLE pp").await;
+    run(
+        &mut s,
+        "CREATE TABLE pp (id INT PRIMARY KEY, x TEXT, v INT)",
+    )
+    .await;
+    run(&mut s, "INSERT INTO pp VALUES (1, 'a', 40)").await;
+    assert_eq!(must_execute(&mut s, &p, &[Value::Int(15)]).await, [[1]]);
+    run(&mut s, "DROP TABLE pp").await;
+    assert!(
+        s.execute_prepared(&p, &[Value::Int(15)]).await.is_err(),
+        "a dropped table is not read through an old plan"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn which_statements_keep_a_plan() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = open_db(dir.path(), 1 << 20);
+    let mut s = sessions(&db, 1).await.remove(0);
+    run(&mut s, "CREATE TABLE pk (id BIGINT PRIMARY KEY, v INT)").await;
+    run(&mut s, "INSERT INTO pk VALUES (1, 10), (2, 20)").await;
+
+    // a point lookup stays a fixed plan (no DataFusion at all)
+    let get = s
+        .prepare("SELECT v FROM pk WHERE id = $1", &[])
+        .await
+        .expect("prepare");
+    assert!(get.fast.is_some() && get.planned.is_none());
+    assert_eq!(
+        must_execute(&mut s, &get, &[Value::BigInt(2)]).await,
+        [[20]]
+    );
+
+    // a table function called with a parameter: described with NULL,
+    // planned with the value at each Execute
+    let series = s
+        .prepare("SELECT * FROM generate_series(1, $1)", &[])
+        .await
+        .expect("generate_series with a parameter");
+    assert!(series.planned.is_none());
+    assert_eq!(series.param_types, [oid::INT8]);
+    assert_eq!(
+        must_execute(&mut s, &series, &[Value::BigInt(3)]).await,
+        [[1], [2], [3]]
+    );
+
+    // settings are bound when planned, so never kept
+    let setting = s
+        .prepare("SELECT current_setting('lock_timeout')", &[])
+        .await
+        .expect("prepare");
+    assert!(setting.planned.is_none());
+
+    // the same parameter twice, and one in the select list
+    let twice = s
+        .prepare("SELECT $1::int + 1, $1::int", &[])
+        .await
+        .expect("prepare");
+    assert!(twice.planned.is_some());
+    assert_eq!(
+        must_execute(&mut s, &twice, &[Value::Text("41".into())]).await,
+        [[42, 41]]
+    );
+
+    // DML takes the text path; an ON CONFLICT update reads its bound
+    // parameters (typed casts there) as values
+    let upsert = s
+        .prepare(
+            "INSERT INTO pk VALUES ($1, 0), ($2, 0) ON CONFLICT (id) DO UPDATE SET v = $3",
+            &[oid::INT8, oid::INT8, oid::INT4],
+        )
+        .await
+        .expect("prepare");
+    assert!(upsert.planned.is_none());
+    s.execute_prepared(
+        &upsert,
+        &[Value::BigInt(1), Value::BigInt(2), Value::Int(7)],
+    )
+    .await
+    .expect("upsert");
+    let all = s
+        .prepare("SELECT id, v FROM pk ORDER BY id", &[])
+        .await
+        .expect("prepare");
+    assert_eq!(must_execute(&mut s, &all, &[]).await, [[1, 7], [2, 7]]);
+
+    // a declared type is honoured
+    let int4 = s
+        .prepare("SELECT count(*) FROM pk WHERE v = $1", &[oid::INT4])
+        .await
+        .expect("prepare");
+    assert!(int4.planned.is_some());
+    assert_eq!(int4.param_types, [oid::INT4]);
+    assert_eq!(must_execute(&mut s, &int4, &[Value::Int(7)]).await, [[2]]);
+}
