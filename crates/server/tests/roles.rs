@@ -3,7 +3,9 @@
 //! verifiers, GRANT/REVOKE on tables (transactional) and on schema public,
 //! role membership, every statement path refusing with 42501 (DataFusion,
 //! fixed plans, COPY, DDL), the catalog views, and all of it surviving a
-//! restart. PostgreSQL 15 gives the same SQLSTATEs for each refusal here.
+//! restart. PostgreSQL 15 gives the same SQLSTATEs for each refusal here
+//! (CREATEDB aside, which Eddy refuses): `tests/postgres15/roles.txt`,
+//! recorded by `scripts/ci/roles-against-postgres.sh`.
 
 mod common;
 

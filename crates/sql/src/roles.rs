@@ -334,7 +334,7 @@ impl Roles {
             }
             if f.closure(role).contains(member) {
                 return Err(SqlError::InvalidGrant(format!(
-                    "role \"{member}\" is a member of role \"{role}\""
+                    "role \"{role}\" is a member of role \"{member}\""
                 )));
             }
             if let Some(m) = f.roles.iter_mut().find(|r| r.name == member) {
