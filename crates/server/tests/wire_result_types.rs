@@ -7,53 +7,11 @@
 //! a libpq connection string (`host=127.0.0.1 port=5432 user=postgres
 //! dbname=postgres`) to run the same assertions against PostgreSQL too.
 
-use bytes::{BufMut, BytesMut};
-use tokio_postgres::types::{Format, IsNull, ToSql, Type};
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::types::Type;
+use tokio_postgres::{Client, SimpleQueryMessage};
 
 mod common;
-use common::*;
-
-type BoxError = Box<dyn std::error::Error + Sync + Send>;
-
-/// A parameter sent in text format whatever its declared type.
-#[derive(Debug)]
-struct Text(&'static str);
-
-impl ToSql for Text {
-    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
-        out.put_slice(self.0.as_bytes());
-        Ok(IsNull::No)
-    }
-
-    fn accepts(_: &Type) -> bool {
-        true
-    }
-
-    fn encode_format(&self, _: &Type) -> Format {
-        Format::Text
-    }
-
-    tokio_postgres::types::to_sql_checked!();
-}
-
-async fn on_servers<F, Fut>(body: F)
-where
-    F: Fn(Client) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    if let Ok(conn) = std::env::var("EDDY_WIRE_VALUES_PG") {
-        let (client, connection) = tokio_postgres::connect(&conn, NoTls)
-            .await
-            .expect("connect to PostgreSQL");
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        body(client).await;
-    }
-    let srv = Server::start("trust");
-    body(srv.connect().await).await;
-}
+use common::wire::{on_servers, Text};
 
 async fn exec(c: &Client, sql: &str) {
     if let Err(e) = c.batch_execute(sql).await {

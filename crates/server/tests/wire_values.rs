@@ -15,35 +15,14 @@ use std::error::Error;
 
 use bytes::{BufMut, BytesMut};
 use futures::SinkExt;
-use tokio_postgres::types::{Format, FromSql, IsNull, ToSql, Type};
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
+use tokio_postgres::{Client, SimpleQueryMessage};
 
 mod common;
+use common::wire::{on_servers, Text};
 use common::*;
 
 type BoxError = Box<dyn Error + Sync + Send>;
-
-/// A parameter sent in text format, whatever its declared type, as
-/// pgjdbc, node-postgres and psycopg 3 (text mode) send them.
-#[derive(Debug)]
-struct Text(&'static str);
-
-impl ToSql for Text {
-    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
-        out.put_slice(self.0.as_bytes());
-        Ok(IsNull::No)
-    }
-
-    fn accepts(_: &Type) -> bool {
-        true
-    }
-
-    fn encode_format(&self, _: &Type) -> Format {
-        Format::Text
-    }
-
-    tokio_postgres::types::to_sql_checked!();
-}
 
 /// A NUMERIC in PostgreSQL's binary format (asyncpg, psycopg 3 binary),
 /// written and read as its decimal text with the scale it carries.
@@ -225,26 +204,6 @@ async fn exec(c: &Client, sql: &str) {
 async fn simple_error(c: &Client, sql: &str) -> String {
     let e = c.batch_execute(sql).await.expect_err(sql);
     sqlstate(&e)
-}
-
-/// Runs `body` against a fresh Eddy server, and against PostgreSQL when
-/// `EDDY_WIRE_VALUES_PG` names one.
-async fn on_servers<F, Fut>(body: F)
-where
-    F: Fn(Client) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    if let Ok(conn) = std::env::var("EDDY_WIRE_VALUES_PG") {
-        let (client, connection) = tokio_postgres::connect(&conn, NoTls)
-            .await
-            .expect("connect to PostgreSQL");
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        body(client).await;
-    }
-    let srv = Server::start("trust");
-    body(srv.connect().await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

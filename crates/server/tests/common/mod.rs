@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod drivers;
+pub mod wire;
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
