@@ -98,6 +98,15 @@ async fn roles_grants_and_every_path_refusing() {
         .await
         .expect_err("prepared lookup");
     assert_eq!(e.code().map(|c| c.code()), Some("42501"));
+    // a query planned once at Parse and bound at each Execute
+    let stmt = alice
+        .prepare("SELECT count(*) FROM secret_t WHERE v = $1")
+        .await
+        .expect("Parse needs no privilege, as in PostgreSQL");
+    for _ in 0..2 {
+        let e = alice.query(&stmt, &[&"one"]).await.expect_err("bound plan");
+        assert_eq!(e.code().map(|c| c.code()), Some("42501"));
+    }
     assert_eq!(
         must_fail_with(&alice, "DROP TABLE secret_t", "42501").await,
         "must be owner of table secret_t"
