@@ -407,6 +407,85 @@ impl CurrentUser<'_> {
     }
 }
 
+/// One row of `pg_class`: what differs between relations; the rest is
+/// the same for every relation Eddy has (no TOAST, rules, triggers,
+/// partitions or row security; permanent; in `public`).
+struct PgClassRow {
+    oid: i64,
+    name: String,
+    kind: &'static str,
+    owner: i64,
+    /// `pg_am` oid: 2 heap (tables), 403 btree (indexes), 0 none.
+    am: i64,
+    filenode: i64,
+    pages: i32,
+    tuples: f32,
+    has_index: bool,
+    natts: i16,
+    checks: i16,
+    replident: &'static str,
+    acl: S,
+    options: S,
+}
+
+impl PgClassRow {
+    fn new(oid: i64, name: &str, kind: &'static str) -> PgClassRow {
+        PgClassRow {
+            oid,
+            name: name.to_string(),
+            kind,
+            owner: SUPERUSER_OID,
+            am: 0,
+            filenode: oid,
+            pages: 0,
+            tuples: 0.0,
+            has_index: false,
+            natts: 0,
+            checks: 0,
+            replident: "n",
+            acl: null_text(),
+            options: null_text(),
+        }
+    }
+
+    /// The cells in `pg_class`'s column order.
+    fn cells(self) -> Vec<S> {
+        vec![
+            i(self.oid),
+            s(&self.name),
+            i(NS_PUBLIC),
+            i(0),
+            i(0),
+            i(self.owner),
+            i(self.am),
+            i(self.filenode),
+            i(0),
+            i4(self.pages),
+            f4(self.tuples),
+            i4(0),
+            i(0),
+            b(self.has_index),
+            b(false),
+            s("p"),
+            s(self.kind),
+            i2(self.natts),
+            i2(self.checks),
+            b(false),
+            b(false),
+            b(false),
+            b(false),
+            b(false),
+            b(true),
+            s(self.replident),
+            b(false),
+            i(0),
+            self.acl,
+            null_text(),
+            self.options,
+        ]
+    }
+}
+
 /// A `text[]` value.
 fn text_list(items: &[String]) -> S {
     let v: Vec<S> = items.iter().map(|x| s(x)).collect();
@@ -452,145 +531,54 @@ fn build_pg_table(
         "pg_class" => {
             let mut rows = Vec::new();
             for (seq, _) in sequences {
-                rows.push(vec![
-                    i(sequence_oid(&seq.name)),
-                    s(&seq.name),
-                    i(NS_PUBLIC),
-                    i(0),
-                    i(0),
-                    i(SUPERUSER_OID),
-                    i(0),
-                    i(sequence_oid(&seq.name)),
-                    i(0),
-                    i4(1),
-                    f4(1.0),
-                    i4(0),
-                    i(0),
-                    b(false),
-                    b(false),
-                    s("p"),
-                    s("S"),
-                    i2(3),
-                    i2(0),
-                    b(false),
-                    b(false),
-                    b(false),
-                    b(false),
-                    b(false),
-                    b(true),
-                    s("n"),
-                    b(false),
-                    i(0),
-                    null_text(),
-                    null_text(),
-                    null_text(),
-                ]);
+                rows.push(
+                    PgClassRow {
+                        pages: 1,
+                        tuples: 1.0,
+                        natts: 3,
+                        ..PgClassRow::new(sequence_oid(&seq.name), &seq.name, "S")
+                    }
+                    .cells(),
+                );
             }
             for (n, src) in sources.iter().enumerate() {
-                rows.push(vec![
-                    i(source_oid(n)),
-                    s(&src.name),
-                    i(NS_PUBLIC),
-                    i(0),
-                    i(0),
-                    i(SUPERUSER_OID),
-                    i(0),
-                    i(0),
-                    i(0),
-                    i4(0),
-                    f4(0.0),
-                    i4(0),
-                    i(0),
-                    b(false),
-                    b(false),
-                    s("p"),
-                    s("v"),
-                    i2(src.columns.len() as i16),
-                    i2(0),
-                    b(false),
-                    b(false),
-                    b(false),
-                    b(false),
-                    b(false),
-                    b(true),
-                    s("n"),
-                    b(false),
-                    i(0),
-                    null_text(),
-                    null_text(),
-                    null_text(),
-                ]);
+                rows.push(
+                    PgClassRow {
+                        filenode: 0,
+                        natts: src.columns.len() as i16,
+                        ..PgClassRow::new(source_oid(n), &src.name, "v")
+                    }
+                    .cells(),
+                );
             }
             for t in tables {
                 let d = t.def();
                 let has_pk = d.has_primary_key();
-                rows.push(vec![
-                    i(table_oid(t)),
-                    s(&d.name),
-                    i(NS_PUBLIC),
-                    i(0),
-                    i(0),
-                    i(current.oid_of(crate::privileges::owner_of(d))),
-                    i(2),
-                    i(table_oid(t)),
-                    i(0),
-                    i4(0),
-                    f4(t.approx_row_count() as f32),
-                    i4(0),
-                    i(0),
-                    b(has_pk),
-                    b(false),
-                    s("p"),
-                    s("r"),
-                    i2(d.columns.len() as i16),
-                    i2(d.checks.len() as i16),
-                    b(false),
-                    b(false),
-                    b(false),
-                    b(false),
-                    b(false),
-                    b(true),
-                    s("d"),
-                    b(false),
-                    i(0),
-                    crate::privileges::acl_items(d).map_or_else(null_text, |a| text_list(&a)),
-                    null_text(),
-                    s(&format!("orientation={}", d.orientation)),
-                ]);
+                rows.push(
+                    PgClassRow {
+                        owner: current.oid_of(crate::privileges::owner_of(d)),
+                        am: 2,
+                        tuples: t.approx_row_count() as f32,
+                        has_index: has_pk,
+                        natts: d.columns.len() as i16,
+                        checks: d.checks.len() as i16,
+                        replident: "d",
+                        acl: crate::privileges::acl_items(d)
+                            .map_or_else(null_text, |a| text_list(&a)),
+                        options: s(&format!("orientation={}", d.orientation)),
+                        ..PgClassRow::new(table_oid(t), &d.name, "r")
+                    }
+                    .cells(),
+                );
                 if has_pk {
-                    rows.push(vec![
-                        i(index_oid(t)),
-                        s(&format!("{}_pkey", d.name)),
-                        i(NS_PUBLIC),
-                        i(0),
-                        i(0),
-                        i(SUPERUSER_OID),
-                        i(403),
-                        i(index_oid(t)),
-                        i(0),
-                        i4(0),
-                        f4(0.0),
-                        i4(0),
-                        i(0),
-                        b(false),
-                        b(false),
-                        s("p"),
-                        s("i"),
-                        i2(d.primary_key.len() as i16),
-                        i2(0),
-                        b(false),
-                        b(false),
-                        b(false),
-                        b(false),
-                        b(false),
-                        b(true),
-                        s("n"),
-                        b(false),
-                        i(0),
-                        null_text(),
-                        null_text(),
-                        null_text(),
-                    ]);
+                    rows.push(
+                        PgClassRow {
+                            am: 403,
+                            natts: d.primary_key.len() as i16,
+                            ..PgClassRow::new(index_oid(t), &format!("{}_pkey", d.name), "i")
+                        }
+                        .cells(),
+                    );
                 }
             }
             mem_table(
