@@ -13,8 +13,9 @@
 //!   clear; the verifier's salt comes from the operating system's random
 //!   source; a verifier is never shown through SQL (`pg_authid.rolpassword`
 //!   reads `********`, as `pg_roles` does in PostgreSQL);
-//! * `roles.json` in the data directory is replaced whole (write, fsync,
-//!   rename, directory fsync): after a crash it is the old or the new file;
+//! * `roles.json` in the data directory is replaced whole, with a
+//!   checksum, as the storage catalog is (`eddy_storage::manifest`): after
+//!   a crash it is the old or the new file, and a damaged one is refused;
 //! * membership has no cycles (GRANT refuses one: 0LP01), so walking it
 //!   ends.
 //!
@@ -166,12 +167,7 @@ impl Roles {
     /// change).
     pub fn open(data_dir: &Path) -> Result<Roles> {
         let path = data_dir.join("roles.json");
-        let file = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice::<RolesFile>(&bytes)
-                .map_err(|e| SqlError::Internal(format!("{} is damaged: {e}", path.display())))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => RolesFile::default(),
-            Err(e) => return Err(io(&path, e)),
-        };
+        let file: RolesFile = eddy_storage::manifest::read_checked(&path)?.unwrap_or_default();
         Ok(Roles {
             path: Some(path),
             state: RwLock::new(file.with_builtins()),
@@ -440,7 +436,7 @@ impl Roles {
         let mut next = self.state.read().clone();
         edit(&mut next)?;
         if let Some(path) = &self.path {
-            persist(path, &next)?;
+            eddy_storage::manifest::write_atomic(path, &next)?;
         }
         *self.state.write() = next;
         self.version.fetch_add(1, Ordering::AcqRel);
@@ -473,31 +469,6 @@ fn check_role_name(name: &str) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-fn persist(path: &Path, file: &RolesFile) -> Result<()> {
-    let body = serde_json::to_vec_pretty(file)
-        .map_err(|e| SqlError::Internal(format!("encoding the roles: {e}")))?;
-    let tmp = path.with_extension("tmp");
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
-        f.write_all(&body).map_err(|e| io(&tmp, e))?;
-        f.sync_all().map_err(|e| io(&tmp, e))?;
-    }
-    std::fs::rename(&tmp, path).map_err(|e| io(path, e))?;
-    if let Some(dir) = path.parent() {
-        let d = std::fs::File::open(dir).map_err(|e| io(dir, e))?;
-        d.sync_all().map_err(|e| io(dir, e))?;
-    }
-    Ok(())
-}
-
-fn io(path: &Path, source: std::io::Error) -> SqlError {
-    SqlError::Io {
-        path: path.display().to_string(),
-        source,
-    }
 }
 
 /// A SCRAM-SHA-256 verifier: what the server needs to check a client's
