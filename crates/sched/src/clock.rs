@@ -89,7 +89,10 @@ mod tests {
         std::hint::black_box(x);
         let worked = thread_cpu_ns() - t1;
         assert!(slept < 10_000_000, "sleeping cost {slept} ns of CPU");
-        assert!(worked > 10_000_000, "30 ms of work cost only {worked} ns of CPU");
+        assert!(
+            worked > 10_000_000,
+            "30 ms of work cost only {worked} ns of CPU"
+        );
     }
 
     #[test]

@@ -76,7 +76,14 @@ pub(crate) struct GroupInner {
 }
 
 impl GroupInner {
-    pub(crate) fn new(id: u64, class_name: Arc<str>, class: Arc<ClassStats>, share: u32, shared: Arc<Shared>, vruntime: u64) -> GroupInner {
+    pub(crate) fn new(
+        id: u64,
+        class_name: Arc<str>,
+        class: Arc<ClassStats>,
+        share: u32,
+        shared: Arc<Shared>,
+        vruntime: u64,
+    ) -> GroupInner {
         class.groups.fetch_add(1, Ordering::Relaxed);
         GroupInner {
             id,
@@ -130,6 +137,12 @@ impl Group {
         F::Output: Send + 'static,
     {
         Task::spawn(Arc::clone(&self.inner), future)
+    }
+
+    /// A new group of `class` on the same scheduler (e.g. the group of an
+    /// analytical query, made from the connection's context).
+    pub fn sibling(&self, class: &str, share: u32) -> Group {
+        self.inner.shared.new_group(class, share)
     }
 
     /// CPU time this group's contexts have used.

@@ -240,7 +240,9 @@ impl Shared {
     }
 
     fn start_worker(&self) {
-        let Some(shared) = self.me.upgrade() else { return };
+        let Some(shared) = self.me.upgrade() else {
+            return;
+        };
         let spawned = std::thread::Builder::new()
             .name("eddy-sched".into())
             .stack_size(self.config.stack_size)
@@ -250,6 +252,22 @@ impl Shared {
             let mut st = self.state.lock();
             st.threads -= 1;
             st.starting -= 1;
+        }
+    }
+
+    pub(crate) fn new_group(self: &Arc<Self>, class: &str, share: u32) -> Group {
+        let (name, stats) = self.class(class);
+        let id = self.next_group.fetch_add(1, Ordering::Relaxed);
+        let vruntime = self.state.lock().runnable.min_vruntime();
+        Group {
+            inner: Arc::new(GroupInner::new(
+                id,
+                name,
+                stats,
+                share,
+                Arc::clone(self),
+                vruntime,
+            )),
         }
     }
 
@@ -367,7 +385,9 @@ fn run_one(task: &Arc<Task>, picked_at: u64) {
 fn monitor_loop(shared: Weak<Shared>) {
     loop {
         std::thread::sleep(MONITOR_TICK);
-        let Some(shared) = shared.upgrade() else { return };
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
         let mut st = shared.state.lock();
         if st.shutdown {
             return;
@@ -461,19 +481,7 @@ impl Scheduler {
 
     /// A new group of class `class` with `share`.
     pub fn group(&self, class: &str, share: u32) -> Group {
-        let (name, stats) = self.shared.class(class);
-        let id = self.shared.next_group.fetch_add(1, Ordering::Relaxed);
-        let vruntime = self.shared.state.lock().runnable.min_vruntime();
-        Group {
-            inner: Arc::new(GroupInner::new(
-                id,
-                name,
-                stats,
-                share,
-                Arc::clone(&self.shared),
-                vruntime,
-            )),
-        }
+        self.shared.new_group(class, share)
     }
 
     /// Counters of every class seen so far, in order of first use.

@@ -108,10 +108,12 @@ impl Task {
         match result {
             Ok(Poll::Pending) => {
                 drop(slot);
-                match self
-                    .state
-                    .compare_exchange(RUNNING, IDLE, Ordering::AcqRel, Ordering::Acquire)
-                {
+                match self.state.compare_exchange(
+                    RUNNING,
+                    IDLE,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
                     Ok(_) => (cpu, AfterPoll::Nothing),
                     Err(_) => {
                         // NOTIFIED: woken during the poll
@@ -228,11 +230,13 @@ impl<T> Future for JoinHandle<T> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.rx.poll_unpin(cx) {
             Poll::Ready(Ok(v)) => Poll::Ready(v),
-            Poll::Ready(Err(_)) => Poll::Ready(Err(if self.task.panicked.load(Ordering::Acquire) {
-                JoinError::Panicked
-            } else {
-                JoinError::Aborted
-            })),
+            Poll::Ready(Err(_)) => {
+                Poll::Ready(Err(if self.task.panicked.load(Ordering::Acquire) {
+                    JoinError::Panicked
+                } else {
+                    JoinError::Aborted
+                }))
+            }
             Poll::Pending => Poll::Pending,
         }
     }

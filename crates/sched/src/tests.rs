@@ -92,7 +92,10 @@ fn share_two_gets_twice_the_cpu_of_share_one() {
     // two contexts in the share-1 group: shares are per group, not per context
     let cpu = cpu_split(1, &[1, 2], 2);
     let ratio = cpu[1] / cpu[0];
-    assert!((1.8..2.2).contains(&ratio), "CPU split {cpu:?}, ratio {ratio}");
+    assert!(
+        (1.8..2.2).contains(&ratio),
+        "CPU split {cpu:?}, ratio {ratio}"
+    );
 }
 
 #[test]
@@ -138,7 +141,10 @@ fn block_in_place_lets_another_context_run() {
     let other = g.spawn(async { Instant::now() });
     let other_at = wait(other).unwrap_or_else(|_| Instant::now());
     let blocked_at = wait(blocked).unwrap_or_else(|_| Instant::now());
-    assert!(other_at < blocked_at, "the second context waited for the blocked one");
+    assert!(
+        other_at < blocked_at,
+        "the second context waited for the blocked one"
+    );
 }
 
 #[test]
@@ -153,7 +159,10 @@ fn a_worker_blocked_without_saying_so_is_replaced() {
     let other = g.spawn(async { Instant::now() });
     let other_at = wait(other).unwrap_or_else(|_| Instant::now());
     let blocked_at = wait(blocked).unwrap_or_else(|_| Instant::now());
-    assert!(other_at < blocked_at, "the monitor did not hand the slot over");
+    assert!(
+        other_at < blocked_at,
+        "the monitor did not hand the slot over"
+    );
     assert!(s.threads() >= 2);
 }
 

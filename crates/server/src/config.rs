@@ -28,6 +28,17 @@
 //! default_shard_count = 2     # shards of the default table group
 //! sync = true                 # fsync the WAL before acknowledging
 //! background_compaction = true
+//!
+//! [scheduler]
+//! slots = 2                   # contexts running at once (default: the cores)
+//! serving_share = 8           # share of all connections together
+//!
+//! [scheduler.groups]          # groups for analytical queries, by share
+//! reporting = 1               # (`analytics`, share 1, always exists)
+//! dashboards = 4
+//!
+//! [scheduler.roles]           # the group a role's sessions start in
+//! grafana = "dashboards"
 //! ```
 
 use std::path::Path;
@@ -59,6 +70,26 @@ pub struct FileConfig {
     pub users: Vec<User>,
     #[serde(default)]
     pub storage: StorageSection,
+    #[serde(default)]
+    pub scheduler: SchedulerSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerSection {
+    /// Execution contexts running at once (default: the machine's cores).
+    pub slots: Option<usize>,
+    /// Share of the serving group, which all connections' protocol work,
+    /// fixed-plan lookups and single-row writes are charged to (default 8;
+    /// an analytical query's group has its group's share, 1 by default).
+    pub serving_share: Option<u32>,
+    /// Named groups for analytical queries and their shares (1 to 1000);
+    /// sessions pick one with `SET eddy.scheduling_group`.
+    #[serde(default)]
+    pub groups: std::collections::BTreeMap<String, u32>,
+    /// The group each role's sessions start in.
+    #[serde(default)]
+    pub roles: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -137,7 +168,7 @@ mod tests {
     #[test]
     fn parses_a_full_config() {
         let c: FileConfig = toml::from_str(
-            "[server]\nauth = \"trust\"\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\ntls_require_remote = true\n[[users]]\nname = \"a\"\npassword = \"b\"\nroles = [\"pg_read_server_files\"]\n[storage]\ndefault_shard_count = 4\n",
+            "[server]\nauth = \"trust\"\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\ntls_require_remote = true\n[[users]]\nname = \"a\"\npassword = \"b\"\nroles = [\"pg_read_server_files\"]\n[storage]\ndefault_shard_count = 4\n[scheduler]\nslots = 3\n[scheduler.groups]\nreporting = 2\n[scheduler.roles]\na = \"reporting\"\n",
         )
         .unwrap();
         assert_eq!(c.server.auth.as_deref(), Some("trust"));

@@ -298,6 +298,28 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             .clone()
             .or(file.server.query_memory_limit.clone()),
     )?;
+    let scheduling = eddy_sql::scheduling::SchedulingGroups::new(
+        file.scheduler.groups.clone(),
+        file.scheduler.roles.clone(),
+    )
+    .map_err(|e| ServerError::Refused(format!("[scheduler]: {e}")))?;
+    let slots = match file.scheduler.slots {
+        Some(0) => {
+            return Err(ServerError::Refused(
+                "[scheduler] slots must be at least 1".into(),
+            ))
+        }
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let serving_share = file.scheduler.serving_share.unwrap_or(8);
+    if !(eddy_sched::MIN_SHARE..=eddy_sched::MAX_SHARE).contains(&serving_share) {
+        return Err(ServerError::Refused(format!(
+            "[scheduler] serving_share = {serving_share}: expected {} to {}",
+            eddy_sched::MIN_SHARE,
+            eddy_sched::MAX_SHARE
+        )));
+    }
     let mut cfg = EngineConfig::new(&args.data_dir);
     if let Some(v) = file.storage.memtable_bytes {
         cfg.memtable_bytes = v;
@@ -327,6 +349,19 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
         )
         .build()
         .map_err(ServerError::Runtime)?;
+    // every connection, query and scan runs as an execution context here;
+    // tokio keeps the sockets, timers and the HTTP console
+    let scheduler = eddy_sched::Scheduler::start(eddy_sched::SchedulerConfig {
+        slots,
+        // a context blocked in a lock wait holds a thread: one per
+        // connection, the slots, and room for scans blocked on disk
+        max_threads: max_connections.saturating_add(slots).saturating_add(64),
+        stack_size: eddy_sql::statement_limits::MAX_EXPRESSION_DEPTH
+            * eddy_sql::statement_limits::STACK_BYTES_PER_LEVEL,
+        runtime: Some(runtime.handle().clone()),
+    });
+    eddy_sql::scheduling::install_datafusion_tracer();
+    tracing::info!(slots, serving_share, "scheduler");
     let result = runtime.block_on(serve(
         Arc::clone(&engine),
         Arc::clone(&streams),
@@ -339,12 +374,16 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             password_from,
             memory_limit,
             query_memory_limit,
+            scheduler: Arc::clone(&scheduler),
+            serving_share,
+            scheduling,
         },
         security,
         args.config.as_deref(),
     ));
     tracing::info!("stopping stream jobs");
     streams.shutdown();
+    scheduler.shutdown();
     tracing::info!("closing the storage engine");
     let closed = engine.close();
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
@@ -366,6 +405,10 @@ struct Listen {
     /// `--memory-limit` / `--query-memory-limit` (`eddy_sql::memory`).
     memory_limit: Option<usize>,
     query_memory_limit: Option<usize>,
+    /// Where connections and queries run (`eddy_sched`).
+    scheduler: Arc<eddy_sched::Scheduler>,
+    serving_share: u32,
+    scheduling: eddy_sql::scheduling::SchedulingGroups,
 }
 
 async fn serve(
@@ -384,6 +427,9 @@ async fn serve(
         password_from,
         memory_limit,
         query_memory_limit,
+        scheduler,
+        serving_share,
+        scheduling,
     } = listen;
     let started = (std::time::Instant::now(), std::time::SystemTime::now());
     let metrics = Arc::new(Metrics::default());
@@ -410,6 +456,11 @@ async fn serve(
         query = db.memory.default_query_limit(),
         "query memory"
     );
+    db.scheduling = scheduling;
+    let classes = Arc::clone(&scheduler);
+    metrics.add_section(Box::new(move |out| {
+        metrics::render_scheduler(out, &classes)
+    }));
     // the config file's users become roles (verifiers only)
     security.accounts.seed(&db.roles)?;
     let db = Arc::new(db);
@@ -467,6 +518,9 @@ async fn serve(
     tokio::pin!(shutdown);
     let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut accept_errors = AcceptBackoff::default();
+    // all connections share one group: their protocol work, fixed-plan
+    // lookups and single-row writes (analytical queries get their own)
+    let serving = scheduler.group(eddy_sched::class::SERVING, serving_share);
     loop {
         tokio::select! {
             _ = &mut shutdown => {
@@ -486,7 +540,8 @@ async fn serve(
                         let h = Arc::clone(&handlers);
                         let acceptor = tls.clone();
                         let (watch, registration) = idle.register(peer);
-                        tokio::spawn(async move {
+                        // detached: the connection ends by itself
+                        drop(serving.spawn(async move {
                             let _registration = registration;
                             let _slot = slot;
                             let fd = idle::Fd::of(&sock);
@@ -515,7 +570,7 @@ async fn serve(
                                     tracing::info!(%peer, "terminating connection due to idle-in-transaction timeout");
                                 }
                             }
-                        });
+                        }));
                     }
                     Err(e) => {
                         // out of file descriptors (or another transient

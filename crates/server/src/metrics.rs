@@ -128,3 +128,65 @@ mod tests {
         assert!(text.contains("quantile=\"0.99\""));
     }
 }
+
+/// Per-class scheduler counters (`eddy_sched`): CPU time, polls, time
+/// runnable contexts waited for a slot, contexts queued now, groups and
+/// contexts alive.
+pub fn render_scheduler(out: &mut String, scheduler: &eddy_sched::Scheduler) {
+    let classes = scheduler.classes();
+    let series: [(&str, &str, &str, fn(&eddy_sched::ClassSnapshot) -> String); 7] = [
+        (
+            "eddy_sched_cpu_seconds_total",
+            "counter",
+            "CPU time used by execution contexts, by scheduling class.",
+            |c| format!("{:.6}", c.cpu.as_secs_f64()),
+        ),
+        (
+            "eddy_sched_polls_total",
+            "counter",
+            "Polls of execution contexts, by scheduling class.",
+            |c| c.polls.to_string(),
+        ),
+        (
+            "eddy_sched_wait_seconds_total",
+            "counter",
+            "Time runnable contexts waited for a CPU slot, by scheduling class.",
+            |c| format!("{:.6}", c.wait.as_secs_f64()),
+        ),
+        (
+            "eddy_sched_max_wait_seconds",
+            "gauge",
+            "Longest wait of a runnable context for a CPU slot since start, by scheduling class.",
+            |c| format!("{:.6}", c.max_wait.as_secs_f64()),
+        ),
+        (
+            "eddy_sched_queued",
+            "gauge",
+            "Runnable contexts waiting for a CPU slot now, by scheduling class.",
+            |c| c.queued.to_string(),
+        ),
+        (
+            "eddy_sched_groups",
+            "gauge",
+            "Scheduling groups alive now, by class.",
+            |c| c.groups.to_string(),
+        ),
+        (
+            "eddy_sched_contexts",
+            "gauge",
+            "Execution contexts alive now, by scheduling class.",
+            |c| c.contexts.to_string(),
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for c in &classes {
+            let _ = writeln!(out, "{name}{{class=\"{}\"}} {}", c.name, value(c));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP eddy_sched_threads Scheduler worker threads (slots plus spares for blocked workers).\n# TYPE eddy_sched_threads gauge\neddy_sched_threads {}",
+        scheduler.threads()
+    );
+}

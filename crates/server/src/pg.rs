@@ -1038,7 +1038,7 @@ impl CopyHandler for Backend {
         let taken = s.copy_in.lock().take();
         if let Some(mut c) = taken {
             let data = copy_data.data;
-            let c = tokio::task::block_in_place(move || {
+            let c = eddy_sql::session::run_blocking(move || {
                 let _ = c.feed(&data);
                 c
             });
@@ -1061,7 +1061,7 @@ impl CopyHandler for Backend {
                 "no COPY in progress".into(),
             )));
         };
-        let result = match tokio::task::block_in_place(move || c.finish()) {
+        let result = match eddy_sql::session::run_blocking(move || c.finish()) {
             Ok(eddy_sql::copy::CopyFinish::Committed(n)) => Ok(n),
             Ok(eddy_sql::copy::CopyFinish::InTransaction { table, batches }) => {
                 with_session(client, self, move |s| {

@@ -41,6 +41,7 @@ pub mod rewrite;
 pub mod role_parse;
 pub mod roles;
 pub mod scan_filter;
+pub mod scheduling;
 pub mod sequence_functions;
 pub mod sequence_parse;
 pub mod sequences;

@@ -674,7 +674,7 @@ impl ExecutionPlan for EddyScanExec {
         let join_filters = self.join_filters.clone();
         let limit = self.limit;
         let out_schema = Arc::clone(&schema);
-        let scan = move || {
+        let scan = async move {
             // Join filters are looked at now, on the first poll: the hash
             // joins above have read their build sides by then.
             let mut row_filters = RowFilters::new(exact, join_filters);
@@ -703,7 +703,7 @@ impl ExecutionPlan for EddyScanExec {
                 let iter = match unit.scan(Some(&cols), with_key, &keep) {
                     Ok(it) => it,
                     Err(e) => {
-                        let _ = tx.blocking_send(Err(DataFusionError::External(Box::new(e))));
+                        let _ = tx.send(Err(DataFusionError::External(Box::new(e)))).await;
                         return;
                     }
                 };
@@ -718,13 +718,15 @@ impl ExecutionPlan for EddyScanExec {
                         continue;
                     }
                     let rows = out.as_ref().map(|b| b.num_rows()).unwrap_or(0);
-                    if tx.blocking_send(out).is_err() {
+                    if tx.send(out).await.is_err() {
                         return; // the query was dropped or cancelled
                     }
                     sent += rows;
                     if limit.is_some_and(|l| sent >= l) {
                         return;
                     }
+                    // one batch is this context's quantum
+                    eddy_sched::yield_now().await;
                 }
             }
         };
@@ -732,7 +734,7 @@ impl ExecutionPlan for EddyScanExec {
         let mut scan = Some(scan);
         let stream = futures::stream::unfold(rx, move |mut rx| {
             if let Some(scan) = scan.take() {
-                tokio::task::spawn_blocking(scan);
+                crate::scheduling::spawn_storage_scan(scan);
             }
             async move { rx.recv().await.map(|item| (item, rx)) }
         });

@@ -12,7 +12,7 @@
 //!   ROLLBACK TO a savepoint) fails with 25P02;
 //! * a query's snapshot is taken while it is planned (before `execute`
 //!   returns), so a later statement in the same request cannot leak into it;
-//! * storage calls block, so they run under `block_in_place` (the server
+//! * storage calls block, so they run under [`run_blocking`] (the server
 //!   runs a multi-threaded runtime).
 
 use std::collections::BTreeMap;
@@ -25,7 +25,6 @@ use datafusion::catalog::{
     CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider, SchemaProvider,
 };
 use datafusion::execution::SendableRecordBatchStream;
-use datafusion::physical_plan::execute_stream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DFStatement;
@@ -108,6 +107,9 @@ pub struct Database {
     /// Query memory: the server budget and where queries spill
     /// (`crate::memory`); the front end may replace it before sessions open.
     pub memory: crate::memory::MemoryBudget,
+    /// Named scheduling groups for analytical queries and role defaults
+    /// (`crate::scheduling`); the front end may replace it.
+    pub scheduling: crate::scheduling::SchedulingGroups,
 }
 
 /// The setting that bounds one query's memory (`crate::memory`).
@@ -136,6 +138,7 @@ impl Database {
             server_files,
             roles,
             memory,
+            scheduling: Default::default(),
         })
     }
 }
@@ -277,7 +280,14 @@ pub enum TxnStatus {
     Failed,
 }
 
-fn run_blocking<T>(f: impl FnOnce() -> T) -> T {
+/// Runs a call that may block. On the scheduler's workers it runs in place:
+/// storage gives the CPU slot up around its own waits (commit, locks) and
+/// the scheduler's monitor hands over the slot of a worker blocked
+/// elsewhere. On tokio's workers it moves off the worker.
+pub fn run_blocking<T>(f: impl FnOnce() -> T) -> T {
+    if eddy_sched::on_worker() {
+        return f();
+    }
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(f)
@@ -431,6 +441,7 @@ impl Session {
             MEMORY_SETTING.into(),
             format!("{}kB", session.query_pool.limit() / 1024),
         );
+        session.reset_scheduling_group();
         session.refresh_scan_filters();
         session.show_privileges();
         Ok(session)
@@ -735,7 +746,37 @@ impl Session {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         self.reset_memory_limit();
+        self.reset_scheduling_group();
         self.show_privileges();
+    }
+
+    /// `eddy.scheduling_group` back to the role's group.
+    fn reset_scheduling_group(&mut self) {
+        let group = self.db.scheduling.group_of_role(&self.user).to_string();
+        self.settings
+            .insert(crate::scheduling::SCHEDULING_SETTING.into(), group);
+    }
+
+    /// The group this session's analytical queries run in, and its share.
+    fn scheduling_group(&self) -> (String, u32) {
+        let name = self
+            .settings
+            .get(crate::scheduling::SCHEDULING_SETTING)
+            .cloned()
+            .unwrap_or_else(|| crate::scheduling::DEFAULT_GROUP.to_string());
+        // a group removed from the configuration since: the default's share
+        let share = self.db.scheduling.share(&name).unwrap_or(1);
+        (name, share)
+    }
+
+    /// Runs a physical plan in a scheduling group of its own
+    /// (`crate::scheduling`).
+    pub(crate) fn execute_plan(
+        &self,
+        physical: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    ) -> Result<SendableRecordBatchStream> {
+        let (group, share) = self.scheduling_group();
+        crate::scheduling::execute_in_query_group(physical, self.ctx.task_ctx(), &group, share)
     }
 
     /// `eddy.query_memory_limit` back to the server's default.
@@ -816,6 +857,10 @@ impl Session {
             }
             C::Reset(Some(name)) if name == MEMORY_SETTING => {
                 self.reset_memory_limit();
+                Output::Command("RESET".into())
+            }
+            C::Reset(Some(name)) if name == crate::scheduling::SCHEDULING_SETTING => {
+                self.reset_scheduling_group();
                 Output::Command("RESET".into())
             }
             C::Reset(Some(name)) => {
@@ -1206,7 +1251,7 @@ impl Session {
         let df = self.ctx.execute_logical_plan(plan).await?;
         let physical = df.create_physical_plan().await?;
         let schema = physical.schema();
-        let stream = execute_stream(physical, self.ctx.task_ctx())?;
+        let stream = self.execute_plan(physical)?;
         Ok(Output::Rows {
             schema,
             stream,
@@ -1256,6 +1301,16 @@ impl Session {
                 })?;
             self.query_pool
                 .set_limit(bytes.min(self.db.memory.server_bytes()));
+            return Ok(());
+        }
+        if name == crate::scheduling::SCHEDULING_SETTING {
+            if self.db.scheduling.share(value).is_none() {
+                let known: Vec<&str> = self.db.scheduling.groups().map(|(n, _)| n).collect();
+                return Err(SqlError::InvalidParameter(format!(
+                    "invalid value for parameter \"{name}\": \"{value}\" (scheduling groups: {})",
+                    known.join(", ")
+                )));
+            }
             return Ok(());
         }
         let applied = match eddy_gpu::session::apply_set(&self.ctx, name, value) {
@@ -1382,8 +1437,13 @@ impl Session {
                 ],
             )
         } else {
+            // a dotted custom name is its column's name, as in PostgreSQL
+            let column = match names.first() {
+                Some(key) if key.contains('.') => key.clone(),
+                _ => name,
+            };
             (
-                Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, false)])),
+                Arc::new(Schema::new(vec![Field::new(column, DataType::Utf8, false)])),
                 vec![Arc::new(StringArray::from(values))],
             )
         };

@@ -195,14 +195,17 @@ impl LockManager {
                 });
             }
             st.waits_for.insert(owner, blockers);
+            // a lock wait gives the scheduler's CPU slot up while it lasts
             match deadline {
                 Some(d) => {
-                    if self.released.wait_until(&mut st, d).timed_out() {
+                    if eddy_sched::block_in_place(|| self.released.wait_until(&mut st, d))
+                        .timed_out()
+                    {
                         st.waits_for.remove(&owner);
                         return Err(StorageError::LockTimeout);
                     }
                 }
-                None => self.released.wait(&mut st),
+                None => eddy_sched::block_in_place(|| self.released.wait(&mut st)),
             }
         }
     }

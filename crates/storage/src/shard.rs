@@ -385,6 +385,12 @@ impl Shard {
     /// Writes `ops` atomically and durably (group commit).
     pub fn write(&self, ops: Vec<ShardOp>) -> Result<WriteSummary> {
         self.check_poisoned()?;
+        // waits for the commit lock and the log's fsync: another execution
+        // context gets the CPU meanwhile
+        eddy_sched::block_in_place(|| self.write_blocking(ops))
+    }
+
+    fn write_blocking(&self, ops: Vec<ShardOp>) -> Result<WriteSummary> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.queue.lock().push(Pending { ops, reply: tx });
         {

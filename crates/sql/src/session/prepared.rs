@@ -46,7 +46,6 @@ use datafusion::common::{ScalarValue, TableReference};
 use datafusion::datasource::{provider_as_source, source_as_provider};
 use datafusion::logical_expr::expr::Placeholder;
 use datafusion::logical_expr::{Expr, LogicalPlan};
-use datafusion::physical_plan::execute_stream;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions, FunctionArg, FunctionArgExpr, SetExpr, Statement, TableFactor,
@@ -208,7 +207,7 @@ impl Session {
             .create_physical_plan(&optimized, &state)
             .await?;
         let schema = physical.schema();
-        let stream = execute_stream(physical, self.ctx.task_ctx())?;
+        let stream = self.execute_plan(physical)?;
         Ok(Some(Output::Rows {
             schema,
             stream,

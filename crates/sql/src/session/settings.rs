@@ -55,6 +55,8 @@ pub(super) fn validate_setting(name: &str, value: &str) -> Result<String> {
                 "invalid value for parameter \"{name}\": \"{value}\" (a size such as 256MB)"
             ))),
         },
+        // applied by the session, which checks the group exists
+        crate::scheduling::SCHEDULING_SETTING => Ok(lower),
         "client_encoding" | "names" => match lower.replace(['-', '_'], "").as_str() {
             "utf8" | "unicode" => Ok("UTF8".into()),
             _ => refuse("Eddy speaks UTF8 only"),
