@@ -29,6 +29,8 @@ pub enum BenchCommand {
     Freshness(crate::freshness::FreshnessArgs),
     /// TPC-H Q6 with parameters: prepared once and executed, against sent as text.
     Prepared(crate::prepared::PreparedArgs),
+    /// Point-lookup latency while 0, 1, 4, 16 analytical queries loop (Eddy and PostgreSQL).
+    Mixed(crate::mixed::MixedArgs),
 }
 
 /// `eddy bench gen <benchmark>`.
@@ -561,6 +563,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Ycsb(args) => run_ycsb(args),
         BenchCommand::Freshness(args) => crate::freshness::run(args),
         BenchCommand::Prepared(args) => crate::prepared::run(args),
+        BenchCommand::Mixed(args) => crate::mixed::run(args),
         BenchCommand::Gen(GenCommand::Ycsb(args)) => {
             let start = std::time::Instant::now();
             match args.format {

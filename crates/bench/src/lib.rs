@@ -29,6 +29,7 @@ pub mod dataset;
 pub mod error;
 pub mod freshness;
 pub mod harness;
+pub mod mixed;
 pub mod prepared;
 pub mod ssb;
 pub mod tpch;
