@@ -174,7 +174,10 @@ pub fn run(a: MixedArgs) -> Result<()> {
             } else {
                 version
             };
-            eprintln!("[{engine2}] loading SSB sf {} and usertable ({} rows)", a2.sf, a2.records);
+            eprintln!(
+                "[{engine2}] loading SSB sf {} and usertable ({} rows)",
+                a2.sf, a2.records
+            );
             pgwire::load(&target, &w, LoadPath::CsvStdin, 2).await?;
             driver::load(&target, a2.records, 2).await?;
             let mut phases = Vec::new();

@@ -19,9 +19,16 @@ use crate::task::{JoinHandle, Task};
 pub const MIN_SHARE: u32 = 1;
 pub const MAX_SHARE: u32 = 1000;
 
+/// Upper bounds (ns of CPU) of the poll-time histogram's buckets; the
+/// last bucket is everything above.
+pub const POLL_BUCKETS_NS: [u64; 5] = [100_000, 1_000_000, 5_000_000, 20_000_000, 100_000_000];
+
 /// Counters of one class of groups, summed over its groups.
 #[derive(Debug, Default)]
 pub(crate) struct ClassStats {
+    /// Polls by CPU time: `POLL_BUCKETS_NS`, then the rest. A poll is the
+    /// quantum a waking serving context may have to wait for.
+    pub(crate) poll_buckets: [AtomicU64; 6],
     pub(crate) cpu_ns: AtomicU64,
     pub(crate) polls: AtomicU64,
     /// Time contexts spent runnable before a worker picked them.
@@ -46,6 +53,9 @@ pub struct ClassSnapshot {
     pub queued: u64,
     pub groups: u64,
     pub contexts: u64,
+    /// Polls per bucket of [`POLL_BUCKETS_NS`] (not cumulative), then the
+    /// polls above the last bound.
+    pub poll_buckets: [u64; 6],
 }
 
 impl ClassStats {
@@ -59,6 +69,11 @@ impl ClassStats {
             queued: self.queued.load(Ordering::Relaxed),
             groups: self.groups.load(Ordering::Relaxed),
             contexts: self.contexts.load(Ordering::Relaxed),
+            poll_buckets: std::array::from_fn(|i| {
+                self.poll_buckets
+                    .get(i)
+                    .map_or(0, |b| b.load(Ordering::Relaxed))
+            }),
         }
     }
 }
@@ -103,6 +118,13 @@ impl GroupInner {
         self.cpu_ns.fetch_add(cpu_ns, Ordering::Relaxed);
         self.class.cpu_ns.fetch_add(cpu_ns, Ordering::Relaxed);
         self.class.polls.fetch_add(1, Ordering::Relaxed);
+        let bucket = POLL_BUCKETS_NS
+            .iter()
+            .position(|b| cpu_ns <= *b)
+            .unwrap_or(POLL_BUCKETS_NS.len());
+        if let Some(b) = self.class.poll_buckets.get(bucket) {
+            b.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 

@@ -211,15 +211,26 @@ fn metrics_count_cpu_and_contexts_by_class() {
     let s = scheduler(1);
     let g = s.group("background", 1);
     wait(g.spawn(async { burn(Duration::from_millis(20)) })).ok();
-    let c = s
-        .classes()
-        .into_iter()
-        .find(|c| c.name == "background")
-        .expect("class listed");
+    // the worker charges the poll just after the result is sent
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let c = loop {
+        let c = s
+            .classes()
+            .into_iter()
+            .find(|c| c.name == "background")
+            .expect("class listed");
+        if c.polls >= 1 || Instant::now() > deadline {
+            break c;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
     assert!(c.cpu >= Duration::from_millis(15), "{c:?}");
     assert_eq!(c.contexts, 0);
     assert_eq!(c.queued, 0);
     assert!(c.polls >= 1);
+    // the 20 ms poll is in the (5 ms, 20 ms] or (20 ms, 100 ms] bucket
+    assert_eq!(c.poll_buckets.iter().sum::<u64>(), c.polls);
+    assert!(c.poll_buckets[3] + c.poll_buckets[4] >= 1, "{c:?}");
 }
 
 #[test]

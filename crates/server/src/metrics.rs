@@ -186,6 +186,32 @@ pub fn render_scheduler(out: &mut String, scheduler: &eddy_sched::Scheduler) {
     }
     let _ = writeln!(
         out,
+        "# HELP eddy_sched_poll_seconds CPU time of one poll of an execution context (the quantum a waking context may wait for), by scheduling class.\n# TYPE eddy_sched_poll_seconds histogram"
+    );
+    for c in &classes {
+        let mut cumulative = 0u64;
+        for (i, n) in c.poll_buckets.iter().enumerate() {
+            cumulative += n;
+            let le = eddy_sched::POLL_BUCKETS_NS
+                .get(i)
+                .map_or_else(|| "+Inf".to_string(), |ns| format!("{}", *ns as f64 / 1e9));
+            let _ = writeln!(
+                out,
+                "eddy_sched_poll_seconds_bucket{{class=\"{}\",le=\"{le}\"}} {cumulative}",
+                c.name
+            );
+        }
+        let _ = writeln!(
+            out,
+            "eddy_sched_poll_seconds_sum{{class=\"{}\"}} {:.6}\neddy_sched_poll_seconds_count{{class=\"{}\"}} {}",
+            c.name,
+            c.cpu.as_secs_f64(),
+            c.name,
+            c.polls
+        );
+    }
+    let _ = writeln!(
+        out,
         "# HELP eddy_sched_threads Scheduler worker threads (slots plus spares for blocked workers).\n# TYPE eddy_sched_threads gauge\neddy_sched_threads {}",
         scheduler.threads()
     );
