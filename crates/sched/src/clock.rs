@@ -57,6 +57,24 @@ pub(crate) fn clock_ns(_id: i32) -> Option<u64> {
     None
 }
 
+/// Lowers the calling thread's CPU priority (Linux: a thread's niceness is
+/// its own). Failure only costs the priority, so it is logged, not fatal.
+#[cfg(target_os = "linux")]
+pub(crate) fn set_thread_nice(nice: i32) {
+    // SAFETY: gettid has no preconditions; setpriority on our own thread id
+    // with PRIO_PROCESS changes only this thread's niceness.
+    let rc = unsafe {
+        let tid = libc::syscall(libc::SYS_gettid);
+        libc::setpriority(libc::PRIO_PROCESS, u32::try_from(tid).unwrap_or(0), nice)
+    };
+    if rc != 0 {
+        tracing::warn!(nice, error = %std::io::Error::last_os_error(), "cannot lower a scheduler worker's priority");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn set_thread_nice(_nice: i32) {}
+
 /// The clock id type of [`current_thread_clock`].
 #[cfg(target_os = "linux")]
 pub(crate) type ClockId = libc::clockid_t;

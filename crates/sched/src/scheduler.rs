@@ -50,6 +50,10 @@ pub struct SchedulerConfig {
     pub stack_size: usize,
     /// The tokio runtime whose timers and sockets contexts may use.
     pub runtime: Option<tokio::runtime::Handle>,
+    /// The workers' OS niceness (0 to 19): above 0, threads outside the
+    /// scheduler (e.g. connections served on tokio's threads) preempt its
+    /// contexts at the kernel's next wake-up.
+    pub nice: i32,
 }
 
 impl SchedulerConfig {
@@ -59,6 +63,7 @@ impl SchedulerConfig {
             max_threads: 512,
             stack_size: 2 << 20,
             runtime: None,
+            nice: 0,
         }
     }
 }
@@ -284,6 +289,9 @@ impl Shared {
 
 fn worker_loop(shared: Arc<Shared>) {
     let _runtime = shared.config.runtime.as_ref().map(|h| h.enter());
+    if shared.config.nice > 0 {
+        clock::set_thread_nice(shared.config.nice.min(19));
+    }
     let id = {
         let mut st = shared.state.lock();
         st.starting = st.starting.saturating_sub(1);

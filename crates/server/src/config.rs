@@ -32,6 +32,8 @@
 //! [scheduler]
 //! slots = 2                   # contexts running at once (default: the cores)
 //! serving_share = 8           # share of all connections together
+//! connections_on = "contexts" # or "io_threads" (outside the scheduler)
+//! worker_nice = 0             # OS niceness of the scheduler's workers
 //!
 //! [scheduler.groups]          # groups for analytical queries, by share
 //! reporting = 1               # (`analytics`, share 1, always exists)
@@ -79,6 +81,15 @@ pub struct FileConfig {
 pub struct SchedulerSection {
     /// Execution contexts running at once (default: the machine's cores).
     pub slots: Option<usize>,
+    /// Where connections run: "contexts" (default: as execution contexts
+    /// of the `serving` group, on the scheduler's slots) or "io_threads"
+    /// (on the network runtime's threads, outside the scheduler, which
+    /// then runs only queries, scans and their tasks).
+    pub connections_on: Option<String>,
+    /// OS niceness of the scheduler's workers (0 to 19, default 0); with
+    /// connections on "io_threads", a positive value lets a waking
+    /// connection preempt analytical work at once.
+    pub worker_nice: Option<i32>,
     /// Share of the serving group, which all connections' protocol work,
     /// fixed-plan lookups and single-row writes are charged to (default 8;
     /// an analytical query's group has its group's share, 1 by default).

@@ -312,6 +312,21 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    let connections_on_contexts = match file.scheduler.connections_on.as_deref() {
+        None | Some("contexts") => true,
+        Some("io_threads") => false,
+        Some(other) => {
+            return Err(ServerError::Refused(format!(
+                "[scheduler] connections_on = \"{other}\": expected \"contexts\" or \"io_threads\""
+            )))
+        }
+    };
+    let worker_nice = file.scheduler.worker_nice.unwrap_or(0);
+    if !(0..=19).contains(&worker_nice) {
+        return Err(ServerError::Refused(format!(
+            "[scheduler] worker_nice = {worker_nice}: expected 0 to 19"
+        )));
+    }
     let serving_share = file.scheduler.serving_share.unwrap_or(8);
     if !(eddy_sched::MIN_SHARE..=eddy_sched::MAX_SHARE).contains(&serving_share) {
         return Err(ServerError::Refused(format!(
@@ -359,9 +374,16 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
         stack_size: eddy_sql::statement_limits::MAX_EXPRESSION_DEPTH
             * eddy_sql::statement_limits::STACK_BYTES_PER_LEVEL,
         runtime: Some(runtime.handle().clone()),
+        nice: worker_nice,
     });
     eddy_sql::scheduling::install_datafusion_tracer();
-    tracing::info!(slots, serving_share, "scheduler");
+    tracing::info!(
+        slots,
+        serving_share,
+        connections_on_contexts,
+        worker_nice,
+        "scheduler"
+    );
     let result = runtime.block_on(serve(
         Arc::clone(&engine),
         Arc::clone(&streams),
@@ -376,6 +398,7 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             query_memory_limit,
             scheduler: Arc::clone(&scheduler),
             serving_share,
+            connections_on_contexts,
             scheduling,
         },
         security,
@@ -408,6 +431,8 @@ struct Listen {
     /// Where connections and queries run (`eddy_sched`).
     scheduler: Arc<eddy_sched::Scheduler>,
     serving_share: u32,
+    /// Connections as `serving` contexts, else on tokio's threads.
+    connections_on_contexts: bool,
     scheduling: eddy_sql::scheduling::SchedulingGroups,
 }
 
@@ -429,6 +454,7 @@ async fn serve(
         query_memory_limit,
         scheduler,
         serving_share,
+        connections_on_contexts,
         scheduling,
     } = listen;
     let started = (std::time::Instant::now(), std::time::SystemTime::now());
@@ -457,6 +483,7 @@ async fn serve(
         "query memory"
     );
     db.scheduling = scheduling;
+    db.scheduler = Some(Arc::clone(&scheduler));
     let classes = Arc::clone(&scheduler);
     metrics.add_section(Box::new(move |out| {
         metrics::render_scheduler(out, &classes)
@@ -540,8 +567,7 @@ async fn serve(
                         let h = Arc::clone(&handlers);
                         let acceptor = tls.clone();
                         let (watch, registration) = idle.register(peer);
-                        // detached: the connection ends by itself
-                        drop(serving.spawn(async move {
+                        let connection = async move {
                             let _registration = registration;
                             let _slot = slot;
                             let fd = idle::Fd::of(&sock);
@@ -570,7 +596,13 @@ async fn serve(
                                     tracing::info!(%peer, "terminating connection due to idle-in-transaction timeout");
                                 }
                             }
-                        }));
+                        };
+                        // detached either way: the connection ends by itself
+                        if connections_on_contexts {
+                            drop(serving.spawn(connection));
+                        } else {
+                            tokio::spawn(connection);
+                        }
                     }
                     Err(e) => {
                         // out of file descriptors (or another transient

@@ -90,18 +90,22 @@ pub(crate) fn spawn_storage_scan(scan: impl Future<Output = ()> + Send + 'static
     }
 }
 
-/// Executes a physical plan in a new group of class `group` with `share`,
-/// when called from an execution context; plainly otherwise.
+/// Executes a physical plan in a new group of class `group` with `share`
+/// on `scheduler` (or the scheduler of the calling context); plainly when
+/// there is neither.
 pub(crate) fn execute_in_query_group(
     plan: Arc<dyn ExecutionPlan>,
     task_ctx: Arc<TaskContext>,
+    scheduler: Option<&eddy_sched::Scheduler>,
     group: &str,
     share: u32,
 ) -> Result<SendableRecordBatchStream> {
-    let Some(current) = eddy_sched::current_group() else {
-        return Ok(execute_stream(plan, task_ctx)?);
+    // the server's scheduler; else the one this context runs on
+    let group = match (scheduler, eddy_sched::current_group()) {
+        (Some(s), _) => s.group(group, share),
+        (None, Some(current)) => current.sibling(group, share),
+        (None, None) => return Ok(execute_stream(plan, task_ctx)?),
     };
-    let group = current.sibling(group, share);
     // operators that spawn while being set up charge the query's group
     let stream = {
         let _entered = group.enter();

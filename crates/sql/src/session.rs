@@ -110,6 +110,9 @@ pub struct Database {
     /// Named scheduling groups for analytical queries and role defaults
     /// (`crate::scheduling`); the front end may replace it.
     pub scheduling: crate::scheduling::SchedulingGroups,
+    /// Where analytical queries run (`eddy_sched`); `None`: on the calling
+    /// execution context's scheduler, or plainly on tokio.
+    pub scheduler: Option<Arc<eddy_sched::Scheduler>>,
 }
 
 /// The setting that bounds one query's memory (`crate::memory`).
@@ -139,6 +142,7 @@ impl Database {
             roles,
             memory,
             scheduling: Default::default(),
+            scheduler: None,
         })
     }
 }
@@ -776,7 +780,13 @@ impl Session {
         physical: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
     ) -> Result<SendableRecordBatchStream> {
         let (group, share) = self.scheduling_group();
-        crate::scheduling::execute_in_query_group(physical, self.ctx.task_ctx(), &group, share)
+        crate::scheduling::execute_in_query_group(
+            physical,
+            self.ctx.task_ctx(),
+            self.db.scheduler.as_deref(),
+            &group,
+            share,
+        )
     }
 
     /// `eddy.query_memory_limit` back to the server's default.
