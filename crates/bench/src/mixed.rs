@@ -68,6 +68,10 @@ pub struct MixedArgs {
     /// The `eddy` executable to start [default: this one / a sibling].
     #[arg(long)]
     pub eddy_bin: Option<PathBuf>,
+    /// A configuration file for the Eddy server started here (e.g. its
+    /// `[scheduler]` section).
+    #[arg(long)]
+    pub eddy_config: Option<PathBuf>,
     /// PostgreSQL's bin directory [default: found on the machine].
     #[arg(long)]
     pub pg_bin: Option<PathBuf>,
@@ -152,7 +156,11 @@ pub fn run(a: MixedArgs) -> Result<()> {
         let (target, version, _eddy, _pg) = match engine.as_str() {
             "eddy" => {
                 let bin = EddyServer::find_binary(a.eddy_bin.clone())?;
-                let s = EddyServer::start(&bin, &std::env::temp_dir())?;
+                let extra: Vec<std::ffi::OsString> = match &a.eddy_config {
+                    Some(c) => vec!["--config".into(), c.clone().into_os_string()],
+                    None => Vec::new(),
+                };
+                let s = EddyServer::start_with_args(&bin, &std::env::temp_dir(), &extra)?;
                 (s.target.clone(), String::new(), Some(s), None)
             }
             "postgres" => {

@@ -287,6 +287,15 @@ impl EddyServer {
 
     /// Starts `eddy server` on free ports with a fresh data directory under `scratch`.
     pub fn start(bin: &Path, scratch: &Path) -> Result<Self> {
+        Self::start_with_args(bin, scratch, &[])
+    }
+
+    /// [`EddyServer::start`] with more arguments (e.g. `--config FILE`).
+    pub fn start_with_args(
+        bin: &Path,
+        scratch: &Path,
+        extra: &[std::ffi::OsString],
+    ) -> Result<Self> {
         let pg_port = free_port()?;
         let http_port = free_port()?;
         let dir = scratch.join(format!("eddy-data-{}-{pg_port}", std::process::id()));
@@ -304,6 +313,7 @@ impl EddyServer {
             .arg("--http-addr")
             .arg(format!("127.0.0.1:{http_port}"))
             .args(["--auth", "trust"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)
