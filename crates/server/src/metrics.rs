@@ -113,28 +113,20 @@ fn unreachable_hist() -> Histogram<u64> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn renders_counts_and_quantiles() {
-        let m = Metrics::default();
-        m.record("select", Duration::from_millis(2), true);
-        m.record("select", Duration::from_millis(4), false);
-        let text = m.render();
-        assert!(text.contains("eddy_statements_total{kind=\"select\"} 2"));
-        assert!(text.contains("eddy_statement_errors_total{kind=\"select\"} 1"));
-        assert!(text.contains("quantile=\"0.99\""));
-    }
-}
+/// A per-class series: name, Prometheus type, help, value of one class.
+type ClassSeries = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&eddy_sched::ClassSnapshot) -> String,
+);
 
 /// Per-class scheduler counters (`eddy_sched`): CPU time, polls, time
 /// runnable contexts waited for a slot, contexts queued now, groups and
 /// contexts alive.
 pub fn render_scheduler(out: &mut String, scheduler: &eddy_sched::Scheduler) {
     let classes = scheduler.classes();
-    let series: [(&str, &str, &str, fn(&eddy_sched::ClassSnapshot) -> String); 7] = [
+    let series: [ClassSeries; 7] = [
         (
             "eddy_sched_cpu_seconds_total",
             "counter",
@@ -215,4 +207,20 @@ pub fn render_scheduler(out: &mut String, scheduler: &eddy_sched::Scheduler) {
         "# HELP eddy_sched_threads Scheduler worker threads (slots plus spares for blocked workers).\n# TYPE eddy_sched_threads gauge\neddy_sched_threads {}",
         scheduler.threads()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counts_and_quantiles() {
+        let m = Metrics::default();
+        m.record("select", Duration::from_millis(2), true);
+        m.record("select", Duration::from_millis(4), false);
+        let text = m.render();
+        assert!(text.contains("eddy_statements_total{kind=\"select\"} 2"));
+        assert!(text.contains("eddy_statement_errors_total{kind=\"select\"} 1"));
+        assert!(text.contains("quantile=\"0.99\""));
+    }
 }
