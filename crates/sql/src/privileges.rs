@@ -362,6 +362,7 @@ mod tests {
             comment: None,
             owner: Some("alice".into()),
             acl: vec![],
+            indexes: vec![],
         };
         let roles = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<HashSet<_>>();
         assert_eq!(

@@ -35,7 +35,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use eddy_common::{ColumnDef, ColumnType, TableDef, TableId, TxnId};
+use eddy_common::{ColumnDef, ColumnType, IndexDef, TableDef, TableId, TxnId};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{validate_spec, CatalogData, CreateTable, Engine, Table};
@@ -381,6 +381,7 @@ impl Ddl<'_> {
             comment: None,
             owner,
             acl: Vec::new(),
+            indexes: Vec::new(),
         };
         let mut next = cat.clone();
         next.next_table_id += 1;
@@ -472,6 +473,58 @@ impl Ddl<'_> {
                 return Err(StorageError::InvalidDefinition(
                     "a primary key column cannot be nullable".into(),
                 ));
+            }
+            Ok(())
+        })
+    }
+
+    /// Adds a secondary index to table `table` and builds it in every
+    /// shard (under each shard's commit lock). A UNIQUE index must contain
+    /// the table's distribution key (its equal keys must meet in one shard);
+    /// the caller has checked that the stored rows have no duplicates.
+    pub fn create_index(&self, table: &str, index: IndexDef) -> Result<Arc<Table>> {
+        self.change_def(table, |def| {
+            if def.indexes.iter().any(|i| i.name == index.name) {
+                return Err(StorageError::TableExists(index.name.clone()));
+            }
+            if index.columns.is_empty()
+                || index.columns.iter().any(|&c| c >= def.columns.len())
+            {
+                return Err(StorageError::InvalidDefinition(format!(
+                    "index \"{}\" names no valid column",
+                    index.name
+                )));
+            }
+            if index.unique {
+                let dist: &[usize] = if !def.distribution_key.is_empty() {
+                    &def.distribution_key
+                } else {
+                    &def.primary_key
+                };
+                if dist.is_empty() || !dist.iter().all(|d| index.columns.contains(d)) {
+                    return Err(StorageError::Unsupported(format!(
+                        "unique index \"{}\" must include every column of the table's distribution key{}: rows with equal keys could be stored in different shards",
+                        index.name,
+                        if dist.is_empty() { " (the table has no primary key)".to_string() } else {
+                            format!(" ({})", dist.iter().filter_map(|&c| def.columns.get(c).map(|c| c.name.as_str())).collect::<Vec<_>>().join(", "))
+                        }
+                    )));
+                }
+            }
+            def.indexes.push(index);
+            Ok(())
+        })
+    }
+
+    /// Removes index `index` of table `table`.
+    pub fn drop_index(&self, table: &str, index: &str) -> Result<Arc<Table>> {
+        self.change_def(table, |def| {
+            let before = def.indexes.len();
+            def.indexes.retain(|i| i.name != index);
+            if def.indexes.len() == before {
+                return Err(StorageError::InvalidDefinition(format!(
+                    "index \"{index}\" does not exist"
+                )));
             }
             Ok(())
         })
@@ -576,6 +629,7 @@ mod tests {
             comment: None,
             owner: None,
             acl: Vec::new(),
+            indexes: Vec::new(),
         }
     }
 

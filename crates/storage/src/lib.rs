@@ -31,6 +31,8 @@ pub mod delete_map;
 pub mod engine;
 pub mod error;
 pub mod filestore;
+pub mod index;
+pub mod index_read;
 pub mod locks;
 pub mod manifest;
 pub mod recent_writes;

@@ -28,7 +28,7 @@
 //! above `flushed_lsn` (records of a cross-shard transaction only if the
 //! commit log says it committed), delete files nothing references.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering as AtOrd};
 use std::sync::Arc;
@@ -44,6 +44,7 @@ use crate::column_tablet::{
 use crate::delete_map::DeleteMap;
 use crate::error::{Result, StorageError};
 use crate::filestore::FileStore;
+use crate::index::{has_null, index_key, ShardIndex};
 use crate::manifest::{self, Manifest, TabletFiles};
 use crate::recent_writes::RecentWrites;
 use crate::row_tablet::{
@@ -127,11 +128,14 @@ pub struct BulkFiles {
 const REC_WRITE: u8 = 1;
 const REC_BULK: u8 = 2;
 
-/// Tablets of one table in this shard.
+/// Tablets of one table in this shard: its row and/or column tablet and
+/// its secondary indexes (a tablet group: one WAL record updates all).
 pub struct Tablets {
     pub def: RwLock<Arc<TableDef>>,
     pub row: Option<RwLock<Arc<RowVersion>>>,
     pub col: Option<RwLock<Arc<ColumnVersion>>>,
+    /// One per `def.indexes`, in that order.
+    pub indexes: RwLock<Arc<Vec<Arc<ShardIndex>>>>,
 }
 
 impl Tablets {
@@ -145,8 +149,59 @@ impl Tablets {
                 .orientation
                 .has_column()
                 .then(|| RwLock::new(Arc::new(ColumnVersion::new(columns_of(&def))))),
+            indexes: RwLock::new(Arc::new(
+                def.indexes
+                    .iter()
+                    .map(|d| Arc::new(ShardIndex::new(d.clone())))
+                    .collect(),
+            )),
             def: RwLock::new(def),
         }
+    }
+
+    /// This shard's indexes of the table.
+    pub fn index_list(&self) -> Arc<Vec<Arc<ShardIndex>>> {
+        self.indexes.read().clone()
+    }
+
+    /// Fills `indexes` (empty) from the tablet's rows as of `at`.
+    fn build_indexes(&self, indexes: &[Arc<ShardIndex>], at: Lsn) -> Result<()> {
+        if indexes.is_empty() {
+            return Ok(());
+        }
+        let def = self.def.read().clone();
+        let types: Vec<ColumnType> = def.columns.iter().map(|c| c.ty).collect();
+        for part in crate::snapshot::shard_partitions(&def, self, at) {
+            for batch in part.scan(None, true, &|_| true)? {
+                let batch = batch?;
+                let Some(keys) = batch
+                    .columns()
+                    .last()
+                    .and_then(|c| c.as_any().downcast_ref::<arrow::array::BinaryArray>())
+                else {
+                    return Err(StorageError::InvalidDefinition(
+                        "scan without its key column".into(),
+                    ));
+                };
+                for r in 0..batch.num_rows() {
+                    let row = crate::arrow_conv::row_at(&batch, &types, r);
+                    for ix in indexes {
+                        ix.add_live(keys.value(r), &row);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Rebuilds every index from the latest state (after a bulk load,
+    /// which adds rows without naming them); lookups below `floor` scan.
+    fn rebuild_indexes(&self, floor: Lsn) -> Result<()> {
+        let list = self.index_list();
+        for ix in list.iter() {
+            ix.clear(floor);
+        }
+        self.build_indexes(&list, Lsn::MAX)
     }
 
     fn row_version(&self) -> Option<Arc<RowVersion>> {
@@ -175,6 +230,43 @@ impl Tablets {
 
 pub fn columns_of(def: &TableDef) -> Columns {
     def.columns.iter().map(|c| (c.name.clone(), c.ty)).collect()
+}
+
+/// Effects of the writes resolved so far in one group commit (or one
+/// prepare), not yet applied: rows by (table, key), and for every UNIQUE
+/// index the keys of those rows that hold each index key.
+#[derive(Clone, Default)]
+struct GroupOverlay {
+    rows: HashMap<(TableId, Vec<u8>), Option<Row>>,
+    unique: HashMap<(TableId, String, Vec<u8>), BTreeSet<Vec<u8>>>,
+}
+
+impl GroupOverlay {
+    /// Records that `key` of `tid` changes from `old` to `new`.
+    fn set(
+        &mut self,
+        tid: TableId,
+        key: Vec<u8>,
+        indexes: &[Arc<ShardIndex>],
+        old: Option<&Row>,
+        new: Option<Row>,
+    ) {
+        for ix in indexes.iter().filter(|ix| ix.def.unique) {
+            let cols = &ix.def.columns;
+            if let Some(k) = old.filter(|r| !has_null(cols, r)).and_then(|r| index_key(cols, r)) {
+                if let Some(set) = self.unique.get_mut(&(tid, ix.def.name.clone(), k)) {
+                    set.remove(&key);
+                }
+            }
+            if let Some(k) = new.as_ref().filter(|r| !has_null(cols, r)).and_then(|r| index_key(cols, r)) {
+                self.unique
+                    .entry((tid, ix.def.name.clone(), k))
+                    .or_default()
+                    .insert(key.clone());
+            }
+        }
+        self.rows.insert((tid, key), new);
+    }
 }
 
 struct Pending {
@@ -237,6 +329,9 @@ impl Shard {
             if let Some(files) = manifest.table(def.id) {
                 load_tablet_files(&store, &rel_dir, &manifest_path, &t, files)?;
             }
+            // Indexes are memory only: rebuilt from the files, then kept
+            // up by the replay below.
+            t.build_indexes(&t.index_list(), Lsn::MAX)?;
             tablets.insert(def.id, Arc::new(t));
         }
         let existing = store.list(&rel_dir)?;
@@ -404,7 +499,7 @@ impl Shard {
     }
 
     fn commit_group(&self, st: &mut CommitState, batch: Vec<Pending>) {
-        let mut overlay: HashMap<(TableId, Vec<u8>), Option<Row>> = HashMap::new();
+        let mut overlay = GroupOverlay::default();
         let mut accepted: Vec<(Pending, Vec<LoggedOp>, WriteSummary, Lsn)> = Vec::new();
         let mut records: Vec<(Lsn, Vec<u8>)> = Vec::new();
         for p in batch {
@@ -453,20 +548,27 @@ impl Shard {
 
     /// Turns requested operations into logged ones against the latest state
     /// plus `overlay` (effects of earlier writes of the same group).
+    ///
+    /// UNIQUE indexes are checked once every operation of the write is
+    /// resolved (a write that swaps two rows' unique values is fine), against
+    /// the latest state and the earlier writes of the group.
     fn resolve(
         &self,
         ops: &[ShardOp],
-        overlay: &mut HashMap<(TableId, Vec<u8>), Option<Row>>,
+        overlay: &mut GroupOverlay,
     ) -> Result<(Vec<LoggedOp>, WriteSummary)> {
         let mut out = Vec::with_capacity(ops.len());
         let mut sum = WriteSummary::default();
+        // (table, index, index key, a row that holds it) to check at the end
+        let mut touched: Vec<(Arc<TableDef>, Arc<ShardIndex>, Vec<u8>, Row)> = Vec::new();
         for op in ops {
             let tid = op.table.id;
             let tablets = self
                 .tablets(tid)
                 .ok_or_else(|| StorageError::TableNotFound(op.table.name.clone()))?;
+            let indexes = tablets.index_list();
             let ok = (tid, op.key.0.clone());
-            let existing = match overlay.get(&ok) {
+            let existing = match overlay.rows.get(&ok) {
                 Some(v) => v.clone(),
                 None => tablets.current(&op.key.0)?,
             };
@@ -474,7 +576,7 @@ impl Shard {
                 ShardOpKind::Delete => {
                     if existing.is_some() {
                         sum.deleted += 1;
-                        overlay.insert(ok, None);
+                        overlay.set(tid, op.key.0.clone(), &indexes, existing.as_ref(), None);
                         out.push(LoggedOp {
                             table: tid,
                             key: op.key.0.clone(),
@@ -526,7 +628,16 @@ impl Shard {
                     if let Some(r) = new_row {
                         let mut bytes = Vec::with_capacity(64);
                         encode_row(&r, &mut bytes);
-                        overlay.insert(ok, Some(r.clone()));
+                        for ix in indexes.iter().filter(|ix| ix.def.unique) {
+                            let cols = &ix.def.columns;
+                            if has_null(cols, &r) {
+                                continue;
+                            }
+                            if let Some(k) = index_key(cols, &r) {
+                                touched.push((op.table.clone(), Arc::clone(ix), k, r.clone()));
+                            }
+                        }
+                        overlay.set(tid, op.key.0.clone(), &indexes, existing.as_ref(), Some(r.clone()));
                         out.push(LoggedOp {
                             table: tid,
                             key: op.key.0.clone(),
@@ -534,6 +645,22 @@ impl Shard {
                         });
                     }
                 }
+            }
+        }
+        for (def, ix, k, row) in touched {
+            let group = overlay
+                .unique
+                .get(&(def.id, ix.def.name.clone(), k.clone()));
+            let committed = ix
+                .live_owners(&k)
+                .into_iter()
+                .filter(|pk| !overlay.rows.contains_key(&(def.id, pk.clone())))
+                .count();
+            if group.map_or(0, |g| g.len()) + committed > 1 {
+                return Err(StorageError::UniqueViolation {
+                    constraint: ix.def.name.clone(),
+                    key: crate::codec::describe_columns(&def, &ix.def.columns, &row),
+                });
             }
         }
         Ok((out, sum))
@@ -552,6 +679,15 @@ impl Shard {
             let Some(t) = tablets.get(&op.table) else {
                 continue;
             };
+            let indexes = t.index_list();
+            if !indexes.is_empty() {
+                // before the tablets change: the old version's keys go
+                let old = t.current(&op.key)?;
+                let new = op.row.as_ref().map(|r| r.0.as_slice());
+                for ix in indexes.iter() {
+                    ix.apply_change(&op.key, old.as_deref(), new, lsn);
+                }
+            }
             if let Some(rv) = t.row_version() {
                 rv.memtable
                     .insert(op.key.clone(), lsn, op.row.as_ref().map(|r| r.1.clone()));
@@ -592,7 +728,7 @@ impl Shard {
         if !batch.is_empty() {
             self.commit_group(&mut st, batch);
         }
-        let (logged, summary) = self.resolve(ops, &mut HashMap::new())?;
+        let (logged, summary) = self.resolve(ops, &mut GroupOverlay::default())?;
         let lsn = Lsn(st.next_lsn);
         st.next_lsn += 1;
         let rec = encode_write(txn.0, &logged);
@@ -741,6 +877,10 @@ impl Shard {
             }
             *cl.write() = Arc::new(v);
         }
+        // Bulk files name no old versions: rebuild (older snapshots scan).
+        if !t.index_list().is_empty() {
+            t.rebuild_indexes(lsn)?;
+        }
         Ok(())
     }
 
@@ -785,7 +925,29 @@ impl Shard {
                     files: old.files.clone(),
                 });
             }
+            let old = t.index_list();
+            let mut next = Vec::with_capacity(def.indexes.len());
+            let mut fresh = Vec::new();
+            for d in &def.indexes {
+                match old.iter().find(|ix| ix.def == *d) {
+                    Some(ix) => next.push(Arc::clone(ix)),
+                    None => {
+                        let ix = Arc::new(ShardIndex::new(d.clone()));
+                        fresh.push(Arc::clone(&ix));
+                        next.push(ix);
+                    }
+                }
+            }
             *t.def.write() = def;
+            // Built under the commit lock: no write of this shard is
+            // applied meanwhile, so the index starts exactly at the state.
+            // Snapshots older than the build may need versions the build
+            // never saw: they scan instead.
+            for ix in &fresh {
+                ix.clear(self.visible_lsn());
+            }
+            t.build_indexes(&fresh, Lsn::MAX)?;
+            *t.indexes.write() = Arc::new(next);
         }
         Ok(())
     }
