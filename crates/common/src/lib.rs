@@ -373,6 +373,10 @@ pub struct IndexDef {
     /// by CREATE UNIQUE INDEX.
     #[serde(default)]
     pub constraint: bool,
+    /// Per column, whether it was declared DESC (empty: all ascending).
+    /// Lookups do not depend on it; the catalog shows it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub descending: Vec<bool>,
 }
 
 /// One grant on a table: `grantee` (a role, or `None` for PUBLIC) holds

@@ -51,6 +51,7 @@ mod checks;
 mod control;
 mod cursors;
 mod ddl_txn;
+mod index_ddl;
 pub(crate) mod defaults;
 mod dml;
 mod fast;
@@ -1045,6 +1046,9 @@ impl Session {
                 if matches!(object_type, ObjectType::Role | ObjectType::User) {
                     return self.drop_roles(&names, if_exists);
                 }
+                if object_type == ObjectType::Index {
+                    return self.drop_indexes(&names, if_exists);
+                }
                 if object_type != ObjectType::Table {
                     return Err(SqlError::FeatureNotSupported(format!(
                         "DROP {object_type} is not supported"
@@ -1148,9 +1152,7 @@ impl Session {
                 run_blocking(|| engine.compact(None))?;
                 Ok(Output::Command("VACUUM".into()))
             }
-            Statement::CreateIndex(_) => Err(SqlError::FeatureNotSupported(
-                "secondary indexes are not supported: the primary key is the only index".into(),
-            )),
+            Statement::CreateIndex(ci) => self.create_index(ci),
             other => Err(SqlError::FeatureNotSupported(format!(
                 "statement not supported: {}",
                 other.to_string().chars().take(60).collect::<String>()
@@ -1421,6 +1423,8 @@ impl Session {
         let mut pk: Vec<usize> = Vec::new();
         let mut sequences = Vec::new();
         let mut pending_checks = Vec::new();
+        // (constraint name, columns) of UNIQUE constraints, in order
+        let mut uniques: Vec<(Option<String>, Vec<String>)> = Vec::new();
         for (i, c) in ct.columns.iter().enumerate() {
             let serial = sequence_ddl::serial_type(&c.data_type);
             let ty = match serial {
@@ -1440,10 +1444,12 @@ impl Session {
                     ColumnOption::Default(_)
                     | ColumnOption::Generated { .. }
                     | ColumnOption::Identity(_) => {}
-                    ColumnOption::Unique(_) => {
-                        return Err(SqlError::FeatureNotSupported(
-                            "UNIQUE constraints are not supported; use a PRIMARY KEY".into(),
-                        ))
+                    ColumnOption::Unique(u) => {
+                        let (name, _) = index_ddl::unique_constraint(u)?;
+                        uniques.push((
+                            o.name.as_ref().map(ident_name).or(name),
+                            vec![ident_name(&c.name)],
+                        ));
                     }
                     ColumnOption::Check(check) => pending_checks.push(checks::PendingCheck {
                         name: o.name.as_ref().or(check.name.as_ref()).map(ident_name),
@@ -1481,6 +1487,10 @@ impl Session {
                 });
                 continue;
             }
+            if let TableConstraint::Unique(u) = con {
+                uniques.push(index_ddl::unique_constraint(u)?);
+                continue;
+            }
             if !matches!(con, TableConstraint::PrimaryKey(_)) {
                 return Err(SqlError::FeatureNotSupported(format!(
                     "table constraint {con} is not supported yet (it would not be enforced)"
@@ -1516,6 +1526,11 @@ impl Session {
             self.validate_check(&name, &columns, check).await?;
         }
         if let Some(q) = ct.query {
+            if !uniques.is_empty() {
+                return Err(SqlError::FeatureNotSupported(
+                    "CREATE TABLE AS with UNIQUE constraints is not supported".into(),
+                ));
+            }
             if !table_checks.is_empty() {
                 return Err(SqlError::FeatureNotSupported(
                     "CREATE TABLE AS with CHECK constraints is not supported".into(),
@@ -1560,8 +1575,10 @@ impl Session {
             return Err(e);
         }
         if let Some(t) = self.txn.as_mut() {
-            t.created_tables.push(table_name);
+            t.created_tables.push(table_name.clone());
         }
+        // in the same transaction: an error undoes the table too
+        self.add_unique_constraints(&table_name, uniques)?;
         Ok(Output::Command("CREATE TABLE".into()))
     }
 

@@ -483,6 +483,10 @@ impl Ddl<'_> {
     /// the table's distribution key (its equal keys must meet in one shard);
     /// the caller has checked that the stored rows have no duplicates.
     pub fn create_index(&self, table: &str, index: IndexDef) -> Result<Arc<Table>> {
+        let one_shard = self
+            .engine
+            .table(table)
+            .is_some_and(|t| t.shard_count() == 1);
         self.change_def(table, |def| {
             if def.indexes.iter().any(|i| i.name == index.name) {
                 return Err(StorageError::TableExists(index.name.clone()));
@@ -495,7 +499,7 @@ impl Ddl<'_> {
                     index.name
                 )));
             }
-            if index.unique {
+            if index.unique && !one_shard {
                 let dist: &[usize] = if !def.distribution_key.is_empty() {
                     &def.distribution_key
                 } else {
@@ -503,7 +507,7 @@ impl Ddl<'_> {
                 };
                 if dist.is_empty() || !dist.iter().all(|d| index.columns.contains(d)) {
                     return Err(StorageError::Unsupported(format!(
-                        "unique index \"{}\" must include every column of the table's distribution key{}: rows with equal keys could be stored in different shards",
+                        "unique index \"{}\" must include every column of the table's distribution key{} (or the table have one shard: WITH (shard_count = 1)); rows with equal keys could be stored in different shards",
                         index.name,
                         if dist.is_empty() { " (the table has no primary key)".to_string() } else {
                             format!(" ({})", dist.iter().filter_map(|&c| def.columns.get(c).map(|c| c.name.as_str())).collect::<Vec<_>>().join(", "))
@@ -514,6 +518,35 @@ impl Ddl<'_> {
             def.indexes.push(index);
             Ok(())
         })
+    }
+
+    /// CREATE UNIQUE INDEX's check: a committed row whose non-NULL key
+    /// under `cols` repeats another's (`DuplicatedKey` naming `index`).
+    pub fn check_no_duplicates(&self, table: &Table, index: &str, cols: &[usize]) -> Result<()> {
+        let def = table.def().clone();
+        let types: Vec<ColumnType> = def.columns.iter().map(|c| c.ty).collect();
+        let mut seen = HashSet::new();
+        for part in table.snapshot().partitions() {
+            for batch in part.scan(None, false, &|_| true)? {
+                let batch = batch?;
+                for r in 0..batch.num_rows() {
+                    let row = crate::arrow_conv::row_at(&batch, &types, r);
+                    if crate::index::has_null(cols, &row) {
+                        continue;
+                    }
+                    let Some(k) = crate::index::index_key(cols, &row) else {
+                        continue;
+                    };
+                    if !seen.insert(k) {
+                        return Err(StorageError::DuplicatedKey {
+                            index: index.to_string(),
+                            key: crate::codec::describe_columns(&def, cols, &row),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Removes index `index` of table `table`.

@@ -29,6 +29,9 @@ pub enum StorageError {
     /// A UNIQUE index (or constraint) named `constraint` already holds `key`.
     #[error("duplicate key value violates unique constraint \"{constraint}\": Key ({key}) already exists")]
     UniqueViolation { constraint: String, key: String },
+    /// CREATE UNIQUE INDEX over rows that already repeat a key.
+    #[error("could not create unique index \"{index}\": Key ({key}) is duplicated")]
+    DuplicatedKey { index: String, key: String },
     #[error(
         "null value in column \"{column}\" of relation \"{table}\" violates not-null constraint"
     )]
@@ -119,7 +122,9 @@ impl StorageError {
             StorageError::ColumnExists { .. } => "42701",
             StorageError::ColumnNotFound(_) => "42703",
             StorageError::InvalidDefinition(_) => "42P16",
-            StorageError::DuplicateKey { .. } | StorageError::UniqueViolation { .. } => "23505",
+            StorageError::DuplicateKey { .. }
+            | StorageError::UniqueViolation { .. }
+            | StorageError::DuplicatedKey { .. } => "23505",
             StorageError::NotNull { .. } => "23502",
             StorageError::WrongType { .. } => "42804",
             StorageError::WrongArity { .. } => "42601",

@@ -228,6 +228,7 @@ mod tests {
             columns: vec![1],
             unique: false,
             constraint: false,
+            descending: vec![],
         })
     }
 

@@ -285,7 +285,10 @@ impl Session {
         }
         let on_conflict = match ins.on {
             None => OnConflict::Error,
-            Some(OnInsert::OnConflict(oc)) => match oc.action {
+            Some(OnInsert::OnConflict(oc)) => match {
+                crate::arbiter::check_arbiter(&def, &oc)?;
+                oc.action
+            } {
                 OnConflictAction::DoNothing => OnConflict::DoNothing,
                 OnConflictAction::DoUpdate(du) => {
                     if !def.has_primary_key() {
