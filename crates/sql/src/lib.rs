@@ -30,6 +30,7 @@ pub mod custom_commands;
 pub mod error;
 pub mod fastpath;
 pub mod index_catalog;
+pub mod index_scan;
 pub mod information_schema;
 pub mod join_filter;
 pub mod join_order;

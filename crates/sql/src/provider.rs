@@ -309,6 +309,17 @@ impl TableProvider for EddyTable {
             .iter()
             .map(|c| c.name.clone())
             .collect();
+        if let Some(choice) = crate::index_scan::choose_index(self.table.def(), filters) {
+            return Ok(Arc::new(crate::index_scan::IndexScanExec::try_new(
+                state,
+                Arc::clone(self.table.def()),
+                self.snapshot(),
+                choice,
+                filters,
+                wanted,
+                Arc::clone(&self.schema),
+            )?));
+        }
         let prune = Arc::new(PrunePredicate::from_filters(filters, &names, &types));
         let exact = Arc::new(if self.scan_filters {
             ScanFilter::from_filters(filters, &self.schema)

@@ -19,7 +19,7 @@ use crate::error::{Result, StorageError};
 use crate::snapshot::TableSnapshot;
 
 impl TableSnapshot {
-    /// Rows of this snapshot (the transaction's own writes included) that
+    /// Rows (with their keys) of this snapshot (the transaction's own writes included) that
     /// may have index `index`'s leading encoded columns within
     /// `(lower, upper)`; `None`: the index cannot answer at this snapshot.
     pub fn index_lookup(
@@ -27,7 +27,7 @@ impl TableSnapshot {
         index: &str,
         lower: &Bound<Vec<u8>>,
         upper: &Bound<Vec<u8>>,
-    ) -> Result<Option<Vec<Row>>> {
+    ) -> Result<Option<Vec<(Vec<u8>, Row)>>> {
         let def = self.def();
         let width = def.columns.len();
         let mut out = Vec::new();
@@ -73,15 +73,15 @@ impl TableSnapshot {
                 };
                 if let Some(mut r) = row {
                     r.resize(width, eddy_common::Value::Null);
-                    out.push(r);
+                    out.push((key, r));
                 }
             }
         }
         if let Some(o) = &self.overlay {
-            out.extend(o.rows.iter().map(|(_, r)| {
+            out.extend(o.rows.iter().map(|(k, r)| {
                 let mut r = r.clone();
                 r.resize(width, eddy_common::Value::Null);
-                r
+                (k.clone(), r)
             }));
         }
         Ok(Some(out))
