@@ -1548,6 +1548,15 @@ impl Session {
         } else {
             Orientation::RowColumn
         });
+        // A UNIQUE constraint without the distribution key is decided in
+        // one shard: such a table gets one (docs/design/indexes.md).
+        let dist = if opts.distribution_key.is_empty() { &pk } else { &opts.distribution_key };
+        let one_shard = uniques.iter().any(|(_, cols)| {
+            dist.is_empty()
+                || !dist
+                    .iter()
+                    .all(|d| columns.get(*d).is_some_and(|c| cols.contains(&c.name)))
+        }) && opts.table_group.is_none();
         let spec = CreateTable {
             name,
             columns,
@@ -1555,7 +1564,7 @@ impl Session {
             distribution_key: opts.distribution_key,
             orientation,
             table_group: opts.table_group,
-            shard_count: opts.shard_count,
+            shard_count: if one_shard { Some(opts.shard_count.unwrap_or(1)) } else { opts.shard_count },
             checks: table_checks,
         };
         let table_name = spec.name.clone();

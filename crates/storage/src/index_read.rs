@@ -87,3 +87,21 @@ impl TableSnapshot {
         Ok(Some(out))
     }
 }
+
+impl crate::engine::Table {
+    /// Keys of the live rows (latest committed state, every shard) whose
+    /// key under index `index` is `key` (encoded as
+    /// [`crate::index::index_key`]): a UNIQUE check made before commit.
+    pub fn index_owners(&self, index: &str, key: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        for shard in self.shards() {
+            let Some(t) = shard.tablets(self.def().id) else {
+                continue;
+            };
+            if let Some(ix) = t.index_list().iter().find(|ix| ix.def.name == index) {
+                out.extend(ix.live_owners(key));
+            }
+        }
+        Ok(out)
+    }
+}
