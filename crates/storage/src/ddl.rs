@@ -289,6 +289,38 @@ impl Engine {
     }
 }
 
+/// A UNIQUE index must contain the table's distribution key, or the table
+/// have one shard: equal keys must meet under one commit lock.
+pub fn check_unique_placement(t: &Table, index: &IndexDef) -> Result<()> {
+    if !index.unique || t.shard_count() == 1 {
+        return Ok(());
+    }
+    let def = t.def();
+    let dist: &[usize] = if !def.distribution_key.is_empty() {
+        &def.distribution_key
+    } else {
+        &def.primary_key
+    };
+    if !dist.is_empty() && dist.iter().all(|d| index.columns.contains(d)) {
+        return Ok(());
+    }
+    let names: Vec<&str> = dist
+        .iter()
+        .filter_map(|&c| def.columns.get(c).map(|c| c.name.as_str()))
+        .collect();
+    Err(StorageError::Unsupported(format!(
+        "unique index \"{}\" on table \"{}\" ({} shards) must include its distribution key{}: rows with equal keys could be stored in different shards (a table created with its UNIQUE constraints, or WITH (shard_count = 1), can have it)",
+        index.name,
+        def.name,
+        t.shard_count(),
+        if names.is_empty() {
+            " (it has none: no primary key)".to_string()
+        } else {
+            format!(" ({})", names.join(", "))
+        }
+    )))
+}
+
 impl Ddl<'_> {
     fn catalog_path(&self) -> std::path::PathBuf {
         self.engine.inner().cfg.data_dir.join("catalog.json")
@@ -483,10 +515,11 @@ impl Ddl<'_> {
     /// the table's distribution key (its equal keys must meet in one shard);
     /// the caller has checked that the stored rows have no duplicates.
     pub fn create_index(&self, table: &str, index: IndexDef) -> Result<Arc<Table>> {
-        let one_shard = self
+        let t = self
             .engine
             .table(table)
-            .is_some_and(|t| t.shard_count() == 1);
+            .ok_or_else(|| StorageError::TableNotFound(table.to_string()))?;
+        check_unique_placement(&t, &index)?;
         self.change_def(table, |def| {
             if def.indexes.iter().any(|i| i.name == index.name) {
                 return Err(StorageError::TableExists(index.name.clone()));
@@ -498,22 +531,6 @@ impl Ddl<'_> {
                     "index \"{}\" names no valid column",
                     index.name
                 )));
-            }
-            if index.unique && !one_shard {
-                let dist: &[usize] = if !def.distribution_key.is_empty() {
-                    &def.distribution_key
-                } else {
-                    &def.primary_key
-                };
-                if dist.is_empty() || !dist.iter().all(|d| index.columns.contains(d)) {
-                    return Err(StorageError::Unsupported(format!(
-                        "unique index \"{}\" must include every column of the table's distribution key{} (or the table have one shard: WITH (shard_count = 1)); rows with equal keys could be stored in different shards",
-                        index.name,
-                        if dist.is_empty() { " (the table has no primary key)".to_string() } else {
-                            format!(" ({})", dist.iter().filter_map(|&c| def.columns.get(c).map(|c| c.name.as_str())).collect::<Vec<_>>().join(", "))
-                        }
-                    )));
-                }
             }
             def.indexes.push(index);
             Ok(())
