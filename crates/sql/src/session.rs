@@ -1768,6 +1768,12 @@ impl Session {
     async fn add_primary_key(&mut self, name: &str, cols: &[String]) -> Result<()> {
         let old = self.table(name)?;
         let def = old.def().clone();
+        if !def.indexes.is_empty() {
+            // the rewrite bulk-loads a new table, which would lose them
+            return Err(SqlError::FeatureNotSupported(format!(
+                "ALTER TABLE ... ADD PRIMARY KEY on table \"{name}\" with indexes is not supported yet; drop its indexes first"
+            )));
+        }
         if def.has_primary_key() {
             return Err(SqlError::InvalidDefinition(format!(
                 "multiple primary keys for table \"{name}\" are not allowed"

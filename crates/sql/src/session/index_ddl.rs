@@ -88,6 +88,16 @@ impl Session {
                     def.name
                 )));
             }
+            let roles = &self.db.roles;
+            if !roles.privileges_of(&self.user).superuser
+                && !roles
+                    .effective_roles(&self.user)
+                    .contains(crate::privileges::owner_of(&def))
+            {
+                return Err(SqlError::InsufficientPrivilege(format!(
+                    "must be owner of index {name}"
+                )));
+            }
             self.lock_for_ddl(&owner, "DROP INDEX")?;
             let tname = def.name.clone();
             self.ddl_change(move |ddl| ddl.drop_index(&tname, &name))?;
