@@ -84,8 +84,12 @@ async fn index_scans_survive_writes_copy_and_kill_9() {
         // COPY takes the bulk path: the index is rebuilt at its commit
         let sink = c.copy_in("COPY t FROM STDIN").await.expect("copy");
         futures::pin_mut!(sink);
-        let rows: String = (6000..6500).map(|i| format!("{i}\t{}\tc\n", i % 13)).collect();
-        sink.send(bytes::Bytes::from(rows)).await.expect("copy data");
+        let rows: String = (6000..6500)
+            .map(|i| format!("{i}\t{}\tc\n", i % 13))
+            .collect();
+        sink.send(bytes::Bytes::from(rows))
+            .await
+            .expect("copy data");
         sink.finish().await.expect("copy done");
         must_match_full_scan(&c, "after COPY").await;
 

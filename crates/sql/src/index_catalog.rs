@@ -88,7 +88,11 @@ impl IndexEntry {
     pub fn constraint_definition(&self, t: &Table) -> String {
         format!(
             "{} ({})",
-            if self.primary { "PRIMARY KEY" } else { "UNIQUE" },
+            if self.primary {
+                "PRIMARY KEY"
+            } else {
+                "UNIQUE"
+            },
             self.column_list(t)
         )
     }
@@ -105,7 +109,13 @@ impl IndexEntry {
     /// `pg_index.indoption`: per column 1 for DESC (3 = DESC NULLS FIRST).
     pub fn indoption(&self) -> String {
         (0..self.columns.len())
-            .map(|n| if self.descending.get(n).copied().unwrap_or(false) { "3" } else { "0" })
+            .map(|n| {
+                if self.descending.get(n).copied().unwrap_or(false) {
+                    "3"
+                } else {
+                    "0"
+                }
+            })
             .collect::<Vec<_>>()
             .join(" ")
     }

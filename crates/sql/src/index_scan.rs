@@ -73,7 +73,11 @@ pub fn choose_index(def: &TableDef, filters: &[Expr]) -> Option<IndexChoice> {
             None => true,
             Some(b) => {
                 (choice.eq_columns, choice.shown.len(), ix.unique)
-                    > (b.eq_columns, b.shown.len(), def.index(&b.index).is_some_and(|i| i.unique))
+                    > (
+                        b.eq_columns,
+                        b.shown.len(),
+                        def.index(&b.index).is_some_and(|i| i.unique),
+                    )
             }
         };
         if better {
@@ -177,7 +181,9 @@ fn literal_value(lit: &ScalarValue, ty: ColumnType) -> Option<Value> {
             Value::Decimal(*v)
         }
         (
-            ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) | ScalarValue::LargeUtf8(Some(s)),
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::Utf8View(Some(s))
+            | ScalarValue::LargeUtf8(Some(s)),
             ColumnType::Text | ColumnType::Varchar(_),
         ) => Value::Text(s.clone()),
         (ScalarValue::Date32(Some(v)), ColumnType::Date) => Value::Date(*v),
@@ -224,7 +230,9 @@ impl IndexScanExec {
                     .clone()
                     .transform(|e| {
                         Ok(match e {
-                            Expr::Column(c) => Transformed::yes(Expr::Column(Column::new_unqualified(c.name))),
+                            Expr::Column(c) => {
+                                Transformed::yes(Expr::Column(Column::new_unqualified(c.name)))
+                            }
                             other => Transformed::no(other),
                         })
                     })?
@@ -273,8 +281,13 @@ impl IndexScanExec {
                 let keys = b
                     .columns()
                     .last()
-                    .and_then(|c| c.as_any().downcast_ref::<datafusion::arrow::array::BinaryArray>())
-                    .ok_or_else(|| DataFusionError::Internal("scan without its key column".into()))?;
+                    .and_then(|c| {
+                        c.as_any()
+                            .downcast_ref::<datafusion::arrow::array::BinaryArray>()
+                    })
+                    .ok_or_else(|| {
+                        DataFusionError::Internal("scan without its key column".into())
+                    })?;
                 for r in 0..b.num_rows() {
                     out.push((
                         keys.value(r).to_vec(),
@@ -333,7 +346,8 @@ impl IndexScanExec {
         Ok(RecordBatch::try_new_with_options(
             self.schema(),
             out,
-            &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+            &datafusion::arrow::array::RecordBatchOptions::new()
+                .with_row_count(Some(batch.num_rows())),
         )?)
     }
 }

@@ -51,10 +51,10 @@ mod checks;
 mod control;
 mod cursors;
 mod ddl_txn;
-mod index_ddl;
 pub(crate) mod defaults;
 mod dml;
 mod fast;
+mod index_ddl;
 mod locking;
 pub mod prepared;
 mod returning;
@@ -1550,7 +1550,11 @@ impl Session {
         });
         // A UNIQUE constraint without the distribution key is decided in
         // one shard: such a table gets one (docs/design/indexes.md).
-        let dist = if opts.distribution_key.is_empty() { &pk } else { &opts.distribution_key };
+        let dist = if opts.distribution_key.is_empty() {
+            &pk
+        } else {
+            &opts.distribution_key
+        };
         let one_shard = uniques.iter().any(|(_, cols)| {
             dist.is_empty()
                 || !dist
@@ -1564,7 +1568,11 @@ impl Session {
             distribution_key: opts.distribution_key,
             orientation,
             table_group: opts.table_group,
-            shard_count: if one_shard { Some(opts.shard_count.unwrap_or(1)) } else { opts.shard_count },
+            shard_count: if one_shard {
+                Some(opts.shard_count.unwrap_or(1))
+            } else {
+                opts.shard_count
+            },
             checks: table_checks,
         };
         let table_name = spec.name.clone();

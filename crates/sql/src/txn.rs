@@ -32,8 +32,7 @@ use std::time::Duration;
 use eddy_common::{IndexDef, Lsn, Row, TableDef, TableId, TxnId};
 use eddy_storage::{
     Ddl, Engine, Key, LockMode, LockWait, OnConflict, Overlay, StorageError, Table, TableSnapshot,
-    WriteOp,
-    TABLE_LOCK_KEY,
+    WriteOp, TABLE_LOCK_KEY,
 };
 
 use crate::error::{Result, SqlError};
@@ -660,7 +659,10 @@ fn check_unique(w: &mut TableWrites, def: &TableDef, key: &[u8], row: Option<&Ro
     }
     for (ix, k) in uniques.iter().zip(new_keys) {
         if let Some(k) = k {
-            w.unique.entry((ix.name.clone(), k)).or_default().insert(key.to_vec());
+            w.unique
+                .entry((ix.name.clone(), k))
+                .or_default()
+                .insert(key.to_vec());
         }
     }
     Ok(())

@@ -524,9 +524,7 @@ impl Ddl<'_> {
             if def.indexes.iter().any(|i| i.name == index.name) {
                 return Err(StorageError::TableExists(index.name.clone()));
             }
-            if index.columns.is_empty()
-                || index.columns.iter().any(|&c| c >= def.columns.len())
-            {
+            if index.columns.is_empty() || index.columns.iter().any(|&c| c >= def.columns.len()) {
                 return Err(StorageError::InvalidDefinition(format!(
                     "index \"{}\" names no valid column",
                     index.name

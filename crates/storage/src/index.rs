@@ -53,8 +53,7 @@ pub fn encode_index_value(v: &Value, out: &mut Vec<u8>) {
 /// Whether any indexed column of `row` is NULL (such a key never
 /// conflicts: NULLs are distinct).
 pub fn has_null(cols: &[usize], row: &[Value]) -> bool {
-    cols.iter()
-        .any(|&c| row.get(c).is_none_or(|v| v.is_null()))
+    cols.iter().any(|&c| row.get(c).is_none_or(|v| v.is_null()))
 }
 
 /// First byte of an encoded non-NULL value (`codec::KEY_VALUE`): an
@@ -262,7 +261,9 @@ mod tests {
         for (pk, a) in [(1, Some(1)), (2, Some(2)), (3, Some(3)), (4, None)] {
             i.apply_change(pk.to_string().as_bytes(), None, Some(&row(pk, a)), Lsn(1));
         }
-        let got = |lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>| i.lookup(&lo, &hi, Lsn(1)).unwrap_or_default().len();
+        let got = |lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>| {
+            i.lookup(&lo, &hi, Lsn(1)).unwrap_or_default().len()
+        };
         assert_eq!(got(Bound::Excluded(key(1)), Bound::Unbounded), 2);
         assert_eq!(got(Bound::Unbounded, Bound::Excluded(key(3))), 2);
         assert_eq!(got(Bound::Included(key(2)), Bound::Included(key(3))), 2);
@@ -277,8 +278,13 @@ mod tests {
             i.apply_change(pk.as_bytes(), None, Some(&row(n, Some(n))), Lsn(1));
             i.apply_change(pk.as_bytes(), Some(&row(n, Some(n))), None, Lsn(2));
         }
-        assert!(i.lookup(&Bound::Unbounded, &Bound::Unbounded, Lsn(1)).is_none());
-        assert_eq!(i.lookup(&Bound::Unbounded, &Bound::Unbounded, Lsn(2)), Some(vec![]));
+        assert!(i
+            .lookup(&Bound::Unbounded, &Bound::Unbounded, Lsn(1))
+            .is_none());
+        assert_eq!(
+            i.lookup(&Bound::Unbounded, &Bound::Unbounded, Lsn(2)),
+            Some(vec![])
+        );
     }
 
     #[test]

@@ -18,6 +18,9 @@ use crate::codec::decode_row_bytes;
 use crate::error::{Result, StorageError};
 use crate::snapshot::TableSnapshot;
 
+/// A row with the storage key it is stored under.
+pub type KeyedRow = (Vec<u8>, Row);
+
 impl TableSnapshot {
     /// Rows (with their keys) of this snapshot (the transaction's own writes included) that
     /// may have index `index`'s leading encoded columns within
@@ -27,7 +30,7 @@ impl TableSnapshot {
         index: &str,
         lower: &Bound<Vec<u8>>,
         upper: &Bound<Vec<u8>>,
-    ) -> Result<Option<Vec<(Vec<u8>, Row)>>> {
+    ) -> Result<Option<Vec<KeyedRow>>> {
         let def = self.def();
         let width = def.columns.len();
         let mut out = Vec::new();

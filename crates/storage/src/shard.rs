@@ -253,12 +253,19 @@ impl GroupOverlay {
     ) {
         for ix in indexes.iter().filter(|ix| ix.def.unique) {
             let cols = &ix.def.columns;
-            if let Some(k) = old.filter(|r| !has_null(cols, r)).and_then(|r| index_key(cols, r)) {
+            if let Some(k) = old
+                .filter(|r| !has_null(cols, r))
+                .and_then(|r| index_key(cols, r))
+            {
                 if let Some(set) = self.unique.get_mut(&(tid, ix.def.name.clone(), k)) {
                     set.remove(&key);
                 }
             }
-            if let Some(k) = new.as_ref().filter(|r| !has_null(cols, r)).and_then(|r| index_key(cols, r)) {
+            if let Some(k) = new
+                .as_ref()
+                .filter(|r| !has_null(cols, r))
+                .and_then(|r| index_key(cols, r))
+            {
                 self.unique
                     .entry((tid, ix.def.name.clone(), k))
                     .or_default()
@@ -268,6 +275,10 @@ impl GroupOverlay {
         self.rows.insert((tid, key), new);
     }
 }
+
+/// A new row's key under a UNIQUE index, checked once its write is
+/// resolved: (table, index, index key, the row).
+type UniqueProbe = (Arc<TableDef>, Arc<ShardIndex>, Vec<u8>, Row);
 
 struct Pending {
     ops: Vec<ShardOp>,
@@ -560,7 +571,7 @@ impl Shard {
         let mut out = Vec::with_capacity(ops.len());
         let mut sum = WriteSummary::default();
         // (table, index, index key, a row that holds it) to check at the end
-        let mut touched: Vec<(Arc<TableDef>, Arc<ShardIndex>, Vec<u8>, Row)> = Vec::new();
+        let mut touched: Vec<UniqueProbe> = Vec::new();
         for op in ops {
             let tid = op.table.id;
             let tablets = self
@@ -637,7 +648,13 @@ impl Shard {
                                 touched.push((op.table.clone(), Arc::clone(ix), k, r.clone()));
                             }
                         }
-                        overlay.set(tid, op.key.0.clone(), &indexes, existing.as_ref(), Some(r.clone()));
+                        overlay.set(
+                            tid,
+                            op.key.0.clone(),
+                            &indexes,
+                            existing.as_ref(),
+                            Some(r.clone()),
+                        );
                         out.push(LoggedOp {
                             table: tid,
                             key: op.key.0.clone(),

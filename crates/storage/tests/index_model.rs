@@ -17,14 +17,17 @@ use eddy_storage::{
 use proptest::prelude::*;
 
 /// k -> (v, u): `v` has a plain index, `u` (table `b*` only) a UNIQUE one.
-type Model = BTreeMap<i64, (Option<i64>, Option<i64>)>;
+type Model = BTreeMap<i64, Cells>;
+
+/// (v, u) of one row.
+type Cells = (Option<i64>, Option<i64>);
 
 #[derive(Clone, Debug)]
 enum Op {
     /// (table, k, v, u) with OnConflict::Replace.
     Upsert(usize, i64, Option<i64>, Option<i64>),
     Delete(usize, i64),
-    Multi(usize, Vec<(i64, Option<(Option<i64>, Option<i64>)>)>),
+    Multi(usize, Vec<(i64, Option<Cells>)>),
     /// Plain-index tables only (bulk loads refuse UNIQUE indexes).
     Bulk(usize, Vec<(i64, Option<i64>)>),
     Flush,
@@ -194,7 +197,12 @@ fn breaks_unique(t: usize, m: &Model) -> bool {
 fn write(tb: &Table, t: usize, m: &mut Model, ops: Vec<WriteOp>, next: Model) {
     let r = tb.write(ops);
     if breaks_unique(t, &next) {
-        assert_eq!(r.map(|_| ()).unwrap_err().sqlstate(), "23505", "{}", name(t));
+        assert_eq!(
+            r.map(|_| ()).unwrap_err().sqlstate(),
+            "23505",
+            "{}",
+            name(t)
+        );
     } else {
         r.unwrap();
         *m = next;

@@ -283,12 +283,12 @@ impl Session {
                 rows.push(row);
             }
         }
+        if let Some(OnInsert::OnConflict(oc)) = &ins.on {
+            crate::arbiter::check_arbiter(&def, oc)?;
+        }
         let on_conflict = match ins.on {
             None => OnConflict::Error,
-            Some(OnInsert::OnConflict(oc)) => match {
-                crate::arbiter::check_arbiter(&def, &oc)?;
-                oc.action
-            } {
+            Some(OnInsert::OnConflict(oc)) => match oc.action {
                 OnConflictAction::DoNothing => OnConflict::DoNothing,
                 OnConflictAction::DoUpdate(du) => {
                     if !def.has_primary_key() {

@@ -123,7 +123,9 @@ impl Session {
                 .collect::<Result<Vec<_>>>()?;
             // PostgreSQL makes no index for a UNIQUE that repeats the
             // primary key (or another UNIQUE of the same columns)
-            if columns == def.primary_key || def.indexes.iter().any(|i| i.unique && i.columns == columns) {
+            if columns == def.primary_key
+                || def.indexes.iter().any(|i| i.unique && i.columns == columns)
+            {
                 continue;
             }
             let name = match name {
@@ -161,7 +163,8 @@ impl Session {
             || self.db.sequences.exists(name)
             || self.db.engine.tables().iter().any(|t| {
                 let d = t.def();
-                d.index(name).is_some() || (d.has_primary_key() && format!("{}_pkey", d.name) == name)
+                d.index(name).is_some()
+                    || (d.has_primary_key() && format!("{}_pkey", d.name) == name)
             })
     }
 
