@@ -289,38 +289,6 @@ impl Engine {
     }
 }
 
-/// A UNIQUE index must contain the table's distribution key, or the table
-/// have one shard: equal keys must meet under one commit lock.
-pub fn check_unique_placement(t: &Table, index: &IndexDef) -> Result<()> {
-    if !index.unique || t.shard_count() == 1 {
-        return Ok(());
-    }
-    let def = t.def();
-    let dist: &[usize] = if !def.distribution_key.is_empty() {
-        &def.distribution_key
-    } else {
-        &def.primary_key
-    };
-    if !dist.is_empty() && dist.iter().all(|d| index.columns.contains(d)) {
-        return Ok(());
-    }
-    let names: Vec<&str> = dist
-        .iter()
-        .filter_map(|&c| def.columns.get(c).map(|c| c.name.as_str()))
-        .collect();
-    Err(StorageError::Unsupported(format!(
-        "unique index \"{}\" on table \"{}\" ({} shards) must include its distribution key{}: rows with equal keys could be stored in different shards (a table created with its UNIQUE constraints, or WITH (shard_count = 1), can have it)",
-        index.name,
-        def.name,
-        t.shard_count(),
-        if names.is_empty() {
-            " (it has none: no primary key)".to_string()
-        } else {
-            format!(" ({})", names.join(", "))
-        }
-    )))
-}
-
 impl Ddl<'_> {
     fn catalog_path(&self) -> std::path::PathBuf {
         self.engine.inner().cfg.data_dir.join("catalog.json")
@@ -511,15 +479,11 @@ impl Ddl<'_> {
     }
 
     /// Adds a secondary index to table `table` and builds it in every
-    /// shard (under each shard's commit lock). A UNIQUE index must contain
-    /// the table's distribution key (its equal keys must meet in one shard);
-    /// the caller has checked that the stored rows have no duplicates.
+    /// shard (under each shard's commit lock). For a UNIQUE index the caller
+    /// has checked that the stored rows have no duplicates
+    /// ([`Ddl::check_no_duplicates`]); one without the distribution key is
+    /// enforced across shards (`crate::global_unique`).
     pub fn create_index(&self, table: &str, index: IndexDef) -> Result<Arc<Table>> {
-        let t = self
-            .engine
-            .table(table)
-            .ok_or_else(|| StorageError::TableNotFound(table.to_string()))?;
-        check_unique_placement(&t, &index)?;
         self.change_def(table, |def| {
             if def.indexes.iter().any(|i| i.name == index.name) {
                 return Err(StorageError::TableExists(index.name.clone()));

@@ -144,9 +144,9 @@ impl ShardIndex {
             .collect()
     }
 
-    /// Primary keys of every entry whose key's leading encoded columns lie
-    /// within `(lower, upper)` and that was not removed at or before `at`;
-    /// `None` when entries that `at` may need were purged.
+    /// Primary keys (each once) of every entry whose key's leading encoded
+    /// columns lie within `(lower, upper)` and that was not removed at or
+    /// before `at`; `None` when entries that `at` may need were purged.
     pub fn lookup(
         &self,
         lower: &Bound<Vec<u8>>,
@@ -162,6 +162,7 @@ impl ShardIndex {
             Bound::Unbounded => vec![FIRST_NON_NULL],
         };
         let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for ((k, pk), removed) in st.entries.range((start, Vec::new())..) {
             if let Bound::Excluded(b) = lower {
                 if k.starts_with(b) {
@@ -176,7 +177,9 @@ impl ShardIndex {
             if !within {
                 break;
             }
-            if removed.is_none_or(|l| l > at) {
+            // a key whose row changed index key within the range after `at`
+            // has two entries: each row once
+            if removed.is_none_or(|l| l > at) && seen.insert(pk.as_slice()) {
                 out.push(pk.clone());
             }
         }

@@ -31,6 +31,7 @@ pub mod delete_map;
 pub mod engine;
 pub mod error;
 pub mod filestore;
+pub mod global_unique;
 pub mod index;
 pub mod index_read;
 pub mod locks;

@@ -213,7 +213,7 @@ impl Tablets {
     }
 
     /// The latest row of `key` (leader only: sees everything applied).
-    fn current(&self, key: &[u8]) -> Result<Option<Row>> {
+    pub(crate) fn current(&self, key: &[u8]) -> Result<Option<Row>> {
         let width = self.def.read().columns.len();
         if let Some(rv) = self.row_version() {
             return match rv.get(key, Lsn::MAX)? {

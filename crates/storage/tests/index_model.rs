@@ -36,8 +36,8 @@ enum Op {
     Crash,
 }
 
-/// Tables 0-2: "a<o>" (3 shards, index on v); 3-5: "b<o>" (1 shard,
-/// index on v, UNIQUE on u).
+/// Tables 0-2: "a<o>" (3 shards, index on v); 3-5: "b<o>" (index on v,
+/// UNIQUE on u without the distribution key; 3 shards, b2 one shard).
 const TABLES: usize = 6;
 const ORIENTATIONS: [Orientation; 3] = [
     Orientation::Row,
@@ -90,7 +90,8 @@ fn create_tables(e: &Engine) {
             distribution_key: vec![],
             orientation: ORIENTATIONS[t % 3],
             table_group: None,
-            shard_count: Some(if t < 3 { 3 } else { 1 }),
+            // b0, b1: the UNIQUE index spans shards; b2: one shard
+            shard_count: Some(if t == 5 { 1 } else { 3 }),
             checks: Vec::new(),
         })
         .unwrap();

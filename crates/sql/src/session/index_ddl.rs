@@ -56,7 +56,6 @@ impl Session {
         let target = self.table(tname)?;
         let locked = self.lock_for_ddl(&target, what)?;
         if index.unique {
-            eddy_storage::ddl::check_unique_placement(&locked, &index)?;
             let engine = std::sync::Arc::clone(&self.db.engine);
             run_blocking(|| {
                 engine
