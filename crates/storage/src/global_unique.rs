@@ -43,6 +43,14 @@ fn holds_distribution_key(def: &TableDef, cols: &[usize]) -> bool {
     !dist.is_empty() && dist.iter().all(|d| cols.contains(d))
 }
 
+/// A table's definition, its group, and the final row (`None`: deleted)
+/// of every key a write touches.
+type FinalRows = (
+    Arc<TableDef>,
+    eddy_common::TableGroupId,
+    BTreeMap<Vec<u8>, Option<Row>>,
+);
+
 /// The per-table unique locks (see the module doc).
 #[derive(Default)]
 pub(crate) struct UniqueLocks {
@@ -76,14 +84,7 @@ impl EngineInner {
     /// latest rows of every shard it does not touch.
     pub(crate) fn check_global_unique(&self, routed: &Routed) -> Result<()> {
         // per table: key -> final row, and the table's definition and group
-        let mut finals: BTreeMap<
-            TableId,
-            (
-                Arc<TableDef>,
-                eddy_common::TableGroupId,
-                BTreeMap<Vec<u8>, Option<Row>>,
-            ),
-        > = BTreeMap::new();
+        let mut finals: BTreeMap<TableId, FinalRows> = BTreeMap::new();
         for ((group, _), (shard, ops)) in routed {
             let shards = self.groups.read().get(group).map_or(1, |g| g.shards.len());
             for op in ops {
