@@ -34,6 +34,7 @@ pub mod filestore;
 pub mod global_unique;
 pub mod index;
 pub mod index_read;
+mod index_write;
 pub mod locks;
 pub mod manifest;
 pub mod recent_writes;
