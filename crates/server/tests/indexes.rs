@@ -106,6 +106,16 @@ async fn index_scans_survive_writes_copy_and_kill_9() {
     must_match_full_scan(&c, "after kill -9").await;
     let plan = explain(&c, "SELECT id FROM t WHERE a = 7").await;
     assert!(plan.contains("IndexScanExec"), "{plan}");
+    // the extended protocol: a parameter in place of the literal
+    let mut prepared: Vec<i32> = c
+        .query("SELECT id FROM t WHERE a = $1", &[&7i32])
+        .await
+        .expect("prepared")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    prepared.sort_unstable();
+    assert_eq!(prepared, ids(&c, "SELECT id FROM t WHERE a + 0 = 7").await);
     let e = c
         .batch_execute("INSERT INTO u VALUES (3, 'a@x')")
         .await
