@@ -352,6 +352,31 @@ pub struct TableDef {
     /// privileges are implicit and never listed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub acl: Vec<AclItem>,
+    /// Secondary indexes (`CREATE [UNIQUE] INDEX`, UNIQUE constraints),
+    /// maintained by storage in every shard of the table
+    /// (`docs/design/indexes.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub indexes: Vec<IndexDef>,
+}
+
+/// A secondary index of a table: ascending, NULLs last and distinct
+/// (PostgreSQL's btree defaults).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexDef {
+    /// Unique among the relations of the database.
+    pub name: String,
+    /// Indices into the table's `columns`, in index order.
+    pub columns: Vec<usize>,
+    /// Two live rows may not have equal non-NULL keys (SQLSTATE 23505).
+    pub unique: bool,
+    /// Made by a UNIQUE constraint (`pg_constraint` lists it) rather than
+    /// by CREATE UNIQUE INDEX.
+    #[serde(default)]
+    pub constraint: bool,
+    /// Per column, whether it was declared DESC (empty: all ascending).
+    /// Lookups do not depend on it; the catalog shows it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub descending: Vec<bool>,
 }
 
 /// One grant on a table: `grantee` (a role, or `None` for PUBLIC) holds
@@ -444,6 +469,11 @@ impl TableDef {
 
     pub fn has_primary_key(&self) -> bool {
         !self.primary_key.is_empty()
+    }
+
+    /// The index named `name`, if the table has one.
+    pub fn index(&self, name: &str) -> Option<&IndexDef> {
+        self.indexes.iter().find(|i| i.name == name)
     }
 }
 

@@ -26,6 +26,7 @@ use eddy_common::ColumnType;
 use eddy_storage::{Engine, Table};
 
 use crate::error::SqlError;
+use crate::index_catalog::indexes_of;
 use crate::pgtypes::{oid, oid_for_column_type, pg_typlen};
 use crate::provider::EddyTable;
 use crate::sequences::{sequence_oid, SequenceDef, Sequences};
@@ -559,7 +560,7 @@ fn build_pg_table(
                         owner: current.oid_of(crate::privileges::owner_of(d)),
                         am: 2,
                         tuples: t.approx_row_count() as f32,
-                        has_index: has_pk,
+                        has_index: has_pk || !d.indexes.is_empty(),
                         natts: d.columns.len() as i16,
                         checks: d.checks.len() as i16,
                         replident: "d",
@@ -570,12 +571,12 @@ fn build_pg_table(
                     }
                     .cells(),
                 );
-                if has_pk {
+                for ix in indexes_of(t) {
                     rows.push(
                         PgClassRow {
                             am: 403,
-                            natts: d.primary_key.len() as i16,
-                            ..PgClassRow::new(index_oid(t), &format!("{}_pkey", d.name), "i")
+                            natts: ix.columns.len() as i16,
+                            ..PgClassRow::new(ix.oid, &ix.name, "i")
                         }
                         .cells(),
                     );
@@ -830,18 +831,15 @@ fn build_pg_table(
         "pg_index" => {
             let rows = tables
                 .iter()
-                .filter(|t| t.def().has_primary_key())
-                .map(|t| {
-                    let d = t.def();
-                    let key: Vec<String> =
-                        d.primary_key.iter().map(|k| (k + 1).to_string()).collect();
+                .flat_map(|t| indexes_of(t).into_iter().map(move |ix| (t, ix)))
+                .map(|(t, ix)| {
                     vec![
-                        i(index_oid(t)),
+                        i(ix.oid),
                         i(table_oid(t)),
-                        i2(d.primary_key.len() as i16),
-                        i2(d.primary_key.len() as i16),
-                        b(true),
-                        b(true),
+                        i2(ix.columns.len() as i16),
+                        i2(ix.columns.len() as i16),
+                        b(ix.unique),
+                        b(ix.primary),
                         b(false),
                         b(true),
                         b(false),
@@ -850,10 +848,11 @@ fn build_pg_table(
                         b(true),
                         b(true),
                         b(false),
-                        s(&key.join(" ")),
+                        s(&ix.indkey()),
                         null_text(),
                         null_text(),
                         b(false),
+                        s(&ix.indoption()),
                     ]
                 })
                 .collect();
@@ -877,6 +876,7 @@ fn build_pg_table(
                     ("indexprs", T),
                     ("indpred", T),
                     ("indnullsnotdistinct", B),
+                    ("indoption", T),
                 ],
                 rows,
             )
@@ -884,22 +884,21 @@ fn build_pg_table(
         "pg_constraint" => {
             let mut rows: Vec<Vec<S>> = tables
                 .iter()
-                .filter(|t| t.def().has_primary_key())
-                .map(|t| {
-                    let d = t.def();
-                    let key: Vec<String> =
-                        d.primary_key.iter().map(|k| (k + 1).to_string()).collect();
+                .flat_map(|t| indexes_of(t).into_iter().map(move |ix| (t, ix)))
+                .filter(|(_, ix)| ix.constraint)
+                .map(|(t, ix)| {
+                    let key: Vec<String> = ix.columns.iter().map(|k| (k + 1).to_string()).collect();
                     vec![
-                        i(index_oid(t)),
-                        s(&format!("{}_pkey", d.name)),
+                        i(ix.oid),
+                        s(&ix.name),
                         i(NS_PUBLIC),
-                        s("p"),
+                        s(if ix.primary { "p" } else { "u" }),
                         b(false),
                         b(false),
                         b(true),
                         i(table_oid(t)),
                         i(0),
-                        i(index_oid(t)),
+                        i(ix.oid),
                         i(0),
                         s(" "),
                         s(" "),
@@ -1142,15 +1141,14 @@ fn build_pg_table(
             ],
             tables
                 .iter()
-                .filter(|t| t.def().has_primary_key())
-                .map(|t| {
-                    let d = t.def();
+                .flat_map(|t| indexes_of(t).into_iter().map(move |ix| (t, ix)))
+                .map(|(t, ix)| {
                     vec![
                         s("public"),
-                        s(&d.name),
-                        s(&format!("{}_pkey", d.name)),
+                        s(&t.def().name),
+                        s(&ix.name),
                         null_text(),
-                        s(&index_def(t)),
+                        s(&ix.definition(t)),
                     ]
                 })
                 .collect(),
@@ -1475,21 +1473,6 @@ fn build_pg_table(
         ),
         other => Err(DataFusionError::Plan(format!("table '{other}' not found"))),
     }
-}
-
-fn index_def(t: &Table) -> String {
-    let d = t.def();
-    let cols: Vec<&str> = d
-        .primary_key
-        .iter()
-        .filter_map(|k| d.columns.get(*k).map(|c| c.name.as_str()))
-        .collect();
-    format!(
-        "CREATE UNIQUE INDEX {}_pkey ON public.{} USING btree ({})",
-        d.name,
-        d.name,
-        cols.join(", ")
-    )
 }
 
 // ---------------------------------------------------------------------------
@@ -1972,8 +1955,13 @@ pub fn pg_functions(
             let o = arg_i64(v, 0);
             eng.tables()
                 .iter()
-                .find(|t| Some(index_oid(t)) == o)
-                .map(|t| s(&index_def(t)))
+                .find_map(|t| {
+                    indexes_of(t)
+                        .into_iter()
+                        .find(|ix| Some(ix.oid) == o)
+                        .map(|ix| ix.definition(t))
+                })
+                .map(|d| s(&d))
                 .unwrap_or(null_text())
         }),
         udf("pg_get_constraintdef", T, move |v| {
@@ -1992,16 +1980,13 @@ pub fn pg_functions(
             }
             tables
                 .iter()
-                .find(|t| Some(index_oid(t)) == o)
-                .map(|t| {
-                    let d = t.def();
-                    let cols: Vec<&str> = d
-                        .primary_key
-                        .iter()
-                        .filter_map(|k| d.columns.get(*k).map(|c| c.name.as_str()))
-                        .collect();
-                    s(&format!("PRIMARY KEY ({})", cols.join(", ")))
+                .find_map(|t| {
+                    indexes_of(t)
+                        .into_iter()
+                        .find(|ix| ix.constraint && Some(ix.oid) == o)
+                        .map(|ix| ix.constraint_definition(t))
                 })
+                .map(|d| s(&d))
                 .unwrap_or(null_text())
         }),
         udf("eddy_regclass", I8, move |v| {

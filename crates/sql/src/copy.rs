@@ -358,6 +358,9 @@ pub struct CopyIn {
     /// Outside a transaction block; inside one the batches are kept in
     /// `pending` and go into the transaction when the COPY ends.
     loader: Option<BulkLoader>,
+    /// Outside a block without a loader: the rows are written at the end
+    /// as one atomic write (duplicates fail with 23505).
+    direct: bool,
     pending: Vec<RecordBatch>,
     builders: Vec<Box<dyn ArrayBuilder>>,
     pending_rows: usize,
@@ -383,8 +386,12 @@ impl CopyIn {
     ) -> Result<CopyIn> {
         let types: Vec<ColumnType> = table.def().columns.iter().map(|c| c.ty).collect();
         let builders = types.iter().map(|t| builder_for(*t, BATCH_ROWS)).collect();
-        let loader = (!in_transaction).then(|| table.bulk_loader());
+        // A table with a UNIQUE index takes the write path, where storage
+        // checks every row (bulk files are installed unchecked).
+        let unique = table.def().indexes.iter().any(|i| i.unique);
+        let loader = (!in_transaction && !unique).then(|| table.bulk_loader());
         Ok(CopyIn {
+            direct: !in_transaction && unique,
             table,
             targets,
             types,
@@ -477,6 +484,27 @@ impl CopyIn {
         match self.loader {
             Some(l) => {
                 let n = l.commit()?;
+                tracing::info!(table = %name, rows, "COPY committed");
+                Ok(CopyFinish::Committed(n))
+            }
+            None if self.direct => {
+                let def = self.table.def().clone();
+                let mut ops = Vec::with_capacity(rows as usize);
+                for b in &self.pending {
+                    for r in 0..b.num_rows() {
+                        let row: eddy_common::Row = def
+                            .columns
+                            .iter()
+                            .enumerate()
+                            .map(|(i, c)| crate::pgtypes::cell_value(b.column(i).as_ref(), r, c.ty))
+                            .collect::<Result<_>>()?;
+                        ops.push(eddy_storage::WriteOp::Insert {
+                            row,
+                            on_conflict: eddy_storage::OnConflict::Error,
+                        });
+                    }
+                }
+                let n = self.table.write(ops)?.inserted;
                 tracing::info!(table = %name, rows, "COPY committed");
                 Ok(CopyFinish::Committed(n))
             }

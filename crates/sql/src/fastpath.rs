@@ -384,6 +384,12 @@ pub fn recognise(stmt: &Statement, engine: &Arc<Engine>) -> Option<FastPlan> {
                 .collect::<Option<_>>()?;
             let (on_conflict, count_updates) = match &ins.on {
                 None => (OnConflict::Error, false),
+                // an arbiter storage cannot honour: the general path refuses it
+                Some(OnInsert::OnConflict(oc))
+                    if crate::arbiter::check_arbiter(&def, oc).is_err() =>
+                {
+                    return None
+                }
                 Some(OnInsert::OnConflict(oc)) => match &oc.action {
                     OnConflictAction::DoNothing => (OnConflict::DoNothing, false),
                     OnConflictAction::DoUpdate(du) => {

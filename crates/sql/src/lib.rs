@@ -22,12 +22,15 @@
 //! into pgwire messages. Design notes: `docs/design/sql.md`.
 
 pub mod advisory;
+pub mod arbiter;
 pub mod catalog;
 pub mod checked_arith;
 pub mod copy;
 pub mod custom_commands;
 pub mod error;
 pub mod fastpath;
+pub mod index_catalog;
+pub mod index_scan;
 pub mod information_schema;
 pub mod join_filter;
 pub mod join_order;

@@ -58,6 +58,12 @@ pub fn needs(stmt: &Statement) -> Needs {
             n.owned.extend(names.iter().cloned());
             return n;
         }
+        // an index is no table: `Session::drop_indexes` checks that the
+        // user owns the index's table
+        Statement::Drop {
+            object_type: ObjectType::Index,
+            ..
+        } => return n,
         Statement::AlterTable(at) => {
             n.owned.push(at.name.clone());
             return n;
@@ -362,6 +368,7 @@ mod tests {
             comment: None,
             owner: Some("alice".into()),
             acl: vec![],
+            indexes: vec![],
         };
         let roles = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<HashSet<_>>();
         assert_eq!(

@@ -309,6 +309,24 @@ impl TableProvider for EddyTable {
             .iter()
             .map(|c| c.name.clone())
             .collect();
+        if let Some(choice) = crate::index_scan::choose_index(self.table.def(), filters) {
+            // a filter the node cannot evaluate itself (one it could not
+            // plan) leaves the table to the ordinary scan below
+            match crate::index_scan::IndexScanExec::try_new(
+                state,
+                Arc::clone(self.table.def()),
+                self.snapshot(),
+                choice,
+                filters,
+                wanted.clone(),
+                Arc::clone(&self.schema),
+            ) {
+                Ok(exec) => return Ok(Arc::new(exec)),
+                Err(e) => {
+                    tracing::debug!(table = %self.table.def().name, error = %e, "index scan not planned")
+                }
+            }
+        }
         let prune = Arc::new(PrunePredicate::from_filters(filters, &names, &types));
         let exact = Arc::new(if self.scan_filters {
             ScanFilter::from_filters(filters, &self.schema)

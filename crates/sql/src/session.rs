@@ -53,6 +53,7 @@ mod ddl_txn;
 pub(crate) mod defaults;
 mod dml;
 mod fast;
+mod index_ddl;
 mod locking;
 pub mod prepared;
 mod returning;
@@ -1100,6 +1101,9 @@ impl Session {
                 if matches!(object_type, ObjectType::Role | ObjectType::User) {
                     return self.drop_roles(&names, if_exists);
                 }
+                if object_type == ObjectType::Index {
+                    return self.drop_indexes(&names, if_exists);
+                }
                 if object_type != ObjectType::Table {
                     return Err(SqlError::FeatureNotSupported(format!(
                         "DROP {object_type} is not supported"
@@ -1203,9 +1207,7 @@ impl Session {
                 run_blocking(|| engine.compact(None))?;
                 Ok(Output::Command("VACUUM".into()))
             }
-            Statement::CreateIndex(_) => Err(SqlError::FeatureNotSupported(
-                "secondary indexes are not supported: the primary key is the only index".into(),
-            )),
+            Statement::CreateIndex(ci) => self.create_index(ci),
             other => Err(SqlError::FeatureNotSupported(format!(
                 "statement not supported: {}",
                 other.to_string().chars().take(60).collect::<String>()
@@ -1491,6 +1493,8 @@ impl Session {
         let mut pk: Vec<usize> = Vec::new();
         let mut sequences = Vec::new();
         let mut pending_checks = Vec::new();
+        // (constraint name, columns) of UNIQUE constraints, in order
+        let mut uniques: Vec<(Option<String>, Vec<String>)> = Vec::new();
         for (i, c) in ct.columns.iter().enumerate() {
             let serial = sequence_ddl::serial_type(&c.data_type);
             let ty = match serial {
@@ -1510,10 +1514,12 @@ impl Session {
                     ColumnOption::Default(_)
                     | ColumnOption::Generated { .. }
                     | ColumnOption::Identity(_) => {}
-                    ColumnOption::Unique(_) => {
-                        return Err(SqlError::FeatureNotSupported(
-                            "UNIQUE constraints are not supported; use a PRIMARY KEY".into(),
-                        ))
+                    ColumnOption::Unique(u) => {
+                        let (name, _) = index_ddl::unique_constraint(u)?;
+                        uniques.push((
+                            o.name.as_ref().map(ident_name).or(name),
+                            vec![ident_name(&c.name)],
+                        ));
                     }
                     ColumnOption::Check(check) => pending_checks.push(checks::PendingCheck {
                         name: o.name.as_ref().or(check.name.as_ref()).map(ident_name),
@@ -1551,6 +1557,10 @@ impl Session {
                 });
                 continue;
             }
+            if let TableConstraint::Unique(u) = con {
+                uniques.push(index_ddl::unique_constraint(u)?);
+                continue;
+            }
             if !matches!(con, TableConstraint::PrimaryKey(_)) {
                 return Err(SqlError::FeatureNotSupported(format!(
                     "table constraint {con} is not supported yet (it would not be enforced)"
@@ -1586,6 +1596,11 @@ impl Session {
             self.validate_check(&name, &columns, check).await?;
         }
         if let Some(q) = ct.query {
+            if !uniques.is_empty() {
+                return Err(SqlError::FeatureNotSupported(
+                    "CREATE TABLE AS with UNIQUE constraints is not supported".into(),
+                ));
+            }
             if !table_checks.is_empty() {
                 return Err(SqlError::FeatureNotSupported(
                     "CREATE TABLE AS with CHECK constraints is not supported".into(),
@@ -1603,6 +1618,19 @@ impl Session {
         } else {
             Orientation::RowColumn
         });
+        // A UNIQUE constraint without the distribution key is decided in
+        // one shard: such a table gets one (docs/design/indexes.md).
+        let dist = if opts.distribution_key.is_empty() {
+            &pk
+        } else {
+            &opts.distribution_key
+        };
+        let one_shard = uniques.iter().any(|(_, cols)| {
+            dist.is_empty()
+                || !dist
+                    .iter()
+                    .all(|d| columns.get(*d).is_some_and(|c| cols.contains(&c.name)))
+        }) && opts.table_group.is_none();
         let spec = CreateTable {
             name,
             columns,
@@ -1610,7 +1638,11 @@ impl Session {
             distribution_key: opts.distribution_key,
             orientation,
             table_group: opts.table_group,
-            shard_count: opts.shard_count,
+            shard_count: if one_shard {
+                Some(opts.shard_count.unwrap_or(1))
+            } else {
+                opts.shard_count
+            },
             checks: table_checks,
         };
         let table_name = spec.name.clone();
@@ -1630,8 +1662,10 @@ impl Session {
             return Err(e);
         }
         if let Some(t) = self.txn.as_mut() {
-            t.created_tables.push(table_name);
+            t.created_tables.push(table_name.clone());
         }
+        // in the same transaction: an error undoes the table too
+        self.add_unique_constraints(&table_name, uniques)?;
         Ok(Output::Command("CREATE TABLE".into()))
     }
 
@@ -1812,6 +1846,12 @@ impl Session {
     async fn add_primary_key(&mut self, name: &str, cols: &[String]) -> Result<()> {
         let old = self.table(name)?;
         let def = old.def().clone();
+        if !def.indexes.is_empty() {
+            // the rewrite bulk-loads a new table, which would lose them
+            return Err(SqlError::FeatureNotSupported(format!(
+                "ALTER TABLE ... ADD PRIMARY KEY on table \"{name}\" with indexes is not supported yet; drop its indexes first"
+            )));
+        }
         if def.has_primary_key() {
             return Err(SqlError::InvalidDefinition(format!(
                 "multiple primary keys for table \"{name}\" are not allowed"

@@ -25,14 +25,14 @@
 //!   The changed table is locked exclusively ([`Transaction::lock_table_for_ddl`])
 //!   until the end.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use eddy_common::{Lsn, Row, TableId, TxnId};
+use eddy_common::{IndexDef, Lsn, Row, TableDef, TableId, TxnId};
 use eddy_storage::{
-    Ddl, Engine, Key, LockMode, LockWait, OnConflict, Overlay, Table, TableSnapshot, WriteOp,
-    TABLE_LOCK_KEY,
+    Ddl, Engine, Key, LockMode, LockWait, OnConflict, Overlay, StorageError, Table, TableSnapshot,
+    WriteOp, TABLE_LOCK_KEY,
 };
 
 use crate::error::{Result, SqlError};
@@ -86,6 +86,8 @@ pub struct TableWrites {
     pub rows: BTreeMap<Vec<u8>, Option<Row>>,
     /// TRUNCATE ran in this transaction (applied first at commit).
     pub truncated: bool,
+    /// Per UNIQUE index and index key, the keys of `rows` holding it.
+    unique: HashMap<(String, Vec<u8>), BTreeSet<Vec<u8>>>,
 }
 
 /// A transaction in progress.
@@ -441,12 +443,23 @@ impl Transaction {
                 table: Arc::clone(table),
                 rows: BTreeMap::new(),
                 truncated: false,
+                unique: HashMap::new(),
             }))
     }
 
     /// Records a new version (`Some`) or a delete (`None`) of `key`.
+    ///
+    /// A new version is checked against the table's UNIQUE indexes first
+    /// (row by row, as PostgreSQL checks): against the transaction's own
+    /// rows and the latest committed ones it has not overwritten. Another
+    /// transaction's uncommitted row is found at COMMIT, under storage's
+    /// commit lock.
     pub fn put(&mut self, table: &Arc<Table>, key: Vec<u8>, row: Option<Row>) -> Result<()> {
+        let def = Arc::clone(table.def());
         let w = self.table_writes(table)?;
+        if def.indexes.iter().any(|i| i.unique) {
+            check_unique(w, &def, &key, row.as_ref())?;
+        }
         if row.is_none() && key.first() == Some(&OWN_ROW_KEY) {
             // a row this transaction inserted and now deletes: it never existed
             w.rows.remove(&key);
@@ -469,6 +482,7 @@ impl Transaction {
     pub fn truncate(&mut self, table: &Arc<Table>) -> Result<()> {
         let w = self.table_writes(table)?;
         w.rows.clear();
+        w.unique.clear();
         w.truncated = true;
         Ok(())
     }
@@ -595,6 +609,63 @@ impl Transaction {
         }
         Ok(())
     }
+}
+
+/// The UNIQUE check of [`Transaction::put`]; records `key`'s new index
+/// keys in `w.unique` when it passes.
+fn check_unique(w: &mut TableWrites, def: &TableDef, key: &[u8], row: Option<&Row>) -> Result<()> {
+    let old = w.rows.get(key).cloned().flatten();
+    let uniques: Vec<&IndexDef> = def.indexes.iter().filter(|i| i.unique).collect();
+    let keys_of = |r: &Row| -> Vec<Option<Vec<u8>>> {
+        uniques
+            .iter()
+            .map(|ix| {
+                (!eddy_storage::index::has_null(&ix.columns, r))
+                    .then(|| eddy_storage::index::index_key(&ix.columns, r))
+                    .flatten()
+            })
+            .collect()
+    };
+    let new_keys = row.map(keys_of).unwrap_or_default();
+    if let Some(r) = row {
+        for (ix, k) in uniques.iter().zip(&new_keys) {
+            let Some(k) = k else { continue };
+            let own = w
+                .unique
+                .get(&(ix.name.clone(), k.clone()))
+                .is_some_and(|s| s.iter().any(|o| o.as_slice() != key));
+            let committed = !w.truncated
+                && w.table
+                    .index_owners(&ix.name, k)?
+                    .iter()
+                    .any(|o| o.as_slice() != key && !w.rows.contains_key(o));
+            if own || committed {
+                return Err(StorageError::UniqueViolation {
+                    constraint: ix.name.clone(),
+                    key: eddy_storage::codec::describe_columns(def, &ix.columns, r),
+                }
+                .into());
+            }
+        }
+    }
+    if let Some(o) = &old {
+        for (ix, k) in uniques.iter().zip(keys_of(o)) {
+            if let Some(k) = k {
+                if let Some(s) = w.unique.get_mut(&(ix.name.clone(), k)) {
+                    s.remove(key);
+                }
+            }
+        }
+    }
+    for (ix, k) in uniques.iter().zip(new_keys) {
+        if let Some(k) = k {
+            w.unique
+                .entry((ix.name.clone(), k))
+                .or_default()
+                .insert(key.to_vec());
+        }
+    }
+    Ok(())
 }
 
 fn overlay_of(w: &TableWrites) -> Overlay {

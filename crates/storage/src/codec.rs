@@ -327,13 +327,17 @@ pub fn check_row(def: &eddy_common::TableDef, row: &[Value]) -> Result<()> {
 
 /// A short human-readable rendering of key values for error messages.
 pub fn describe_values(def: &eddy_common::TableDef, row: &[Value]) -> String {
-    let names: Vec<&str> = def
-        .primary_key
+    describe_columns(def, &def.primary_key, row)
+}
+
+/// `a, b)=(1, x` for columns `cols` of `row` (inside PostgreSQL's
+/// `Key (...)=(...)`).
+pub fn describe_columns(def: &eddy_common::TableDef, cols: &[usize], row: &[Value]) -> String {
+    let names: Vec<&str> = cols
         .iter()
-        .map(|&i| def.columns[i].name.as_str())
+        .filter_map(|&i| def.columns.get(i).map(|c| c.name.as_str()))
         .collect();
-    let vals: Vec<String> = def
-        .primary_key
+    let vals: Vec<String> = cols
         .iter()
         .map(|&i| match row.get(i) {
             Some(Value::Text(s)) => s.clone(),

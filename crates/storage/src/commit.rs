@@ -49,6 +49,13 @@ impl EngineInner {
         owner: Option<TxnId>,
         committed: &mut bool,
     ) -> Result<WriteSummary> {
+        // Tables with a UNIQUE index across shards: their writers one at a
+        // time, checked against every shard (`crate::global_unique`).
+        let unique_locks = self.unique_locks.for_write(self, &routed);
+        let _unique_guards: Vec<_> = unique_locks.iter().map(|l| l.lock()).collect();
+        if !unique_locks.is_empty() {
+            self.check_global_unique(&routed)?;
+        }
         if owner.is_none() && routed.len() <= 1 {
             return match routed.pop_first() {
                 Some((_, (shard, ops))) => shard.write(ops),

@@ -35,7 +35,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use eddy_common::{ColumnDef, ColumnType, TableDef, TableId, TxnId};
+use eddy_common::{ColumnDef, ColumnType, IndexDef, TableDef, TableId, TxnId};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{validate_spec, CatalogData, CreateTable, Engine, Table};
@@ -381,6 +381,7 @@ impl Ddl<'_> {
             comment: None,
             owner,
             acl: Vec::new(),
+            indexes: Vec::new(),
         };
         let mut next = cat.clone();
         next.next_table_id += 1;
@@ -472,6 +473,70 @@ impl Ddl<'_> {
                 return Err(StorageError::InvalidDefinition(
                     "a primary key column cannot be nullable".into(),
                 ));
+            }
+            Ok(())
+        })
+    }
+
+    /// Adds a secondary index to table `table` and builds it in every
+    /// shard (under each shard's commit lock). For a UNIQUE index the caller
+    /// has checked that the stored rows have no duplicates
+    /// ([`Ddl::check_no_duplicates`]); one without the distribution key is
+    /// enforced across shards (`crate::global_unique`).
+    pub fn create_index(&self, table: &str, index: IndexDef) -> Result<Arc<Table>> {
+        self.change_def(table, |def| {
+            if def.indexes.iter().any(|i| i.name == index.name) {
+                return Err(StorageError::TableExists(index.name.clone()));
+            }
+            if index.columns.is_empty() || index.columns.iter().any(|&c| c >= def.columns.len()) {
+                return Err(StorageError::InvalidDefinition(format!(
+                    "index \"{}\" names no valid column",
+                    index.name
+                )));
+            }
+            def.indexes.push(index);
+            Ok(())
+        })
+    }
+
+    /// CREATE UNIQUE INDEX's check: a committed row whose non-NULL key
+    /// under `cols` repeats another's (`DuplicatedKey` naming `index`).
+    pub fn check_no_duplicates(&self, table: &Table, index: &str, cols: &[usize]) -> Result<()> {
+        let def = table.def().clone();
+        let types: Vec<ColumnType> = def.columns.iter().map(|c| c.ty).collect();
+        let mut seen = HashSet::new();
+        for part in table.snapshot().partitions() {
+            for batch in part.scan(None, false, &|_| true)? {
+                let batch = batch?;
+                for r in 0..batch.num_rows() {
+                    let row = crate::arrow_conv::row_at(&batch, &types, r);
+                    if crate::index::has_null(cols, &row) {
+                        continue;
+                    }
+                    let Some(k) = crate::index::index_key(cols, &row) else {
+                        continue;
+                    };
+                    if !seen.insert(k) {
+                        return Err(StorageError::DuplicatedKey {
+                            index: index.to_string(),
+                            key: crate::codec::describe_columns(&def, cols, &row),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes index `index` of table `table`.
+    pub fn drop_index(&self, table: &str, index: &str) -> Result<Arc<Table>> {
+        self.change_def(table, |def| {
+            let before = def.indexes.len();
+            def.indexes.retain(|i| i.name != index);
+            if def.indexes.len() == before {
+                return Err(StorageError::InvalidDefinition(format!(
+                    "index \"{index}\" does not exist"
+                )));
             }
             Ok(())
         })
@@ -576,6 +641,7 @@ mod tests {
             comment: None,
             owner: None,
             acl: Vec::new(),
+            indexes: Vec::new(),
         }
     }
 

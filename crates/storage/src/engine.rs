@@ -123,6 +123,8 @@ pub(crate) struct EngineInner {
     /// atomic stores run under the exclusive side.
     pub(crate) publish_gate: RwLock<()>,
     locks: LockManager,
+    /// Serialises the writers of tables with a cross-shard UNIQUE index.
+    pub(crate) unique_locks: crate::global_unique::UniqueLocks,
     rowids: Mutex<(u64, u64)>,
     closed: AtomicBool,
     _lock: std::fs::File,
@@ -259,6 +261,7 @@ impl Engine {
             next_txn: AtomicU64::new(next_txn),
             publish_gate: RwLock::new(()),
             locks: LockManager::default(),
+            unique_locks: Default::default(),
             rowids: Mutex::new((rowid_start, rowid_start + (1 << 24))),
             closed: AtomicBool::new(false),
             _lock: lock,

@@ -26,6 +26,12 @@ pub enum StorageError {
     InvalidDefinition(String),
     #[error("duplicate key value violates unique constraint \"{table}_pkey\": Key ({key}) already exists")]
     DuplicateKey { table: String, key: String },
+    /// A UNIQUE index (or constraint) named `constraint` already holds `key`.
+    #[error("duplicate key value violates unique constraint \"{constraint}\": Key ({key}) already exists")]
+    UniqueViolation { constraint: String, key: String },
+    /// CREATE UNIQUE INDEX over rows that already repeat a key.
+    #[error("could not create unique index \"{index}\": Key ({key}) is duplicated")]
+    DuplicatedKey { index: String, key: String },
     #[error(
         "null value in column \"{column}\" of relation \"{table}\" violates not-null constraint"
     )]
@@ -43,6 +49,9 @@ pub enum StorageError {
         expected: usize,
         got: usize,
     },
+    /// Something storage does not do (yet), refused rather than done wrong.
+    #[error("{0}")]
+    Unsupported(String),
     #[error("ON CONFLICT DO UPDATE failed: {0}")]
     ConflictUpdate(String),
 
@@ -113,11 +122,14 @@ impl StorageError {
             StorageError::ColumnExists { .. } => "42701",
             StorageError::ColumnNotFound(_) => "42703",
             StorageError::InvalidDefinition(_) => "42P16",
-            StorageError::DuplicateKey { .. } => "23505",
+            StorageError::DuplicateKey { .. }
+            | StorageError::UniqueViolation { .. }
+            | StorageError::DuplicatedKey { .. } => "23505",
             StorageError::NotNull { .. } => "23502",
             StorageError::WrongType { .. } => "42804",
             StorageError::WrongArity { .. } => "42601",
             StorageError::ConflictUpdate(_) => "22000",
+            StorageError::Unsupported(_) => "0A000",
             StorageError::Deadlock { .. } => "40P01",
             StorageError::LockNotAvailable(_) | StorageError::LockTimeout => "55P03",
             StorageError::SerializationFailure => "40001",

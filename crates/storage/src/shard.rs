@@ -44,6 +44,8 @@ use crate::column_tablet::{
 use crate::delete_map::DeleteMap;
 use crate::error::{Result, StorageError};
 use crate::filestore::FileStore;
+use crate::index::{has_null, index_key, ShardIndex};
+use crate::index_write::{check_unique_probes, GroupOverlay, UniqueProbe};
 use crate::manifest::{self, Manifest, TabletFiles};
 use crate::recent_writes::RecentWrites;
 use crate::row_tablet::{
@@ -127,11 +129,14 @@ pub struct BulkFiles {
 const REC_WRITE: u8 = 1;
 const REC_BULK: u8 = 2;
 
-/// Tablets of one table in this shard.
+/// Tablets of one table in this shard: its row and/or column tablet and
+/// its secondary indexes (a tablet group: one WAL record updates all).
 pub struct Tablets {
     pub def: RwLock<Arc<TableDef>>,
     pub row: Option<RwLock<Arc<RowVersion>>>,
     pub col: Option<RwLock<Arc<ColumnVersion>>>,
+    /// One per `def.indexes`, in that order.
+    pub indexes: RwLock<Arc<Vec<Arc<ShardIndex>>>>,
 }
 
 impl Tablets {
@@ -145,6 +150,12 @@ impl Tablets {
                 .orientation
                 .has_column()
                 .then(|| RwLock::new(Arc::new(ColumnVersion::new(columns_of(&def))))),
+            indexes: RwLock::new(Arc::new(
+                def.indexes
+                    .iter()
+                    .map(|d| Arc::new(ShardIndex::new(d.clone())))
+                    .collect(),
+            )),
             def: RwLock::new(def),
         }
     }
@@ -158,7 +169,7 @@ impl Tablets {
     }
 
     /// The latest row of `key` (leader only: sees everything applied).
-    fn current(&self, key: &[u8]) -> Result<Option<Row>> {
+    pub(crate) fn current(&self, key: &[u8]) -> Result<Option<Row>> {
         let width = self.def.read().columns.len();
         if let Some(rv) = self.row_version() {
             return match rv.get(key, Lsn::MAX)? {
@@ -237,6 +248,9 @@ impl Shard {
             if let Some(files) = manifest.table(def.id) {
                 load_tablet_files(&store, &rel_dir, &manifest_path, &t, files)?;
             }
+            // Indexes are memory only: rebuilt from the files, then kept
+            // up by the replay below.
+            t.build_indexes(&t.index_list(), Lsn::MAX)?;
             tablets.insert(def.id, Arc::new(t));
         }
         let existing = store.list(&rel_dir)?;
@@ -410,7 +424,7 @@ impl Shard {
     }
 
     fn commit_group(&self, st: &mut CommitState, batch: Vec<Pending>) {
-        let mut overlay: HashMap<(TableId, Vec<u8>), Option<Row>> = HashMap::new();
+        let mut overlay = GroupOverlay::default();
         let mut accepted: Vec<(Pending, Vec<LoggedOp>, WriteSummary, Lsn)> = Vec::new();
         let mut records: Vec<(Lsn, Vec<u8>)> = Vec::new();
         for p in batch {
@@ -459,20 +473,27 @@ impl Shard {
 
     /// Turns requested operations into logged ones against the latest state
     /// plus `overlay` (effects of earlier writes of the same group).
+    ///
+    /// UNIQUE indexes are checked once every operation of the write is
+    /// resolved (a write that swaps two rows' unique values is fine), against
+    /// the latest state and the earlier writes of the group.
     fn resolve(
         &self,
         ops: &[ShardOp],
-        overlay: &mut HashMap<(TableId, Vec<u8>), Option<Row>>,
+        overlay: &mut GroupOverlay,
     ) -> Result<(Vec<LoggedOp>, WriteSummary)> {
         let mut out = Vec::with_capacity(ops.len());
         let mut sum = WriteSummary::default();
+        // (table, index, index key, a row that holds it) to check at the end
+        let mut touched: Vec<UniqueProbe> = Vec::new();
         for op in ops {
             let tid = op.table.id;
             let tablets = self
                 .tablets(tid)
                 .ok_or_else(|| StorageError::TableNotFound(op.table.name.clone()))?;
+            let indexes = tablets.index_list();
             let ok = (tid, op.key.0.clone());
-            let existing = match overlay.get(&ok) {
+            let existing = match overlay.rows.get(&ok) {
                 Some(v) => v.clone(),
                 None => tablets.current(&op.key.0)?,
             };
@@ -480,7 +501,7 @@ impl Shard {
                 ShardOpKind::Delete => {
                     if existing.is_some() {
                         sum.deleted += 1;
-                        overlay.insert(ok, None);
+                        overlay.set(tid, op.key.0.clone(), &indexes, existing.as_ref(), None);
                         out.push(LoggedOp {
                             table: tid,
                             key: op.key.0.clone(),
@@ -532,7 +553,22 @@ impl Shard {
                     if let Some(r) = new_row {
                         let mut bytes = Vec::with_capacity(64);
                         encode_row(&r, &mut bytes);
-                        overlay.insert(ok, Some(r.clone()));
+                        for ix in indexes.iter().filter(|ix| ix.def.unique) {
+                            let cols = &ix.def.columns;
+                            if has_null(cols, &r) {
+                                continue;
+                            }
+                            if let Some(k) = index_key(cols, &r) {
+                                touched.push((op.table.clone(), Arc::clone(ix), k, r.clone()));
+                            }
+                        }
+                        overlay.set(
+                            tid,
+                            op.key.0.clone(),
+                            &indexes,
+                            existing.as_ref(),
+                            Some(r.clone()),
+                        );
                         out.push(LoggedOp {
                             table: tid,
                             key: op.key.0.clone(),
@@ -542,6 +578,7 @@ impl Shard {
                 }
             }
         }
+        check_unique_probes(overlay, touched)?;
         Ok((out, sum))
     }
 
@@ -558,6 +595,15 @@ impl Shard {
             let Some(t) = tablets.get(&op.table) else {
                 continue;
             };
+            let indexes = t.index_list();
+            if !indexes.is_empty() {
+                // before the tablets change: the old version's keys go
+                let old = t.current(&op.key)?;
+                let new = op.row.as_ref().map(|r| r.0.as_slice());
+                for ix in indexes.iter() {
+                    ix.apply_change(&op.key, old.as_deref(), new, lsn);
+                }
+            }
             if let Some(rv) = t.row_version() {
                 rv.memtable
                     .insert(op.key.clone(), lsn, op.row.as_ref().map(|r| r.1.clone()));
@@ -598,7 +644,7 @@ impl Shard {
         if !batch.is_empty() {
             self.commit_group(&mut st, batch);
         }
-        let (logged, summary) = self.resolve(ops, &mut HashMap::new())?;
+        let (logged, summary) = self.resolve(ops, &mut GroupOverlay::default())?;
         let lsn = Lsn(st.next_lsn);
         st.next_lsn += 1;
         let rec = encode_write(txn.0, &logged);
@@ -747,6 +793,10 @@ impl Shard {
             }
             *cl.write() = Arc::new(v);
         }
+        // Bulk files name no old versions: rebuild (older snapshots scan).
+        if !t.index_list().is_empty() {
+            t.rebuild_indexes(lsn)?;
+        }
         Ok(())
     }
 
@@ -791,7 +841,29 @@ impl Shard {
                     files: old.files.clone(),
                 });
             }
+            let old = t.index_list();
+            let mut next = Vec::with_capacity(def.indexes.len());
+            let mut fresh = Vec::new();
+            for d in &def.indexes {
+                match old.iter().find(|ix| ix.def == *d) {
+                    Some(ix) => next.push(Arc::clone(ix)),
+                    None => {
+                        let ix = Arc::new(ShardIndex::new(d.clone()));
+                        fresh.push(Arc::clone(&ix));
+                        next.push(ix);
+                    }
+                }
+            }
             *t.def.write() = def;
+            // Built under the commit lock: no write of this shard is
+            // applied meanwhile, so the index starts exactly at the state.
+            // Snapshots older than the build may need versions the build
+            // never saw: they scan instead.
+            for ix in &fresh {
+                ix.clear(self.visible_lsn());
+            }
+            t.build_indexes(&fresh, Lsn::MAX)?;
+            *t.indexes.write() = Arc::new(next);
         }
         Ok(())
     }

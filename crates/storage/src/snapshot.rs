@@ -34,6 +34,19 @@ pub struct TableSnapshot {
     def: Arc<TableDef>,
     lsns: Vec<Lsn>,
     partitions: Vec<ScanPartition>,
+    /// Per shard: its tablets and, for a row tablet, the version pinned at
+    /// the snapshot (index lookups read candidates by key at `lsns`).
+    pub(crate) shards: Vec<ShardView>,
+    /// The transaction's own writes laid over this snapshot, if any.
+    pub(crate) overlay: Option<Arc<Overlay>>,
+}
+
+/// What an index lookup needs of one shard of a snapshot.
+#[derive(Clone)]
+pub(crate) struct ShardView {
+    pub(crate) shard: Arc<crate::shard::Shard>,
+    pub(crate) tablets: Option<Arc<crate::shard::Tablets>>,
+    pub(crate) rows: Option<Arc<RowVersion>>,
 }
 
 impl TableSnapshot {
@@ -41,51 +54,29 @@ impl TableSnapshot {
         let def = table.def().clone();
         let mut lsns = Vec::new();
         let mut partitions = Vec::new();
+        let mut shards = Vec::new();
         for shard in table.shards() {
             let at = shard.visible_lsn();
             lsns.push(at);
-            let Some(t) = shard.tablets(def.id) else {
+            let tablets = shard.tablets(def.id);
+            shards.push(ShardView {
+                shard: Arc::clone(shard),
+                rows: tablets
+                    .as_ref()
+                    .and_then(|t| t.row.as_ref().map(|r| r.read().clone())),
+                tablets: tablets.clone(),
+            });
+            let Some(t) = tablets else {
                 continue;
             };
-            if let Some(cl) = &t.col {
-                let v = cl.read().clone();
-                let snap = v.snapshot(at);
-                for (file, deletes) in snap.files {
-                    partitions.push(ScanPartition {
-                        def: def.clone(),
-                        at,
-                        source: Source::File { file, deletes },
-                        hidden: None,
-                        only: None,
-                    });
-                }
-                if !snap.mem.is_empty() {
-                    partitions.push(ScanPartition {
-                        def: def.clone(),
-                        at,
-                        source: Source::Memtable {
-                            batches: snap.mem,
-                            deletes: snap.mem_deletes,
-                            ncols: snap.columns.len(),
-                        },
-                        hidden: None,
-                        only: None,
-                    });
-                }
-            } else if let Some(rl) = &t.row {
-                partitions.push(ScanPartition {
-                    def: def.clone(),
-                    at,
-                    source: Source::Rows(rl.read().clone()),
-                    hidden: None,
-                    only: None,
-                });
-            }
+            partitions.extend(shard_partitions(&def, &t, at));
         }
         TableSnapshot {
             def,
             lsns,
             partitions,
+            shards,
+            overlay: None,
         }
     }
 
@@ -129,6 +120,8 @@ impl TableSnapshot {
             def: self.def.clone(),
             lsns: self.lsns.clone(),
             partitions,
+            shards: self.shards.clone(),
+            overlay: Some(overlay),
         }
     }
 
@@ -146,8 +139,54 @@ impl TableSnapshot {
                     ..p.clone()
                 })
                 .collect(),
+            shards: self.shards.clone(),
+            overlay: self.overlay.clone(),
         }
     }
+}
+
+/// The scan partitions of one shard's tablets of `def` at `at`.
+pub(crate) fn shard_partitions(
+    def: &Arc<TableDef>,
+    t: &crate::shard::Tablets,
+    at: Lsn,
+) -> Vec<ScanPartition> {
+    let mut partitions = Vec::new();
+    if let Some(cl) = &t.col {
+        let v = cl.read().clone();
+        let snap = v.snapshot(at);
+        for (file, deletes) in snap.files {
+            partitions.push(ScanPartition {
+                def: def.clone(),
+                at,
+                source: Source::File { file, deletes },
+                hidden: None,
+                only: None,
+            });
+        }
+        if !snap.mem.is_empty() {
+            partitions.push(ScanPartition {
+                def: def.clone(),
+                at,
+                source: Source::Memtable {
+                    batches: snap.mem,
+                    deletes: snap.mem_deletes,
+                    ncols: snap.columns.len(),
+                },
+                hidden: None,
+                only: None,
+            });
+        }
+    } else if let Some(rl) = &t.row {
+        partitions.push(ScanPartition {
+            def: def.clone(),
+            at,
+            source: Source::Rows(rl.read().clone()),
+            hidden: None,
+            only: None,
+        });
+    }
+    partitions
 }
 
 /// A transaction's uncommitted writes to one table.

@@ -283,6 +283,9 @@ impl Session {
                 rows.push(row);
             }
         }
+        if let Some(OnInsert::OnConflict(oc)) = &ins.on {
+            crate::arbiter::check_arbiter(&def, oc)?;
+        }
         let on_conflict = match ins.on {
             None => OnConflict::Error,
             Some(OnInsert::OnConflict(oc)) => match oc.action {

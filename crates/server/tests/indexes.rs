@@ -1,0 +1,194 @@
+//! Secondary indexes end to end against the real server
+//! (`docs/design/indexes.md`): index scans in EXPLAIN, answers equal to a
+//! full scan's after writes, COPY (bulk load) and a kill -9 restart (index
+//! entries are rebuilt at open), and UNIQUE enforced after the restart.
+
+mod common;
+use common::Server;
+use tokio_postgres::Client;
+
+async fn ids(c: &Client, sql: &str) -> Vec<i32> {
+    let mut v: Vec<i32> = c
+        .query(sql, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+async fn explain(c: &Client, sql: &str) -> String {
+    c.simple_query(&format!("EXPLAIN {sql}"))
+        .await
+        .unwrap_or_else(|e| panic!("explain {sql}: {e}"))
+        .iter()
+        .filter_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(1).map(str::to_string),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every probe answered through the index equals the full scan's answer
+/// (`a + 0` keeps the index out).
+async fn must_match_full_scan(c: &Client, round: &str) {
+    for probe in [
+        ("a = 7", "a + 0 = 7"),
+        ("a = 99", "a + 0 = 99"),
+        ("a > 90", "a + 0 > 90"),
+        ("a >= 3 AND a < 6", "a + 0 >= 3 AND a + 0 < 6"),
+        ("a BETWEEN 10 AND 12", "a + 0 BETWEEN 10 AND 12"),
+    ] {
+        let by_index = ids(c, &format!("SELECT id FROM t WHERE {}", probe.0)).await;
+        let by_scan = ids(c, &format!("SELECT id FROM t WHERE {}", probe.1)).await;
+        assert_eq!(by_index, by_scan, "{round}: {}", probe.0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_scans_survive_writes_copy_and_kill_9() {
+    use futures::SinkExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().to_path_buf();
+    {
+        let srv = Server::start_in(None, data.clone(), "trust");
+        let c = srv.connect().await;
+        c.batch_execute(
+            "CREATE TABLE t (id INT PRIMARY KEY, a INT, b TEXT);
+             INSERT INTO t SELECT g, g % 100, 'r' || g FROM generate_series(1, 3000) AS s(g);
+             CREATE INDEX t_a ON t (a);
+             CREATE TABLE u (id INT PRIMARY KEY, email TEXT UNIQUE);
+             INSERT INTO u VALUES (1, 'a@x'), (2, 'b@x');",
+        )
+        .await
+        .expect("setup");
+        let plan = explain(&c, "SELECT id FROM t WHERE a = 7").await;
+        assert!(plan.contains("IndexScanExec: table=t, index=t_a"), "{plan}");
+        let plan = explain(&c, "SELECT id FROM t WHERE a + 0 = 7").await;
+        assert!(!plan.contains("IndexScanExec"), "{plan}");
+        assert_eq!(ids(&c, "SELECT id FROM t WHERE a = 7").await.len(), 30);
+        must_match_full_scan(&c, "after build").await;
+
+        c.batch_execute(
+            "UPDATE t SET a = 99 WHERE id % 7 = 0;
+             DELETE FROM t WHERE id % 11 = 0;
+             INSERT INTO t VALUES (5001, 7, 'new');",
+        )
+        .await
+        .expect("writes");
+        must_match_full_scan(&c, "after writes").await;
+
+        // COPY takes the bulk path: the index is rebuilt at its commit
+        let sink = c.copy_in("COPY t FROM STDIN").await.expect("copy");
+        futures::pin_mut!(sink);
+        let rows: String = (6000..6500)
+            .map(|i| format!("{i}\t{}\tc\n", i % 13))
+            .collect();
+        sink.send(bytes::Bytes::from(rows))
+            .await
+            .expect("copy data");
+        sink.finish().await.expect("copy done");
+        must_match_full_scan(&c, "after COPY").await;
+
+        // CREATE UNIQUE INDEX checks the stored rows ('c' repeats)
+        let e = c
+            .batch_execute("CREATE UNIQUE INDEX t_b ON t (b)")
+            .await
+            .expect_err("duplicates");
+        assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
+        drop(srv); // SIGKILL
+    }
+    let srv = Server::start_in(Some(dir), data, "trust");
+    let c = srv.connect().await;
+    must_match_full_scan(&c, "after kill -9").await;
+    let plan = explain(&c, "SELECT id FROM t WHERE a = 7").await;
+    assert!(plan.contains("IndexScanExec"), "{plan}");
+    // the extended protocol: a parameter in place of the literal
+    let mut prepared: Vec<i32> = c
+        .query("SELECT id FROM t WHERE a = $1", &[&7i32])
+        .await
+        .expect("prepared")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    prepared.sort_unstable();
+    assert_eq!(prepared, ids(&c, "SELECT id FROM t WHERE a + 0 = 7").await);
+    let e = c
+        .batch_execute("INSERT INTO u VALUES (3, 'a@x')")
+        .await
+        .expect_err("duplicate after restart");
+    assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
+    c.batch_execute("INSERT INTO u VALUES (3, 'c@x')")
+        .await
+        .expect("a new value");
+    // COPY into a table with a UNIQUE constraint checks its rows
+    let sink = c.copy_in("COPY u FROM STDIN").await.expect("copy u");
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from_static(b"4\td@x\n5\td@x\n"))
+        .await
+        .expect("copy data");
+    let e = sink.finish().await.expect_err("duplicate in COPY");
+    assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
+    assert_eq!(ids(&c, "SELECT id FROM u").await, vec![1, 2, 3]);
+}
+
+/// A UNIQUE index without the distribution key on a table of the default
+/// (two-shard) group:
+/// concurrent writers of one value from many connections, one wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unique_across_shards_admits_one_writer_per_value() {
+    let srv = Server::start("trust");
+    let c = srv.connect().await;
+    c.batch_execute(
+        "CREATE TABLE g (id INT PRIMARY KEY, code INT);
+         INSERT INTO g SELECT i, i FROM generate_series(1, 100) AS s(i);
+         CREATE UNIQUE INDEX g_code ON g (code);",
+    )
+    .await
+    .expect("setup");
+    let mut tasks = Vec::new();
+    for client in 0..6 {
+        let c = srv.connect().await;
+        tasks.push(tokio::spawn(async move {
+            let mut won = 0;
+            for code in 1000..1040 {
+                let id = 10_000 + client * 100 + code;
+                let sql = if client % 2 == 0 {
+                    format!("INSERT INTO g VALUES ({id}, {code})")
+                } else {
+                    format!("BEGIN; INSERT INTO g VALUES ({id}, {code}); COMMIT")
+                };
+                match c.batch_execute(&sql).await {
+                    Ok(()) => won += 1,
+                    Err(e) => {
+                        assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
+                        let _ = c.batch_execute("ROLLBACK").await;
+                    }
+                }
+            }
+            won
+        }));
+    }
+    let mut won = 0;
+    for t in tasks {
+        won += t.await.expect("client");
+    }
+    assert_eq!(won, 40, "exactly one insert per code");
+    let dup: i64 = c
+        .query_one(
+            "SELECT count(*) FROM (SELECT code FROM g GROUP BY code HAVING count(*) > 1) AS d",
+            &[],
+        )
+        .await
+        .map(|r| r.get(0))
+        .expect("duplicates");
+    assert_eq!(dup, 0);
+    let e = c
+        .batch_execute("UPDATE g SET code = 1 WHERE id = 2")
+        .await
+        .expect_err("duplicate by update");
+    assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
+}
