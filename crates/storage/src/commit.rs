@@ -52,7 +52,11 @@ impl EngineInner {
         // Tables with a UNIQUE index across shards: their writers one at a
         // time, checked against every shard (`crate::global_unique`).
         let unique_locks = self.unique_locks.for_write(self, &routed);
-        let _unique_guards: Vec<_> = unique_locks.iter().map(|l| l.lock()).collect();
+        // held across another writer's commit (fsync included): the wait
+        // gives the scheduler's CPU slot up
+        let _unique_guards: Vec<_> = eddy_sched::block_in_place(|| {
+            unique_locks.iter().map(|l| l.lock()).collect()
+        });
         if !unique_locks.is_empty() {
             self.check_global_unique(&routed)?;
         }
