@@ -170,7 +170,10 @@ pub fn block_in_place<R>(f: impl FnOnce() -> R) -> R {
     let Some((shared, id)) = worker else {
         return f();
     };
-    shared.release_slot(id);
+    // nested inside another blocking section: the slot is already given up
+    if !shared.release_slot(id) {
+        return f();
+    }
     let out = f();
     shared.reacquire_slot(id);
     out
@@ -198,14 +201,17 @@ impl Shared {
         }
     }
 
-    fn release_slot(&self, id: usize) {
+    /// Gives the calling worker's slot up; false when it was already given
+    /// up (a nested blocking section, or the monitor took it).
+    fn release_slot(&self, id: usize) -> bool {
         let mut st = self.state.lock();
-        let Some(w) = st.worker(id) else { return };
-        if !w.slot_released {
-            w.slot_released = true;
-            st.running = st.running.saturating_sub(1);
-            self.hand_over_slot(&mut st);
+        let Some(w) = st.worker(id) else { return false };
+        if w.slot_released {
+            return false;
         }
+        w.slot_released = true;
+        st.running = st.running.saturating_sub(1);
+        self.hand_over_slot(&mut st);
         let spare = st.wants_spare();
         if spare {
             st.threads += 1;
@@ -215,6 +221,7 @@ impl Shared {
         if spare {
             self.start_worker();
         }
+        true
     }
 
     fn reacquire_slot(&self, id: usize) {

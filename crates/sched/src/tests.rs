@@ -255,3 +255,38 @@ fn tokio_sockets_and_timers_work_inside_contexts() {
     assert!(slept >= Duration::from_millis(30));
     assert_eq!(got, Some(5));
 }
+
+#[test]
+fn nested_blocking_sections_give_the_slot_up_once() {
+    let s = scheduler(1);
+    let g = s.group("serving", 1);
+    let nested = g.spawn(async {
+        block_in_place(|| block_in_place(|| std::thread::sleep(Duration::from_millis(100))));
+        Instant::now()
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    let other = g.spawn(async { Instant::now() });
+    let other_at = wait(other).unwrap_or_else(|_| Instant::now());
+    let nested_at = wait(nested).unwrap_or_else(|_| Instant::now());
+    assert!(
+        other_at < nested_at,
+        "the second context waited for the blocked one"
+    );
+    // the slot came back exactly once: one context at a time runs after
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let mut hs = Vec::new();
+    for _ in 0..4 {
+        let (running, most) = (Arc::clone(&running), Arc::clone(&most));
+        hs.push(g.spawn(async move {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            burn(Duration::from_millis(5));
+            running.fetch_sub(1, Ordering::SeqCst);
+        }));
+    }
+    for h in hs {
+        wait(h).ok();
+    }
+    assert_eq!(most.load(Ordering::SeqCst), 1);
+}

@@ -45,6 +45,17 @@ impl EngineInner {
     /// is passed (an error after it leaves the transaction committed).
     fn commit_routed_as(
         &self,
+        routed: Routed,
+        owner: Option<TxnId>,
+        committed: &mut bool,
+    ) -> Result<WriteSummary> {
+        // takes shards' commit locks and waits for fsyncs: another
+        // execution context gets the CPU slot meanwhile
+        eddy_sched::block_in_place(|| self.commit_routed_blocking(routed, owner, committed))
+    }
+
+    fn commit_routed_blocking(
+        &self,
         mut routed: Routed,
         owner: Option<TxnId>,
         committed: &mut bool,
@@ -52,11 +63,7 @@ impl EngineInner {
         // Tables with a UNIQUE index across shards: their writers one at a
         // time, checked against every shard (`crate::global_unique`).
         let unique_locks = self.unique_locks.for_write(self, &routed);
-        // held across another writer's commit (fsync included): the wait
-        // gives the scheduler's CPU slot up
-        let _unique_guards: Vec<_> = eddy_sched::block_in_place(|| {
-            unique_locks.iter().map(|l| l.lock()).collect()
-        });
+        let _unique_guards: Vec<_> = unique_locks.iter().map(|l| l.lock()).collect();
         if !unique_locks.is_empty() {
             self.check_global_unique(&routed)?;
         }
