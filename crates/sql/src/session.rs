@@ -345,7 +345,7 @@ impl Session {
                 // left after the optimizer is planned as a dependent join
                 // (crate::subquery)
                 .with_optimizer_rules(
-                    std::iter::once(Arc::new(crate::subquery::ProtectNullableIn)
+                    std::iter::once(Arc::new(crate::subquery::ProtectSubqueries)
                         as Arc<dyn datafusion::optimizer::OptimizerRule + Send + Sync>)
                     .chain(datafusion::optimizer::Optimizer::new().rules)
                     .collect(),

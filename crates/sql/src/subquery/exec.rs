@@ -504,7 +504,7 @@ mod tests {
         let state = SessionStateBuilder::new()
             .with_default_features()
             .with_optimizer_rules(
-                std::iter::once(Arc::new(super::super::ProtectNullableIn)
+                std::iter::once(Arc::new(super::super::ProtectSubqueries)
                     as Arc<dyn datafusion::optimizer::OptimizerRule + Send + Sync>)
                 .chain(datafusion::optimizer::Optimizer::new().rules)
                 .collect(),
@@ -632,6 +632,27 @@ mod tests {
         )
         .await;
         assert_eq!(rows, ["1 true", "2 true", "5 true"]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn two_level_correlation() -> DfResult<()> {
+        let ctx = context()?;
+        // PostgreSQL 15
+        let rows = must_rows(
+            &ctx,
+            "SELECT id, (SELECT max(b) FROM t2 WHERE t2.b IN \
+             (SELECT x.a FROM t1 AS x WHERE x.c <= t1.c)) FROM t1 ORDER BY id",
+        )
+        .await;
+        assert_eq!(rows, ["1 10", "2 10", "3 30", "4 30", "5 NULL"]);
+        let rows = must_rows(
+            &ctx,
+            "SELECT id FROM t1 WHERE EXISTS (SELECT 1 FROM t2 WHERE t2.c = t1.c AND \
+             EXISTS (SELECT 1 FROM t1 AS x WHERE x.a = t2.b AND x.id <> t1.id)) ORDER BY id",
+        )
+        .await;
+        assert_eq!(rows, ["2"]);
         Ok(())
     }
 

@@ -8,9 +8,10 @@
 //!   binding and the optimizer (`ApplyNode::carry`).
 //! * DataFusion's rules (`DecorrelatePredicateSubquery`,
 //!   `ScalarSubqueryToJoin`) keep every subquery they turn into a correct
-//!   join. Before them, [`ProtectNullableIn`] takes the `IN` subqueries
-//!   their joins would answer wrongly (three-valued logic: `NOT IN`, `IN`
-//!   under NOT / IS NULL / CASE) out of their reach; after the whole
+//!   join. Before them, [`ProtectSubqueries`] takes out of their reach the
+//!   `IN` subqueries their joins would answer wrongly (three-valued logic:
+//!   correlated `NOT IN`, `IN` under NOT / IS NULL / CASE) and those with
+//!   two-level correlation (a nested subquery reading this level); after the whole
 //!   optimizer, [`EddyQueryPlanner`] takes every subquery expression still
 //!   left in a Projection, Filter, Aggregate or Sort.
 //! * Each one taken becomes a column of an [`ApplyNode`] under the node it
@@ -41,7 +42,7 @@ use datafusion::common::{DFSchema, DFSchemaRef, Result as DfResult};
 use datafusion::logical_expr::{Expr, LogicalPlan, Subquery, UserDefinedLogicalNodeCore};
 
 pub use exec::EddyQueryPlanner;
-pub use rewrite::{ApplyUncheckedSubqueries, ProtectNullableIn};
+pub use rewrite::{ApplyUncheckedSubqueries, ProtectSubqueries};
 
 /// What the subquery's rows become.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

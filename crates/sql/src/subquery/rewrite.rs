@@ -1,7 +1,7 @@
 //! Turning subquery expressions into [`ApplyNode`] columns: every one left
 //! after DataFusion's optimizer ([`apply_remaining`]), and, before it, the
-//! `IN` subqueries DataFusion's joins would answer wrongly
-//! ([`ProtectNullableIn`]).
+//! subqueries DataFusion's joins would answer wrongly or not at all
+//! ([`ProtectSubqueries`]).
 //!
 //! A node `N(exprs)` over `input` becomes `N(exprs')` over
 //! `Apply(input)`, each taken subquery replaced by a column reference;
@@ -231,20 +231,24 @@ fn restore_names(
     LogicalPlanBuilder::from(plan).project(exprs)?.build()
 }
 
-/// Takes, before DataFusion's decorrelation, the `IN` subqueries of a
-/// Filter that its semi/anti/mark joins would answer wrongly: a join knows
-/// only matched or not, but `x IN (...)` is NULL when `x` is NULL or no
-/// row matches and one is NULL, and under NOT, IS [NOT] NULL, CASE or a
-/// comparison that NULL is not false. Kept for DataFusion: IN reached from
-/// the predicate's root only through AND/OR (there NULL filters a row out
-/// as false does), and an uncorrelated NOT IN that is a top-level
-/// conjunct (its null-aware anti join is right).
+/// Takes, before DataFusion's decorrelation, the subqueries its joins
+/// would answer wrongly or not at all:
+/// * the `IN` subqueries of a Filter whose NULL matters: a join knows only
+///   matched or not, but `x IN (...)` is NULL when `x` is NULL or no row
+///   matches and one is NULL, and under NOT, IS [NOT] NULL, CASE or a
+///   comparison that NULL is not false. Kept for DataFusion: IN reached
+///   from the predicate's root only through AND/OR (there NULL filters a
+///   row out as false does), and an uncorrelated NOT IN that is a
+///   top-level conjunct (its null-aware anti join is right);
+/// * in a Filter or Projection, any subquery with a nested subquery that
+///   reads this level's columns (two-level correlation): once bound, the
+///   nested one is an ordinary one-level correlation.
 #[derive(Debug, Default)]
-pub struct ProtectNullableIn;
+pub struct ProtectSubqueries;
 
-impl OptimizerRule for ProtectNullableIn {
+impl OptimizerRule for ProtectSubqueries {
     fn name(&self) -> &str {
-        "eddy_protect_nullable_in"
+        "eddy_protect_subqueries"
     }
 
     fn apply_order(&self) -> Option<ApplyOrder> {
@@ -260,17 +264,22 @@ impl OptimizerRule for ProtectNullableIn {
         plan: LogicalPlan,
         _config: &dyn OptimizerConfig,
     ) -> DfResult<Transformed<LogicalPlan>> {
-        let LogicalPlan::Filter(f) = &plan else {
-            return Ok(Transformed::no(plan));
+        let start = match &plan {
+            LogicalPlan::Filter(_) => Position::TopConjunct,
+            LogicalPlan::Projection(_) => Position::Other,
+            _ => return Ok(Transformed::no(plan)),
         };
-        if !f
-            .predicate
-            .exists(|e| Ok(matches!(e, Expr::InSubquery(_))))?
-        {
+        if !has_subquery(&plan) {
             return Ok(Transformed::no(plan));
         }
+        let own: Vec<Column> = plan
+            .inputs()
+            .iter()
+            .flat_map(|i| i.schema().columns())
+            .collect();
+        let in_filter = matches!(plan, LogicalPlan::Filter(_));
         rewrite_node(plan, false, &mut |e, applied| {
-            protect(e, Position::TopConjunct, applied)
+            protect(e, start, in_filter, &own, applied)
         })
     }
 }
@@ -286,7 +295,13 @@ enum Position {
     Other,
 }
 
-fn protect(e: Expr, pos: Position, applied: &mut Vec<Applied>) -> DfResult<Transformed<Expr>> {
+fn protect(
+    e: Expr,
+    pos: Position,
+    in_filter: bool,
+    own: &[Column],
+    applied: &mut Vec<Applied>,
+) -> DfResult<Transformed<Expr>> {
     match e {
         Expr::BinaryExpr(BinaryExpr { left, op, right })
             if matches!(op, Operator::And | Operator::Or) =>
@@ -296,8 +311,8 @@ fn protect(e: Expr, pos: Position, applied: &mut Vec<Applied>) -> DfResult<Trans
                 (_, Position::Other) => Position::Other,
                 _ => Position::Monotone,
             };
-            let l = protect(*left, inner, applied)?;
-            let r = protect(*right, inner, applied)?;
+            let l = protect(*left, inner, in_filter, own, applied)?;
+            let r = protect(*right, inner, in_filter, own, applied)?;
             let transformed = l.transformed || r.transformed;
             Ok(Transformed::new_transformed(
                 Expr::BinaryExpr(BinaryExpr {
@@ -308,13 +323,19 @@ fn protect(e: Expr, pos: Position, applied: &mut Vec<Applied>) -> DfResult<Trans
                 transformed,
             ))
         }
-        Expr::InSubquery(ref i) => {
-            let correlated = !i.subquery.outer_ref_columns.is_empty()
-                || i.subquery.subquery.contains_outer_reference();
-            let keep = match (i.negated, pos) {
-                (false, Position::TopConjunct | Position::Monotone) => true,
-                (true, Position::TopConjunct) => !correlated,
-                _ => false,
+        Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_) => {
+            let keep = match &e {
+                _ if reads_level_from_nested(&e, own) => false,
+                Expr::InSubquery(i) if in_filter => {
+                    let correlated = !i.subquery.outer_ref_columns.is_empty()
+                        || i.subquery.subquery.contains_outer_reference();
+                    match (i.negated, pos) {
+                        (false, Position::TopConjunct | Position::Monotone) => true,
+                        (true, Position::TopConjunct) => !correlated,
+                        _ => false,
+                    }
+                }
+                _ => true,
             };
             if keep {
                 return Ok(Transformed::no(e));
@@ -324,9 +345,84 @@ fn protect(e: Expr, pos: Position, applied: &mut Vec<Applied>) -> DfResult<Trans
                 None => Ok(Transformed::no(e)),
             }
         }
-        Expr::ScalarSubquery(_) | Expr::Exists(_) => Ok(Transformed::no(e)),
-        other => other.map_children(|c| protect(c, Position::Other, applied)),
+        other => other.map_children(|c| protect(c, Position::Other, in_filter, own, applied)),
     }
+}
+
+/// Whether a subquery nested in subquery expression `e` reads a column of
+/// `own` (the level `e` sits in) as an outer reference.
+fn reads_level_from_nested(e: &Expr, own: &[Column]) -> bool {
+    let plan = match e {
+        Expr::ScalarSubquery(sq) => &sq.subquery,
+        Expr::Exists(Exists { subquery, .. }) | Expr::InSubquery(InSubquery { subquery, .. }) => {
+            &subquery.subquery
+        }
+        _ => return false,
+    };
+    let mut found = false;
+    let _ = plan.apply(|node| {
+        found |= nested_plans(node).iter().any(|p| plan_reads(p, own));
+        Ok(if found {
+            TreeNodeRecursion::Stop
+        } else {
+            TreeNodeRecursion::Continue
+        })
+    });
+    found
+}
+
+/// Whether `plan`, at any depth, reads a column of `own` as an outer
+/// reference.
+fn plan_reads(plan: &LogicalPlan, own: &[Column]) -> bool {
+    let mut found = false;
+    let _ = plan.apply_with_subqueries(|n| {
+        found |= reads_any(n, own) || hidden_plans(n).iter().any(|h| plan_reads(h, own));
+        Ok(if found {
+            TreeNodeRecursion::Stop
+        } else {
+            TreeNodeRecursion::Continue
+        })
+    });
+    found
+}
+
+/// The subquery plans in `node`'s expressions and Apply nodes.
+fn nested_plans(node: &LogicalPlan) -> Vec<Arc<LogicalPlan>> {
+    let mut out = hidden_plans(node);
+    for e in node.expressions() {
+        let _ = e.apply(|x| {
+            match x {
+                Expr::ScalarSubquery(sq) => out.push(Arc::clone(&sq.subquery)),
+                Expr::Exists(Exists { subquery, .. })
+                | Expr::InSubquery(InSubquery { subquery, .. }) => {
+                    out.push(Arc::clone(&subquery.subquery))
+                }
+                _ => {}
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+    }
+    out
+}
+
+/// The subquery plans an Apply keeps out of DataFusion's sight.
+fn hidden_plans(node: &LogicalPlan) -> Vec<Arc<LogicalPlan>> {
+    match node {
+        LogicalPlan::Extension(ext) => match ext.node.as_any().downcast_ref::<ApplyNode>() {
+            Some(a) => a.subqueries.iter().map(|s| Arc::clone(&s.plan)).collect(),
+            None => vec![],
+        },
+        _ => vec![],
+    }
+}
+
+/// Whether `node`'s own expressions read a column of `own` as an outer
+/// reference.
+fn reads_any(node: &LogicalPlan, own: &[Column]) -> bool {
+    node.expressions().iter().any(|e| {
+        e.exists(|x| Ok(matches!(x, Expr::OuterReferenceColumn(_, c) if own.contains(c))))
+            .unwrap_or(false)
+    })
 }
 
 /// Takes, at the end of the analyzer, the scalar subqueries DataFusion's
