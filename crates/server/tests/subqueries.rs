@@ -85,3 +85,59 @@ async fn parameters_inside_correlated_subqueries_are_bound_at_execute() {
         ]
     );
 }
+
+/// A dependent join over many bindings stops at statement_timeout, and its
+/// cached outcomes count against the query memory limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_dependent_join_is_bounded() {
+    let srv = Server::start("trust");
+    let client = srv.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE big (id INT PRIMARY KEY, c INT);
+             INSERT INTO big SELECT value, value FROM generate_series(1, 10000)",
+        )
+        .await
+        .expect("setup");
+    client
+        .batch_execute("SET statement_timeout = '300ms'")
+        .await
+        .expect("set");
+    let started = std::time::Instant::now();
+    let err = client
+        .simple_query("SELECT sum((SELECT count(*) FROM big AS x WHERE x.c > big.c)) FROM big")
+        .await
+        .expect_err("timeout");
+    assert_eq!(
+        err.as_db_error().map(|e| e.code().code()),
+        Some("57014"),
+        "{err:?}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    client
+        .batch_execute("SET statement_timeout = 0; SET eddy.query_memory_limit = '1MB'")
+        .await
+        .expect("set");
+    let err = client
+        .simple_query(
+            "SELECT count(*) FROM big WHERE id NOT IN \
+             (SELECT x.c FROM big AS x WHERE x.c > big.c / 2) OR id < 0",
+        )
+        .await
+        .expect_err("memory");
+    assert_eq!(
+        err.as_db_error().map(|e| e.code().code()),
+        Some("53200"),
+        "{err:?}"
+    );
+    // the session goes on
+    let rows = client
+        .simple_query(
+            "SELECT (SELECT count(*) FROM big AS x WHERE x.c > big.c) FROM big WHERE id = 9990",
+        )
+        .await
+        .expect("after");
+    assert!(
+        matches!(rows.get(1), Some(tokio_postgres::SimpleQueryMessage::Row(r)) if r.get(0) == Some("10"))
+    );
+}

@@ -19,7 +19,7 @@ use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::catalog::Session as DfSession;
-use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, DataFusionError, Result as DfResult, ScalarValue};
 use datafusion::execution::context::{QueryPlanner, SessionState};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
@@ -88,6 +88,14 @@ impl ExtensionPlanner for ApplyPlanner {
         let outer = logical_input.schema();
         let mut subqueries = Vec::with_capacity(apply.subqueries.len());
         for s in &apply.subqueries {
+            if let Some(c) = unavailable_outer_column(&s.plan, outer) {
+                // DataFusion plans ORDER BY without the columns only a
+                // subquery there reads
+                return datafusion::common::not_impl_err!(
+                    "a correlated subquery here cannot read column \"{}\": select it too",
+                    c.name
+                );
+            }
             let columns = outer_columns(&s.plan, outer);
             let indices = columns
                 .iter()
@@ -134,6 +142,29 @@ impl ExtensionPlanner for ApplyPlanner {
             schema,
         ))))
     }
+}
+
+/// An outer reference of `plan`'s own nodes (nested subqueries resolve
+/// theirs at their level) that `outer` lacks.
+fn unavailable_outer_column(
+    plan: &LogicalPlan,
+    outer: &datafusion::common::DFSchema,
+) -> Option<Column> {
+    let mut missing = None;
+    let _ = plan.apply(|node| {
+        node.apply_expressions(|e| {
+            e.apply(|x| {
+                if let datafusion::logical_expr::Expr::OuterReferenceColumn(_, c) = x {
+                    if !outer.has_column(c) {
+                        missing = Some(c.clone());
+                        return Ok(TreeNodeRecursion::Stop);
+                    }
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    });
+    missing
 }
 
 fn limit(plan: &LogicalPlan, n: usize) -> DfResult<LogicalPlan> {
