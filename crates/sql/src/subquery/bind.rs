@@ -186,8 +186,9 @@ impl InSet {
 /// SQL equality is not bit equality for floats: -0 equals 0.
 fn normalize(v: ScalarValue) -> ScalarValue {
     match v {
-        ScalarValue::Float64(Some(f)) if f == 0.0 => ScalarValue::Float64(Some(0.0)),
-        ScalarValue::Float32(Some(f)) if f == 0.0 => ScalarValue::Float32(Some(0.0)),
+        // -0.0 + 0.0 is +0.0 (IEEE 754); every other value is unchanged
+        ScalarValue::Float64(Some(f)) => ScalarValue::Float64(Some(f + 0.0)),
+        ScalarValue::Float32(Some(f)) => ScalarValue::Float32(Some(f + 0.0)),
         other => other,
     }
 }
