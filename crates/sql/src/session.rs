@@ -340,16 +340,12 @@ impl Session {
                 .with_runtime_env(runtime)
                 .with_default_features()
                 .with_analyzer_rules(crate::result_types::analyzer_rules())
-                // IN subqueries DataFusion's joins would answer wrongly are
-                // taken before its decorrelation rules see them; what is
-                // left after the optimizer is planned as a dependent join
+                // subqueries DataFusion's joins would answer wrongly are
+                // taken before its decorrelation rules see them, correlated
+                // ones left in filters before push_down_filter; they and
+                // what is left after the optimizer run as a dependent join
                 // (crate::subquery)
-                .with_optimizer_rules(
-                    std::iter::once(Arc::new(crate::subquery::ProtectSubqueries)
-                        as Arc<dyn datafusion::optimizer::OptimizerRule + Send + Sync>)
-                    .chain(datafusion::optimizer::Optimizer::new().rules)
-                    .collect(),
-                )
+                .with_optimizer_rules(crate::subquery::optimizer_rules())
                 .with_query_planner(Arc::new(crate::subquery::EddyQueryPlanner))
                 .with_optimizer_rule(Arc::new(crate::join_order::ReorderStarJoins))
                 .with_physical_optimizer_rule(Arc::new(crate::join_filter::SemiJoinReduction)),

@@ -534,12 +534,7 @@ mod tests {
     fn context() -> DfResult<SessionContext> {
         let state = SessionStateBuilder::new()
             .with_default_features()
-            .with_optimizer_rules(
-                std::iter::once(Arc::new(super::super::ProtectSubqueries)
-                    as Arc<dyn datafusion::optimizer::OptimizerRule + Send + Sync>)
-                .chain(datafusion::optimizer::Optimizer::new().rules)
-                .collect(),
-            )
+            .with_optimizer_rules(super::super::optimizer_rules())
             .with_query_planner(Arc::new(EddyQueryPlanner))
             .with_analyzer_rule(Arc::new(super::super::ApplyUncheckedSubqueries))
             .build();
@@ -684,6 +679,35 @@ mod tests {
         )
         .await;
         assert_eq!(rows, ["2"]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn correlated_filters_under_aliases_and_joins() -> DfResult<()> {
+        let ctx = context()?;
+        // PostgreSQL 15
+        let rows = must_rows(
+            &ctx,
+            "SELECT id FROM t1 AS o WHERE a > (SELECT avg(a) FROM t1 AS i WHERE i.c <> o.c) \
+             ORDER BY id",
+        )
+        .await;
+        assert_eq!(rows, ["3"]);
+        let rows = must_rows(
+            &ctx,
+            "SELECT t1.id, x.id FROM t1 JOIN t1 AS x ON x.id = t1.id + 1 \
+             WHERE t1.a < (SELECT max(b) FROM t2 WHERE t2.c > x.c) ORDER BY t1.id",
+        )
+        .await;
+        assert_eq!(rows, ["1 2", "2 3", "3 4"]);
+        // the derived table swaps the names: s.c is t1.a
+        let rows = must_rows(
+            &ctx,
+            "SELECT s.id FROM (SELECT id, a AS c, c AS a FROM t1) AS s \
+             WHERE EXISTS (SELECT 1 FROM t2 WHERE t2.b > s.c) ORDER BY s.id",
+        )
+        .await;
+        assert_eq!(rows, ["1", "2", "3", "5"]);
         Ok(())
     }
 

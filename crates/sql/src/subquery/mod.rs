@@ -11,7 +11,10 @@
 //!   join. Before them, [`ProtectSubqueries`] takes out of their reach the
 //!   `IN` subqueries their joins would answer wrongly (three-valued logic:
 //!   correlated `NOT IN`, `IN` under NOT / IS NULL / CASE) and those with
-//!   two-level correlation (a nested subquery reading this level); after the whole
+//!   two-level correlation (a nested subquery reading this level); just
+//!   before `push_down_filter`, [`ApplyCorrelatedFilters`] takes every
+//!   correlated subquery left in a Filter (that rule would move it where
+//!   its outer references name missing columns); after the whole
 //!   optimizer, [`EddyQueryPlanner`] takes every subquery expression still
 //!   left in a Projection, Filter, Aggregate or Sort.
 //! * Each one taken becomes a column of an [`ApplyNode`] under the node it
@@ -42,7 +45,9 @@ use datafusion::common::{DFSchema, DFSchemaRef, Result as DfResult};
 use datafusion::logical_expr::{Expr, LogicalPlan, Subquery, UserDefinedLogicalNodeCore};
 
 pub use exec::EddyQueryPlanner;
-pub use rewrite::{ApplyUncheckedSubqueries, ProtectSubqueries};
+pub use rewrite::{
+    optimizer_rules, ApplyCorrelatedFilters, ApplyUncheckedSubqueries, ProtectSubqueries,
+};
 
 /// What the subquery's rows become.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -284,6 +284,83 @@ impl OptimizerRule for ProtectSubqueries {
     }
 }
 
+/// Takes every correlated subquery still in a Filter once DataFusion's
+/// decorrelation rules have run, just before `push_down_filter`: that rule
+/// moves a predicate below a SubqueryAlias, a Projection or to one side of
+/// a join by the columns it names outside its subqueries, renaming those
+/// but not the outer references inside them, which then name columns the
+/// new place lacks (`FROM t1 AS o WHERE a > (SELECT ... o.c)`). Under the
+/// Apply the predicate names the Apply's column, which stays put.
+#[derive(Debug, Default)]
+pub struct ApplyCorrelatedFilters;
+
+impl OptimizerRule for ApplyCorrelatedFilters {
+    fn name(&self) -> &str {
+        "eddy_apply_correlated_filters"
+    }
+
+    fn apply_order(&self) -> Option<ApplyOrder> {
+        Some(ApplyOrder::BottomUp)
+    }
+
+    fn supports_rewrite(&self) -> bool {
+        true
+    }
+
+    fn rewrite(
+        &self,
+        plan: LogicalPlan,
+        _config: &dyn OptimizerConfig,
+    ) -> DfResult<Transformed<LogicalPlan>> {
+        if !matches!(plan, LogicalPlan::Filter(_)) || !has_subquery(&plan) {
+            return Ok(Transformed::no(plan));
+        }
+        let own: Vec<Column> = plan
+            .inputs()
+            .iter()
+            .flat_map(|i| i.schema().columns())
+            .collect();
+        rewrite_node(plan, false, &mut |e, applied| {
+            e.transform_down(|e| {
+                let correlated = match &e {
+                    Expr::ScalarSubquery(sq) => plan_reads(&sq.subquery, &own),
+                    Expr::Exists(Exists { subquery, .. })
+                    | Expr::InSubquery(InSubquery { subquery, .. }) => {
+                        plan_reads(&subquery.subquery, &own)
+                    }
+                    _ => false,
+                };
+                if !correlated {
+                    return Ok(Transformed::no(e));
+                }
+                Ok(match take(&e, applied) {
+                    Some(c) => Transformed::new(c, true, TreeNodeRecursion::Jump),
+                    None => Transformed::no(e),
+                })
+            })
+        })
+    }
+}
+
+/// DataFusion's optimizer rules with Eddy's subquery rules in their
+/// places: [`ProtectSubqueries`] first, [`ApplyCorrelatedFilters`] just
+/// before `push_down_filter`.
+pub fn optimizer_rules() -> Vec<Arc<dyn OptimizerRule + Send + Sync>> {
+    let mut rules: Vec<Arc<dyn OptimizerRule + Send + Sync>> = vec![Arc::new(ProtectSubqueries)];
+    let mut placed = false;
+    for rule in datafusion::optimizer::Optimizer::new().rules {
+        if rule.name() == "push_down_filter" && !placed {
+            rules.push(Arc::new(ApplyCorrelatedFilters));
+            placed = true;
+        }
+        rules.push(rule);
+    }
+    if !placed {
+        rules.push(Arc::new(ApplyCorrelatedFilters));
+    }
+    rules
+}
+
 /// Where an expression sits in a filter predicate.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Position {
