@@ -712,6 +712,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_scalar_subquery_of_two_columns_stays_refused() -> DfResult<()> {
+        let ctx = context()?;
+        for sql in [
+            "SELECT id, (SELECT b, c FROM t2 WHERE t2.id = t1.id) FROM t1",
+            "SELECT id, (SELECT b, c FROM t2 WHERE t2.c > t1.c LIMIT 1) FROM t1",
+        ] {
+            let res = match ctx.sql(sql).await {
+                Ok(df) => df.collect().await.map(|_| ()),
+                Err(e) => Err(e),
+            };
+            assert!(res.is_err(), "{sql}");
+        }
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn more_than_one_row_is_a_cardinality_violation() -> DfResult<()> {
         let ctx = context()?;
         let df = ctx

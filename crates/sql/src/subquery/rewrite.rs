@@ -522,12 +522,16 @@ impl datafusion::optimizer::AnalyzerRule for ApplyUncheckedSubqueries {
         _config: &datafusion::common::config::ConfigOptions,
     ) -> DfResult<LogicalPlan> {
         plan.transform_up_with_subqueries(|node| {
+            // only what Apply can answer: a one-column correlated scalar
+            // subquery (two columns stay refused, as in PostgreSQL)
             let refused = |e: &Expr| {
                 matches!(e, Expr::ScalarSubquery(sq)
-                    if datafusion::logical_expr::logical_plan::check_subquery_expr(
-                        &node, &sq.subquery, e,
-                    )
-                    .is_err())
+                    if !sq.outer_ref_columns.is_empty()
+                        && sq.subquery.schema().fields().len() == 1
+                        && datafusion::logical_expr::logical_plan::check_subquery_expr(
+                            &node, &sq.subquery, e,
+                        )
+                        .is_err())
             };
             let any = node
                 .expressions()
