@@ -138,6 +138,9 @@ pub enum SqlError {
     /// superuser or `pg_*_server_files` role; see `server_files`).
     #[error("{0}")]
     InsufficientPrivilege(String),
+    /// 21000: a scalar subquery that returned more than one row.
+    #[error("more than one row returned by a subquery used as an expression")]
+    CardinalityViolation,
 
     // ---- the environment ----
     #[error(transparent)]
@@ -209,6 +212,7 @@ impl SqlError {
             SqlError::DuplicateTable(_) => "42P07",
             SqlError::InvalidName(_) => "42602",
             SqlError::InsufficientPrivilege(_) => "42501",
+            SqlError::CardinalityViolation => "21000",
             SqlError::SequenceLimit(_) => "2200H",
             SqlError::NotInPrerequisiteState(_) => "55000",
             SqlError::GeneratedAlways(_) => "428C9",

@@ -12,7 +12,9 @@
 //! * [`pgtypes`]: PostgreSQL type OIDs and the text/binary value encodings;
 //! * [`roles`] and [`privileges`]: who exists, and what each statement
 //!   needs on which table (checked before any statement runs);
-//! * [`error`]: `SqlError` and its exhaustive SQLSTATE mapping.
+//! * [`error`]: `SqlError` and its exhaustive SQLSTATE mapping;
+//! * [`subquery`]: subqueries DataFusion cannot decorrelate, run by a
+//!   dependent join (`ApplyExec`).
 //!
 //! Invariants: every statement is atomic on its own (one `Table::write` or
 //! one `BulkLoader::commit`); a query reads one snapshot per table; input
@@ -52,6 +54,7 @@ pub mod server_files;
 pub mod session;
 pub mod statement_limits;
 pub mod streams;
+pub mod subquery;
 pub mod txn;
 pub mod udf_args;
 

@@ -355,6 +355,13 @@ impl Session {
                 .with_runtime_env(runtime)
                 .with_default_features()
                 .with_analyzer_rules(crate::result_types::analyzer_rules())
+                // subqueries DataFusion's joins would answer wrongly are
+                // taken before its decorrelation rules see them, correlated
+                // ones left in filters before push_down_filter; they and
+                // what is left after the optimizer run as a dependent join
+                // (crate::subquery)
+                .with_optimizer_rules(crate::subquery::optimizer_rules())
+                .with_query_planner(Arc::new(crate::subquery::EddyQueryPlanner))
                 .with_optimizer_rule(Arc::new(crate::join_order::ReorderStarJoins))
                 .with_physical_optimizer_rule(Arc::new(crate::join_filter::SemiJoinReduction)),
         )
