@@ -34,7 +34,10 @@ mod scheduler;
 mod task;
 
 pub use group::{ClassSnapshot, EnterGuard, Group, MAX_SHARE, MIN_SHARE, POLL_BUCKETS_NS};
-pub use scheduler::{block_in_place, current_group, on_worker, Scheduler, SchedulerConfig};
+pub use scheduler::{
+    block_in_place, current_group, on_worker, switch_context_group, ContextGroupGuard, Scheduler,
+    SchedulerConfig,
+};
 pub use task::{yield_now, AbortOnDrop, JoinError, JoinHandle};
 
 /// The class names Eddy uses.

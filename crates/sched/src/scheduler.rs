@@ -145,6 +145,8 @@ thread_local! {
     static WORKER: RefCell<Option<(Arc<Shared>, usize)>> = const { RefCell::new(None) };
     /// The group charged for work spawned from this thread now.
     static CURRENT: RefCell<Option<Group>> = const { RefCell::new(None) };
+    /// The context a worker is polling now.
+    static CURRENT_TASK: RefCell<Option<Arc<Task>>> = const { RefCell::new(None) };
 }
 
 pub(crate) fn set_current_group(group: Option<Group>) -> Option<Group> {
@@ -182,14 +184,15 @@ pub fn block_in_place<R>(f: impl FnOnce() -> R) -> R {
 impl Shared {
     pub(crate) fn enqueue(self: Arc<Self>, task: Arc<Task>) {
         task.queued_at.store(clock::wall_ns(), Ordering::Relaxed);
-        task.group.class.queued.fetch_add(1, Ordering::Relaxed);
+        let group = task.group();
+        group.class.queued.fetch_add(1, Ordering::Relaxed);
         let mut st = self.state.lock();
         if st.shutdown {
             drop(st);
-            task.group.class.queued.fetch_sub(1, Ordering::Relaxed);
+            group.class.queued.fetch_sub(1, Ordering::Relaxed);
             return; // dropped outside the lock, here
         }
-        st.runnable.push(QueuedGroup(Arc::clone(&task.group)), task);
+        st.runnable.push(QueuedGroup(group), task);
         if st.idle > 0 && st.free_slot() {
             self.work.notify_one();
         } else if st.wants_spare() {
@@ -377,21 +380,66 @@ fn worker_loop(shared: Arc<Shared>) {
     WORKER.with(|w| *w.borrow_mut() = None);
 }
 
-/// Polls one context and charges its group.
+/// Polls one context and charges its group (the one it is in when the poll
+/// ends).
 fn run_one(task: &Arc<Task>, picked_at: u64) {
-    let class = &task.group.class;
+    let group = task.group();
+    let class = &group.class;
     class.queued.fetch_sub(1, Ordering::Relaxed);
     let waited = picked_at.saturating_sub(task.queued_at.load(Ordering::Relaxed));
     class.wait_ns.fetch_add(waited, Ordering::Relaxed);
     class.max_wait_ns.fetch_max(waited, Ordering::Relaxed);
-    let previous = set_current_group(Some(Group {
-        inner: Arc::clone(&task.group),
-    }));
+    let previous = set_current_group(Some(Group { inner: group }));
+    let previous_task = CURRENT_TASK.with(|c| c.replace(Some(Arc::clone(task))));
     let (cpu, after) = task.run();
+    CURRENT_TASK.with(|c| c.replace(previous_task));
     set_current_group(previous);
-    task.group.charge(cpu);
+    let group = task.group();
+    group.charge(cpu);
     if let AfterPoll::Requeue = after {
-        Arc::clone(&task.group.shared).enqueue(Arc::clone(task));
+        Arc::clone(&group.shared).enqueue(Arc::clone(task));
+    }
+}
+
+/// Moves the context being polled on this thread to `group` until the
+/// guard drops (which must happen inside one of its polls, e.g. a guard
+/// held across an `.await` in its future): its CPU is charged to `group`
+/// and it is queued by `group`'s virtual runtime. `None` off a worker.
+/// The session uses it to plan and run an analytical statement in the
+/// query's group while the connection's context does the work.
+pub fn switch_context_group(group: &Group) -> Option<ContextGroupGuard> {
+    let task = CURRENT_TASK.with(|c| c.borrow().clone())?;
+    let previous = task.set_group(Arc::clone(&group.inner));
+    let previous_current = set_current_group(Some(group.clone()));
+    Some(ContextGroupGuard {
+        task,
+        previous: Some(previous),
+        previous_current,
+    })
+}
+
+/// Puts the context back in its group when dropped.
+pub struct ContextGroupGuard {
+    task: Arc<Task>,
+    previous: Option<Arc<GroupInner>>,
+    previous_current: Option<Group>,
+}
+
+impl Drop for ContextGroupGuard {
+    fn drop(&mut self) {
+        if let Some(previous) = self.previous.take() {
+            self.task.set_group(previous);
+        }
+        // on the same poll's thread (always, for a guard held by the
+        // context's own future): the current group follows
+        let same = CURRENT_TASK.with(|c| {
+            c.borrow()
+                .as_ref()
+                .is_some_and(|t| Arc::ptr_eq(t, &self.task))
+        });
+        if same {
+            set_current_group(self.previous_current.take());
+        }
     }
 }
 

@@ -35,7 +35,12 @@ const DONE: u8 = 4;
 pub(crate) struct Task {
     state: AtomicU8,
     future: Mutex<Option<BoxFuture<'static, ()>>>,
-    pub(crate) group: Arc<GroupInner>,
+    /// The group charged and queued into; a context may move to another
+    /// group for a while ([`crate::switch_context_group`]), only during
+    /// one of its own polls.
+    group: Mutex<Arc<GroupInner>>,
+    /// The class counted in `contexts` (where it was spawned).
+    home_class: Arc<crate::group::ClassStats>,
     cancelled: AtomicBool,
     panicked: AtomicBool,
     /// When it was last queued (`clock::wall_ns`), for wait-time metrics.
@@ -72,12 +77,13 @@ impl Task {
         let task = Arc::new(Task {
             state: AtomicU8::new(QUEUED),
             future: Mutex::new(Some(body)),
-            group,
+            home_class: Arc::clone(&group.class),
+            group: Mutex::new(group),
             cancelled: AtomicBool::new(false),
             panicked: AtomicBool::new(false),
             queued_at: AtomicU64::new(0),
         });
-        Arc::clone(&task.group.shared).enqueue(Arc::clone(&task));
+        task.group().shared.clone().enqueue(Arc::clone(&task));
         JoinHandle { rx, task }
     }
 
@@ -136,7 +142,7 @@ impl Task {
                 self.finish();
                 drop(done);
                 tracing::error!(
-                    class = &*self.group.class_name,
+                    class = &*self.group().class_name,
                     panic = panic_message(&panic),
                     "execution context panicked"
                 );
@@ -145,9 +151,19 @@ impl Task {
         }
     }
 
+    /// The group the context is charged to now.
+    pub(crate) fn group(&self) -> Arc<GroupInner> {
+        Arc::clone(&self.group.lock())
+    }
+
+    /// Moves the context to `group`; returns the group it was in.
+    pub(crate) fn set_group(&self, group: Arc<GroupInner>) -> Arc<GroupInner> {
+        std::mem::replace(&mut *self.group.lock(), group)
+    }
+
     fn finish(&self) {
         if self.state.swap(DONE, Ordering::AcqRel) != DONE {
-            self.group.class.contexts.fetch_sub(1, Ordering::Relaxed);
+            self.home_class.contexts.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -186,7 +202,7 @@ impl Wake for Task {
             {
                 Ok(_) => {
                     if next == QUEUED {
-                        Arc::clone(&self.group.shared).enqueue(Arc::clone(self));
+                        self.group().shared.clone().enqueue(Arc::clone(self));
                     }
                     return;
                 }

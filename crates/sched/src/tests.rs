@@ -290,3 +290,44 @@ fn nested_blocking_sections_give_the_slot_up_once() {
     }
     assert_eq!(most.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn a_context_moved_to_another_group_is_charged_there_until_the_guard_drops() {
+    let s = scheduler(1);
+    let home = s.group("serving", 1);
+    let query = s.group("analytics", 1);
+    let q = query.clone();
+    let h = home.spawn(async move {
+        {
+            let _moved = crate::switch_context_group(&q).expect("on a worker");
+            assert_eq!(
+                current_group().map(|g| g.class().to_string()).as_deref(),
+                Some("analytics")
+            );
+            burn(Duration::from_millis(30));
+            yield_now().await; // charged and re-queued in the query's group
+            burn(Duration::from_millis(30));
+            yield_now().await;
+        }
+        assert_eq!(
+            current_group().map(|g| g.class().to_string()).as_deref(),
+            Some("serving")
+        );
+    });
+    wait(h).expect("ran");
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(
+        query.cpu_time() >= Duration::from_millis(50),
+        "query {:?}",
+        query.cpu_time()
+    );
+    assert!(
+        home.cpu_time() < Duration::from_millis(20),
+        "home {:?}",
+        home.cpu_time()
+    );
+    assert!(
+        crate::switch_context_group(&query).is_none(),
+        "off a worker"
+    );
+}

@@ -90,9 +90,35 @@ pub(crate) fn spawn_storage_scan(scan: impl Future<Output = ()> + Send + 'static
     }
 }
 
-/// Executes a physical plan in a new group of class `group` with `share`
-/// on `scheduler` (or the scheduler of the calling context); plainly when
-/// there is neither.
+/// A new group of class `group` with `share` on `scheduler`, or on the
+/// scheduler of the calling context; `None` when there is neither.
+pub(crate) fn new_group(
+    scheduler: Option<&eddy_sched::Scheduler>,
+    group: &str,
+    share: u32,
+) -> Option<eddy_sched::Group> {
+    match (scheduler, eddy_sched::current_group()) {
+        (Some(s), _) => Some(s.group(group, share)),
+        (None, Some(current)) => Some(current.sibling(group, share)),
+        (None, None) => None,
+    }
+}
+
+/// The group a plan runs in: the statement's (the group the calling
+/// context moved to for the statement), else a new one.
+fn statement_group(
+    scheduler: Option<&eddy_sched::Scheduler>,
+    group: &str,
+    share: u32,
+) -> Option<eddy_sched::Group> {
+    match eddy_sched::current_group() {
+        Some(current) if current.class() != class::SERVING => Some(current),
+        _ => new_group(scheduler, group, share),
+    }
+}
+
+/// Executes a physical plan in the statement's group (see
+/// [`statement_group`]); plainly without a scheduler.
 pub(crate) fn execute_in_query_group(
     plan: Arc<dyn ExecutionPlan>,
     task_ctx: Arc<TaskContext>,
@@ -100,11 +126,8 @@ pub(crate) fn execute_in_query_group(
     group: &str,
     share: u32,
 ) -> Result<SendableRecordBatchStream> {
-    // the server's scheduler; else the one this context runs on
-    let group = match (scheduler, eddy_sched::current_group()) {
-        (Some(s), _) => s.group(group, share),
-        (None, Some(current)) => current.sibling(group, share),
-        (None, None) => return Ok(execute_stream(plan, task_ctx)?),
+    let Some(group) = statement_group(scheduler, group, share) else {
+        return Ok(execute_stream(plan, task_ctx)?);
     };
     // operators that spawn while being set up charge the query's group
     let stream = {

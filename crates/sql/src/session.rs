@@ -975,6 +975,27 @@ impl Session {
         stmt: Statement,
         bound: Option<prepared::BoundQuery>,
     ) -> Result<Output> {
+        // A statement past the fixed plans is planned and run as a query of
+        // the session's scheduling group: the connection's context moves to
+        // a group of its own for the statement, so planning is not charged
+        // to (or scheduled as) serving work, and the plan runs in the same
+        // group (`crate::scheduling`).
+        let fixed_plan = bound.is_none() && fastpath::recognise(&stmt, &self.db.engine).is_some();
+        let group = if fixed_plan {
+            None
+        } else {
+            let (name, share) = self.scheduling_group();
+            crate::scheduling::new_group(self.db.scheduler.as_deref(), &name, share)
+        };
+        let _in_group = group.as_ref().and_then(eddy_sched::switch_context_group);
+        self.execute_statement_in_group(stmt, bound).await
+    }
+
+    async fn execute_statement_in_group(
+        &mut self,
+        stmt: Statement,
+        bound: Option<prepared::BoundQuery>,
+    ) -> Result<Output> {
         if self.roles_seen != self.db.roles.version() {
             self.show_privileges();
         }
