@@ -86,6 +86,11 @@ pub struct Phase {
     pub analytical_per_s: f64,
     /// Analytical queries that failed (a cancel at the end is not counted).
     pub analytical_errors: u64,
+    /// Eddy only: polls of analytical contexts during the phase by CPU
+    /// time (`eddy_sched_poll_seconds`), as (upper bound in seconds, count
+    /// in that bucket); the quanta a lookup may wait for.
+    #[serde(default)]
+    pub analytics_polls: Vec<(String, u64)>,
 }
 
 /// One engine's phases.
@@ -153,7 +158,7 @@ pub fn run(a: MixedArgs) -> Result<()> {
     };
     for engine in crate::cli::split_list(&a.engines)? {
         // each server lives for its own engine's phases only
-        let (target, version, _eddy, _pg) = match engine.as_str() {
+        let (target, version, eddy, _pg) = match engine.as_str() {
             "eddy" => {
                 let bin = EddyServer::find_binary(a.eddy_bin.clone())?;
                 let extra: Vec<std::ffi::OsString> = match &a.eddy_config {
@@ -176,6 +181,7 @@ pub fn run(a: MixedArgs) -> Result<()> {
         };
         let w = workload.clone();
         let (a2, counts2, engine2) = (a.clone(), counts.clone(), engine.clone());
+        let metrics_port = eddy.as_ref().map(|e| e.http_port);
         let result = block_on(async move {
             let version = if version.is_empty() {
                 pgwire::server_version(&target).await
@@ -191,7 +197,19 @@ pub fn run(a: MixedArgs) -> Result<()> {
             let mut phases = Vec::new();
             for k in counts2 {
                 eprintln!("[{engine2}] {k} background queries, {} lookups/s", a2.rate);
-                phases.push(phase(&target, &w, &a2, k).await?);
+                let before = metrics_port.map(analytics_poll_buckets);
+                let mut p = phase(&target, &w, &a2, k).await?;
+                if let (Some(port), Some(before)) = (metrics_port, before) {
+                    let after = analytics_poll_buckets(port);
+                    p.analytics_polls = after
+                        .into_iter()
+                        .map(|(le, n)| {
+                            let was = before.iter().find(|(l, _)| *l == le).map_or(0, |(_, n)| *n);
+                            (le, n.saturating_sub(was))
+                        })
+                        .collect();
+                }
+                phases.push(p);
             }
             Ok(EngineMixed {
                 engine: engine2,
@@ -275,7 +293,40 @@ async fn phase(target: &PgTarget, w: &Workload, a: &MixedArgs, background: usize
         lookups,
         analytical_per_s: analytical as f64 / secs.max(1e-9),
         analytical_errors: errors.load(Ordering::Relaxed),
+        analytics_polls: Vec::new(),
     })
+}
+
+/// Eddy's `eddy_sched_poll_seconds` buckets of class `analytics`, not
+/// cumulative: (upper bound, polls). Empty when /metrics cannot be read.
+fn analytics_poll_buckets(http_port: u16) -> Vec<(String, u64)> {
+    use std::io::{Read, Write};
+    let mut body = String::new();
+    let read = std::net::TcpStream::connect(("127.0.0.1", http_port)).and_then(|mut s| {
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")?;
+        s.read_to_string(&mut body)
+    });
+    if read.is_err() {
+        return Vec::new();
+    }
+    let prefix = "eddy_sched_poll_seconds_bucket{class=\"analytics\",le=\"";
+    let mut out: Vec<(String, u64)> = Vec::new();
+    let mut below = 0u64;
+    for line in body.lines() {
+        let Some(rest) = line.strip_prefix(prefix) else {
+            continue;
+        };
+        let Some((le, count)) = rest.split_once("\"} ") else {
+            continue;
+        };
+        let Ok(cumulative) = count.trim().parse::<u64>() else {
+            continue;
+        };
+        out.push((le.to_string(), cumulative.saturating_sub(below)));
+        below = cumulative;
+    }
+    out
 }
 
 /// The report as Markdown.
@@ -320,6 +371,20 @@ pub fn markdown(r: &MixedReport) -> String {
     }
     for e in &r.engines {
         let _ = writeln!(s, "\n- {}: {}", e.engine, e.version);
+        for p in e.phases.iter().filter(|p| !p.analytics_polls.is_empty()) {
+            let total: u64 = p.analytics_polls.iter().map(|(_, n)| n).sum();
+            let cells: Vec<String> = p
+                .analytics_polls
+                .iter()
+                .map(|(le, n)| format!("≤{le} s: {:.1} %", *n as f64 * 100.0 / total.max(1) as f64))
+                .collect();
+            let _ = writeln!(
+                s,
+                "  - {} background: {total} analytical polls; {}",
+                p.background,
+                cells.join(", ")
+            );
+        }
     }
     s
 }

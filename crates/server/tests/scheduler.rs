@@ -25,9 +25,13 @@ grafana = "dashboards"
 "#;
 
 fn start() -> (Server, tempfile::TempDir) {
+    start_with(CONFIG)
+}
+
+fn start_with(config_text: &str) -> (Server, tempfile::TempDir) {
     let files = tempfile::tempdir().expect("tempdir");
     let config = files.path().join("eddy.toml");
-    std::fs::write(&config, CONFIG).expect("config");
+    std::fs::write(&config, config_text).expect("config");
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().to_path_buf();
     let server = Server::start_with(
@@ -51,6 +55,19 @@ fn metric(body: &str, name: &str, class: &str) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_keep_answering_while_analytical_queries_loop() {
     let (server, _files) = start();
+    lookups_keep_answering(&server).await;
+}
+
+/// The same with connections on the network threads and the scheduler's
+/// workers at a lower OS priority (`connections_on = "io_threads"`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookups_keep_answering_with_connections_on_io_threads() {
+    let (server, _files) =
+        start_with("[scheduler]\nslots = 2\nconnections_on = \"io_threads\"\nworker_nice = 10\n");
+    lookups_keep_answering(&server).await;
+}
+
+async fn lookups_keep_answering(server: &Server) {
     let c = server.connect().await;
     c.batch_execute(
         "CREATE TABLE facts (id bigint PRIMARY KEY, v bigint);
