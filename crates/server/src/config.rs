@@ -32,8 +32,8 @@
 //! [scheduler]
 //! slots = 2                   # contexts running at once (default: the cores)
 //! serving_share = 8           # share of all connections together
-//! connections_on = "contexts" # or "io_threads" (outside the scheduler)
-//! worker_nice = 0             # OS niceness of the scheduler's workers
+//! connections_on = "io_threads" # or "contexts" (on the scheduler's slots)
+//! worker_nice = 10            # OS niceness of the scheduler's workers
 //!
 //! [scheduler.groups]          # groups for analytical queries, by share
 //! reporting = 1               # (`analytics`, share 1, always exists)
@@ -81,14 +81,14 @@ pub struct FileConfig {
 pub struct SchedulerSection {
     /// Execution contexts running at once (default: the machine's cores).
     pub slots: Option<usize>,
-    /// Where connections run: "contexts" (default: as execution contexts
-    /// of the `serving` group, on the scheduler's slots) or "io_threads"
-    /// (on the network runtime's threads, outside the scheduler, which
-    /// then runs only queries, scans and their tasks).
+    /// Where connections run: "io_threads" (default: on the network
+    /// runtime's threads, outside the scheduler, which then runs queries,
+    /// scans and their tasks) or "contexts" (as execution contexts of the
+    /// `serving` group, on the scheduler's slots).
     pub connections_on: Option<String>,
-    /// OS niceness of the scheduler's workers (0 to 19, default 0); with
-    /// connections on "io_threads", a positive value lets a waking
-    /// connection preempt analytical work at once.
+    /// OS niceness of the scheduler's workers (0 to 19; default 10 with
+    /// connections on "io_threads", so that a waking connection preempts
+    /// analytical work at once, and 0 with "contexts").
     pub worker_nice: Option<i32>,
     /// Share of the serving group, which all connections' protocol work,
     /// fixed-plan lookups and single-row writes are charged to (default 8;

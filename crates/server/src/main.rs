@@ -312,16 +312,21 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    // measured: connections on the network threads serve more lookups and
+    // keep a lower p50 under analytics (docs/decisions/0002)
     let connections_on_contexts = match file.scheduler.connections_on.as_deref() {
-        None | Some("contexts") => true,
-        Some("io_threads") => false,
+        Some("contexts") => true,
+        None | Some("io_threads") => false,
         Some(other) => {
             return Err(ServerError::Refused(format!(
                 "[scheduler] connections_on = \"{other}\": expected \"contexts\" or \"io_threads\""
             )))
         }
     };
-    let worker_nice = file.scheduler.worker_nice.unwrap_or(0);
+    let worker_nice = file
+        .scheduler
+        .worker_nice
+        .unwrap_or(if connections_on_contexts { 0 } else { 10 });
     if !(0..=19).contains(&worker_nice) {
         return Err(ServerError::Refused(format!(
             "[scheduler] worker_nice = {worker_nice}: expected 0 to 19"

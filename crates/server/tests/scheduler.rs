@@ -58,12 +58,12 @@ async fn lookups_keep_answering_while_analytical_queries_loop() {
     lookups_keep_answering(&server).await;
 }
 
-/// The same with connections on the network threads and the scheduler's
-/// workers at a lower OS priority (`connections_on = "io_threads"`).
+/// The same with connections as `serving` contexts on the scheduler's
+/// slots (`connections_on = "contexts"`; by default they stay on the
+/// network threads).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lookups_keep_answering_with_connections_on_io_threads() {
-    let (server, _files) =
-        start_with("[scheduler]\nslots = 2\nconnections_on = \"io_threads\"\nworker_nice = 10\n");
+async fn lookups_keep_answering_with_connections_as_contexts() {
+    let (server, _files) = start_with("[scheduler]\nslots = 2\nconnections_on = \"contexts\"\n");
     lookups_keep_answering(&server).await;
 }
 
