@@ -980,21 +980,28 @@ impl Session {
         // a group of its own for the statement, so planning is not charged
         // to (or scheduled as) serving work, and the plan runs in the same
         // group (`crate::scheduling`).
-        let fixed_plan = bound.is_none() && fastpath::recognise(&stmt, &self.db.engine).is_some();
-        let group = if fixed_plan {
-            None
-        } else {
+        // (recognised once: the fixed plan, if any, is run below)
+        let fixed = bound
+            .is_none()
+            .then(|| fastpath::recognise(&stmt, &self.db.engine))
+            .flatten();
+        // only a context can move; off the scheduler the plan gets its
+        // group when it is executed (`execute_plan`)
+        let group = if fixed.is_none() && eddy_sched::on_worker() {
             let (name, share) = self.scheduling_group();
             crate::scheduling::new_group(self.db.scheduler.as_deref(), &name, share)
+        } else {
+            None
         };
         let _in_group = group.as_ref().and_then(eddy_sched::switch_context_group);
-        self.execute_statement_in_group(stmt, bound).await
+        self.execute_statement_in_group(stmt, bound, fixed).await
     }
 
     async fn execute_statement_in_group(
         &mut self,
         stmt: Statement,
         bound: Option<prepared::BoundQuery>,
+        fixed: Option<FastPlan>,
     ) -> Result<Output> {
         if self.roles_seen != self.db.roles.version() {
             self.show_privileges();
@@ -1007,11 +1014,9 @@ impl Session {
         }
         crate::streams::check_writable(self.db.streams.as_deref(), &stmt)?;
         // (execute_fast waits for a definition change itself)
-        if bound.is_none() {
-            if let Some(plan) = fastpath::recognise(&stmt, &self.db.engine) {
-                if let Some(out) = self.execute_fast(&plan, &stmt, &[])? {
-                    return Ok(out);
-                }
+        if let Some(plan) = &fixed {
+            if let Some(out) = self.execute_fast(plan, &stmt, &[])? {
+                return Ok(out);
             }
         }
         if let Err(e) = self
