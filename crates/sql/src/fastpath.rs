@@ -38,6 +38,12 @@ use crate::session::{batches_output, Output, ResultColumn};
 pub enum Src {
     Param(usize),
     Lit(Value),
+    /// `CURRENT_TIMESTAMP`, `now()`, `LOCALTIMESTAMP` and
+    /// `transaction_timestamp()` written into a timestamp or timestamptz
+    /// column: the statement's start, one value for the whole statement,
+    /// as DataFusion's `now()` gives it on the general path (Eddy's
+    /// TimeZone is always UTC, so both column types take the same instant).
+    Now,
 }
 
 #[derive(Clone, Debug)]
@@ -139,6 +145,53 @@ fn src_of(e: &Expr, ty: ColumnType, params: &mut Vec<u32>) -> Option<Src> {
     literal_value(e)
         .and_then(|v| coerce_value(v, ty).ok())
         .map(Src::Lit)
+}
+
+/// [`src_of`] for a value written into a column (INSERT values, UPDATE
+/// sets): also the statement-start functions ([`Src::Now`]). Keys never
+/// take them.
+fn value_src_of(e: &Expr, ty: ColumnType, params: &mut Vec<u32>) -> Option<Src> {
+    if is_statement_time(e) && ty.storage() == ColumnType::Timestamp {
+        return Some(Src::Now);
+    }
+    src_of(e, ty, params)
+}
+
+/// `CURRENT_TIMESTAMP`, `LOCALTIMESTAMP` (no precision), `now()` or
+/// `transaction_timestamp()`: plain calls, no arguments, no FILTER/OVER.
+fn is_statement_time(e: &Expr) -> bool {
+    use datafusion::sql::sqlparser::ast::FunctionArguments;
+    let Expr::Function(f) = e else {
+        return false;
+    };
+    let [ObjectNamePart::Identifier(id)] = f.name.0.as_slice() else {
+        return false;
+    };
+    let name = id.value.to_ascii_lowercase();
+    let no_args = match &f.args {
+        FunctionArguments::None => matches!(name.as_str(), "current_timestamp" | "localtimestamp"),
+        FunctionArguments::List(l) => {
+            l.args.is_empty()
+                && l.clauses.is_empty()
+                && l.duplicate_treatment.is_none()
+                && matches!(name.as_str(), "now" | "transaction_timestamp")
+        }
+        FunctionArguments::Subquery(_) => false,
+    };
+    no_args
+        && f.filter.is_none()
+        && f.over.is_none()
+        && f.within_group.is_empty()
+        && matches!(f.parameters, FunctionArguments::None)
+}
+
+/// The statement-start time [`Src::Now`] resolves to: microseconds since
+/// the Unix epoch, UTC.
+pub(crate) fn statement_time() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since_epoch.as_micros()).unwrap_or(i64::MAX)
 }
 
 /// The value of a literal expression (numbers, strings, booleans, NULL, -n).
@@ -380,7 +433,7 @@ pub fn recognise(stmt: &Statement, engine: &Arc<Engine>) -> Option<FastPlan> {
             let srcs: Vec<Src> = row
                 .iter()
                 .zip(&targets)
-                .map(|(e, t)| src_of(e, def.columns[*t].ty, &mut params))
+                .map(|(e, t)| value_src_of(e, def.columns[*t].ty, &mut params))
                 .collect::<Option<_>>()?;
             let (on_conflict, count_updates) = match &ins.on {
                 None => (OnConflict::Error, false),
@@ -451,7 +504,7 @@ pub fn recognise(stmt: &Statement, engine: &Arc<Engine>) -> Option<FastPlan> {
                 }
                 assigned.push(idx);
                 let ty = def.columns[idx].ty;
-                if let Some(src) = src_of(&a.value, ty, &mut params) {
+                if let Some(src) = value_src_of(&a.value, ty, &mut params) {
                     sets.push((idx, src));
                 } else {
                     adds.push(increment_of(&a.value, idx, &alias, &def, &mut params)?);
@@ -546,12 +599,13 @@ pub(crate) fn updated_row(
     params: &[Value],
 ) -> Result<Row> {
     let mut new = row.clone();
+    let now = statement_time();
     for (idx, src) in sets {
         let col = def
             .columns
             .get(*idx)
             .ok_or_else(|| SqlError::Internal("fixed plan names a missing column".into()))?;
-        let v = resolve(src, params, col.ty)?;
+        let v = resolve_at(src, params, col.ty, now)?;
         if let Some(slot) = new.get_mut(*idx) {
             *slot = v;
         }
@@ -635,8 +689,15 @@ fn relation(tf: &TableFactor) -> Option<(String, String)> {
 }
 
 pub(crate) fn resolve(src: &Src, params: &[Value], ty: ColumnType) -> Result<Value> {
+    resolve_at(src, params, ty, statement_time())
+}
+
+/// [`resolve`] with the statement's start time given, so that every
+/// [`Src::Now`] of one statement takes the same value.
+pub(crate) fn resolve_at(src: &Src, params: &[Value], ty: ColumnType, now: i64) -> Result<Value> {
     match src {
         Src::Lit(v) => Ok(v.clone()),
+        Src::Now => coerce_value(Value::Timestamp(now), ty),
         Src::Param(i) => {
             let v = params.get(*i).cloned().ok_or_else(|| {
                 SqlError::InvalidParameter(format!("there is no parameter ${}", i + 1))
@@ -940,12 +1001,13 @@ pub(crate) fn insert_row(
     params: &[Value],
 ) -> Result<Row> {
     let mut row = vec![Value::Null; def.columns.len()];
+    let now = statement_time();
     for (src, &target) in values.iter().zip(targets) {
         let col = def
             .columns
             .get(target)
             .ok_or_else(|| SqlError::UndefinedTable(table.to_string()))?;
-        row[target] = resolve(src, params, col.ty)?;
+        row[target] = resolve_at(src, params, col.ty, now)?;
     }
     Ok(row)
 }

@@ -161,3 +161,114 @@ async fn which_statements_keep_a_plan() {
     assert_eq!(int4.param_types, [oid::INT4]);
     assert_eq!(must_execute(&mut s, &int4, &[Value::Int(7)]).await, [[2]]);
 }
+
+/// `CURRENT_TIMESTAMP` / `now()` / `LOCALTIMESTAMP` written into timestamp
+/// columns keep an INSERT or UPDATE on the fixed plan (pgbench's history
+/// insert); every call in one statement takes the same instant, the
+/// statement's start, as on the general path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statement_time_keeps_writes_on_the_fixed_plan() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = open_db(dir.path(), 1 << 20);
+    let mut s = sessions(&db, 1).await.remove(0);
+    run(
+        &mut s,
+        "CREATE TABLE hist (id INT, t TIMESTAMP, tz TIMESTAMPTZ, d DATE)",
+    )
+    .await;
+    run(
+        &mut s,
+        "CREATE TABLE upd (id INT PRIMARY KEY, t TIMESTAMP, n INT)",
+    )
+    .await;
+    let before = micros_now();
+    let ins = s
+        .prepare(
+            "INSERT INTO hist (id, t, tz) VALUES ($1, CURRENT_TIMESTAMP, now())",
+            &[],
+        )
+        .await
+        .expect("prepare");
+    assert!(ins.fast.is_some(), "statement time stays on the fixed plan");
+    s.execute_prepared(&ins, &[Value::Int(1)])
+        .await
+        .expect("insert");
+    run(
+        &mut s,
+        "INSERT INTO hist (id, t, tz) VALUES (2, LOCALTIMESTAMP, transaction_timestamp())",
+    )
+    .await;
+    // a date column is not a timestamp: the general path, same answer kind
+    let date = s
+        .prepare("INSERT INTO hist (id, d) VALUES ($1, now())", &[])
+        .await
+        .expect("prepare");
+    assert!(
+        date.fast.is_none(),
+        "now() into a date takes the general path"
+    );
+    s.execute_prepared(&date, &[Value::Int(3)])
+        .await
+        .expect("insert a date");
+    let after = micros_now();
+
+    let q = "SELECT id, CAST(date_part('epoch', t) * 1000000 AS BIGINT), \
+             CAST(date_part('epoch', tz) * 1000000 AS BIGINT) FROM hist WHERE id < 3 ORDER BY id";
+    let mut out = Vec::new();
+    for o in s.simple_query(q).await {
+        out = rows_i64(o.expect("select")).await.expect("ints");
+    }
+    assert_eq!(out.len(), 2);
+    for row in &out {
+        assert_eq!(row[1], row[2], "one instant per statement: {row:?}");
+        assert!(
+            (before - 2..=after + 2).contains(&row[1]),
+            "{row:?} outside [{before}, {after}]"
+        );
+    }
+    let mut dates = Vec::new();
+    for o in s
+        .simple_query("SELECT count(*) FROM hist WHERE d = CURRENT_DATE")
+        .await
+    {
+        dates = rows_i64(o.expect("select")).await.expect("ints");
+    }
+    assert_eq!(dates, [[1]]);
+
+    run(&mut s, "INSERT INTO upd VALUES (1, NULL, 0)").await;
+    let upd = s
+        .prepare(
+            "UPDATE upd SET t = CURRENT_TIMESTAMP, n = n + 1 WHERE id = $1",
+            &[],
+        )
+        .await
+        .expect("prepare");
+    assert!(
+        upd.fast.is_some(),
+        "UPDATE ... SET t = CURRENT_TIMESTAMP is fixed"
+    );
+    s.execute_prepared(&upd, &[Value::Int(1)])
+        .await
+        .expect("update");
+    let mut got = Vec::new();
+    for o in s
+        .simple_query("SELECT n, CAST(date_part('epoch', t) * 1000000 AS BIGINT) FROM upd")
+        .await
+    {
+        got = rows_i64(o.expect("select")).await.expect("ints");
+    }
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0][0], 1);
+    // (float seconds: a microsecond either way)
+    assert!(
+        (before - 2..=micros_now() + 2).contains(&got[0][1]),
+        "{got:?}"
+    );
+}
+
+fn micros_now() -> i64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970");
+    i64::try_from(d.as_micros()).expect("fits")
+}
