@@ -38,8 +38,8 @@ use crate::session::{batches_output, Output, ResultColumn};
 pub enum Src {
     Param(usize),
     Lit(Value),
-    /// `CURRENT_TIMESTAMP`, `now()`, `LOCALTIMESTAMP` and
-    /// `transaction_timestamp()` written into a timestamp or timestamptz
+    /// `CURRENT_TIMESTAMP`, `now()` and `LOCALTIMESTAMP` written into a
+    /// timestamp or timestamptz
     /// column: the statement's start, one value for the whole statement,
     /// as DataFusion's `now()` gives it on the general path (Eddy's
     /// TimeZone is always UTC, so both column types take the same instant).
@@ -157,8 +157,8 @@ fn value_src_of(e: &Expr, ty: ColumnType, params: &mut Vec<u32>) -> Option<Src> 
     src_of(e, ty, params)
 }
 
-/// `CURRENT_TIMESTAMP`, `LOCALTIMESTAMP` (no precision), `now()` or
-/// `transaction_timestamp()`: plain calls, no arguments, no FILTER/OVER.
+/// `CURRENT_TIMESTAMP`, `LOCALTIMESTAMP` (no precision) or `now()`: plain
+/// calls, no arguments, no FILTER/OVER.
 fn is_statement_time(e: &Expr) -> bool {
     use datafusion::sql::sqlparser::ast::FunctionArguments;
     let Expr::Function(f) = e else {
@@ -174,7 +174,7 @@ fn is_statement_time(e: &Expr) -> bool {
             l.args.is_empty()
                 && l.clauses.is_empty()
                 && l.duplicate_treatment.is_none()
-                && matches!(name.as_str(), "now" | "transaction_timestamp")
+                && name == "now"
         }
         FunctionArguments::Subquery(_) => false,
     };
