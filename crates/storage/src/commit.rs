@@ -16,18 +16,147 @@
 //!
 //! See `docs/design/transactions.md`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use eddy_common::{Lsn, Row, TableGroupId, TxnId};
+use eddy_common::{Lsn, Row, ShardId, TableGroupId, TxnId};
 
-use crate::codec::{self, Key};
+use crate::codec::{self, Key, Reader};
 use crate::engine::{Engine, EngineInner, Table, WriteOp};
 use crate::error::{Result, StorageError};
 use crate::locks::LockManager;
-use crate::shard::{Shard, ShardOp, WriteSummary};
+use crate::shard::{Shard, ShardOp, UnreplayedShard, WriteSummary};
 use crate::snapshot::TableSnapshot;
-use crate::wal::SyncHandle;
+use crate::wal::{SyncHandle, WalEntry};
+
+/// Where a participant of a one-round commit logged its prepare record.
+pub(crate) type Participant = (TableGroupId, ShardId, Lsn);
+
+/// A record of the commit log (`txnlog/`).
+///
+/// * **Two-round** (8 bytes: the transaction id): written after every
+///   prepare record was durable; the record alone is the commit point.
+/// * **One-round** (`'C'`, id, count, then group, shard and LSN of each
+///   prepare record): written after the prepare records were *written*,
+///   then the shards' WALs and the commit log are synced together, one
+///   fdatasync round instead of two. The transaction committed iff the
+///   record is durable *and* every prepare record it names is
+///   ([`committed_at_open`]); the client hears COMMIT only after all of
+///   them are, so an acknowledged commit always qualifies, and a crash in
+///   between leaves the transaction out on every shard, never on some.
+///   Catalog changes never ride on a one-round record (they are decided
+///   before any shard is read).
+/// * Records of very old logs carried nothing: the id was the record's LSN.
+pub(crate) enum CommitRecord {
+    TwoRound(TxnId),
+    OneRound {
+        txn: TxnId,
+        participants: Vec<Participant>,
+    },
+}
+
+const ONE_ROUND_TAG: u8 = b'C';
+/// Tag, id and count.
+const ONE_ROUND_HEAD: usize = 1 + 8 + 4;
+/// Group, shard and LSN.
+const PARTICIPANT_BYTES: usize = 4 + 4 + 8;
+
+impl CommitRecord {
+    pub(crate) fn txn(&self) -> TxnId {
+        match self {
+            CommitRecord::TwoRound(t) | CommitRecord::OneRound { txn: t, .. } => *t,
+        }
+    }
+
+    pub(crate) fn encode_one_round(txn: TxnId, participants: &[Participant]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(ONE_ROUND_HEAD + participants.len() * PARTICIPANT_BYTES);
+        out.push(ONE_ROUND_TAG);
+        out.extend_from_slice(&txn.0.to_le_bytes());
+        // a commit spans at most every shard of the database
+        out.extend_from_slice(
+            &u32::try_from(participants.len())
+                .unwrap_or(u32::MAX)
+                .to_le_bytes(),
+        );
+        for (g, s, lsn) in participants {
+            out.extend_from_slice(&g.0.to_le_bytes());
+            out.extend_from_slice(&s.0.to_le_bytes());
+            out.extend_from_slice(&lsn.0.to_le_bytes());
+        }
+        out
+    }
+
+    /// Decodes a record read from the log at `path` (checksummed by the
+    /// WAL; a length that does not add up is damage all the same).
+    pub(crate) fn decode(e: &WalEntry, path: &std::path::Path) -> Result<CommitRecord> {
+        let p = e.payload.as_slice();
+        if let Ok(b) = <[u8; 8]>::try_from(p) {
+            return Ok(CommitRecord::TwoRound(TxnId(u64::from_le_bytes(b))));
+        }
+        if p.is_empty() {
+            return Ok(CommitRecord::TwoRound(TxnId(e.lsn.0)));
+        }
+        let bad = || {
+            StorageError::corrupt(
+                path,
+                format!("commit-log record at LSN {} does not decode", e.lsn),
+            )
+        };
+        let mut r = Reader::new(p);
+        if r.u8().map_err(|_| bad())? != ONE_ROUND_TAG {
+            return Err(bad());
+        }
+        let txn = TxnId(r.u64().map_err(|_| bad())?);
+        let n = usize::try_from(r.u32().map_err(|_| bad())?).map_err(|_| bad())?;
+        let expected = n
+            .checked_mul(PARTICIPANT_BYTES)
+            .and_then(|b| b.checked_add(ONE_ROUND_HEAD));
+        if expected != Some(p.len()) {
+            return Err(bad());
+        }
+        let mut participants = Vec::with_capacity(n);
+        for _ in 0..n {
+            let g = TableGroupId(r.u32().map_err(|_| bad())?);
+            let s = ShardId(r.u32().map_err(|_| bad())?);
+            let lsn = Lsn(r.u64().map_err(|_| bad())?);
+            participants.push((g, s, lsn));
+        }
+        Ok(CommitRecord::OneRound { txn, participants })
+    }
+}
+
+/// The transactions that committed, from the commit log's records and the
+/// shards' WALs as found at open (see [`CommitRecord`]). A participant
+/// whose shard no longer exists (its table group was dropped) does not
+/// hold a transaction back.
+pub(crate) fn committed_at_open(
+    records: &[CommitRecord],
+    shards: &[((TableGroupId, ShardId), UnreplayedShard)],
+) -> HashSet<TxnId> {
+    let by_id: HashMap<(TableGroupId, ShardId), &UnreplayedShard> =
+        shards.iter().map(|(k, s)| (*k, s)).collect();
+    records
+        .iter()
+        .filter(|r| match r {
+            CommitRecord::TwoRound(_) => true,
+            CommitRecord::OneRound { txn, participants } => {
+                let whole = participants.iter().all(|(g, s, lsn)| {
+                    by_id
+                        .get(&(*g, *s))
+                        .is_none_or(|u| u.holds_prepare(*txn, *lsn))
+                });
+                if !whole {
+                    tracing::info!(
+                        txn = txn.0,
+                        "a commit record whose prepare records did not all reach disk: not committed"
+                    );
+                }
+                whole
+            }
+        })
+        .map(CommitRecord::txn)
+        .collect()
+}
 
 /// Writes routed to shards, in commit-lock order.
 pub(crate) type Routed = BTreeMap<(TableGroupId, u32), (Arc<Shard>, Vec<ShardOp>)>;
@@ -85,10 +214,41 @@ impl EngineInner {
             }
             prepared.push((shard, guard, p, lsn));
         }
-        // Every prepare record durable before the commit record: the
-        // shards' fdatasyncs run at once, not one after another.
-        sync_all(&syncs)?;
-        self.log_commit(txn)?;
+        if owner.is_none() {
+            // One round: the commit record names every prepare record, and
+            // all of them are synced at once (see `CommitRecord`).
+            let participants: Vec<Participant> = prepared
+                .iter()
+                .map(|(shard, _, _, lsn)| (shard.group, shard.id, *lsn))
+                .collect();
+            let payload = CommitRecord::encode_one_round(txn, &participants);
+            let synced = self.append_commit_record(txn, &payload).and_then(|seq| {
+                std::thread::scope(|scope| {
+                    let shards = scope.spawn(|| sync_all(&syncs));
+                    let log = self.sync_commit_log(seq);
+                    let shards = shards.join().unwrap_or_else(|_| {
+                        Err(StorageError::Poisoned("a WAL sync thread panicked".into()))
+                    });
+                    log.and(shards)
+                })
+            });
+            if let Err(e) = synced {
+                // The commit record may be durable while this process
+                // cannot know that every prepare record is: recovery
+                // decides. Until then no participant may publish or
+                // flush past its prepare record.
+                for (shard, _, _, _) in &prepared {
+                    shard.poison(&e);
+                }
+                return Err(e);
+            }
+        } else {
+            // Two rounds (catalog changes ride on the record, decided at
+            // open before any shard is read): every prepare record durable
+            // before the commit record; the shards' fdatasyncs run at once.
+            sync_all(&syncs)?;
+            self.log_commit(txn)?;
+        }
         *committed = true;
         let mut parts = Vec::with_capacity(prepared.len());
         let mut first_error = None;

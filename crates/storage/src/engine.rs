@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bulk::BulkLoader;
 use crate::codec::{self, encode_key_value, stable_hash, Key};
+use crate::commit::CommitRecord;
 use crate::ddl::InFlightDdl;
 use crate::error::{Result, StorageError};
 use crate::filestore::FileStore;
@@ -201,29 +202,28 @@ impl Engine {
         manifest::write_atomic(&cat_path, &catalog)?;
 
         let (txnlog, entries) = Wal::open(&dir.join("txnlog"), Lsn::ZERO, cfg.sync, 64 << 20)?;
-        // A commit record carries its transaction id (older records: the id
-        // was the record's LSN).
-        let committed: HashSet<TxnId> = entries
+        let records = entries
             .iter()
-            .map(|e| match <[u8; 8]>::try_from(e.payload.as_slice()) {
-                Ok(b) => TxnId(u64::from_le_bytes(b)),
-                Err(_) => TxnId(e.lsn.0),
-            })
-            .collect();
-        let max_committed = committed.iter().map(|t| t.0).max().unwrap_or(0);
+            .map(|e| CommitRecord::decode(e, &dir.join("txnlog")))
+            .collect::<Result<Vec<_>>>()?;
+        // Every id the log names, committed or not: ids never repeat, and
+        // the catalog changes of an id outside this set are undone.
+        let named: HashSet<TxnId> = records.iter().map(CommitRecord::txn).collect();
+        let max_named = named.iter().map(|t| t.0).max().unwrap_or(0);
         // Transaction ids must never repeat, even after the commit log was
         // emptied: an aborted prepare record could otherwise look committed.
         let now_micros = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
-        let next_txn = txnlog.lsn_floor().0.max(now_micros).max(max_committed) + 1;
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let next_txn = txnlog.lsn_floor().0.max(now_micros).max(max_named) + 1;
         // Catalog changes of transactions that did not commit are undone
-        // before any shard opens with their definitions.
-        if crate::ddl::resolve_at_open(&mut catalog, &committed) {
+        // before any shard opens with their definitions. (Only two-round
+        // commits carry catalog changes, and their record alone decides.)
+        if crate::ddl::resolve_at_open(&mut catalog, &named) {
             manifest::write_atomic(&cat_path, &catalog)?;
         }
 
-        let mut groups = HashMap::new();
+        let mut opened = Vec::new();
         for g in &catalog.groups {
             let defs: Vec<Arc<TableDef>> = catalog
                 .tables
@@ -231,23 +231,27 @@ impl Engine {
                 .filter(|t| t.table_group == g.id)
                 .map(|t| Arc::new(t.clone()))
                 .collect();
-            let mut shards = Vec::new();
             for s in 0..g.shard_count {
-                shards.push(Arc::new(Shard::open(
-                    &dir,
-                    store.clone(),
-                    g.id,
-                    ShardId(s),
-                    &defs,
-                    &committed,
-                    cfg.sync,
-                )?));
+                let shard =
+                    Shard::open_unreplayed(&dir, store.clone(), g.id, ShardId(s), &defs, cfg.sync)?;
+                opened.push(((g.id, ShardId(s)), shard));
             }
+        }
+        let committed = crate::commit::committed_at_open(&records, &opened);
+        let mut groups: HashMap<TableGroupId, Arc<TableGroup>> = HashMap::new();
+        let mut shards_of: HashMap<TableGroupId, Vec<Arc<Shard>>> = HashMap::new();
+        for ((g, _), shard) in opened {
+            shards_of
+                .entry(g)
+                .or_default()
+                .push(Arc::new(shard.replay_wal(&committed)?));
+        }
+        for g in &catalog.groups {
             groups.insert(
                 g.id,
                 Arc::new(TableGroup {
                     info: g.clone(),
-                    shards,
+                    shards: shards_of.remove(&g.id).unwrap_or_default(),
                 }),
             );
         }
@@ -275,9 +279,11 @@ impl Engine {
                 tables.insert(def.name.clone(), t);
             }
         }
-        if !committed.is_empty() {
+        if !records.is_empty() {
             // Every prepare record is now applied or discarded for good;
-            // flush so the WALs no longer need the commit log.
+            // flush so the WALs no longer need the commit log. (Emptying
+            // the log also keeps a one-round record of a transaction found
+            // not committed from meeting a later record at the same LSN.)
             inner.flush_all()?;
             let mut log = inner.txnlog.lock();
             let last = log.lsn_floor();
@@ -631,12 +637,22 @@ impl EngineInner {
     /// written so far, and a committer whose record an earlier sync covered
     /// returns without syncing.
     pub(crate) fn log_commit(&self, txn: TxnId) -> Result<()> {
-        let seq = {
-            let mut log = self.txnlog.lock();
-            let seq = Lsn((log.lsn_floor().0 + 1).max(txn.0));
-            log.write(&[(seq, &txn.0.to_le_bytes())])?;
-            seq
-        };
+        let seq = self.append_commit_record(txn, &txn.0.to_le_bytes())?;
+        self.sync_commit_log(seq)
+    }
+
+    /// Writes a commit-log record for `txn` (not yet durable) and returns
+    /// its sequence number, for [`EngineInner::sync_commit_log`].
+    pub(crate) fn append_commit_record(&self, txn: TxnId, payload: &[u8]) -> Result<Lsn> {
+        let mut log = self.txnlog.lock();
+        let seq = Lsn((log.lsn_floor().0 + 1).max(txn.0));
+        log.write(&[(seq, payload)])?;
+        Ok(seq)
+    }
+
+    /// Makes the commit log durable through `seq`; see
+    /// [`EngineInner::log_commit`] for the sharing of fdatasyncs.
+    pub(crate) fn sync_commit_log(&self, seq: Lsn) -> Result<()> {
         let mut synced = self.txnlog_synced.lock();
         if *synced >= seq {
             return Ok(());

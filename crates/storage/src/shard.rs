@@ -235,6 +235,21 @@ impl Shard {
         committed: &HashSet<TxnId>,
         sync: bool,
     ) -> Result<Shard> {
+        Shard::open_unreplayed(data_dir, store, group, id, tables, sync)?.replay_wal(committed)
+    }
+
+    /// Opens a shard's files and reads its WAL without replaying it: the
+    /// engine first asks every shard which prepare records it holds
+    /// ([`UnreplayedShard::holds_prepare`]) to decide which one-round
+    /// cross-shard commits happened (`crate::commit`).
+    pub(crate) fn open_unreplayed(
+        data_dir: &std::path::Path,
+        store: Arc<FileStore>,
+        group: TableGroupId,
+        id: ShardId,
+        tables: &[Arc<TableDef>],
+        sync: bool,
+    ) -> Result<UnreplayedShard> {
         let rel_dir = format!("tg{}/s{}", group.0, id.0);
         let abs_dir = data_dir.join(&rel_dir);
         std::fs::create_dir_all(&abs_dir).map_err(|e| StorageError::io(&abs_dir, e))?;
@@ -277,6 +292,48 @@ impl Shard {
             poisoned: Mutex::new(None),
             recent: Mutex::new(RecentWrites::default()),
         };
+        Ok(UnreplayedShard {
+            shard,
+            entries,
+            existing,
+        })
+    }
+}
+
+/// A shard opened by [`Shard::open_unreplayed`]: files loaded, WAL read,
+/// nothing replayed yet.
+pub(crate) struct UnreplayedShard {
+    shard: Shard,
+    entries: Vec<crate::wal::WalEntry>,
+    existing: Vec<String>,
+}
+
+impl UnreplayedShard {
+    /// Whether the prepare record of `txn` at `lsn` is durable in this
+    /// shard: flushed (a shard flushes past a prepare record only once its
+    /// transaction committed and was applied; a failed one-round commit
+    /// poisons its shards, which then never publish past it), or in the
+    /// WAL at exactly that LSN and tagged with `txn`.
+    pub(crate) fn holds_prepare(&self, txn: TxnId, lsn: Lsn) -> bool {
+        if self.shard.commit.lock().manifest.flushed_lsn >= lsn {
+            return true;
+        }
+        self.entries
+            .binary_search_by_key(&lsn, |e| e.lsn)
+            .ok()
+            .and_then(|i| self.entries.get(i))
+            .and_then(|e| record_txn(&e.payload))
+            == Some(txn.0)
+    }
+
+    /// Replays the WAL: records of cross-shard transactions only where
+    /// `committed` holds their id.
+    pub(crate) fn replay_wal(self, committed: &HashSet<TxnId>) -> Result<Shard> {
+        let UnreplayedShard {
+            shard,
+            entries,
+            existing,
+        } = self;
         let mut st = shard.commit.lock();
         let mut last = st.manifest.flushed_lsn;
         let mut referenced: HashSet<String> = st.manifest.all_file_names().into_iter().collect();
@@ -303,7 +360,9 @@ impl Shard {
         drop(st);
         Ok(shard)
     }
+}
 
+impl Shard {
     fn replay(
         &self,
         payload: &[u8],
@@ -1159,6 +1218,13 @@ fn load_tablet_files(
         *cl.write() = Arc::new(v);
     }
     Ok(())
+}
+
+/// The transaction id a WAL record is tagged with (0: none), if the record
+/// is long enough to carry one.
+fn record_txn(payload: &[u8]) -> Option<u64> {
+    let bytes = payload.get(1..9)?;
+    Some(u64::from_le_bytes(<[u8; 8]>::try_from(bytes).ok()?))
 }
 
 fn encode_write(txn: u64, ops: &[LoggedOp]) -> Vec<u8> {
