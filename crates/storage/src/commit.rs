@@ -7,10 +7,12 @@
 //! * Several shards: two-phase commit. Commit locks are taken in
 //!   (table group, shard) order, so two commits never wait for each other
 //!   in a cycle; each shard logs a prepare record tagged with the
-//!   transaction id; the id's record in the commit log is the commit point;
-//!   the writes are applied to the memtables (still invisible: above the
-//!   visible LSN), and then all visible LSNs move forward together under
-//!   the publish gate.
+//!   transaction id; a commit record goes to the commit log, and every
+//!   record is synced in one round (or, with catalog changes, prepares
+//!   first and the commit record second: see [`CommitRecord`]); the writes
+//!   are applied to the memtables (still invisible: above the visible
+//!   LSN), and then all visible LSNs move forward together under the
+//!   publish gate.
 //! * A snapshot over several shards reads their visible LSNs under the
 //!   shared side of the publish gate ([`Engine::snapshot_tables`]).
 //!

@@ -10,10 +10,11 @@
 //! # Cross-shard writes (two-phase commit)
 //! A write that touches several shards locks their commit locks in shard
 //! order (no deadlock), logs a *prepare* record tagged with a transaction id
-//! in every shard's WAL, then appends the id to the commit log (`txnlog/`)
-//! and fsyncs it: that fsync is the commit point. Recovery applies tagged
-//! records only for ids found in the commit log. After recovery every shard
-//! is flushed and the commit log emptied.
+//! in every shard's WAL, and a commit record in the commit log (`txnlog/`);
+//! see `crate::commit` for when each becomes durable and what makes the
+//! transaction committed at open. Recovery applies tagged records only for
+//! ids found committed. After recovery every shard is flushed and the
+//! commit log emptied.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
