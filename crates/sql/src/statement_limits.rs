@@ -36,7 +36,18 @@ pub const STACK_BYTES_PER_LEVEL: usize = 16 << 10;
 pub fn check_depth(tokens: &[TokenWithSpan]) -> Result<()> {
     let mut levels: Vec<usize> = vec![0];
     let mut enclosing = 0usize; // sum of the counts of the enclosing levels
+                                // `x::a::b::...` nests one cast per `::` (a 2,000-cast chain overflowed
+                                // a worker's stack before casts were counted); a cast between two
+                                // operators adds one level at its leaf only, so a run of casts counts
+                                // until the next operator, comma, parenthesis or clause.
+    let mut cast_run = 0usize;
     for t in tokens {
+        if matches!(t.token, Token::DoubleColon) {
+            cast_run = cast_run.saturating_add(1);
+        } else if !matches!(t.token, Token::Word(_) | Token::Whitespace(_)) || is_operator(&t.token)
+        {
+            cast_run = 0;
+        }
         match &t.token {
             Token::LParen | Token::LBracket => {
                 let current = levels.last().copied().unwrap_or(0);
@@ -66,7 +77,10 @@ pub fn check_depth(tokens: &[TokenWithSpan]) -> Result<()> {
             _ => {}
         }
         let here = levels.last().copied().unwrap_or(0);
-        let depth = enclosing.saturating_add(here).saturating_add(levels.len());
+        let depth = enclosing
+            .saturating_add(here)
+            .saturating_add(cast_run)
+            .saturating_add(levels.len());
         if depth > MAX_EXPRESSION_DEPTH {
             return Err(SqlError::StatementTooDeep(format!(
                 "stack depth limit exceeded: an expression nests deeper than {MAX_EXPRESSION_DEPTH} \
@@ -138,6 +152,14 @@ mod tests {
             .tokenize_with_location()
             .unwrap();
         check_depth(&tokens)
+    }
+
+    #[test]
+    fn cast_chains_count_one_level_per_cast() {
+        let chain = format!("SELECT 1{}", "::int8::int4".repeat(1000));
+        assert!(matches!(check(&chain), Err(SqlError::StatementTooDeep(_))));
+        let flat: Vec<String> = (0..3000).map(|i| format!("'{i}'::int4")).collect();
+        assert!(check(&format!("SELECT {}", flat.join(", "))).is_ok());
     }
 
     #[test]
