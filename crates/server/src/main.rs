@@ -18,7 +18,9 @@ mod auth;
 mod banner;
 mod config;
 mod console;
+mod fd_limit;
 mod idle;
+mod memory_trim;
 mod metrics;
 mod panics;
 mod pg;
@@ -274,6 +276,7 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             "max_connections must be at least 1".into(),
         ));
     }
+    fd_limit::ensure(max_connections).map_err(ServerError::Refused)?;
     let size = |flag: &str, v: Option<String>| -> Result<Option<usize>, ServerError> {
         v.map(|text| {
             eddy_sql::memory::parse_memory_size(&text)
@@ -549,6 +552,7 @@ async fn serve(
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    tokio::spawn(memory_trim::run(Arc::clone(&live)));
     let mut accept_errors = AcceptBackoff::default();
     // all connections share one group: their protocol work, fixed-plan
     // lookups and single-row writes (analytical queries get their own)
