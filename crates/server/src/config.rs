@@ -101,6 +101,13 @@ pub struct SchedulerSection {
     /// The group each role's sessions start in.
     #[serde(default)]
     pub roles: std::collections::BTreeMap<String, String>,
+    /// Admission control: analytical statements (everything DataFusion
+    /// executes; never fixed-plan lookups or single-row writes) running at
+    /// once. Default: no limit.
+    pub max_running_queries: Option<usize>,
+    /// Statements waiting for a place beyond `max_running_queries`; more
+    /// are refused with 53000 (default 256).
+    pub max_queued_queries: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -335,6 +335,26 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             "[scheduler] worker_nice = {worker_nice}: expected 0 to 19"
         )));
     }
+    let admission = match (
+        file.scheduler.max_running_queries,
+        file.scheduler.max_queued_queries,
+    ) {
+        (Some(0), _) | (_, Some(0)) => {
+            return Err(ServerError::Refused(
+                "[scheduler] max_running_queries and max_queued_queries must be at least 1".into(),
+            ))
+        }
+        (Some(running), queued) => Some(Arc::new(eddy_sql::admission::Admission::new(
+            running,
+            queued.unwrap_or(256),
+        ))),
+        (None, Some(_)) => {
+            return Err(ServerError::Refused(
+                "[scheduler] max_queued_queries needs max_running_queries".into(),
+            ))
+        }
+        (None, None) => None,
+    };
     let serving_share = file.scheduler.serving_share.unwrap_or(8);
     if !(eddy_sched::MIN_SHARE..=eddy_sched::MAX_SHARE).contains(&serving_share) {
         return Err(ServerError::Refused(format!(
@@ -408,6 +428,7 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             serving_share,
             connections_on_contexts,
             scheduling,
+            admission,
         },
         security,
         args.config.as_deref(),
@@ -442,6 +463,8 @@ struct Listen {
     /// Connections as `serving` contexts, else on tokio's threads.
     connections_on_contexts: bool,
     scheduling: eddy_sql::scheduling::SchedulingGroups,
+    /// `[scheduler] max_running_queries` (`eddy_sql::admission`).
+    admission: Option<Arc<eddy_sql::admission::Admission>>,
 }
 
 async fn serve(
@@ -464,6 +487,7 @@ async fn serve(
         serving_share,
         connections_on_contexts,
         scheduling,
+        admission,
     } = listen;
     let started = (std::time::Instant::now(), std::time::SystemTime::now());
     let metrics = Arc::new(Metrics::default());
@@ -492,6 +516,11 @@ async fn serve(
     );
     db.scheduling = scheduling;
     db.scheduler = Some(Arc::clone(&scheduler));
+    if let Some(gate) = &admission {
+        let gate = Arc::clone(gate);
+        metrics.add_section(Box::new(move |out| metrics::render_admission(out, &gate)));
+    }
+    db.admission = admission;
     let classes = Arc::clone(&scheduler);
     metrics.add_section(Box::new(move |out| {
         metrics::render_scheduler(out, &classes)

@@ -224,3 +224,53 @@ mod tests {
         assert!(text.contains("quantile=\"0.99\""));
     }
 }
+
+/// The admission gate's series (`eddy_sql::admission`), where one is set.
+pub fn render_admission(out: &mut String, gate: &eddy_sql::admission::Admission) {
+    use std::fmt::Write;
+    let s = gate.stats();
+    let series: [(&str, &str, &str, String); 6] = [
+        (
+            "eddy_admission_max_running",
+            "gauge",
+            "Analytical statements admitted at once (scheduler.max_running_queries).",
+            s.max_running.to_string(),
+        ),
+        (
+            "eddy_admission_running",
+            "gauge",
+            "Analytical statements holding a place now.",
+            s.running.to_string(),
+        ),
+        (
+            "eddy_admission_queued",
+            "gauge",
+            "Analytical statements waiting for a place now.",
+            s.queued.to_string(),
+        ),
+        (
+            "eddy_admission_admitted_total",
+            "counter",
+            "Analytical statements given a place.",
+            s.admitted.to_string(),
+        ),
+        (
+            "eddy_admission_refused_total",
+            "counter",
+            "Analytical statements refused with 53000 because the queue was full.",
+            s.refused.to_string(),
+        ),
+        (
+            "eddy_admission_wait_seconds_total",
+            "counter",
+            "Time analytical statements waited in the queue.",
+            format!("{:.6}", s.wait_ns as f64 / 1e9),
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        let _ = write!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+        );
+    }
+}

@@ -233,3 +233,94 @@ fn a_bad_scheduler_configuration_is_refused_at_start() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("server's own"), "{err}");
 }
+
+/// Admission control (`[scheduler] max_running_queries`): with one place
+/// and one queue slot, a second analytical statement waits while the
+/// first runs, a third is refused with 53000, a point lookup never waits,
+/// and once the first ends (stopped by its `statement_timeout`) the
+/// waiting one runs. `/metrics` counts all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn analytical_statements_wait_for_a_place_and_overflow_is_refused() {
+    let (server, _files) =
+        start_with("[scheduler]\nmax_running_queries = 1\nmax_queued_queries = 1\n");
+    let setup = server.connect().await;
+    setup
+        .batch_execute(
+            "CREATE TABLE adm (id INT PRIMARY KEY, v INT); INSERT INTO adm VALUES (1, 10)",
+        )
+        .await
+        .expect("setup");
+
+    let long = server.connect().await;
+    long.batch_execute("SET statement_timeout = '3s'")
+        .await
+        .expect("timeout");
+    let running = tokio::spawn(async move {
+        long.simple_query(
+            "SELECT count(*) FROM generate_series(1, 1000000000) AS g(a) WHERE a % 7 = 3",
+        )
+        .await
+    });
+    // wait until it holds the place
+    let mut held = false;
+    for _ in 0..100 {
+        if server.metrics().contains("eddy_admission_running 1\n") {
+            held = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(held, "the long statement never took its place");
+
+    let waiting_client = server.connect().await;
+    let started = Instant::now();
+    let waiting = tokio::spawn(async move {
+        let r = waiting_client
+            .query_one("SELECT sum(v) FROM adm", &[])
+            .await;
+        (r.map(|row| row.get::<_, i64>(0)), started.elapsed())
+    });
+    let mut queued = false;
+    for _ in 0..100 {
+        if server.metrics().contains("eddy_admission_queued 1\n") {
+            queued = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(queued, "the second statement is not queued");
+
+    let third = server.connect().await;
+    let err = third
+        .query_one("SELECT count(*) FROM adm", &[])
+        .await
+        .expect_err("the queue is full");
+    assert_eq!(err.code().map(|c| c.code()), Some("53000"), "{err}");
+
+    // a point lookup is a fixed plan: it never waits for a place
+    let lookup = server.connect().await;
+    let t = Instant::now();
+    let row = lookup
+        .query_one("SELECT v FROM adm WHERE id = $1", &[&1i32])
+        .await
+        .expect("lookup");
+    assert_eq!(row.get::<_, i32>(0), 10);
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+
+    let first = running.await.expect("join");
+    let e = first.expect_err("stopped by statement_timeout");
+    assert_eq!(e.code().map(|c| c.code()), Some("57014"), "{e}");
+    let (sum, waited) = waiting.await.expect("join");
+    assert_eq!(sum.expect("admitted after the first ended"), 10);
+    assert!(waited > Duration::from_millis(200), "{waited:?}");
+
+    let body = server.metrics();
+    assert!(body.contains("eddy_admission_refused_total 1\n"), "{body}");
+    assert!(body.contains("eddy_admission_queued 0\n"), "{body}");
+    let wait: f64 = body
+        .lines()
+        .find_map(|l| l.strip_prefix("eddy_admission_wait_seconds_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("wait metric");
+    assert!(wait > 0.1, "{wait}");
+}

@@ -117,6 +117,9 @@ pub enum SqlError {
     /// A value or line larger than Eddy handles (54000).
     #[error("{0}")]
     ProgramLimitExceeded(String),
+    /// Admission control's queue is full (`crate::admission`).
+    #[error("{0}")]
+    TooManyStatements(String),
     /// A statement nested too deep to plan (see `statement_limits`).
     #[error("{0}")]
     StatementTooDeep(String),
@@ -226,6 +229,7 @@ impl SqlError {
             SqlError::StringTooLong(_) => "22001",
             SqlError::QueryCanceled | SqlError::StatementTimeout => "57014",
             SqlError::StatementTooDeep(_) => "54001",
+            SqlError::TooManyStatements(_) => "53000",
             SqlError::ProgramLimitExceeded(_) => "54000",
             SqlError::InvalidEncoding(_) => "22021",
             SqlError::WrongParameterCount { .. } => "08P01",

@@ -23,6 +23,7 @@
 //! It knows nothing of the wire protocol: `eddy-server` turns [`session::Output`]
 //! into pgwire messages. Design notes: `docs/design/sql.md`.
 
+pub mod admission;
 pub mod advisory;
 pub mod arbiter;
 pub mod catalog;

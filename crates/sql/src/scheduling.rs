@@ -125,14 +125,19 @@ pub(crate) fn execute_in_query_group(
     scheduler: Option<&eddy_sched::Scheduler>,
     group: &str,
     share: u32,
+    admission: Option<&Arc<crate::admission::Admission>>,
 ) -> Result<SendableRecordBatchStream> {
+    let admitted = |stream| match admission {
+        Some(gate) => gate.admit(stream),
+        None => Ok(stream),
+    };
     let Some(group) = statement_group(scheduler, group, share) else {
-        return Ok(execute_stream(plan, task_ctx)?);
+        return admitted(execute_stream(plan, task_ctx)?);
     };
     // operators that spawn while being set up charge the query's group
     let stream = {
         let _entered = group.enter();
-        execute_stream(plan, task_ctx)?
+        admitted(execute_stream(plan, task_ctx)?)?
     };
     let schema = stream.schema();
     let (tx, rx) = tokio::sync::mpsc::channel(2);

@@ -114,6 +114,9 @@ pub struct Database {
     /// Where analytical queries run (`eddy_sched`); `None`: on the calling
     /// execution context's scheduler, or plainly on tokio.
     pub scheduler: Option<Arc<eddy_sched::Scheduler>>,
+    /// How many analytical statements run and wait at once
+    /// (`crate::admission`); `None`: no limit. The front end sets it.
+    pub admission: Option<Arc<crate::admission::Admission>>,
 }
 
 /// The setting that bounds one query's memory (`crate::memory`).
@@ -144,6 +147,7 @@ impl Database {
             memory,
             scheduling: Default::default(),
             scheduler: None,
+            admission: None,
         })
     }
 }
@@ -794,6 +798,7 @@ impl Session {
             self.db.scheduler.as_deref(),
             &group,
             share,
+            self.db.admission.as_ref(),
         )
     }
 
