@@ -171,6 +171,7 @@ fn type_facts(t: ColumnType) -> TypeFacts {
             Some(6),
         ),
         ColumnType::Bytea => ("bytea", "bytea", None, None, None, None, None),
+        ColumnType::Uuid => ("uuid", "uuid", None, None, None, None, None),
     }
 }
 

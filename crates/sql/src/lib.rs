@@ -57,6 +57,7 @@ pub mod streams;
 pub mod subquery;
 pub mod txn;
 pub mod udf_args;
+pub mod uuid_type;
 
 pub use error::{Result, SqlError};
 pub use session::{Database, Output, Prepared, ResultColumn, Session};

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use bytes::{BufMut, BytesMut};
 use datafusion::arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BinaryBuilder, BooleanBuilder, Date32Builder,
-    Decimal128Builder, Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder,
-    RecordBatch, StringArray, StringBuilder, TimestampMicrosecondBuilder,
+    Decimal128Builder, FixedSizeBinaryBuilder, Float32Builder, Float64Builder, Int16Builder,
+    Int32Builder, Int64Builder, RecordBatch, StringArray, StringBuilder,
+    TimestampMicrosecondBuilder,
 };
 use datafusion::arrow::datatypes::{
     DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type,
@@ -22,7 +23,10 @@ use datafusion::arrow::datatypes::{
 };
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::ScalarValue;
-use eddy_common::{ColumnType, Row, Value};
+use eddy_common::{format_uuid, parse_uuid, ColumnType, Row, Value, UUID_LEN};
+
+/// `UUID_LEN` as Arrow's `FixedSizeBinary` width.
+const UUID_LEN_I32: i32 = 16;
 
 use crate::error::{Result, SqlError};
 
@@ -48,9 +52,12 @@ pub mod oid {
     pub const TIMESTAMPTZ: u32 = 1184;
     pub const INTERVAL: u32 = 1186;
     pub const NUMERIC: u32 = 1700;
+    pub const UUID: u32 = 2950;
     pub const INT2_ARRAY: u32 = 1005;
     pub const INT4_ARRAY: u32 = 1007;
     pub const TEXT_ARRAY: u32 = 1009;
+    pub const INT8_ARRAY: u32 = 1016;
+    pub const UUID_ARRAY: u32 = 2951;
 }
 
 /// Wire format of one value.
@@ -80,6 +87,7 @@ pub fn pg_oid(dt: &DataType) -> u32 {
         DataType::Date32 => oid::DATE,
         DataType::Timestamp(_, None) => oid::TIMESTAMP,
         DataType::Timestamp(_, Some(_)) => oid::TIMESTAMPTZ,
+        DataType::FixedSizeBinary(16) => oid::UUID,
         DataType::Null => oid::TEXT,
         _ => oid::TEXT,
     }
@@ -178,6 +186,7 @@ pub fn pg_typlen(oid: u32) -> i16 {
         oid::INT4 | oid::OID | oid::FLOAT4 | oid::DATE => 4,
         oid::INT8 | oid::FLOAT8 | oid::TIMESTAMP | oid::TIMESTAMPTZ | oid::TIME => 8,
         oid::NAME => 64,
+        oid::UUID => 16,
         _ => -1,
     }
 }
@@ -197,6 +206,7 @@ pub fn column_type_for_oid(o: u32) -> Option<ColumnType> {
         oid::TIMESTAMP => ColumnType::Timestamp,
         oid::TIMESTAMPTZ => ColumnType::TimestampTz,
         oid::BYTEA => ColumnType::Bytea,
+        oid::UUID => ColumnType::Uuid,
         _ => return None,
     })
 }
@@ -259,6 +269,7 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
         D::Timestamp(_, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => ColumnType::TimestampTz,
         D::Timestamp(..) | D::Datetime(_) | D::TimestampNtz(_) => ColumnType::Timestamp,
         D::Bytea | D::Blob(_) | D::Varbinary(_) | D::Binary(_) => ColumnType::Bytea,
+        D::Uuid => ColumnType::Uuid,
         D::Custom(name, _) => {
             let n = name.to_string().to_ascii_lowercase();
             match n.trim_matches('"') {
@@ -266,6 +277,7 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
                 "bigserial" | "serial8" => ColumnType::BigInt,
                 "smallserial" => ColumnType::SmallInt,
                 "timestamptz" => ColumnType::TimestampTz,
+                "uuid" => ColumnType::Uuid,
                 "name" | "citext" | "bpchar" => ColumnType::Text,
                 other => {
                     return Err(SqlError::FeatureNotSupported(format!(
@@ -1126,6 +1138,7 @@ pub fn cell_text(array: &dyn Array, row: usize, out: &mut String) -> Result<()> 
                 out.push_str("+00");
             }
         }
+        DataType::FixedSizeBinary(16) => out.push_str(&format_uuid(&uuid_cell(array, row)?)),
         _ => {
             let opts = FormatOptions::default();
             let f = ArrayFormatter::try_new(array, &opts)?;
@@ -1162,6 +1175,25 @@ pub fn encode_cell(
     Ok(())
 }
 
+/// The 16 bytes of a non-null cell of a `FixedSizeBinary(16)` (uuid) array.
+fn uuid_cell(array: &dyn Array, row: usize) -> Result<[u8; UUID_LEN]> {
+    let a = array
+        .as_fixed_size_binary_opt()
+        .ok_or_else(|| SqlError::Internal(format!("uuid column holds {}", array.data_type())))?;
+    if row >= a.len() {
+        return Err(SqlError::Internal("uuid cell out of range".into()));
+    }
+    <[u8; UUID_LEN]>::try_from(a.value(row))
+        .map_err(|_| SqlError::Internal("uuid cell is not 16 bytes".into()))
+}
+
+/// Parses a uuid's text form (PostgreSQL's `uuid_in`): 22P02 if it is not one.
+pub fn uuid_from_text(s: &str) -> Result<[u8; UUID_LEN]> {
+    parse_uuid(s).ok_or_else(|| {
+        SqlError::InvalidText(format!("invalid input syntax for type uuid: \"{s}\""))
+    })
+}
+
 fn encode_binary(array: &dyn Array, row: usize, out: &mut BytesMut) -> Result<()> {
     match array.data_type() {
         DataType::Boolean => out.put_u8(array.as_boolean().value(row) as u8),
@@ -1181,6 +1213,7 @@ fn encode_binary(array: &dyn Array, row: usize, out: &mut BytesMut) -> Result<()
         DataType::Binary => out.put_slice(array.as_binary::<i32>().value(row)),
         DataType::LargeBinary => out.put_slice(array.as_binary::<i64>().value(row)),
         DataType::BinaryView => out.put_slice(array.as_binary_view().value(row)),
+        DataType::FixedSizeBinary(16) => out.put_slice(&uuid_cell(array, row)?),
         DataType::Date32 => out.put_i32(
             array
                 .as_primitive::<Date32Type>()
@@ -1262,6 +1295,7 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
         ColumnType::Timestamp => Value::Timestamp(timestamp_wall_clock(t)?),
         ColumnType::TimestampTz => Value::Timestamp(timestamp_instant(t)?),
         ColumnType::Bytea => Value::Bytea(bytea_from_text(s)?),
+        ColumnType::Uuid => Value::Uuid(uuid_from_text(s)?),
     })
 }
 
@@ -1473,6 +1507,7 @@ pub fn parse_binary(b: &[u8], wire_oid: u32, ty: ColumnType) -> Result<Value> {
             Value::Timestamp(timestamp_from_binary(i64::from_be_bytes(fixed(b, bad)?))?)
         }
         oid::BYTEA => Value::Bytea(b.to_vec()),
+        oid::UUID => Value::Uuid(fixed(b, bad)?),
         oid::NUMERIC => {
             let special = match parse_numeric_binary(b)? {
                 WireNumeric::Finite(text) => return parse_text(&text, ty),
@@ -1676,6 +1711,7 @@ pub fn value_text(v: &Value, scale: Option<i8>) -> String {
         Value::Date(d) => write_date(*d as i64, &mut out),
         Value::Timestamp(t) => write_timestamp(*t, &mut out),
         Value::Bytea(b) => hex_bytea(b, &mut out),
+        Value::Uuid(u) => out = format_uuid(u),
     }
     out
 }
@@ -1733,6 +1769,7 @@ pub fn cell_value(array: &dyn Array, row: usize, ty: ColumnType) -> Result<Value
         (ColumnType::Bytea, DataType::BinaryView) => {
             Value::Bytea(array.as_binary_view().value(row).to_vec())
         }
+        (ColumnType::Uuid, DataType::FixedSizeBinary(16)) => Value::Uuid(uuid_cell(array, row)?),
         _ => return Err(mismatch()),
     })
 }
@@ -1759,6 +1796,10 @@ pub fn builder_for(ty: ColumnType, capacity: usize) -> Box<dyn ArrayBuilder> {
             TimestampMicrosecondBuilder::with_capacity(capacity).with_data_type(ty.to_arrow()),
         ),
         ColumnType::Bytea => Box::new(BinaryBuilder::with_capacity(capacity, capacity * 16)),
+        ColumnType::Uuid => Box::new(FixedSizeBinaryBuilder::with_capacity(
+            capacity,
+            UUID_LEN_I32,
+        )),
     }
 }
 
@@ -1872,6 +1913,17 @@ pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Resu
                 _ => return Err(wrong()),
             }
         ),
+        ColumnType::Uuid => {
+            let bb = b
+                .as_any_mut()
+                .downcast_mut::<FixedSizeBinaryBuilder>()
+                .ok_or_else(|| SqlError::Internal("builder type mismatch".into()))?;
+            match v {
+                Value::Uuid(x) => bb.append_value(x)?,
+                Value::Null => bb.append_null(),
+                _ => return Err(wrong()),
+            }
+        }
     }
     Ok(())
 }
@@ -1926,6 +1978,7 @@ pub fn value_to_scalar(v: &Value, ty: ColumnType) -> ScalarValue {
         }
         (Value::Timestamp(t), _) => ScalarValue::TimestampMicrosecond(Some(*t), None),
         (Value::Bytea(b), _) => ScalarValue::Binary(Some(b.clone())),
+        (Value::Uuid(u), _) => ScalarValue::FixedSizeBinary(UUID_LEN_I32, Some(u.to_vec())),
     }
 }
 
@@ -1933,6 +1986,69 @@ pub fn value_to_scalar(v: &Value, ty: ColumnType) -> ScalarValue {
 mod tests {
     use super::*;
     use datafusion::arrow::array::{Decimal128Array, Int32Array};
+
+    #[test]
+    fn uuids_parse_and_print_as_postgresql() {
+        let u = [
+            0xa0, 0xee, 0xbc, 0x99, 0x9c, 0x0b, 0x4e, 0xf8, 0xbb, 0x6d, 0x6b, 0xb9, 0xbd, 0x38,
+            0x0a, 0x11,
+        ];
+        let text = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11";
+        assert_eq!(
+            parse_text("{A0EEBC99-9C0B4EF8-BB6D6BB9-BD380A11}", ColumnType::Uuid).unwrap(),
+            Value::Uuid(u)
+        );
+        assert_eq!(value_text(&Value::Uuid(u), None), text);
+        assert_eq!(
+            parse_param(text.as_bytes(), oid::UUID, false).unwrap(),
+            Value::Uuid(u)
+        );
+        assert_eq!(parse_param(&u, oid::UUID, true).unwrap(), Value::Uuid(u));
+        // binary: exactly 16 bytes
+        for bad in [&u[..15], &[0u8; 17][..], &[][..]] {
+            let e = parse_param(bad, oid::UUID, true).unwrap_err();
+            assert_eq!(e.sqlstate(), "22P03");
+        }
+        for bad in ["", "a0eebc99", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11x", "é"] {
+            let e = parse_text(bad, ColumnType::Uuid).unwrap_err();
+            assert_eq!(e.sqlstate(), "22P02", "{bad}");
+        }
+        // through Arrow and back, text and binary
+        let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
+            datafusion::arrow::datatypes::Field::new("u", ColumnType::Uuid.to_arrow(), true),
+        ]));
+        let batch = rows_to_batch(
+            &schema,
+            &[ColumnType::Uuid],
+            &[vec![Value::Uuid(u)], vec![Value::Null]],
+        )
+        .unwrap();
+        assert_eq!(pg_oid(batch.schema().field(0).data_type()), oid::UUID);
+        let mut out = BytesMut::new();
+        encode_cell(batch.column(0).as_ref(), 0, Format::Binary, &mut out).unwrap();
+        assert_eq!(&out[4..], &u[..]);
+        let mut s = String::new();
+        cell_text(batch.column(0).as_ref(), 0, &mut s).unwrap();
+        assert_eq!(s, text);
+        assert_eq!(
+            batch_to_rows(&batch, &[ColumnType::Uuid]).unwrap(),
+            vec![vec![Value::Uuid(u)], vec![Value::Null]]
+        );
+        // a uuid array parameter's elements
+        let mut arr = BytesMut::new();
+        arr.put_i32(1);
+        arr.put_i32(1);
+        arr.put_u32(oid::UUID);
+        arr.put_i32(2);
+        arr.put_i32(1);
+        arr.put_i32(16);
+        arr.put_slice(&u);
+        arr.put_i32(-1);
+        assert_eq!(
+            binary_array_to_text(&arr).unwrap(),
+            format!("{{\"{text}\",NULL}}")
+        );
+    }
 
     #[test]
     fn dates_round_trip() {
@@ -2515,6 +2631,8 @@ mod fuzz {
         oid::INT2_ARRAY,
         oid::INT4_ARRAY,
         oid::TEXT_ARRAY,
+        oid::UUID,
+        oid::UUID_ARRAY,
         0,
         u32::MAX,
     ];
@@ -2534,6 +2652,7 @@ mod fuzz {
         ColumnType::Date,
         ColumnType::Timestamp,
         ColumnType::Bytea,
+        ColumnType::Uuid,
     ];
 
     fn any_type() -> impl Strategy<Value = ColumnType> {

@@ -922,6 +922,9 @@ pub fn scalar_to_value(s: &ScalarValue) -> Option<Value> {
         ScalarValue::Binary(Some(b))
         | ScalarValue::LargeBinary(Some(b))
         | ScalarValue::BinaryView(Some(b)) => Value::Bytea(b.clone()),
+        ScalarValue::FixedSizeBinary(16, Some(b)) => {
+            Value::Uuid(<[u8; eddy_common::UUID_LEN]>::try_from(b.as_slice()).ok()?)
+        }
         s if s.is_null() => Value::Null,
         _ => return None,
     })
@@ -941,6 +944,7 @@ pub fn cmp_values(a: &Value, b: &Value) -> Option<Ordering> {
         (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
         (Value::Timestamp(x), Value::Timestamp(y)) => Some(x.cmp(y)),
         (Value::Bytea(x), Value::Bytea(y)) => Some(x.cmp(y)),
+        (Value::Uuid(x), Value::Uuid(y)) => Some(x.cmp(y)),
         _ => None,
     }
 }

@@ -587,6 +587,10 @@ fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
     };
     let naive = || SqlType::Timestamp(None, TimezoneInfo::None);
     match data_type {
+        // Arrow has no text -> uuid cast (`uuid_type`)
+        _ if matches!(data_type, SqlType::Uuid) || custom.as_deref() == Some("uuid") => {
+            Some(call(crate::uuid_type::UUID_IN, vec![expr.clone()]))
+        }
         _ if matches!(data_type, SqlType::Bytea) || custom.as_deref() == Some("bytea") => {
             let bytes = pgtypes::parse_bytea_text(string_literal(expr)?)?;
             let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -1037,6 +1041,12 @@ pub fn value_to_expr(v: &Value, decimal_scale: Option<i8>) -> Expr {
             let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
             lit(SqlValue::HexStringLiteral(hex))
         }
+        Value::Uuid(u) => call(
+            crate::uuid_type::UUID_IN,
+            vec![lit(SqlValue::SingleQuotedString(eddy_common::format_uuid(
+                u,
+            )))],
+        ),
     }
 }
 

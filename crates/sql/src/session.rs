@@ -426,6 +426,7 @@ impl Session {
             .chain(sequence_functions)
             .chain(advisory_functions)
             .chain([typeof_function, setting_fallback])
+            .chain(crate::uuid_type::uuid_functions())
         {
             ctx.register_udf(f);
         }

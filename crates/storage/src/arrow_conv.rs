@@ -52,6 +52,10 @@ impl ColumnBuilder {
                 TimestampMicrosecondBuilder::with_capacity(capacity).with_data_type(ty.to_arrow()),
             ),
             ColumnType::Bytea => Box::new(BinaryBuilder::with_capacity(capacity, capacity * 8)),
+            ColumnType::Uuid => Box::new(FixedSizeBinaryBuilder::with_capacity(
+                capacity,
+                eddy_common::UUID_LEN as i32,
+            )),
         };
         ColumnBuilder { ty, inner }
     }
@@ -144,6 +148,23 @@ impl ColumnBuilder {
                     _ => None,
                 }
             ),
+            ColumnType::Uuid => {
+                if let Some(b) = self
+                    .inner
+                    .as_any_mut()
+                    .downcast_mut::<FixedSizeBinaryBuilder>()
+                {
+                    match v {
+                        // 16 bytes into a builder of width 16: cannot fail
+                        Value::Uuid(x) => {
+                            if b.append_value(x).is_err() {
+                                b.append_null();
+                            }
+                        }
+                        _ => b.append_null(),
+                    }
+                }
+            }
         }
     }
 
@@ -189,6 +210,13 @@ pub fn value_at(array: &dyn Array, ty: ColumnType, row: usize) -> Value {
             get!(TimestampMicrosecondArray, Value::Timestamp)
         }
         ColumnType::Bytea => get!(BinaryArray, |b: &[u8]| Value::Bytea(b.to_vec())),
+        ColumnType::Uuid => match array.as_any().downcast_ref::<FixedSizeBinaryArray>() {
+            Some(a) => match <[u8; eddy_common::UUID_LEN]>::try_from(a.value(row)) {
+                Ok(u) => Value::Uuid(u),
+                Err(_) => Value::Null,
+            },
+            None => Value::Null,
+        },
     }
 }
 
@@ -254,7 +282,7 @@ pub fn column_stats(array: &dyn Array, ty: ColumnType) -> ColumnStats {
         ColumnType::Timestamp | ColumnType::TimestampTz => {
             prim!(TimestampMicrosecondArray, Value::Timestamp)
         }
-        ColumnType::Bytea => (Value::Null, Value::Null),
+        ColumnType::Bytea | ColumnType::Uuid => (Value::Null, Value::Null),
     };
     ColumnStats {
         min,

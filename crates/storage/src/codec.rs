@@ -65,6 +65,8 @@ pub fn encode_key_value(v: &Value, out: &mut Vec<u8>) {
         }
         Value::Text(s) => encode_key_bytes(s.as_bytes(), out),
         Value::Bytea(b) => encode_key_bytes(b, out),
+        // fixed width: already memcomparable and self-delimiting
+        Value::Uuid(u) => out.extend_from_slice(u),
     }
 }
 
@@ -128,6 +130,7 @@ const TAG_TEXT: u8 = 9;
 const TAG_DATE: u8 = 10;
 const TAG_TS: u8 = 11;
 const TAG_BYTES: u8 = 12;
+const TAG_UUID: u8 = 13;
 
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -242,6 +245,10 @@ pub fn encode_row(row: &[Value], out: &mut Vec<u8>) {
                 put_varint(out, b.len() as u64);
                 out.extend_from_slice(b);
             }
+            Value::Uuid(u) => {
+                out.push(TAG_UUID);
+                out.extend_from_slice(u);
+            }
         }
     }
 }
@@ -280,6 +287,11 @@ pub fn decode_row(r: &mut Reader<'_>, width: usize) -> Result<Row, Truncated> {
             TAG_DATE => Value::Date(r.u32()? as i32),
             TAG_TS => Value::Timestamp(r.u64()? as i64),
             TAG_BYTES => Value::Bytea(r.len_prefixed()?.to_vec()),
+            TAG_UUID => {
+                let mut a = [0u8; eddy_common::UUID_LEN];
+                a.copy_from_slice(r.bytes(eddy_common::UUID_LEN)?);
+                Value::Uuid(a)
+            }
             _ => return Err(Truncated),
         };
         row.push(v);
@@ -350,6 +362,7 @@ pub fn describe_columns(def: &eddy_common::TableDef, cols: &[usize], row: &[Valu
             Some(Value::Real(v)) => v.to_string(),
             Some(Value::Double(v)) => v.to_string(),
             Some(Value::Bytea(b)) => format!("\\x{}", hex(b)),
+            Some(Value::Uuid(u)) => eddy_common::format_uuid(u),
         })
         .collect();
     format!("{})=({}", names.join(", "), vals.join(", "))
@@ -379,6 +392,7 @@ mod tests {
             any::<i64>().prop_map(|v| Value::Decimal(v as i128 * 1000)),
             ".{0,12}".prop_map(Value::Text),
             proptest::collection::vec(any::<u8>(), 0..12).prop_map(Value::Bytea),
+            any::<[u8; 16]>().prop_map(Value::Uuid),
             any::<f64>()
                 .prop_filter("nan", |f| !f.is_nan())
                 .prop_map(Value::Double),
@@ -393,6 +407,13 @@ mod tests {
             let back = decode_row(&mut Reader::new(&buf), row.len() + 2).unwrap();
             prop_assert_eq!(&back[..row.len()], &row[..]);
             prop_assert_eq!(&back[row.len()..], &[Value::Null, Value::Null][..]);
+        }
+
+        #[test]
+        fn uuid_keys_sort_like_bytes(a in any::<[u8; 16]>(), b in any::<[u8; 16]>(), x in any::<i32>()) {
+            let ka = encode_key(&[&Value::Uuid(a), &Value::Int(x)]);
+            let kb = encode_key(&[&Value::Uuid(b), &Value::Int(x)]);
+            prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
         }
 
         #[test]
