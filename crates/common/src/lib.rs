@@ -108,6 +108,12 @@ pub enum ColumnType {
     /// type no other column uses, so a result column of that Arrow type is
     /// a uuid). Ordered bytewise, as PostgreSQL's `uuid_cmp`.
     Uuid,
+    /// JSON: the input text exactly as given (validated), stored as text.
+    Json,
+    /// JSONB: a JSON value in PostgreSQL's normal form (object keys sorted
+    /// by length then bytes, the last of duplicate keys kept, its output
+    /// spacing), stored as that text.
+    Jsonb,
 }
 
 impl ColumnType {
@@ -126,6 +132,7 @@ impl ColumnType {
             ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
             ColumnType::Bytea => DataType::Binary,
             ColumnType::Varchar(_) | ColumnType::Char(_) => DataType::Utf8,
+            ColumnType::Json | ColumnType::Jsonb => DataType::Utf8,
             ColumnType::TimestampTz => {
                 DataType::Timestamp(TimeUnit::Microsecond, Some(UTC_OFFSET.into()))
             }
@@ -134,12 +141,13 @@ impl ColumnType {
     }
 
     /// The type whose values and encodings this type's stored values use:
-    /// VARCHAR(n) and CHAR(n) store text, TIMESTAMPTZ a timestamp. Code that
+    /// VARCHAR(n), CHAR(n), JSON and JSONB store text, TIMESTAMPTZ a timestamp. Code that
     /// only moves stored values matches on this; code that checks or
     /// presents values (the SQL layer) matches on the type itself.
     pub fn storage(self) -> ColumnType {
         match self {
             ColumnType::Varchar(_) | ColumnType::Char(_) => ColumnType::Text,
+            ColumnType::Json | ColumnType::Jsonb => ColumnType::Text,
             ColumnType::TimestampTz => ColumnType::Timestamp,
             other => other,
         }
@@ -183,6 +191,8 @@ impl ColumnType {
             ColumnType::Char(n) => format!("character({n})"),
             ColumnType::TimestampTz => "timestamp with time zone".into(),
             ColumnType::Uuid => "uuid".into(),
+            ColumnType::Json => "json".into(),
+            ColumnType::Jsonb => "jsonb".into(),
         }
     }
 }
@@ -265,10 +275,14 @@ pub fn parse_uuid(s: &str) -> Option<[u8; UUID_LEN]> {
             _ => return None,
         };
         let slot = out.get_mut(digits / 2)?;
-        *slot = if digits % 2 == 0 { v << 4 } else { *slot | v };
+        *slot = if digits.is_multiple_of(2) {
+            v << 4
+        } else {
+            *slot | v
+        };
         digits += 1;
         // a hyphen may follow a group of four digits, but not end the value
-        if digits % 4 == 0 && digits < 2 * UUID_LEN && bytes.peek() == Some(&b'-') {
+        if digits.is_multiple_of(4) && digits < 2 * UUID_LEN && bytes.peek() == Some(&b'-') {
             bytes.next();
             bytes.peek()?;
         }

@@ -1380,3 +1380,169 @@ async fn uuid_copy_and_restart() {
         .get(0);
     assert_eq!(n, 1);
 }
+
+/// A `json` / `jsonb` value in binary: jsonb is version byte 1, then the
+/// text; json is the text.
+#[derive(Clone, Debug, PartialEq)]
+struct JsonText(String);
+
+impl ToSql for JsonText {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        if *ty == Type::JSONB {
+            out.put_u8(1);
+        }
+        out.put_slice(self.0.as_bytes());
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSON || *ty == Type::JSONB
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+impl<'a> FromSql<'a> for JsonText {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<JsonText, BoxError> {
+        let body = if *ty == Type::JSONB {
+            match raw.split_first() {
+                Some((1, rest)) => rest,
+                _ => return Err("bad jsonb version".into()),
+            }
+        } else {
+            raw
+        };
+        Ok(JsonText(std::str::from_utf8(body)?.to_string()))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSON || *ty == Type::JSONB
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_and_jsonb_round_trip() {
+    on_servers(|c| async move {
+        exec(&c, "DROP TABLE IF EXISTS wv_json").await;
+        exec(&c, "CREATE TABLE wv_json (id INT PRIMARY KEY, j JSON, b JSONB)").await;
+        exec(
+            &c,
+            r#"INSERT INTO wv_json VALUES (1, '{"b": 1,  "a":[true]}', '{"b": 1,  "a":[true], "b": "é\n"}')"#,
+        )
+        .await;
+        exec(
+            &c,
+            r#"BEGIN; INSERT INTO wv_json VALUES (2, '"x"', '"x"'), (3, NULL, 'null'); COMMIT"#,
+        )
+        .await;
+        assert_eq!(
+            simple_error(&c, "INSERT INTO wv_json VALUES (9, '{', NULL)").await,
+            "22P02"
+        );
+        assert_eq!(
+            simple_error(&c, "INSERT INTO wv_json VALUES (9, NULL, 'tru')").await,
+            "22P02"
+        );
+        let ins = c
+            .prepare_typed(
+                "INSERT INTO wv_json VALUES ($1, $2, $3)",
+                &[Type::INT4, Type::JSON, Type::JSONB],
+            )
+            .await
+            .unwrap();
+        // binary parameters
+        c.execute(
+            &ins,
+            &[
+                &4i32,
+                &JsonText(r#"{"z":0, "z":1}"#.into()),
+                &JsonText(r#"{"z":0, "z":1, "yy": [1,2]}"#.into()),
+            ],
+        )
+        .await
+        .unwrap();
+        // text parameters
+        c.execute(&ins, &[&5i32, &Text("[1,2 ]"), &Text(r#"{"k":"v"}"#)])
+            .await
+            .unwrap();
+        let e = c
+            .execute(&ins, &[&6i32, &Text("[1,"), &None::<JsonText>])
+            .await
+            .unwrap_err();
+        assert_eq!(sqlstate(&e), "22P02");
+
+        let want = rows(&[
+            &["1", r#"{"b": 1,  "a":[true]}"#, "{\"a\": [true], \"b\": \"é\\n\"}"],
+            &["2", r#""x""#, r#""x""#],
+            &["3", "NULL", "null"],
+            &["4", r#"{"z":0, "z":1}"#, r#"{"z": 1, "yy": [1, 2]}"#],
+            &["5", "[1,2 ]", r#"{"k": "v"}"#],
+        ]);
+        assert_eq!(texts(&c, "SELECT id, j, b FROM wv_json ORDER BY id").await, want);
+        // binary results: the OIDs and jsonb's version byte
+        let got = c
+            .query("SELECT id, j, b FROM wv_json ORDER BY id", &[])
+            .await
+            .unwrap();
+        assert_eq!(got[0].columns()[1].type_(), &Type::JSON);
+        assert_eq!(got[0].columns()[2].type_(), &Type::JSONB);
+        let got: Vec<Vec<String>> = got
+            .iter()
+            .map(|r| {
+                let j: Option<JsonText> = r.get(1);
+                let b: Option<JsonText> = r.get(2);
+                vec![
+                    r.get::<_, i32>(0).to_string(),
+                    j.map_or("NULL".into(), |x| x.0),
+                    b.map_or("NULL".into(), |x| x.0),
+                ]
+            })
+            .collect();
+        assert_eq!(got, want);
+
+        // operators on jsonb
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT b -> 'a', b ->> 'b', b -> 'a' -> 0, b ->> 'nope' FROM wv_json WHERE id = 1"
+            )
+            .await,
+            rows(&[&["[true]", "é\n", "true", "NULL"]])
+        );
+        assert_eq!(
+            texts(
+                &c,
+                r#"SELECT id FROM wv_json WHERE b @> '{"yy": [2]}' OR b ? 'k' ORDER BY id"#
+            )
+            .await,
+            rows(&[&["4"], &["5"]])
+        );
+        let arrow = c
+            .query("SELECT b -> 'yy' FROM wv_json WHERE id = 4", &[])
+            .await
+            .unwrap();
+        assert_eq!(arrow[0].columns()[0].type_(), &Type::JSONB);
+        assert_eq!(arrow[0].get::<_, JsonText>(0).0, "[1, 2]");
+
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT column_name, data_type, udt_name FROM information_schema.columns \
+                 WHERE table_name = 'wv_json' AND column_name <> 'id' ORDER BY ordinal_position"
+            )
+            .await,
+            rows(&[&["j", "json", "json"], &["b", "jsonb", "jsonb"]])
+        );
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT a.atttypid, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a \
+                 JOIN pg_class c ON a.attrelid = c.oid \
+                 WHERE c.relname = 'wv_json' AND a.attnum > 1 ORDER BY a.attnum"
+            )
+            .await,
+            rows(&[&["114", "json"], &["3802", "jsonb"]])
+        );
+    })
+    .await;
+}

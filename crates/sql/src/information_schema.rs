@@ -172,6 +172,8 @@ fn type_facts(t: ColumnType) -> TypeFacts {
         ),
         ColumnType::Bytea => ("bytea", "bytea", None, None, None, None, None),
         ColumnType::Uuid => ("uuid", "uuid", None, None, None, None, None),
+        ColumnType::Json => ("json", "json", None, None, None, None, None),
+        ColumnType::Jsonb => ("jsonb", "jsonb", None, None, None, None, None),
     }
 }
 

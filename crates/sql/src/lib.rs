@@ -36,6 +36,8 @@ pub mod index_scan;
 pub mod information_schema;
 pub mod join_filter;
 pub mod join_order;
+pub mod json;
+pub mod json_functions;
 pub mod memory;
 pub mod output_names;
 pub mod pgtypes;

@@ -53,6 +53,8 @@ pub mod oid {
     pub const INTERVAL: u32 = 1186;
     pub const NUMERIC: u32 = 1700;
     pub const UUID: u32 = 2950;
+    pub const JSON: u32 = 114;
+    pub const JSONB: u32 = 3802;
     pub const INT2_ARRAY: u32 = 1005;
     pub const INT4_ARRAY: u32 = 1007;
     pub const TEXT_ARRAY: u32 = 1009;
@@ -108,6 +110,9 @@ pub fn declared_type_metadata(ty: ColumnType) -> std::collections::HashMap<Strin
         ColumnType::Varchar(n) => {
             m.insert(DECLARED_TYPE_KEY.to_string(), format!("varchar({n})"));
         }
+        ColumnType::Json | ColumnType::Jsonb => {
+            m.insert(DECLARED_TYPE_KEY.to_string(), ty.pg_name());
+        }
         _ => {}
     }
     m
@@ -116,6 +121,11 @@ pub fn declared_type_metadata(ty: ColumnType) -> std::collections::HashMap<Strin
 /// The `char(n)` / `varchar(n)` a result field carries, if any.
 pub fn declared_type(field: &datafusion::arrow::datatypes::Field) -> Option<ColumnType> {
     let d = field.metadata().get(DECLARED_TYPE_KEY)?;
+    match d.as_str() {
+        "json" => return Some(ColumnType::Json),
+        "jsonb" => return Some(ColumnType::Jsonb),
+        _ => {}
+    }
     let (name, rest) = d.split_once('(')?;
     let n: u32 = rest.strip_suffix(')')?.parse().ok()?;
     match name {
@@ -131,6 +141,8 @@ pub fn field_oid(field: &datafusion::arrow::datatypes::Field) -> u32 {
     match declared_type(field) {
         Some(ColumnType::Char(_)) => oid::BPCHAR,
         Some(ColumnType::Varchar(_)) => oid::VARCHAR,
+        Some(ColumnType::Json) => oid::JSON,
+        Some(ColumnType::Jsonb) => oid::JSONB,
         _ => pg_oid(field.data_type()),
     }
 }
@@ -207,6 +219,8 @@ pub fn column_type_for_oid(o: u32) -> Option<ColumnType> {
         oid::TIMESTAMPTZ => ColumnType::TimestampTz,
         oid::BYTEA => ColumnType::Bytea,
         oid::UUID => ColumnType::Uuid,
+        oid::JSON => ColumnType::Json,
+        oid::JSONB => ColumnType::Jsonb,
         _ => return None,
     })
 }
@@ -216,6 +230,8 @@ pub fn oid_for_column_type(t: ColumnType) -> u32 {
     match t {
         ColumnType::Char(_) => oid::BPCHAR,
         ColumnType::Varchar(_) => oid::VARCHAR,
+        ColumnType::Json => oid::JSON,
+        ColumnType::Jsonb => oid::JSONB,
         other => pg_oid(&other.to_arrow()),
     }
 }
@@ -270,6 +286,8 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
         D::Timestamp(..) | D::Datetime(_) | D::TimestampNtz(_) => ColumnType::Timestamp,
         D::Bytea | D::Blob(_) | D::Varbinary(_) | D::Binary(_) => ColumnType::Bytea,
         D::Uuid => ColumnType::Uuid,
+        D::JSON => ColumnType::Json,
+        D::JSONB => ColumnType::Jsonb,
         D::Custom(name, _) => {
             let n = name.to_string().to_ascii_lowercase();
             match n.trim_matches('"') {
@@ -278,6 +296,8 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
                 "smallserial" => ColumnType::SmallInt,
                 "timestamptz" => ColumnType::TimestampTz,
                 "uuid" => ColumnType::Uuid,
+                "json" => ColumnType::Json,
+                "jsonb" => ColumnType::Jsonb,
                 "name" | "citext" | "bpchar" => ColumnType::Text,
                 other => {
                     return Err(SqlError::FeatureNotSupported(format!(
@@ -1194,6 +1214,35 @@ pub fn uuid_from_text(s: &str) -> Result<[u8; UUID_LEN]> {
     })
 }
 
+/// [`encode_cell`] for a cell of a result or COPY column `field`: a
+/// column declared `jsonb` gets jsonb's binary form (version byte 1, then
+/// the text).
+pub fn encode_field_cell(
+    field: &datafusion::arrow::datatypes::Field,
+    array: &dyn Array,
+    row: usize,
+    format: Format,
+    out: &mut BytesMut,
+) -> Result<()> {
+    if format == Format::Binary
+        && !array.is_null(row)
+        && declared_type(field) == Some(ColumnType::Jsonb)
+    {
+        let mut s = String::new();
+        cell_text(array, row, &mut s)?;
+        let len = s
+            .len()
+            .checked_add(1)
+            .and_then(|n| i32::try_from(n).ok())
+            .ok_or_else(|| SqlError::ProgramLimitExceeded("jsonb value too long".into()))?;
+        out.put_i32(len);
+        out.put_u8(1);
+        out.put_slice(s.as_bytes());
+        return Ok(());
+    }
+    encode_cell(array, row, format, out)
+}
+
 fn encode_binary(array: &dyn Array, row: usize, out: &mut BytesMut) -> Result<()> {
     match array.data_type() {
         DataType::Boolean => out.put_u8(array.as_boolean().value(row) as u8),
@@ -1296,6 +1345,11 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
         ColumnType::TimestampTz => Value::Timestamp(timestamp_instant(t)?),
         ColumnType::Bytea => Value::Bytea(bytea_from_text(s)?),
         ColumnType::Uuid => Value::Uuid(uuid_from_text(s)?),
+        ColumnType::Json => {
+            crate::json::check_json(s)?;
+            Value::Text(s.to_string())
+        }
+        ColumnType::Jsonb => Value::Text(crate::json::normalize_jsonb(s)?),
     })
 }
 
@@ -1508,6 +1562,21 @@ pub fn parse_binary(b: &[u8], wire_oid: u32, ty: ColumnType) -> Result<Value> {
         }
         oid::BYTEA => Value::Bytea(b.to_vec()),
         oid::UUID => Value::Uuid(fixed(b, bad)?),
+        // jsonb's binary form: version 1, then the text
+        oid::JSONB => {
+            let text = match b.split_first() {
+                Some((1, text)) => text,
+                Some((v, _)) => {
+                    return Err(SqlError::InvalidBinary(format!(
+                        "unsupported jsonb version number {v}"
+                    )))
+                }
+                None => return Err(bad()),
+            };
+            let s = std::str::from_utf8(text)
+                .map_err(|_| SqlError::InvalidEncoding(" in a parameter".into()))?;
+            return parse_text(s, ty);
+        }
         oid::NUMERIC => {
             let special = match parse_numeric_binary(b)? {
                 WireNumeric::Finite(text) => return parse_text(&text, ty),
@@ -1653,6 +1722,10 @@ pub fn coerce_value(v: Value, ty: ColumnType) -> Result<Value> {
     if let (Value::Text(s), ColumnType::Varchar(_) | ColumnType::Char(_)) = (&v, ty) {
         return Ok(Value::Text(fit_length(s, ty)?));
     }
+    // text into json / jsonb is checked (and jsonb normalized)
+    if let (Value::Text(s), ColumnType::Json | ColumnType::Jsonb) = (&v, ty) {
+        return parse_text(s, ty);
+    }
     if v.fits(ty) {
         return Ok(v);
     }
@@ -1788,9 +1861,11 @@ pub fn builder_for(ty: ColumnType, capacity: usize) -> Box<dyn ArrayBuilder> {
                 .with_precision_and_scale(p, s)
                 .unwrap_or_else(|_| Decimal128Builder::with_capacity(capacity)),
         ),
-        ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
-            Box::new(StringBuilder::with_capacity(capacity, capacity * 16))
-        }
+        ColumnType::Text
+        | ColumnType::Varchar(_)
+        | ColumnType::Char(_)
+        | ColumnType::Json
+        | ColumnType::Jsonb => Box::new(StringBuilder::with_capacity(capacity, capacity * 16)),
         ColumnType::Date => Box::new(Date32Builder::with_capacity(capacity)),
         ColumnType::Timestamp | ColumnType::TimestampTz => Box::new(
             TimestampMicrosecondBuilder::with_capacity(capacity).with_data_type(ty.to_arrow()),
@@ -1881,7 +1956,11 @@ pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Resu
                 _ => return Err(wrong()),
             }
         ),
-        ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => push!(
+        ColumnType::Text
+        | ColumnType::Varchar(_)
+        | ColumnType::Char(_)
+        | ColumnType::Json
+        | ColumnType::Jsonb => push!(
             StringBuilder,
             match v {
                 Value::Text(x) => Some(x.as_str()),

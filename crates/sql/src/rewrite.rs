@@ -591,6 +591,13 @@ fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
         _ if matches!(data_type, SqlType::Uuid) || custom.as_deref() == Some("uuid") => {
             Some(call(crate::uuid_type::UUID_IN, vec![expr.clone()]))
         }
+        // json and jsonb are text checked (jsonb normalized) by functions
+        _ if matches!(data_type, SqlType::JSON) || custom.as_deref() == Some("json") => {
+            Some(call(crate::json_functions::JSON_IN, vec![expr.clone()]))
+        }
+        _ if matches!(data_type, SqlType::JSONB) || custom.as_deref() == Some("jsonb") => {
+            Some(call(crate::json_functions::JSONB_IN, vec![expr.clone()]))
+        }
         _ if matches!(data_type, SqlType::Bytea) || custom.as_deref() == Some("bytea") => {
             let bytes = pgtypes::parse_bytea_text(string_literal(expr)?)?;
             let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();

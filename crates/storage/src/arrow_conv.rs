@@ -44,9 +44,11 @@ impl ColumnBuilder {
                 Decimal128Builder::with_capacity(capacity)
                     .with_data_type(DataType::Decimal128(p, s)),
             ),
-            ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
-                Box::new(StringBuilder::with_capacity(capacity, capacity * 8))
-            }
+            ColumnType::Text
+            | ColumnType::Varchar(_)
+            | ColumnType::Char(_)
+            | ColumnType::Json
+            | ColumnType::Jsonb => Box::new(StringBuilder::with_capacity(capacity, capacity * 8)),
             ColumnType::Date => Box::new(Date32Builder::with_capacity(capacity)),
             ColumnType::Timestamp | ColumnType::TimestampTz => Box::new(
                 TimestampMicrosecondBuilder::with_capacity(capacity).with_data_type(ty.to_arrow()),
@@ -120,7 +122,11 @@ impl ColumnBuilder {
                     _ => None,
                 }
             ),
-            ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => put!(
+            ColumnType::Text
+            | ColumnType::Varchar(_)
+            | ColumnType::Char(_)
+            | ColumnType::Json
+            | ColumnType::Jsonb => put!(
                 StringBuilder,
                 match v {
                     Value::Text(x) => Some(x.as_str()),
@@ -202,7 +208,11 @@ pub fn value_at(array: &dyn Array, ty: ColumnType, row: usize) -> Value {
         ColumnType::Real => get!(Float32Array, Value::Real),
         ColumnType::Double => get!(Float64Array, Value::Double),
         ColumnType::Decimal(..) => get!(Decimal128Array, Value::Decimal),
-        ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
+        ColumnType::Text
+        | ColumnType::Varchar(_)
+        | ColumnType::Char(_)
+        | ColumnType::Json
+        | ColumnType::Jsonb => {
             get!(StringArray, |s: &str| Value::Text(s.to_string()))
         }
         ColumnType::Date => get!(Date32Array, Value::Date),
@@ -282,7 +292,11 @@ pub fn column_stats(array: &dyn Array, ty: ColumnType) -> ColumnStats {
         ColumnType::Timestamp | ColumnType::TimestampTz => {
             prim!(TimestampMicrosecondArray, Value::Timestamp)
         }
-        ColumnType::Bytea | ColumnType::Uuid => (Value::Null, Value::Null),
+        // bytea and uuid have no range statistics; jsonb does not order
+        // as its text does
+        ColumnType::Bytea | ColumnType::Uuid | ColumnType::Json | ColumnType::Jsonb => {
+            (Value::Null, Value::Null)
+        }
     };
     ColumnStats {
         min,

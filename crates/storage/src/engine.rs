@@ -743,7 +743,9 @@ fn split_key<'a>(k: &'a [u8], types: &[ColumnType]) -> Option<Vec<&'a [u8]>> {
                     ColumnType::Text
                     | ColumnType::Bytea
                     | ColumnType::Varchar(_)
-                    | ColumnType::Char(_) => None,
+                    | ColumnType::Char(_)
+                    | ColumnType::Json
+                    | ColumnType::Jsonb => None,
                 };
                 match width {
                     Some(w) => pos += w,
