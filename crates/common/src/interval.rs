@@ -9,7 +9,9 @@
 use std::fmt::Write;
 
 /// An interval as PostgreSQL stores it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Interval {
     pub months: i32,
     pub days: i32,
@@ -64,7 +66,16 @@ impl Acc {
             .months
             .checked_add(whole)
             .ok_or(IntervalError::OutOfRange)?;
-        self.add_days(0, frac * 30.0)
+        self.add_days_f(frac * 30.0)
+    }
+
+    /// Fractional days: whole days, the rest as time.
+    fn add_days_f(&mut self, v: f64) -> Result<(), IntervalError> {
+        if !v.is_finite() || v.abs() > 1e9 {
+            return Err(IntervalError::OutOfRange);
+        }
+        let whole = v.trunc();
+        self.add_days(whole as i64, v - whole)
     }
 
     fn add_days(&mut self, whole: i64, frac: f64) -> Result<(), IntervalError> {
@@ -96,7 +107,10 @@ impl Acc {
             Unit::Minute => self.add_micros_f(num.value() * MICROS_PER_MIN as f64),
             Unit::Hour => self.add_micros_f(num.value() * MICROS_PER_HOUR as f64),
             Unit::Day => self.add_days(whole, frac),
-            Unit::Week => self.add_days(whole_times(7)?, frac * 7.0),
+            Unit::Week => {
+                self.add_days(whole_times(7)?, 0.0)?;
+                self.add_days_f(frac * 7.0)
+            }
             Unit::Month => self.add_months(whole, frac),
             Unit::Year => self.add_months(whole_times(12)?, frac * 12.0),
             Unit::Decade => self.add_months(whole_times(120)?, frac * 120.0),
@@ -107,8 +121,8 @@ impl Acc {
 
     fn finish(self, negate: bool) -> Result<Interval, IntervalError> {
         let sign: i128 = if negate { -1 } else { 1 };
-        let months = i32::try_from(i128::from(self.months) * sign)
-            .map_err(|_| IntervalError::OutOfRange)?;
+        let months =
+            i32::try_from(i128::from(self.months) * sign).map_err(|_| IntervalError::OutOfRange)?;
         let days =
             i32::try_from(i128::from(self.days) * sign).map_err(|_| IntervalError::OutOfRange)?;
         let micros = i64::try_from(self.micros * sign).map_err(|_| IntervalError::OutOfRange)?;
@@ -324,10 +338,7 @@ pub fn parse_interval(s: &str) -> Result<Interval, IntervalError> {
         }
         if w.contains(':') {
             let m = parse_clock(w)?;
-            acc.micros = acc
-                .micros
-                .checked_add(m)
-                .ok_or(IntervalError::OutOfRange)?;
+            acc.micros = acc.micros.checked_add(m).ok_or(IntervalError::OutOfRange)?;
             any = true;
             continue;
         }
@@ -374,7 +385,13 @@ pub fn format_interval(iv: Interval) -> String {
     let mut is_before = false;
     part(&mut out, years, "year", &mut is_zero, &mut is_before);
     part(&mut out, mons, "mon", &mut is_zero, &mut is_before);
-    part(&mut out, i64::from(iv.days), "day", &mut is_zero, &mut is_before);
+    part(
+        &mut out,
+        i64::from(iv.days),
+        "day",
+        &mut is_zero,
+        &mut is_before,
+    );
     let t = iv.micros;
     if is_zero || t != 0 {
         let hour = t / MICROS_PER_HOUR;
@@ -451,7 +468,10 @@ mod tests {
                 iv(14, 3, 4 * h + 5 * MICROS_PER_MIN + 6 * MICROS_PER_SEC),
             ),
             ("P1Y2M", iv(14, 0, 0)),
-            ("P1Y2M3DT4H5M6.5S", iv(14, 3, 4 * h + 5 * MICROS_PER_MIN + 6_500_000)),
+            (
+                "P1Y2M3DT4H5M6.5S",
+                iv(14, 3, 4 * h + 5 * MICROS_PER_MIN + 6_500_000),
+            ),
             ("PT1H", iv(0, 0, h)),
             ("@ 1 hour ago", iv(0, 0, -h)),
             ("1.5 days", iv(0, 1, 12 * h)),
@@ -468,8 +488,21 @@ mod tests {
             assert_eq!(parse_interval(s), Ok(want), "{s}");
         }
         for s in [
-            "", "P", "PT", "1 fortnight", "day", "1 day ago ago", "1:2:3:4", "P1X", "abc",
-            "--1 day", "1:60", "@", "ago", "1..5 days", "é",
+            "",
+            "P",
+            "PT",
+            "1 fortnight",
+            "day",
+            "1 day ago ago",
+            "1:2:3:4",
+            "P1X",
+            "abc",
+            "--1 day",
+            "1:60",
+            "@",
+            "ago",
+            "1..5 days",
+            "é",
         ] {
             assert!(parse_interval(s).is_err(), "{s}");
         }

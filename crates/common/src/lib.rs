@@ -15,7 +15,10 @@
 
 use std::fmt;
 
-use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use arrow_schema::{DataType, Field, IntervalUnit, Schema, TimeUnit};
+
+pub mod interval;
+pub use interval::{format_interval, parse_interval, Interval, IntervalError};
 use serde::{Deserialize, Serialize};
 
 macro_rules! id_type {
@@ -114,6 +117,10 @@ pub enum ColumnType {
     /// by length then bytes, the last of duplicate keys kept, its output
     /// spacing), stored as that text.
     Jsonb,
+    /// INTERVAL: months, days and microseconds (Arrow
+    /// `Interval(MonthDayNano)`); not a key type (PostgreSQL compares
+    /// intervals by a normalized length, '1 mon' = '30 days').
+    Interval,
 }
 
 impl ColumnType {
@@ -133,6 +140,7 @@ impl ColumnType {
             ColumnType::Bytea => DataType::Binary,
             ColumnType::Varchar(_) | ColumnType::Char(_) => DataType::Utf8,
             ColumnType::Json | ColumnType::Jsonb => DataType::Utf8,
+            ColumnType::Interval => DataType::Interval(IntervalUnit::MonthDayNano),
             ColumnType::TimestampTz => {
                 DataType::Timestamp(TimeUnit::Microsecond, Some(UTC_OFFSET.into()))
             }
@@ -169,6 +177,7 @@ impl ColumnType {
             DataType::Timestamp(TimeUnit::Microsecond, Some(_)) => ColumnType::TimestampTz,
             DataType::Binary => ColumnType::Bytea,
             DataType::FixedSizeBinary(UUID_LEN_I32) => ColumnType::Uuid,
+            DataType::Interval(IntervalUnit::MonthDayNano) => ColumnType::Interval,
             _ => return None,
         })
     }
@@ -193,6 +202,7 @@ impl ColumnType {
             ColumnType::Uuid => "uuid".into(),
             ColumnType::Json => "json".into(),
             ColumnType::Jsonb => "jsonb".into(),
+            ColumnType::Interval => "interval".into(),
         }
     }
 }
@@ -224,6 +234,7 @@ pub enum Value {
     Bytea(Vec<u8>),
     /// A UUID's 16 bytes.
     Uuid([u8; 16]),
+    Interval(Interval),
 }
 
 impl Value {
@@ -248,6 +259,7 @@ impl Value {
                 | (Value::Timestamp(_), ColumnType::Timestamp)
                 | (Value::Bytea(_), ColumnType::Bytea)
                 | (Value::Uuid(_), ColumnType::Uuid)
+                | (Value::Interval(_), ColumnType::Interval)
         )
     }
 }
@@ -567,6 +579,7 @@ mod tests {
             ColumnType::Timestamp,
             ColumnType::Bytea,
             ColumnType::Uuid,
+            ColumnType::Interval,
         ] {
             assert_eq!(ColumnType::from_arrow(&ty.to_arrow()), Some(ty));
         }

@@ -1546,3 +1546,153 @@ async fn json_and_jsonb_round_trip() {
     })
     .await;
 }
+
+/// An `interval` in binary: microseconds, days, months.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct PgInterval {
+    micros: i64,
+    days: i32,
+    months: i32,
+}
+
+impl ToSql for PgInterval {
+    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        out.put_i64(self.micros);
+        out.put_i32(self.days);
+        out.put_i32(self.months);
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::INTERVAL
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+impl<'a> FromSql<'a> for PgInterval {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<PgInterval, BoxError> {
+        let raw: [u8; 16] = raw.try_into()?;
+        Ok(PgInterval {
+            micros: i64::from_be_bytes(raw[..8].try_into()?),
+            days: i32::from_be_bytes(raw[8..12].try_into()?),
+            months: i32::from_be_bytes(raw[12..].try_into()?),
+        })
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::INTERVAL
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interval_round_trips() {
+    on_servers(|c| async move {
+        exec(&c, "DROP TABLE IF EXISTS wv_interval").await;
+        exec(
+            &c,
+            "CREATE TABLE wv_interval (id INT PRIMARY KEY, d INTERVAL)",
+        )
+        .await;
+        exec(
+            &c,
+            "INSERT INTO wv_interval VALUES (1, '1 year 2 mons 3 days 04:05:06.5')",
+        )
+        .await;
+        exec(
+            &c,
+            "BEGIN; INSERT INTO wv_interval VALUES (2, 'P1Y2M'), (3, '-1 days +01:00:00'); COMMIT",
+        )
+        .await;
+        assert_eq!(
+            simple_error(&c, "INSERT INTO wv_interval VALUES (9, '1 fortnight')").await,
+            "22007"
+        );
+        let ins = c
+            .prepare_typed(
+                "INSERT INTO wv_interval VALUES ($1, $2)",
+                &[Type::INT4, Type::INTERVAL],
+            )
+            .await
+            .unwrap();
+        let bin = PgInterval {
+            micros: -1_500_000,
+            days: 2,
+            months: -13,
+        };
+        c.execute(&ins, &[&4i32, &bin]).await.unwrap();
+        c.execute(&ins, &[&5i32, &Text("@ 2 hours ago")])
+            .await
+            .unwrap();
+        c.execute(&ins, &[&6i32, &None::<PgInterval>])
+            .await
+            .unwrap();
+        let e = c.execute(&ins, &[&7i32, &Text("nope")]).await.unwrap_err();
+        assert_eq!(sqlstate(&e), "22007");
+
+        assert_eq!(
+            texts(&c, "SELECT id, d FROM wv_interval ORDER BY id").await,
+            rows(&[
+                &["1", "1 year 2 mons 3 days 04:05:06.5"],
+                &["2", "1 year 2 mons"],
+                &["3", "-1 days +01:00:00"],
+                &["4", "-1 years -1 mons +2 days -00:00:01.5"],
+                &["5", "-02:00:00"],
+                &["6", "NULL"],
+            ])
+        );
+        let got: Vec<Option<PgInterval>> = c
+            .query("SELECT d FROM wv_interval ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                Some(PgInterval {
+                    micros: 14_706_500_000,
+                    days: 3,
+                    months: 14
+                }),
+                Some(PgInterval {
+                    micros: 0,
+                    days: 0,
+                    months: 14
+                }),
+                Some(PgInterval {
+                    micros: 3_600_000_000,
+                    days: -1,
+                    months: 0
+                }),
+                Some(bin),
+                Some(PgInterval {
+                    micros: -7_200_000_000,
+                    days: 0,
+                    months: 0
+                }),
+                None,
+            ]
+        );
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT TIMESTAMP '2024-01-31 10:00:00' + d FROM wv_interval WHERE id = 1"
+            )
+            .await,
+            rows(&[&["2025-04-03 14:05:06.5"]])
+        );
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT format_type(a.atttypid, a.atttypmod), a.atttypid FROM pg_attribute a \
+                 JOIN pg_class c ON a.attrelid = c.oid \
+                 WHERE c.relname = 'wv_interval' AND a.attname = 'd'"
+            )
+            .await,
+            rows(&[&["interval", "1186"]])
+        );
+    })
+    .await;
+}

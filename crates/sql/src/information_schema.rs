@@ -174,6 +174,7 @@ fn type_facts(t: ColumnType) -> TypeFacts {
         ColumnType::Uuid => ("uuid", "uuid", None, None, None, None, None),
         ColumnType::Json => ("json", "json", None, None, None, None, None),
         ColumnType::Jsonb => ("jsonb", "jsonb", None, None, None, None, None),
+        ColumnType::Interval => ("interval", "interval", None, None, None, None, Some(6)),
     }
 }
 

@@ -10,12 +10,14 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
+use datafusion::arrow::array::IntervalMonthDayNanoBuilder;
 use datafusion::arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BinaryBuilder, BooleanBuilder, Date32Builder,
     Decimal128Builder, FixedSizeBinaryBuilder, Float32Builder, Float64Builder, Int16Builder,
     Int32Builder, Int64Builder, RecordBatch, StringArray, StringBuilder,
     TimestampMicrosecondBuilder,
 };
+use datafusion::arrow::datatypes::IntervalMonthDayNano;
 use datafusion::arrow::datatypes::{
     DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type,
     Int64Type, Int8Type, SchemaRef, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
@@ -23,7 +25,10 @@ use datafusion::arrow::datatypes::{
 };
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::ScalarValue;
-use eddy_common::{format_uuid, parse_uuid, ColumnType, Row, Value, UUID_LEN};
+use eddy_common::{
+    format_interval, format_uuid, parse_interval, parse_uuid, ColumnType, Interval, IntervalError,
+    Row, Value, UUID_LEN,
+};
 
 /// `UUID_LEN` as Arrow's `FixedSizeBinary` width.
 const UUID_LEN_I32: i32 = 16;
@@ -90,6 +95,7 @@ pub fn pg_oid(dt: &DataType) -> u32 {
         DataType::Timestamp(_, None) => oid::TIMESTAMP,
         DataType::Timestamp(_, Some(_)) => oid::TIMESTAMPTZ,
         DataType::FixedSizeBinary(16) => oid::UUID,
+        DataType::Interval(_) => oid::INTERVAL,
         DataType::Null => oid::TEXT,
         _ => oid::TEXT,
     }
@@ -198,7 +204,7 @@ pub fn pg_typlen(oid: u32) -> i16 {
         oid::INT4 | oid::OID | oid::FLOAT4 | oid::DATE => 4,
         oid::INT8 | oid::FLOAT8 | oid::TIMESTAMP | oid::TIMESTAMPTZ | oid::TIME => 8,
         oid::NAME => 64,
-        oid::UUID => 16,
+        oid::UUID | oid::INTERVAL => 16,
         _ => -1,
     }
 }
@@ -221,6 +227,7 @@ pub fn column_type_for_oid(o: u32) -> Option<ColumnType> {
         oid::UUID => ColumnType::Uuid,
         oid::JSON => ColumnType::Json,
         oid::JSONB => ColumnType::Jsonb,
+        oid::INTERVAL => ColumnType::Interval,
         _ => return None,
     })
 }
@@ -288,6 +295,12 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
         D::Uuid => ColumnType::Uuid,
         D::JSON => ColumnType::Json,
         D::JSONB => ColumnType::Jsonb,
+        D::Interval { fields: None, .. } => ColumnType::Interval,
+        D::Interval { .. } => {
+            return Err(SqlError::FeatureNotSupported(
+                "interval with a field restriction is not supported".into(),
+            ))
+        }
         D::Custom(name, _) => {
             let n = name.to_string().to_ascii_lowercase();
             match n.trim_matches('"') {
@@ -298,6 +311,7 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
                 "uuid" => ColumnType::Uuid,
                 "json" => ColumnType::Json,
                 "jsonb" => ColumnType::Jsonb,
+                "interval" => ColumnType::Interval,
                 "name" | "citext" | "bpchar" => ColumnType::Text,
                 other => {
                     return Err(SqlError::FeatureNotSupported(format!(
@@ -1159,6 +1173,7 @@ pub fn cell_text(array: &dyn Array, row: usize, out: &mut String) -> Result<()> 
             }
         }
         DataType::FixedSizeBinary(16) => out.push_str(&format_uuid(&uuid_cell(array, row)?)),
+        DataType::Interval(_) => out.push_str(&format_interval(interval_cell(array, row)?)),
         _ => {
             let opts = FormatOptions::default();
             let f = ArrayFormatter::try_new(array, &opts)?;
@@ -1205,6 +1220,53 @@ fn uuid_cell(array: &dyn Array, row: usize) -> Result<[u8; UUID_LEN]> {
     }
     <[u8; UUID_LEN]>::try_from(a.value(row))
         .map_err(|_| SqlError::Internal("uuid cell is not 16 bytes".into()))
+}
+
+/// The interval in a non-null cell of any Arrow interval array.
+fn interval_cell(array: &dyn Array, row: usize) -> Result<Interval> {
+    use datafusion::arrow::datatypes::{
+        IntervalDayTimeType, IntervalMonthDayNanoType, IntervalUnit, IntervalYearMonthType,
+    };
+    if row >= array.len() {
+        return Err(SqlError::Internal("interval cell out of range".into()));
+    }
+    Ok(match array.data_type() {
+        DataType::Interval(IntervalUnit::MonthDayNano) => {
+            let v = array.as_primitive::<IntervalMonthDayNanoType>().value(row);
+            Interval {
+                months: v.months,
+                days: v.days,
+                micros: v.nanoseconds / 1000,
+            }
+        }
+        DataType::Interval(IntervalUnit::DayTime) => {
+            let v = array.as_primitive::<IntervalDayTimeType>().value(row);
+            Interval {
+                months: 0,
+                days: v.days,
+                micros: i64::from(v.milliseconds) * 1000,
+            }
+        }
+        DataType::Interval(IntervalUnit::YearMonth) => Interval {
+            months: array.as_primitive::<IntervalYearMonthType>().value(row),
+            days: 0,
+            micros: 0,
+        },
+        other => return Err(SqlError::Internal(format!("interval column holds {other}"))),
+    })
+}
+
+/// Parses interval text (PostgreSQL's `interval_in`): 22007 if it is not
+/// one, 22008 out of range.
+pub fn interval_from_text(s: &str) -> Result<Interval> {
+    parse_interval(s).map_err(|e| match e {
+        IntervalError::Syntax => {
+            SqlError::InvalidDatetime(format!("invalid input syntax for type interval: \"{s}\""))
+        }
+        IntervalError::OutOfRange => {
+            SqlError::DatetimeOverflow(format!("interval out of range: \"{s}\""))
+        }
+    })
 }
 
 /// Parses a uuid's text form (PostgreSQL's `uuid_in`): 22P02 if it is not one.
@@ -1263,6 +1325,13 @@ fn encode_binary(array: &dyn Array, row: usize, out: &mut BytesMut) -> Result<()
         DataType::LargeBinary => out.put_slice(array.as_binary::<i64>().value(row)),
         DataType::BinaryView => out.put_slice(array.as_binary_view().value(row)),
         DataType::FixedSizeBinary(16) => out.put_slice(&uuid_cell(array, row)?),
+        // interval: microseconds, days, months
+        DataType::Interval(_) => {
+            let iv = interval_cell(array, row)?;
+            out.put_i64(iv.micros);
+            out.put_i32(iv.days);
+            out.put_i32(iv.months);
+        }
         DataType::Date32 => out.put_i32(
             array
                 .as_primitive::<Date32Type>()
@@ -1350,6 +1419,7 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
             Value::Text(s.to_string())
         }
         ColumnType::Jsonb => Value::Text(crate::json::normalize_jsonb(s)?),
+        ColumnType::Interval => Value::Interval(interval_from_text(s)?),
     })
 }
 
@@ -1562,6 +1632,20 @@ pub fn parse_binary(b: &[u8], wire_oid: u32, ty: ColumnType) -> Result<Value> {
         }
         oid::BYTEA => Value::Bytea(b.to_vec()),
         oid::UUID => Value::Uuid(fixed(b, bad)?),
+        oid::INTERVAL => {
+            let raw: [u8; 16] = fixed(b, bad)?;
+            let (m, rest) = raw.split_at(8);
+            let (d, mo) = rest.split_at(4);
+            let micros = i64::from_be_bytes(m.try_into().map_err(|_| bad())?);
+            if micros.unsigned_abs() > eddy_common::interval::MAX_INTERVAL_MICROS.unsigned_abs() {
+                return Err(SqlError::DatetimeOverflow("interval out of range".into()));
+            }
+            Value::Interval(Interval {
+                micros,
+                days: i32::from_be_bytes(d.try_into().map_err(|_| bad())?),
+                months: i32::from_be_bytes(mo.try_into().map_err(|_| bad())?),
+            })
+        }
         // jsonb's binary form: version 1, then the text
         oid::JSONB => {
             let text = match b.split_first() {
@@ -1785,6 +1869,7 @@ pub fn value_text(v: &Value, scale: Option<i8>) -> String {
         Value::Timestamp(t) => write_timestamp(*t, &mut out),
         Value::Bytea(b) => hex_bytea(b, &mut out),
         Value::Uuid(u) => out = format_uuid(u),
+        Value::Interval(iv) => out = format_interval(*iv),
     }
     out
 }
@@ -1843,6 +1928,9 @@ pub fn cell_value(array: &dyn Array, row: usize, ty: ColumnType) -> Result<Value
             Value::Bytea(array.as_binary_view().value(row).to_vec())
         }
         (ColumnType::Uuid, DataType::FixedSizeBinary(16)) => Value::Uuid(uuid_cell(array, row)?),
+        (ColumnType::Interval, DataType::Interval(_)) => {
+            Value::Interval(interval_cell(array, row)?)
+        }
         _ => return Err(mismatch()),
     })
 }
@@ -1875,6 +1963,7 @@ pub fn builder_for(ty: ColumnType, capacity: usize) -> Box<dyn ArrayBuilder> {
             capacity,
             UUID_LEN_I32,
         )),
+        ColumnType::Interval => Box::new(IntervalMonthDayNanoBuilder::with_capacity(capacity)),
     }
 }
 
@@ -2003,8 +2092,33 @@ pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Resu
                 _ => return Err(wrong()),
             }
         }
+        ColumnType::Interval => push!(
+            IntervalMonthDayNanoBuilder,
+            match v {
+                Value::Interval(x) => Some(interval_arrow(*x)?),
+                Value::Null => None,
+                _ => return Err(wrong()),
+            }
+        ),
     }
     Ok(())
+}
+
+/// An interval as Arrow's month-day-nanosecond value; 22008 past its range.
+pub fn interval_arrow(iv: Interval) -> Result<IntervalMonthDayNano> {
+    let nanos = iv
+        .nanos()
+        .ok_or_else(|| SqlError::DatetimeOverflow("interval out of range".into()))?;
+    Ok(IntervalMonthDayNano::new(iv.months, iv.days, nanos))
+}
+
+/// An interval as text Arrow's interval cast reads exactly (its own
+/// parser does not know PostgreSQL's `04:05:06` or ISO 8601 forms).
+pub fn interval_arrow_text(iv: Interval) -> String {
+    format!(
+        "{} mons {} days {} microseconds",
+        iv.months, iv.days, iv.micros
+    )
 }
 
 /// Build a batch of `schema` (whose fields are Eddy column types) from rows.
@@ -2058,6 +2172,7 @@ pub fn value_to_scalar(v: &Value, ty: ColumnType) -> ScalarValue {
         (Value::Timestamp(t), _) => ScalarValue::TimestampMicrosecond(Some(*t), None),
         (Value::Bytea(b), _) => ScalarValue::Binary(Some(b.clone())),
         (Value::Uuid(u), _) => ScalarValue::FixedSizeBinary(UUID_LEN_I32, Some(u.to_vec())),
+        (Value::Interval(iv), _) => ScalarValue::IntervalMonthDayNano(interval_arrow(*iv).ok()),
     }
 }
 
@@ -2126,6 +2241,73 @@ mod tests {
         assert_eq!(
             binary_array_to_text(&arr).unwrap(),
             format!("{{\"{text}\",NULL}}")
+        );
+    }
+
+    #[test]
+    fn intervals_and_json_decode_with_checked_lengths() {
+        let iv = Interval {
+            months: 14,
+            days: 3,
+            micros: 14_706_000_000,
+        };
+        let mut b = BytesMut::new();
+        b.put_i64(iv.micros);
+        b.put_i32(iv.days);
+        b.put_i32(iv.months);
+        assert_eq!(
+            parse_param(&b, oid::INTERVAL, true).unwrap(),
+            Value::Interval(iv)
+        );
+        assert_eq!(
+            value_text(&Value::Interval(iv), None),
+            "1 year 2 mons 3 days 04:05:06"
+        );
+        for bad in [&b[..15], &[0u8; 17][..], &[][..]] {
+            assert_eq!(
+                parse_param(bad, oid::INTERVAL, true)
+                    .unwrap_err()
+                    .sqlstate(),
+                "22P03"
+            );
+        }
+        let mut huge = BytesMut::new();
+        huge.put_i64(i64::MAX);
+        huge.put_i64(0);
+        assert_eq!(
+            parse_param(&huge, oid::INTERVAL, true)
+                .unwrap_err()
+                .sqlstate(),
+            "22008"
+        );
+        assert_eq!(
+            parse_text("1 fortnight", ColumnType::Interval)
+                .unwrap_err()
+                .sqlstate(),
+            "22007"
+        );
+        // jsonb binary: version 1 then text; anything else refused
+        assert_eq!(
+            parse_param(b"\x01{\"b\":1,\"a\":2}", oid::JSONB, true).unwrap(),
+            Value::Text(r#"{"a": 2, "b": 1}"#.into())
+        );
+        assert_eq!(
+            parse_param(b"\x02{}", oid::JSONB, true)
+                .unwrap_err()
+                .sqlstate(),
+            "22P03"
+        );
+        assert_eq!(
+            parse_param(b"", oid::JSONB, true).unwrap_err().sqlstate(),
+            "22P03"
+        );
+        assert_eq!(
+            parse_param(b"{", oid::JSON, false).unwrap_err().sqlstate(),
+            "22P02"
+        );
+        assert_eq!(
+            coerce_value(Value::Text("[1,2]".into()), ColumnType::Jsonb).unwrap(),
+            Value::Text("[1, 2]".into())
         );
     }
 
@@ -2712,6 +2894,8 @@ mod fuzz {
         oid::TEXT_ARRAY,
         oid::UUID,
         oid::UUID_ARRAY,
+        oid::JSON,
+        oid::JSONB,
         0,
         u32::MAX,
     ];
@@ -2732,6 +2916,9 @@ mod fuzz {
         ColumnType::Timestamp,
         ColumnType::Bytea,
         ColumnType::Uuid,
+        ColumnType::Json,
+        ColumnType::Jsonb,
+        ColumnType::Interval,
     ];
 
     fn any_type() -> impl Strategy<Value = ColumnType> {

@@ -922,6 +922,11 @@ pub fn scalar_to_value(s: &ScalarValue) -> Option<Value> {
         ScalarValue::Binary(Some(b))
         | ScalarValue::LargeBinary(Some(b))
         | ScalarValue::BinaryView(Some(b)) => Value::Bytea(b.clone()),
+        ScalarValue::IntervalMonthDayNano(Some(x)) => Value::Interval(eddy_common::Interval {
+            months: x.months,
+            days: x.days,
+            micros: x.nanoseconds / 1000,
+        }),
         ScalarValue::FixedSizeBinary(16, Some(b)) => {
             Value::Uuid(<[u8; eddy_common::UUID_LEN]>::try_from(b.as_slice()).ok()?)
         }

@@ -591,6 +591,14 @@ fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
         _ if matches!(data_type, SqlType::Uuid) || custom.as_deref() == Some("uuid") => {
             Some(call(crate::uuid_type::UUID_IN, vec![expr.clone()]))
         }
+        // `'1 year 2 mons 04:05:06'::interval`: PostgreSQL's input forms,
+        // given to Arrow's interval cast in a form it reads
+        SqlType::Interval { fields: None, .. } => {
+            let s = string_literal(expr)?;
+            let iv = pgtypes::interval_from_text(s).ok()?;
+            let canonical = pgtypes::interval_arrow_text(iv);
+            (canonical != s).then(|| cast_to(string_expr(canonical), data_type.clone()))
+        }
         // json and jsonb are text checked (jsonb normalized) by functions
         _ if matches!(data_type, SqlType::JSON) || custom.as_deref() == Some("json") => {
             Some(call(crate::json_functions::JSON_IN, vec![expr.clone()]))
@@ -1048,6 +1056,13 @@ pub fn value_to_expr(v: &Value, decimal_scale: Option<i8>) -> Expr {
             let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
             lit(SqlValue::HexStringLiteral(hex))
         }
+        Value::Interval(iv) => cast(
+            crate::pgtypes::interval_arrow_text(*iv),
+            SqlType::Interval {
+                fields: None,
+                precision: None,
+            },
+        ),
         Value::Uuid(u) => call(
             crate::uuid_type::UUID_IN,
             vec![lit(SqlValue::SingleQuotedString(eddy_common::format_uuid(

@@ -54,6 +54,7 @@ impl ColumnBuilder {
                 TimestampMicrosecondBuilder::with_capacity(capacity).with_data_type(ty.to_arrow()),
             ),
             ColumnType::Bytea => Box::new(BinaryBuilder::with_capacity(capacity, capacity * 8)),
+            ColumnType::Interval => Box::new(IntervalMonthDayNanoBuilder::with_capacity(capacity)),
             ColumnType::Uuid => Box::new(FixedSizeBinaryBuilder::with_capacity(
                 capacity,
                 eddy_common::UUID_LEN as i32,
@@ -154,6 +155,17 @@ impl ColumnBuilder {
                     _ => None,
                 }
             ),
+            ColumnType::Interval => put!(
+                IntervalMonthDayNanoBuilder,
+                match v {
+                    // the time part is bounded (MAX_INTERVAL_MICROS) where
+                    // values are made, so the nanoseconds fit
+                    Value::Interval(x) => x
+                        .nanos()
+                        .map(|n| IntervalMonthDayNano::new(x.months, x.days, n)),
+                    _ => None,
+                }
+            ),
             ColumnType::Uuid => {
                 if let Some(b) = self
                     .inner
@@ -220,6 +232,13 @@ pub fn value_at(array: &dyn Array, ty: ColumnType, row: usize) -> Value {
             get!(TimestampMicrosecondArray, Value::Timestamp)
         }
         ColumnType::Bytea => get!(BinaryArray, |b: &[u8]| Value::Bytea(b.to_vec())),
+        ColumnType::Interval => get!(IntervalMonthDayNanoArray, |x: IntervalMonthDayNano| {
+            Value::Interval(eddy_common::Interval {
+                months: x.months,
+                days: x.days,
+                micros: x.nanoseconds / 1000,
+            })
+        }),
         ColumnType::Uuid => match array.as_any().downcast_ref::<FixedSizeBinaryArray>() {
             Some(a) => match <[u8; eddy_common::UUID_LEN]>::try_from(a.value(row)) {
                 Ok(u) => Value::Uuid(u),
@@ -294,9 +313,11 @@ pub fn column_stats(array: &dyn Array, ty: ColumnType) -> ColumnStats {
         }
         // bytea and uuid have no range statistics; jsonb does not order
         // as its text does
-        ColumnType::Bytea | ColumnType::Uuid | ColumnType::Json | ColumnType::Jsonb => {
-            (Value::Null, Value::Null)
-        }
+        ColumnType::Bytea
+        | ColumnType::Uuid
+        | ColumnType::Json
+        | ColumnType::Jsonb
+        | ColumnType::Interval => (Value::Null, Value::Null),
     };
     ColumnStats {
         min,

@@ -67,6 +67,12 @@ pub fn encode_key_value(v: &Value, out: &mut Vec<u8>) {
         Value::Bytea(b) => encode_key_bytes(b, out),
         // fixed width: already memcomparable and self-delimiting
         Value::Uuid(u) => out.extend_from_slice(u),
+        // not a key type (`key_type_allowed`); equal values, equal bytes
+        Value::Interval(iv) => {
+            out.extend_from_slice(&((iv.months as u32) ^ 0x8000_0000).to_be_bytes());
+            out.extend_from_slice(&((iv.days as u32) ^ 0x8000_0000).to_be_bytes());
+            out.extend_from_slice(&((iv.micros as u64) ^ (1 << 63)).to_be_bytes());
+        }
     }
 }
 
@@ -131,6 +137,7 @@ const TAG_DATE: u8 = 10;
 const TAG_TS: u8 = 11;
 const TAG_BYTES: u8 = 12;
 const TAG_UUID: u8 = 13;
+const TAG_INTERVAL: u8 = 14;
 
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -249,6 +256,12 @@ pub fn encode_row(row: &[Value], out: &mut Vec<u8>) {
                 out.push(TAG_UUID);
                 out.extend_from_slice(u);
             }
+            Value::Interval(iv) => {
+                out.push(TAG_INTERVAL);
+                out.extend_from_slice(&iv.months.to_le_bytes());
+                out.extend_from_slice(&iv.days.to_le_bytes());
+                out.extend_from_slice(&iv.micros.to_le_bytes());
+            }
         }
     }
 }
@@ -292,6 +305,11 @@ pub fn decode_row(r: &mut Reader<'_>, width: usize) -> Result<Row, Truncated> {
                 a.copy_from_slice(r.bytes(eddy_common::UUID_LEN)?);
                 Value::Uuid(a)
             }
+            TAG_INTERVAL => Value::Interval(eddy_common::Interval {
+                months: r.u32()? as i32,
+                days: r.u32()? as i32,
+                micros: r.u64()? as i64,
+            }),
             _ => return Err(Truncated),
         };
         row.push(v);
@@ -363,6 +381,7 @@ pub fn describe_columns(def: &eddy_common::TableDef, cols: &[usize], row: &[Valu
             Some(Value::Double(v)) => v.to_string(),
             Some(Value::Bytea(b)) => format!("\\x{}", hex(b)),
             Some(Value::Uuid(u)) => eddy_common::format_uuid(u),
+            Some(Value::Interval(iv)) => eddy_common::format_interval(*iv),
         })
         .collect();
     format!("{})=({}", names.join(", "), vals.join(", "))
@@ -374,7 +393,10 @@ fn hex(b: &[u8]) -> String {
 
 /// Whether a column type may be part of a primary key.
 pub fn key_type_allowed(ty: ColumnType) -> bool {
-    !matches!(ty, ColumnType::Real | ColumnType::Double)
+    !matches!(
+        ty,
+        ColumnType::Real | ColumnType::Double | ColumnType::Interval
+    )
 }
 
 #[cfg(test)]
@@ -393,6 +415,13 @@ mod tests {
             ".{0,12}".prop_map(Value::Text),
             proptest::collection::vec(any::<u8>(), 0..12).prop_map(Value::Bytea),
             any::<[u8; 16]>().prop_map(Value::Uuid),
+            (any::<i32>(), any::<i32>(), any::<i64>()).prop_map(|(months, days, micros)| {
+                Value::Interval(eddy_common::Interval {
+                    months,
+                    days,
+                    micros,
+                })
+            }),
             any::<f64>()
                 .prop_filter("nan", |f| !f.is_nan())
                 .prop_map(Value::Double),

@@ -739,7 +739,7 @@ fn split_key<'a>(k: &'a [u8], types: &[ColumnType]) -> Option<Vec<&'a [u8]>> {
                     | ColumnType::Timestamp
                     | ColumnType::TimestampTz
                     | ColumnType::Double => Some(8),
-                    ColumnType::Decimal(..) | ColumnType::Uuid => Some(16),
+                    ColumnType::Decimal(..) | ColumnType::Uuid | ColumnType::Interval => Some(16),
                     ColumnType::Text
                     | ColumnType::Bytea
                     | ColumnType::Varchar(_)
