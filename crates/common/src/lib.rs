@@ -121,6 +121,9 @@ pub enum ColumnType {
     /// `Interval(MonthDayNano)`); not a key type (PostgreSQL compares
     /// intervals by a normalized length, '1 mon' = '30 days').
     Interval,
+    /// TIME without time zone: microseconds since midnight, 0 to
+    /// 86,400,000,000 inclusive (PostgreSQL accepts `24:00:00`).
+    Time,
 }
 
 impl ColumnType {
@@ -141,6 +144,7 @@ impl ColumnType {
             ColumnType::Varchar(_) | ColumnType::Char(_) => DataType::Utf8,
             ColumnType::Json | ColumnType::Jsonb => DataType::Utf8,
             ColumnType::Interval => DataType::Interval(IntervalUnit::MonthDayNano),
+            ColumnType::Time => DataType::Time64(TimeUnit::Microsecond),
             ColumnType::TimestampTz => {
                 DataType::Timestamp(TimeUnit::Microsecond, Some(UTC_OFFSET.into()))
             }
@@ -178,6 +182,7 @@ impl ColumnType {
             DataType::Binary => ColumnType::Bytea,
             DataType::FixedSizeBinary(UUID_LEN_I32) => ColumnType::Uuid,
             DataType::Interval(IntervalUnit::MonthDayNano) => ColumnType::Interval,
+            DataType::Time64(TimeUnit::Microsecond) => ColumnType::Time,
             _ => return None,
         })
     }
@@ -203,6 +208,7 @@ impl ColumnType {
             ColumnType::Json => "json".into(),
             ColumnType::Jsonb => "jsonb".into(),
             ColumnType::Interval => "interval".into(),
+            ColumnType::Time => "time without time zone".into(),
         }
     }
 }
@@ -235,6 +241,8 @@ pub enum Value {
     /// A UUID's 16 bytes.
     Uuid([u8; 16]),
     Interval(Interval),
+    /// Microseconds since midnight.
+    Time(i64),
 }
 
 impl Value {
@@ -260,6 +268,7 @@ impl Value {
                 | (Value::Bytea(_), ColumnType::Bytea)
                 | (Value::Uuid(_), ColumnType::Uuid)
                 | (Value::Interval(_), ColumnType::Interval)
+                | (Value::Time(_), ColumnType::Time)
         )
     }
 }
@@ -580,6 +589,7 @@ mod tests {
             ColumnType::Bytea,
             ColumnType::Uuid,
             ColumnType::Interval,
+            ColumnType::Time,
         ] {
             assert_eq!(ColumnType::from_arrow(&ty.to_arrow()), Some(ty));
         }

@@ -175,6 +175,15 @@ fn type_facts(t: ColumnType) -> TypeFacts {
         ColumnType::Json => ("json", "json", None, None, None, None, None),
         ColumnType::Jsonb => ("jsonb", "jsonb", None, None, None, None, None),
         ColumnType::Interval => ("interval", "interval", None, None, None, None, Some(6)),
+        ColumnType::Time => (
+            "time without time zone",
+            "time",
+            None,
+            None,
+            None,
+            None,
+            Some(6),
+        ),
     }
 }
 

@@ -34,6 +34,7 @@ pub mod fastpath;
 pub mod index_catalog;
 pub mod index_scan;
 pub mod information_schema;
+pub mod interval_type;
 pub mod join_filter;
 pub mod join_order;
 pub mod json;

@@ -96,6 +96,7 @@ pub fn pg_oid(dt: &DataType) -> u32 {
         DataType::Timestamp(_, Some(_)) => oid::TIMESTAMPTZ,
         DataType::FixedSizeBinary(16) => oid::UUID,
         DataType::Interval(_) => oid::INTERVAL,
+        DataType::Time64(_) | DataType::Time32(_) => oid::TIME,
         DataType::Null => oid::TEXT,
         _ => oid::TEXT,
     }
@@ -228,6 +229,7 @@ pub fn column_type_for_oid(o: u32) -> Option<ColumnType> {
         oid::JSON => ColumnType::Json,
         oid::JSONB => ColumnType::Jsonb,
         oid::INTERVAL => ColumnType::Interval,
+        oid::TIME => ColumnType::Time,
         _ => return None,
     })
 }
@@ -296,6 +298,12 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
         D::JSON => ColumnType::Json,
         D::JSONB => ColumnType::Jsonb,
         D::Interval { fields: None, .. } => ColumnType::Interval,
+        D::Time(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => ColumnType::Time,
+        D::Time(..) => {
+            return Err(SqlError::FeatureNotSupported(
+                "type time with time zone is not supported".into(),
+            ))
+        }
         D::Interval { .. } => {
             return Err(SqlError::FeatureNotSupported(
                 "interval with a field restriction is not supported".into(),
@@ -1174,6 +1182,7 @@ pub fn cell_text(array: &dyn Array, row: usize, out: &mut String) -> Result<()> 
         }
         DataType::FixedSizeBinary(16) => out.push_str(&format_uuid(&uuid_cell(array, row)?)),
         DataType::Interval(_) => out.push_str(&format_interval(interval_cell(array, row)?)),
+        DataType::Time64(_) | DataType::Time32(_) => write_time(time_cell(array, row)?, out),
         _ => {
             let opts = FormatOptions::default();
             let f = ArrayFormatter::try_new(array, &opts)?;
@@ -1220,6 +1229,95 @@ fn uuid_cell(array: &dyn Array, row: usize) -> Result<[u8; UUID_LEN]> {
     }
     <[u8; UUID_LEN]>::try_from(a.value(row))
         .map_err(|_| SqlError::Internal("uuid cell is not 16 bytes".into()))
+}
+
+/// The microseconds since midnight in a non-null cell of a time array.
+fn time_cell(array: &dyn Array, row: usize) -> Result<i64> {
+    use datafusion::arrow::datatypes::{
+        Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType,
+    };
+    if row >= array.len() {
+        return Err(SqlError::Internal("time cell out of range".into()));
+    }
+    Ok(match array.data_type() {
+        DataType::Time64(TimeUnit::Microsecond) => {
+            array.as_primitive::<Time64MicrosecondType>().value(row)
+        }
+        DataType::Time64(_) => array.as_primitive::<Time64NanosecondType>().value(row) / 1000,
+        DataType::Time32(TimeUnit::Second) => {
+            i64::from(array.as_primitive::<Time32SecondType>().value(row)) * 1_000_000
+        }
+        DataType::Time32(_) => {
+            i64::from(array.as_primitive::<Time32MillisecondType>().value(row)) * 1000
+        }
+        other => return Err(SqlError::Internal(format!("time column holds {other}"))),
+    })
+}
+
+/// `HH:MM:SS[.ffffff]`, as PostgreSQL prints a time.
+fn write_time(micros: i64, out: &mut String) {
+    use std::fmt::Write;
+    let secs = micros / 1_000_000;
+    let frac = micros % 1_000_000;
+    let _ = write!(
+        out,
+        "{:02}:{:02}:{:02}",
+        secs / 3600,
+        (secs / 60) % 60,
+        secs % 60
+    );
+    if frac != 0 {
+        let s = format!("{frac:06}");
+        out.push('.');
+        out.push_str(s.trim_end_matches('0'));
+    }
+}
+
+/// The most microseconds a time holds: `24:00:00`.
+const MAX_TIME_MICROS: i64 = MICROS_PER_DAY;
+
+/// Parses a time (PostgreSQL's `time_in` for `HH:MM[:SS[.frac]]`): 22007
+/// if it is not one, 22008 for a field out of range.
+pub fn time_from_text(s: &str) -> Result<i64> {
+    let bad = || SqlError::InvalidDatetime(format!("invalid input syntax for type time: \"{s}\""));
+    let range =
+        || SqlError::DatetimeOverflow(format!("date/time field value out of range: \"{s}\""));
+    let t = s.trim();
+    let mut parts = t.split(':');
+    let field = |x: Option<&str>| -> Result<i64> {
+        let x = x.ok_or_else(bad)?;
+        if x.is_empty() || x.len() > 2 || !x.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        x.parse::<i64>().map_err(|_| bad())
+    };
+    let h = field(parts.next())?;
+    let m = field(parts.next())?;
+    let (sec, frac) = match parts.next() {
+        None => (0, 0),
+        Some(x) => {
+            let (whole, frac) = x.split_once('.').unwrap_or((x, ""));
+            let sec = field(Some(whole))?;
+            if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            // round to microseconds
+            let padded = format!("{frac:0<9}");
+            let nanos: i64 = padded.parse().map_err(|_| bad())?;
+            (sec, (nanos + 500) / 1000)
+        }
+    };
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    if h > 24 || m > 59 || sec > 60 {
+        return Err(range());
+    }
+    let micros = ((h * 60 + m) * 60 + sec) * 1_000_000 + frac;
+    if micros > MAX_TIME_MICROS {
+        return Err(range());
+    }
+    Ok(micros)
 }
 
 /// The interval in a non-null cell of any Arrow interval array.
@@ -1325,6 +1423,7 @@ fn encode_binary(array: &dyn Array, row: usize, out: &mut BytesMut) -> Result<()
         DataType::LargeBinary => out.put_slice(array.as_binary::<i64>().value(row)),
         DataType::BinaryView => out.put_slice(array.as_binary_view().value(row)),
         DataType::FixedSizeBinary(16) => out.put_slice(&uuid_cell(array, row)?),
+        DataType::Time64(_) | DataType::Time32(_) => out.put_i64(time_cell(array, row)?),
         // interval: microseconds, days, months
         DataType::Interval(_) => {
             let iv = interval_cell(array, row)?;
@@ -1420,6 +1519,7 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
         }
         ColumnType::Jsonb => Value::Text(crate::json::normalize_jsonb(s)?),
         ColumnType::Interval => Value::Interval(interval_from_text(s)?),
+        ColumnType::Time => Value::Time(time_from_text(s)?),
     })
 }
 
@@ -1632,6 +1732,13 @@ pub fn parse_binary(b: &[u8], wire_oid: u32, ty: ColumnType) -> Result<Value> {
         }
         oid::BYTEA => Value::Bytea(b.to_vec()),
         oid::UUID => Value::Uuid(fixed(b, bad)?),
+        oid::TIME => {
+            let t = i64::from_be_bytes(fixed(b, bad)?);
+            if !(0..=MAX_TIME_MICROS).contains(&t) {
+                return Err(SqlError::DatetimeOverflow("time out of range".into()));
+            }
+            Value::Time(t)
+        }
         oid::INTERVAL => {
             let raw: [u8; 16] = fixed(b, bad)?;
             let (m, rest) = raw.split_at(8);
@@ -1870,6 +1977,7 @@ pub fn value_text(v: &Value, scale: Option<i8>) -> String {
         Value::Bytea(b) => hex_bytea(b, &mut out),
         Value::Uuid(u) => out = format_uuid(u),
         Value::Interval(iv) => out = format_interval(*iv),
+        Value::Time(t) => write_time(*t, &mut out),
     }
     out
 }
@@ -1928,6 +2036,9 @@ pub fn cell_value(array: &dyn Array, row: usize, ty: ColumnType) -> Result<Value
             Value::Bytea(array.as_binary_view().value(row).to_vec())
         }
         (ColumnType::Uuid, DataType::FixedSizeBinary(16)) => Value::Uuid(uuid_cell(array, row)?),
+        (ColumnType::Time, DataType::Time64(_) | DataType::Time32(_)) => {
+            Value::Time(time_cell(array, row)?)
+        }
         (ColumnType::Interval, DataType::Interval(_)) => {
             Value::Interval(interval_cell(array, row)?)
         }
@@ -1964,6 +2075,9 @@ pub fn builder_for(ty: ColumnType, capacity: usize) -> Box<dyn ArrayBuilder> {
             UUID_LEN_I32,
         )),
         ColumnType::Interval => Box::new(IntervalMonthDayNanoBuilder::with_capacity(capacity)),
+        ColumnType::Time => {
+            Box::new(datafusion::arrow::array::Time64MicrosecondBuilder::with_capacity(capacity))
+        }
     }
 }
 
@@ -2092,6 +2206,14 @@ pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Resu
                 _ => return Err(wrong()),
             }
         }
+        ColumnType::Time => push!(
+            datafusion::arrow::array::Time64MicrosecondBuilder,
+            match v {
+                Value::Time(x) => Some(*x),
+                Value::Null => None,
+                _ => return Err(wrong()),
+            }
+        ),
         ColumnType::Interval => push!(
             IntervalMonthDayNanoBuilder,
             match v {
@@ -2173,6 +2295,7 @@ pub fn value_to_scalar(v: &Value, ty: ColumnType) -> ScalarValue {
         (Value::Bytea(b), _) => ScalarValue::Binary(Some(b.clone())),
         (Value::Uuid(u), _) => ScalarValue::FixedSizeBinary(UUID_LEN_I32, Some(u.to_vec())),
         (Value::Interval(iv), _) => ScalarValue::IntervalMonthDayNano(interval_arrow(*iv).ok()),
+        (Value::Time(t), _) => ScalarValue::Time64Microsecond(Some(*t)),
     }
 }
 
@@ -2916,6 +3039,7 @@ mod fuzz {
         ColumnType::Timestamp,
         ColumnType::Bytea,
         ColumnType::Uuid,
+        ColumnType::Time,
         ColumnType::Json,
         ColumnType::Jsonb,
         ColumnType::Interval,

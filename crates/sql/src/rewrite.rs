@@ -595,9 +595,10 @@ fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
         // given to Arrow's interval cast in a form it reads
         SqlType::Interval { fields: None, .. } => {
             let s = string_literal(expr)?;
-            let iv = pgtypes::interval_from_text(s).ok()?;
-            let canonical = pgtypes::interval_arrow_text(iv);
-            (canonical != s).then(|| cast_to(string_expr(canonical), data_type.clone()))
+            Some(call(
+                crate::interval_type::INTERVAL_IN,
+                vec![string_expr(s.to_string())],
+            ))
         }
         // json and jsonb are text checked (jsonb normalized) by functions
         _ if matches!(data_type, SqlType::JSON) || custom.as_deref() == Some("json") => {
@@ -1056,6 +1057,10 @@ pub fn value_to_expr(v: &Value, decimal_scale: Option<i8>) -> Expr {
             let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
             lit(SqlValue::HexStringLiteral(hex))
         }
+        Value::Time(_) => cast(
+            value_text(v, None),
+            SqlType::Time(None, datafusion::sql::sqlparser::ast::TimezoneInfo::None),
+        ),
         Value::Interval(iv) => cast(
             crate::pgtypes::interval_arrow_text(*iv),
             SqlType::Interval {

@@ -428,6 +428,7 @@ impl Session {
             .chain([typeof_function, setting_fallback])
             .chain(crate::uuid_type::uuid_functions())
             .chain(crate::json_functions::json_functions())
+            .chain(crate::interval_type::interval_functions())
         {
             ctx.register_udf(f);
         }

@@ -55,6 +55,7 @@ impl ColumnBuilder {
             ),
             ColumnType::Bytea => Box::new(BinaryBuilder::with_capacity(capacity, capacity * 8)),
             ColumnType::Interval => Box::new(IntervalMonthDayNanoBuilder::with_capacity(capacity)),
+            ColumnType::Time => Box::new(Time64MicrosecondBuilder::with_capacity(capacity)),
             ColumnType::Uuid => Box::new(FixedSizeBinaryBuilder::with_capacity(
                 capacity,
                 eddy_common::UUID_LEN as i32,
@@ -155,6 +156,13 @@ impl ColumnBuilder {
                     _ => None,
                 }
             ),
+            ColumnType::Time => put!(
+                Time64MicrosecondBuilder,
+                match v {
+                    Value::Time(x) => Some(*x),
+                    _ => None,
+                }
+            ),
             ColumnType::Interval => put!(
                 IntervalMonthDayNanoBuilder,
                 match v {
@@ -232,6 +240,7 @@ pub fn value_at(array: &dyn Array, ty: ColumnType, row: usize) -> Value {
             get!(TimestampMicrosecondArray, Value::Timestamp)
         }
         ColumnType::Bytea => get!(BinaryArray, |b: &[u8]| Value::Bytea(b.to_vec())),
+        ColumnType::Time => get!(Time64MicrosecondArray, Value::Time),
         ColumnType::Interval => get!(IntervalMonthDayNanoArray, |x: IntervalMonthDayNano| {
             Value::Interval(eddy_common::Interval {
                 months: x.months,
@@ -308,6 +317,7 @@ pub fn column_stats(array: &dyn Array, ty: ColumnType) -> ColumnStats {
             }
         }
         ColumnType::Date => prim!(Date32Array, Value::Date),
+        ColumnType::Time => prim!(Time64MicrosecondArray, Value::Time),
         ColumnType::Timestamp | ColumnType::TimestampTz => {
             prim!(TimestampMicrosecondArray, Value::Timestamp)
         }

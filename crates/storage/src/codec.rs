@@ -41,7 +41,7 @@ pub fn encode_key_value(v: &Value, out: &mut Vec<u8>) {
         Value::Int(i) | Value::Date(i) => {
             out.extend_from_slice(&((*i as u32) ^ 0x8000_0000).to_be_bytes())
         }
-        Value::BigInt(i) | Value::Timestamp(i) => {
+        Value::BigInt(i) | Value::Timestamp(i) | Value::Time(i) => {
             out.extend_from_slice(&((*i as u64) ^ (1 << 63)).to_be_bytes())
         }
         Value::Decimal(i) => out.extend_from_slice(&((*i as u128) ^ (1 << 127)).to_be_bytes()),
@@ -138,6 +138,7 @@ const TAG_TS: u8 = 11;
 const TAG_BYTES: u8 = 12;
 const TAG_UUID: u8 = 13;
 const TAG_INTERVAL: u8 = 14;
+const TAG_TIME: u8 = 15;
 
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -256,6 +257,10 @@ pub fn encode_row(row: &[Value], out: &mut Vec<u8>) {
                 out.push(TAG_UUID);
                 out.extend_from_slice(u);
             }
+            Value::Time(t) => {
+                out.push(TAG_TIME);
+                out.extend_from_slice(&t.to_le_bytes());
+            }
             Value::Interval(iv) => {
                 out.push(TAG_INTERVAL);
                 out.extend_from_slice(&iv.months.to_le_bytes());
@@ -305,6 +310,7 @@ pub fn decode_row(r: &mut Reader<'_>, width: usize) -> Result<Row, Truncated> {
                 a.copy_from_slice(r.bytes(eddy_common::UUID_LEN)?);
                 Value::Uuid(a)
             }
+            TAG_TIME => Value::Time(r.u64()? as i64),
             TAG_INTERVAL => Value::Interval(eddy_common::Interval {
                 months: r.u32()? as i32,
                 days: r.u32()? as i32,
@@ -375,7 +381,9 @@ pub fn describe_columns(def: &eddy_common::TableDef, cols: &[usize], row: &[Valu
             Some(Value::Boolean(b)) => b.to_string(),
             Some(Value::SmallInt(v)) => v.to_string(),
             Some(Value::Int(v)) | Some(Value::Date(v)) => v.to_string(),
-            Some(Value::BigInt(v)) | Some(Value::Timestamp(v)) => v.to_string(),
+            Some(Value::BigInt(v)) | Some(Value::Timestamp(v)) | Some(Value::Time(v)) => {
+                v.to_string()
+            }
             Some(Value::Decimal(v)) => v.to_string(),
             Some(Value::Real(v)) => v.to_string(),
             Some(Value::Double(v)) => v.to_string(),
@@ -415,6 +423,7 @@ mod tests {
             ".{0,12}".prop_map(Value::Text),
             proptest::collection::vec(any::<u8>(), 0..12).prop_map(Value::Bytea),
             any::<[u8; 16]>().prop_map(Value::Uuid),
+            (0i64..=86_400_000_000).prop_map(Value::Time),
             (any::<i32>(), any::<i32>(), any::<i64>()).prop_map(|(months, days, micros)| {
                 Value::Interval(eddy_common::Interval {
                     months,

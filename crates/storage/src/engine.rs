@@ -738,6 +738,7 @@ fn split_key<'a>(k: &'a [u8], types: &[ColumnType]) -> Option<Vec<&'a [u8]>> {
                     ColumnType::BigInt
                     | ColumnType::Timestamp
                     | ColumnType::TimestampTz
+                    | ColumnType::Time
                     | ColumnType::Double => Some(8),
                     ColumnType::Decimal(..) | ColumnType::Uuid | ColumnType::Interval => Some(16),
                     ColumnType::Text
