@@ -229,8 +229,9 @@ pub fn as_text(node: &JNode) -> Option<String> {
 fn scalar_eq(a: &JNode, b: &JNode) -> bool {
     match (a, b) {
         (JNode::Int(x), JNode::Float(y)) | (JNode::Float(y), JNode::Int(x)) => {
-            // exact for the integers an f64 can hold
-            i128::try_from(*y as i64).ok() == Some(*x) && (*y as i64) as f64 == *y
+            // equal only when the float is exactly that integer (the
+            // saturating cast cannot reach a 64-bit integer's value falsely)
+            y.fract() == 0.0 && (*y as i128) == *x
         }
         _ => a == b,
     }
