@@ -1340,6 +1340,18 @@ async fn uuid_copy_and_restart() {
         "CREATE TABLE wv_uuid_r (id uuid PRIMARY KEY, v uuid) WITH (orientation = 'row,column')",
     )
     .await;
+    // the other new types persist too
+    exec(
+        &c,
+        "CREATE TABLE wv_types_r (id INT PRIMARY KEY, j JSON, b JSONB, iv INTERVAL, t TIME) \
+         WITH (orientation = 'row,column')",
+    )
+    .await;
+    exec(
+        &c,
+        r#"INSERT INTO wv_types_r VALUES (1, '{"x" : 1}', '{"x" : 1, "a": [2]}', '1 year -2 days 03:00:00.5', '23:59:59.999999'), (2, NULL, NULL, NULL, NULL)"#,
+    )
+    .await;
     let sink = c.copy_in("COPY wv_uuid_r FROM STDIN").await.unwrap();
     let mut sink = Box::pin(sink);
     sink.send(bytes::Bytes::from(format!(
@@ -1369,6 +1381,19 @@ async fn uuid_copy_and_restart() {
     assert_eq!(
         texts(&c, "SELECT id, v FROM wv_uuid_r ORDER BY id").await,
         rows(&[&[U1, U2], &[U3, "NULL"]])
+    );
+    assert_eq!(
+        texts(&c, "SELECT id, j, b, iv, t FROM wv_types_r ORDER BY id").await,
+        rows(&[
+            &[
+                "1",
+                r#"{"x" : 1}"#,
+                r#"{"a": [2], "x": 1}"#,
+                "1 year -2 days +03:00:00.5",
+                "23:59:59.999999"
+            ],
+            &["2", "NULL", "NULL", "NULL", "NULL"],
+        ])
     );
     let n: i64 = c
         .query_one(
@@ -1692,6 +1717,90 @@ async fn interval_round_trips() {
             )
             .await,
             rows(&[&["interval", "1186"]])
+        );
+    })
+    .await;
+}
+
+/// A `time` in binary: microseconds since midnight.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct PgTime(i64);
+
+impl ToSql for PgTime {
+    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        out.put_i64(self.0);
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::TIME
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+impl<'a> FromSql<'a> for PgTime {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<PgTime, BoxError> {
+        Ok(PgTime(i64::from_be_bytes(raw.try_into()?)))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::TIME
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_round_trips() {
+    on_servers(|c| async move {
+        exec(&c, "DROP TABLE IF EXISTS wv_time").await;
+        exec(&c, "CREATE TABLE wv_time (id INT PRIMARY KEY, t TIME)").await;
+        exec(
+            &c,
+            "INSERT INTO wv_time VALUES (1, '04:05:06.5'), (2, '24:00:00')",
+        )
+        .await;
+        let ins = c
+            .prepare_typed(
+                "INSERT INTO wv_time VALUES ($1, $2)",
+                &[Type::INT4, Type::TIME],
+            )
+            .await
+            .unwrap();
+        c.execute(&ins, &[&3i32, &PgTime(3_600_000_001)])
+            .await
+            .unwrap();
+        c.execute(&ins, &[&4i32, &Text("23:59")]).await.unwrap();
+        let e = c
+            .execute(&ins, &[&5i32, &PgTime(86_400_000_001)])
+            .await
+            .unwrap_err();
+        assert_eq!(sqlstate(&e), "22008");
+        let e = c.execute(&ins, &[&5i32, &Text("25:00")]).await.unwrap_err();
+        assert_eq!(sqlstate(&e), "22008");
+        assert_eq!(
+            texts(&c, "SELECT id, t FROM wv_time ORDER BY id").await,
+            rows(&[
+                &["1", "04:05:06.5"],
+                &["2", "24:00:00"],
+                &["3", "01:00:00.000001"],
+                &["4", "23:59:00"],
+            ])
+        );
+        let got: Vec<PgTime> = c
+            .query("SELECT t FROM wv_time ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                PgTime(14_706_500_000),
+                PgTime(86_400_000_000),
+                PgTime(3_600_000_001),
+                PgTime(86_340_000_000)
+            ]
         );
     })
     .await;
