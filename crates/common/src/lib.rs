@@ -15,7 +15,10 @@
 
 use std::fmt;
 
-use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use arrow_schema::{DataType, Field, IntervalUnit, Schema, TimeUnit};
+
+pub mod interval;
+pub use interval::{format_interval, parse_interval, Interval, IntervalError};
 use serde::{Deserialize, Serialize};
 
 macro_rules! id_type {
@@ -104,6 +107,23 @@ pub enum ColumnType {
     /// TIMESTAMP WITH TIME ZONE: an instant, microseconds since the Unix
     /// epoch in UTC (stored as a timestamp; its Arrow type carries "+00:00").
     TimestampTz,
+    /// UUID: 16 bytes in RFC 4122 order (Arrow `FixedSizeBinary(16)`, a
+    /// type no other column uses, so a result column of that Arrow type is
+    /// a uuid). Ordered bytewise, as PostgreSQL's `uuid_cmp`.
+    Uuid,
+    /// JSON: the input text exactly as given (validated), stored as text.
+    Json,
+    /// JSONB: a JSON value in PostgreSQL's normal form (object keys sorted
+    /// by length then bytes, the last of duplicate keys kept, its output
+    /// spacing), stored as that text.
+    Jsonb,
+    /// INTERVAL: months, days and microseconds (Arrow
+    /// `Interval(MonthDayNano)`); not a key type (PostgreSQL compares
+    /// intervals by a normalized length, '1 mon' = '30 days').
+    Interval,
+    /// TIME without time zone: microseconds since midnight, 0 to
+    /// 86,400,000,000 inclusive (PostgreSQL accepts `24:00:00`).
+    Time,
 }
 
 impl ColumnType {
@@ -122,19 +142,24 @@ impl ColumnType {
             ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
             ColumnType::Bytea => DataType::Binary,
             ColumnType::Varchar(_) | ColumnType::Char(_) => DataType::Utf8,
+            ColumnType::Json | ColumnType::Jsonb => DataType::Utf8,
+            ColumnType::Interval => DataType::Interval(IntervalUnit::MonthDayNano),
+            ColumnType::Time => DataType::Time64(TimeUnit::Microsecond),
             ColumnType::TimestampTz => {
                 DataType::Timestamp(TimeUnit::Microsecond, Some(UTC_OFFSET.into()))
             }
+            ColumnType::Uuid => DataType::FixedSizeBinary(UUID_LEN_I32),
         }
     }
 
     /// The type whose values and encodings this type's stored values use:
-    /// VARCHAR(n) and CHAR(n) store text, TIMESTAMPTZ a timestamp. Code that
+    /// VARCHAR(n), CHAR(n), JSON and JSONB store text, TIMESTAMPTZ a timestamp. Code that
     /// only moves stored values matches on this; code that checks or
     /// presents values (the SQL layer) matches on the type itself.
     pub fn storage(self) -> ColumnType {
         match self {
             ColumnType::Varchar(_) | ColumnType::Char(_) => ColumnType::Text,
+            ColumnType::Json | ColumnType::Jsonb => ColumnType::Text,
             ColumnType::TimestampTz => ColumnType::Timestamp,
             other => other,
         }
@@ -155,6 +180,9 @@ impl ColumnType {
             DataType::Timestamp(TimeUnit::Microsecond, None) => ColumnType::Timestamp,
             DataType::Timestamp(TimeUnit::Microsecond, Some(_)) => ColumnType::TimestampTz,
             DataType::Binary => ColumnType::Bytea,
+            DataType::FixedSizeBinary(UUID_LEN_I32) => ColumnType::Uuid,
+            DataType::Interval(IntervalUnit::MonthDayNano) => ColumnType::Interval,
+            DataType::Time64(TimeUnit::Microsecond) => ColumnType::Time,
             _ => return None,
         })
     }
@@ -176,6 +204,11 @@ impl ColumnType {
             ColumnType::Varchar(n) => format!("character varying({n})"),
             ColumnType::Char(n) => format!("character({n})"),
             ColumnType::TimestampTz => "timestamp with time zone".into(),
+            ColumnType::Uuid => "uuid".into(),
+            ColumnType::Json => "json".into(),
+            ColumnType::Jsonb => "jsonb".into(),
+            ColumnType::Interval => "interval".into(),
+            ColumnType::Time => "time without time zone".into(),
         }
     }
 }
@@ -205,6 +238,11 @@ pub enum Value {
     /// Microseconds since 1970-01-01 00:00:00.
     Timestamp(i64),
     Bytea(Vec<u8>),
+    /// A UUID's 16 bytes.
+    Uuid([u8; 16]),
+    Interval(Interval),
+    /// Microseconds since midnight.
+    Time(i64),
 }
 
 impl Value {
@@ -228,8 +266,62 @@ impl Value {
                 | (Value::Date(_), ColumnType::Date)
                 | (Value::Timestamp(_), ColumnType::Timestamp)
                 | (Value::Bytea(_), ColumnType::Bytea)
+                | (Value::Uuid(_), ColumnType::Uuid)
+                | (Value::Interval(_), ColumnType::Interval)
+                | (Value::Time(_), ColumnType::Time)
         )
     }
+}
+
+/// Bytes in a UUID.
+pub const UUID_LEN: usize = 16;
+const UUID_LEN_I32: i32 = 16;
+
+/// Parses a UUID as PostgreSQL's `uuid_in` does: 32 hex digits (either
+/// case), optionally inside `{...}`, with an optional hyphen after any
+/// group of four digits. `None` for anything else.
+pub fn parse_uuid(s: &str) -> Option<[u8; UUID_LEN]> {
+    let inner = match s.strip_prefix('{') {
+        Some(rest) => rest.strip_suffix('}')?,
+        None => s,
+    };
+    let mut out = [0u8; UUID_LEN];
+    let mut digits = 0usize;
+    let mut bytes = inner.bytes().peekable();
+    while let Some(c) = bytes.next() {
+        let v = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return None,
+        };
+        let slot = out.get_mut(digits / 2)?;
+        *slot = if digits.is_multiple_of(2) {
+            v << 4
+        } else {
+            *slot | v
+        };
+        digits += 1;
+        // a hyphen may follow a group of four digits, but not end the value
+        if digits.is_multiple_of(4) && digits < 2 * UUID_LEN && bytes.peek() == Some(&b'-') {
+            bytes.next();
+            bytes.peek()?;
+        }
+    }
+    (digits == 2 * UUID_LEN).then_some(out)
+}
+
+/// A UUID as PostgreSQL prints it: lower-case hex, hyphenated 8-4-4-4-12.
+pub fn format_uuid(u: &[u8; UUID_LEN]) -> String {
+    use fmt::Write;
+    let mut s = String::with_capacity(36);
+    for (i, b) in u.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        let _ = write!(s, "{b:02x}");
+    }
+    s
 }
 
 /// A row: one value per visible column, in table column order.
@@ -495,6 +587,9 @@ mod tests {
             ColumnType::Date,
             ColumnType::Timestamp,
             ColumnType::Bytea,
+            ColumnType::Uuid,
+            ColumnType::Interval,
+            ColumnType::Time,
         ] {
             assert_eq!(ColumnType::from_arrow(&ty.to_arrow()), Some(ty));
         }
@@ -509,6 +604,38 @@ mod tests {
             Ok(Orientation::RowColumn)
         );
         assert!(Orientation::parse("rows").is_err());
+    }
+
+    #[test]
+    fn uuids_parse_in_postgres_forms() {
+        let want = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11";
+        for s in [
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11",
+            "{a0eebc99-9c0b4ef8-bb6d6bb9-bd380a11}",
+            "a0eebc999c0b4ef8bb6d6bb9bd380a11",
+            "a0ee-bc99-9c0b-4ef8-bb6d-6bb9-bd38-0a11",
+            "{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}",
+        ] {
+            let u = parse_uuid(s).unwrap_or_else(|| panic!("{s}"));
+            assert_eq!(format_uuid(&u), want);
+        }
+        for s in [
+            "",
+            "{}",
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1",
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a111",
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11-",
+            "-a0eebc999c0b4ef8bb6d6bb9bd380a11",
+            "a0eeb-c999c0b4ef8bb6d6bb9bd380a11",
+            "a0eebc99--9c0b-4ef8-bb6d-6bb9bd380a11",
+            "{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "g0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+            "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1é",
+            " a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+        ] {
+            assert_eq!(parse_uuid(s), None, "{s}");
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use eddy_common::Value;
 use eddy_sql::copy::{binary_header, binary_trailer, csv_header, encode_row, CopyIn};
-use eddy_sql::pgtypes::{self, encode_cell};
+use eddy_sql::pgtypes;
 use eddy_sql::session::{statement_kind, Output};
 use eddy_sql::{Database, Prepared, Session, SqlError};
 use futures::{stream, FutureExt, Sink, SinkExt, StreamExt};
@@ -550,9 +550,10 @@ fn encode_batch(batch: &RecordBatch, formats: &[pgtypes::Format]) -> Vec<PgWireR
     for r in 0..batch.num_rows() {
         let mut buf = BytesMut::with_capacity(64);
         let mut res = Ok(());
-        for (i, c) in batch.columns().iter().enumerate() {
+        let schema = batch.schema();
+        for (i, (f, c)) in schema.fields().iter().zip(batch.columns()).enumerate() {
             let fmt = formats.get(i).copied().unwrap_or(pgtypes::Format::Text);
-            if let Err(e) = encode_cell(c.as_ref(), r, fmt, &mut buf) {
+            if let Err(e) = pgtypes::encode_field_cell(f, c.as_ref(), r, fmt, &mut buf) {
                 res = Err(e);
                 break;
             }

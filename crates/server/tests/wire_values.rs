@@ -1062,3 +1062,746 @@ async fn invalid_utf8_is_22021() {
     })
     .await;
 }
+
+/// A `uuid` in binary: its 16 bytes (tokio-postgres needs a feature for
+/// its own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Uuid16([u8; 16]);
+
+impl ToSql for Uuid16 {
+    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        out.put_slice(&self.0);
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::UUID
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+impl<'a> FromSql<'a> for Uuid16 {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Uuid16, BoxError> {
+        Ok(Uuid16(raw.try_into()?))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::UUID
+    }
+}
+
+fn uuid16(s: &str) -> Uuid16 {
+    let hex: String = s.chars().filter(char::is_ascii_hexdigit).collect();
+    let mut b = [0u8; 16];
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    Uuid16(b)
+}
+
+const U1: &str = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11";
+const U2: &str = "00000000-0000-0000-0000-000000000000";
+const U3: &str = "ffffffff-ffff-ffff-ffff-ffffffffffff";
+const U4: &str = "123e4567-e89b-12d3-a456-426614174000";
+const U5: &str = "6ba7b810-9dad-11d1-80b4-00c04fd430c8";
+const U6: &str = "6ba7b811-9dad-11d1-80b4-00c04fd430c8";
+const U7: &str = "6ba7b812-9dad-11d1-80b4-00c04fd430c8";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uuid_round_trips() {
+    on_servers(|c| async move {
+        exec(&c, "DROP TABLE IF EXISTS wv_uuid").await;
+        exec(
+            &c,
+            "CREATE TABLE wv_uuid (id UUID PRIMARY KEY, n INT, other uuid)",
+        )
+        .await;
+        // literals in PostgreSQL's input forms: fixed-plan path (one row,
+        // autocommit), general path (several rows, a transaction block)
+        exec(
+            &c,
+            "INSERT INTO wv_uuid VALUES ('A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', 1, NULL)",
+        )
+        .await;
+        exec(
+            &c,
+            "INSERT INTO wv_uuid VALUES ('{00000000-0000-0000-0000-000000000000}', 2, \
+             'a0eebc999c0b4ef8bb6d6bb9bd380a11'), \
+             ('ffff-ffff-ffff-ffff-ffff-ffff-ffff-ffff', 3, '{a0eebc99-9c0b4ef8-bb6d6bb9-bd380a11}')",
+        )
+        .await;
+        exec(
+            &c,
+            "BEGIN; INSERT INTO wv_uuid VALUES ('123e4567-e89b-12d3-a456-426614174000'::uuid, 4, NULL); COMMIT",
+        )
+        .await;
+        for bad in [
+            "INSERT INTO wv_uuid VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1', 9, NULL)",
+            "INSERT INTO wv_uuid VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11-', 9, NULL)",
+            "INSERT INTO wv_uuid VALUES ('x', 9, NULL), ('y', 10, NULL)",
+            "SELECT 'a0eeb-c99'::uuid",
+            "SELECT * FROM wv_uuid WHERE id = 'nope'",
+        ] {
+            assert_eq!(simple_error(&c, bad).await, "22P02", "{bad}");
+        }
+        assert_eq!(
+            simple_error(
+                &c,
+                "INSERT INTO wv_uuid VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 9, NULL)"
+            )
+            .await,
+            "23505"
+        );
+
+        // text and binary parameters, typed and untyped
+        let ins = c
+            .prepare_typed(
+                "INSERT INTO wv_uuid VALUES ($1, $2, $3)",
+                &[Type::UUID, Type::INT4, Type::UUID],
+            )
+            .await
+            .unwrap();
+        c.execute(&ins, &[&uuid16(U5), &5i32, &uuid16(U1)])
+            .await
+            .unwrap();
+        c.execute(&ins, &[&Text("6BA7B811-9DAD-11D1-80B4-00C04FD430C8"), &6i32, &None::<Uuid16>])
+            .await
+            .unwrap();
+        let e = c
+            .execute(&ins, &[&Text("zz"), &8i32, &None::<Uuid16>])
+            .await
+            .unwrap_err();
+        assert_eq!(sqlstate(&e), "22P02");
+        let untyped = c
+            .prepare("INSERT INTO wv_uuid (id, n) VALUES ($1, $2)")
+            .await
+            .unwrap();
+        assert_eq!(untyped.params()[0], Type::UUID);
+        c.execute(&untyped, &[&uuid16(U7), &7i32]).await.unwrap();
+
+        // text results, ordered as PostgreSQL orders uuids (bytewise)
+        assert_eq!(
+            texts(&c, "SELECT id, n, other FROM wv_uuid ORDER BY id").await,
+            rows(&[
+                &[U2, "2", U1],
+                &[U4, "4", "NULL"],
+                &[U5, "5", U1],
+                &[U6, "6", "NULL"],
+                &[U7, "7", "NULL"],
+                &[U1, "1", "NULL"],
+                &[U3, "3", U1],
+            ])
+        );
+        // binary results
+        let got: Vec<(Uuid16, i32, Option<Uuid16>)> = c
+            .query("SELECT id, n, other FROM wv_uuid ORDER BY n", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        assert_eq!(got.len(), 7);
+        assert_eq!(got[0], (uuid16(U1), 1, None));
+        assert_eq!(got[1], (uuid16(U2), 2, Some(uuid16(U1))));
+        assert_eq!(got[4], (uuid16(U5), 5, Some(uuid16(U1))));
+
+        // point lookups: literal in any form, text and binary parameters
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT n FROM wv_uuid WHERE id = 'A0EEBC999C0B4EF8BB6D6BB9BD380A11'"
+            )
+            .await,
+            rows(&[&["1"]])
+        );
+        let get = c
+            .prepare("SELECT n FROM wv_uuid WHERE id = $1")
+            .await
+            .unwrap();
+        assert_eq!(get.params()[0], Type::UUID);
+        let n: i32 = c.query_one(&get, &[&uuid16(U4)]).await.unwrap().get(0);
+        assert_eq!(n, 4);
+        let get_text = c
+            .prepare_typed("SELECT n FROM wv_uuid WHERE id = $1", &[Type::UUID])
+            .await
+            .unwrap();
+        let n: i32 = c
+            .query_one(&get_text, &[&Text("ffffffffffffffffffffffffffffffff")])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 3);
+        let any = c
+            .prepare("SELECT n FROM wv_uuid WHERE id = ANY($1)")
+            .await
+            .unwrap();
+        let mut ns: Vec<i32> = c
+            .query(&any, &[&vec![uuid16(U1), uuid16(U6), uuid16(U4)]])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        ns.sort();
+        assert_eq!(ns, vec![1, 4, 6]);
+
+        // WHERE, GROUP BY, joins, IN, casts to text
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT other, count(*) FROM wv_uuid WHERE other IS NOT NULL GROUP BY other"
+            )
+            .await,
+            rows(&[&[U1, "3"]])
+        );
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT a.n, b.n FROM wv_uuid a JOIN wv_uuid b ON a.other = b.id ORDER BY a.n"
+            )
+            .await,
+            rows(&[&["2", "1"], &["3", "1"], &["5", "1"]])
+        );
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT n FROM wv_uuid WHERE id IN ('00000000000000000000000000000000', \
+                 '{FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF}') ORDER BY n"
+            )
+            .await,
+            rows(&[&["2"], &["3"]])
+        );
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT id::text, upper(id::text), 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11'::uuid \
+                 FROM wv_uuid WHERE n = 1"
+            )
+            .await,
+            rows(&[&[U1, &U1.to_uppercase(), U1]])
+        );
+        assert_eq!(
+            texts(&c, "SELECT n FROM wv_uuid WHERE id > 'ffff0000-0000-0000-0000-000000000000'")
+                .await,
+            rows(&[&["3"]])
+        );
+
+        // gen_random_uuid() is a version 4 uuid, storable in the column
+        exec(
+            &c,
+            "INSERT INTO wv_uuid VALUES (gen_random_uuid(), 100, gen_random_uuid())",
+        )
+        .await;
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT length(id::text), substr(id::text, 15, 1), id <> other \
+                 FROM wv_uuid WHERE n = 100"
+            )
+            .await,
+            rows(&[&["36", "4", "t"]])
+        );
+
+        // the catalog's names
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT column_name, data_type, udt_name FROM information_schema.columns \
+                 WHERE table_name = 'wv_uuid' ORDER BY ordinal_position"
+            )
+            .await,
+            rows(&[
+                &["id", "uuid", "uuid"],
+                &["n", "integer", "int4"],
+                &["other", "uuid", "uuid"],
+            ])
+        );
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT a.atttypid, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a \
+                 JOIN pg_class c ON a.attrelid = c.oid \
+                 WHERE c.relname = 'wv_uuid' AND a.attname = 'id'"
+            )
+            .await,
+            rows(&[&["2950", "uuid"]])
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uuid_copy_and_restart() {
+    let mut srv = Server::start("trust");
+    let c = srv.connect().await;
+    exec(
+        &c,
+        "CREATE TABLE wv_uuid_r (id uuid PRIMARY KEY, v uuid) WITH (orientation = 'row,column')",
+    )
+    .await;
+    // the other new types persist too
+    exec(
+        &c,
+        "CREATE TABLE wv_types_r (id INT PRIMARY KEY, j JSON, b JSONB, iv INTERVAL, t TIME) \
+         WITH (orientation = 'row,column')",
+    )
+    .await;
+    exec(
+        &c,
+        r#"INSERT INTO wv_types_r VALUES (1, '{"x" : 1}', '{"x" : 1, "a": [2]}', '1 year -2 days 03:00:00.5', '23:59:59.999999'), (2, NULL, NULL, NULL, NULL)"#,
+    )
+    .await;
+    let sink = c.copy_in("COPY wv_uuid_r FROM STDIN").await.unwrap();
+    let mut sink = Box::pin(sink);
+    sink.send(bytes::Bytes::from(format!(
+        "{}\t{}\n{}\t\\N\n",
+        U1.to_uppercase(),
+        U2.replace('-', ""),
+        U3
+    )))
+    .await
+    .unwrap();
+    sink.as_mut().finish().await.unwrap();
+    let bad = c.copy_in("COPY wv_uuid_r FROM STDIN").await.unwrap();
+    let mut bad = Box::pin(bad);
+    bad.send(bytes::Bytes::from_static(b"nope\t\\N\n"))
+        .await
+        .unwrap();
+    let e = bad.as_mut().finish().await.unwrap_err();
+    assert_eq!(sqlstate(&e), "22P02");
+    drop(c);
+
+    srv.stop();
+    let data = srv.data_dir.clone();
+    let dir = srv._dir.take();
+    drop(srv);
+    let srv2 = Server::start_in(dir, data, "trust");
+    let c = srv2.connect().await;
+    assert_eq!(
+        texts(&c, "SELECT id, v FROM wv_uuid_r ORDER BY id").await,
+        rows(&[&[U1, U2], &[U3, "NULL"]])
+    );
+    assert_eq!(
+        texts(&c, "SELECT id, j, b, iv, t FROM wv_types_r ORDER BY id").await,
+        rows(&[
+            &[
+                "1",
+                r#"{"x" : 1}"#,
+                r#"{"a": [2], "x": 1}"#,
+                "1 year -2 days +03:00:00.5",
+                "23:59:59.999999"
+            ],
+            &["2", "NULL", "NULL", "NULL", "NULL"],
+        ])
+    );
+    let n: i64 = c
+        .query_one(
+            "SELECT count(*) FROM wv_uuid_r WHERE id = $1",
+            &[&uuid16(U3)],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+}
+
+/// A `json` / `jsonb` value in binary: jsonb is version byte 1, then the
+/// text; json is the text.
+#[derive(Clone, Debug, PartialEq)]
+struct JsonText(String);
+
+impl ToSql for JsonText {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        if *ty == Type::JSONB {
+            out.put_u8(1);
+        }
+        out.put_slice(self.0.as_bytes());
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSON || *ty == Type::JSONB
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+impl<'a> FromSql<'a> for JsonText {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<JsonText, BoxError> {
+        let body = if *ty == Type::JSONB {
+            match raw.split_first() {
+                Some((1, rest)) => rest,
+                _ => return Err("bad jsonb version".into()),
+            }
+        } else {
+            raw
+        };
+        Ok(JsonText(std::str::from_utf8(body)?.to_string()))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSON || *ty == Type::JSONB
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_and_jsonb_round_trip() {
+    on_servers(|c| async move {
+        exec(&c, "DROP TABLE IF EXISTS wv_json").await;
+        exec(&c, "CREATE TABLE wv_json (id INT PRIMARY KEY, j JSON, b JSONB)").await;
+        exec(
+            &c,
+            r#"INSERT INTO wv_json VALUES (1, '{"b": 1,  "a":[true]}', '{"b": 1,  "a":[true], "b": "é\n"}')"#,
+        )
+        .await;
+        exec(
+            &c,
+            r#"BEGIN; INSERT INTO wv_json VALUES (2, '"x"', '"x"'), (3, NULL, 'null'); COMMIT"#,
+        )
+        .await;
+        assert_eq!(
+            simple_error(&c, "INSERT INTO wv_json VALUES (9, '{', NULL)").await,
+            "22P02"
+        );
+        assert_eq!(
+            simple_error(&c, "INSERT INTO wv_json VALUES (9, NULL, 'tru')").await,
+            "22P02"
+        );
+        let ins = c
+            .prepare_typed(
+                "INSERT INTO wv_json VALUES ($1, $2, $3)",
+                &[Type::INT4, Type::JSON, Type::JSONB],
+            )
+            .await
+            .unwrap();
+        // binary parameters
+        c.execute(
+            &ins,
+            &[
+                &4i32,
+                &JsonText(r#"{"z":0, "z":1}"#.into()),
+                &JsonText(r#"{"z":0, "z":1, "yy": [1,2]}"#.into()),
+            ],
+        )
+        .await
+        .unwrap();
+        // text parameters
+        c.execute(&ins, &[&5i32, &Text("[1,2 ]"), &Text(r#"{"k":"v"}"#)])
+            .await
+            .unwrap();
+        let e = c
+            .execute(&ins, &[&6i32, &Text("[1,"), &None::<JsonText>])
+            .await
+            .unwrap_err();
+        assert_eq!(sqlstate(&e), "22P02");
+
+        let want = rows(&[
+            &["1", r#"{"b": 1,  "a":[true]}"#, "{\"a\": [true], \"b\": \"é\\n\"}"],
+            &["2", r#""x""#, r#""x""#],
+            &["3", "NULL", "null"],
+            &["4", r#"{"z":0, "z":1}"#, r#"{"z": 1, "yy": [1, 2]}"#],
+            &["5", "[1,2 ]", r#"{"k": "v"}"#],
+        ]);
+        assert_eq!(texts(&c, "SELECT id, j, b FROM wv_json ORDER BY id").await, want);
+        // binary results: the OIDs and jsonb's version byte
+        let got = c
+            .query("SELECT id, j, b FROM wv_json ORDER BY id", &[])
+            .await
+            .unwrap();
+        assert_eq!(got[0].columns()[1].type_(), &Type::JSON);
+        assert_eq!(got[0].columns()[2].type_(), &Type::JSONB);
+        let got: Vec<Vec<String>> = got
+            .iter()
+            .map(|r| {
+                let j: Option<JsonText> = r.get(1);
+                let b: Option<JsonText> = r.get(2);
+                vec![
+                    r.get::<_, i32>(0).to_string(),
+                    j.map_or("NULL".into(), |x| x.0),
+                    b.map_or("NULL".into(), |x| x.0),
+                ]
+            })
+            .collect();
+        assert_eq!(got, want);
+
+        // operators on jsonb
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT b -> 'a', b ->> 'b', b -> 'a' -> 0, b ->> 'nope' FROM wv_json WHERE id = 1"
+            )
+            .await,
+            rows(&[&["[true]", "é\n", "true", "NULL"]])
+        );
+        assert_eq!(
+            texts(
+                &c,
+                r#"SELECT id FROM wv_json WHERE b @> '{"yy": [2]}' OR b ? 'k' ORDER BY id"#
+            )
+            .await,
+            rows(&[&["4"], &["5"]])
+        );
+        let arrow = c
+            .query("SELECT b -> 'yy' FROM wv_json WHERE id = 4", &[])
+            .await
+            .unwrap();
+        assert_eq!(arrow[0].columns()[0].type_(), &Type::JSONB);
+        assert_eq!(arrow[0].get::<_, JsonText>(0).0, "[1, 2]");
+
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT column_name, data_type, udt_name FROM information_schema.columns \
+                 WHERE table_name = 'wv_json' AND column_name <> 'id' ORDER BY ordinal_position"
+            )
+            .await,
+            rows(&[&["j", "json", "json"], &["b", "jsonb", "jsonb"]])
+        );
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT a.atttypid, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a \
+                 JOIN pg_class c ON a.attrelid = c.oid \
+                 WHERE c.relname = 'wv_json' AND a.attnum > 1 ORDER BY a.attnum"
+            )
+            .await,
+            rows(&[&["114", "json"], &["3802", "jsonb"]])
+        );
+    })
+    .await;
+}
+
+/// An `interval` in binary: microseconds, days, months.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct PgInterval {
+    micros: i64,
+    days: i32,
+    months: i32,
+}
+
+impl ToSql for PgInterval {
+    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        out.put_i64(self.micros);
+        out.put_i32(self.days);
+        out.put_i32(self.months);
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::INTERVAL
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+impl<'a> FromSql<'a> for PgInterval {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<PgInterval, BoxError> {
+        let raw: [u8; 16] = raw.try_into()?;
+        Ok(PgInterval {
+            micros: i64::from_be_bytes(raw[..8].try_into()?),
+            days: i32::from_be_bytes(raw[8..12].try_into()?),
+            months: i32::from_be_bytes(raw[12..].try_into()?),
+        })
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::INTERVAL
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interval_round_trips() {
+    on_servers(|c| async move {
+        exec(&c, "DROP TABLE IF EXISTS wv_interval").await;
+        exec(
+            &c,
+            "CREATE TABLE wv_interval (id INT PRIMARY KEY, d INTERVAL)",
+        )
+        .await;
+        exec(
+            &c,
+            "INSERT INTO wv_interval VALUES (1, '1 year 2 mons 3 days 04:05:06.5')",
+        )
+        .await;
+        exec(
+            &c,
+            "BEGIN; INSERT INTO wv_interval VALUES (2, 'P1Y2M'), (3, '-1 days +01:00:00'); COMMIT",
+        )
+        .await;
+        assert_eq!(
+            simple_error(&c, "INSERT INTO wv_interval VALUES (9, '1 fortnight')").await,
+            "22007"
+        );
+        let ins = c
+            .prepare_typed(
+                "INSERT INTO wv_interval VALUES ($1, $2)",
+                &[Type::INT4, Type::INTERVAL],
+            )
+            .await
+            .unwrap();
+        let bin = PgInterval {
+            micros: -1_500_000,
+            days: 2,
+            months: -13,
+        };
+        c.execute(&ins, &[&4i32, &bin]).await.unwrap();
+        c.execute(&ins, &[&5i32, &Text("@ 2 hours ago")])
+            .await
+            .unwrap();
+        c.execute(&ins, &[&6i32, &None::<PgInterval>])
+            .await
+            .unwrap();
+        let e = c.execute(&ins, &[&7i32, &Text("nope")]).await.unwrap_err();
+        assert_eq!(sqlstate(&e), "22007");
+
+        assert_eq!(
+            texts(&c, "SELECT id, d FROM wv_interval ORDER BY id").await,
+            rows(&[
+                &["1", "1 year 2 mons 3 days 04:05:06.5"],
+                &["2", "1 year 2 mons"],
+                &["3", "-1 days +01:00:00"],
+                &["4", "-1 years -1 mons +2 days -00:00:01.5"],
+                &["5", "-02:00:00"],
+                &["6", "NULL"],
+            ])
+        );
+        let got: Vec<Option<PgInterval>> = c
+            .query("SELECT d FROM wv_interval ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                Some(PgInterval {
+                    micros: 14_706_500_000,
+                    days: 3,
+                    months: 14
+                }),
+                Some(PgInterval {
+                    micros: 0,
+                    days: 0,
+                    months: 14
+                }),
+                Some(PgInterval {
+                    micros: 3_600_000_000,
+                    days: -1,
+                    months: 0
+                }),
+                Some(bin),
+                Some(PgInterval {
+                    micros: -7_200_000_000,
+                    days: 0,
+                    months: 0
+                }),
+                None,
+            ]
+        );
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT TIMESTAMP '2024-01-31 10:00:00' + d FROM wv_interval WHERE id = 1"
+            )
+            .await,
+            rows(&[&["2025-04-03 14:05:06.5"]])
+        );
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT format_type(a.atttypid, a.atttypmod), a.atttypid FROM pg_attribute a \
+                 JOIN pg_class c ON a.attrelid = c.oid \
+                 WHERE c.relname = 'wv_interval' AND a.attname = 'd'"
+            )
+            .await,
+            rows(&[&["interval", "1186"]])
+        );
+    })
+    .await;
+}
+
+/// A `time` in binary: microseconds since midnight.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct PgTime(i64);
+
+impl ToSql for PgTime {
+    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        out.put_i64(self.0);
+        Ok(IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::TIME
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+impl<'a> FromSql<'a> for PgTime {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<PgTime, BoxError> {
+        Ok(PgTime(i64::from_be_bytes(raw.try_into()?)))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::TIME
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_round_trips() {
+    on_servers(|c| async move {
+        exec(&c, "DROP TABLE IF EXISTS wv_time").await;
+        exec(&c, "CREATE TABLE wv_time (id INT PRIMARY KEY, t TIME)").await;
+        exec(
+            &c,
+            "INSERT INTO wv_time VALUES (1, '04:05:06.5'), (2, '24:00:00')",
+        )
+        .await;
+        let ins = c
+            .prepare_typed(
+                "INSERT INTO wv_time VALUES ($1, $2)",
+                &[Type::INT4, Type::TIME],
+            )
+            .await
+            .unwrap();
+        c.execute(&ins, &[&3i32, &PgTime(3_600_000_001)])
+            .await
+            .unwrap();
+        c.execute(&ins, &[&4i32, &Text("23:59")]).await.unwrap();
+        let e = c
+            .execute(&ins, &[&5i32, &PgTime(86_400_000_001)])
+            .await
+            .unwrap_err();
+        assert_eq!(sqlstate(&e), "22008");
+        let e = c.execute(&ins, &[&5i32, &Text("25:00")]).await.unwrap_err();
+        assert_eq!(sqlstate(&e), "22008");
+        assert_eq!(
+            texts(&c, "SELECT id, t FROM wv_time ORDER BY id").await,
+            rows(&[
+                &["1", "04:05:06.5"],
+                &["2", "24:00:00"],
+                &["3", "01:00:00.000001"],
+                &["4", "23:59:00"],
+            ])
+        );
+        let got: Vec<PgTime> = c
+            .query("SELECT t FROM wv_time ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                PgTime(14_706_500_000),
+                PgTime(86_400_000_000),
+                PgTime(3_600_000_001),
+                PgTime(86_340_000_000)
+            ]
+        );
+    })
+    .await;
+}

@@ -355,6 +355,7 @@ pub fn format_type(o: i64, typmod: i64) -> Option<String> {
         oid::BPCHAR => "bpchar".into(),
         oid::DATE => "date".into(),
         oid::TIMESTAMP => "timestamp without time zone".into(),
+        oid::TIME => "time without time zone".into(),
         oid::TIMESTAMPTZ => "timestamp with time zone".into(),
         oid::BYTEA => "bytea".into(),
         oid::NUMERIC if typmod >= 4 => {

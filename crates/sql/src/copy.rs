@@ -930,8 +930,8 @@ pub fn encode_row(
     match opts.format {
         CopyFormat::Binary => {
             out.put_i16(batch.num_columns() as i16);
-            for c in batch.columns() {
-                pgtypes::encode_cell(c.as_ref(), row, Format::Binary, out)?;
+            for (f, c) in batch.schema().fields().iter().zip(batch.columns()) {
+                pgtypes::encode_field_cell(f, c.as_ref(), row, Format::Binary, out)?;
             }
         }
         CopyFormat::Text | CopyFormat::Csv | CopyFormat::Parquet => {

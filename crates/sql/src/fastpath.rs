@@ -663,8 +663,9 @@ fn array_oid(elem: u32) -> u32 {
     match elem {
         pgtypes::oid::INT2 => pgtypes::oid::INT2_ARRAY,
         pgtypes::oid::INT4 => pgtypes::oid::INT4_ARRAY,
-        pgtypes::oid::INT8 => 1016,
+        pgtypes::oid::INT8 => pgtypes::oid::INT8_ARRAY,
         pgtypes::oid::TEXT => pgtypes::oid::TEXT_ARRAY,
+        pgtypes::oid::UUID => pgtypes::oid::UUID_ARRAY,
         _ => pgtypes::oid::TEXT_ARRAY,
     }
 }

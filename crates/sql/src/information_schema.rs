@@ -171,6 +171,19 @@ fn type_facts(t: ColumnType) -> TypeFacts {
             Some(6),
         ),
         ColumnType::Bytea => ("bytea", "bytea", None, None, None, None, None),
+        ColumnType::Uuid => ("uuid", "uuid", None, None, None, None, None),
+        ColumnType::Json => ("json", "json", None, None, None, None, None),
+        ColumnType::Jsonb => ("jsonb", "jsonb", None, None, None, None, None),
+        ColumnType::Interval => ("interval", "interval", None, None, None, None, Some(6)),
+        ColumnType::Time => (
+            "time without time zone",
+            "time",
+            None,
+            None,
+            None,
+            None,
+            Some(6),
+        ),
     }
 }
 

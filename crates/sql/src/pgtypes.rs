@@ -10,11 +10,14 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
+use datafusion::arrow::array::IntervalMonthDayNanoBuilder;
 use datafusion::arrow::array::{
     Array, ArrayBuilder, ArrayRef, AsArray, BinaryBuilder, BooleanBuilder, Date32Builder,
-    Decimal128Builder, Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder,
-    RecordBatch, StringArray, StringBuilder, TimestampMicrosecondBuilder,
+    Decimal128Builder, FixedSizeBinaryBuilder, Float32Builder, Float64Builder, Int16Builder,
+    Int32Builder, Int64Builder, RecordBatch, StringArray, StringBuilder,
+    TimestampMicrosecondBuilder,
 };
+use datafusion::arrow::datatypes::IntervalMonthDayNano;
 use datafusion::arrow::datatypes::{
     DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type,
     Int64Type, Int8Type, SchemaRef, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
@@ -22,7 +25,13 @@ use datafusion::arrow::datatypes::{
 };
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::ScalarValue;
-use eddy_common::{ColumnType, Row, Value};
+use eddy_common::{
+    format_interval, format_uuid, parse_interval, parse_uuid, ColumnType, Interval, IntervalError,
+    Row, Value, UUID_LEN,
+};
+
+/// `UUID_LEN` as Arrow's `FixedSizeBinary` width.
+const UUID_LEN_I32: i32 = 16;
 
 use crate::error::{Result, SqlError};
 
@@ -48,9 +57,14 @@ pub mod oid {
     pub const TIMESTAMPTZ: u32 = 1184;
     pub const INTERVAL: u32 = 1186;
     pub const NUMERIC: u32 = 1700;
+    pub const UUID: u32 = 2950;
+    pub const JSON: u32 = 114;
+    pub const JSONB: u32 = 3802;
     pub const INT2_ARRAY: u32 = 1005;
     pub const INT4_ARRAY: u32 = 1007;
     pub const TEXT_ARRAY: u32 = 1009;
+    pub const INT8_ARRAY: u32 = 1016;
+    pub const UUID_ARRAY: u32 = 2951;
 }
 
 /// Wire format of one value.
@@ -80,6 +94,9 @@ pub fn pg_oid(dt: &DataType) -> u32 {
         DataType::Date32 => oid::DATE,
         DataType::Timestamp(_, None) => oid::TIMESTAMP,
         DataType::Timestamp(_, Some(_)) => oid::TIMESTAMPTZ,
+        DataType::FixedSizeBinary(16) => oid::UUID,
+        DataType::Interval(_) => oid::INTERVAL,
+        DataType::Time64(_) | DataType::Time32(_) => oid::TIME,
         DataType::Null => oid::TEXT,
         _ => oid::TEXT,
     }
@@ -100,6 +117,9 @@ pub fn declared_type_metadata(ty: ColumnType) -> std::collections::HashMap<Strin
         ColumnType::Varchar(n) => {
             m.insert(DECLARED_TYPE_KEY.to_string(), format!("varchar({n})"));
         }
+        ColumnType::Json | ColumnType::Jsonb => {
+            m.insert(DECLARED_TYPE_KEY.to_string(), ty.pg_name());
+        }
         _ => {}
     }
     m
@@ -108,6 +128,11 @@ pub fn declared_type_metadata(ty: ColumnType) -> std::collections::HashMap<Strin
 /// The `char(n)` / `varchar(n)` a result field carries, if any.
 pub fn declared_type(field: &datafusion::arrow::datatypes::Field) -> Option<ColumnType> {
     let d = field.metadata().get(DECLARED_TYPE_KEY)?;
+    match d.as_str() {
+        "json" => return Some(ColumnType::Json),
+        "jsonb" => return Some(ColumnType::Jsonb),
+        _ => {}
+    }
     let (name, rest) = d.split_once('(')?;
     let n: u32 = rest.strip_suffix(')')?.parse().ok()?;
     match name {
@@ -123,6 +148,8 @@ pub fn field_oid(field: &datafusion::arrow::datatypes::Field) -> u32 {
     match declared_type(field) {
         Some(ColumnType::Char(_)) => oid::BPCHAR,
         Some(ColumnType::Varchar(_)) => oid::VARCHAR,
+        Some(ColumnType::Json) => oid::JSON,
+        Some(ColumnType::Jsonb) => oid::JSONB,
         _ => pg_oid(field.data_type()),
     }
 }
@@ -178,6 +205,7 @@ pub fn pg_typlen(oid: u32) -> i16 {
         oid::INT4 | oid::OID | oid::FLOAT4 | oid::DATE => 4,
         oid::INT8 | oid::FLOAT8 | oid::TIMESTAMP | oid::TIMESTAMPTZ | oid::TIME => 8,
         oid::NAME => 64,
+        oid::UUID | oid::INTERVAL => 16,
         _ => -1,
     }
 }
@@ -197,6 +225,11 @@ pub fn column_type_for_oid(o: u32) -> Option<ColumnType> {
         oid::TIMESTAMP => ColumnType::Timestamp,
         oid::TIMESTAMPTZ => ColumnType::TimestampTz,
         oid::BYTEA => ColumnType::Bytea,
+        oid::UUID => ColumnType::Uuid,
+        oid::JSON => ColumnType::Json,
+        oid::JSONB => ColumnType::Jsonb,
+        oid::INTERVAL => ColumnType::Interval,
+        oid::TIME => ColumnType::Time,
         _ => return None,
     })
 }
@@ -206,6 +239,8 @@ pub fn oid_for_column_type(t: ColumnType) -> u32 {
     match t {
         ColumnType::Char(_) => oid::BPCHAR,
         ColumnType::Varchar(_) => oid::VARCHAR,
+        ColumnType::Json => oid::JSON,
+        ColumnType::Jsonb => oid::JSONB,
         other => pg_oid(&other.to_arrow()),
     }
 }
@@ -259,6 +294,21 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
         D::Timestamp(_, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => ColumnType::TimestampTz,
         D::Timestamp(..) | D::Datetime(_) | D::TimestampNtz(_) => ColumnType::Timestamp,
         D::Bytea | D::Blob(_) | D::Varbinary(_) | D::Binary(_) => ColumnType::Bytea,
+        D::Uuid => ColumnType::Uuid,
+        D::JSON => ColumnType::Json,
+        D::JSONB => ColumnType::Jsonb,
+        D::Interval { fields: None, .. } => ColumnType::Interval,
+        D::Time(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => ColumnType::Time,
+        D::Time(..) => {
+            return Err(SqlError::FeatureNotSupported(
+                "type time with time zone is not supported".into(),
+            ))
+        }
+        D::Interval { .. } => {
+            return Err(SqlError::FeatureNotSupported(
+                "interval with a field restriction is not supported".into(),
+            ))
+        }
         D::Custom(name, _) => {
             let n = name.to_string().to_ascii_lowercase();
             match n.trim_matches('"') {
@@ -266,6 +316,10 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
                 "bigserial" | "serial8" => ColumnType::BigInt,
                 "smallserial" => ColumnType::SmallInt,
                 "timestamptz" => ColumnType::TimestampTz,
+                "uuid" => ColumnType::Uuid,
+                "json" => ColumnType::Json,
+                "jsonb" => ColumnType::Jsonb,
+                "interval" => ColumnType::Interval,
                 "name" | "citext" | "bpchar" => ColumnType::Text,
                 other => {
                     return Err(SqlError::FeatureNotSupported(format!(
@@ -1126,6 +1180,9 @@ pub fn cell_text(array: &dyn Array, row: usize, out: &mut String) -> Result<()> 
                 out.push_str("+00");
             }
         }
+        DataType::FixedSizeBinary(16) => out.push_str(&format_uuid(&uuid_cell(array, row)?)),
+        DataType::Interval(_) => out.push_str(&format_interval(interval_cell(array, row)?)),
+        DataType::Time64(_) | DataType::Time32(_) => write_time(time_cell(array, row)?, out),
         _ => {
             let opts = FormatOptions::default();
             let f = ArrayFormatter::try_new(array, &opts)?;
@@ -1162,6 +1219,190 @@ pub fn encode_cell(
     Ok(())
 }
 
+/// The 16 bytes of a non-null cell of a `FixedSizeBinary(16)` (uuid) array.
+fn uuid_cell(array: &dyn Array, row: usize) -> Result<[u8; UUID_LEN]> {
+    let a = array
+        .as_fixed_size_binary_opt()
+        .ok_or_else(|| SqlError::Internal(format!("uuid column holds {}", array.data_type())))?;
+    if row >= a.len() {
+        return Err(SqlError::Internal("uuid cell out of range".into()));
+    }
+    <[u8; UUID_LEN]>::try_from(a.value(row))
+        .map_err(|_| SqlError::Internal("uuid cell is not 16 bytes".into()))
+}
+
+/// The microseconds since midnight in a non-null cell of a time array.
+fn time_cell(array: &dyn Array, row: usize) -> Result<i64> {
+    use datafusion::arrow::datatypes::{
+        Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType,
+    };
+    if row >= array.len() {
+        return Err(SqlError::Internal("time cell out of range".into()));
+    }
+    Ok(match array.data_type() {
+        DataType::Time64(TimeUnit::Microsecond) => {
+            array.as_primitive::<Time64MicrosecondType>().value(row)
+        }
+        DataType::Time64(_) => array.as_primitive::<Time64NanosecondType>().value(row) / 1000,
+        DataType::Time32(TimeUnit::Second) => {
+            i64::from(array.as_primitive::<Time32SecondType>().value(row)) * 1_000_000
+        }
+        DataType::Time32(_) => {
+            i64::from(array.as_primitive::<Time32MillisecondType>().value(row)) * 1000
+        }
+        other => return Err(SqlError::Internal(format!("time column holds {other}"))),
+    })
+}
+
+/// `HH:MM:SS[.ffffff]`, as PostgreSQL prints a time.
+fn write_time(micros: i64, out: &mut String) {
+    use std::fmt::Write;
+    let secs = micros / 1_000_000;
+    let frac = micros % 1_000_000;
+    let _ = write!(
+        out,
+        "{:02}:{:02}:{:02}",
+        secs / 3600,
+        (secs / 60) % 60,
+        secs % 60
+    );
+    if frac != 0 {
+        let s = format!("{frac:06}");
+        out.push('.');
+        out.push_str(s.trim_end_matches('0'));
+    }
+}
+
+/// The most microseconds a time holds: `24:00:00`.
+const MAX_TIME_MICROS: i64 = MICROS_PER_DAY;
+
+/// Parses a time (PostgreSQL's `time_in` for `HH:MM[:SS[.frac]]`): 22007
+/// if it is not one, 22008 for a field out of range.
+pub fn time_from_text(s: &str) -> Result<i64> {
+    let bad = || SqlError::InvalidDatetime(format!("invalid input syntax for type time: \"{s}\""));
+    let range =
+        || SqlError::DatetimeOverflow(format!("date/time field value out of range: \"{s}\""));
+    let t = s.trim();
+    let mut parts = t.split(':');
+    let field = |x: Option<&str>| -> Result<i64> {
+        let x = x.ok_or_else(bad)?;
+        if x.is_empty() || x.len() > 2 || !x.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        x.parse::<i64>().map_err(|_| bad())
+    };
+    let h = field(parts.next())?;
+    let m = field(parts.next())?;
+    let (sec, frac) = match parts.next() {
+        None => (0, 0),
+        Some(x) => {
+            let (whole, frac) = x.split_once('.').unwrap_or((x, ""));
+            let sec = field(Some(whole))?;
+            if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            // round to microseconds
+            let padded = format!("{frac:0<9}");
+            let nanos: i64 = padded.parse().map_err(|_| bad())?;
+            (sec, (nanos + 500) / 1000)
+        }
+    };
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    if h > 24 || m > 59 || sec > 60 {
+        return Err(range());
+    }
+    let micros = ((h * 60 + m) * 60 + sec) * 1_000_000 + frac;
+    if micros > MAX_TIME_MICROS {
+        return Err(range());
+    }
+    Ok(micros)
+}
+
+/// The interval in a non-null cell of any Arrow interval array.
+fn interval_cell(array: &dyn Array, row: usize) -> Result<Interval> {
+    use datafusion::arrow::datatypes::{
+        IntervalDayTimeType, IntervalMonthDayNanoType, IntervalUnit, IntervalYearMonthType,
+    };
+    if row >= array.len() {
+        return Err(SqlError::Internal("interval cell out of range".into()));
+    }
+    Ok(match array.data_type() {
+        DataType::Interval(IntervalUnit::MonthDayNano) => {
+            let v = array.as_primitive::<IntervalMonthDayNanoType>().value(row);
+            Interval {
+                months: v.months,
+                days: v.days,
+                micros: v.nanoseconds / 1000,
+            }
+        }
+        DataType::Interval(IntervalUnit::DayTime) => {
+            let v = array.as_primitive::<IntervalDayTimeType>().value(row);
+            Interval {
+                months: 0,
+                days: v.days,
+                micros: i64::from(v.milliseconds) * 1000,
+            }
+        }
+        DataType::Interval(IntervalUnit::YearMonth) => Interval {
+            months: array.as_primitive::<IntervalYearMonthType>().value(row),
+            days: 0,
+            micros: 0,
+        },
+        other => return Err(SqlError::Internal(format!("interval column holds {other}"))),
+    })
+}
+
+/// Parses interval text (PostgreSQL's `interval_in`): 22007 if it is not
+/// one, 22008 out of range.
+pub fn interval_from_text(s: &str) -> Result<Interval> {
+    parse_interval(s).map_err(|e| match e {
+        IntervalError::Syntax => {
+            SqlError::InvalidDatetime(format!("invalid input syntax for type interval: \"{s}\""))
+        }
+        IntervalError::OutOfRange => {
+            SqlError::DatetimeOverflow(format!("interval out of range: \"{s}\""))
+        }
+    })
+}
+
+/// Parses a uuid's text form (PostgreSQL's `uuid_in`): 22P02 if it is not one.
+pub fn uuid_from_text(s: &str) -> Result<[u8; UUID_LEN]> {
+    parse_uuid(s).ok_or_else(|| {
+        SqlError::InvalidText(format!("invalid input syntax for type uuid: \"{s}\""))
+    })
+}
+
+/// [`encode_cell`] for a cell of a result or COPY column `field`: a
+/// column declared `jsonb` gets jsonb's binary form (version byte 1, then
+/// the text).
+pub fn encode_field_cell(
+    field: &datafusion::arrow::datatypes::Field,
+    array: &dyn Array,
+    row: usize,
+    format: Format,
+    out: &mut BytesMut,
+) -> Result<()> {
+    if format == Format::Binary
+        && !array.is_null(row)
+        && declared_type(field) == Some(ColumnType::Jsonb)
+    {
+        let mut s = String::new();
+        cell_text(array, row, &mut s)?;
+        let len = s
+            .len()
+            .checked_add(1)
+            .and_then(|n| i32::try_from(n).ok())
+            .ok_or_else(|| SqlError::ProgramLimitExceeded("jsonb value too long".into()))?;
+        out.put_i32(len);
+        out.put_u8(1);
+        out.put_slice(s.as_bytes());
+        return Ok(());
+    }
+    encode_cell(array, row, format, out)
+}
+
 fn encode_binary(array: &dyn Array, row: usize, out: &mut BytesMut) -> Result<()> {
     match array.data_type() {
         DataType::Boolean => out.put_u8(array.as_boolean().value(row) as u8),
@@ -1181,6 +1422,15 @@ fn encode_binary(array: &dyn Array, row: usize, out: &mut BytesMut) -> Result<()
         DataType::Binary => out.put_slice(array.as_binary::<i32>().value(row)),
         DataType::LargeBinary => out.put_slice(array.as_binary::<i64>().value(row)),
         DataType::BinaryView => out.put_slice(array.as_binary_view().value(row)),
+        DataType::FixedSizeBinary(16) => out.put_slice(&uuid_cell(array, row)?),
+        DataType::Time64(_) | DataType::Time32(_) => out.put_i64(time_cell(array, row)?),
+        // interval: microseconds, days, months
+        DataType::Interval(_) => {
+            let iv = interval_cell(array, row)?;
+            out.put_i64(iv.micros);
+            out.put_i32(iv.days);
+            out.put_i32(iv.months);
+        }
         DataType::Date32 => out.put_i32(
             array
                 .as_primitive::<Date32Type>()
@@ -1262,6 +1512,14 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
         ColumnType::Timestamp => Value::Timestamp(timestamp_wall_clock(t)?),
         ColumnType::TimestampTz => Value::Timestamp(timestamp_instant(t)?),
         ColumnType::Bytea => Value::Bytea(bytea_from_text(s)?),
+        ColumnType::Uuid => Value::Uuid(uuid_from_text(s)?),
+        ColumnType::Json => {
+            crate::json::check_json(s)?;
+            Value::Text(s.to_string())
+        }
+        ColumnType::Jsonb => Value::Text(crate::json::normalize_jsonb(s)?),
+        ColumnType::Interval => Value::Interval(interval_from_text(s)?),
+        ColumnType::Time => Value::Time(time_from_text(s)?),
     })
 }
 
@@ -1473,6 +1731,43 @@ pub fn parse_binary(b: &[u8], wire_oid: u32, ty: ColumnType) -> Result<Value> {
             Value::Timestamp(timestamp_from_binary(i64::from_be_bytes(fixed(b, bad)?))?)
         }
         oid::BYTEA => Value::Bytea(b.to_vec()),
+        oid::UUID => Value::Uuid(fixed(b, bad)?),
+        oid::TIME => {
+            let t = i64::from_be_bytes(fixed(b, bad)?);
+            if !(0..=MAX_TIME_MICROS).contains(&t) {
+                return Err(SqlError::DatetimeOverflow("time out of range".into()));
+            }
+            Value::Time(t)
+        }
+        oid::INTERVAL => {
+            let raw: [u8; 16] = fixed(b, bad)?;
+            let (m, rest) = raw.split_at(8);
+            let (d, mo) = rest.split_at(4);
+            let micros = i64::from_be_bytes(m.try_into().map_err(|_| bad())?);
+            if micros.unsigned_abs() > eddy_common::interval::MAX_INTERVAL_MICROS.unsigned_abs() {
+                return Err(SqlError::DatetimeOverflow("interval out of range".into()));
+            }
+            Value::Interval(Interval {
+                micros,
+                days: i32::from_be_bytes(d.try_into().map_err(|_| bad())?),
+                months: i32::from_be_bytes(mo.try_into().map_err(|_| bad())?),
+            })
+        }
+        // jsonb's binary form: version 1, then the text
+        oid::JSONB => {
+            let text = match b.split_first() {
+                Some((1, text)) => text,
+                Some((v, _)) => {
+                    return Err(SqlError::InvalidBinary(format!(
+                        "unsupported jsonb version number {v}"
+                    )))
+                }
+                None => return Err(bad()),
+            };
+            let s = std::str::from_utf8(text)
+                .map_err(|_| SqlError::InvalidEncoding(" in a parameter".into()))?;
+            return parse_text(s, ty);
+        }
         oid::NUMERIC => {
             let special = match parse_numeric_binary(b)? {
                 WireNumeric::Finite(text) => return parse_text(&text, ty),
@@ -1618,6 +1913,10 @@ pub fn coerce_value(v: Value, ty: ColumnType) -> Result<Value> {
     if let (Value::Text(s), ColumnType::Varchar(_) | ColumnType::Char(_)) = (&v, ty) {
         return Ok(Value::Text(fit_length(s, ty)?));
     }
+    // text into json / jsonb is checked (and jsonb normalized)
+    if let (Value::Text(s), ColumnType::Json | ColumnType::Jsonb) = (&v, ty) {
+        return parse_text(s, ty);
+    }
     if v.fits(ty) {
         return Ok(v);
     }
@@ -1676,6 +1975,9 @@ pub fn value_text(v: &Value, scale: Option<i8>) -> String {
         Value::Date(d) => write_date(*d as i64, &mut out),
         Value::Timestamp(t) => write_timestamp(*t, &mut out),
         Value::Bytea(b) => hex_bytea(b, &mut out),
+        Value::Uuid(u) => out = format_uuid(u),
+        Value::Interval(iv) => out = format_interval(*iv),
+        Value::Time(t) => write_time(*t, &mut out),
     }
     out
 }
@@ -1733,6 +2035,13 @@ pub fn cell_value(array: &dyn Array, row: usize, ty: ColumnType) -> Result<Value
         (ColumnType::Bytea, DataType::BinaryView) => {
             Value::Bytea(array.as_binary_view().value(row).to_vec())
         }
+        (ColumnType::Uuid, DataType::FixedSizeBinary(16)) => Value::Uuid(uuid_cell(array, row)?),
+        (ColumnType::Time, DataType::Time64(_) | DataType::Time32(_)) => {
+            Value::Time(time_cell(array, row)?)
+        }
+        (ColumnType::Interval, DataType::Interval(_)) => {
+            Value::Interval(interval_cell(array, row)?)
+        }
         _ => return Err(mismatch()),
     })
 }
@@ -1751,14 +2060,24 @@ pub fn builder_for(ty: ColumnType, capacity: usize) -> Box<dyn ArrayBuilder> {
                 .with_precision_and_scale(p, s)
                 .unwrap_or_else(|_| Decimal128Builder::with_capacity(capacity)),
         ),
-        ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
-            Box::new(StringBuilder::with_capacity(capacity, capacity * 16))
-        }
+        ColumnType::Text
+        | ColumnType::Varchar(_)
+        | ColumnType::Char(_)
+        | ColumnType::Json
+        | ColumnType::Jsonb => Box::new(StringBuilder::with_capacity(capacity, capacity * 16)),
         ColumnType::Date => Box::new(Date32Builder::with_capacity(capacity)),
         ColumnType::Timestamp | ColumnType::TimestampTz => Box::new(
             TimestampMicrosecondBuilder::with_capacity(capacity).with_data_type(ty.to_arrow()),
         ),
         ColumnType::Bytea => Box::new(BinaryBuilder::with_capacity(capacity, capacity * 16)),
+        ColumnType::Uuid => Box::new(FixedSizeBinaryBuilder::with_capacity(
+            capacity,
+            UUID_LEN_I32,
+        )),
+        ColumnType::Interval => Box::new(IntervalMonthDayNanoBuilder::with_capacity(capacity)),
+        ColumnType::Time => {
+            Box::new(datafusion::arrow::array::Time64MicrosecondBuilder::with_capacity(capacity))
+        }
     }
 }
 
@@ -1840,7 +2159,11 @@ pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Resu
                 _ => return Err(wrong()),
             }
         ),
-        ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => push!(
+        ColumnType::Text
+        | ColumnType::Varchar(_)
+        | ColumnType::Char(_)
+        | ColumnType::Json
+        | ColumnType::Jsonb => push!(
             StringBuilder,
             match v {
                 Value::Text(x) => Some(x.as_str()),
@@ -1872,8 +2195,52 @@ pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Resu
                 _ => return Err(wrong()),
             }
         ),
+        ColumnType::Uuid => {
+            let bb = b
+                .as_any_mut()
+                .downcast_mut::<FixedSizeBinaryBuilder>()
+                .ok_or_else(|| SqlError::Internal("builder type mismatch".into()))?;
+            match v {
+                Value::Uuid(x) => bb.append_value(x)?,
+                Value::Null => bb.append_null(),
+                _ => return Err(wrong()),
+            }
+        }
+        ColumnType::Time => push!(
+            datafusion::arrow::array::Time64MicrosecondBuilder,
+            match v {
+                Value::Time(x) => Some(*x),
+                Value::Null => None,
+                _ => return Err(wrong()),
+            }
+        ),
+        ColumnType::Interval => push!(
+            IntervalMonthDayNanoBuilder,
+            match v {
+                Value::Interval(x) => Some(interval_arrow(*x)?),
+                Value::Null => None,
+                _ => return Err(wrong()),
+            }
+        ),
     }
     Ok(())
+}
+
+/// An interval as Arrow's month-day-nanosecond value; 22008 past its range.
+pub fn interval_arrow(iv: Interval) -> Result<IntervalMonthDayNano> {
+    let nanos = iv
+        .nanos()
+        .ok_or_else(|| SqlError::DatetimeOverflow("interval out of range".into()))?;
+    Ok(IntervalMonthDayNano::new(iv.months, iv.days, nanos))
+}
+
+/// An interval as text Arrow's interval cast reads exactly (its own
+/// parser does not know PostgreSQL's `04:05:06` or ISO 8601 forms).
+pub fn interval_arrow_text(iv: Interval) -> String {
+    format!(
+        "{} mons {} days {} microseconds",
+        iv.months, iv.days, iv.micros
+    )
 }
 
 /// Build a batch of `schema` (whose fields are Eddy column types) from rows.
@@ -1926,6 +2293,9 @@ pub fn value_to_scalar(v: &Value, ty: ColumnType) -> ScalarValue {
         }
         (Value::Timestamp(t), _) => ScalarValue::TimestampMicrosecond(Some(*t), None),
         (Value::Bytea(b), _) => ScalarValue::Binary(Some(b.clone())),
+        (Value::Uuid(u), _) => ScalarValue::FixedSizeBinary(UUID_LEN_I32, Some(u.to_vec())),
+        (Value::Interval(iv), _) => ScalarValue::IntervalMonthDayNano(interval_arrow(*iv).ok()),
+        (Value::Time(t), _) => ScalarValue::Time64Microsecond(Some(*t)),
     }
 }
 
@@ -1933,6 +2303,136 @@ pub fn value_to_scalar(v: &Value, ty: ColumnType) -> ScalarValue {
 mod tests {
     use super::*;
     use datafusion::arrow::array::{Decimal128Array, Int32Array};
+
+    #[test]
+    fn uuids_parse_and_print_as_postgresql() {
+        let u = [
+            0xa0, 0xee, 0xbc, 0x99, 0x9c, 0x0b, 0x4e, 0xf8, 0xbb, 0x6d, 0x6b, 0xb9, 0xbd, 0x38,
+            0x0a, 0x11,
+        ];
+        let text = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11";
+        assert_eq!(
+            parse_text("{A0EEBC99-9C0B4EF8-BB6D6BB9-BD380A11}", ColumnType::Uuid).unwrap(),
+            Value::Uuid(u)
+        );
+        assert_eq!(value_text(&Value::Uuid(u), None), text);
+        assert_eq!(
+            parse_param(text.as_bytes(), oid::UUID, false).unwrap(),
+            Value::Uuid(u)
+        );
+        assert_eq!(parse_param(&u, oid::UUID, true).unwrap(), Value::Uuid(u));
+        // binary: exactly 16 bytes
+        for bad in [&u[..15], &[0u8; 17][..], &[][..]] {
+            let e = parse_param(bad, oid::UUID, true).unwrap_err();
+            assert_eq!(e.sqlstate(), "22P03");
+        }
+        for bad in ["", "a0eebc99", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11x", "é"] {
+            let e = parse_text(bad, ColumnType::Uuid).unwrap_err();
+            assert_eq!(e.sqlstate(), "22P02", "{bad}");
+        }
+        // through Arrow and back, text and binary
+        let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
+            datafusion::arrow::datatypes::Field::new("u", ColumnType::Uuid.to_arrow(), true),
+        ]));
+        let batch = rows_to_batch(
+            &schema,
+            &[ColumnType::Uuid],
+            &[vec![Value::Uuid(u)], vec![Value::Null]],
+        )
+        .unwrap();
+        assert_eq!(pg_oid(batch.schema().field(0).data_type()), oid::UUID);
+        let mut out = BytesMut::new();
+        encode_cell(batch.column(0).as_ref(), 0, Format::Binary, &mut out).unwrap();
+        assert_eq!(&out[4..], &u[..]);
+        let mut s = String::new();
+        cell_text(batch.column(0).as_ref(), 0, &mut s).unwrap();
+        assert_eq!(s, text);
+        assert_eq!(
+            batch_to_rows(&batch, &[ColumnType::Uuid]).unwrap(),
+            vec![vec![Value::Uuid(u)], vec![Value::Null]]
+        );
+        // a uuid array parameter's elements
+        let mut arr = BytesMut::new();
+        arr.put_i32(1);
+        arr.put_i32(1);
+        arr.put_u32(oid::UUID);
+        arr.put_i32(2);
+        arr.put_i32(1);
+        arr.put_i32(16);
+        arr.put_slice(&u);
+        arr.put_i32(-1);
+        assert_eq!(
+            binary_array_to_text(&arr).unwrap(),
+            format!("{{\"{text}\",NULL}}")
+        );
+    }
+
+    #[test]
+    fn intervals_and_json_decode_with_checked_lengths() {
+        let iv = Interval {
+            months: 14,
+            days: 3,
+            micros: 14_706_000_000,
+        };
+        let mut b = BytesMut::new();
+        b.put_i64(iv.micros);
+        b.put_i32(iv.days);
+        b.put_i32(iv.months);
+        assert_eq!(
+            parse_param(&b, oid::INTERVAL, true).unwrap(),
+            Value::Interval(iv)
+        );
+        assert_eq!(
+            value_text(&Value::Interval(iv), None),
+            "1 year 2 mons 3 days 04:05:06"
+        );
+        for bad in [&b[..15], &[0u8; 17][..], &[][..]] {
+            assert_eq!(
+                parse_param(bad, oid::INTERVAL, true)
+                    .unwrap_err()
+                    .sqlstate(),
+                "22P03"
+            );
+        }
+        let mut huge = BytesMut::new();
+        huge.put_i64(i64::MAX);
+        huge.put_i64(0);
+        assert_eq!(
+            parse_param(&huge, oid::INTERVAL, true)
+                .unwrap_err()
+                .sqlstate(),
+            "22008"
+        );
+        assert_eq!(
+            parse_text("1 fortnight", ColumnType::Interval)
+                .unwrap_err()
+                .sqlstate(),
+            "22007"
+        );
+        // jsonb binary: version 1 then text; anything else refused
+        assert_eq!(
+            parse_param(b"\x01{\"b\":1,\"a\":2}", oid::JSONB, true).unwrap(),
+            Value::Text(r#"{"a": 2, "b": 1}"#.into())
+        );
+        assert_eq!(
+            parse_param(b"\x02{}", oid::JSONB, true)
+                .unwrap_err()
+                .sqlstate(),
+            "22P03"
+        );
+        assert_eq!(
+            parse_param(b"", oid::JSONB, true).unwrap_err().sqlstate(),
+            "22P03"
+        );
+        assert_eq!(
+            parse_param(b"{", oid::JSON, false).unwrap_err().sqlstate(),
+            "22P02"
+        );
+        assert_eq!(
+            coerce_value(Value::Text("[1,2]".into()), ColumnType::Jsonb).unwrap(),
+            Value::Text("[1, 2]".into())
+        );
+    }
 
     #[test]
     fn dates_round_trip() {
@@ -2515,6 +3015,10 @@ mod fuzz {
         oid::INT2_ARRAY,
         oid::INT4_ARRAY,
         oid::TEXT_ARRAY,
+        oid::UUID,
+        oid::UUID_ARRAY,
+        oid::JSON,
+        oid::JSONB,
         0,
         u32::MAX,
     ];
@@ -2534,6 +3038,11 @@ mod fuzz {
         ColumnType::Date,
         ColumnType::Timestamp,
         ColumnType::Bytea,
+        ColumnType::Uuid,
+        ColumnType::Time,
+        ColumnType::Json,
+        ColumnType::Jsonb,
+        ColumnType::Interval,
     ];
 
     fn any_type() -> impl Strategy<Value = ColumnType> {

@@ -488,6 +488,7 @@ fn has_range_statistics(ty: ColumnType) -> bool {
             | ColumnType::Decimal(..)
             | ColumnType::Date
             | ColumnType::Timestamp
+            | ColumnType::Time
     )
 }
 
@@ -922,6 +923,15 @@ pub fn scalar_to_value(s: &ScalarValue) -> Option<Value> {
         ScalarValue::Binary(Some(b))
         | ScalarValue::LargeBinary(Some(b))
         | ScalarValue::BinaryView(Some(b)) => Value::Bytea(b.clone()),
+        ScalarValue::Time64Microsecond(Some(t)) => Value::Time(*t),
+        ScalarValue::IntervalMonthDayNano(Some(x)) => Value::Interval(eddy_common::Interval {
+            months: x.months,
+            days: x.days,
+            micros: x.nanoseconds / 1000,
+        }),
+        ScalarValue::FixedSizeBinary(16, Some(b)) => {
+            Value::Uuid(<[u8; eddy_common::UUID_LEN]>::try_from(b.as_slice()).ok()?)
+        }
         s if s.is_null() => Value::Null,
         _ => return None,
     })
@@ -941,6 +951,8 @@ pub fn cmp_values(a: &Value, b: &Value) -> Option<Ordering> {
         (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
         (Value::Timestamp(x), Value::Timestamp(y)) => Some(x.cmp(y)),
         (Value::Bytea(x), Value::Bytea(y)) => Some(x.cmp(y)),
+        (Value::Uuid(x), Value::Uuid(y)) => Some(x.cmp(y)),
+        (Value::Time(x), Value::Time(y)) => Some(x.cmp(y)),
         _ => None,
     }
 }

@@ -66,6 +66,7 @@ pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
     vec![
         Arc::new(PgResultTypes),
+        Arc::new(crate::uuid_type::UuidCoercion),
         Arc::new(ResolveGroupingFunction::new()),
         Arc::new(TypeCoercion::new()),
         Arc::new(crate::checked_arith::CheckedIntegerArithmetic),

@@ -587,6 +587,26 @@ fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
     };
     let naive = || SqlType::Timestamp(None, TimezoneInfo::None);
     match data_type {
+        // Arrow has no text -> uuid cast (`uuid_type`)
+        _ if matches!(data_type, SqlType::Uuid) || custom.as_deref() == Some("uuid") => {
+            Some(call(crate::uuid_type::UUID_IN, vec![expr.clone()]))
+        }
+        // `'1 year 2 mons 04:05:06'::interval`: PostgreSQL's input forms,
+        // given to Arrow's interval cast in a form it reads
+        SqlType::Interval { fields: None, .. } => {
+            let s = string_literal(expr)?;
+            Some(call(
+                crate::interval_type::INTERVAL_IN,
+                vec![string_expr(s.to_string())],
+            ))
+        }
+        // json and jsonb are text checked (jsonb normalized) by functions
+        _ if matches!(data_type, SqlType::JSON) || custom.as_deref() == Some("json") => {
+            Some(call(crate::json_functions::JSON_IN, vec![expr.clone()]))
+        }
+        _ if matches!(data_type, SqlType::JSONB) || custom.as_deref() == Some("jsonb") => {
+            Some(call(crate::json_functions::JSONB_IN, vec![expr.clone()]))
+        }
         _ if matches!(data_type, SqlType::Bytea) || custom.as_deref() == Some("bytea") => {
             let bytes = pgtypes::parse_bytea_text(string_literal(expr)?)?;
             let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -1037,6 +1057,23 @@ pub fn value_to_expr(v: &Value, decimal_scale: Option<i8>) -> Expr {
             let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
             lit(SqlValue::HexStringLiteral(hex))
         }
+        Value::Time(_) => cast(
+            value_text(v, None),
+            SqlType::Time(None, datafusion::sql::sqlparser::ast::TimezoneInfo::None),
+        ),
+        Value::Interval(iv) => cast(
+            crate::pgtypes::interval_arrow_text(*iv),
+            SqlType::Interval {
+                fields: None,
+                precision: None,
+            },
+        ),
+        Value::Uuid(u) => call(
+            crate::uuid_type::UUID_IN,
+            vec![lit(SqlValue::SingleQuotedString(eddy_common::format_uuid(
+                u,
+            )))],
+        ),
     }
 }
 

@@ -430,9 +430,16 @@ impl Session {
             .chain(sequence_functions)
             .chain(advisory_functions)
             .chain([typeof_function, setting_fallback])
+            .chain(crate::uuid_type::uuid_functions())
+            .chain(crate::json_functions::json_functions())
+            .chain(crate::interval_type::interval_functions())
         {
             ctx.register_udf(f);
         }
+        datafusion::execution::FunctionRegistry::register_expr_planner(
+            &mut *ctx.state_ref().write(),
+            Arc::new(crate::json_functions::JsonPlanner),
+        )?;
         let settings = DEFAULT_SETTINGS
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -2103,7 +2110,11 @@ pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef>
     let target = ty.to_arrow();
     let is_string =
         |t: &DataType| matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8);
-    let checks_length = matches!(ty, ColumnType::Varchar(_) | ColumnType::Char(_));
+    // length-checked text, and json / jsonb (checked, jsonb normalized)
+    let checks_length = matches!(
+        ty,
+        ColumnType::Varchar(_) | ColumnType::Char(_) | ColumnType::Json | ColumnType::Jsonb
+    );
     if a.data_type() == &target && !checks_length {
         return Ok(Arc::clone(a));
     }

@@ -44,14 +44,22 @@ impl ColumnBuilder {
                 Decimal128Builder::with_capacity(capacity)
                     .with_data_type(DataType::Decimal128(p, s)),
             ),
-            ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
-                Box::new(StringBuilder::with_capacity(capacity, capacity * 8))
-            }
+            ColumnType::Text
+            | ColumnType::Varchar(_)
+            | ColumnType::Char(_)
+            | ColumnType::Json
+            | ColumnType::Jsonb => Box::new(StringBuilder::with_capacity(capacity, capacity * 8)),
             ColumnType::Date => Box::new(Date32Builder::with_capacity(capacity)),
             ColumnType::Timestamp | ColumnType::TimestampTz => Box::new(
                 TimestampMicrosecondBuilder::with_capacity(capacity).with_data_type(ty.to_arrow()),
             ),
             ColumnType::Bytea => Box::new(BinaryBuilder::with_capacity(capacity, capacity * 8)),
+            ColumnType::Interval => Box::new(IntervalMonthDayNanoBuilder::with_capacity(capacity)),
+            ColumnType::Time => Box::new(Time64MicrosecondBuilder::with_capacity(capacity)),
+            ColumnType::Uuid => Box::new(FixedSizeBinaryBuilder::with_capacity(
+                capacity,
+                eddy_common::UUID_LEN as i32,
+            )),
         };
         ColumnBuilder { ty, inner }
     }
@@ -116,7 +124,11 @@ impl ColumnBuilder {
                     _ => None,
                 }
             ),
-            ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => put!(
+            ColumnType::Text
+            | ColumnType::Varchar(_)
+            | ColumnType::Char(_)
+            | ColumnType::Json
+            | ColumnType::Jsonb => put!(
                 StringBuilder,
                 match v {
                     Value::Text(x) => Some(x.as_str()),
@@ -144,6 +156,41 @@ impl ColumnBuilder {
                     _ => None,
                 }
             ),
+            ColumnType::Time => put!(
+                Time64MicrosecondBuilder,
+                match v {
+                    Value::Time(x) => Some(*x),
+                    _ => None,
+                }
+            ),
+            ColumnType::Interval => put!(
+                IntervalMonthDayNanoBuilder,
+                match v {
+                    // the time part is bounded (MAX_INTERVAL_MICROS) where
+                    // values are made, so the nanoseconds fit
+                    Value::Interval(x) => x
+                        .nanos()
+                        .map(|n| IntervalMonthDayNano::new(x.months, x.days, n)),
+                    _ => None,
+                }
+            ),
+            ColumnType::Uuid => {
+                if let Some(b) = self
+                    .inner
+                    .as_any_mut()
+                    .downcast_mut::<FixedSizeBinaryBuilder>()
+                {
+                    match v {
+                        // 16 bytes into a builder of width 16: cannot fail
+                        Value::Uuid(x) => {
+                            if b.append_value(x).is_err() {
+                                b.append_null();
+                            }
+                        }
+                        _ => b.append_null(),
+                    }
+                }
+            }
         }
     }
 
@@ -181,7 +228,11 @@ pub fn value_at(array: &dyn Array, ty: ColumnType, row: usize) -> Value {
         ColumnType::Real => get!(Float32Array, Value::Real),
         ColumnType::Double => get!(Float64Array, Value::Double),
         ColumnType::Decimal(..) => get!(Decimal128Array, Value::Decimal),
-        ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
+        ColumnType::Text
+        | ColumnType::Varchar(_)
+        | ColumnType::Char(_)
+        | ColumnType::Json
+        | ColumnType::Jsonb => {
             get!(StringArray, |s: &str| Value::Text(s.to_string()))
         }
         ColumnType::Date => get!(Date32Array, Value::Date),
@@ -189,6 +240,21 @@ pub fn value_at(array: &dyn Array, ty: ColumnType, row: usize) -> Value {
             get!(TimestampMicrosecondArray, Value::Timestamp)
         }
         ColumnType::Bytea => get!(BinaryArray, |b: &[u8]| Value::Bytea(b.to_vec())),
+        ColumnType::Time => get!(Time64MicrosecondArray, Value::Time),
+        ColumnType::Interval => get!(IntervalMonthDayNanoArray, |x: IntervalMonthDayNano| {
+            Value::Interval(eddy_common::Interval {
+                months: x.months,
+                days: x.days,
+                micros: x.nanoseconds / 1000,
+            })
+        }),
+        ColumnType::Uuid => match array.as_any().downcast_ref::<FixedSizeBinaryArray>() {
+            Some(a) => match <[u8; eddy_common::UUID_LEN]>::try_from(a.value(row)) {
+                Ok(u) => Value::Uuid(u),
+                Err(_) => Value::Null,
+            },
+            None => Value::Null,
+        },
     }
 }
 
@@ -251,10 +317,17 @@ pub fn column_stats(array: &dyn Array, ty: ColumnType) -> ColumnStats {
             }
         }
         ColumnType::Date => prim!(Date32Array, Value::Date),
+        ColumnType::Time => prim!(Time64MicrosecondArray, Value::Time),
         ColumnType::Timestamp | ColumnType::TimestampTz => {
             prim!(TimestampMicrosecondArray, Value::Timestamp)
         }
-        ColumnType::Bytea => (Value::Null, Value::Null),
+        // bytea and uuid have no range statistics; jsonb does not order
+        // as its text does
+        ColumnType::Bytea
+        | ColumnType::Uuid
+        | ColumnType::Json
+        | ColumnType::Jsonb
+        | ColumnType::Interval => (Value::Null, Value::Null),
     };
     ColumnStats {
         min,

@@ -41,7 +41,7 @@ pub fn encode_key_value(v: &Value, out: &mut Vec<u8>) {
         Value::Int(i) | Value::Date(i) => {
             out.extend_from_slice(&((*i as u32) ^ 0x8000_0000).to_be_bytes())
         }
-        Value::BigInt(i) | Value::Timestamp(i) => {
+        Value::BigInt(i) | Value::Timestamp(i) | Value::Time(i) => {
             out.extend_from_slice(&((*i as u64) ^ (1 << 63)).to_be_bytes())
         }
         Value::Decimal(i) => out.extend_from_slice(&((*i as u128) ^ (1 << 127)).to_be_bytes()),
@@ -65,6 +65,14 @@ pub fn encode_key_value(v: &Value, out: &mut Vec<u8>) {
         }
         Value::Text(s) => encode_key_bytes(s.as_bytes(), out),
         Value::Bytea(b) => encode_key_bytes(b, out),
+        // fixed width: already memcomparable and self-delimiting
+        Value::Uuid(u) => out.extend_from_slice(u),
+        // not a key type (`key_type_allowed`); equal values, equal bytes
+        Value::Interval(iv) => {
+            out.extend_from_slice(&((iv.months as u32) ^ 0x8000_0000).to_be_bytes());
+            out.extend_from_slice(&((iv.days as u32) ^ 0x8000_0000).to_be_bytes());
+            out.extend_from_slice(&((iv.micros as u64) ^ (1 << 63)).to_be_bytes());
+        }
     }
 }
 
@@ -128,6 +136,9 @@ const TAG_TEXT: u8 = 9;
 const TAG_DATE: u8 = 10;
 const TAG_TS: u8 = 11;
 const TAG_BYTES: u8 = 12;
+const TAG_UUID: u8 = 13;
+const TAG_INTERVAL: u8 = 14;
+const TAG_TIME: u8 = 15;
 
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -242,6 +253,20 @@ pub fn encode_row(row: &[Value], out: &mut Vec<u8>) {
                 put_varint(out, b.len() as u64);
                 out.extend_from_slice(b);
             }
+            Value::Uuid(u) => {
+                out.push(TAG_UUID);
+                out.extend_from_slice(u);
+            }
+            Value::Time(t) => {
+                out.push(TAG_TIME);
+                out.extend_from_slice(&t.to_le_bytes());
+            }
+            Value::Interval(iv) => {
+                out.push(TAG_INTERVAL);
+                out.extend_from_slice(&iv.months.to_le_bytes());
+                out.extend_from_slice(&iv.days.to_le_bytes());
+                out.extend_from_slice(&iv.micros.to_le_bytes());
+            }
         }
     }
 }
@@ -280,6 +305,17 @@ pub fn decode_row(r: &mut Reader<'_>, width: usize) -> Result<Row, Truncated> {
             TAG_DATE => Value::Date(r.u32()? as i32),
             TAG_TS => Value::Timestamp(r.u64()? as i64),
             TAG_BYTES => Value::Bytea(r.len_prefixed()?.to_vec()),
+            TAG_UUID => {
+                let mut a = [0u8; eddy_common::UUID_LEN];
+                a.copy_from_slice(r.bytes(eddy_common::UUID_LEN)?);
+                Value::Uuid(a)
+            }
+            TAG_TIME => Value::Time(r.u64()? as i64),
+            TAG_INTERVAL => Value::Interval(eddy_common::Interval {
+                months: r.u32()? as i32,
+                days: r.u32()? as i32,
+                micros: r.u64()? as i64,
+            }),
             _ => return Err(Truncated),
         };
         row.push(v);
@@ -345,11 +381,15 @@ pub fn describe_columns(def: &eddy_common::TableDef, cols: &[usize], row: &[Valu
             Some(Value::Boolean(b)) => b.to_string(),
             Some(Value::SmallInt(v)) => v.to_string(),
             Some(Value::Int(v)) | Some(Value::Date(v)) => v.to_string(),
-            Some(Value::BigInt(v)) | Some(Value::Timestamp(v)) => v.to_string(),
+            Some(Value::BigInt(v)) | Some(Value::Timestamp(v)) | Some(Value::Time(v)) => {
+                v.to_string()
+            }
             Some(Value::Decimal(v)) => v.to_string(),
             Some(Value::Real(v)) => v.to_string(),
             Some(Value::Double(v)) => v.to_string(),
             Some(Value::Bytea(b)) => format!("\\x{}", hex(b)),
+            Some(Value::Uuid(u)) => eddy_common::format_uuid(u),
+            Some(Value::Interval(iv)) => eddy_common::format_interval(*iv),
         })
         .collect();
     format!("{})=({}", names.join(", "), vals.join(", "))
@@ -361,7 +401,10 @@ fn hex(b: &[u8]) -> String {
 
 /// Whether a column type may be part of a primary key.
 pub fn key_type_allowed(ty: ColumnType) -> bool {
-    !matches!(ty, ColumnType::Real | ColumnType::Double)
+    !matches!(
+        ty,
+        ColumnType::Real | ColumnType::Double | ColumnType::Interval
+    )
 }
 
 #[cfg(test)]
@@ -379,6 +422,15 @@ mod tests {
             any::<i64>().prop_map(|v| Value::Decimal(v as i128 * 1000)),
             ".{0,12}".prop_map(Value::Text),
             proptest::collection::vec(any::<u8>(), 0..12).prop_map(Value::Bytea),
+            any::<[u8; 16]>().prop_map(Value::Uuid),
+            (0i64..=86_400_000_000).prop_map(Value::Time),
+            (any::<i32>(), any::<i32>(), any::<i64>()).prop_map(|(months, days, micros)| {
+                Value::Interval(eddy_common::Interval {
+                    months,
+                    days,
+                    micros,
+                })
+            }),
             any::<f64>()
                 .prop_filter("nan", |f| !f.is_nan())
                 .prop_map(Value::Double),
@@ -393,6 +445,13 @@ mod tests {
             let back = decode_row(&mut Reader::new(&buf), row.len() + 2).unwrap();
             prop_assert_eq!(&back[..row.len()], &row[..]);
             prop_assert_eq!(&back[row.len()..], &[Value::Null, Value::Null][..]);
+        }
+
+        #[test]
+        fn uuid_keys_sort_like_bytes(a in any::<[u8; 16]>(), b in any::<[u8; 16]>(), x in any::<i32>()) {
+            let ka = encode_key(&[&Value::Uuid(a), &Value::Int(x)]);
+            let kb = encode_key(&[&Value::Uuid(b), &Value::Int(x)]);
+            prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
         }
 
         #[test]

@@ -755,12 +755,15 @@ fn split_key<'a>(k: &'a [u8], types: &[ColumnType]) -> Option<Vec<&'a [u8]>> {
                     ColumnType::BigInt
                     | ColumnType::Timestamp
                     | ColumnType::TimestampTz
+                    | ColumnType::Time
                     | ColumnType::Double => Some(8),
-                    ColumnType::Decimal(..) => Some(16),
+                    ColumnType::Decimal(..) | ColumnType::Uuid | ColumnType::Interval => Some(16),
                     ColumnType::Text
                     | ColumnType::Bytea
                     | ColumnType::Varchar(_)
-                    | ColumnType::Char(_) => None,
+                    | ColumnType::Char(_)
+                    | ColumnType::Json
+                    | ColumnType::Jsonb => None,
                 };
                 match width {
                     Some(w) => pos += w,

@@ -357,6 +357,10 @@ fn param_scalar(v: &Value, ty: &DataType) -> Option<ScalarValue> {
             let x = pgtypes::parse_decimal(digits, *p, *s)?;
             return Some(ScalarValue::Decimal128(Some(x), *p, *s));
         }
+        (Value::Text(t), DataType::FixedSizeBinary(16)) => {
+            let u = pgtypes::uuid_from_text(t).ok()?;
+            return Some(pgtypes::value_to_scalar(&Value::Uuid(u), ColumnType::Uuid));
+        }
         (Value::Text(t), _) => ScalarValue::Utf8(Some(t.clone())),
         (Value::Timestamp(_), DataType::Timestamp(_, Some(_))) => {
             pgtypes::value_to_scalar(v, ColumnType::TimestampTz)
