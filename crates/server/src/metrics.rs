@@ -209,22 +209,6 @@ pub fn render_scheduler(out: &mut String, scheduler: &eddy_sched::Scheduler) {
     );
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn renders_counts_and_quantiles() {
-        let m = Metrics::default();
-        m.record("select", Duration::from_millis(2), true);
-        m.record("select", Duration::from_millis(4), false);
-        let text = m.render();
-        assert!(text.contains("eddy_statements_total{kind=\"select\"} 2"));
-        assert!(text.contains("eddy_statement_errors_total{kind=\"select\"} 1"));
-        assert!(text.contains("quantile=\"0.99\""));
-    }
-}
-
 /// The admission gate's series (`eddy_sql::admission`), where one is set.
 pub fn render_admission(out: &mut String, gate: &eddy_sql::admission::Admission) {
     use std::fmt::Write;
@@ -272,5 +256,21 @@ pub fn render_admission(out: &mut String, gate: &eddy_sql::admission::Admission)
             out,
             "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counts_and_quantiles() {
+        let m = Metrics::default();
+        m.record("select", Duration::from_millis(2), true);
+        m.record("select", Duration::from_millis(4), false);
+        let text = m.render();
+        assert!(text.contains("eddy_statements_total{kind=\"select\"} 2"));
+        assert!(text.contains("eddy_statement_errors_total{kind=\"select\"} 1"));
+        assert!(text.contains("quantile=\"0.99\""));
     }
 }

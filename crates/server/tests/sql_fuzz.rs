@@ -411,7 +411,7 @@ async fn sql_front_end_fuzz() {
     let seed: u64 = std::env::var("EDDY_FUZZ_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(0x5eed_5c1);
+        .unwrap_or(0x05ee_d5c1);
     let cases: usize = std::env::var("EDDY_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
