@@ -33,27 +33,12 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 mod common;
+use common::rng::Rng;
 use common::*;
 
-/// SplitMix64: small, deterministic, good enough to pick cases.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, items: &'a [String]) -> &'a str {
-        &items[self.below(items.len())]
-    }
+/// One of `items`, by reference.
+fn pick<'a>(rng: &mut Rng, items: &'a [String]) -> &'a str {
+    &items[rng.below(items.len())]
 }
 
 const STATEMENT_TIMEOUT: &str = "2s";
@@ -226,7 +211,7 @@ fn tokens(sql: &str) -> Vec<String> {
 }
 
 fn mutate(rng: &mut Rng, corpus: &[String]) -> String {
-    let base = rng.pick(corpus).to_string();
+    let base = pick(rng, corpus).to_string();
     let mut t = tokens(&base);
     if t.is_empty() {
         return base;
@@ -249,11 +234,11 @@ fn mutate(rng: &mut Rng, corpus: &[String]) -> String {
                 let other = rng.below(t.len());
                 t.swap(at, other);
             }
-            3 | 4 => t[at] = rng.pick(&hostile()).to_string(),
-            5 => t.insert(at, rng.pick(&hostile()).to_string()),
+            3 | 4 => t[at] = pick(rng, &hostile()).to_string(),
+            5 => t.insert(at, pick(rng, &hostile()).to_string()),
             6 => {
                 // splice: this statement's head, another's tail
-                let other = tokens(rng.pick(corpus));
+                let other = tokens(pick(rng, corpus));
                 let from = rng.below(other.len());
                 t.truncate(at + 1);
                 t.extend(other.into_iter().skip(from));

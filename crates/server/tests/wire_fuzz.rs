@@ -28,36 +28,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 mod common;
+use common::rng::Rng;
 use common::*;
 
 // ---------------------------------------------------------------------------
-// deterministic RNG
-
-/// SplitMix64: small, deterministic, good enough to pick cases.
-struct Rng(u64);
+// deterministic RNG (`common::rng`), and the draws this target adds
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n` > 0).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn chance(&mut self, one_in: usize) -> bool {
-        self.below(one_in) == 0
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len())]
-    }
-
     fn bytes(&mut self, max: usize) -> Vec<u8> {
         let n = self.below(max + 1);
         (0..n).map(|_| self.next() as u8).collect()

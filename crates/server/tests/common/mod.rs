@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod drivers;
+pub mod rng;
 pub mod wire;
 
 use std::net::TcpListener;
