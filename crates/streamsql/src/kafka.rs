@@ -127,9 +127,10 @@ fn take_endpoint(options: &mut BTreeMap<String, String>, what: &str) -> Result<E
         .filter(|s| !s.is_empty())
         .collect();
     if brokers.is_empty()
-        || brokers
-            .iter()
-            .any(|b| b.rsplit_once(':').is_none_or(|(_, p)| p.parse::<u16>().is_err()))
+        || brokers.iter().any(|b| {
+            b.rsplit_once(':')
+                .is_none_or(|(_, p)| p.parse::<u16>().is_err())
+        })
     {
         return Err(StreamSqlError::InvalidOption(format!(
             "properties.bootstrap.server must be host:port[,host:port...], got {servers:?}"
@@ -330,7 +331,10 @@ async fn connect(endpoint: &Endpoint, deadline: Duration) -> Result<Client> {
 }
 
 async fn topic_partitions(client: &Client, topic: &str) -> Result<Vec<i32>> {
-    let topics = client.list_topics().await.map_err(|e| kafka_err(topic, e))?;
+    let topics = client
+        .list_topics()
+        .await
+        .map_err(|e| kafka_err(topic, e))?;
     let t = topics
         .into_iter()
         .find(|t| t.name == topic)
@@ -834,7 +838,11 @@ impl Operator for KafkaSinkOperator {
         Ok(())
     }
 
-    fn checkpoint_complete(&mut self, _id: CheckpointId, _is_final: bool) -> eddy_stream::Result<()> {
+    fn checkpoint_complete(
+        &mut self,
+        _id: CheckpointId,
+        _is_final: bool,
+    ) -> eddy_stream::Result<()> {
         Ok(())
     }
 }

@@ -33,8 +33,8 @@ use crate::batch::ArrowBatch;
 use crate::changelog::ChangeLogSpec;
 use crate::datagen::DatagenSpec;
 use crate::error::{Result, StreamSqlError};
-use crate::plan::{plan_view_over, Stage, ViewPlan};
 use crate::kafka::{KafkaSinkOperator, KafkaSinkSpec, KafkaSourceSpec};
+use crate::plan::{plan_view_over, Stage, ViewPlan};
 use crate::statements::{self, SinkDef, SourceDef, StreamStatement, ViewDef};
 use crate::view_op::{
     checkpoint_table, committed_checkpoint, view_table, ViewOperator, ViewStats, ViewStatsReport,
@@ -489,8 +489,7 @@ impl StreamManager {
                     crate::kafka::STARTUP_OFFSETS
                 )));
             }
-            if self.name_taken(&self.catalog.lock(), &def.name) == Some("source") && if_not_exists
-            {
+            if self.name_taken(&self.catalog.lock(), &def.name) == Some("source") && if_not_exists {
                 return Ok(Output::Command("CREATE SOURCE".into()));
             }
             let spec = KafkaSourceSpec::new(&def.columns, &def.options)?;
@@ -713,7 +712,8 @@ impl StreamManager {
                         (Some(h), None) => status_text(&h.status()),
                         (None, None) => "stopped".to_string(),
                     };
-                    let records = job.map(|h| i64::try_from(h.source_records()).unwrap_or(i64::MAX));
+                    let records =
+                        job.map(|h| i64::try_from(h.source_records()).unwrap_or(i64::MAX));
                     rows.push((format!("sink {name}"), status, None, records));
                 }
                 vec![

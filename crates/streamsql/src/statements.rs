@@ -458,7 +458,9 @@ fn parse_create_sink(p: &mut Parser) -> Result<StreamStatement> {
     parse_format(p, &mut options)?;
     let connector = options
         .remove("connector")
-        .ok_or_else(|| StreamSqlError::InvalidOption("a sink needs WITH (connector = '...')".into()))?
+        .ok_or_else(|| {
+            StreamSqlError::InvalidOption("a sink needs WITH (connector = '...')".into())
+        })?
         .to_ascii_lowercase();
     if connector != crate::kafka::CONNECTOR {
         return Err(StreamSqlError::NotSupported(format!(
@@ -720,7 +722,10 @@ mod tests {
         assert_eq!(def.options["format"], "json");
         assert!(matches!(
             parse("DROP SINK IF EXISTS out").expect("drop"),
-            StreamStatement::DropSink { if_exists: true, .. }
+            StreamStatement::DropSink {
+                if_exists: true,
+                ..
+            }
         ));
         assert!(matches!(
             parse("SHOW SINKS").expect("show"),

@@ -136,10 +136,7 @@ impl Broker {
         let deadline = Instant::now() + Duration::from_secs(90);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             if let Ok(Some(status)) = broker.child.try_wait() {
-                panic!(
-                    "the Kafka broker exited ({status}): {}",
-                    broker.log_tail()
-                );
+                panic!("the Kafka broker exited ({status}): {}", broker.log_tail());
             }
             assert!(
                 Instant::now() < deadline,
