@@ -502,7 +502,7 @@ fn malformed(topic: &str, p: i32, offset: i64, e: impl std::fmt::Display) -> Str
 /// Decodes record values into one batch of the source's columns.
 enum Decoder {
     Json(arrow_json::reader::Decoder),
-    Csv(arrow_csv::reader::Decoder),
+    Csv(Box<arrow_csv::reader::Decoder>),
 }
 
 impl Decoder {
@@ -513,11 +513,11 @@ impl Decoder {
                     .with_batch_size(BATCH_ROWS)
                     .build_decoder()?,
             ),
-            Format::Csv => Decoder::Csv(
+            Format::Csv => Decoder::Csv(Box::new(
                 arrow_csv::ReaderBuilder::new(spec.schema())
                     .with_batch_size(BATCH_ROWS)
                     .build_decoder(),
-            ),
+            )),
         })
     }
 
