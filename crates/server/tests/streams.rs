@@ -230,15 +230,23 @@ async fn a_view_is_its_query_over_the_stream_and_only_its_job_writes_it() {
     .await;
     refused(
         &c,
-        "CREATE SINK out FROM by_k WITH (connector = 'kafka')",
+        "CREATE SINK out FROM by_k WITH (connector = 'blackhole')",
         "0A000",
     )
     .await;
     refused(&c, "REFRESH MATERIALIZED VIEW by_k", "0A000").await;
     refused(
         &c,
-        "CREATE SOURCE k (a int) WITH (connector = 'kafka', topic = 't')",
+        "CREATE SOURCE k (a int) WITH (connector = 'kafka', topic = 't', \
+         properties.bootstrap.server = '127.0.0.1:9', properties.sasl.mechanism = 'PLAIN') \
+         FORMAT JSON",
         "0A000",
+    )
+    .await;
+    refused(
+        &c,
+        "CREATE SOURCE k (a int) WITH (connector = 'kafka', topic = 't')",
+        "22023",
     )
     .await;
     refused(

@@ -30,6 +30,9 @@ pub enum StreamSqlError {
     DataFusion(#[from] datafusion::error::DataFusionError),
     #[error(transparent)]
     Arrow(#[from] arrow::error::ArrowError),
+    /// A connector's external system (a Kafka broker, a topic, a record).
+    #[error("{0}")]
+    Connector(String),
     #[error("checkpoint state: {0}")]
     State(String),
     #[error("{0}")]
@@ -45,6 +48,7 @@ impl From<StreamSqlError> for SqlError {
             StreamSqlError::Undefined(_, name) => SqlError::UndefinedTable(name),
             e @ StreamSqlError::Duplicate(..) => SqlError::DuplicateObject(e.to_string()),
             StreamSqlError::Dependent(m) => SqlError::DependentObjects(m),
+            StreamSqlError::Connector(m) => SqlError::NotInPrerequisiteState(m),
             StreamSqlError::Sql(e) => e,
             StreamSqlError::Storage(e) => SqlError::Storage(e),
             StreamSqlError::DataFusion(e) => SqlError::DataFusion(e),

@@ -9,6 +9,9 @@
 //!   difference between consistent cuts and resumable from a checkpoint;
 //! * [`datagen`]: the `datagen` connector, a deterministic, replayable
 //!   generator of Arrow batches;
+//! * [`kafka`]: the `kafka` connector, a source reading every partition of
+//!   a topic with its offsets in the view's checkpoint (exactly once), and a
+//!   sink writing a view's changes as keyed upserts (at least once);
 //! * [`plan`]: a view's query planned by DataFusion (the same SQL front end,
 //!   analyzer rules and physical expressions a query uses) and cut into a
 //!   stateless part, a keyed aggregate and a stateless part after it;
@@ -41,6 +44,7 @@ pub mod batch;
 pub mod changelog;
 pub mod datagen;
 pub mod error;
+pub mod kafka;
 pub mod lookup;
 pub mod manager;
 pub mod plan;

@@ -33,8 +33,9 @@ use crate::batch::ArrowBatch;
 use crate::changelog::ChangeLogSpec;
 use crate::datagen::DatagenSpec;
 use crate::error::{Result, StreamSqlError};
+use crate::kafka::{KafkaSinkOperator, KafkaSinkSpec, KafkaSourceSpec};
 use crate::plan::{plan_view_over, Stage, ViewPlan};
-use crate::statements::{self, SourceDef, StreamStatement, ViewDef};
+use crate::statements::{self, SinkDef, SourceDef, StreamStatement, ViewDef};
 use crate::view_op::{
     checkpoint_table, committed_checkpoint, view_table, ViewOperator, ViewStats, ViewStatsReport,
     ViewTarget, CHECKPOINT_TABLE, INJECT_PANIC_ENV,
@@ -45,13 +46,18 @@ use crate::watermark::WatermarkDef;
 struct CatalogFile {
     sources: Vec<SourceDef>,
     views: Vec<ViewDef>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    sinks: Vec<SinkDef>,
 }
 
 #[derive(Default)]
 struct Catalog {
     sources: BTreeMap<String, SourceDef>,
     views: BTreeMap<String, ViewDef>,
+    sinks: BTreeMap<String, SinkDef>,
     jobs: HashMap<String, JobHandle>,
+    /// Each sink's job (a sink whose job could not start is in `broken`).
+    sink_jobs: HashMap<String, JobHandle>,
     /// Views whose job could not start, with the reason.
     broken: HashMap<String, String>,
     /// Commit figures of each view's job since the server started.
@@ -108,6 +114,11 @@ impl StreamManager {
                     .into_iter()
                     .map(|v| (v.name.clone(), v))
                     .collect(),
+                sinks: file
+                    .sinks
+                    .into_iter()
+                    .map(|k| (k.name.clone(), k))
+                    .collect(),
                 ..Catalog::default()
             }),
         });
@@ -125,13 +136,30 @@ impl StreamManager {
                     }
                 }
             }
+            let sinks: Vec<SinkDef> = cat.sinks.values().cloned().collect();
+            for k in sinks {
+                match manager.start_sink_job(&k) {
+                    Ok(h) => {
+                        cat.sink_jobs.insert(k.name.clone(), h);
+                    }
+                    Err(e) => {
+                        tracing::error!(sink = %k.name, error = %e, "cannot start the sink's job");
+                        cat.broken.insert(k.name.clone(), e.to_string());
+                    }
+                }
+            }
         }
         Ok(manager)
     }
 
     /// Cancels every job and waits for it (server shutdown).
     pub fn shutdown(&self) {
-        let jobs: Vec<(String, JobHandle)> = self.catalog.lock().jobs.drain().collect();
+        let jobs: Vec<(String, JobHandle)> = {
+            let mut cat = self.catalog.lock();
+            let mut jobs: Vec<(String, JobHandle)> = cat.sink_jobs.drain().collect();
+            jobs.extend(cat.jobs.drain());
+            jobs
+        };
         for (_, h) in &jobs {
             h.cancel();
         }
@@ -146,6 +174,7 @@ impl StreamManager {
         let file = CatalogFile {
             sources: cat.sources.values().cloned().collect(),
             views: cat.views.values().cloned().collect(),
+            sinks: cat.sinks.values().cloned().collect(),
         };
         let bytes = serde_json::to_vec_pretty(&file)
             .map_err(|e| StreamSqlError::Internal(e.to_string()))?;
@@ -170,6 +199,8 @@ impl StreamManager {
             .map(|s| {
                 let schema = if is_change_log(s) {
                     ChangeLogSpec::new(&s.columns, &s.options)?.schema()
+                } else if is_kafka(s) {
+                    KafkaSourceSpec::new(&s.columns, &s.options)?.schema()
                 } else {
                     datagen_spec(s)?.schema()
                 };
@@ -251,6 +282,11 @@ impl StreamManager {
                 &source.columns,
                 &source.options,
             )?))
+        } else if is_kafka(source) {
+            JobSource::Kafka(Arc::new(KafkaSourceSpec::new(
+                &source.columns,
+                &source.options,
+            )?))
         } else {
             JobSource::Datagen(Arc::new(datagen_spec(source)?))
         };
@@ -285,6 +321,9 @@ impl StreamManager {
                     Ok(spec.reader(Arc::clone(&engine))?)
                 })
             }
+            JobSource::Kafka(spec) => {
+                env.add_source::<ArrowBatch, _>(&source_name, move |_| Ok(spec.reader()))
+            }
         };
         let plan = Arc::new(plan);
         let inject = std::env::var(INJECT_PANIC_ENV)
@@ -301,6 +340,114 @@ impl StreamManager {
         let handle = env.submit(&def.name)?;
         cat.graphs.insert(def.name.clone(), graph);
         Ok(handle)
+    }
+
+    /// A sink's job: the change log of its view's table (from the start),
+    /// written to Kafka by [`KafkaSinkOperator`]; its checkpoints (the
+    /// change-log reader's cut and image) are in `<dir>/sinks/<sink>`.
+    fn start_sink_job(&self, def: &SinkDef) -> Result<JobHandle> {
+        let spec = Arc::new(KafkaSinkSpec::new(&def.options)?);
+        let table = self
+            .engine
+            .table(&def.from)
+            .ok_or_else(|| StreamSqlError::Undefined("materialized view", def.from.clone()))?;
+        let columns: Vec<(String, ColumnType)> = table
+            .def()
+            .columns
+            .iter()
+            .map(|c| (c.name.clone(), c.ty))
+            .collect();
+        let key_columns = table.def().primary_key.clone();
+        if key_columns.is_empty() {
+            return Err(StreamSqlError::NotSupported(format!(
+                "materialized view \"{}\" has no key: a Kafka sink writes upserts keyed by it",
+                def.from
+            )));
+        }
+        let options = BTreeMap::from([("table".to_string(), def.from.clone())]);
+        let log = Arc::new(ChangeLogSpec::new(&columns, &options)?);
+        let config = JobConfig {
+            parallelism: Some(1),
+            batch_size: 1,
+            checkpoint_interval: Some(Duration::from_millis(SINK_CHECKPOINT_MS)),
+            checkpoint_dir: Some(self.dir.join("sinks")),
+            restore_from_latest: true,
+            ..JobConfig::default()
+        };
+        let env = StreamEnv::new(config);
+        let engine = Arc::clone(&self.engine);
+        let stream = env.add_source::<ArrowBatch, _>(&format!("view {}", def.from), move |_| {
+            Ok(log.reader(Arc::clone(&engine))?)
+        });
+        let factory: OperatorFactory = Arc::new(move |_| {
+            Ok(Box::new(KafkaSinkOperator::new(
+                Arc::clone(&spec),
+                key_columns.clone(),
+            )) as Box<dyn Operator>)
+        });
+        let _ = stream.transform::<()>(&format!("sink {}", def.name), factory);
+        Ok(env.submit(&def.name)?)
+    }
+
+    fn create_sink(&self, def: SinkDef, if_not_exists: bool) -> Result<Output> {
+        let spec = KafkaSinkSpec::new(&def.options)?;
+        {
+            let cat = self.catalog.lock();
+            if let Some(kind) = self.name_taken(&cat, &def.name) {
+                if if_not_exists && kind == "sink" {
+                    return Ok(Output::Command("CREATE SINK".into()));
+                }
+                return Err(StreamSqlError::Duplicate(kind, def.name));
+            }
+            if !cat.views.contains_key(&def.from) {
+                return Err(StreamSqlError::Undefined(
+                    "materialized view",
+                    def.from.clone(),
+                ));
+            }
+        }
+        // outside the catalog lock: this talks to the broker
+        spec.check_at_create()?;
+        let mut cat = self.catalog.lock();
+        if let Some(kind) = self.name_taken(&cat, &def.name) {
+            return Err(StreamSqlError::Duplicate(kind, def.name));
+        }
+        cat.sinks.insert(def.name.clone(), def.clone());
+        let started = self.save(&cat).and_then(|()| self.start_sink_job(&def));
+        match started {
+            Ok(h) => {
+                cat.sink_jobs.insert(def.name.clone(), h);
+                Ok(Output::Command("CREATE SINK".into()))
+            }
+            Err(e) => {
+                cat.sinks.remove(&def.name);
+                let _ = self.save(&cat);
+                Err(e)
+            }
+        }
+    }
+
+    fn drop_sink(&self, name: &str, if_exists: bool) -> Result<Output> {
+        let mut cat = self.catalog.lock();
+        if cat.sinks.remove(name).is_none() {
+            if if_exists {
+                return Ok(Output::Command("DROP SINK".into()));
+            }
+            return Err(StreamSqlError::Undefined("sink", name.into()));
+        }
+        self.save(&cat)?;
+        cat.broken.remove(name);
+        if let Some(h) = cat.sink_jobs.remove(name) {
+            h.cancel();
+            if let Err(e) = h.wait() {
+                tracing::debug!(sink = %name, error = %e, "job ended");
+            }
+        }
+        let dir = self.dir.join("sinks").join(name);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        }
+        Ok(Output::Command("DROP SINK".into()))
     }
 
     /// The checkpoint table, created if it does not exist yet.
@@ -322,6 +469,8 @@ impl StreamManager {
             Some("source")
         } else if cat.views.contains_key(name) {
             Some("materialized view")
+        } else if cat.sinks.contains_key(name) {
+            Some("sink")
         } else if self.engine.table(name).is_some() {
             Some("relation")
         } else {
@@ -333,6 +482,22 @@ impl StreamManager {
         if is_change_log(&def) {
             def.columns = self.change_log_columns(&def)?;
             ChangeLogSpec::new(&def.columns, &def.options)?;
+        } else if is_kafka(&def) {
+            if def.options.contains_key(crate::kafka::STARTUP_OFFSETS) {
+                return Err(StreamSqlError::InvalidOption(format!(
+                    "unknown option {} for a Kafka source",
+                    crate::kafka::STARTUP_OFFSETS
+                )));
+            }
+            if self.name_taken(&self.catalog.lock(), &def.name) == Some("source") && if_not_exists {
+                return Ok(Output::Command("CREATE SOURCE".into()));
+            }
+            let spec = KafkaSourceSpec::new(&def.columns, &def.options)?;
+            // talks to the broker: not under the catalog lock
+            if let Some(offsets) = spec.check_at_create()? {
+                def.options
+                    .insert(crate::kafka::STARTUP_OFFSETS.into(), offsets);
+            }
         } else {
             datagen_spec(&def)?;
         }
@@ -399,6 +564,18 @@ impl StreamManager {
 
     fn drop_view(&self, name: &str, if_exists: bool) -> Result<Output> {
         let mut cat = self.catalog.lock();
+        let sinks: Vec<String> = cat
+            .sinks
+            .values()
+            .filter(|k| k.from == name)
+            .map(|k| k.name.clone())
+            .collect();
+        if !sinks.is_empty() {
+            return Err(StreamSqlError::Dependent(format!(
+                "cannot drop materialized view \"{name}\": sink {} depends on it",
+                sinks.join(", ")
+            )));
+        }
         if cat.views.remove(name).is_none() {
             if if_exists {
                 return Ok(Output::Command("DROP MATERIALIZED VIEW".into()));
@@ -483,6 +660,21 @@ impl StreamManager {
                     })),
                 ]
             }
+            StreamStatement::ShowSinks => {
+                let k: Vec<&SinkDef> = cat.sinks.values().collect();
+                vec![
+                    text(k.iter().map(|k| k.name.clone())),
+                    text(k.iter().map(|k| k.from.clone())),
+                    text(k.iter().map(|k| k.connector.clone())),
+                    text(k.iter().map(|k| {
+                        k.options
+                            .iter()
+                            .map(|(o, v)| format!("{o}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })),
+                ]
+            }
             StreamStatement::ShowViews => {
                 let v: Vec<&ViewDef> = cat.views.values().collect();
                 vec![
@@ -512,6 +704,17 @@ impl StreamManager {
                         _ => (None, None),
                     };
                     rows.push((name.clone(), status, ckpt, src));
+                }
+                for name in cat.sinks.keys() {
+                    let job = cat.sink_jobs.get(name);
+                    let status = match (job, cat.broken.get(name)) {
+                        (_, Some(why)) => format!("failed to start: {why}"),
+                        (Some(h), None) => status_text(&h.status()),
+                        (None, None) => "stopped".to_string(),
+                    };
+                    let records =
+                        job.map(|h| i64::try_from(h.source_records()).unwrap_or(i64::MAX));
+                    rows.push((format!("sink {name}"), status, None, records));
                 }
                 vec![
                     text(rows.iter().map(|r| r.0.clone())),
@@ -644,6 +847,10 @@ impl StreamManager {
             } => self.create_view(def, if_not_exists),
             StreamStatement::DropSource { name, if_exists } => self.drop_source(&name, if_exists),
             StreamStatement::DropView { name, if_exists } => self.drop_view(&name, if_exists),
+            StreamStatement::CreateSink { def, if_not_exists } => {
+                self.create_sink(def, if_not_exists)
+            }
+            StreamStatement::DropSink { name, if_exists } => self.drop_sink(&name, if_exists),
             other => self.show(&other),
         }
     }
@@ -658,6 +865,12 @@ fn show_schema(what: &StreamStatement) -> SchemaRef {
             text("name"),
             text("connector"),
             text("columns"),
+            text("options"),
+        ],
+        StreamStatement::ShowSinks => vec![
+            text("name"),
+            text("from"),
+            text("connector"),
             text("options"),
         ],
         StreamStatement::ShowViews => vec![
@@ -697,6 +910,16 @@ fn status_text(s: &JobStatus) -> String {
 enum JobSource {
     Datagen(Arc<DatagenSpec>),
     ChangeLog(Arc<ChangeLogSpec>),
+    Kafka(Arc<KafkaSourceSpec>),
+}
+
+/// A sink's checkpoint interval: how often its acknowledged position is
+/// recorded (a restart resends at most this much of the view's changes).
+const SINK_CHECKPOINT_MS: u64 = 1000;
+
+/// Whether `s` is a Kafka source.
+fn is_kafka(s: &SourceDef) -> bool {
+    s.connector == crate::kafka::CONNECTOR
 }
 
 /// Whether `s` is a change-log source (`CREATE SOURCE ... FROM TABLE`).
@@ -708,7 +931,7 @@ fn is_change_log(s: &SourceDef) -> bool {
 fn datagen_spec(s: &SourceDef) -> Result<DatagenSpec> {
     if s.connector != "datagen" {
         return Err(StreamSqlError::NotSupported(format!(
-            "connector '{}' is not supported yet (supported: datagen)",
+            "connector '{}' is not supported (supported: datagen, kafka)",
             s.connector
         )));
     }

@@ -5,6 +5,15 @@
 //! CREATE SOURCE [IF NOT EXISTS] name (column type, ...
 //!         [, WATERMARK FOR ts AS ts - INTERVAL '5 seconds'])
 //!     WITH (connector = 'datagen', datagen.max.rows = 1000, ...);
+//! CREATE SOURCE [IF NOT EXISTS] name (column type, ...)
+//!     WITH (connector = 'kafka', topic = 't',
+//!           properties.bootstrap.server = 'host:port',
+//!           scan.startup.mode = 'earliest' | 'latest')
+//!     FORMAT JSON | CSV;
+//! CREATE SINK [IF NOT EXISTS] name FROM view
+//!     WITH (connector = 'kafka', topic = 't',
+//!           properties.bootstrap.server = 'host:port') FORMAT JSON;
+//! DROP SINK [IF EXISTS] name; SHOW SINKS;
 //! CREATE SOURCE [IF NOT EXISTS] name FROM TABLE table
 //!     [WITH (start = 'earliest' | 'now')];   -- the table's change log
 //! CREATE MATERIALIZED VIEW [IF NOT EXISTS] name
@@ -14,7 +23,7 @@
 //! SHOW SOURCES; SHOW MATERIALIZED VIEWS; SHOW JOBS;
 //! ```
 //!
-//! `CREATE SINK`, `ALTER`/`REFRESH MATERIALIZED VIEW` are recognised so that
+//! `ALTER`/`REFRESH MATERIALIZED VIEW` are recognised so that
 //! they are refused with 0A000 instead of reaching the table DDL path.
 
 use std::collections::BTreeMap;
@@ -51,6 +60,15 @@ pub enum StreamStatement {
         name: String,
         if_exists: bool,
     },
+    CreateSink {
+        def: SinkDef,
+        if_not_exists: bool,
+    },
+    DropSink {
+        name: String,
+        if_exists: bool,
+    },
+    ShowSinks,
     DropView {
         name: String,
         if_exists: bool,
@@ -73,6 +91,17 @@ pub struct SourceDef {
     pub watermark: Option<WatermarkDef>,
 }
 
+/// A sink as the catalog keeps it: a view's changes written out.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SinkDef {
+    pub name: String,
+    /// The materialized view whose changes it writes.
+    pub from: String,
+    pub connector: String,
+    /// Every option but `connector` (with `format`), keys lower-cased.
+    pub options: BTreeMap<String, String>,
+}
+
 /// A materialized view as the catalog keeps it: its statement, parsed
 /// again at every start.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -92,6 +121,9 @@ enum Kind {
     CreateView,
     DropSource,
     DropView,
+    CreateSink,
+    DropSink,
+    ShowSinks,
     ShowSources,
     ShowViews,
     ShowJobs,
@@ -118,7 +150,9 @@ fn kind_of(sql: &str) -> Option<Kind> {
     Some(match w.as_slice() {
         ["CREATE", "SOURCE", ..] => Kind::CreateSource,
         ["CREATE", "MATERIALIZED", "VIEW", ..] => Kind::CreateView,
-        ["CREATE", "SINK", ..] => Kind::Refused("CREATE SINK"),
+        ["CREATE", "SINK", ..] => Kind::CreateSink,
+        ["DROP", "SINK", ..] => Kind::DropSink,
+        ["SHOW", "SINKS", ..] => Kind::ShowSinks,
         ["CREATE", "OR", "REPLACE", "MATERIALIZED"] => {
             Kind::Refused("CREATE OR REPLACE MATERIALIZED VIEW")
         }
@@ -163,6 +197,19 @@ pub fn parse(sql: &str) -> Result<StreamStatement> {
             )))
         }
         Kind::CreateSource => parse_create_source(&mut p)?,
+        Kind::CreateSink => parse_create_sink(&mut p)?,
+        Kind::DropSink => {
+            p.expect_keyword(Keyword::DROP).map_err(syntax)?;
+            p.next_token();
+            let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+            let name = object_name(&p.parse_object_name(false).map_err(syntax)?)?;
+            StreamStatement::DropSink { name, if_exists }
+        }
+        Kind::ShowSinks => {
+            p.next_token();
+            p.next_token();
+            StreamStatement::ShowSinks
+        }
         Kind::CreateView => {
             let stmt = p.parse_statement().map_err(syntax)?;
             let Statement::CreateView(cv) = stmt else {
@@ -338,6 +385,7 @@ fn parse_create_source(p: &mut Parser) -> Result<StreamStatement> {
         .transpose()?;
     p.expect_keyword(Keyword::WITH).map_err(syntax)?;
     let mut options = parse_with_options(p)?;
+    parse_format(p, &mut options)?;
     let connector = options.remove("connector").ok_or_else(|| {
         StreamSqlError::InvalidOption("a source needs WITH (connector = '...')".into())
     })?;
@@ -390,6 +438,70 @@ fn parse_change_log_source(
         },
         if_not_exists,
     })
+}
+
+/// `CREATE SINK [IF NOT EXISTS] name FROM view WITH (...) FORMAT JSON`.
+fn parse_create_sink(p: &mut Parser) -> Result<StreamStatement> {
+    p.expect_keyword(Keyword::CREATE).map_err(syntax)?;
+    p.next_token(); // SINK (checked by kind_of)
+    let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = object_name(&p.parse_object_name(false).map_err(syntax)?)?;
+    if p.peek_token().token == Token::LParen || word_ahead(p, 0, "AS") {
+        return Err(StreamSqlError::NotSupported(
+            "a sink is written CREATE SINK name FROM materialized_view WITH (...)".into(),
+        ));
+    }
+    p.expect_keyword(Keyword::FROM).map_err(syntax)?;
+    let from = object_name(&p.parse_object_name(false).map_err(syntax)?)?;
+    p.expect_keyword(Keyword::WITH).map_err(syntax)?;
+    let mut options = parse_with_options(p)?;
+    parse_format(p, &mut options)?;
+    let connector = options
+        .remove("connector")
+        .ok_or_else(|| {
+            StreamSqlError::InvalidOption("a sink needs WITH (connector = '...')".into())
+        })?
+        .to_ascii_lowercase();
+    if connector != crate::kafka::CONNECTOR {
+        return Err(StreamSqlError::NotSupported(format!(
+            "sink connector '{connector}' is not supported (supported: kafka)"
+        )));
+    }
+    Ok(StreamStatement::CreateSink {
+        def: SinkDef {
+            name,
+            from,
+            connector,
+            options,
+        },
+        if_not_exists,
+    })
+}
+
+/// `[FORMAT JSON | CSV]` (or `FORMAT PLAIN ENCODE JSON | CSV`) after the
+/// options, kept as the option `format`.
+fn parse_format(p: &mut Parser, options: &mut BTreeMap<String, String>) -> Result<()> {
+    if !word_ahead(p, 0, "FORMAT") {
+        return Ok(());
+    }
+    p.next_token();
+    let mut word = p.parse_identifier().map_err(syntax)?.value;
+    if word.eq_ignore_ascii_case("plain") && word_ahead(p, 0, "ENCODE") {
+        p.next_token();
+        word = p.parse_identifier().map_err(syntax)?.value;
+    }
+    let format = word.to_ascii_lowercase();
+    if format != "json" && format != "csv" {
+        return Err(StreamSqlError::NotSupported(format!(
+            "FORMAT {word} is not supported (supported: JSON, CSV)"
+        )));
+    }
+    if options.insert("format".into(), format).is_some() {
+        return Err(StreamSqlError::InvalidOption(
+            "the format is given twice (option and FORMAT)".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// `(key = value, ...)` after WITH; keys lower-cased, each at most once.
@@ -565,7 +677,9 @@ mod tests {
     #[test]
     fn refuses_what_it_cannot_honour() {
         for sql in [
-            "CREATE SINK k FROM v WITH (connector='kafka')",
+            "CREATE SINK k FROM v WITH (connector='blackhole')",
+            "CREATE SINK k AS SELECT 1",
+            "CREATE SOURCE s (a int) WITH (connector='kafka') FORMAT AVRO",
             "REFRESH MATERIALIZED VIEW v",
             "CREATE SOURCE s (a int PRIMARY KEY) WITH (connector='datagen')",
             "CREATE OR REPLACE MATERIALIZED VIEW v AS SELECT 1",
@@ -579,6 +693,49 @@ mod tests {
         assert!(matches!(e, StreamSqlError::InvalidOption(_)), "{e}");
         let e = parse("SHOW JOBS; SELECT 1").unwrap_err();
         assert!(matches!(e, StreamSqlError::Syntax(_)), "{e}");
+    }
+
+    #[test]
+    fn parses_kafka_sources_and_sinks() {
+        let s = parse(
+            "CREATE SOURCE ev (k text, v bigint) WITH (connector = 'kafka', topic = 'ev', \
+             properties.bootstrap.server = '127.0.0.1:9092', scan.startup.mode = 'earliest') \
+             FORMAT JSON",
+        )
+        .expect("parse");
+        let StreamStatement::CreateSource { def, .. } = s else {
+            panic!("not a source: {s:?}");
+        };
+        assert_eq!(def.connector, "kafka");
+        assert_eq!(def.options["format"], "json");
+        assert_eq!(def.options["properties.bootstrap.server"], "127.0.0.1:9092");
+        let s = parse(
+            "CREATE SINK IF NOT EXISTS out FROM mv WITH (connector = 'kafka', topic = 'o', \
+             properties.bootstrap.server = 'h:1') FORMAT PLAIN ENCODE JSON;",
+        )
+        .expect("parse");
+        let StreamStatement::CreateSink { def, if_not_exists } = s else {
+            panic!("not a sink: {s:?}");
+        };
+        assert!(if_not_exists);
+        assert_eq!((def.name.as_str(), def.from.as_str()), ("out", "mv"));
+        assert_eq!(def.options["format"], "json");
+        assert!(matches!(
+            parse("DROP SINK IF EXISTS out").expect("drop"),
+            StreamStatement::DropSink {
+                if_exists: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse("SHOW SINKS").expect("show"),
+            StreamStatement::ShowSinks
+        ));
+        let e = parse(
+            "CREATE SOURCE s (a int) WITH (connector = 'kafka', format = 'json') FORMAT JSON",
+        )
+        .expect_err("twice");
+        assert!(matches!(e, StreamSqlError::InvalidOption(_)), "{e}");
     }
 
     #[test]

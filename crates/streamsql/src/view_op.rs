@@ -252,6 +252,14 @@ impl ViewOperator {
         if self.plan.retractions {
             return self.add_changes(batch);
         }
+        // a Kafka source's batch carries the offsets after it
+        if let Some(position) = batch
+            .schema()
+            .metadata()
+            .get(crate::changelog::CUT_METADATA)
+        {
+            self.position = Some(position.clone());
+        }
         self.feed(batch, false)
     }
 
