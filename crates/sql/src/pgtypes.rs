@@ -420,20 +420,8 @@ fn write_timestamp(micros: i64, out: &mut String) {
     let days = micros.div_euclid(MICROS_PER_DAY);
     let tod = micros.rem_euclid(MICROS_PER_DAY);
     let (y, m, d) = civil_from_days(days);
-    let secs = tod / 1_000_000;
-    let frac = tod % 1_000_000;
-    let _ = write!(
-        out,
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        secs / 3600,
-        (secs / 60) % 60,
-        secs % 60
-    );
-    if frac != 0 {
-        let s = format!("{frac:06}");
-        out.push('.');
-        out.push_str(s.trim_end_matches('0'));
-    }
+    let _ = write!(out, "{y:04}-{m:02}-{d:02} ");
+    write_time(tod, out);
 }
 
 /// Why date/time text was refused: the SQLSTATE differs.
