@@ -543,14 +543,12 @@ async fn open_many(server: &Server, n: usize) -> (Vec<tokio_postgres::Client>, V
 }
 
 async fn wait_for_connections(server: &Server, n: usize) {
-    let want = format!("eddy_connections {n}\n");
-    for _ in 0..200 {
-        if server.metrics().contains(&want) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the server did not come to {n} connections");
+    assert!(
+        server
+            .metric_line_within(&format!("eddy_connections {n}"), 10)
+            .await,
+        "the server did not come to {n} connections"
+    );
 }
 
 /// Issue 15's load test: 1,000 concurrent connections (the configured

@@ -261,16 +261,12 @@ async fn analytical_statements_wait_for_a_place_and_overflow_is_refused() {
         )
         .await
     });
-    // wait until it holds the place
-    let mut held = false;
-    for _ in 0..100 {
-        if server.metrics().contains("eddy_admission_running 1\n") {
-            held = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(held, "the long statement never took its place");
+    assert!(
+        server
+            .metric_line_within("eddy_admission_running 1", 2)
+            .await,
+        "the long statement never took its place"
+    );
 
     let waiting_client = server.connect().await;
     let started = Instant::now();
@@ -280,15 +276,12 @@ async fn analytical_statements_wait_for_a_place_and_overflow_is_refused() {
             .await;
         (r.map(|row| row.get::<_, i64>(0)), started.elapsed())
     });
-    let mut queued = false;
-    for _ in 0..100 {
-        if server.metrics().contains("eddy_admission_queued 1\n") {
-            queued = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(queued, "the second statement is not queued");
+    assert!(
+        server
+            .metric_line_within("eddy_admission_queued 1", 2)
+            .await,
+        "the second statement is not queued"
+    );
 
     let third = server.connect().await;
     let err = third

@@ -160,6 +160,19 @@ impl Server {
         Ok(client)
     }
 
+    /// Whether `/metrics` shows the line `line` (name and value) within
+    /// about `seconds`, polling every 20 ms.
+    pub async fn metric_line_within(&self, line: &str, seconds: u64) -> bool {
+        let line = format!("{line}\n");
+        for _ in 0..seconds * 50 {
+            if self.metrics().contains(&line) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
     /// The body of `GET /metrics`.
     pub fn metrics(&self) -> String {
         use std::io::{Read, Write};
