@@ -350,7 +350,8 @@ pub struct AnalyticsArgs {
     #[arg(long, default_value_t = 1.0)]
     pub sf: f64,
     /// Engines, comma separated; the first is the one ratios are of:
-    /// eddy, duckdb, datafusion, datafusion-mem, postgres.
+    /// eddy, duckdb, datafusion, datafusion-mem, postgres, and eddy-gpu
+    /// (one Eddy server queried with `eddy.gpu` off, then on: two columns).
     #[arg(long, default_value = "eddy,duckdb,datafusion,postgres")]
     pub engines: String,
     /// Directory that holds data sets (generated when missing).

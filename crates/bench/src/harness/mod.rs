@@ -195,28 +195,95 @@ fn run_pgwire(
     opts: &HarnessOptions,
     path: pgwire::LoadPath,
 ) -> Result<EngineRun> {
+    let mut runs = run_pgwire_passes(&[(engine, &[])], target, version, w, opts, path)?;
+    runs.pop()
+        .ok_or_else(|| BenchError::Internal("no run of a single pass".into()))
+}
+
+/// Loads `w` once into `target`, then runs every query once per pass: a
+/// pass is an engine label and the session settings its connection starts
+/// with. One load serves several configurations of the same server (the
+/// GPU off and on), so they are compared over the same stored data.
+fn run_pgwire_passes(
+    passes: &[(&str, &[&str])],
+    target: PgTarget,
+    version: Option<String>,
+    w: &Workload,
+    opts: &HarnessOptions,
+    path: pgwire::LoadPath,
+) -> Result<Vec<EngineRun>> {
     let w2 = w.clone();
     let runs = opts.runs;
     let timeout = opts.query_timeout_s;
     let conns = opts.load_connections;
-    let engine_s = engine.to_string();
+    let passes: Vec<(String, Vec<String>)> = passes
+        .iter()
+        .map(|(e, s)| (e.to_string(), s.iter().map(|x| x.to_string()).collect()))
+        .collect();
     block_on(async move {
         let version = match version {
             Some(v) => v,
             None => pgwire::server_version(&target).await,
         };
-        eprintln!("{engine_s}: loading {} tables", w2.tables.len());
+        let first = passes.first().map(|p| p.0.clone()).unwrap_or_default();
+        eprintln!("{first}: loading {} tables", w2.tables.len());
         let load_s = pgwire::load(&target, &w2, path, conns).await?;
-        eprintln!("{engine_s}: loaded in {load_s:.1}s");
-        let queries = pgwire::run_queries(&target, &w2, runs, &engine_s, timeout).await?;
-        Ok(EngineRun {
-            engine: engine_s,
-            version,
-            load_s,
-            queries,
-            error: None,
-        })
+        eprintln!("{first}: loaded in {load_s:.1}s");
+        let mut out = Vec::new();
+        for (engine, setup) in &passes {
+            let setup: Vec<&str> = setup.iter().map(String::as_str).collect();
+            let queries = pgwire::run_queries(&target, &w2, runs, engine, timeout, &setup).await?;
+            out.push(EngineRun {
+                engine: engine.clone(),
+                version: version.clone(),
+                load_s,
+                queries,
+                error: None,
+            });
+        }
+        Ok(out)
     })
+}
+
+/// The two passes of `eddy-gpu`: Eddy's CPU path, then the GPU path, over
+/// one server and one load. The GPU pass forces offload (`on`, not the
+/// size-gated `auto`) so every operator the rule accepts runs on the device.
+const EDDY_GPU_PASSES: [(&str, &[&str]); 2] = [
+    ("eddy", &["SET eddy.gpu = off"]),
+    ("eddy-gpu", &["SET eddy.gpu = on"]),
+];
+
+/// `eddy-gpu`: one Eddy server (started or at --eddy-addr), loaded once,
+/// queried with the GPU off and on; two engine runs whose answers the
+/// report compares.
+fn run_eddy_gpu_pair(w: &Workload, opts: &HarnessOptions) -> Result<Vec<EngineRun>> {
+    let run = |t: PgTarget| {
+        run_pgwire_passes(
+            &EDDY_GPU_PASSES,
+            t,
+            None,
+            w,
+            opts,
+            pgwire::LoadPath::ParquetFile,
+        )
+    };
+    if let Some(addr) = &opts.eddy_addr {
+        run(PgTarget::from_addr(
+            addr,
+            &opts.eddy_user,
+            &opts.eddy_password,
+            &opts.eddy_db,
+        )?)
+    } else {
+        let bin = EddyServer::find_binary(opts.eddy_bin.clone())?;
+        let server = EddyServer::start(&bin, &opts.scratch)?;
+        let mut t = server.target.clone();
+        t.user = opts.eddy_user.clone();
+        t.dbname = opts.eddy_db.clone();
+        let r = run(t);
+        drop(server);
+        r
+    }
 }
 
 fn run_engine(engine: &str, w: &Workload, opts: &HarnessOptions) -> Result<EngineRun> {
@@ -261,7 +328,7 @@ fn run_engine(engine: &str, w: &Workload, opts: &HarnessOptions) -> Result<Engin
             peer::run_peer(&python, e, w, opts.runs, opts.threads, &opts.scratch)
         }
         other => Err(BenchError::InvalidArgument(format!(
-            "unknown engine `{other}` (eddy, postgres, {})",
+            "unknown engine `{other}` (eddy, eddy-gpu, postgres, {})",
             peer::PEER_ENGINES.join(", ")
         ))),
     }
@@ -273,8 +340,13 @@ pub fn run(w: &Workload, opts: &HarnessOptions) -> Result<report::Report> {
     let mut runs = Vec::new();
     for engine in &opts.engines {
         eprintln!("== {engine} ==");
-        match run_engine(engine, w, opts) {
-            Ok(r) => runs.push(r),
+        let result = if engine == "eddy-gpu" {
+            run_eddy_gpu_pair(w, opts)
+        } else {
+            run_engine(engine, w, opts).map(|r| vec![r])
+        };
+        match result {
+            Ok(r) => runs.extend(r),
             Err(e) => {
                 let msg = error_chain(&e);
                 eprintln!("{engine}: failed: {msg}");

@@ -284,15 +284,22 @@ pub async fn query_text(
     Ok((cols, rows))
 }
 
-/// Runs every query of `w` once as a warm-up and then `runs` times.
+/// Runs every query of `w` once as a warm-up and then `runs` times, on one
+/// connection that first runs each statement of `setup` (a failing setup
+/// statement is an error: a comparison run under the wrong settings would
+/// report the wrong thing).
 pub async fn run_queries(
     target: &PgTarget,
     w: &Workload,
     runs: usize,
     engine: &str,
     timeout_s: u64,
+    setup: &[&str],
 ) -> Result<Vec<QueryRun>> {
     let client = connect(target).await?;
+    for stmt in setup {
+        client.batch_execute(stmt).await?;
+    }
     if timeout_s > 0 {
         if let Err(e) = client
             .batch_execute(&format!("SET statement_timeout = '{timeout_s}s'"))
