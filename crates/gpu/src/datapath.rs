@@ -1,30 +1,32 @@
 //! Arrow buffers → pinned staging → async copies on several streams.
 //!
 //! The data path of every operator:
-//! 1. [`host_column`] turns an Arrow array into the device layout (values
-//!    as-is for primitives, Decimal128 narrowed to int64, dictionary keys
-//!    for string dictionaries) and its validity bitmap (re-aligned when the
-//!    array is sliced at a bit offset).
-//! 2. A [`Pipeline`] slot copies those bytes into its own pinned (page-locked)
-//!    arena and issues `cuMemcpyHtoDAsync` on its own stream, then the
-//!    kernel, then the device-to-host copy of the results, all on that
-//!    stream. With [`crate::device::STREAMS_PER_DEVICE`] slots, batch k's
+//! 1. [`write_values`] and [`write_validity`] lay an Arrow array out for
+//!    the device (values as-is for primitives, Decimal128 narrowed to int64,
+//!    dictionary keys for string dictionaries; validity bitmaps re-aligned
+//!    when the array is sliced at a bit offset), writing straight into a
+//!    [`Pipeline`] slot's pinned (page-locked) arena: one host copy.
+//! 2. The slot issues `cuMemcpyHtoDAsync` on its own stream, then the
+//!    kernel, then the device-to-host copies of the results into the same
+//!    arena ([`Slot::fetch`]), all on that stream; the host waits once. With [`crate::device::STREAMS_PER_DEVICE`] slots, batch k's
 //!    copies overlap batch k-1's kernel (at least double buffering); the host
 //!    waits only for the oldest slot before reusing it.
-//! 3. [`ColumnCache`] keeps device copies of hot columns resident, keyed by
-//!    the identity of the Arrow buffer, so a repeated scan of an in-memory
-//!    table copies nothing.
+//!
+//! Columns are not kept resident on the device between queries yet: every
+//! chunk is copied (see docs/design/gpu.md, "Not built").
 //!
 //! NULLs travel as Arrow validity bitmaps, bit for bit: kernels read them
 //! with `eddy_is_null`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::DataType;
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut, PinnedHostSlice};
+use cudarc::driver::{
+    CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, PinnedHostSlice,
+};
 use parking_lot::Mutex;
 
 use crate::codegen::DevType;
@@ -40,52 +42,105 @@ pub struct HostColumn {
     pub validity: Option<Vec<u8>>,
 }
 
-fn bits_from(buf: &BooleanBuffer) -> Vec<u8> {
+/// Writes the bits of `buf` into `dst` starting at bit 0 (`dst` holds
+/// `buf.len().div_ceil(8)` bytes).
+fn bits_into(buf: &BooleanBuffer, dst: &mut [u8]) -> Result<()> {
+    let len = buf.len().div_ceil(8);
+    let dst = dst
+        .get_mut(..len)
+        .ok_or_else(|| GpuError::Internal("bitmap destination too short".into()))?;
     if buf.offset().is_multiple_of(8) {
         let start = buf.offset() / 8;
-        let len = buf.len().div_ceil(8);
-        return buf.values()[start..start + len].to_vec();
+        let src = buf
+            .values()
+            .get(start..start + len)
+            .ok_or_else(|| GpuError::Internal("bitmap shorter than its array".into()))?;
+        dst.copy_from_slice(src);
+        return Ok(());
     }
     // Sliced at a bit offset: re-pack from bit 0.
-    let mut out = vec![0u8; buf.len().div_ceil(8)];
+    dst.fill(0);
     for (i, b) in buf.iter().enumerate() {
         if b {
-            out[i / 8] |= 1 << (i % 8);
+            dst[i / 8] |= 1 << (i % 8);
         }
     }
-    out
+    Ok(())
 }
 
-/// Converts `array` (of device type `ty`) to its device layout.
-pub fn host_column(array: &ArrayRef, ty: DevType) -> Result<HostColumn> {
-    let validity = match array.logical_nulls() {
-        Some(n) if n.null_count() > 0 => Some(bits_from(n.inner())),
-        _ => None,
-    };
+/// The validity bitmap to stage for `array`: None when it has no NULL.
+fn staged_nulls(array: &ArrayRef) -> Option<arrow::buffer::NullBuffer> {
+    array.logical_nulls().filter(|n| n.null_count() > 0)
+}
+
+/// Bytes `array` takes in device layout as `ty`: (values, validity; 0 when
+/// there is no NULL).
+pub fn staged_len(array: &ArrayRef, ty: DevType) -> Result<(usize, usize)> {
+    let n = array.len();
     let values = match (array.data_type(), ty) {
-        (DataType::Boolean, DevType::Bool) => bits_from(array.as_boolean().values()),
+        (DataType::Boolean, DevType::Bool) => n.div_ceil(8),
+        (DataType::Decimal128(_, _), DevType::Dec64 { .. }) => n * 8,
+        (_, t) if t.width() > 0 => n * t.width(),
+        (dt, t) => return Err(GpuError::Internal(format!("cannot stage {dt} as {t:?}"))),
+    };
+    let validity = staged_nulls(array).map_or(0, |_| n.div_ceil(8));
+    Ok((values, validity))
+}
+
+/// Writes `array`'s values in device layout (`ty`) into `dst`, which holds
+/// the values length [`staged_len`] gives. One copy, straight from the Arrow
+/// buffer: the caller passes the pinned arena itself.
+pub fn write_values(array: &ArrayRef, ty: DevType, dst: &mut [u8]) -> Result<()> {
+    match (array.data_type(), ty) {
+        (DataType::Boolean, DevType::Bool) => bits_into(array.as_boolean().values(), dst),
         (DataType::Decimal128(_, _), DevType::Dec64 { .. }) => {
             let a = array.as_primitive::<arrow::datatypes::Decimal128Type>();
-            let mut out = Vec::with_capacity(a.len() * 8);
-            for v in a.values().iter() {
+            if dst.len() < a.len() * 8 {
+                return Err(GpuError::Internal("decimal destination too short".into()));
+            }
+            for (v, out) in a.values().iter().zip(dst.chunks_exact_mut(8)) {
                 // precision <= 18 guarantees the value fits (NULL slots may
                 // hold garbage: clamp them).
                 let n = i64::try_from(*v).unwrap_or(0);
-                out.extend_from_slice(&n.to_le_bytes());
+                out.copy_from_slice(&n.to_le_bytes());
             }
-            out
+            Ok(())
         }
         (DataType::Dictionary(_, _), DevType::DictCode { .. }) => {
             let d = array.as_any_dictionary();
-            primitive_bytes(d.keys(), ty.width())?
+            primitive_into(d.keys(), ty.width(), dst)
         }
-        (_, t) if t.width() > 0 => primitive_bytes(array.as_ref(), t.width())?,
-        (dt, t) => return Err(GpuError::Internal(format!("cannot stage {dt} as {t:?}"))),
+        (_, t) if t.width() > 0 => primitive_into(array.as_ref(), t.width(), dst),
+        (dt, t) => Err(GpuError::Internal(format!("cannot stage {dt} as {t:?}"))),
+    }
+}
+
+/// Writes `array`'s validity bitmap from bit 0 into `dst` (only called when
+/// [`staged_len`] gave a validity length).
+pub fn write_validity(array: &ArrayRef, dst: &mut [u8]) -> Result<()> {
+    match staged_nulls(array) {
+        Some(n) => bits_into(n.inner(), dst),
+        None => Err(GpuError::Internal("no validity bitmap to stage".into())),
+    }
+}
+
+/// Converts `array` (of device type `ty`) to its device layout in host
+/// memory (what [`Slot::upload_with`] writes into the pinned arena).
+pub fn host_column(array: &ArrayRef, ty: DevType) -> Result<HostColumn> {
+    let (values_len, validity_len) = staged_len(array, ty)?;
+    let mut values = vec![0u8; values_len];
+    write_values(array, ty, &mut values)?;
+    let validity = if validity_len > 0 {
+        let mut v = vec![0u8; validity_len];
+        write_validity(array, &mut v)?;
+        Some(v)
+    } else {
+        None
     };
     Ok(HostColumn { values, validity })
 }
 
-fn primitive_bytes(array: &dyn Array, width: usize) -> Result<Vec<u8>> {
+fn primitive_into(array: &dyn Array, width: usize, dst: &mut [u8]) -> Result<()> {
     let data = array.to_data();
     let buf = data.buffers().first().ok_or_else(|| {
         GpuError::Internal(format!(
@@ -95,10 +150,14 @@ fn primitive_bytes(array: &dyn Array, width: usize) -> Result<Vec<u8>> {
     })?;
     let start = data.offset() * width;
     let end = start + data.len() * width;
-    buf.as_slice()
+    let src = buf
+        .as_slice()
         .get(start..end)
-        .map(|s| s.to_vec())
-        .ok_or_else(|| GpuError::Internal("values buffer shorter than the array".into()))
+        .ok_or_else(|| GpuError::Internal("values buffer shorter than the array".into()))?;
+    dst.get_mut(..src.len())
+        .ok_or_else(|| GpuError::Internal("values destination too short".into()))?
+        .copy_from_slice(src);
+    Ok(())
 }
 
 /// A buffer in device memory, with its length in bytes.
@@ -108,6 +167,12 @@ pub struct DeviceBuf {
     pub slice: CudaSlice<u8>,
     /// Bytes of meaningful data.
     pub len: usize,
+}
+
+/// Where a [`Slot::fetch`] landed in the slot's pinned arena.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    range: std::ops::Range<usize>,
 }
 
 /// One pipeline slot: a stream, a pinned arena and its device buffers.
@@ -157,37 +222,113 @@ impl Slot {
     /// device buffer on this slot's stream. Returns the buffer's index in
     /// `self.buffers`.
     pub fn upload(&mut self, bytes: &[u8]) -> Result<usize> {
+        self.upload_with(bytes.len(), |dst| {
+            dst.copy_from_slice(bytes);
+            Ok(())
+        })
+    }
+
+    /// Lets `fill` write `len` bytes straight into the pinned arena, then
+    /// issues an async copy of them to a new device buffer on this slot's
+    /// stream (one host copy per column: Arrow buffer -> pinned arena).
+    /// Returns the buffer's index in `self.buffers`.
+    pub fn upload_with(
+        &mut self,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<()>,
+    ) -> Result<usize> {
         let stream = Arc::clone(&self.stream);
         let mut dev = stream
-            .alloc_zeros::<u8>(bytes.len().max(8))
+            .alloc_zeros::<u8>(len.max(8))
             .map_err(GpuError::driver("cuMemAlloc"))?;
-        let pinned = self
-            .pinned
-            .as_mut()
-            .ok_or_else(|| GpuError::Internal("upload before reserve".into()))?;
-        let arena = pinned
-            .as_mut_slice()
-            .map_err(GpuError::driver("pinned arena"))?;
-        let range = self.used..self.used + bytes.len();
-        let staged = arena
-            .get_mut(range.clone())
-            .ok_or_else(|| GpuError::Internal("pinned arena too small".into()))?;
-        staged.copy_from_slice(bytes);
+        let range = self.used..self.used + len;
+        let staged = self.arena_mut(range.clone())?;
+        fill(staged)?;
         self.used = range.end;
+        let staged = self.arena_mut(range)?;
         {
             let (dst, _sync) = dev.device_ptr_mut(&stream);
             // SAFETY: `staged` is page-locked memory owned by this slot and not
             // touched again until `reset` has synchronised this stream; `dst`
-            // holds at least `bytes.len()` bytes.
+            // holds at least `len` bytes.
             unsafe { cudarc::driver::result::memcpy_htod_async(dst, &*staged, stream.cu_stream()) }
                 .map_err(GpuError::driver("cuMemcpyHtoDAsync"))?;
         }
-        GpuMetrics::add(&GPU_METRICS.bytes_h2d, bytes.len() as u64);
-        self.buffers.push(DeviceBuf {
-            slice: dev,
-            len: bytes.len(),
-        });
+        GpuMetrics::add(&GPU_METRICS.bytes_h2d, len as u64);
+        self.buffers.push(DeviceBuf { slice: dev, len });
         Ok(self.buffers.len() - 1)
+    }
+
+    /// Bytes `range` of the pinned arena.
+    fn arena_mut(&mut self, range: std::ops::Range<usize>) -> Result<&mut [u8]> {
+        let pinned = self
+            .pinned
+            .as_mut()
+            .ok_or_else(|| GpuError::Internal("pinned arena used before reserve".into()))?;
+        pinned
+            .as_mut_slice()
+            .map_err(GpuError::driver("pinned arena"))?
+            .get_mut(range)
+            .ok_or_else(|| GpuError::Internal("pinned arena too small".into()))
+    }
+
+    /// Issues an async copy of buffer `idx` into the pinned arena (reserve
+    /// room for it with the rest of the slot's bytes). Its bytes are read
+    /// with [`Slot::fetched`] after [`Slot::wait`]; one wait serves every
+    /// copy, and none goes through pageable memory.
+    pub fn fetch(&mut self, idx: usize) -> Result<Fetched> {
+        let stream = Arc::clone(&self.stream);
+        let len = self
+            .buffers
+            .get(idx)
+            .ok_or_else(|| GpuError::Internal("no such buffer".into()))?
+            .len;
+        let range = self.used..self.used + len;
+        // Split borrows: the arena and the device buffer are distinct fields.
+        let pinned = self
+            .pinned
+            .as_mut()
+            .ok_or_else(|| GpuError::Internal("pinned arena used before reserve".into()))?;
+        let dst = pinned
+            .as_mut_slice()
+            .map_err(GpuError::driver("pinned arena"))?
+            .get_mut(range.clone())
+            .ok_or_else(|| GpuError::Internal("pinned arena too small".into()))?;
+        let b = self
+            .buffers
+            .get(idx)
+            .ok_or_else(|| GpuError::Internal("no such buffer".into()))?;
+        {
+            let (src, _sync) = b.slice.device_ptr(&stream);
+            // SAFETY: `dst` is page-locked memory of this slot, read only
+            // after `wait` has synchronised this stream; `src` holds `len`
+            // bytes written by this stream's kernel, ordered before the copy.
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, stream.cu_stream()) }
+                .map_err(GpuError::driver("cuMemcpyDtoHAsync"))?;
+        }
+        self.used = range.end;
+        GpuMetrics::add(&GPU_METRICS.bytes_d2h, len as u64);
+        Ok(Fetched { range })
+    }
+
+    /// Waits for everything issued on this slot's stream.
+    pub fn wait(&self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(GpuError::driver("cuStreamSynchronize"))
+    }
+
+    /// The bytes of a [`Slot::fetch`], after [`Slot::wait`].
+    pub fn fetched(&self, f: &Fetched) -> Result<&[u8]> {
+        let pinned = self
+            .pinned
+            .as_ref()
+            .ok_or_else(|| GpuError::Internal("pinned arena used before reserve".into()))?;
+        pinned
+            .as_slice()
+            .map_err(GpuError::driver("pinned arena"))?
+            .get(f.range.clone())
+            .ok_or_else(|| GpuError::Internal("fetched range outside the arena".into()))
     }
 
     /// A zeroed device buffer of `len` bytes (kernel outputs).
@@ -335,88 +476,6 @@ impl Pipeline {
     }
 }
 
-/// Device-resident copies of hot columns, bounded in bytes, LRU.
-#[derive(Debug, Default)]
-pub struct ColumnCache {
-    inner: Mutex<CacheInner>,
-}
-
-#[derive(Debug, Default)]
-struct CacheInner {
-    /// (device ordinal, buffer address, length) → device copy.
-    map: HashMap<(usize, usize, usize), Arc<CudaSlice<u8>>>,
-    order: VecDeque<(usize, usize, usize)>,
-    bytes: usize,
-    limit: usize,
-}
-
-impl ColumnCache {
-    /// The process-wide cache.
-    pub fn global() -> &'static ColumnCache {
-        static C: std::sync::OnceLock<ColumnCache> = std::sync::OnceLock::new();
-        C.get_or_init(ColumnCache::default)
-    }
-
-    /// Sets the byte budget (`eddy.gpu_resident_cache_bytes`); 0 disables.
-    pub fn set_limit(&self, limit: usize) {
-        let mut g = self.inner.lock();
-        g.limit = limit;
-        evict(&mut g);
-    }
-
-    /// The resident copy of `array`'s values on device `ordinal`, uploading
-    /// it on a miss when it fits the budget. Arrow buffers are immutable, so
-    /// the address and length of the values buffer identify the data.
-    pub fn get_or_upload(
-        &self,
-        ordinal: usize,
-        stream: &Arc<CudaStream>,
-        array: &ArrayRef,
-        host: &HostColumn,
-    ) -> Result<Option<Arc<CudaSlice<u8>>>> {
-        let data = array.to_data();
-        let Some(buf) = data.buffers().first() else {
-            return Ok(None);
-        };
-        let key = (
-            ordinal,
-            buf.as_ptr() as usize + data.offset(),
-            host.values.len(),
-        );
-        {
-            let mut g = self.inner.lock();
-            if g.limit == 0 || host.values.len() > g.limit {
-                return Ok(None);
-            }
-            if let Some(s) = g.map.get(&key).cloned() {
-                g.order.retain(|k| *k != key);
-                g.order.push_back(key);
-                return Ok(Some(s));
-            }
-        }
-        let dev = stream
-            .clone_htod(&host.values)
-            .map_err(GpuError::driver("cuMemcpyHtoD (cache)"))?;
-        GpuMetrics::add(&GPU_METRICS.bytes_h2d, host.values.len() as u64);
-        let dev = Arc::new(dev);
-        let mut g = self.inner.lock();
-        g.bytes += host.values.len();
-        g.map.insert(key, Arc::clone(&dev));
-        g.order.push_back(key);
-        evict(&mut g);
-        Ok(Some(dev))
-    }
-}
-
-fn evict(g: &mut CacheInner) {
-    while g.bytes > g.limit {
-        let Some(k) = g.order.pop_front() else { break };
-        if let Some(s) = g.map.remove(&k) {
-            g.bytes = g.bytes.saturating_sub(s.len());
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,6 +490,36 @@ mod tests {
         assert_eq!(&h.values[4..8], &3i32.to_le_bytes());
         // bit 0 (the NULL) clear, bits 1 and 2 set, re-aligned from offset 1.
         assert_eq!(h.validity, Some(vec![0b110]));
+    }
+
+    #[test]
+    fn writes_into_a_used_arena_without_leaking_its_old_bytes() {
+        // The pinned arena is reused across chunks: a re-packed bitmap must
+        // clear the bits its rows do not set, and the lengths staged_len
+        // gives must be exactly what the writers fill.
+        let a: ArrayRef = Arc::new(Int32Array::from(vec![
+            Some(1),
+            None,
+            Some(3),
+            None,
+            Some(5),
+        ]));
+        let s = a.slice(1, 4);
+        let (values, validity) = staged_len(&s, DevType::I32).expect("sizes");
+        assert_eq!((values, validity), (16, 1));
+        let mut arena = vec![0xffu8; values + validity + 3];
+        let (v, rest) = arena.split_at_mut(values);
+        write_values(&s, DevType::I32, v).expect("values");
+        write_validity(&s, rest).expect("validity");
+        assert_eq!(&arena[4..8], &3i32.to_le_bytes());
+        assert_eq!(arena[values], 0b1010);
+        assert_eq!(
+            &arena[values + 1..],
+            &[0xff; 3],
+            "bytes past the bitmap untouched"
+        );
+        let short = &mut [0u8; 15];
+        assert!(write_values(&s, DevType::I32, short).is_err());
     }
 
     #[test]

@@ -86,11 +86,9 @@ datafusion::common::extensions_options! {
         /// (estimated) stays on the CPU; 0 means "a quarter of the device".
         pub gpu_max_build_bytes: usize, default = 0
         /// `eddy.gpu_kernel_cache_dir`: where compiled kernels (PTX) are kept
-        /// across restarts; empty means memory only.
+        /// across restarts; empty means memory only. The kernel cache is the
+        /// process's, so setting it in one session sets it for all.
         pub gpu_kernel_cache_dir: String, default = String::new()
-        /// `eddy.gpu_resident_cache_bytes`: device memory the column cache
-        /// may keep for hot tables; 0 disables it.
-        pub gpu_resident_cache_bytes: usize, default = 0
     }
 }
 

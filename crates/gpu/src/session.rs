@@ -41,7 +41,11 @@ pub fn apply_set(ctx: &SessionContext, name: &str, value: &str) -> Option<DfResu
     if options.extensions.get::<GpuOptions>().is_none() {
         options.extensions.insert(GpuOptions::default());
     }
-    Some(options.set(&name, value))
+    let applied = options.set(&name, value);
+    if applied.is_ok() && name == "eddy.gpu_kernel_cache_dir" {
+        crate::compile::cache().set_dir(Some(std::path::PathBuf::from(value)));
+    }
+    Some(applied)
 }
 
 /// The current `eddy.gpu` mode of a session (for `SHOW eddy.gpu`).

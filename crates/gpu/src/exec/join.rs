@@ -620,7 +620,14 @@ impl JoinRun {
                 .ok_or_else(|| GpuError::Internal("no pipeline".into()))?;
             let si = pipeline.next_slot()?;
             let slot = &mut pipeline.slots[si];
-            let inputs = stage_batch(slot, dev, &self.kernel, batch, &sets, 0)?;
+            // A unique join's results have fixed sizes: they come back into
+            // the pinned arena behind the kernel (`fetch`).
+            let results = if self.unique {
+                4 + n.div_ceil(32) * 4 + levels * n * 4
+            } else {
+                0
+            };
+            let inputs = stage_batch(slot, dev, &self.kernel, batch, &sets, results)?;
             let cap = if self.unique {
                 n
             } else {
@@ -670,12 +677,23 @@ impl JoinRun {
             }
             launch(slot, &func, grid_for(dev, n), &args)?;
             GpuMetrics::add(&GPU_METRICS.rows_processed, n as u64);
-            submitted.push((si, keep, count, out_fact, rid, err, cap));
+            let fetched = if self.unique {
+                let e = slot.fetch(err)?;
+                let k = slot.fetch(keep)?;
+                let r = rid
+                    .iter()
+                    .map(|b| slot.fetch(*b))
+                    .collect::<Result<Vec<_>>>()?;
+                Some((e, k, r))
+            } else {
+                None
+            };
+            submitted.push((si, keep, count, out_fact, rid, err, cap, fetched));
         }
         GpuMetrics::add_elapsed(&GPU_METRICS.submit_ns, submit_started);
         let complete_started = std::time::Instant::now();
         let mut out = Vec::new();
-        for (bi, (batch, (si, keep, count, out_fact, rid, err, cap))) in
+        for (bi, (batch, (si, _keep, count, out_fact, rid, err, cap, fetched))) in
             batches.iter().zip(submitted).enumerate()
         {
             let pipeline = self
@@ -683,20 +701,21 @@ impl JoinRun {
                 .as_ref()
                 .ok_or_else(|| GpuError::Internal("no pipeline".into()))?;
             let slot = &pipeline.slots[si];
-            if flag(&slot.download(err)?) {
-                return Err(GpuError::Internal(
-                    "row error flagged by the join kernel".into(),
-                ));
-            }
-            let i32s = |b: Vec<u8>| -> Vec<i32> {
+            let i32s = |b: &[u8]| -> Vec<i32> {
                 b.chunks_exact(4)
                     .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                     .collect()
             };
-            if self.unique {
+            if let Some((f_err, f_keep, f_rids)) = fetched {
+                slot.wait()?;
+                if flag(slot.fetched(&f_err)?) {
+                    return Err(GpuError::Internal(
+                        "row error flagged by the join kernel".into(),
+                    ));
+                }
                 let n = batch.num_rows();
                 let mask = BooleanArray::new(
-                    BooleanBuffer::new(Buffer::from_vec(slot.download(keep)?), 0, n),
+                    BooleanBuffer::new(Buffer::from(slot.fetched(&f_keep)?), 0, n),
                     None,
                 );
                 let fact: Vec<u32> = (0..n)
@@ -704,12 +723,25 @@ impl JoinRun {
                     .map(|i| i as u32)
                     .collect();
                 let mut rids = Vec::new();
-                for b in &rid {
-                    let all = i32s(slot.download(*b)?);
-                    rids.push(fact.iter().map(|i| all[*i as usize]).collect());
+                for f in &f_rids {
+                    let all = i32s(slot.fetched(f)?);
+                    let picked = fact
+                        .iter()
+                        .map(|i| {
+                            all.get(*i as usize).copied().ok_or_else(|| {
+                                GpuError::Internal("join row id out of range".into())
+                            })
+                        })
+                        .collect::<Result<Vec<i32>>>()?;
+                    rids.push(picked);
                 }
                 out.push(Matches { fact, rids });
             } else {
+                if flag(&slot.download(err)?) {
+                    return Err(GpuError::Internal(
+                        "row error flagged by the join kernel".into(),
+                    ));
+                }
                 let c = slot.download(count)?;
                 let total = u64::from_le_bytes(
                     c[..8]
@@ -728,14 +760,14 @@ impl JoinRun {
                         retries: 0,
                     });
                 }
-                let fact: Vec<u32> = i32s(slot.download(out_fact)?)
+                let fact: Vec<u32> = i32s(&slot.download(out_fact)?)
                     .into_iter()
                     .take(total)
                     .map(|x| x as u32)
                     .collect();
                 let mut rids: Vec<Vec<i32>> = Vec::new();
                 for b in &rid {
-                    rids.push(i32s(slot.download(*b)?).into_iter().take(total).collect());
+                    rids.push(i32s(&slot.download(*b)?).into_iter().take(total).collect());
                 }
                 // Slots were taken in arbitrary order: restore the probe
                 // side's order, which the replaced HashJoinExec keeps.

@@ -260,12 +260,10 @@ pub(crate) fn stage_batch(
     sets: &[Arc<crate::codegen::dict::DictSet>],
     extra: usize,
 ) -> Result<BatchInputs> {
-    let mut host = Vec::new();
+    let mut sizes = Vec::with_capacity(kernel.columns.len());
     for c in &kernel.columns {
-        host.push((
-            c.index,
-            crate::datapath::host_column(batch.column(c.index), c.ty)?,
-        ));
+        let array = batch.column(c.index);
+        sizes.push((c, array, crate::datapath::staged_len(array, c.ty)?));
     }
     let words = |w: Vec<u32>| -> Vec<u8> { w.iter().flat_map(|x| x.to_le_bytes()).collect() };
     let set_bytes: Vec<(Vec<u8>, Vec<u8>, i32, i32)> = sets
@@ -279,9 +277,9 @@ pub(crate) fn stage_batch(
             )
         })
         .collect();
-    let bytes: usize = host
+    let bytes: usize = sizes
         .iter()
-        .map(|(_, h)| h.values.len() + h.validity.as_ref().map_or(0, |v| v.len()))
+        .map(|(_, _, (values, validity))| values + validity)
         .sum::<usize>()
         + set_bytes
             .iter()
@@ -293,13 +291,18 @@ pub(crate) fn stage_batch(
         rows: batch.num_rows(),
         ..Default::default()
     };
-    for (i, h) in &host {
-        let vb = slot.upload(&h.values)?;
-        let nb = match &h.validity {
-            Some(v) => Some(slot.upload(v)?),
-            None => None,
+    // Each column is written from its Arrow buffer straight into the pinned
+    // arena: one host copy (the first device run copied twice, via a Vec).
+    for (c, array, (values, validity)) in sizes {
+        let vb = slot.upload_with(values, |dst| {
+            crate::datapath::write_values(array, c.ty, dst)
+        })?;
+        let nb = if validity > 0 {
+            Some(slot.upload_with(validity, |dst| crate::datapath::write_validity(array, dst))?)
+        } else {
+            None
         };
-        out.cols.insert(*i, (vb, nb));
+        out.cols.insert(c.index, (vb, nb));
     }
     for (t, n, v, nn) in set_bytes {
         let tb = slot.upload(&t)?;

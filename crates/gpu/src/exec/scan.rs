@@ -305,7 +305,16 @@ impl ScanRun {
                 .ok_or_else(|| GpuError::Internal("no pipeline".into()))?;
             let si = pipeline.next_slot()?;
             let slot = &mut pipeline.slots[si];
-            let inputs = stage_batch(slot, dev, &self.kernel, batch, &sets, 0)?;
+            // The results come back into the same pinned arena (`fetch`).
+            let results: usize = 4
+                + n.div_ceil(32) * 4
+                + self
+                    .kernel
+                    .outputs
+                    .iter()
+                    .map(|t| n * t.width() + n)
+                    .sum::<usize>();
+            let inputs = stage_batch(slot, dev, &self.kernel, batch, &sets, results)?;
             let keep = slot.zeroed(n.div_ceil(32) * 4)?;
             let mut outs = Vec::new();
             for t in &self.kernel.outputs {
@@ -332,7 +341,15 @@ impl ScanRun {
             }
             launch(slot, &func, grid_for(dev, n), &args)?;
             GpuMetrics::add(&GPU_METRICS.rows_processed, n as u64);
-            submitted.push((si, keep, outs, err));
+            // Results are copied back asynchronously, behind the kernel on
+            // this stream, into page-locked memory; completion waits once.
+            let err = slot.fetch(err)?;
+            let keep = slot.fetch(keep)?;
+            let mut fetched_outs = Vec::with_capacity(outs.len());
+            for (vb, nb) in outs {
+                fetched_outs.push((slot.fetch(vb)?, slot.fetch(nb)?));
+            }
+            submitted.push((si, keep, fetched_outs, err));
         }
         // Complete them in order.
         GpuMetrics::add_elapsed(&GPU_METRICS.submit_ns, submit_started);
@@ -344,12 +361,13 @@ impl ScanRun {
                 .as_ref()
                 .ok_or_else(|| GpuError::Internal("no pipeline".into()))?;
             let slot = &pipeline.slots[si];
-            if flag(&slot.download(err)?) {
+            slot.wait()?;
+            if flag(slot.fetched(&err)?) {
                 // A row error (division by zero): the CPU raises it.
                 return Err(GpuError::Internal("row error flagged by the kernel".into()));
             }
             let n = batch.num_rows();
-            let keep_bytes = slot.download(keep)?;
+            let keep_bytes = slot.fetched(&keep)?.to_vec();
             let mask =
                 BooleanArray::new(BooleanBuffer::new(Buffer::from_vec(keep_bytes), 0, n), None);
             let filtered = filter_record_batch(batch, &mask)?;
@@ -358,9 +376,11 @@ impl ScanRun {
                 cols.push(match o {
                     ScanOutput::Input(i) => Arc::clone(filtered.column(*i)),
                     ScanOutput::Computed(j) => {
-                        let (vb, nb) = outs[*j];
-                        let values = slot.download(vb)?;
-                        let valid = slot.download(nb)?;
+                        let (vb, nb) = outs.get(*j).ok_or_else(|| {
+                            GpuError::Internal(format!("scan output {j} not fetched"))
+                        })?;
+                        let values = slot.fetched(vb)?;
+                        let valid = slot.fetched(nb)?;
                         let field_ty = self.schema.field(cols.len()).data_type().clone();
                         let full = array_from_device(
                             &values,
