@@ -333,8 +333,8 @@ impl TableProvider for EddyTable {
         } else {
             ScanFilter::default()
         });
-        let partitions = self.snapshot().partitions();
         let target = state.config().target_partitions().max(1);
+        let partitions = split_for_parallelism(self.snapshot().partitions(), target);
         let groups = group_partitions(partitions, target);
         let group_stats: Vec<ScanStats> = groups
             .iter()
@@ -354,6 +354,32 @@ impl TableProvider for EddyTable {
             },
         )))
     }
+}
+
+/// `parts` with its largest column files cut into row-group ranges until
+/// there are about `target` of them: after a bulk load a table has one large
+/// file per shard, and a scan of whole files would use as many cores as the
+/// table has shards (2 of 16 on the first GPU machine run, where the scan
+/// was the whole query's bottleneck).
+fn split_for_parallelism(parts: Vec<ScanPartition>, target: usize) -> Vec<ScanPartition> {
+    if parts.len() >= target {
+        return parts;
+    }
+    let total: u64 = parts.iter().map(|p| p.num_rows_upper_bound()).sum();
+    if total == 0 {
+        return parts;
+    }
+    let mut out = Vec::with_capacity(target);
+    for p in parts {
+        // Each partition gets pieces in proportion to its rows.
+        let rows = p.num_rows_upper_bound();
+        let pieces =
+            usize::try_from((u128::from(rows) * target as u128).div_ceil(u128::from(total)))
+                .unwrap_or(1)
+                .max(1);
+        out.extend(p.split_row_groups(pieces));
+    }
+    out
 }
 
 /// Spread scan partitions over at most `target` groups, balancing rows.

@@ -156,10 +156,15 @@ pub(crate) fn shard_partitions(
         let v = cl.read().clone();
         let snap = v.snapshot(at);
         for (file, deletes) in snap.files {
+            let groups = 0..file.row_group_count();
             partitions.push(ScanPartition {
                 def: def.clone(),
                 at,
-                source: Source::File { file, deletes },
+                source: Source::File {
+                    file,
+                    deletes,
+                    groups,
+                },
                 hidden: None,
                 only: None,
             });
@@ -206,6 +211,9 @@ enum Source {
     File {
         file: Arc<ColumnFile>,
         deletes: RoaringBitmap,
+        /// The row groups this partition reads: all of the file's, or a
+        /// contiguous part of them after [`ScanPartition::split_row_groups`].
+        groups: std::ops::Range<usize>,
     },
     Memtable {
         batches: Vec<RecordBatch>,
@@ -244,7 +252,13 @@ pub fn scan_schema(def: &TableDef, projection: Option<&[usize]>, with_key: bool)
 impl ScanPartition {
     pub fn num_rows_upper_bound(&self) -> u64 {
         match &self.source {
-            Source::File { file, .. } => file.meta.rows,
+            Source::File { file, groups, .. } => {
+                if *groups == (0..file.row_group_count()) {
+                    file.meta.rows
+                } else {
+                    groups.clone().map(|g| file.row_group_stats(g).rows).sum()
+                }
+            }
             Source::Memtable { batches, .. } => batches.iter().map(|b| b.num_rows() as u64).sum(),
             Source::Rows(v) => v.approx_entries(),
             Source::Overlay(o) => o.rows.len() as u64,
@@ -254,18 +268,96 @@ impl ScanPartition {
     /// Statistics per row group; empty when unknown.
     pub fn row_groups(&self) -> Vec<RowGroupStats> {
         match &self.source {
-            Source::File { file, .. } => (0..file.row_group_count())
-                .map(|g| file.row_group_stats(g))
-                .collect(),
+            Source::File { file, groups, .. } => {
+                groups.clone().map(|g| file.row_group_stats(g)).collect()
+            }
             _ => Vec::new(),
         }
     }
 
-    /// Bytes of the file behind this partition (0 for memory).
+    /// Bytes of the file behind this partition (0 for memory); a part of a
+    /// file counts its share of the file's rows.
     pub fn file_bytes(&self) -> u64 {
         match &self.source {
-            Source::File { file, .. } => file.meta.bytes,
+            Source::File { file, .. } => {
+                let rows = self.num_rows_upper_bound();
+                if rows >= file.meta.rows || file.meta.rows == 0 {
+                    file.meta.bytes
+                } else {
+                    let share =
+                        u128::from(file.meta.bytes) * u128::from(rows) / u128::from(file.meta.rows);
+                    u64::try_from(share).unwrap_or(file.meta.bytes)
+                }
+            }
             _ => 0,
+        }
+    }
+
+    /// This partition cut into at most `pieces` partitions of contiguous
+    /// row groups, about equal in rows, that together read exactly what it
+    /// reads (same snapshot, deletes and key filters). Only a column file
+    /// with several row groups is cut; anything else comes back whole. A
+    /// scan uses this to give every core work when a table has fewer files
+    /// than the machine has cores (one large file per shard after a bulk
+    /// load).
+    pub fn split_row_groups(&self, pieces: usize) -> Vec<ScanPartition> {
+        let Source::File {
+            file,
+            deletes,
+            groups,
+        } = &self.source
+        else {
+            return vec![self.clone()];
+        };
+        let n = groups.len();
+        let pieces = pieces.min(n);
+        if pieces <= 1 {
+            return vec![self.clone()];
+        }
+        let rows: Vec<u64> = groups
+            .clone()
+            .map(|g| file.row_group_stats(g).rows)
+            .collect();
+        let total: u64 = rows.iter().sum();
+        let mut out = Vec::with_capacity(pieces);
+        let mut start = groups.start;
+        let mut taken = 0u64;
+        for (i, r) in rows.iter().enumerate() {
+            taken += r;
+            let g = groups.start + i + 1;
+            // Cut after row group g-1 once this piece reached its share of
+            // the rows, leaving at least one row group per remaining piece.
+            let done = out.len() + 1;
+            let remaining_groups = groups.end - g;
+            let remaining_pieces = pieces - done;
+            let share = total.saturating_mul(done as u64) / pieces as u64;
+            if done < pieces
+                && remaining_groups >= remaining_pieces
+                && (taken >= share || remaining_groups == remaining_pieces)
+            {
+                out.push(self.with_groups(file, deletes, start..g));
+                start = g;
+            }
+        }
+        if start < groups.end {
+            out.push(self.with_groups(file, deletes, start..groups.end));
+        }
+        out
+    }
+
+    fn with_groups(
+        &self,
+        file: &Arc<ColumnFile>,
+        deletes: &RoaringBitmap,
+        groups: std::ops::Range<usize>,
+    ) -> ScanPartition {
+        ScanPartition {
+            source: Source::File {
+                file: Arc::clone(file),
+                deletes: deletes.clone(),
+                groups,
+            },
+            ..self.clone()
         }
     }
 
@@ -363,8 +455,13 @@ impl ScanPartition {
                 .map_err(|e| StorageError::arrow("overlay batch", e));
                 Ok(Box::new(std::iter::once(b)))
             }
-            Source::File { file, deletes } => {
-                let kept: Vec<usize> = (0..file.row_group_count())
+            Source::File {
+                file,
+                deletes,
+                groups,
+            } => {
+                let kept: Vec<usize> = groups
+                    .clone()
                     .filter(|&g| keep_row_group(&file.row_group_stats(g)))
                     .collect();
                 let file = file.clone();
