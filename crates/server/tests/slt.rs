@@ -176,11 +176,15 @@ impl Extended {
         }
     }
 
-    /// Parse, Bind (text results), Describe portal, Execute, Sync; reads
-    /// up to ReadyForQuery.
+    /// Parse, Describe statement, Bind (text results), Describe portal,
+    /// Execute, Sync; reads up to ReadyForQuery. Besides the answer it
+    /// checks what a driver relies on: the statement and the portal
+    /// describe the same columns, the portal's in text format, and every
+    /// row has the described number of cells.
     async fn round_trip(&mut self, sql: &str) -> Result<Answer, DbError> {
         let mut buf = BytesMut::new();
         frontend::parse("", sql, [], &mut buf)?;
+        frontend::describe(b'S', "", &mut buf)?;
         frontend::bind(
             "",
             "",
@@ -196,12 +200,40 @@ impl Extended {
         frontend::sync(&mut buf);
         self.stream.write_all(&buf).await?;
         let mut answer = Answer::default();
+        // the columns (type OIDs) the statement's Describe announced
+        let mut statement_columns: Option<Vec<u32>> = None;
+        let mut bound = false;
+        let protocol = |what: String| Err(DbError(format!("protocol: {what} [SQL] {sql}")));
         loop {
             match self.message().await? {
                 backend::Message::ReadyForQuery(_) => return Ok(answer),
                 backend::Message::ErrorResponse(e) => answer.error = Some(db_error(&e)),
+                backend::Message::BindComplete => bound = true,
+                backend::Message::NoData if !bound => statement_columns = Some(Vec::new()),
+                backend::Message::NoData => {
+                    if statement_columns.as_ref().is_some_and(|c| !c.is_empty()) {
+                        return protocol("the statement described columns, its portal none".into());
+                    }
+                }
                 backend::Message::RowDescription(d) => {
-                    answer.ncols = Some(d.fields().count()?);
+                    let mut oids = Vec::new();
+                    let mut fields = d.fields();
+                    while let Some(f) = fields.next()? {
+                        if bound && f.format() != 0 {
+                            return protocol(format!("column {} is not in text format", f.name()));
+                        }
+                        oids.push(f.type_oid());
+                    }
+                    if !bound {
+                        statement_columns = Some(oids);
+                        continue;
+                    }
+                    if statement_columns.as_ref().is_some_and(|c| *c != oids) {
+                        return protocol(format!(
+                            "the statement described column types {statement_columns:?}, its portal {oids:?}"
+                        ));
+                    }
+                    answer.ncols = Some(oids.len());
                 }
                 backend::Message::DataRow(r) => {
                     let mut row = Vec::new();
@@ -211,11 +243,17 @@ impl Extended {
                             None => cell(None),
                             Some(range) => match std::str::from_utf8(&r.buffer()[range]) {
                                 Ok(s) => cell(Some(s)),
-                                Err(_) => return Err(DbError("a cell is not UTF-8".into())),
+                                Err(_) => return protocol("a cell is not UTF-8".into()),
                             },
                         });
                     }
-                    answer.ncols = Some(row.len());
+                    if answer.ncols != Some(row.len()) {
+                        return protocol(format!(
+                            "a row of {} cells after a description of {:?}",
+                            row.len(),
+                            answer.ncols
+                        ));
+                    }
                     answer.rows.push(row);
                 }
                 backend::Message::CommandComplete(c) => {
@@ -231,22 +269,24 @@ impl Extended {
                     // as tokio-postgres's simple_query: a COPY FROM STDIN
                     // has no data here, so it fails
                     let mut fail = BytesMut::new();
-                    frontend::copy_fail("COPY FROM STDIN is not supported by the runner", &mut fail)?;
+                    frontend::copy_fail(
+                        "COPY FROM STDIN is not supported by the runner",
+                        &mut fail,
+                    )?;
                     self.stream.write_all(&fail).await?;
                 }
                 backend::Message::PortalSuspended => {
-                    answer.error = Some(DbError("protocol: PortalSuspended without a row limit".into()))
+                    return protocol("PortalSuspended without a row limit".into());
                 }
                 backend::Message::ParseComplete
-                | backend::Message::BindComplete
-                | backend::Message::NoData
+                | backend::Message::ParameterDescription(_)
                 | backend::Message::EmptyQueryResponse
                 | backend::Message::NoticeResponse(_)
                 | backend::Message::ParameterStatus(_)
                 | backend::Message::CopyOutResponse(_)
                 | backend::Message::CopyData(_)
                 | backend::Message::CopyDone => {}
-                _ => return Err(DbError("protocol: unexpected message".into())),
+                _ => return protocol("unexpected message".into()),
             }
         }
     }
@@ -296,7 +336,9 @@ impl sqllogictest::AsyncDB for Extended {
             other => {
                 return Err(DbError(format!(
                     "Parse of several statements: wanted 42601, got {}",
-                    other.as_ref().map_or("success".to_string(), |e| e.0.clone())
+                    other
+                        .as_ref()
+                        .map_or("success".to_string(), |e| e.0.clone())
                 )))
             }
         }

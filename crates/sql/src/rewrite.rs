@@ -1262,8 +1262,8 @@ mod tests {
     fn sql_prepare_takes_no_parameters_of_its_own() {
         // Before: the extended protocol's Parse of this PREPARE described
         // three parameters, and its Execute with none failed (08P01).
-        let mut s =
-            parse_statement("PREPARE ins (int, text) AS INSERT INTO t VALUES ($1, $2, $3)").unwrap();
+        let mut s = parse_statement("PREPARE ins (int, text) AS INSERT INTO t VALUES ($1, $2, $3)")
+            .unwrap();
         assert_eq!(count_params(&mut s), 0);
         let mut s = parse_statement("EXECUTE ins ($1, 'a', $2)").unwrap();
         assert_eq!(count_params(&mut s), 2);

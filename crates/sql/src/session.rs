@@ -616,6 +616,18 @@ impl Session {
                     name,
                     type_oid: oid::TEXT,
                 }];
+            } else if let Statement::Execute {
+                name: Some(name), ..
+            } = &stmt
+            {
+                // SQL-level EXECUTE describes the columns of the statement
+                // it runs, as PostgreSQL's Describe does (none while no
+                // such statement is prepared: Execute then reports 26000)
+                columns = rewrite::table_name(name)
+                    .ok()
+                    .and_then(|n| self.sql_prepared.get(&n))
+                    .map(|p| p.columns.clone())
+                    .unwrap_or_default();
             }
         }
         for t in param_types.iter_mut() {
