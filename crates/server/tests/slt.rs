@@ -207,7 +207,13 @@ impl Extended {
         loop {
             match self.message().await? {
                 backend::Message::ReadyForQuery(_) => return Ok(answer),
-                backend::Message::ErrorResponse(e) => answer.error = Some(db_error(&e)),
+                backend::Message::ErrorResponse(e) => {
+                    // after an error the server skips to Sync: one error only
+                    if let Some(first) = &answer.error {
+                        return protocol(format!("a second error after {first}: {}", db_error(&e)));
+                    }
+                    answer.error = Some(db_error(&e));
+                }
                 backend::Message::BindComplete => bound = true,
                 backend::Message::NoData if !bound => statement_columns = Some(Vec::new()),
                 backend::Message::NoData => {
