@@ -502,10 +502,17 @@ impl Session {
 
     /// Run a simple-query string: each statement in turn, stopping at the
     /// first error (which is the last element), or at a COPY FROM STDIN.
+    /// An error inside a BEGIN block aborts the block, whichever step
+    /// refused the statement (a read-only refusal, an unknown savepoint),
+    /// as in PostgreSQL; the extended protocol's Sync does the same for
+    /// its statements (`txn_status::on_sync` in the server).
     pub async fn simple_query(&mut self, sql: &str) -> Vec<Result<Output>> {
         let mut out = Vec::new();
         for text in rewrite::split_statements(sql) {
             let r = self.execute_text(&text, &[]).await;
+            if r.is_err() {
+                self.note_error();
+            }
             let stop = matches!(r, Err(_) | Ok(Output::CopyIn(_)));
             out.push(r);
             if stop {
