@@ -3,11 +3,18 @@
 //!
 //! * `sqllogictests` sends each record as a simple query (tokio-postgres
 //!   `simple_query`);
-//! * `sqllogictests_extended` sends each record as Parse, Bind (results in
-//!   text format), Describe portal, Execute and Sync, written with
-//!   `postgres-protocol`'s frontend messages over a plain TCP connection
-//!   (tokio-postgres always asks for binary results), so cells compare as
-//!   text exactly as with the simple protocol.
+//! * `sqllogictests_extended` sends each record as Parse, Describe
+//!   statement, Bind (results in text format), Describe portal, Execute and
+//!   Sync, written with `postgres-protocol`'s frontend messages over a
+//!   plain TCP connection (tokio-postgres always asks for binary results),
+//!   so cells compare as text exactly as with the simple protocol. It also
+//!   checks what drivers rely on: the statement and the portal are
+//!   described with the same column types, in text format, every row has
+//!   the described number of cells, and one Sync answers one error at most.
+//!
+//! Both protocols cover every file; the two tests run side by side (each
+//! file takes a fresh server per protocol, so neither sees the other's
+//! tables).
 //!
 //! Both render a NULL as `NULL`, an empty string as `(empty)` and an error
 //! as `SQLSTATE: message`, so `statement error 42P07` lines match on the
@@ -18,7 +25,10 @@
 //! statement: PostgreSQL answers Parse with 42601 ("cannot insert multiple
 //! commands into a prepared statement"). The extended run checks that Eddy
 //! refuses it the same way, then sends the statements (as sqlparser's AST
-//! splits them) one after another, each with its own Parse..Sync.
+//! splits them, printed back from the AST) one after another, each with
+//! its own Parse..Sync, outside the implicit block a simple query would
+//! give them. A record sqlparser cannot read (Eddy's own commands) is sent
+//! whole: one such record of several statements fails loudly with 42601.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -390,7 +400,7 @@ fn slt_files() -> Vec<PathBuf> {
     files
 }
 
-/// Runs one file on a fresh server through `db` (a connection factory).
+/// Runs one file through connections `make` opens.
 async fn run_file<D, M>(file: &Path, make: M) -> Result<(), String>
 where
     D: sqllogictest::AsyncDB<ColumnType = DefaultColumnType> + 'static,
