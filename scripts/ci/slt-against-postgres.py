@@ -8,6 +8,12 @@ runs the same files against Eddy).
 Understands the records Eddy's files use: `statement ok`, `statement error
 <SQLSTATE>`, `query <types> [rowsort]` with `----` and expected rows. A
 fresh database is created for each file.
+
+`--extended` (first argument) sends each record over the extended protocol
+(libpq's PQexecParams: Parse, Bind with text results, Describe portal,
+Execute, Sync), as the extended run of slt.rs does. A record of several
+statements, which PostgreSQL refuses to Parse (42601), is then sent as a
+simple query, as slt.rs sends its statements one at a time.
 """
 import os
 import sys
@@ -15,6 +21,8 @@ import sys
 import psycopg
 
 port = os.environ["EDDY_PORT"]
+extended = len(sys.argv) > 1 and sys.argv[1] == "--extended"
+paths = sys.argv[2:] if extended else sys.argv[1:]
 user = os.environ.get("EDDY_USER", "postgres")
 
 
@@ -49,6 +57,17 @@ def cell(v):
     return s if s != "" else "(empty)"
 
 
+def execute(conn, sql):
+    if not extended:
+        return conn.pgconn.exec_(sql.encode())
+    res = conn.pgconn.exec_params(sql.encode(), [], result_format=0)
+    state = res.error_field(psycopg.pq.DiagnosticField.SQLSTATE)
+    if state == b"42601" and b"multiple commands" in (res.error_message or b""):
+        print(f"several statements, refused by Parse (42601): {sql!r}")
+        return conn.pgconn.exec_(sql.encode())
+    return res
+
+
 def run(path):
     admin = psycopg.connect(f"host=127.0.0.1 port={port} user={user} dbname=postgres", autocommit=True)
     admin.execute("DROP DATABASE IF EXISTS slt_check")
@@ -56,7 +75,7 @@ def run(path):
     conn = psycopg.connect(f"host=127.0.0.1 port={port} user={user} dbname=slt_check", autocommit=True)
     failures = 0
     for head, sql, expected in records(path):
-        res = conn.pgconn.exec_(sql.encode())
+        res = execute(conn, sql)
         state = res.error_field(psycopg.pq.DiagnosticField.SQLSTATE)
         state = state.decode() if state else None
         if head[0] == "statement" and head[1] == "ok" or head[0] == "query":
@@ -85,6 +104,6 @@ def run(path):
     return failures
 
 
-total = sum(run(p) for p in sys.argv[1:])
+total = sum(run(p) for p in paths)
 print("all records match PostgreSQL" if total == 0 else f"{total} records differ")
 sys.exit(1 if total else 0)

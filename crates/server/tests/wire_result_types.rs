@@ -176,3 +176,75 @@ async fn prepared_queries_answer_as_text_queries_do() {
     })
     .await;
 }
+
+/// What the extended protocol's Describe announces is what Execute sends
+/// (found by running `tests/slt` over the extended protocol, `slt.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extended_protocol_describes_what_executes() {
+    on_servers(|c| async move {
+        exec(&c, "DROP TABLE IF EXISTS rt_desc").await;
+        exec(&c, "CREATE TABLE rt_desc (id INT PRIMARY KEY, qty INT)").await;
+
+        // RETURNING is described with the types it runs with: int4 * 2
+        // is int4 (it was described as int8 and sent as int4)
+        let ins = "INSERT INTO rt_desc VALUES (1, 7) RETURNING qty * 2 AS doubled";
+        assert_eq!(must_describe(&c, ins).await, [Type::INT4]);
+        let rows = c.query(ins, &[]).await.expect("INSERT RETURNING");
+        assert_eq!(rows[0].get::<_, i32>(0), 14);
+
+        // SQL-level EXECUTE describes its statement's columns (it was
+        // NoData, then rows came)
+        exec(&c, "DEALLOCATE ALL").await;
+        exec(
+            &c,
+            "PREPARE rt_get AS SELECT id, qty FROM rt_desc WHERE id = $1",
+        )
+        .await;
+        assert_eq!(
+            must_describe(&c, "EXECUTE rt_get (1)").await,
+            [Type::INT4, Type::INT4]
+        );
+        let rows = c.query("EXECUTE rt_get (1)", &[]).await.expect("EXECUTE");
+        assert_eq!(rows[0].get::<_, i32>(1), 7);
+
+        // a PREPARE's $n are its statement's, not the PREPARE's own
+        // parameters (Parse described one; Execute without it failed)
+        let prep = c
+            .prepare("PREPARE rt_next (int) AS SELECT $1 + 1")
+            .await
+            .expect("prepare PREPARE");
+        assert!(prep.params().is_empty());
+        c.execute(&prep, &[])
+            .await
+            .expect("PREPARE over Bind/Execute");
+        let rows = c.query("EXECUTE rt_next (41)", &[]).await.expect("EXECUTE");
+        assert_eq!(rows[0].get::<_, i32>(0), 42);
+
+        // SHOW is described with the columns it sends
+        let show = must_describe(&c, "SHOW ALL").await;
+        let msgs = c.simple_query("SHOW ALL").await.expect("SHOW ALL");
+        let width = msgs.iter().find_map(|m| match m {
+            SimpleQueryMessage::RowDescription(cols) => Some(cols.len()),
+            _ => None,
+        });
+        assert_eq!(Some(show.len()), width, "SHOW ALL");
+        let iso = c
+            .prepare("SHOW transaction isolation level")
+            .await
+            .expect("prepare SHOW");
+        assert_eq!(iso.columns()[0].name(), "transaction_isolation");
+
+        // in an aborted block Parse refuses what the block would refuse
+        exec(&c, "BEGIN").await;
+        assert!(c.batch_execute("SELECT 1 / 0").await.is_err());
+        let e = c
+            .prepare("SELECT 1")
+            .await
+            .expect_err("Parse in an aborted block");
+        assert_eq!(e.code().map(|s| s.code()), Some("25P02"));
+        c.prepare("ROLLBACK").await.expect("ROLLBACK parses");
+        exec(&c, "ROLLBACK").await;
+        exec(&c, "DROP TABLE rt_desc").await;
+    })
+    .await;
+}

@@ -1148,7 +1148,13 @@ pub fn substitute_params(stmt: &mut Statement, params: &[Value]) -> Result<()> {
 /// The highest `$n` in a statement (the number of parameters it takes).
 /// Numbers outside `1..=MAX_PARAMS` are not counted ([`parse_statement`]
 /// has already refused them), so the result never exceeds [`MAX_PARAMS`].
+/// SQL-level `PREPARE p (int) AS ... $1` takes none: its `$n` are the
+/// parameters of the statement it names, given later by `EXECUTE p (...)`
+/// (PostgreSQL's Parse of such a PREPARE describes no parameters).
 pub fn count_params(stmt: &mut Statement) -> usize {
+    if let Statement::Prepare { .. } = stmt {
+        return 0;
+    }
     let mut max = 0;
     let _ = visit_expressions(&*stmt, |e| {
         if let Expr::Value(ValueWithSpan {
@@ -1250,6 +1256,17 @@ mod tests {
             substitute_params(&mut s, &[]).unwrap_err().sqlstate(),
             "42P02"
         );
+    }
+
+    #[test]
+    fn sql_prepare_takes_no_parameters_of_its_own() {
+        // Before: the extended protocol's Parse of this PREPARE described
+        // three parameters, and its Execute with none failed (08P01).
+        let mut s = parse_statement("PREPARE ins (int, text) AS INSERT INTO t VALUES ($1, $2, $3)")
+            .unwrap();
+        assert_eq!(count_params(&mut s), 0);
+        let mut s = parse_statement("EXECUTE ins ($1, 'a', $2)").unwrap();
+        assert_eq!(count_params(&mut s), 2);
     }
 
     fn compat(sql: &str) -> String {

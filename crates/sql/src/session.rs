@@ -502,10 +502,17 @@ impl Session {
 
     /// Run a simple-query string: each statement in turn, stopping at the
     /// first error (which is the last element), or at a COPY FROM STDIN.
+    /// An error inside a BEGIN block aborts the block, whichever step
+    /// refused the statement (a read-only refusal, an unknown savepoint),
+    /// as in PostgreSQL; the extended protocol's Sync does the same for
+    /// its statements (`txn_status::on_sync` in the server).
     pub async fn simple_query(&mut self, sql: &str) -> Vec<Result<Output>> {
         let mut out = Vec::new();
         for text in rewrite::split_statements(sql) {
             let r = self.execute_text(&text, &[]).await;
+            if r.is_err() {
+                self.note_error();
+            }
             let stop = matches!(r, Err(_) | Ok(Output::CopyIn(_)));
             out.push(r);
             if stop {
@@ -566,6 +573,10 @@ impl Session {
             });
         }
         let stmt = rewrite::parse_statement(&text)?;
+        // as PostgreSQL's Parse: in an aborted block only what ends it
+        if self.txn.as_ref().is_some_and(|t| t.aborted) && !control::allowed_when_aborted(&stmt) {
+            return Err(SqlError::InFailedTransaction);
+        }
         self.prepare_parsed(text, stmt, client_types).await
     }
 
@@ -607,15 +618,26 @@ impl Session {
             } else if let Some((table, alias, items)) = self.returning_of(&stmt) {
                 columns = self.describe_returning(&table, &alias, items).await?;
             } else if let Statement::ShowVariable { variable } = &stmt {
-                let name = variable
-                    .iter()
-                    .map(ident_name)
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                columns = vec![ResultColumn {
-                    name,
-                    type_oid: oid::TEXT,
-                }];
+                columns = self
+                    .show_column_names(variable)
+                    .into_iter()
+                    .map(|name| ResultColumn {
+                        name,
+                        type_oid: oid::TEXT,
+                    })
+                    .collect();
+            } else if let Statement::Execute {
+                name: Some(name), ..
+            } = &stmt
+            {
+                // SQL-level EXECUTE describes the columns of the statement
+                // it runs, as PostgreSQL's Describe does (none while no
+                // such statement is prepared: Execute then reports 26000)
+                columns = rewrite::table_name(name)
+                    .ok()
+                    .and_then(|n| self.sql_prepared.get(&n))
+                    .map(|p| p.columns.clone())
+                    .unwrap_or_default();
             }
         }
         for t in param_types.iter_mut() {
@@ -1437,74 +1459,83 @@ impl Session {
         Ok(Output::Command("SET".into()))
     }
 
-    fn show(&self, variable: &[datafusion::sql::sqlparser::ast::Ident]) -> Result<Output> {
+    /// What `SHOW variable` reads: the words as written (`time zone`;
+    /// `all` for SHOW ALL) and the setting's key (`timezone`).
+    fn show_key(&self, variable: &[datafusion::sql::sqlparser::ast::Ident]) -> (String, String) {
         let name = variable
             .iter()
             .map(ident_name)
             .collect::<Vec<_>>()
             .join(" ");
-        let (names, values): (Vec<String>, Vec<String>) = if name == "all" {
-            self.settings
+        let key = match name.as_str() {
+            "time zone" => "timezone".to_string(),
+            "transaction isolation level" => "transaction_isolation".to_string(),
+            // `SHOW eddy.query_memory_limit` arrives as two words
+            _ if variable.len() > 1 => {
+                let dotted = variable
+                    .iter()
+                    .map(ident_name)
+                    .collect::<Vec<_>>()
+                    .join(".");
+                if self.settings.contains_key(&dotted) {
+                    dotted
+                } else {
+                    name.clone()
+                }
+            }
+            _ => name.clone(),
+        };
+        (name, key)
+    }
+
+    /// The column names `SHOW variable` answers with: `name` and `setting`
+    /// for SHOW ALL; otherwise one column, named by a transaction setting's
+    /// or a dotted custom setting's key (as in PostgreSQL), else by the
+    /// words as written. The extended protocol's Describe announces these.
+    fn show_column_names(
+        &self,
+        variable: &[datafusion::sql::sqlparser::ast::Ident],
+    ) -> Vec<String> {
+        let (name, key) = self.show_key(variable);
+        if name == "all" {
+            vec!["name".into(), "setting".into()]
+        } else if key.contains('.') || self.transaction_setting(&key).is_some() {
+            vec![key]
+        } else {
+            vec![name]
+        }
+    }
+
+    fn show(&self, variable: &[datafusion::sql::sqlparser::ast::Ident]) -> Result<Output> {
+        let (name, key) = self.show_key(variable);
+        let values: Vec<ArrayRef> = if name == "all" {
+            let (names, values): (Vec<String>, Vec<String>) = self
+                .settings
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
-                .unzip()
+                .unzip();
+            vec![
+                Arc::new(StringArray::from(names)),
+                Arc::new(StringArray::from(values)),
+            ]
         } else {
-            let key = match name.as_str() {
-                "time zone" => "timezone".to_string(),
-                "transaction isolation level" => "transaction_isolation".to_string(),
-                // `SHOW eddy.query_memory_limit` arrives as two words
-                _ if variable.len() > 1 => {
-                    let dotted = variable
-                        .iter()
-                        .map(ident_name)
-                        .collect::<Vec<_>>()
-                        .join(".");
-                    if self.settings.contains_key(&dotted) {
-                        dotted
-                    } else {
-                        name.clone()
-                    }
-                }
-                _ => name.clone(),
+            let v = match self.transaction_setting(&key) {
+                Some(v) => v,
+                None => self
+                    .settings
+                    .get(&key)
+                    .cloned()
+                    .ok_or(SqlError::UnknownSetting(name.clone()))?,
             };
-            if let Some(v) = self.transaction_setting(&key) {
-                let schema = Arc::new(Schema::new(vec![Field::new(&key, DataType::Utf8, false)]));
-                let batch = RecordBatch::try_new(
-                    Arc::clone(&schema),
-                    vec![Arc::new(StringArray::from(vec![v])) as ArrayRef],
-                )?;
-                return Ok(batches_output(schema, vec![batch]));
-            }
-            let v = self
-                .settings
-                .get(&key)
-                .cloned()
-                .ok_or(SqlError::UnknownSetting(name.clone()))?;
-            (vec![key], vec![v])
+            vec![Arc::new(StringArray::from(vec![v]))]
         };
-        let (schema, columns): (SchemaRef, Vec<ArrayRef>) = if name == "all" {
-            (
-                Arc::new(Schema::new(vec![
-                    Field::new("name", DataType::Utf8, false),
-                    Field::new("setting", DataType::Utf8, false),
-                ])),
-                vec![
-                    Arc::new(StringArray::from(names)),
-                    Arc::new(StringArray::from(values)),
-                ],
-            )
-        } else {
-            // a dotted custom name is its column's name, as in PostgreSQL
-            let column = match names.first() {
-                Some(key) if key.contains('.') => key.clone(),
-                _ => name,
-            };
-            (
-                Arc::new(Schema::new(vec![Field::new(column, DataType::Utf8, false)])),
-                vec![Arc::new(StringArray::from(values))],
-            )
-        };
-        let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
+        let schema: SchemaRef = Arc::new(Schema::new(
+            self.show_column_names(variable)
+                .into_iter()
+                .map(|n| Field::new(n, DataType::Utf8, false))
+                .collect::<Vec<_>>(),
+        ));
+        let batch = RecordBatch::try_new(Arc::clone(&schema), values)?;
         Ok(batches_output(schema, vec![batch]))
     }
 

@@ -138,6 +138,19 @@ impl Session {
         let plan = self
             .plan_with_table(RETURNING_TABLE, Arc::new(table), stmt)
             .await?;
-        Ok(crate::ResultColumn::of_schema(plan.schema().as_arrow()))
+        // the types the rows will have: those after the analyzer's rules
+        // (as `describe_query` reads them), not the planner's first guess
+        // (`qty * 2` on an int column is int4, not int8)
+        let state = self.ctx.state();
+        let schema = match state.analyzer().execute_and_check(
+            plan.clone(),
+            state.config_options(),
+            |_, _| {},
+        ) {
+            Ok(analysed) => Arc::clone(analysed.schema().inner()),
+            // Execute plans it again and reports the error
+            Err(_) => Arc::clone(plan.schema().inner()),
+        };
+        Ok(crate::ResultColumn::of_schema(&schema))
     }
 }
