@@ -127,6 +127,12 @@ async fn private_to_the_session_and_shadowing() {
         error_code(&b, "SELECT * FROM \"pg_temp_1.t\"").await,
         "42P01"
     );
+    // renamed, it stays private
+    a.batch_execute("ALTER TABLE only_a RENAME TO renamed_a")
+        .await
+        .unwrap();
+    assert_eq!(column(&a, "SELECT x FROM renamed_a").await, ["1"]);
+    assert_eq!(error_code(&b, "SELECT * FROM renamed_a").await, "42P01");
     // DROP TABLE takes the temporary one first, then the permanent one
     a.batch_execute("DROP TABLE t").await.unwrap();
     assert_eq!(column(&a, "SELECT v FROM t").await, ["permanent"]);

@@ -24,7 +24,8 @@ use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use datafusion::sql::sqlparser::ast::{
-    Ident, ObjectName, ObjectNamePart, Statement, TableAlias, TableFactor, VisitMut, VisitorMut,
+    AlterTableOperation, Ident, ObjectName, ObjectNamePart, RenameTableNameKind, Statement,
+    TableAlias, TableFactor, VisitMut, VisitorMut,
 };
 use eddy_storage::Engine;
 
@@ -137,6 +138,31 @@ pub fn resolve_names(stmt: &mut Statement, id: u64, exists: &dyn Fn(&str) -> boo
             source: datafusion::sql::sqlparser::ast::CopySource::Table { table_name, .. },
             ..
         } => r.rename(table_name)?,
+        Statement::AlterTable(at) => {
+            // a temporary table renamed stays temporary; no other table may
+            // take a reserved name
+            let temp = crate::rewrite::table_name(&at.name)
+                .ok()
+                .and_then(|n| parse_storage_name(&n).map(|(owner, _)| owner))
+                == Some(id);
+            for op in &mut at.operations {
+                if let AlterTableOperation::RenameTable {
+                    table_name: RenameTableNameKind::To(to) | RenameTableNameKind::As(to),
+                } = op
+                {
+                    let Ok(new) = crate::rewrite::table_name(to) else {
+                        continue;
+                    };
+                    if temp {
+                        *to = quoted(storage_name(id, &new));
+                    } else if is_reserved(&new) {
+                        return Err(SqlError::ReservedName(format!(
+                            "table name \"{new}\" is reserved for temporary tables"
+                        )));
+                    }
+                }
+            }
+        }
         _ => {}
     }
     Ok(())
