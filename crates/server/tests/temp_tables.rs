@@ -151,6 +151,25 @@ async fn private_to_the_session_and_shadowing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_temp_tables_named_index_is_private() {
+    let srv = Server::start("trust");
+    let a = srv.connect().await;
+    let b = srv.connect().await;
+    for c in [&a, &b] {
+        c.batch_execute(
+            "CREATE TEMP TABLE ix (id INT, v INT); CREATE INDEX ix_v ON ix (v);
+             INSERT INTO ix VALUES (1, 10), (2, 20)",
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(column(&a, "SELECT id FROM ix WHERE v = 20").await, ["2"]);
+    b.batch_execute("DROP INDEX ix_v").await.unwrap();
+    assert_eq!(error_code(&b, "DROP INDEX ix_v").await, "42704");
+    a.batch_execute("DROP INDEX ix_v").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_into_and_out_of_a_temp_table() {
     use futures::{SinkExt, StreamExt};
     let srv = Server::start("trust");

@@ -24,8 +24,8 @@ use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use datafusion::sql::sqlparser::ast::{
-    AlterTableOperation, Ident, ObjectName, ObjectNamePart, RenameTableNameKind, Statement,
-    TableAlias, TableFactor, VisitMut, VisitorMut,
+    AlterTableOperation, Ident, ObjectName, ObjectNamePart, ObjectType, RenameTableNameKind,
+    Statement, TableAlias, TableFactor, VisitMut, VisitorMut,
 };
 use eddy_storage::Engine;
 
@@ -112,10 +112,17 @@ fn quoted(name: String) -> ObjectName {
 }
 
 /// Resolves session `id`'s temporary table names in `stmt` (see the module
-/// docs). `exists` says whether a storage table exists. A CREATE TABLE's own
+/// docs). `exists` says whether a storage table exists, `index_exists`
+/// whether an index does (a temporary table's named index is reserved
+/// like the table, for DROP INDEX). A CREATE TABLE's own
 /// name is left alone: a plain CREATE TABLE makes a permanent table even
 /// where a temporary one has the name, as in PostgreSQL.
-pub fn resolve_names(stmt: &mut Statement, id: u64, exists: &dyn Fn(&str) -> bool) -> Result<()> {
+pub fn resolve_names(
+    stmt: &mut Statement,
+    id: u64,
+    exists: &dyn Fn(&str) -> bool,
+    index_exists: &dyn Fn(&str) -> bool,
+) -> Result<()> {
     let mut r = Resolver { id, exists };
     let created = match stmt {
         Statement::CreateTable(ct) => Some(std::mem::replace(&mut ct.name, ObjectName(vec![]))),
@@ -129,6 +136,19 @@ pub fn resolve_names(stmt: &mut Statement, id: u64, exists: &dyn Fn(&str) -> boo
         return Err(e);
     }
     match stmt {
+        Statement::Drop {
+            names,
+            object_type: ObjectType::Index,
+            ..
+        } => {
+            let r = Resolver {
+                id,
+                exists: index_exists,
+            };
+            for n in names {
+                r.rename(n)?;
+            }
+        }
         Statement::Drop { names, .. } => {
             for n in names {
                 r.rename(n)?;
@@ -250,14 +270,14 @@ mod tests {
         )
         .unwrap();
         let exists = |n: &str| n == "pg_temp_3.t" || n == "pg_temp_3.u";
-        resolve_names(&mut stmt, 3, &exists).unwrap();
+        resolve_names(&mut stmt, 3, &exists, &|_| false).unwrap();
         let text = stmt.to_string();
         assert!(text.contains("\"pg_temp_3.t\" AS \"t\""), "{text}");
         assert!(text.contains("\"pg_temp_3.u\" AS \"u\""), "{text}");
         assert!(text.contains("JOIN v"), "{text}");
         let mut other = crate::rewrite::parse_statement("SELECT * FROM \"pg_temp_4.t\"").unwrap();
         assert!(matches!(
-            resolve_names(&mut other, 3, &exists),
+            resolve_names(&mut other, 3, &exists, &|_| false),
             Err(SqlError::UndefinedTable(_))
         ));
     }

@@ -18,7 +18,24 @@ impl Session {
         stmt: &mut datafusion::sql::sqlparser::ast::Statement,
     ) -> Result<()> {
         let engine = Arc::clone(&self.db.engine);
-        temp_tables::resolve_names(stmt, self.temp_id, &|n| engine.table(n).is_some())
+        let index_exists = |n: &str| engine.tables().iter().any(|t| t.def().index(n).is_some());
+        temp_tables::resolve_names(
+            stmt,
+            self.temp_id,
+            &|n| engine.table(n).is_some(),
+            &index_exists,
+        )
+    }
+
+    /// The storage name of index `name` on table `table`: a temporary
+    /// table's named index is private like the table.
+    pub(super) fn index_storage_name(&self, table: &str, name: String) -> String {
+        match temp_tables::parse_storage_name(table) {
+            Some((owner, _)) if owner == self.temp_id => {
+                temp_tables::storage_name(self.temp_id, &name)
+            }
+            _ => name,
+        }
     }
 
     /// Turns a CREATE TEMP TABLE (or CREATE TABLE `pg_temp.t`) into the
