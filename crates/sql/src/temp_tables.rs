@@ -24,7 +24,7 @@ use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use datafusion::sql::sqlparser::ast::{
-    AlterTableOperation, Ident, ObjectName, ObjectNamePart, ObjectType, RenameTableNameKind,
+    AlterTableOperation, Ident, ObjectName, ObjectNamePart, ObjectType, Query, RenameTableNameKind,
     Statement, TableAlias, TableFactor, VisitMut, VisitorMut,
 };
 use eddy_storage::Engine;
@@ -123,7 +123,11 @@ pub fn resolve_names(
     exists: &dyn Fn(&str) -> bool,
     index_exists: &dyn Fn(&str) -> bool,
 ) -> Result<()> {
-    let mut r = Resolver { id, exists };
+    let mut r = Resolver {
+        id,
+        exists,
+        ctes: Vec::new(),
+    };
     let created = match stmt {
         Statement::CreateTable(ct) => Some(std::mem::replace(&mut ct.name, ObjectName(vec![]))),
         _ => None,
@@ -144,6 +148,7 @@ pub fn resolve_names(
             let r = Resolver {
                 id,
                 exists: index_exists,
+                ctes: Vec::new(),
             };
             for n in names {
                 r.rename(n)?;
@@ -191,13 +196,19 @@ pub fn resolve_names(
 struct Resolver<'a> {
     id: u64,
     exists: &'a dyn Fn(&str) -> bool,
+    /// The CTE names of the queries being visited, innermost last: a CTE
+    /// comes before any table of its name, as in PostgreSQL.
+    ctes: Vec<Vec<String>>,
 }
 
 impl Resolver<'_> {
     /// The storage name `name` stands for, where it is a temporary table
     /// of this session.
     fn target(&self, name: &ObjectName) -> Option<String> {
-        let (_, table) = temp_candidate(name)?;
+        let (qualified, table) = temp_candidate(name)?;
+        if !qualified && self.ctes.iter().flatten().any(|c| *c == table) {
+            return None;
+        }
         let storage = storage_name(self.id, &table);
         (self.exists)(&storage).then_some(storage)
     }
@@ -221,6 +232,26 @@ impl Resolver<'_> {
 
 impl VisitorMut for Resolver<'_> {
     type Break = SqlError;
+
+    fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<SqlError> {
+        let names = q
+            .with
+            .as_ref()
+            .map(|w| {
+                w.cte_tables
+                    .iter()
+                    .map(|c| ident_name(&c.alias.name))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.ctes.push(names);
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<SqlError> {
+        self.ctes.pop();
+        ControlFlow::Continue(())
+    }
 
     fn pre_visit_table_factor(&mut self, tf: &mut TableFactor) -> ControlFlow<SqlError> {
         // keep the user's name as the qualifier of its columns (`t.a`)
@@ -275,6 +306,10 @@ mod tests {
         assert!(text.contains("\"pg_temp_3.t\" AS \"t\""), "{text}");
         assert!(text.contains("\"pg_temp_3.u\" AS \"u\""), "{text}");
         assert!(text.contains("JOIN v"), "{text}");
+        let mut cte =
+            crate::rewrite::parse_statement("WITH t AS (SELECT 1 AS a) SELECT a FROM t").unwrap();
+        resolve_names(&mut cte, 3, &exists, &|_| false).unwrap();
+        assert!(!cte.to_string().contains("pg_temp_3"), "{cte}");
         let mut other = crate::rewrite::parse_statement("SELECT * FROM \"pg_temp_4.t\"").unwrap();
         assert!(matches!(
             resolve_names(&mut other, 3, &exists, &|_| false),
