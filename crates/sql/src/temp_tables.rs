@@ -154,7 +154,11 @@ pub fn resolve_names(
                 r.rename(n)?;
             }
         }
-        Statement::Drop { names, .. } => {
+        Statement::Drop {
+            names,
+            object_type: ObjectType::Table,
+            ..
+        } => {
             for n in names {
                 r.rename(n)?;
             }
@@ -310,6 +314,10 @@ mod tests {
             crate::rewrite::parse_statement("WITH t AS (SELECT 1 AS a) SELECT a FROM t").unwrap();
         resolve_names(&mut cte, 3, &exists, &|_| false).unwrap();
         assert!(!cte.to_string().contains("pg_temp_3"), "{cte}");
+        // a role is not a table
+        let mut role = crate::rewrite::parse_statement("DROP ROLE t").unwrap();
+        resolve_names(&mut role, 3, &exists, &|_| false).unwrap();
+        assert_eq!(role.to_string(), "DROP ROLE t");
         let mut other = crate::rewrite::parse_statement("SELECT * FROM \"pg_temp_4.t\"").unwrap();
         assert!(matches!(
             resolve_names(&mut other, 3, &exists, &|_| false),
