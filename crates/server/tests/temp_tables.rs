@@ -170,6 +170,29 @@ async fn a_temp_tables_named_index_is_private() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_without_create_on_public_makes_temp_tables() {
+    let srv = Server::start("scram");
+    let admin = srv.connect().await;
+    admin
+        .batch_execute("CREATE ROLE plain LOGIN PASSWORD 'plain-pw'")
+        .await
+        .unwrap();
+    let plain = srv.connect_as("plain", "plain-pw").await.unwrap();
+    assert_eq!(
+        error_code(&plain, "CREATE TABLE perm (x INT)").await,
+        "42501"
+    );
+    plain
+        .batch_execute(
+            "CREATE TEMP TABLE mine (x INT); INSERT INTO mine VALUES (1);
+             UPDATE mine SET x = 2",
+        )
+        .await
+        .unwrap();
+    assert_eq!(column(&plain, "SELECT x FROM mine").await, ["2"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_into_and_out_of_a_temp_table() {
     use futures::{SinkExt, StreamExt};
     let srv = Server::start("trust");
