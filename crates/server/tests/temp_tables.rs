@@ -76,6 +76,17 @@ async fn private_to_the_session_and_shadowing() {
         ["two"]
     );
     assert_eq!(column(&a, "SELECT v FROM public.t").await, ["permanent"]);
+    // errors name the table as the session knows it
+    let dup = a
+        .simple_query("INSERT INTO t VALUES (1, 'again')")
+        .await
+        .unwrap_err();
+    let message = dup.as_db_error().map(|d| d.message().to_string());
+    assert_eq!(code(&dup), "23505");
+    assert!(
+        message.as_deref().is_some_and(|m| !m.contains("pg_temp_")),
+        "{message:?}"
+    );
     // extended protocol (a prepared statement) resolves the same way
     let row = a
         .query_one("SELECT v FROM t WHERE id = $1", &[&2i32])

@@ -56,6 +56,27 @@ pub fn parse_storage_name(name: &str) -> Option<(u64, &str)> {
     Some((id.parse().ok()?, table))
 }
 
+/// `text` with the storage names of temporary tables shown as their
+/// users' names (`pg_temp_3.t_pkey` → `t_pkey`), for error messages: only
+/// the owning session ever reaches one.
+pub fn user_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(PREFIX) {
+        let after = &rest[at + PREFIX.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        out.push_str(&rest[..at]);
+        if digits > 0 && after[digits..].starts_with('.') {
+            rest = &after[digits + 1..];
+        } else {
+            out.push_str(PREFIX);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Whether `name` is reserved for temporary tables (a permanent table may
 /// not take it).
 pub fn is_reserved(name: &str) -> bool {
@@ -296,6 +317,10 @@ mod tests {
         assert_eq!(parse_storage_name("pg_temp_x.t"), None);
         assert_eq!(parse_storage_name("pg_temp.t"), None);
         assert!(!is_reserved("t"));
+        assert_eq!(
+            user_text("relation \"pg_temp_12.t\" violates \"pg_temp_12.t_pkey\" pg_temp_x"),
+            "relation \"t\" violates \"t_pkey\" pg_temp_x"
+        );
     }
 
     #[test]
