@@ -95,6 +95,8 @@ impl SchemaProvider for PublicSchema {
             .tables()
             .iter()
             .map(|t| t.def().name.clone())
+            // temporary tables are their sessions' own (`crate::temp_tables`)
+            .filter(|n| !crate::temp_tables::is_reserved(n))
             .collect()
     }
 
@@ -207,7 +209,9 @@ impl SchemaProvider for PgCatalogSchema {
         if !PG_TABLES.contains(&name) {
             return Ok(None);
         }
-        let tables = self.engine.tables();
+        // temporary tables are their sessions' own (`crate::temp_tables`)
+        let mut tables = self.engine.tables();
+        tables.retain(|t| !crate::temp_tables::is_reserved(&t.def().name));
         let sequences = self.sequences.list();
         let roles = self.roles.list();
         let user = CurrentUser {

@@ -250,11 +250,14 @@ impl SqlError {
 
     /// The message, with DataFusion's noise ("Error during planning: ")
     /// removed so clients see what PostgreSQL would print.
+    /// (A temporary table is named as its session knows it, not by its
+    /// storage name: `crate::temp_tables::user_text`.)
     pub fn client_message(&self) -> String {
-        match self {
+        let text = match self {
             SqlError::DataFusion(e) => datafusion_message(e),
             other => error_chain(other),
-        }
+        };
+        crate::temp_tables::user_text(&text)
     }
 }
 

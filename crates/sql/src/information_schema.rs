@@ -67,6 +67,8 @@ impl SchemaProvider for InformationSchema {
             .tables()
             .iter()
             .map(|t| t.def().clone())
+            // temporary tables are their sessions' own (`crate::temp_tables`)
+            .filter(|d| !crate::temp_tables::is_reserved(&d.name))
             .collect();
         defs.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(Some(Arc::new(build(name, &defs, &self.database)?)))

@@ -59,6 +59,7 @@ pub mod session;
 pub mod statement_limits;
 pub mod streams;
 pub mod subquery;
+pub mod temp_tables;
 pub mod txn;
 pub mod udf_args;
 pub mod uuid_type;

@@ -159,7 +159,15 @@ pub fn needs(stmt: &Statement) -> Needs {
             if let Some(i) = reads.iter().position(|r| *r == ct.name) {
                 reads.remove(i);
             }
-            n.create_in_public = true;
+            // a temporary table is made in the session's own schema, which
+            // needs no CREATE on public (PostgreSQL's TEMP privilege is
+            // granted to PUBLIC)
+            let temporary = ct.temporary
+                || matches!(
+                    crate::temp_tables::temp_candidate(&ct.name),
+                    Some((true, _))
+                );
+            n.create_in_public = !temporary;
         }
         _ => {}
     }

@@ -61,6 +61,7 @@ mod roles_ddl;
 mod sequence_ddl;
 mod settings;
 mod sql_prepare;
+mod temp;
 
 /// Session settings reported by SHOW and pg_settings, with their defaults.
 pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
@@ -136,6 +137,12 @@ impl Database {
         let server_files = crate::server_files::ServerFiles::new(&engine.config().data_dir);
         let roles = Arc::new(crate::roles::Roles::open(&engine.config().data_dir)?);
         let memory = crate::memory::MemoryBudget::for_machine(&engine.config().data_dir)?;
+        // temporary tables never outlive their session, nor a crash
+        for table in crate::temp_tables::drop_leftovers(&engine)? {
+            for seq in sequences.owned_by_table(&table) {
+                sequences.drop_sequence(&seq)?;
+            }
+        }
         Ok(Database {
             engine,
             name: name.to_string(),
@@ -272,12 +279,21 @@ pub struct Session {
     roles_seen: u64,
     /// This session's share of the server's query memory (`crate::memory`).
     query_pool: Arc<crate::memory::QueryPool>,
+    /// The id in this session's temporary tables' storage names
+    /// (`crate::temp_tables`).
+    temp_id: u64,
 }
 
 impl Drop for Session {
-    /// Session-level advisory locks end with the session, as in PostgreSQL.
+    /// Session-level advisory locks and temporary tables end with the
+    /// session, as in PostgreSQL. An open transaction is rolled back first
+    /// (it may hold a temporary table's creation).
     fn drop(&mut self) {
         self.db.advisory.release_all(self.advisory_owner);
+        drop(self.txn.take());
+        if let Err(e) = self.drop_temp_tables() {
+            tracing::warn!(error = %e, "dropping a session's temporary tables");
+        }
     }
 }
 
@@ -459,6 +475,7 @@ impl Session {
             sql_prepared: std::collections::HashMap::new(),
             roles_seen: 0,
             query_pool,
+            temp_id: crate::temp_tables::new_temp_id(),
         };
         session.settings.insert(
             MEMORY_SETTING.into(),
@@ -587,6 +604,7 @@ impl Session {
         mut stmt: Statement,
         client_types: &[u32],
     ) -> Result<Prepared> {
+        self.resolve_temp_names(&mut stmt)?;
         let nparams = rewrite::count_params(&mut stmt);
         let mut param_types: Vec<u32> = (0..nparams)
             .map(|i| {
@@ -890,10 +908,12 @@ impl Session {
                         self.reset_all_settings();
                         self.db.advisory.release_all(self.advisory_owner);
                         *self.drawn.lock() = Default::default();
+                        self.drop_temp_tables()?;
                     }
                     "SEQUENCES" => *self.drawn.lock() = Default::default(),
-                    // no plan cache and no temporary tables: nothing to drop
-                    "PLANS" | "TEMP" | "TEMPORARY" => {}
+                    // no plan cache: nothing to drop
+                    "PLANS" => {}
+                    "TEMP" | "TEMPORARY" => self.drop_temp_tables()?,
                     other => {
                         return Err(SqlError::Syntax(format!(
                             "DISCARD {other}: expected ALL, PLANS, SEQUENCES or TEMP"
@@ -1006,9 +1026,10 @@ impl Session {
     /// its parameters bound (`bound`), or of any statement (`None`).
     async fn execute_statement_with(
         &mut self,
-        stmt: Statement,
+        mut stmt: Statement,
         bound: Option<prepared::BoundQuery>,
     ) -> Result<Output> {
+        self.resolve_temp_names(&mut stmt)?;
         // A statement past the fixed plans is planned and run as a query of
         // the session's scheduling group: the connection's context moves to
         // a group of its own for the statement, so planning is not charged
@@ -1543,14 +1564,10 @@ impl Session {
 
     async fn create_table(
         &mut self,
-        ct: datafusion::sql::sqlparser::ast::CreateTable,
+        mut ct: datafusion::sql::sqlparser::ast::CreateTable,
     ) -> Result<Output> {
+        self.temp_create(&mut ct)?;
         let name = table_name(&ct.name)?;
-        if ct.temporary {
-            return Err(SqlError::FeatureNotSupported(
-                "TEMPORARY tables are not supported yet".into(),
-            ));
-        }
         if self.db.engine.table(&name).is_some() {
             if ct.if_not_exists {
                 return Ok(Output::Command("CREATE TABLE".into()));

@@ -29,7 +29,7 @@ impl Session {
         let def = target.def().clone();
         let (columns, descending) = index_columns(&def, &ci.columns)?;
         let name = match &ci.name {
-            Some(n) => table_name(n)?,
+            Some(n) => self.index_storage_name(&tname, table_name(n)?),
             None => self.free_relation_name(&def, &columns, "idx"),
         };
         if self.relation_exists(&name) {
