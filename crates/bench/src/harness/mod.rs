@@ -257,7 +257,7 @@ const EDDY_GPU_PASSES: [(&str, &[&str]); 2] = [
 /// queried with the GPU off and on; two engine runs whose answers the
 /// report compares.
 fn run_eddy_gpu_pair(w: &Workload, opts: &HarnessOptions) -> Result<Vec<EngineRun>> {
-    let run = |t: PgTarget| {
+    with_eddy(opts, |t| {
         run_pgwire_passes(
             &EDDY_GPU_PASSES,
             t,
@@ -266,44 +266,35 @@ fn run_eddy_gpu_pair(w: &Workload, opts: &HarnessOptions) -> Result<Vec<EngineRu
             opts,
             pgwire::LoadPath::ParquetFile,
         )
-    };
+    })
+}
+
+/// Runs `run` against the Eddy server at --eddy-addr, or against one
+/// started for it (stopped afterwards).
+fn with_eddy<T>(opts: &HarnessOptions, run: impl FnOnce(PgTarget) -> Result<T>) -> Result<T> {
     if let Some(addr) = &opts.eddy_addr {
-        run(PgTarget::from_addr(
+        return run(PgTarget::from_addr(
             addr,
             &opts.eddy_user,
             &opts.eddy_password,
             &opts.eddy_db,
-        )?)
-    } else {
-        let bin = EddyServer::find_binary(opts.eddy_bin.clone())?;
-        let server = EddyServer::start(&bin, &opts.scratch)?;
-        let mut t = server.target.clone();
-        t.user = opts.eddy_user.clone();
-        t.dbname = opts.eddy_db.clone();
-        let r = run(t);
-        drop(server);
-        r
+        )?);
     }
+    let bin = EddyServer::find_binary(opts.eddy_bin.clone())?;
+    let server = EddyServer::start(&bin, &opts.scratch)?;
+    let mut t = server.target.clone();
+    t.user = opts.eddy_user.clone();
+    t.dbname = opts.eddy_db.clone();
+    let r = run(t);
+    drop(server);
+    r
 }
 
 fn run_engine(engine: &str, w: &Workload, opts: &HarnessOptions) -> Result<EngineRun> {
     match engine {
-        "eddy" => {
-            if let Some(addr) = &opts.eddy_addr {
-                let t =
-                    PgTarget::from_addr(addr, &opts.eddy_user, &opts.eddy_password, &opts.eddy_db)?;
-                run_pgwire("eddy", t, None, w, opts, pgwire::LoadPath::ParquetFile)
-            } else {
-                let bin = EddyServer::find_binary(opts.eddy_bin.clone())?;
-                let server = EddyServer::start(&bin, &opts.scratch)?;
-                let mut t = server.target.clone();
-                t.user = opts.eddy_user.clone();
-                t.dbname = opts.eddy_db.clone();
-                let r = run_pgwire("eddy", t, None, w, opts, pgwire::LoadPath::ParquetFile);
-                drop(server);
-                r
-            }
-        }
+        "eddy" => with_eddy(opts, |t| {
+            run_pgwire("eddy", t, None, w, opts, pgwire::LoadPath::ParquetFile)
+        }),
         "postgres" => {
             if let Some(addr) = &opts.postgres_addr {
                 let t = PgTarget::from_addr(addr, "postgres", "", "postgres")?;
