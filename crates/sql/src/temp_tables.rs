@@ -203,9 +203,13 @@ pub fn resolve_names(
                     let Ok(new) = crate::rewrite::table_name(to) else {
                         continue;
                     };
-                    if temp {
+                    // Already this session's storage name: the statement was
+                    // resolved before (at Parse, then again at Execute), and
+                    // resolving must not nest the prefix.
+                    let resolved = parse_storage_name(&new).map(|(owner, _)| owner) == Some(id);
+                    if temp && !resolved {
                         *to = quoted(storage_name(id, &new));
-                    } else if is_reserved(&new) {
+                    } else if is_reserved(&new) && !(temp && resolved) {
                         return Err(SqlError::ReservedName(format!(
                             "table name \"{new}\" is reserved for temporary tables"
                         )));
@@ -320,6 +324,31 @@ mod tests {
         assert_eq!(
             user_text("relation \"pg_temp_12.t\" violates \"pg_temp_12.t_pkey\" pg_temp_x"),
             "relation \"t\" violates \"t_pkey\" pg_temp_x"
+        );
+    }
+
+    #[test]
+    fn resolving_twice_changes_nothing() {
+        // A prepared statement is resolved at Parse and again at Execute
+        // (found by the extended-protocol slt run: a rename nested the
+        // prefix, `pg_temp_3.pg_temp_3.s2`).
+        let exists = |n: &str| n == "pg_temp_3.s" || n == "pg_temp_3.t";
+        for sql in [
+            "ALTER TABLE s RENAME TO s2",
+            "SELECT t.a FROM t JOIN pg_temp.s ON true",
+            "DROP TABLE t",
+        ] {
+            let mut once = crate::rewrite::parse_statement(sql).unwrap();
+            resolve_names(&mut once, 3, &exists, &|_| false).unwrap();
+            let mut twice = once.clone();
+            resolve_names(&mut twice, 3, &exists, &|_| false).unwrap();
+            assert_eq!(once.to_string(), twice.to_string(), "{sql}");
+        }
+        let mut rename = crate::rewrite::parse_statement("ALTER TABLE s RENAME TO s2").unwrap();
+        resolve_names(&mut rename, 3, &exists, &|_| false).unwrap();
+        assert!(
+            rename.to_string().contains("RENAME TO \"pg_temp_3.s2\""),
+            "{rename}"
         );
     }
 
