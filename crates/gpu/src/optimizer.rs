@@ -86,6 +86,22 @@ impl OffloadToGpu {
         self.last.lock().clone()
     }
 
+    /// The last plan's decisions as lines for `EXPLAIN`, one per candidate
+    /// operator, in plan order: `HashJoinExec -> GpuJoinExec`, or
+    /// `HashJoinExec kept on the CPU: <reason>`. Empty when the rule did not
+    /// run (GPU off, no device).
+    pub fn explain_lines(&self) -> Vec<String> {
+        self.last
+            .lock()
+            .iter()
+            .map(|d| match (&d.offloaded_as, &d.reason) {
+                (Some(gpu), _) => format!("{} -> {gpu}", d.operator),
+                (None, Some(r)) => format!("{} kept on the CPU: {r}", d.operator),
+                (None, None) => format!("{} kept on the CPU", d.operator),
+            })
+            .collect()
+    }
+
     /// Rewrites `plan` and returns the decisions taken.
     pub fn rewrite(
         &self,

@@ -22,7 +22,20 @@ pub fn with_gpu_options(config: SessionConfig) -> SessionConfig {
 
 /// Appends the [`OffloadToGpu`] rule (after DataFusion's own rules).
 pub fn with_gpu_rule(builder: SessionStateBuilder) -> SessionStateBuilder {
-    builder.with_physical_optimizer_rule(Arc::new(OffloadToGpu::new()))
+    with_gpu_rule_handle(builder).0
+}
+
+/// [`with_gpu_rule`], also returning the rule, whose
+/// [`OffloadToGpu::explain_lines`] say what the last plan put on the device
+/// and why the rest stayed on the CPU (for `EXPLAIN`).
+pub fn with_gpu_rule_handle(
+    builder: SessionStateBuilder,
+) -> (SessionStateBuilder, Arc<OffloadToGpu>) {
+    let rule = Arc::new(OffloadToGpu::new());
+    (
+        builder.with_physical_optimizer_rule(Arc::clone(&rule) as _),
+        rule,
+    )
 }
 
 /// Applies `SET name = value` when `name` is one of this crate's keys

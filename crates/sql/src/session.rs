@@ -53,6 +53,7 @@ mod ddl_txn;
 pub(crate) mod defaults;
 mod dml;
 mod fast;
+mod gpu_explain;
 mod index_ddl;
 mod locking;
 pub mod prepared;
@@ -282,6 +283,9 @@ pub struct Session {
     /// The id in this session's temporary tables' storage names
     /// (`crate::temp_tables`).
     temp_id: u64,
+    /// This session's GPU rule: its decisions for the last plan go into
+    /// EXPLAIN (`session/gpu_explain.rs`).
+    gpu_rule: Arc<eddy_gpu::OffloadToGpu>,
 }
 
 impl Drop for Session {
@@ -369,7 +373,7 @@ impl Session {
                 ),
             )
             .build_arc()?;
-        let state = eddy_gpu::session::with_gpu_rule(
+        let (builder, gpu_rule) = eddy_gpu::session::with_gpu_rule_handle(
             datafusion::execution::SessionStateBuilder::new()
                 .with_config(config)
                 .with_runtime_env(runtime)
@@ -384,8 +388,8 @@ impl Session {
                 .with_query_planner(Arc::new(crate::subquery::EddyQueryPlanner))
                 .with_optimizer_rule(Arc::new(crate::join_order::ReorderStarJoins))
                 .with_physical_optimizer_rule(Arc::new(crate::join_filter::SemiJoinReduction)),
-        )
-        .build();
+        );
+        let state = builder.build();
         let ctx = SessionContext::new_with_state(state);
         let catalog = MemoryCatalogProvider::new();
         let scan_filters = Arc::new(std::sync::atomic::AtomicBool::new(true));
@@ -476,6 +480,7 @@ impl Session {
             roles_seen: 0,
             query_pool,
             temp_id: crate::temp_tables::new_temp_id(),
+            gpu_rule,
         };
         session.settings.insert(
             MEMORY_SETTING.into(),
@@ -1149,7 +1154,8 @@ impl Session {
             Statement::Explain { .. } => {
                 self.install_view(&stmt)?;
                 self.compat(&mut stmt);
-                self.run_query(stmt).await
+                let out = self.run_query(stmt).await?;
+                self.with_gpu_decisions(out)
             }
             Statement::Insert(ins) => self.insert(ins).await,
             Statement::Update(upd) => self.update(upd).await,
