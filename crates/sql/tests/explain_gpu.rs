@@ -49,7 +49,11 @@ async fn explain_names_what_runs_on_the_gpu_and_why_the_rest_does_not() {
     let dir = tempfile::tempdir().expect("dir");
     let db = open_db(dir.path(), 1 << 20);
     let mut s = sessions(&db, 1).await.remove(0);
-    run(&mut s, "CREATE TABLE g (id INT PRIMARY KEY, v INT, name TEXT)").await;
+    run(
+        &mut s,
+        "CREATE TABLE g (id INT PRIMARY KEY, v INT, name TEXT)",
+    )
+    .await;
     run(&mut s, "INSERT INTO g VALUES (1, 10, 'a'), (2, 20, 'b')").await;
     run(&mut s, "SET eddy.gpu = on").await;
 
