@@ -383,8 +383,8 @@ impl ScanRun {
                         let valid = slot.fetched(nb)?;
                         let field_ty = self.schema.field(cols.len()).data_type().clone();
                         let full = array_from_device(
-                            &values,
-                            &valid,
+                            values,
+                            valid,
                             self.kernel.outputs[*j],
                             &field_ty,
                             n,
