@@ -244,8 +244,6 @@ impl Slot {
         let range = self.used..self.used + len;
         let staged = self.arena_mut(range.clone())?;
         fill(staged)?;
-        self.used = range.end;
-        let staged = self.arena_mut(range)?;
         {
             let (dst, _sync) = dev.device_ptr_mut(&stream);
             // SAFETY: `staged` is page-locked memory owned by this slot and not
@@ -254,6 +252,7 @@ impl Slot {
             unsafe { cudarc::driver::result::memcpy_htod_async(dst, &*staged, stream.cu_stream()) }
                 .map_err(GpuError::driver("cuMemcpyHtoDAsync"))?;
         }
+        self.used = range.end;
         GpuMetrics::add(&GPU_METRICS.bytes_h2d, len as u64);
         self.buffers.push(DeviceBuf { slice: dev, len });
         Ok(self.buffers.len() - 1)

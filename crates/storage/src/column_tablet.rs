@@ -507,6 +507,11 @@ impl ColumnFile {
         }
     }
 
+    /// Rows of row group `i` (without cloning its statistics).
+    pub fn row_group_rows(&self, i: usize) -> u64 {
+        self.groups[i].rows
+    }
+
     pub fn row_group_start(&self, i: usize) -> u64 {
         self.group_start[i]
     }

@@ -256,7 +256,7 @@ impl ScanPartition {
                 if *groups == (0..file.row_group_count()) {
                     file.meta.rows
                 } else {
-                    groups.clone().map(|g| file.row_group_stats(g).rows).sum()
+                    groups.clone().map(|g| file.row_group_rows(g)).sum()
                 }
             }
             Source::Memtable { batches, .. } => batches.iter().map(|b| b.num_rows() as u64).sum(),
@@ -314,10 +314,7 @@ impl ScanPartition {
         if pieces <= 1 {
             return vec![self.clone()];
         }
-        let rows: Vec<u64> = groups
-            .clone()
-            .map(|g| file.row_group_stats(g).rows)
-            .collect();
+        let rows: Vec<u64> = groups.clone().map(|g| file.row_group_rows(g)).collect();
         let total: u64 = rows.iter().sum();
         let mut out = Vec::with_capacity(pieces);
         let mut start = groups.start;

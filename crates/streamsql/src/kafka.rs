@@ -531,15 +531,7 @@ impl Decoder {
                     Ok(_) => return Err("not a JSON object".into()),
                     Err(e) => return Err(format!("not JSON: {e}")),
                 }
-                let mut rest = value;
-                while !rest.is_empty() {
-                    let n = d.decode(rest).map_err(|e| e.to_string())?;
-                    if n == 0 {
-                        return Err("the decoder stopped".into());
-                    }
-                    rest = rest.get(n..).unwrap_or_default();
-                }
-                Ok(())
+                feed_all(value, |b| d.decode(b))
             }
             Decoder::Csv(d) => {
                 if value.contains(&b'\n') || value.contains(&b'\r') {
@@ -548,15 +540,7 @@ impl Decoder {
                 let mut line = Vec::with_capacity(value.len() + 1);
                 line.extend_from_slice(value);
                 line.push(b'\n');
-                let mut rest = line.as_slice();
-                while !rest.is_empty() {
-                    let n = d.decode(rest).map_err(|e| e.to_string())?;
-                    if n == 0 {
-                        return Err("the decoder stopped".into());
-                    }
-                    rest = rest.get(n..).unwrap_or_default();
-                }
-                Ok(())
+                feed_all(&line, |b| d.decode(b))
             }
         }
     }
@@ -807,6 +791,23 @@ fn json_lines(batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
         .filter(|l| !l.is_empty())
         .map(<[u8]>::to_vec)
         .collect())
+}
+
+/// Feeds all of `bytes` to an Arrow JSON or CSV decoder's `decode`, which
+/// may take them in several calls; a decoder that takes nothing (its batch
+/// is full) is an error, since one record never fills a batch.
+fn feed_all(
+    mut rest: &[u8],
+    mut decode: impl FnMut(&[u8]) -> std::result::Result<usize, arrow::error::ArrowError>,
+) -> std::result::Result<(), String> {
+    while !rest.is_empty() {
+        let n = decode(rest).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the decoder stopped".into());
+        }
+        rest = rest.get(n..).unwrap_or_default();
+    }
+    Ok(())
 }
 
 impl Operator for KafkaSinkOperator {
