@@ -185,8 +185,9 @@ fn is_statement_time(e: &Expr) -> bool {
         && matches!(f.parameters, FunctionArguments::None)
 }
 
-/// The statement-start time [`Src::Now`] resolves to: microseconds since
-/// the Unix epoch, UTC.
+/// The current time in microseconds since the Unix epoch, UTC: taken once
+/// when a statement (or a transaction) starts, it is what [`Src::Now`]
+/// resolves to.
 pub(crate) fn statement_time() -> i64 {
     let since_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -597,9 +598,9 @@ pub(crate) fn updated_row(
     sets: &[(usize, Src)],
     adds: &[Increment],
     params: &[Value],
+    now: i64,
 ) -> Result<Row> {
     let mut new = row.clone();
-    let now = statement_time();
     for (idx, src) in sets {
         let col = def
             .columns
@@ -791,7 +792,7 @@ fn write_target(
             if !def.has_primary_key() {
                 return Ok(None);
             }
-            let row = insert_row(&def, table, targets, values, params)?;
+            let row = insert_row(&def, table, targets, values, params, statement_time())?;
             let k = eddy_storage::engine::key_for_row(&def, &row, 0);
             Ok(Some((t, k)))
         }
@@ -848,7 +849,7 @@ pub fn execute(plan: &FastPlan, engine: &Arc<Engine>, params: &[Value]) -> Resul
             ..
         } => {
             let t = table_of(engine, table)?;
-            let row = insert_row(t.def(), table, targets, values, params)?;
+            let row = insert_row(t.def(), table, targets, values, params, statement_time())?;
             let s = t.write(vec![WriteOp::Insert {
                 row,
                 on_conflict: on_conflict.clone(),
@@ -871,7 +872,7 @@ pub fn execute(plan: &FastPlan, engine: &Arc<Engine>, params: &[Value]) -> Resul
             };
             // The caller holds the row's lock (execute_locked), so `old` is
             // the version the write replaces.
-            let row = updated_row(&def, &old, sets, adds, params)?;
+            let row = updated_row(&def, &old, sets, adds, params, statement_time())?;
             let assigned: Vec<(usize, Value)> = sets
                 .iter()
                 .map(|(i, _)| *i)
@@ -1000,9 +1001,9 @@ pub(crate) fn insert_row(
     targets: &[usize],
     values: &[Src],
     params: &[Value],
+    now: i64,
 ) -> Result<Row> {
     let mut row = vec![Value::Null; def.columns.len()];
-    let now = statement_time();
     for (src, &target) in values.iter().zip(targets) {
         let col = def
             .columns

@@ -60,6 +60,7 @@ pub mod statement_limits;
 pub mod streams;
 pub mod subquery;
 pub mod temp_tables;
+pub mod time_functions;
 pub mod txn;
 pub mod udf_args;
 pub mod uuid_type;

@@ -268,6 +268,8 @@ pub struct Session {
     /// The open transaction: a BEGIN block, or the implicit transaction of
     /// the statement running now.
     txn: Option<Transaction>,
+    /// The start of the statement being planned, for `statement_timestamp()`.
+    statement_clock: Arc<crate::time_functions::StatementClock>,
     /// This session's identity in the advisory lock table.
     advisory_owner: u64,
     /// What this session drew from sequences (`currval`, `lastval`).
@@ -443,6 +445,12 @@ impl Session {
         let typeof_function = crate::catalog::pg_typeof();
         let setting_fallback = crate::catalog::current_setting_fallback();
         let advisory_owner = crate::advisory::new_owner();
+        let statement_clock = crate::time_functions::StatementClock::new();
+        // (the state's lock is released before the functions are registered)
+        let time_functions = crate::time_functions::current_time_functions(
+            ctx.state_ref().read().config_options(),
+            &statement_clock,
+        );
         let advisory_functions = crate::advisory::advisory_functions(&db.advisory, advisory_owner);
         for f in functions
             .into_iter()
@@ -453,6 +461,7 @@ impl Session {
             .chain(crate::uuid_type::uuid_functions())
             .chain(crate::json_functions::json_functions())
             .chain(crate::interval_type::interval_functions())
+            .chain(time_functions)
         {
             ctx.register_udf(f);
         }
@@ -473,6 +482,7 @@ impl Session {
             user: user.to_string(),
             view,
             txn: None,
+            statement_clock,
             advisory_owner,
             drawn,
             cursors: std::collections::HashMap::new(),
@@ -1313,7 +1323,7 @@ impl Session {
 
     /// Plan and start a query through DataFusion. The snapshot is taken here.
     pub async fn run_query(&self, stmt: Statement) -> Result<Output> {
-        let state = self.ctx.state();
+        let state = self.planning_state();
         let plan = state
             .statement_to_plan(DFStatement::Statement(Box::new(stmt)))
             .await?;
@@ -1332,8 +1342,7 @@ impl Session {
         self.compat(&mut stmt);
         self.dml_schema.register_table(name.to_string(), table)?;
         let plan = self
-            .ctx
-            .state()
+            .planning_state()
             .statement_to_plan(DFStatement::Statement(Box::new(stmt)))
             .await;
         let _ = self.dml_schema.deregister_table(name);
@@ -1352,9 +1361,32 @@ impl Session {
         self.run_plan(plan).await
     }
 
+    /// DataFusion's state for planning one statement. Inside a transaction
+    /// block, `now()`, `CURRENT_TIMESTAMP`, `CURRENT_DATE` and the other
+    /// start-time functions give the block's start, as PostgreSQL's do;
+    /// outside one, DataFusion's own mark (the statement's start) stands.
+    pub(crate) fn planning_state(&self) -> datafusion::execution::SessionState {
+        let mut state = self.ctx.state();
+        if let Some(start) = state.execution_props().query_execution_start_time {
+            self.statement_clock.set(start);
+        }
+        if let Some(txn) = self.txn.as_ref().filter(|t| t.explicit) {
+            state.execution_props_mut().query_execution_start_time =
+                chrono::DateTime::from_timestamp_micros(txn.started_at_micros);
+        }
+        state
+    }
+
     /// Executes a logical plan as a stream of batches.
     pub async fn run_plan(&self, plan: datafusion::logical_expr::LogicalPlan) -> Result<Output> {
-        let df = self.ctx.execute_logical_plan(plan).await?;
+        use datafusion::logical_expr::LogicalPlan;
+        let df = match plan {
+            // DDL and SET-like statements keep DataFusion's own handling.
+            LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) | LogicalPlan::Copy(_) => {
+                self.ctx.execute_logical_plan(plan).await?
+            }
+            plan => datafusion::dataframe::DataFrame::new(self.planning_state(), plan),
+        };
         let physical = df.create_physical_plan().await?;
         let schema = physical.schema();
         let stream = self.execute_plan(physical)?;

@@ -122,6 +122,11 @@ pub struct Transaction {
     ddl: bool,
     /// `lock_timeout` (None: wait until the holder ends).
     pub lock_timeout: Option<Duration>,
+    /// When the transaction began (BEGIN, or the statement of an implicit
+    /// one), in microseconds since the Unix epoch: what `now()`,
+    /// `CURRENT_TIMESTAMP` and `transaction_timestamp()` give inside it,
+    /// as in PostgreSQL.
+    pub started_at_micros: i64,
 }
 
 /// A renamed owner of sequences: (table, column) before and after; a
@@ -184,6 +189,7 @@ impl Transaction {
             locked: std::sync::atomic::AtomicBool::new(false),
             ddl: false,
             lock_timeout: None,
+            started_at_micros: crate::fastpath::statement_time(),
         }
     }
 

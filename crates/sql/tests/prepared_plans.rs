@@ -266,6 +266,99 @@ async fn statement_time_keeps_writes_on_the_fixed_plan() {
     );
 }
 
+/// Inside a transaction block `now()`, `CURRENT_TIMESTAMP` and
+/// `transaction_timestamp()` give the block's start on both paths, as in
+/// PostgreSQL; `statement_timestamp()` the statement's; `clock_timestamp()`
+/// the clock. Outside a block each statement gets its own start again.
+#[tokio::test]
+async fn transaction_time_is_the_start_of_the_block() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = open_db(dir.path(), 1 << 20);
+    let mut s = sessions(&db, 1).await.remove(0);
+    run(
+        &mut s,
+        "CREATE TABLE ev (id INT PRIMARY KEY, t TIMESTAMPTZ)",
+    )
+    .await;
+    let ins = s
+        .prepare("INSERT INTO ev VALUES ($1, now())", &[])
+        .await
+        .expect("prepare");
+    assert!(ins.fast.is_some(), "now() into timestamptz is a fixed plan");
+    let epoch = |e: &str| format!("CAST(date_part('epoch', {e}) * 1000000 AS BIGINT)");
+    let one_row = |out: Vec<Vec<i64>>| -> Vec<i64> {
+        assert_eq!(out.len(), 1, "{out:?}");
+        out.into_iter().next().unwrap_or_default()
+    };
+
+    let before = micros_now();
+    run(&mut s, "BEGIN").await;
+    let begun = micros_now();
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    s.execute_prepared(&ins, &[Value::Int(1)])
+        .await
+        .expect("fixed-plan insert");
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    run(&mut s, "INSERT INTO ev SELECT 2, CURRENT_TIMESTAMP").await;
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    let stmt_start = micros_now();
+    let q = format!(
+        "SELECT {}, {}, {}, {}",
+        epoch("now()"),
+        epoch("transaction_timestamp()"),
+        epoch("statement_timestamp()"),
+        epoch("clock_timestamp()")
+    );
+    let mut times = Vec::new();
+    for o in s.simple_query(&q).await {
+        times = one_row(rows_i64(o.expect("select")).await.expect("ints"));
+    }
+    let [now, txn, stmt, clock] = times.as_slice() else {
+        panic!("four times: {times:?}");
+    };
+    let near = |a: i64, b: i64| (a - b).abs() <= 2;
+    assert!(
+        near(*now, *txn),
+        "now() = transaction_timestamp(): {times:?}"
+    );
+    assert!(
+        (before - 2..=begun + 2).contains(now),
+        "now() is the block's start [{before}, {begun}]: {times:?}"
+    );
+    assert!(
+        *stmt >= stmt_start - 2,
+        "statement_timestamp() is this statement's: {times:?}"
+    );
+    assert!(
+        *clock >= *stmt - 2,
+        "clock_timestamp() is not before the statement: {times:?}"
+    );
+    let mut written = Vec::new();
+    for o in s
+        .simple_query(&format!("SELECT id, {} FROM ev ORDER BY id", epoch("t")))
+        .await
+    {
+        written = rows_i64(o.expect("select")).await.expect("ints");
+    }
+    assert_eq!(written.len(), 2);
+    for row in &written {
+        assert!(
+            near(row[1], *now),
+            "both paths wrote the block's start: {written:?} vs {now}"
+        );
+    }
+    run(&mut s, "COMMIT").await;
+
+    let mut after = Vec::new();
+    for o in s.simple_query(&format!("SELECT {}", epoch("now()"))).await {
+        after = one_row(rows_i64(o.expect("select")).await.expect("ints"));
+    }
+    assert!(
+        after[0] >= stmt_start,
+        "outside the block now() moves on: {after:?}"
+    );
+}
+
 fn micros_now() -> i64 {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -72,7 +72,14 @@ impl Session {
             } => {
                 let t = fastpath::table_of(&engine, table)?;
                 let def = t.def().clone();
-                let row = fastpath::insert_row(&def, table, targets, values, params)?;
+                let row = fastpath::insert_row(
+                    &def,
+                    table,
+                    targets,
+                    values,
+                    params,
+                    txn.started_at_micros,
+                )?;
                 let lsns = txn.statement_lsns(&t);
                 // ON CONFLICT DO UPDATE counts the rows it updated, as
                 // PostgreSQL does; DO NOTHING only those it inserted.
@@ -96,7 +103,8 @@ impl Session {
                 let Some(old) = locked_current(txn, &t, &k)? else {
                     return Ok(Some(Output::Command("UPDATE 0".into())));
                 };
-                let new = fastpath::updated_row(&def, &old, sets, adds, params)?;
+                let new =
+                    fastpath::updated_row(&def, &old, sets, adds, params, txn.started_at_micros)?;
                 eddy_storage::codec::check_row(&def, &new)?;
                 txn.put(&t, k.0, Some(new))?;
                 Ok(Some(Output::Command("UPDATE 1".into())))

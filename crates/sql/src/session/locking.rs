@@ -271,7 +271,7 @@ impl Session {
 
     /// Whether a select list calls an aggregate or window function.
     fn calls_aggregate(&self, projection: &Vec<SelectItem>) -> bool {
-        let state = self.ctx.state();
+        let state = self.planning_state();
         let aggregates = state.aggregate_functions();
         let windows = state.window_functions();
         let found = datafusion::sql::sqlparser::ast::visit_expressions(projection, |e| match e {
@@ -307,7 +307,7 @@ impl Session {
     }
 
     async fn collect_query(&self, stmt: Statement) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-        let state = self.ctx.state();
+        let state = self.planning_state();
         let plan = state
             .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(
                 stmt,

@@ -89,7 +89,7 @@ impl Session {
     ) -> Result<Described> {
         let mut s = stmt.clone();
         self.compat(&mut s);
-        let state = self.ctx.state();
+        let state = self.planning_state();
         let plan = match state
             .statement_to_plan(DFStatement::Statement(Box::new(s)))
             .await
@@ -172,7 +172,7 @@ impl Session {
         let mut s = stmt.clone();
         rewrite::substitute_params(&mut s, &vec![Value::Null; param_types.len()])?;
         self.compat(&mut s);
-        let state = self.ctx.state();
+        let state = self.planning_state();
         let Ok(plan) = state
             .statement_to_plan(DFStatement::Statement(Box::new(s)))
             .await
@@ -200,7 +200,7 @@ impl Session {
         let Some(plan) = self.refresh_scans(plan).await? else {
             return Ok(None);
         };
-        let state = self.ctx.state();
+        let state = self.planning_state();
         let optimized = state.optimizer().optimize(plan, &state, |_, _| {})?;
         let physical = state
             .query_planner()

@@ -141,7 +141,7 @@ impl Session {
         // the types the rows will have: those after the analyzer's rules
         // (as `describe_query` reads them), not the planner's first guess
         // (`qty * 2` on an int column is int4, not int8)
-        let state = self.ctx.state();
+        let state = self.planning_state();
         let schema = match state.analyzer().execute_and_check(
             plan.clone(),
             state.config_options(),
