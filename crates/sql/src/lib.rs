@@ -41,6 +41,7 @@ pub mod join_order;
 pub mod json;
 pub mod json_functions;
 pub mod memory;
+pub mod numeric_division;
 pub mod output_names;
 pub mod pgtypes;
 pub mod privileges;

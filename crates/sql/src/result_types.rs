@@ -69,6 +69,7 @@ pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
         Arc::new(crate::uuid_type::UuidCoercion),
         Arc::new(ResolveGroupingFunction::new()),
         Arc::new(TypeCoercion::new()),
+        Arc::new(crate::numeric_division::PgNumericDivision),
         Arc::new(crate::checked_arith::CheckedIntegerArithmetic),
         // last: it takes what the analyzer's final check would refuse
         Arc::new(crate::subquery::ApplyUncheckedSubqueries),

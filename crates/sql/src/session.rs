@@ -356,6 +356,9 @@ impl Session {
         // partition: DataFusion's 10 MB default would take a small query
         // limit whole before any row is sorted (crate::memory).
         config.options_mut().execution.sort_spill_reservation_bytes = 1 << 20;
+        // `1.5` is numeric, as in PostgreSQL, not float8: `price * 1.05`
+        // stays exact on a numeric column.
+        config.options_mut().sql_parser.parse_float_as_decimal = true;
         let config = eddy_gpu::session::with_gpu_options(config);
         // queries reserve from the session's share of the server budget and
         // spill under the data directory (crate::memory)

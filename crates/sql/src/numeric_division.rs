@@ -1,0 +1,183 @@
+//! Numeric division with PostgreSQL's precision.
+//!
+//! Arrow divides `Decimal128(p1, s1)` by `Decimal128(p2, s2)` at scale
+//! `s1 + 4`, so `1 / 3.0` is `0.3333` and `10.0 / 4` is `2.50000`, where
+//! PostgreSQL gives at least 16 significant fraction digits
+//! (`0.33333333333333333333`, `2.5000000000000000`). Now that `1.5` is a
+//! numeric literal (`parse_float_as_decimal`), such divisions are common:
+//! before, they were float8.
+//!
+//! This analyzer rule runs after DataFusion's type coercion and widens the
+//! dividend's scale so that the quotient's scale is at least
+//! [`MIN_QUOTIENT_SCALE`] and never below either operand's scale
+//! (PostgreSQL's `select_div_scale` with a quotient weight of 0; it varies
+//! the scale with the values, an Arrow column cannot).
+//!
+//! Invariants:
+//! * Only `Decimal128 / Decimal128` changes, and only by a cast of the
+//!   dividend to a larger scale with the same integer digits, so no value
+//!   is rounded or refused that was not before: where 38 digits do not
+//!   leave room for the wider scale, the dividend keeps what fits (or is
+//!   left as it was).
+//! * Output names do not change (as in [`crate::result_types`]).
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::DFSchema;
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::expr::BinaryExpr;
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, Operator};
+use datafusion::optimizer::AnalyzerRule;
+
+/// The smallest scale of a numeric quotient (PostgreSQL's
+/// `NUMERIC_MIN_SIG_DIGITS`).
+pub const MIN_QUOTIENT_SCALE: i8 = 16;
+
+/// The scale Arrow adds to the dividend's for a quotient.
+const ARROW_DIV_SCALE_INCREMENT: i8 = 4;
+
+const MAX_PRECISION: u8 = 38;
+
+/// The analyzer rule; it must run after DataFusion's `TypeCoercion`.
+#[derive(Debug, Default)]
+pub struct PgNumericDivision;
+
+impl AnalyzerRule for PgNumericDivision {
+    fn name(&self) -> &str {
+        "eddy_pg_numeric_division"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
+        Ok(plan.transform_up_with_subqueries(widen_node)?.data)
+    }
+}
+
+fn widen_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
+    if matches!(plan, LogicalPlan::Values(_) | LogicalPlan::Limit(_)) {
+        return Ok(Transformed::no(plan));
+    }
+    let names = NamePreserver::new(&plan);
+    let input = merge_schema(&plan.inputs());
+    let t = plan.map_expressions(|expr| {
+        let saved = names.save(&expr);
+        expr.transform_up(|e| widen_division(e, &input))
+            .map(|t| t.update_data(|e| saved.restore(e)))
+    })?;
+    if t.transformed {
+        t.data.recompute_schema().map(Transformed::yes)
+    } else {
+        Ok(t)
+    }
+}
+
+fn widen_division(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
+    let Expr::BinaryExpr(BinaryExpr {
+        left,
+        op: Operator::Divide,
+        right,
+    }) = e
+    else {
+        return Ok(Transformed::no(e));
+    };
+    let types = (left.get_type(input), right.get_type(input));
+    let target = match types {
+        (Ok(DataType::Decimal128(p1, s1)), Ok(DataType::Decimal128(_, s2))) => {
+            dividend_type(p1, s1, s2)
+        }
+        _ => None,
+    };
+    let left = match target {
+        Some(ty) => Box::new(Expr::Cast(Cast::new(left, ty))),
+        None => {
+            return Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::Divide,
+                right,
+            })))
+        }
+    };
+    Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
+        left,
+        op: Operator::Divide,
+        right,
+    })))
+}
+
+/// The dividend's type for a quotient of scale at least
+/// `max(MIN_QUOTIENT_SCALE, s1, s2)`, keeping its integer digits; `None`
+/// when it needs no change or has no room.
+fn dividend_type(p1: u8, s1: i8, s2: i8) -> Option<DataType> {
+    let want = MIN_QUOTIENT_SCALE.max(s1).max(s2);
+    let integer_digits = i16::from(p1) - i16::from(s1);
+    let room = i16::from(MAX_PRECISION) - integer_digits;
+    let scale = i16::from(want - ARROW_DIV_SCALE_INCREMENT).min(room);
+    if scale <= i16::from(s1) {
+        return None;
+    }
+    let scale = i8::try_from(scale).ok()?;
+    let precision = u8::try_from(integer_digits + i16::from(scale)).ok()?;
+    Some(DataType::Decimal128(precision, scale))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dividends_widen_to_sixteen_quotient_digits_within_38() {
+        // 1 / 3.0: Decimal(10,0) / Decimal(2,1) -> dividend scale 12
+        assert_eq!(dividend_type(10, 0, 1), Some(DataType::Decimal128(22, 12)));
+        // (15,2) columns keep 13 integer digits
+        assert_eq!(dividend_type(15, 2, 2), Some(DataType::Decimal128(25, 12)));
+        // a divisor of scale 20 asks for a quotient of scale 20
+        assert_eq!(dividend_type(5, 0, 20), Some(DataType::Decimal128(21, 16)));
+        // no room: 38 integer digits
+        assert_eq!(dividend_type(38, 0, 0), None);
+        // some room: 30 integer digits leave 8
+        assert_eq!(dividend_type(30, 0, 0), Some(DataType::Decimal128(38, 8)));
+        // already wide enough
+        assert_eq!(dividend_type(30, 14, 2), None);
+    }
+
+    #[tokio::test]
+    async fn quotients_have_postgresql_digits() {
+        use datafusion::arrow::util::display::array_value_to_string;
+        let mut config = datafusion::prelude::SessionConfig::new();
+        config.options_mut().sql_parser.parse_float_as_decimal = true;
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .with_analyzer_rules(crate::result_types::analyzer_rules())
+            .build();
+        let ctx = datafusion::prelude::SessionContext::new_with_state(state);
+        let batches = ctx
+            .sql("SELECT 1 / 3.0, 10.0 / 4, CAST(7 AS NUMERIC(15,2)) / CAST(3 AS NUMERIC(15,2)), 1.0 / 8 AS q")
+            .await
+            .expect("plans")
+            .collect()
+            .await
+            .expect("runs");
+        let batch = batches.first().expect("a batch");
+        let cells: Vec<String> = batch
+            .columns()
+            .iter()
+            .map(|c| array_value_to_string(c, 0).expect("prints"))
+            .collect();
+        // PostgreSQL 15: 0.33333333333333333333, 2.5000000000000000,
+        // 2.3333333333333333, 0.12500000000000000000 (its scale follows the
+        // values; at least 16 digits here, always)
+        assert_eq!(
+            cells,
+            [
+                "0.3333333333333333",
+                "2.5000000000000000",
+                "2.3333333333333333",
+                "0.1250000000000000"
+            ]
+        );
+        assert_eq!(batch.schema().field(3).name(), "q");
+    }
+}
