@@ -18,7 +18,7 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Span;
-use eddy_common::Value;
+use eddy_common::{ColumnType, Value};
 
 use crate::error::{Result, SqlError};
 use crate::pgtypes::{self, format_decimal, numeric_from_text, value_text, NumericText};
@@ -586,6 +586,21 @@ fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
         _ => None,
     };
     let naive = || SqlType::Timestamp(None, TimezoneInfo::None);
+    // Arrow would wrap a string into a one-element list: text is read by
+    // PostgreSQL's array input instead (`array_type`)
+    let is_array = matches!(data_type, SqlType::Array(_))
+        || custom.as_deref().is_some_and(|c| c.starts_with('_'));
+    if is_array {
+        if let Ok(ty @ ColumnType::Array(_)) = pgtypes::column_type_from_sql(data_type) {
+            return Some(call(
+                crate::array_type::ARRAY_IN,
+                vec![
+                    expr.clone(),
+                    string_expr(crate::array_type::type_arg(ty)),
+                ],
+            ));
+        }
+    }
     match data_type {
         // Arrow has no text -> uuid cast (`uuid_type`)
         _ if matches!(data_type, SqlType::Uuid) || custom.as_deref() == Some("uuid") => {
@@ -1068,6 +1083,10 @@ pub fn value_to_expr(v: &Value, decimal_scale: Option<i8>) -> Expr {
                 precision: None,
             },
         ),
+        // an array parameter is its text form, typed where it meets a column
+        Value::Array(items) => lit(SqlValue::SingleQuotedString(
+            crate::array_type::array_value_text(items, decimal_scale),
+        )),
         Value::Uuid(u) => call(
             crate::uuid_type::UUID_IN,
             vec![lit(SqlValue::SingleQuotedString(eddy_common::format_uuid(

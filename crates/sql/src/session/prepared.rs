@@ -361,6 +361,14 @@ fn param_scalar(v: &Value, ty: &DataType) -> Option<ScalarValue> {
             let u = pgtypes::uuid_from_text(t).ok()?;
             return Some(pgtypes::value_to_scalar(&Value::Uuid(u), ColumnType::Uuid));
         }
+        // array parameters arrive as their text form (`parse_param`)
+        (Value::Text(t), DataType::List(_)) => {
+            let ty @ ColumnType::Array(_) = ColumnType::from_arrow(ty)? else {
+                return None;
+            };
+            let v = pgtypes::parse_text(t, ty).ok()?;
+            return Some(pgtypes::value_to_scalar(&v, ty));
+        }
         (Value::Text(t), _) => ScalarValue::Utf8(Some(t.clone())),
         (Value::Timestamp(_), DataType::Timestamp(_, Some(_))) => {
             pgtypes::value_to_scalar(v, ColumnType::TimestampTz)
