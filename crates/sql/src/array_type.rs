@@ -214,7 +214,7 @@ fn balanced(s: &str) -> bool {
     let mut in_quotes = false;
     let mut escaped = false;
     let mut closed = false;
-    let mut mark = |stack: &mut Vec<Holds>, kind: Holds| -> bool {
+    let mark = |stack: &mut Vec<Holds>, kind: Holds| -> bool {
         match stack.last_mut() {
             Some(top) if *top == Holds::Nothing || *top == kind => {
                 *top = kind;
@@ -468,11 +468,114 @@ pub fn text_to_array(a: &ArrayRef, ty: ColumnType) -> Result<ArrayRef> {
     }
 }
 
-/// The array functions Eddy adds to DataFusion's.
+/// `array_length(a, dim)` and `cardinality(a)` as PostgreSQL's: integer
+/// results; `array_length` is NULL for an empty array or a dimension the
+/// array lacks (DataFusion's says 0 and is unsigned).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ArrayLength {
+    signature: Signature,
+    cardinality: bool,
+}
+
+impl ScalarUDFImpl for ArrayLength {
+    fn name(&self) -> &str {
+        if self.cardinality {
+            "cardinality"
+        } else {
+            "array_length"
+        }
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
+        match args.first() {
+            Some(DataType::List(_) | DataType::LargeList(_) | DataType::Null) => {
+                Ok(DataType::Int32)
+            }
+            Some(other) => Err(external(SqlError::DatatypeMismatch(format!(
+                "function {}({other}) does not exist",
+                self.name()
+            )))),
+            None => Err(DataFusionError::Plan(format!(
+                "{} needs an array",
+                self.name()
+            ))),
+        }
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let n = args.number_rows;
+        let arrays = args
+            .args
+            .iter()
+            .map(|a| a.to_array(n))
+            .collect::<DfResult<Vec<_>>>()?;
+        let Some(list) = arrays.first() else {
+            return Err(DataFusionError::Plan(format!(
+                "{} needs an array",
+                self.name()
+            )));
+        };
+        let dims = match arrays.get(1) {
+            Some(d) => Some(cast_with_options(d, &DataType::Int64, &CastOptions::default())?),
+            None => None,
+        };
+        let mut out = datafusion::arrow::array::Int32Builder::with_capacity(list.len());
+        for row in 0..list.len() {
+            let dim_ok = match &dims {
+                None => true,
+                Some(d) => {
+                    let d = d.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+                    !d.is_null(row) && d.value(row) == 1
+                }
+            };
+            let items = if list.is_null(row) {
+                None
+            } else {
+                list_items(list.as_ref(), row)
+            };
+            match items {
+                Some(items) if dim_ok => {
+                    let len = i32::try_from(items.len()).map_err(|_| {
+                        external(SqlError::ProgramLimitExceeded("array too large".into()))
+                    })?;
+                    if len == 0 && !self.cardinality {
+                        out.append_null();
+                    } else {
+                        out.append_value(len);
+                    }
+                }
+                _ => out.append_null(),
+            }
+        }
+        let out: ArrayRef = Arc::new(out.finish());
+        if all_scalar && out.len() == 1 {
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+        } else {
+            Ok(ColumnarValue::Array(out))
+        }
+    }
+}
+
+/// The array functions Eddy adds to DataFusion's (or replaces).
 pub fn array_functions() -> Vec<ScalarUDF> {
-    vec![ScalarUDF::new_from_impl(ArrayIn {
-        signature: Signature::any(2, Volatility::Immutable),
-    })]
+    vec![
+        ScalarUDF::new_from_impl(ArrayIn {
+            signature: Signature::any(2, Volatility::Immutable),
+        }),
+        ScalarUDF::new_from_impl(ArrayLength {
+            signature: Signature::any(2, Volatility::Immutable),
+            cardinality: false,
+        }),
+        ScalarUDF::new_from_impl(ArrayLength {
+            signature: Signature::any(1, Volatility::Immutable),
+            cardinality: true,
+        }),
+    ]
 }
 
 #[cfg(test)]

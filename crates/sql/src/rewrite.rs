@@ -104,6 +104,47 @@ fn is_only_comments(s: &str) -> bool {
     })
 }
 
+/// PostgreSQL's SQL-standard array type spelling `integer ARRAY` as the
+/// `integer[]` sqlparser reads: an unquoted `ARRAY` keyword that is not
+/// followed by `[` or `(` (which make it an array constructor) can only
+/// end a type name, so its token becomes `[` `]`.
+fn array_keyword_suffix(
+    mut tokens: Vec<datafusion::sql::sqlparser::tokenizer::TokenWithSpan>,
+) -> Vec<datafusion::sql::sqlparser::tokenizer::TokenWithSpan> {
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+    let is_array = |t: &Token| {
+        matches!(t, Token::Word(w) if w.keyword == Keyword::ARRAY && w.quote_style.is_none())
+    };
+    if !tokens.iter().any(|t| is_array(&t.token)) {
+        return tokens;
+    }
+    let mut i = 0;
+    while i < tokens.len() {
+        if is_array(&tokens[i].token) {
+            let next = tokens[i + 1..]
+                .iter()
+                .find(|t| !matches!(t.token, Token::Whitespace(_)))
+                .map(|t| &t.token);
+            let constructor = matches!(next, Some(Token::LBracket | Token::LParen));
+            let after_type = i > 0
+                && tokens[..i]
+                    .iter()
+                    .rev()
+                    .find(|t| !matches!(t.token, Token::Whitespace(_)))
+                    .is_some_and(|t| matches!(t.token, Token::Word(_) | Token::RParen));
+            if !constructor && after_type {
+                let span = tokens[i].span;
+                tokens[i] = TokenWithSpan::new(Token::LBracket, span);
+                tokens.insert(i + 1, TokenWithSpan::new(Token::RBracket, span));
+                i += 1;
+            }
+        }
+        i += 1;
+    }
+    tokens
+}
+
 /// Parse exactly one statement with the PostgreSQL dialect.
 pub fn parse_statement(sql: &str) -> Result<Statement> {
     let normalized = normalize_copy_options(sql);
@@ -114,6 +155,7 @@ pub fn parse_statement(sql: &str) -> Result<Statement> {
     )
     .tokenize_with_location()
     .map_err(|e| SqlError::Syntax(e.to_string()))?;
+    let tokens = array_keyword_suffix(tokens);
     crate::statement_limits::check_depth(&tokens)?;
     if crate::sequence_parse::is_create_sequence(&tokens) {
         let mut p = Parser::new(&dialect).with_tokens_with_locations(tokens);
@@ -1207,6 +1249,21 @@ pub fn placeholder_index(e: &Expr) -> Option<usize> {
 mod tests {
     use super::*;
     use crate::pgtypes::oid;
+
+    #[test]
+    fn array_keyword_after_a_type_is_brackets() {
+        let printed = |sql: &str| parse_statement(sql).map(|s| s.to_string());
+        assert_eq!(
+            printed("CREATE TABLE t (a int ARRAY, b text ARRAY NOT NULL)").unwrap(),
+            printed("CREATE TABLE t (a int[], b text[] NOT NULL)").unwrap()
+        );
+        // constructors stay constructors
+        assert_eq!(
+            printed("SELECT ARRAY[1], ARRAY(SELECT 1)").unwrap(),
+            "SELECT ARRAY[1], ARRAY(SELECT 1)"
+        );
+        assert!(printed("SELECT ARRAY").is_err());
+    }
 
     #[test]
     fn splits_statements_outside_quotes() {
