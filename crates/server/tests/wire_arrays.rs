@@ -278,20 +278,34 @@ async fn arrays_round_trip() {
         assert_eq!(names, ["abcd", "x"]);
 
         // parameters compared with arrays
-        let n: i64 = c
-            .query_one(
+        let contains = c
+            .prepare_typed(
                 "SELECT count(*) FROM wv_arr WHERE ids @> $1",
-                &[&vec![Some(-3i32)]],
+                &[Type::INT4_ARRAY],
             )
+            .await
+            .unwrap();
+        let n: i64 = c
+            .query_one(&contains, &[&vec![Some(-3i32)]])
             .await
             .unwrap()
             .get(0);
         assert_eq!(n, 2);
-        let got: Vec<i32> = c
-            .query(
+        let n: i64 = c
+            .query_one(&contains, &[&Text("{1,-3}")])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 2);
+        let any = c
+            .prepare_typed(
                 "SELECT id FROM wv_arr WHERE $1 = ANY(ids) ORDER BY id",
-                &[&7i32],
+                &[Type::INT4],
             )
+            .await
+            .unwrap();
+        let got: Vec<i32> = c
+            .query(&any, &[&7i32])
             .await
             .unwrap()
             .iter()

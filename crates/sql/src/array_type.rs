@@ -561,12 +561,17 @@ impl ScalarUDFImpl for ArrayLength {
     }
 }
 
+/// `eddy_array_in`.
+pub fn array_in_udf() -> ScalarUDF {
+    ScalarUDF::new_from_impl(ArrayIn {
+        signature: Signature::any(2, Volatility::Immutable),
+    })
+}
+
 /// The array functions Eddy adds to DataFusion's (or replaces).
 pub fn array_functions() -> Vec<ScalarUDF> {
     vec![
-        ScalarUDF::new_from_impl(ArrayIn {
-            signature: Signature::any(2, Volatility::Immutable),
-        }),
+        array_in_udf(),
         ScalarUDF::new_from_impl(ArrayLength {
             signature: Signature::any(2, Volatility::Immutable),
             cardinality: false,
