@@ -561,6 +561,30 @@ impl ScalarUDFImpl for ArrayLength {
     }
 }
 
+/// `eddy_array_in(e, <the array type of Arrow type dt>)`, or `e` back
+/// when `dt` is no array column type.
+pub fn array_in_for(
+    dt: &DataType,
+    e: datafusion::logical_expr::Expr,
+) -> std::result::Result<datafusion::logical_expr::Expr, datafusion::logical_expr::Expr> {
+    use datafusion::logical_expr::expr::ScalarFunction;
+    match ColumnType::from_arrow(dt) {
+        Some(ty @ ColumnType::Array(_)) => Ok(datafusion::logical_expr::Expr::ScalarFunction(
+            ScalarFunction::new_udf(
+                Arc::new(array_in_udf()),
+                vec![
+                    e,
+                    datafusion::logical_expr::Expr::Literal(
+                        ScalarValue::Utf8(Some(type_arg(ty))),
+                        None,
+                    ),
+                ],
+            ),
+        )),
+        _ => Err(e),
+    }
+}
+
 /// `eddy_array_in`.
 pub fn array_in_udf() -> ScalarUDF {
     ScalarUDF::new_from_impl(ArrayIn {

@@ -289,29 +289,18 @@ impl ExprPlanner for JsonPlanner {
         // text parameter): x is read as an array of the left side's type,
         // as PostgreSQL resolves an unknown operand
         if let (Op::Contains, Some(t @ DataType::List(_))) = (op, &left_type) {
-            if let Some(ty @ eddy_common::ColumnType::Array(_)) =
-                eddy_common::ColumnType::from_arrow(t)
-            {
-                let right_is_list = matches!(
-                    schema_type(&expr.right, schema),
-                    Some(DataType::List(_) | DataType::LargeList(_))
-                );
-                if !right_is_list {
-                    let RawBinaryExpr { left, right, .. } = expr;
-                    let right = Expr::ScalarFunction(ScalarFunction::new_udf(
-                        Arc::new(crate::array_type::array_in_udf()),
-                        vec![
-                            right,
-                            Expr::Literal(
-                                ScalarValue::Utf8(Some(crate::array_type::type_arg(ty))),
-                                None,
-                            ),
-                        ],
-                    ));
-                    return Ok(PlannerResult::Planned(
-                        datafusion::functions_nested::expr_fn::array_has_all(left, right),
-                    ));
-                }
+            let right_is_list = matches!(
+                schema_type(&expr.right, schema),
+                Some(DataType::List(_) | DataType::LargeList(_))
+            );
+            if !right_is_list {
+                let RawBinaryExpr { left, right, .. } = expr;
+                let right = match crate::array_type::array_in_for(t, right) {
+                    Ok(r) | Err(r) => r,
+                };
+                return Ok(PlannerResult::Planned(
+                    datafusion::functions_nested::expr_fn::array_has_all(left, right),
+                ));
             }
         }
         let left_is_text = matches!(left_type, Some(t) if is_text(&t));
