@@ -117,6 +117,23 @@ async fn copy_out(c: &Client, sql: &str) -> String {
     String::from_utf8(chunks.concat()).unwrap()
 }
 
+/// 2024-01-01 10:30:00 UTC in microseconds since 2000-01-01.
+const JAN1_1030_UTC: i64 = (8766 * 86_400 + 10 * 3600 + 30 * 60) * 1_000_000;
+
+/// One array element's binary bytes, whatever its type.
+#[derive(Debug)]
+struct RawElem(Vec<u8>);
+
+impl<'a> tokio_postgres::types::FromSql<'a> for RawElem {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<RawElem, BoxError> {
+        Ok(RawElem(raw.to_vec()))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
 type Ints = Option<Vec<Option<i32>>>;
 type Strings = Option<Vec<Option<String>>>;
 
@@ -192,6 +209,56 @@ async fn arrays_round_trip() {
                 Type::BOOL_ARRAY,
                 Type::NUMERIC_ARRAY
             ]
+        );
+
+        // every array type's OID, text and binary form
+        let st = c
+            .prepare(
+                "SELECT '{1,NULL}'::int2[], '{1.5}'::float4[], '{2024-02-29}'::date[], \
+                 '{\"2024-01-01 10:30:00\"}'::timestamp[], '{\"2024-01-01 12:30:00+02\"}'::timestamptz[], \
+                 '{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}'::uuid[], '{}'::int8[]",
+            )
+            .await
+            .unwrap();
+        let types: Vec<Type> = st.columns().iter().map(|c| c.type_().clone()).collect();
+        assert_eq!(
+            types,
+            [
+                Type::INT2_ARRAY,
+                Type::FLOAT4_ARRAY,
+                Type::DATE_ARRAY,
+                Type::TIMESTAMP_ARRAY,
+                Type::TIMESTAMPTZ_ARRAY,
+                Type::UUID_ARRAY,
+                Type::INT8_ARRAY
+            ]
+        );
+        let r = c.query_one(&st, &[]).await.unwrap();
+        let small: Vec<Option<i16>> = r.get(0);
+        let f4: Vec<f32> = r.get(1);
+        let empty: Vec<i64> = r.get(6);
+        assert_eq!((small, f4, empty), (vec![Some(1), None], vec![1.5], vec![]));
+        // date, timestamp and uuid elements in binary: their raw bytes
+        let raw: Vec<RawElem> = r.get(2);
+        assert_eq!(raw[0].0, (8825i32).to_be_bytes());
+        let raw: Vec<RawElem> = r.get(3);
+        assert_eq!(raw[0].0, JAN1_1030_UTC.to_be_bytes());
+        let raw: Vec<RawElem> = r.get(4);
+        assert_eq!(raw[0].0, JAN1_1030_UTC.to_be_bytes());
+        let raw: Vec<RawElem> = r.get(5);
+        assert_eq!(raw[0].0[..4], [0xa0, 0xee, 0xbc, 0x99]);
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT '{2024-02-29}'::date[], '{\"2024-01-01 10:30:00\"}'::timestamp[], \
+                 '{\"2024-01-01 12:30:00+02\"}'::timestamptz[]"
+            )
+            .await,
+            rows(&[&[
+                "{2024-02-29}",
+                r#"{"2024-01-01 10:30:00"}"#,
+                r#"{"2024-01-01 10:30:00+00"}"#
+            ]])
         );
 
         // binary parameters (tokio-postgres writes array_recv's layout)

@@ -3042,6 +3042,12 @@ mod tests {
         assert_eq!(st(&minus2), "22P03");
         let past = array(1, 0, oid::INT4, &[(1, 1)], &[0x7f, 0xff, 0xff, 0xff, 1]);
         assert_eq!(st(&past), "22P03");
+        // every truncation of a valid value is an error, never a panic
+        let full = array(1, 1, oid::TEXT, &[(2, 1)], &[0, 0, 0, 2, b'h', b'i', 0xff, 0xff, 0xff, 0xff]);
+        assert!(binary_array_to_text(&full).is_ok());
+        for cut in 0..full.len() {
+            assert!(binary_array_to_text(&full[..cut]).is_err(), "{cut}");
+        }
         // a lower bound other than 1 is refused, not shifted to 1
         let one = [0, 0, 0, 4, 0, 0, 0, 7];
         assert_eq!(st(&array(1, 0, oid::INT4, &[(1, 0)], &one)), "0A000");

@@ -104,6 +104,13 @@ fn is_only_comments(s: &str) -> bool {
     })
 }
 
+/// The words that may end the name of an array element type.
+const ARRAY_ELEMENT_TYPE_WORDS: &[&str] = &[
+    "smallint", "int2", "int", "integer", "int4", "bigint", "int8", "real", "float4",
+    "precision", "float8", "float", "numeric", "decimal", "text", "varchar", "varying",
+    "bool", "boolean", "date", "timestamp", "timestamptz", "zone", "uuid",
+];
+
 /// PostgreSQL's SQL-standard array type spelling `integer ARRAY` as the
 /// `integer[]` sqlparser reads: an unquoted `ARRAY` keyword that is not
 /// followed by `[` or `(` (which make it an array constructor) can only
@@ -132,7 +139,12 @@ fn array_keyword_suffix(
                     .iter()
                     .rev()
                     .find(|t| !matches!(t.token, Token::Whitespace(_)))
-                    .is_some_and(|t| matches!(t.token, Token::Word(_) | Token::RParen));
+                    .is_some_and(|t| match &t.token {
+                        Token::RParen => true,
+                        Token::Word(w) => ARRAY_ELEMENT_TYPE_WORDS
+                            .contains(&w.value.to_ascii_lowercase().as_str()),
+                        _ => false,
+                    });
             if !constructor && after_type {
                 let span = tokens[i].span;
                 tokens[i] = TokenWithSpan::new(Token::LBracket, span);
@@ -1262,7 +1274,9 @@ mod tests {
             printed("SELECT ARRAY[1], ARRAY(SELECT 1)").unwrap(),
             "SELECT ARRAY[1], ARRAY(SELECT 1)"
         );
-        assert!(printed("SELECT ARRAY").is_err());
+        // only after a type name
+        assert!(!printed("SELECT ARRAY").is_ok_and(|s| s.contains("[]")));
+        assert!(!printed("SELECT x FROM t ARRAY").is_ok_and(|s| s.contains("[]")));
     }
 
     #[test]
