@@ -215,9 +215,10 @@ impl ColumnType {
                 DataType::Timestamp(TimeUnit::Microsecond, Some(UTC_OFFSET.into()))
             }
             ColumnType::Uuid => DataType::FixedSizeBinary(UUID_LEN_I32),
-            ColumnType::Array(e) => {
-                DataType::List(Arc::new(Field::new_list_field(e.column_type().to_arrow(), true)))
-            }
+            ColumnType::Array(e) => DataType::List(Arc::new(Field::new_list_field(
+                e.column_type().to_arrow(),
+                true,
+            ))),
         }
     }
 
@@ -265,9 +266,9 @@ impl ColumnType {
             DataType::FixedSizeBinary(UUID_LEN_I32) => ColumnType::Uuid,
             DataType::Interval(IntervalUnit::MonthDayNano) => ColumnType::Interval,
             DataType::Time64(TimeUnit::Microsecond) => ColumnType::Time,
-            DataType::List(f) => ColumnType::Array(ArrayElem::of(ColumnType::from_arrow(
-                f.data_type(),
-            )?)?),
+            DataType::List(f) => {
+                ColumnType::Array(ArrayElem::of(ColumnType::from_arrow(f.data_type())?)?)
+            }
             _ => return None,
         })
     }

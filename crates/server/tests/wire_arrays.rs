@@ -111,9 +111,7 @@ fn raw_int4_array(dims: &[(i32, i32)], elems: &[Option<i32>]) -> RawArray {
 
 async fn copy_out(c: &Client, sql: &str) -> String {
     let stream = c.copy_out(sql).await.unwrap();
-    let chunks: Vec<bytes::Bytes> = futures::TryStreamExt::try_collect(stream)
-        .await
-        .unwrap();
+    let chunks: Vec<bytes::Bytes> = futures::TryStreamExt::try_collect(stream).await.unwrap();
     String::from_utf8(chunks.concat()).unwrap()
 }
 
@@ -134,6 +132,9 @@ impl<'a> tokio_postgres::types::FromSql<'a> for RawElem {
     }
 }
 
+type Bools = Option<Vec<bool>>;
+type BigInts = Option<Vec<Option<i64>>>;
+type Floats = Option<Vec<Option<f64>>>;
 type Ints = Option<Vec<Option<i32>>>;
 type Strings = Option<Vec<Option<String>>>;
 
@@ -322,7 +323,7 @@ async fn arrays_round_trip() {
                 r#"{日本語,"NULL",NULL,"{},\" \\",""}"#
             ]])
         );
-        let bins: (Option<Vec<Option<i64>>>, Option<Vec<Option<f64>>>, Option<Vec<bool>>) = {
+        let bins: (BigInts, Floats, Bools) = {
             let r = c
                 .query_one("SELECT big, f8, flags FROM wv_arr WHERE id = 1", &[])
                 .await
@@ -455,9 +456,21 @@ async fn arrays_copy_and_restart() {
     .unwrap();
     sink.as_mut().finish().await.unwrap();
     for (copy, data, state) in [
-        ("COPY wv_arr_r FROM STDIN", "3\t{1,\t\\N\t\\N\t\\N\n", "22P02"),
-        ("COPY wv_arr_r FROM STDIN", "3\t{x}\t\\N\t\\N\t\\N\n", "22P02"),
-        ("COPY wv_arr_c FROM STDIN WITH (FORMAT csv)", "3,,{toolong}\n", "22001"),
+        (
+            "COPY wv_arr_r FROM STDIN",
+            "3\t{1,\t\\N\t\\N\t\\N\n",
+            "22P02",
+        ),
+        (
+            "COPY wv_arr_r FROM STDIN",
+            "3\t{x}\t\\N\t\\N\t\\N\n",
+            "22P02",
+        ),
+        (
+            "COPY wv_arr_c FROM STDIN WITH (FORMAT csv)",
+            "3,,{toolong}\n",
+            "22001",
+        ),
     ] {
         let bad = c.copy_in(copy).await.unwrap();
         let mut bad = Box::pin(bad);
@@ -472,7 +485,11 @@ async fn arrays_copy_and_restart() {
     );
     let want_csv = "1,\"{1,2}\",\"{\"\"x y\"\",z}\"\n2,,{}\n";
     assert_eq!(
-        copy_out(&c, "COPY (SELECT * FROM wv_arr_c ORDER BY id) TO STDOUT WITH (FORMAT csv)").await,
+        copy_out(
+            &c,
+            "COPY (SELECT * FROM wv_arr_c ORDER BY id) TO STDOUT WITH (FORMAT csv)"
+        )
+        .await,
         want_csv
     );
     exec(&c, "CHECKPOINT").await;

@@ -521,7 +521,11 @@ impl ScalarUDFImpl for ArrayLength {
             )));
         };
         let dims = match arrays.get(1) {
-            Some(d) => Some(cast_with_options(d, &DataType::Int64, &CastOptions::default())?),
+            Some(d) => Some(cast_with_options(
+                d,
+                &DataType::Int64,
+                &CastOptions::default(),
+            )?),
             None => None,
         };
         let mut out = datafusion::arrow::array::Int32Builder::with_capacity(list.len());
@@ -623,10 +627,19 @@ mod tests {
         );
         assert_eq!(ints(" { } ").unwrap(), vec![]);
         assert_eq!(ints("{}").unwrap(), vec![]);
-        assert_eq!(ints("{ 1 , -2 }").unwrap(), vec![Value::Int(1), Value::Int(-2)]);
-        assert_eq!(ints("[1:2]={3,4}").unwrap(), vec![Value::Int(3), Value::Int(4)]);
-        let t = parse_array_text(r#"{"a b","c\"d",NULL,"NULL",null, x y ,\ ,""}"#, ColumnType::Text)
-            .unwrap();
+        assert_eq!(
+            ints("{ 1 , -2 }").unwrap(),
+            vec![Value::Int(1), Value::Int(-2)]
+        );
+        assert_eq!(
+            ints("[1:2]={3,4}").unwrap(),
+            vec![Value::Int(3), Value::Int(4)]
+        );
+        let t = parse_array_text(
+            r#"{"a b","c\"d",NULL,"NULL",null, x y ,\ ,""}"#,
+            ColumnType::Text,
+        )
+        .unwrap();
         assert_eq!(
             t,
             vec![
@@ -650,8 +663,25 @@ mod tests {
     fn malformed_text_arrays_are_refused() {
         let state = |s: &str| ints(s).unwrap_err().sqlstate();
         for s in [
-            "", "1,2", "{", "{1", "{1,", "{1,}", "{,}", "{,1}", "{1,,2}", "{1}x", "{1}}",
-            "{\"1}", "{1\\", "{1{2}}", "{{1},2}", "{{1}", "[1:2]{1,2}", "[1:3]={1,2}", "[a:b]={1}",
+            "",
+            "1,2",
+            "{",
+            "{1",
+            "{1,",
+            "{1,}",
+            "{,}",
+            "{,1}",
+            "{1,,2}",
+            "{1}x",
+            "{1}}",
+            "{\"1}",
+            "{1\\",
+            "{1{2}}",
+            "{{1},2}",
+            "{{1}",
+            "[1:2]{1,2}",
+            "[1:3]={1,2}",
+            "[a:b]={1}",
             "[1:2={1,2}",
         ] {
             assert_eq!(state(s), "22P02", "{s}");
@@ -687,10 +717,7 @@ mod tests {
             Value::Text("{x,y}".into()),
         ];
         let text = array_value_text(&items, None);
-        assert_eq!(
-            text,
-            r#"{"a b","c\"d\\",NULL,"NULL","",plain,"{x,y}"}"#
-        );
+        assert_eq!(text, r#"{"a b","c\"d\\",NULL,"NULL","",plain,"{x,y}"}"#);
         assert_eq!(parse_array_text(&text, ColumnType::Text).unwrap(), items);
     }
 }

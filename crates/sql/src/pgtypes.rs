@@ -188,7 +188,8 @@ pub fn declared_type(field: &datafusion::arrow::datatypes::Field) -> Option<Colu
     if let Some(inner) = d.strip_suffix("[]") {
         let (name, rest) = inner.split_once('(')?;
         let n: u32 = rest.strip_suffix(')')?.parse().ok()?;
-        return (name == "varchar").then_some(ColumnType::Array(eddy_common::ArrayElem::Varchar(n)));
+        return (name == "varchar")
+            .then_some(ColumnType::Array(eddy_common::ArrayElem::Varchar(n)));
     }
     match d.as_str() {
         "json" => return Some(ColumnType::Json),
@@ -3043,7 +3044,13 @@ mod tests {
         let past = array(1, 0, oid::INT4, &[(1, 1)], &[0x7f, 0xff, 0xff, 0xff, 1]);
         assert_eq!(st(&past), "22P03");
         // every truncation of a valid value is an error, never a panic
-        let full = array(1, 1, oid::TEXT, &[(2, 1)], &[0, 0, 0, 2, b'h', b'i', 0xff, 0xff, 0xff, 0xff]);
+        let full = array(
+            1,
+            1,
+            oid::TEXT,
+            &[(2, 1)],
+            &[0, 0, 0, 2, b'h', b'i', 0xff, 0xff, 0xff, 0xff],
+        );
         assert!(binary_array_to_text(&full).is_ok());
         for cut in 0..full.len() {
             assert!(binary_array_to_text(&full[..cut]).is_err(), "{cut}");
@@ -3052,7 +3059,10 @@ mod tests {
         let one = [0, 0, 0, 4, 0, 0, 0, 7];
         assert_eq!(st(&array(1, 0, oid::INT4, &[(1, 0)], &one)), "0A000");
         assert_eq!(st(&array(1, 0, oid::INT4, &[(1, -5)], &one)), "0A000");
-        assert_eq!(binary_array_to_text(&array(1, 0, oid::INT4, &[(1, 1)], &one)).unwrap(), r#"{"7"}"#);
+        assert_eq!(
+            binary_array_to_text(&array(1, 0, oid::INT4, &[(1, 1)], &one)).unwrap(),
+            r#"{"7"}"#
+        );
         // trailing bytes
         assert_eq!(st(&array(0, 0, oid::INT4, &[], &[0])), "22P03");
         // truncated header

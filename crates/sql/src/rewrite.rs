@@ -106,9 +106,30 @@ fn is_only_comments(s: &str) -> bool {
 
 /// The words that may end the name of an array element type.
 const ARRAY_ELEMENT_TYPE_WORDS: &[&str] = &[
-    "smallint", "int2", "int", "integer", "int4", "bigint", "int8", "real", "float4",
-    "precision", "float8", "float", "numeric", "decimal", "text", "varchar", "varying",
-    "bool", "boolean", "date", "timestamp", "timestamptz", "zone", "uuid",
+    "smallint",
+    "int2",
+    "int",
+    "integer",
+    "int4",
+    "bigint",
+    "int8",
+    "real",
+    "float4",
+    "precision",
+    "float8",
+    "float",
+    "numeric",
+    "decimal",
+    "text",
+    "varchar",
+    "varying",
+    "bool",
+    "boolean",
+    "date",
+    "timestamp",
+    "timestamptz",
+    "zone",
+    "uuid",
 ];
 
 /// PostgreSQL's SQL-standard array type spelling `integer ARRAY` as the
@@ -120,9 +141,7 @@ fn array_keyword_suffix(
 ) -> Vec<datafusion::sql::sqlparser::tokenizer::TokenWithSpan> {
     use datafusion::sql::sqlparser::keywords::Keyword;
     use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
-    let is_array = |t: &Token| {
-        matches!(t, Token::Word(w) if w.keyword == Keyword::ARRAY && w.quote_style.is_none())
-    };
+    let is_array = |t: &Token| matches!(t, Token::Word(w) if w.keyword == Keyword::ARRAY && w.quote_style.is_none());
     if !tokens.iter().any(|t| is_array(&t.token)) {
         return tokens;
     }
@@ -648,10 +667,7 @@ fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
         if let Ok(ty @ ColumnType::Array(_)) = pgtypes::column_type_from_sql(data_type) {
             return Some(call(
                 crate::array_type::ARRAY_IN,
-                vec![
-                    expr.clone(),
-                    string_expr(crate::array_type::type_arg(ty)),
-                ],
+                vec![expr.clone(), string_expr(crate::array_type::type_arg(ty))],
             ));
         }
     }

@@ -2180,14 +2180,21 @@ pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef>
         use datafusion::arrow::array::{AsArray, ListArray};
         let list = match a.data_type() {
             DataType::List(_) => Arc::clone(a),
-            _ => cast_with_options(a, &DataType::new_list(DataType::Null, true), &CastOptions::default())
-                .or_else(|_| cast_with_options(a, &target, &CastOptions::default()))?,
+            _ => cast_with_options(
+                a,
+                &DataType::new_list(DataType::Null, true),
+                &CastOptions::default(),
+            )
+            .or_else(|_| cast_with_options(a, &target, &CastOptions::default()))?,
         };
         let list = list
             .as_list_opt::<i32>()
             .ok_or_else(|| SqlError::Internal(format!("column \"{name}\" is not a list")))?;
         let et = e.column_type();
-        if matches!(list.values().data_type(), DataType::List(_) | DataType::LargeList(_)) {
+        if matches!(
+            list.values().data_type(),
+            DataType::List(_) | DataType::LargeList(_)
+        ) {
             return Err(SqlError::FeatureNotSupported(
                 "multidimensional arrays are not supported".into(),
             ));
