@@ -492,6 +492,49 @@ async fn arrays_copy_and_restart() {
         .await,
         want_csv
     );
+    // binary COPY in (array_recv's layout per field) and out (array_send)
+    let sink = c
+        .copy_in("COPY wv_arr_c FROM STDIN WITH (FORMAT binary)")
+        .await
+        .unwrap();
+    let writer = tokio_postgres::binary_copy::BinaryCopyInWriter::new(
+        sink,
+        &[Type::INT4, Type::INT8_ARRAY, Type::VARCHAR_ARRAY],
+    );
+    futures::pin_mut!(writer);
+    writer
+        .as_mut()
+        .write(&[
+            &4i32,
+            &vec![Some(i64::MIN), None],
+            &vec![Some("ab".to_string()), None, Some("é".to_string())],
+        ])
+        .await
+        .unwrap();
+    writer.finish().await.unwrap();
+    let out = c
+        .copy_out("COPY (SELECT ids FROM wv_arr_c WHERE id = 4) TO STDOUT WITH (FORMAT binary)")
+        .await
+        .unwrap();
+    let chunks: Vec<bytes::Bytes> = futures::TryStreamExt::try_collect(out).await.unwrap();
+    let raw = chunks.concat();
+    // header (19 bytes), one field, array_send of {MIN,NULL}, trailer
+    let mut want = b"PGCOPY\n\xff\r\n\0".to_vec();
+    want.extend_from_slice(&[0; 8]);
+    want.extend_from_slice(&1i16.to_be_bytes());
+    want.extend_from_slice(&36i32.to_be_bytes());
+    for v in [1i32, 1, 20, 2, 1, 8] {
+        want.extend_from_slice(&v.to_be_bytes());
+    }
+    want.extend_from_slice(&i64::MIN.to_be_bytes());
+    want.extend_from_slice(&(-1i32).to_be_bytes());
+    want.extend_from_slice(&(-1i16).to_be_bytes());
+    assert_eq!(raw, want);
+    assert_eq!(
+        texts(&c, "SELECT ids, tags FROM wv_arr_c WHERE id = 4").await,
+        rows(&[&["{-9223372036854775808,NULL}", "{ab,NULL,é}"]])
+    );
+    exec(&c, "DELETE FROM wv_arr_c WHERE id = 4").await;
     exec(&c, "CHECKPOINT").await;
     exec(&c, "INSERT INTO wv_arr_c VALUES (3, '{-1}', '{\"\"}')").await;
     drop(c);

@@ -1835,6 +1835,11 @@ pub fn parse_binary(b: &[u8], wire_oid: u32, ty: ColumnType) -> Result<Value> {
     fn fixed<const N: usize>(b: &[u8], bad: impl Fn() -> SqlError) -> Result<[u8; N]> {
         b.try_into().map_err(|_| bad())
     }
+    // an array (binary COPY into an array column): array_recv's layout,
+    // checked by `binary_array_to_text`, then read by the element rules
+    if let ColumnType::Array(_) = ty {
+        return parse_text(&binary_array_to_text(b)?, ty);
+    }
     let v = match wire_oid {
         oid::BOOL => Value::Boolean(fixed::<1>(b, bad)?[0] != 0),
         oid::INT2 => Value::SmallInt(i16::from_be_bytes(fixed(b, bad)?)),
