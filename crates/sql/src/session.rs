@@ -1974,6 +1974,9 @@ impl Session {
                     .ok_or_else(|| SqlError::UndefinedColumn(c.clone()))
             })
             .collect::<Result<_>>()?;
+        for &k in &pk {
+            index_ddl::refuse_array_key(&def, k)?;
+        }
         let engine = Arc::clone(&self.db.engine);
         let tmp = format!("{name}__eddy_rewrite");
         let mut columns = def.columns.clone();
