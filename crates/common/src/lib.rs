@@ -735,6 +735,39 @@ mod tests {
     }
 
     #[test]
+    fn array_types_map_to_lists_and_back() {
+        for e in [
+            ArrayElem::Boolean,
+            ArrayElem::SmallInt,
+            ArrayElem::Int,
+            ArrayElem::BigInt,
+            ArrayElem::Real,
+            ArrayElem::Double,
+            ArrayElem::Decimal(5, 2),
+            ArrayElem::Text,
+            ArrayElem::Date,
+            ArrayElem::Timestamp,
+            ArrayElem::TimestampTz,
+            ArrayElem::Uuid,
+        ] {
+            let ty = ColumnType::Array(e);
+            assert_eq!(ColumnType::from_arrow(&ty.to_arrow()), Some(ty));
+            assert_eq!(ArrayElem::of(e.column_type()), Some(e));
+        }
+        assert_eq!(ColumnType::Array(ArrayElem::Int).pg_name(), "integer[]");
+        assert_eq!(
+            ColumnType::Array(ArrayElem::Varchar(3)).storage(),
+            ColumnType::Array(ArrayElem::Text)
+        );
+        assert_eq!(ArrayElem::of(ColumnType::Interval), None);
+        let ints = ColumnType::Array(ArrayElem::Int);
+        assert!(Value::Array(vec![Value::Int(1), Value::Null]).fits(ints));
+        assert!(!Value::Array(vec![Value::Text("1".into())]).fits(ints));
+        assert!(!Value::Array(vec![Value::Array(vec![])]).fits(ints));
+        assert!(!Value::Int(1).fits(ints));
+    }
+
+    #[test]
     fn values_fit_only_their_type() {
         assert!(Value::Int(1).fits(ColumnType::Int));
         assert!(!Value::Int(1).fits(ColumnType::BigInt));

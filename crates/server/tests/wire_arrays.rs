@@ -291,6 +291,24 @@ async fn arrays_round_trip() {
             .unwrap_err();
         assert_eq!(sqlstate(&e), "22P02");
 
+        // the general path (several rows): the same values as the fixed plan
+        let ins2 = c
+            .prepare("INSERT INTO wv_arr (id, ids, tags) VALUES ($1, $2, $3), ($4, $5, $6)")
+            .await
+            .unwrap();
+        assert_eq!(ins2.params()[4], Type::INT4_ARRAY);
+        c.execute(
+            &ins2,
+            &[&14i32, &ids, &tags, &16i32, &Text("{8, NULL}"), &Text(r#"{"x,y",z}"#)],
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            texts(&c, "SELECT a.id FROM wv_arr a JOIN wv_arr b ON a.id + 10 = b.id AND a.ids = b.ids AND a.tags = b.tags ORDER BY a.id").await,
+            rows(&[&["4"], &["6"]])
+        );
+        exec(&c, "DELETE FROM wv_arr WHERE id > 10").await;
+
         // binary results
         let got: Vec<(i32, Ints, Strings)> = c
             .query(
