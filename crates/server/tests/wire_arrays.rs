@@ -398,6 +398,27 @@ async fn arrays_round_trip() {
             .map(|r| r.get(0))
             .collect();
         assert_eq!(got, [4]);
+        // untyped parameters take the types PostgreSQL infers
+        let any = c
+            .prepare("SELECT id FROM wv_arr WHERE $1 = ANY(ids) ORDER BY id")
+            .await
+            .unwrap();
+        assert_eq!(any.params(), [Type::INT4]);
+        let got: Vec<i32> = c
+            .query(&any, &[&-3i32])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(got, [1, 2]);
+        let sub = c
+            .prepare("SELECT tags[$1] FROM wv_arr WHERE id = 1")
+            .await
+            .unwrap();
+        assert_eq!(sub.params(), [Type::INT4]);
+        let t: Option<String> = c.query_one(&sub, &[&2i32]).await.unwrap().get(0);
+        assert_eq!(t.as_deref(), Some("c\"d"));
         exec(&c, "DROP TABLE wv_arr").await;
     })
     .await;

@@ -589,6 +589,48 @@ pub fn array_in_for(
     }
 }
 
+/// Types for untyped parameters that meet an array, as PostgreSQL infers
+/// them and DataFusion does not: `$1 = ANY(a)` (`array_has(a, $1)`) takes
+/// the element type, `a[$1]` (`array_element(a, $1)`) an integer.
+pub fn array_placeholder_types(
+    plan: &datafusion::logical_expr::LogicalPlan,
+) -> std::collections::HashMap<String, DataType> {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::logical_expr::utils::merge_schema;
+    use datafusion::logical_expr::{Expr, ExprSchemable};
+    let mut out = std::collections::HashMap::new();
+    let _ = plan.apply_with_subqueries(|node| {
+        let schema = merge_schema(&node.inputs());
+        node.apply_expressions(|e| {
+            e.apply(|x| {
+                if let Expr::ScalarFunction(f) = x {
+                    if let [list, Expr::Placeholder(p)] = f.args.as_slice() {
+                        if p.field.is_none() {
+                            let ty = match (f.name(), list.get_type(&schema)) {
+                                ("array_has", Ok(t)) => pgtypes_list_element(&t),
+                                ("array_element", Ok(_)) => Some(DataType::Int32),
+                                _ => None,
+                            };
+                            if let Some(ty) = ty {
+                                out.insert(p.id.clone(), ty);
+                            }
+                        }
+                    }
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    });
+    out
+}
+
+fn pgtypes_list_element(t: &DataType) -> Option<DataType> {
+    match t {
+        DataType::List(f) | DataType::LargeList(f) => Some(f.data_type().clone()),
+        _ => None,
+    }
+}
+
 /// `eddy_array_in`.
 pub fn array_in_udf() -> ScalarUDF {
     ScalarUDF::new_from_impl(ArrayIn {

@@ -100,7 +100,13 @@ impl Session {
             }
             Err(e) => return Err(e.into()),
         };
-        let inferred = plan.get_parameter_types().unwrap_or_default();
+        let mut inferred = plan.get_parameter_types().unwrap_or_default();
+        for (name, ty) in crate::array_type::array_placeholder_types(&plan) {
+            let slot = inferred.entry(name).or_insert(None);
+            if slot.is_none() {
+                *slot = Some(ty);
+            }
+        }
         for (name, ty) in &inferred {
             let idx = name.trim_start_matches('$').parse::<usize>().unwrap_or(0);
             if let (Some(slot), Some(ty)) = (param_types.get_mut(idx.wrapping_sub(1)), ty) {
