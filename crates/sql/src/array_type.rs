@@ -439,6 +439,12 @@ impl ScalarUDFImpl for ArrayIn {
 /// Text (read by [`parse_array_text`]), NULL, or a list (elements cast)
 /// as an array of type `ty`.
 pub fn text_to_array(a: &ArrayRef, ty: ColumnType) -> Result<ArrayRef> {
+    // an explicit cast to varchar(n)[] cuts each element to n characters,
+    // as PostgreSQL's explicit varchar cast does (no 22001)
+    if let ColumnType::Array(eddy_common::ArrayElem::Varchar(n)) = ty {
+        let text = text_to_array(a, ColumnType::Array(eddy_common::ArrayElem::Text))?;
+        return truncate_elements(&text, n);
+    }
     let target = ty.to_arrow();
     match a.data_type() {
         DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => {
@@ -636,6 +642,32 @@ pub fn array_in_udf() -> ScalarUDF {
     ScalarUDF::new_from_impl(ArrayIn {
         signature: Signature::any(2, Volatility::Immutable),
     })
+}
+
+/// A list of strings with every element cut to `n` characters.
+fn truncate_elements(a: &ArrayRef, n: u32) -> Result<ArrayRef> {
+    use datafusion::arrow::array::{ListArray, StringBuilder};
+    let list = a
+        .as_list_opt::<i32>()
+        .ok_or_else(|| SqlError::Internal("varchar array is not a list".into()))?;
+    let values = cast_with_options(list.values(), &DataType::Utf8, &CastOptions::default())?;
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    let mut out = StringBuilder::with_capacity(values.len(), 0);
+    for v in values.as_string::<i32>().iter() {
+        match v {
+            Some(s) => match s.char_indices().nth(n) {
+                Some((cut, _)) => out.append_value(s.get(..cut).unwrap_or(s)),
+                None => out.append_value(s),
+            },
+            None => out.append_null(),
+        }
+    }
+    Ok(Arc::new(ListArray::try_new(
+        Arc::new(Field::new_list_field(DataType::Utf8, true)),
+        list.offsets().clone(),
+        Arc::new(out.finish()),
+        list.nulls().cloned(),
+    )?))
 }
 
 /// The array functions Eddy adds to DataFusion's (or replaces).
