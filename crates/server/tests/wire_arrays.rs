@@ -212,6 +212,16 @@ async fn arrays_round_trip() {
             ]
         );
 
+        // subscripts are named after the array, as PostgreSQL names them
+        let st = c
+            .prepare("SELECT ids[1], tags[2:3], cardinality(ids) FROM wv_arr")
+            .await
+            .unwrap();
+        let names: Vec<&str> = st.columns().iter().map(|c| c.name()).collect();
+        assert_eq!(names, ["ids", "tags", "cardinality"]);
+        let types: Vec<Type> = st.columns().iter().map(|c| c.type_().clone()).collect();
+        assert_eq!(types, [Type::INT4, Type::TEXT_ARRAY, Type::INT4]);
+
         // every array type's OID, text and binary form
         let st = c
             .prepare(

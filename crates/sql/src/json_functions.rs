@@ -306,7 +306,11 @@ impl ExprPlanner for JsonPlanner {
                     }
                     _ => {}
                 }
-                let (outer, inner) = if contains { (left, right) } else { (right, left) };
+                let (outer, inner) = if contains {
+                    (left, right)
+                } else {
+                    (right, left)
+                };
                 return Ok(PlannerResult::Planned(
                     datafusion::functions_nested::expr_fn::array_has_all(outer, inner),
                 ));
