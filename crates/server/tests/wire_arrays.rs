@@ -606,6 +606,20 @@ async fn arrays_copy_and_restart() {
             &["3", "{-1}", r#"{""}"#],
         ])
     );
+    // compaction merges the column files and the WAL's rows
+    exec(&c, "VACUUM").await;
+    assert_eq!(
+        copy_out(&c, "COPY (SELECT * FROM wv_arr_r ORDER BY id) TO STDOUT").await,
+        want_text
+    );
+    assert_eq!(
+        texts(&c, "SELECT id, ids, tags FROM wv_arr_c ORDER BY id").await,
+        rows(&[
+            &["1", "{1,2}", r#"{"x y",z}"#],
+            &["2", "NULL", "{}"],
+            &["3", "{-1}", r#"{""}"#],
+        ])
+    );
     let ids: Vec<Option<i32>> = c
         .query_one("SELECT ids FROM wv_arr_r WHERE id = 1", &[])
         .await
