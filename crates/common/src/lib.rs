@@ -14,6 +14,7 @@
 //! SQL names map to these types).
 
 use std::fmt;
+use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, IntervalUnit, Schema, TimeUnit};
 
@@ -124,6 +125,71 @@ pub enum ColumnType {
     /// TIME without time zone: microseconds since midnight, 0 to
     /// 86,400,000,000 inclusive (PostgreSQL accepts `24:00:00`).
     Time,
+    /// A one-dimensional array (lower bound 1) of an element type: Arrow
+    /// `List` of the element's Arrow type, its item field nullable and
+    /// named `item` as DataFusion's own lists are. Not a key type.
+    Array(ArrayElem),
+}
+
+/// The element types an array column may have (see [`ColumnType::Array`]).
+/// A closed set, so that `ColumnType` stays `Copy` and an array of arrays
+/// cannot be declared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ArrayElem {
+    Boolean,
+    SmallInt,
+    Int,
+    BigInt,
+    Real,
+    Double,
+    Decimal(u8, i8),
+    Text,
+    Varchar(u32),
+    Date,
+    Timestamp,
+    TimestampTz,
+    Uuid,
+}
+
+impl ArrayElem {
+    /// The element's own column type.
+    pub fn column_type(self) -> ColumnType {
+        match self {
+            ArrayElem::Boolean => ColumnType::Boolean,
+            ArrayElem::SmallInt => ColumnType::SmallInt,
+            ArrayElem::Int => ColumnType::Int,
+            ArrayElem::BigInt => ColumnType::BigInt,
+            ArrayElem::Real => ColumnType::Real,
+            ArrayElem::Double => ColumnType::Double,
+            ArrayElem::Decimal(p, s) => ColumnType::Decimal(p, s),
+            ArrayElem::Text => ColumnType::Text,
+            ArrayElem::Varchar(n) => ColumnType::Varchar(n),
+            ArrayElem::Date => ColumnType::Date,
+            ArrayElem::Timestamp => ColumnType::Timestamp,
+            ArrayElem::TimestampTz => ColumnType::TimestampTz,
+            ArrayElem::Uuid => ColumnType::Uuid,
+        }
+    }
+
+    /// The element type for a column type, if arrays of it are supported.
+    pub fn of(ty: ColumnType) -> Option<ArrayElem> {
+        Some(match ty {
+            ColumnType::Boolean => ArrayElem::Boolean,
+            ColumnType::SmallInt => ArrayElem::SmallInt,
+            ColumnType::Int => ArrayElem::Int,
+            ColumnType::BigInt => ArrayElem::BigInt,
+            ColumnType::Real => ArrayElem::Real,
+            ColumnType::Double => ArrayElem::Double,
+            ColumnType::Decimal(p, s) => ArrayElem::Decimal(p, s),
+            ColumnType::Text => ArrayElem::Text,
+            ColumnType::Varchar(n) => ArrayElem::Varchar(n),
+            ColumnType::Date => ArrayElem::Date,
+            ColumnType::Timestamp => ArrayElem::Timestamp,
+            ColumnType::TimestampTz => ArrayElem::TimestampTz,
+            ColumnType::Uuid => ArrayElem::Uuid,
+            _ => return None,
+        })
+    }
 }
 
 impl ColumnType {
@@ -149,6 +215,18 @@ impl ColumnType {
                 DataType::Timestamp(TimeUnit::Microsecond, Some(UTC_OFFSET.into()))
             }
             ColumnType::Uuid => DataType::FixedSizeBinary(UUID_LEN_I32),
+            ColumnType::Array(e) => DataType::List(Arc::new(Field::new_list_field(
+                e.column_type().to_arrow(),
+                true,
+            ))),
+        }
+    }
+
+    /// The element type of an array type.
+    pub fn element(self) -> Option<ColumnType> {
+        match self {
+            ColumnType::Array(e) => Some(e.column_type()),
+            _ => None,
         }
     }
 
@@ -161,6 +239,11 @@ impl ColumnType {
             ColumnType::Varchar(_) | ColumnType::Char(_) => ColumnType::Text,
             ColumnType::Json | ColumnType::Jsonb => ColumnType::Text,
             ColumnType::TimestampTz => ColumnType::Timestamp,
+            ColumnType::Array(e) => match e {
+                ArrayElem::Varchar(_) => ColumnType::Array(ArrayElem::Text),
+                ArrayElem::TimestampTz => ColumnType::Array(ArrayElem::Timestamp),
+                other => ColumnType::Array(other),
+            },
             other => other,
         }
     }
@@ -183,6 +266,9 @@ impl ColumnType {
             DataType::FixedSizeBinary(UUID_LEN_I32) => ColumnType::Uuid,
             DataType::Interval(IntervalUnit::MonthDayNano) => ColumnType::Interval,
             DataType::Time64(TimeUnit::Microsecond) => ColumnType::Time,
+            DataType::List(f) => {
+                ColumnType::Array(ArrayElem::of(ColumnType::from_arrow(f.data_type())?)?)
+            }
             _ => return None,
         })
     }
@@ -209,6 +295,7 @@ impl ColumnType {
             ColumnType::Jsonb => "jsonb".into(),
             ColumnType::Interval => "interval".into(),
             ColumnType::Time => "time without time zone".into(),
+            ColumnType::Array(e) => format!("{}[]", e.column_type().pg_name()),
         }
     }
 }
@@ -243,6 +330,9 @@ pub enum Value {
     Interval(Interval),
     /// Microseconds since midnight.
     Time(i64),
+    /// The elements of a one-dimensional array (each `Null` or a value of
+    /// the element type).
+    Array(Vec<Value>),
 }
 
 impl Value {
@@ -252,6 +342,12 @@ impl Value {
 
     /// Whether this value may be stored in a column of type `ty`.
     pub fn fits(&self, ty: ColumnType) -> bool {
+        if let (Value::Array(items), ColumnType::Array(e)) = (self, ty) {
+            let et = e.column_type();
+            return items
+                .iter()
+                .all(|v| !matches!(v, Value::Array(_)) && v.fits(et));
+        }
         matches!(
             (self, ty.storage()),
             (Value::Null, _)
@@ -636,6 +732,39 @@ mod tests {
         ] {
             assert_eq!(parse_uuid(s), None, "{s}");
         }
+    }
+
+    #[test]
+    fn array_types_map_to_lists_and_back() {
+        for e in [
+            ArrayElem::Boolean,
+            ArrayElem::SmallInt,
+            ArrayElem::Int,
+            ArrayElem::BigInt,
+            ArrayElem::Real,
+            ArrayElem::Double,
+            ArrayElem::Decimal(5, 2),
+            ArrayElem::Text,
+            ArrayElem::Date,
+            ArrayElem::Timestamp,
+            ArrayElem::TimestampTz,
+            ArrayElem::Uuid,
+        ] {
+            let ty = ColumnType::Array(e);
+            assert_eq!(ColumnType::from_arrow(&ty.to_arrow()), Some(ty));
+            assert_eq!(ArrayElem::of(e.column_type()), Some(e));
+        }
+        assert_eq!(ColumnType::Array(ArrayElem::Int).pg_name(), "integer[]");
+        assert_eq!(
+            ColumnType::Array(ArrayElem::Varchar(3)).storage(),
+            ColumnType::Array(ArrayElem::Text)
+        );
+        assert_eq!(ArrayElem::of(ColumnType::Interval), None);
+        let ints = ColumnType::Array(ArrayElem::Int);
+        assert!(Value::Array(vec![Value::Int(1), Value::Null]).fits(ints));
+        assert!(!Value::Array(vec![Value::Text("1".into())]).fits(ints));
+        assert!(!Value::Array(vec![Value::Array(vec![])]).fits(ints));
+        assert!(!Value::Int(1).fits(ints));
     }
 
     #[test]

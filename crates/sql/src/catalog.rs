@@ -367,12 +367,18 @@ pub fn format_type(o: i64, typmod: i64) -> Option<String> {
             format!("numeric({},{})", (m >> 16) & 0xffff, m & 0xffff)
         }
         oid::NUMERIC => "numeric".into(),
-        other => type_name(other),
+        // an array type: its element's name and `[]` (the typmod is the
+        // element's)
+        other => match PG_TYPES.iter().find(|t| t.3 == other && t.3 != 0) {
+            Some(t) => format!("{}[]", format_type(i64::from(t.0), typmod)?),
+            None => type_name(other),
+        },
     })
 }
 
 fn typmod_of(t: ColumnType) -> i32 {
     match t {
+        ColumnType::Array(e) => typmod_of(e.column_type()),
         ColumnType::Decimal(p, s) => (((p as i32) << 16) | (s.max(0) as i32)) + 4,
         // VARHDRSZ + n, as PostgreSQL stores a length typmod
         ColumnType::Varchar(n) | ColumnType::Char(n) => {
@@ -675,7 +681,7 @@ fn build_pg_table(
                         b(false),
                         b(true),
                         i(0),
-                        i4(0),
+                        i4(i32::from(matches!(c.ty, ColumnType::Array(_)))),
                         b(pg_typlen(o) > 0 && pg_typlen(o) <= 8),
                         s(if pg_typlen(o) > 0 { "p" } else { "x" }),
                         s(""),
@@ -2062,6 +2068,10 @@ mod tests {
             format_type(1700, ((12 << 16) | 2) + 4).as_deref(),
             Some("numeric(12,2)")
         );
-        assert_eq!(format_type(1007, -1).as_deref(), Some("_int4"));
+        assert_eq!(format_type(1007, -1).as_deref(), Some("integer[]"));
+        assert_eq!(
+            format_type(1015, 14).as_deref(),
+            Some("character varying(10)[]")
+        );
     }
 }

@@ -661,14 +661,7 @@ fn int_of(v: &Value) -> Option<i64> {
 }
 
 fn array_oid(elem: u32) -> u32 {
-    match elem {
-        pgtypes::oid::INT2 => pgtypes::oid::INT2_ARRAY,
-        pgtypes::oid::INT4 => pgtypes::oid::INT4_ARRAY,
-        pgtypes::oid::INT8 => pgtypes::oid::INT8_ARRAY,
-        pgtypes::oid::TEXT => pgtypes::oid::TEXT_ARRAY,
-        pgtypes::oid::UUID => pgtypes::oid::UUID_ARRAY,
-        _ => pgtypes::oid::TEXT_ARRAY,
-    }
+    pgtypes::array_oid_of(elem).unwrap_or(pgtypes::oid::TEXT_ARRAY)
 }
 
 fn relation(tf: &TableFactor) -> Option<(String, String)> {

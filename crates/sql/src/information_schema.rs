@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::common::ScalarValue;
-use eddy_common::{ColumnType, TableDef};
+use eddy_common::{ArrayElem, ColumnType, TableDef};
 use eddy_storage::Engine;
 
 use crate::catalog::mem_table;
@@ -111,6 +111,30 @@ type TypeFacts = (
 
 fn type_facts(t: ColumnType) -> TypeFacts {
     match t {
+        // PostgreSQL describes an array column only as ARRAY and its type
+        ColumnType::Array(e) => (
+            "ARRAY",
+            match e {
+                ArrayElem::Boolean => "_bool",
+                ArrayElem::SmallInt => "_int2",
+                ArrayElem::Int => "_int4",
+                ArrayElem::BigInt => "_int8",
+                ArrayElem::Real => "_float4",
+                ArrayElem::Double => "_float8",
+                ArrayElem::Decimal(..) => "_numeric",
+                ArrayElem::Text => "_text",
+                ArrayElem::Varchar(_) => "_varchar",
+                ArrayElem::Date => "_date",
+                ArrayElem::Timestamp => "_timestamp",
+                ArrayElem::TimestampTz => "_timestamptz",
+                ArrayElem::Uuid => "_uuid",
+            },
+            None,
+            None,
+            None,
+            None,
+            None,
+        ),
         ColumnType::Boolean => ("boolean", "bool", None, None, None, None, None),
         ColumnType::SmallInt => ("smallint", "int2", None, Some(16), Some(2), Some(0), None),
         ColumnType::Int => ("integer", "int4", None, Some(32), Some(2), Some(0), None),

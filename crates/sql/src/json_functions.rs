@@ -277,6 +277,45 @@ impl ExprPlanner for JsonPlanner {
         expr: RawBinaryExpr,
         schema: &DFSchema,
     ) -> DfResult<PlannerResult<RawBinaryExpr>> {
+        // `@>` / `<@` with an array on either side: the other side, when
+        // not yet an array (a string literal, a text parameter), is read as
+        // that array type, as PostgreSQL resolves an unknown operand
+        if matches!(expr.op, BinaryOperator::AtArrow | BinaryOperator::ArrowAt) {
+            let is_list = |t: &Option<DataType>| {
+                matches!(t, Some(DataType::List(_) | DataType::LargeList(_)))
+            };
+            let lt = schema_type(&expr.left, schema);
+            let rt = schema_type(&expr.right, schema);
+            if is_list(&lt) || is_list(&rt) {
+                let contains = expr.op == BinaryOperator::AtArrow;
+                let RawBinaryExpr {
+                    mut left,
+                    mut right,
+                    ..
+                } = expr;
+                match (&lt, &rt) {
+                    (Some(t), r) if is_list(&lt) && !is_list(r) => {
+                        right = match crate::array_type::array_in_for(t, right) {
+                            Ok(e) | Err(e) => e,
+                        };
+                    }
+                    (l, Some(t)) if is_list(&rt) && !is_list(l) => {
+                        left = match crate::array_type::array_in_for(t, left) {
+                            Ok(e) | Err(e) => e,
+                        };
+                    }
+                    _ => {}
+                }
+                let (outer, inner) = if contains {
+                    (left, right)
+                } else {
+                    (right, left)
+                };
+                return Ok(PlannerResult::Planned(
+                    datafusion::functions_nested::expr_fn::array_has_all(outer, inner),
+                ));
+            }
+        }
         let op = match expr.op {
             BinaryOperator::Arrow => Op::Get,
             BinaryOperator::LongArrow => Op::GetText,
@@ -284,10 +323,8 @@ impl ExprPlanner for JsonPlanner {
             BinaryOperator::Question => Op::Exists,
             _ => return Ok(PlannerResult::Original(expr)),
         };
-        let left_is_text = matches!(
-            schema_type(&expr.left, schema),
-            Some(t) if is_text(&t)
-        );
+        let left_type = schema_type(&expr.left, schema);
+        let left_is_text = matches!(left_type, Some(t) if is_text(&t));
         if !left_is_text {
             return Ok(PlannerResult::Original(expr));
         }

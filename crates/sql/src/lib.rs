@@ -26,6 +26,7 @@
 pub mod admission;
 pub mod advisory;
 pub mod arbiter;
+pub mod array_type;
 pub mod catalog;
 pub mod checked_arith;
 pub mod copy;

@@ -116,6 +116,20 @@ fn figure_name(e: &Expr) -> (String, u8) {
             None => named("?column?", 0),
         },
         Expr::Nested(inner) | Expr::Collate { expr: inner, .. } => figure_name(inner),
+        // `a[1]`, `a[2:3]`: the subscripted expression's name; `x.f` the
+        // field's (PostgreSQL's A_Indirection)
+        Expr::CompoundFieldAccess { root, access_chain } => {
+            use datafusion::sql::sqlparser::ast::AccessExpr;
+            match access_chain
+                .iter()
+                .rev()
+                .find(|a| matches!(a, AccessExpr::Dot(_)))
+            {
+                Some(AccessExpr::Dot(Expr::Identifier(id))) => (ident_name(id), 2),
+                Some(_) => named("?column?", 0),
+                None => figure_name(root),
+            }
+        }
         Expr::Function(f) => match last_name(&f.name) {
             Some(n) => (n, 2),
             None => named("?column?", 0),
@@ -239,6 +253,10 @@ mod tests {
         assert_eq!(
             named("SELECT (SELECT max(v) FROM u), EXISTS (SELECT 1), DATE '2020-01-01'"),
             "SELECT (SELECT max(v) AS \"max\" FROM u) AS \"max\", EXISTS (SELECT 1 AS \"?column?\") AS \"exists\", DATE '2020-01-01' AS \"date\""
+        );
+        assert_eq!(
+            named("SELECT ids[1], t.ids[2:3] FROM t"),
+            "SELECT ids[1] AS \"ids\", t.ids[2:3] AS \"ids~2\" FROM t"
         );
     }
 

@@ -65,6 +65,20 @@ pub mod oid {
     pub const TEXT_ARRAY: u32 = 1009;
     pub const INT8_ARRAY: u32 = 1016;
     pub const UUID_ARRAY: u32 = 2951;
+    pub const BOOL_ARRAY: u32 = 1000;
+    pub const BYTEA_ARRAY: u32 = 1001;
+    pub const BPCHAR_ARRAY: u32 = 1014;
+    pub const VARCHAR_ARRAY: u32 = 1015;
+    pub const FLOAT4_ARRAY: u32 = 1021;
+    pub const FLOAT8_ARRAY: u32 = 1022;
+    pub const TIMESTAMP_ARRAY: u32 = 1115;
+    pub const DATE_ARRAY: u32 = 1182;
+    pub const TIME_ARRAY: u32 = 1183;
+    pub const TIMESTAMPTZ_ARRAY: u32 = 1185;
+    pub const INTERVAL_ARRAY: u32 = 1187;
+    pub const NUMERIC_ARRAY: u32 = 1231;
+    pub const JSON_ARRAY: u32 = 199;
+    pub const JSONB_ARRAY: u32 = 3807;
 }
 
 /// Wire format of one value.
@@ -79,8 +93,48 @@ const PG_EPOCH_DAYS: i32 = 10_957;
 const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
+/// The OID of the array type whose elements have type `elem`.
+pub fn array_oid_of(elem: u32) -> Option<u32> {
+    Some(match elem {
+        oid::BOOL => oid::BOOL_ARRAY,
+        oid::BYTEA => oid::BYTEA_ARRAY,
+        oid::INT2 => oid::INT2_ARRAY,
+        oid::INT4 => oid::INT4_ARRAY,
+        oid::INT8 => oid::INT8_ARRAY,
+        oid::TEXT => oid::TEXT_ARRAY,
+        oid::BPCHAR => oid::BPCHAR_ARRAY,
+        oid::VARCHAR => oid::VARCHAR_ARRAY,
+        oid::FLOAT4 => oid::FLOAT4_ARRAY,
+        oid::FLOAT8 => oid::FLOAT8_ARRAY,
+        oid::NUMERIC => oid::NUMERIC_ARRAY,
+        oid::DATE => oid::DATE_ARRAY,
+        oid::TIME => oid::TIME_ARRAY,
+        oid::TIMESTAMP => oid::TIMESTAMP_ARRAY,
+        oid::TIMESTAMPTZ => oid::TIMESTAMPTZ_ARRAY,
+        oid::INTERVAL => oid::INTERVAL_ARRAY,
+        oid::UUID => oid::UUID_ARRAY,
+        oid::JSON => oid::JSON_ARRAY,
+        oid::JSONB => oid::JSONB_ARRAY,
+        _ => return None,
+    })
+}
+
+/// The element type of a list Arrow type.
+fn list_element(dt: &DataType) -> Option<&DataType> {
+    match dt {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            Some(f.data_type())
+        }
+        _ => None,
+    }
+}
+
 /// The PostgreSQL type OID announced for an Arrow column.
 pub fn pg_oid(dt: &DataType) -> u32 {
+    if let Some(e) = list_element(dt) {
+        // a list of a type with no array type (a list of lists): text
+        return array_oid_of(pg_oid(e)).unwrap_or(oid::TEXT);
+    }
     match dt {
         DataType::Boolean => oid::BOOL,
         DataType::Int8 | DataType::Int16 | DataType::UInt8 => oid::INT2,
@@ -120,6 +174,9 @@ pub fn declared_type_metadata(ty: ColumnType) -> std::collections::HashMap<Strin
         ColumnType::Json | ColumnType::Jsonb => {
             m.insert(DECLARED_TYPE_KEY.to_string(), ty.pg_name());
         }
+        ColumnType::Array(eddy_common::ArrayElem::Varchar(n)) => {
+            m.insert(DECLARED_TYPE_KEY.to_string(), format!("varchar({n})[]"));
+        }
         _ => {}
     }
     m
@@ -128,6 +185,12 @@ pub fn declared_type_metadata(ty: ColumnType) -> std::collections::HashMap<Strin
 /// The `char(n)` / `varchar(n)` a result field carries, if any.
 pub fn declared_type(field: &datafusion::arrow::datatypes::Field) -> Option<ColumnType> {
     let d = field.metadata().get(DECLARED_TYPE_KEY)?;
+    if let Some(inner) = d.strip_suffix("[]") {
+        let (name, rest) = inner.split_once('(')?;
+        let n: u32 = rest.strip_suffix(')')?.parse().ok()?;
+        return (name == "varchar")
+            .then_some(ColumnType::Array(eddy_common::ArrayElem::Varchar(n)));
+    }
     match d.as_str() {
         "json" => return Some(ColumnType::Json),
         "jsonb" => return Some(ColumnType::Jsonb),
@@ -150,6 +213,7 @@ pub fn field_oid(field: &datafusion::arrow::datatypes::Field) -> u32 {
         Some(ColumnType::Varchar(_)) => oid::VARCHAR,
         Some(ColumnType::Json) => oid::JSON,
         Some(ColumnType::Jsonb) => oid::JSONB,
+        Some(ColumnType::Array(_)) => oid::VARCHAR_ARRAY,
         _ => pg_oid(field.data_type()),
     }
 }
@@ -241,14 +305,41 @@ pub fn oid_for_column_type(t: ColumnType) -> u32 {
         ColumnType::Varchar(_) => oid::VARCHAR,
         ColumnType::Json => oid::JSON,
         ColumnType::Jsonb => oid::JSONB,
+        ColumnType::Array(eddy_common::ArrayElem::Varchar(_)) => oid::VARCHAR_ARRAY,
         other => pg_oid(&other.to_arrow()),
     }
 }
 
 /// Parse a SQL type name (as written in CREATE TABLE or a cast) into a column type.
 pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> Result<ColumnType> {
-    use datafusion::sql::sqlparser::ast::{DataType as D, ExactNumberInfo, TimezoneInfo};
+    use datafusion::sql::sqlparser::ast::{
+        ArrayElemTypeDef, DataType as D, ExactNumberInfo, TimezoneInfo,
+    };
     Ok(match dt {
+        D::Array(def) => {
+            let inner = match def {
+                ArrayElemTypeDef::SquareBracket(inner, _)
+                | ArrayElemTypeDef::AngleBracket(inner)
+                | ArrayElemTypeDef::Parenthesis(inner) => inner,
+                ArrayElemTypeDef::None => {
+                    return Err(SqlError::FeatureNotSupported(
+                        "an array type needs its element type".into(),
+                    ))
+                }
+            };
+            // `int[][]` is PostgreSQL's int[] too (it does not enforce
+            // dimensions); values of more than one dimension are refused
+            let mut inner = inner.as_ref();
+            while let D::Array(
+                ArrayElemTypeDef::SquareBracket(i, _)
+                | ArrayElemTypeDef::AngleBracket(i)
+                | ArrayElemTypeDef::Parenthesis(i),
+            ) = inner
+            {
+                inner = i.as_ref();
+            }
+            array_of(column_type_from_sql(inner)?)?
+        }
         D::Boolean | D::Bool => ColumnType::Boolean,
         D::SmallInt(_) | D::Int2(_) | D::TinyInt(_) => ColumnType::SmallInt,
         D::Int(_) | D::Integer(_) | D::Int4(_) | D::MediumInt(_) => ColumnType::Int,
@@ -321,6 +412,19 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
                 "jsonb" => ColumnType::Jsonb,
                 "interval" => ColumnType::Interval,
                 "name" | "citext" | "bpchar" => ColumnType::Text,
+                "_int2" => array_of(ColumnType::SmallInt)?,
+                "_int4" => array_of(ColumnType::Int)?,
+                "_int8" => array_of(ColumnType::BigInt)?,
+                "_float4" => array_of(ColumnType::Real)?,
+                "_float8" => array_of(ColumnType::Double)?,
+                "_numeric" => array_of(ColumnType::Decimal(38, 10))?,
+                "_text" => array_of(ColumnType::Text)?,
+                "_varchar" => array_of(ColumnType::Text)?,
+                "_bool" => array_of(ColumnType::Boolean)?,
+                "_date" => array_of(ColumnType::Date)?,
+                "_timestamp" => array_of(ColumnType::Timestamp)?,
+                "_timestamptz" => array_of(ColumnType::TimestampTz)?,
+                "_uuid" => array_of(ColumnType::Uuid)?,
                 other => {
                     return Err(SqlError::FeatureNotSupported(format!(
                         "type \"{other}\" is not supported"
@@ -334,6 +438,16 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
             )))
         }
     })
+}
+
+/// The array type of element type `elem`; 0A000 for element types Eddy
+/// has no arrays of.
+pub fn array_of(elem: ColumnType) -> Result<ColumnType> {
+    eddy_common::ArrayElem::of(elem)
+        .map(ColumnType::Array)
+        .ok_or_else(|| {
+            SqlError::FeatureNotSupported(format!("arrays of type {elem} are not supported"))
+        })
 }
 
 /// PostgreSQL's `MaxAttrSize` in characters: the longest `varchar(n)`.
@@ -1171,6 +1285,11 @@ pub fn cell_text(array: &dyn Array, row: usize, out: &mut String) -> Result<()> 
         DataType::FixedSizeBinary(16) => out.push_str(&format_uuid(&uuid_cell(array, row)?)),
         DataType::Interval(_) => out.push_str(&format_interval(interval_cell(array, row)?)),
         DataType::Time64(_) | DataType::Time32(_) => write_time(time_cell(array, row)?, out),
+        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..) => {
+            let items = crate::array_type::list_items(array, row)
+                .ok_or_else(|| SqlError::Internal("list cell out of range".into()))?;
+            crate::array_type::write_array_text(items.as_ref(), out)?;
+        }
         _ => {
             let opts = FormatOptions::default();
             let f = ArrayFormatter::try_new(array, &opts)?;
@@ -1412,6 +1531,14 @@ fn encode_binary(array: &dyn Array, row: usize, out: &mut BytesMut) -> Result<()
         DataType::BinaryView => out.put_slice(array.as_binary_view().value(row)),
         DataType::FixedSizeBinary(16) => out.put_slice(&uuid_cell(array, row)?),
         DataType::Time64(_) | DataType::Time32(_) => out.put_i64(time_cell(array, row)?),
+        dt @ (DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..))
+            if pg_oid(dt) != oid::TEXT =>
+        {
+            let items = crate::array_type::list_items(array, row)
+                .ok_or_else(|| SqlError::Internal("list cell out of range".into()))?;
+            let elem_oid = pg_oid(items.data_type());
+            crate::array_type::write_array_binary(items.as_ref(), elem_oid, out)?;
+        }
         // interval: microseconds, days, months
         DataType::Interval(_) => {
             let iv = interval_cell(array, row)?;
@@ -1508,6 +1635,9 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
         ColumnType::Jsonb => Value::Text(crate::json::normalize_jsonb(s)?),
         ColumnType::Interval => Value::Interval(interval_from_text(s)?),
         ColumnType::Time => Value::Time(time_from_text(s)?),
+        ColumnType::Array(e) => {
+            Value::Array(crate::array_type::parse_array_text(s, e.column_type())?)
+        }
     })
 }
 
@@ -1705,6 +1835,11 @@ pub fn parse_binary(b: &[u8], wire_oid: u32, ty: ColumnType) -> Result<Value> {
     fn fixed<const N: usize>(b: &[u8], bad: impl Fn() -> SqlError) -> Result<[u8; N]> {
         b.try_into().map_err(|_| bad())
     }
+    // an array (binary COPY into an array column): array_recv's layout,
+    // checked by `binary_array_to_text`, then read by the element rules
+    if let ColumnType::Array(_) = ty {
+        return parse_text(&binary_array_to_text(b)?, ty);
+    }
     let v = match wire_oid {
         oid::BOOL => Value::Boolean(fixed::<1>(b, bad)?[0] != 0),
         oid::INT2 => Value::SmallInt(i16::from_be_bytes(fixed(b, bad)?)),
@@ -1842,6 +1977,11 @@ pub fn binary_array_to_text(b: &[u8]) -> Result<String> {
                 "array lower bound is too large".into(),
             ));
         }
+        if lower != 1 && len > 0 {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "arrays with a lower bound other than 1 are not supported (lower bound {lower})"
+            )));
+        }
         count = count.saturating_mul(len);
     }
     if ndim == 0 {
@@ -1905,6 +2045,22 @@ pub fn coerce_value(v: Value, ty: ColumnType) -> Result<Value> {
     if let (Value::Text(s), ColumnType::Json | ColumnType::Jsonb) = (&v, ty) {
         return parse_text(s, ty);
     }
+    // each element by its type's rules (varchar(n) length, numeric range)
+    if let (Value::Array(items), ColumnType::Array(e)) = (&v, ty) {
+        let et = e.column_type();
+        return Ok(Value::Array(
+            items
+                .iter()
+                .map(|x| match x {
+                    Value::Null => Ok(Value::Null),
+                    Value::Array(_) => Err(SqlError::FeatureNotSupported(
+                        "multidimensional arrays are not supported".into(),
+                    )),
+                    x => coerce_value(x.clone(), et),
+                })
+                .collect::<Result<_>>()?,
+        ));
+    }
     if v.fits(ty) {
         return Ok(v);
     }
@@ -1966,6 +2122,7 @@ pub fn value_text(v: &Value, scale: Option<i8>) -> String {
         Value::Uuid(u) => out = format_uuid(u),
         Value::Interval(iv) => out = format_interval(*iv),
         Value::Time(t) => write_time(*t, &mut out),
+        Value::Array(items) => out = crate::array_type::array_value_text(items, scale),
     }
     out
 }
@@ -2030,6 +2187,15 @@ pub fn cell_value(array: &dyn Array, row: usize, ty: ColumnType) -> Result<Value
         (ColumnType::Interval, DataType::Interval(_)) => {
             Value::Interval(interval_cell(array, row)?)
         }
+        (ColumnType::Array(e), DataType::List(_) | DataType::LargeList(_)) => {
+            let items = crate::array_type::list_items(array, row).ok_or_else(mismatch)?;
+            let et = e.column_type();
+            Value::Array(
+                (0..items.len())
+                    .map(|i| cell_value(items.as_ref(), i, et))
+                    .collect::<Result<_>>()?,
+            )
+        }
         _ => return Err(mismatch()),
     })
 }
@@ -2066,8 +2232,19 @@ pub fn builder_for(ty: ColumnType, capacity: usize) -> Box<dyn ArrayBuilder> {
         ColumnType::Time => {
             Box::new(datafusion::arrow::array::Time64MicrosecondBuilder::with_capacity(capacity))
         }
+        ColumnType::Array(e) => {
+            let et = e.column_type();
+            Box::new(
+                ListOfAny::with_capacity(builder_for(et, capacity), capacity).with_field(Arc::new(
+                    datafusion::arrow::datatypes::Field::new_list_field(et.to_arrow(), true),
+                )),
+            )
+        }
     }
 }
+
+/// The builder [`builder_for`] makes for an array column.
+type ListOfAny = datafusion::arrow::array::ListBuilder<Box<dyn ArrayBuilder>>;
 
 /// Append a value (already of type `ty`, or NULL) to a builder from [`builder_for`].
 pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Result<()> {
@@ -2210,6 +2387,25 @@ pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Resu
                 _ => return Err(wrong()),
             }
         ),
+        ColumnType::Array(e) => {
+            let bb = b
+                .as_any_mut()
+                .downcast_mut::<ListOfAny>()
+                .ok_or_else(|| SqlError::Internal("builder type mismatch".into()))?;
+            match v {
+                Value::Array(items) => {
+                    for item in items {
+                        if matches!(item, Value::Array(_)) {
+                            return Err(wrong());
+                        }
+                        append_value(bb.values().as_mut(), e.column_type(), item)?;
+                    }
+                    bb.append(true);
+                }
+                Value::Null => bb.append_null(),
+                _ => return Err(wrong()),
+            }
+        }
     }
     Ok(())
 }
@@ -2284,6 +2480,14 @@ pub fn value_to_scalar(v: &Value, ty: ColumnType) -> ScalarValue {
         (Value::Uuid(u), _) => ScalarValue::FixedSizeBinary(UUID_LEN_I32, Some(u.to_vec())),
         (Value::Interval(iv), _) => ScalarValue::IntervalMonthDayNano(interval_arrow(*iv).ok()),
         (Value::Time(t), _) => ScalarValue::Time64Microsecond(Some(*t)),
+        (Value::Array(items), ColumnType::Array(e)) => {
+            let et = e.column_type();
+            let scalars: Vec<ScalarValue> = items.iter().map(|x| value_to_scalar(x, et)).collect();
+            ScalarValue::List(ScalarValue::new_list_nullable(&scalars, &et.to_arrow()))
+        }
+        (Value::Array(items), _) => {
+            ScalarValue::Utf8(Some(crate::array_type::array_value_text(items, None)))
+        }
     }
 }
 
@@ -2844,6 +3048,26 @@ mod tests {
         assert_eq!(st(&minus2), "22P03");
         let past = array(1, 0, oid::INT4, &[(1, 1)], &[0x7f, 0xff, 0xff, 0xff, 1]);
         assert_eq!(st(&past), "22P03");
+        // every truncation of a valid value is an error, never a panic
+        let full = array(
+            1,
+            1,
+            oid::TEXT,
+            &[(2, 1)],
+            &[0, 0, 0, 2, b'h', b'i', 0xff, 0xff, 0xff, 0xff],
+        );
+        assert!(binary_array_to_text(&full).is_ok());
+        for cut in 0..full.len() {
+            assert!(binary_array_to_text(&full[..cut]).is_err(), "{cut}");
+        }
+        // a lower bound other than 1 is refused, not shifted to 1
+        let one = [0, 0, 0, 4, 0, 0, 0, 7];
+        assert_eq!(st(&array(1, 0, oid::INT4, &[(1, 0)], &one)), "0A000");
+        assert_eq!(st(&array(1, 0, oid::INT4, &[(1, -5)], &one)), "0A000");
+        assert_eq!(
+            binary_array_to_text(&array(1, 0, oid::INT4, &[(1, 1)], &one)).unwrap(),
+            r#"{"7"}"#
+        );
         // trailing bytes
         assert_eq!(st(&array(0, 0, oid::INT4, &[], &[0])), "22P03");
         // truncated header

@@ -18,7 +18,7 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Span;
-use eddy_common::Value;
+use eddy_common::{ColumnType, Value};
 
 use crate::error::{Result, SqlError};
 use crate::pgtypes::{self, format_decimal, numeric_from_text, value_text, NumericText};
@@ -104,6 +104,78 @@ fn is_only_comments(s: &str) -> bool {
     })
 }
 
+/// The words that may end the name of an array element type.
+const ARRAY_ELEMENT_TYPE_WORDS: &[&str] = &[
+    "smallint",
+    "int2",
+    "int",
+    "integer",
+    "int4",
+    "bigint",
+    "int8",
+    "real",
+    "float4",
+    "precision",
+    "float8",
+    "float",
+    "numeric",
+    "decimal",
+    "text",
+    "varchar",
+    "varying",
+    "bool",
+    "boolean",
+    "date",
+    "timestamp",
+    "timestamptz",
+    "zone",
+    "uuid",
+];
+
+/// PostgreSQL's SQL-standard array type spelling `integer ARRAY` as the
+/// `integer[]` sqlparser reads: an unquoted `ARRAY` keyword that is not
+/// followed by `[` or `(` (which make it an array constructor) can only
+/// end a type name, so its token becomes `[` `]`.
+fn array_keyword_suffix(
+    mut tokens: Vec<datafusion::sql::sqlparser::tokenizer::TokenWithSpan>,
+) -> Vec<datafusion::sql::sqlparser::tokenizer::TokenWithSpan> {
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+    let is_array = |t: &Token| matches!(t, Token::Word(w) if w.keyword == Keyword::ARRAY && w.quote_style.is_none());
+    if !tokens.iter().any(|t| is_array(&t.token)) {
+        return tokens;
+    }
+    let mut i = 0;
+    while i < tokens.len() {
+        if is_array(&tokens[i].token) {
+            let next = tokens[i + 1..]
+                .iter()
+                .find(|t| !matches!(t.token, Token::Whitespace(_)))
+                .map(|t| &t.token);
+            let constructor = matches!(next, Some(Token::LBracket | Token::LParen));
+            let after_type = i > 0
+                && tokens[..i]
+                    .iter()
+                    .rev()
+                    .find(|t| !matches!(t.token, Token::Whitespace(_)))
+                    .is_some_and(|t| match &t.token {
+                        Token::RParen => true,
+                        Token::Word(w) => ARRAY_ELEMENT_TYPE_WORDS
+                            .contains(&w.value.to_ascii_lowercase().as_str()),
+                        _ => false,
+                    });
+            if !constructor && after_type {
+                let span = tokens[i].span;
+                tokens[i] = TokenWithSpan::new(Token::LBracket, span);
+                tokens.insert(i + 1, TokenWithSpan::new(Token::RBracket, span));
+                i += 1;
+            }
+        }
+        i += 1;
+    }
+    tokens
+}
+
 /// Parse exactly one statement with the PostgreSQL dialect.
 pub fn parse_statement(sql: &str) -> Result<Statement> {
     let normalized = normalize_copy_options(sql);
@@ -114,6 +186,7 @@ pub fn parse_statement(sql: &str) -> Result<Statement> {
     )
     .tokenize_with_location()
     .map_err(|e| SqlError::Syntax(e.to_string()))?;
+    let tokens = array_keyword_suffix(tokens);
     crate::statement_limits::check_depth(&tokens)?;
     if crate::sequence_parse::is_create_sequence(&tokens) {
         let mut p = Parser::new(&dialect).with_tokens_with_locations(tokens);
@@ -586,6 +659,18 @@ fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
         _ => None,
     };
     let naive = || SqlType::Timestamp(None, TimezoneInfo::None);
+    // Arrow would wrap a string into a one-element list: text is read by
+    // PostgreSQL's array input instead (`array_type`)
+    let is_array = matches!(data_type, SqlType::Array(_))
+        || custom.as_deref().is_some_and(|c| c.starts_with('_'));
+    if is_array {
+        if let Ok(ty @ ColumnType::Array(_)) = pgtypes::column_type_from_sql(data_type) {
+            return Some(call(
+                crate::array_type::ARRAY_IN,
+                vec![expr.clone(), string_expr(crate::array_type::type_arg(ty))],
+            ));
+        }
+    }
     match data_type {
         // Arrow has no text -> uuid cast (`uuid_type`)
         _ if matches!(data_type, SqlType::Uuid) || custom.as_deref() == Some("uuid") => {
@@ -1068,6 +1153,10 @@ pub fn value_to_expr(v: &Value, decimal_scale: Option<i8>) -> Expr {
                 precision: None,
             },
         ),
+        // an array parameter is its text form, typed where it meets a column
+        Value::Array(items) => lit(SqlValue::SingleQuotedString(
+            crate::array_type::array_value_text(items, decimal_scale),
+        )),
         Value::Uuid(u) => call(
             crate::uuid_type::UUID_IN,
             vec![lit(SqlValue::SingleQuotedString(eddy_common::format_uuid(
@@ -1188,6 +1277,23 @@ pub fn placeholder_index(e: &Expr) -> Option<usize> {
 mod tests {
     use super::*;
     use crate::pgtypes::oid;
+
+    #[test]
+    fn array_keyword_after_a_type_is_brackets() {
+        let printed = |sql: &str| parse_statement(sql).map(|s| s.to_string());
+        assert_eq!(
+            printed("CREATE TABLE t (a int ARRAY, b text ARRAY NOT NULL)").unwrap(),
+            printed("CREATE TABLE t (a int[], b text[] NOT NULL)").unwrap()
+        );
+        // constructors stay constructors
+        assert_eq!(
+            printed("SELECT ARRAY[1], ARRAY(SELECT 1)").unwrap(),
+            "SELECT ARRAY[1], ARRAY(SELECT 1)"
+        );
+        // only after a type name
+        assert!(!printed("SELECT ARRAY").is_ok_and(|s| s.contains("[]")));
+        assert!(!printed("SELECT x FROM t ARRAY").is_ok_and(|s| s.contains("[]")));
+    }
 
     #[test]
     fn splits_statements_outside_quotes() {

@@ -462,6 +462,7 @@ impl Session {
             .chain(advisory_functions)
             .chain([typeof_function, setting_fallback])
             .chain(crate::uuid_type::uuid_functions())
+            .chain(crate::array_type::array_functions())
             .chain(crate::json_functions::json_functions())
             .chain(crate::interval_type::interval_functions())
             .chain(time_functions)
@@ -1724,6 +1725,16 @@ impl Session {
                 }
             }
         }
+        for &i in &pk {
+            if let Some(c) = columns.get(i) {
+                if matches!(c.ty, ColumnType::Array(_)) {
+                    return Err(SqlError::FeatureNotSupported(format!(
+                        "array column \"{}\" cannot be a primary key or index column",
+                        c.name
+                    )));
+                }
+            }
+        }
         let opts = parse_table_options(&ct.table_options, &columns)?;
         let table_checks = checks::name_checks(&name, pending_checks)?;
         for check in &table_checks {
@@ -1998,6 +2009,9 @@ impl Session {
                     .ok_or_else(|| SqlError::UndefinedColumn(c.clone()))
             })
             .collect::<Result<_>>()?;
+        for &k in &pk {
+            index_ddl::refuse_array_key(&def, k)?;
+        }
         let engine = Arc::clone(&self.db.engine);
         let tmp = format!("{name}__eddy_rewrite");
         let mut columns = def.columns.clone();
@@ -2197,6 +2211,44 @@ pub fn storable_type(dt: &DataType) -> Option<ColumnType> {
 /// nulling) on values that do not fit.
 pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef> {
     let target = ty.to_arrow();
+    // a list into an array column: its elements by the element type's
+    // rules (varchar(n) length, numeric(p,s) rounding and range)
+    if let (ColumnType::Array(e), DataType::List(_) | DataType::LargeList(_)) = (ty, a.data_type())
+    {
+        use datafusion::arrow::array::{AsArray, ListArray};
+        let list = match a.data_type() {
+            DataType::List(_) => Arc::clone(a),
+            _ => cast_with_options(
+                a,
+                &DataType::new_list(DataType::Null, true),
+                &CastOptions::default(),
+            )
+            .or_else(|_| cast_with_options(a, &target, &CastOptions::default()))?,
+        };
+        let list = list
+            .as_list_opt::<i32>()
+            .ok_or_else(|| SqlError::Internal(format!("column \"{name}\" is not a list")))?;
+        let et = e.column_type();
+        if matches!(
+            list.values().data_type(),
+            DataType::List(_) | DataType::LargeList(_)
+        ) {
+            return Err(SqlError::FeatureNotSupported(
+                "multidimensional arrays are not supported".into(),
+            ));
+        }
+        let values = cast_column(list.values(), et, name)?;
+        let out = ListArray::try_new(
+            Arc::new(datafusion::arrow::datatypes::Field::new_list_field(
+                et.to_arrow(),
+                true,
+            )),
+            list.offsets().clone(),
+            values,
+            list.nulls().cloned(),
+        )?;
+        return Ok(Arc::new(out));
+    }
     let is_string =
         |t: &DataType| matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8);
     // length-checked text, and json / jsonb (checked, jsonb normalized)

@@ -302,6 +302,20 @@ fn coerce_expr(e: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
                 (Some(l), Some(r)) if r == UUID_ARROW && is_text(&l) && l != DataType::Null => {
                     (Box::new(uuid_in(*left)), right, true)
                 }
+                // text compared with an array: read as that array type
+                // (`ids = '{1,2}'`), as PostgreSQL resolves the literal
+                (Some(l), Some(r)) if is_text(&r) && r != DataType::Null => {
+                    match crate::array_type::array_in_for(&l, *right) {
+                        Ok(new) => (left, Box::new(new), true),
+                        Err(right) => (left, Box::new(right), false),
+                    }
+                }
+                (Some(l), Some(r)) if is_text(&l) && l != DataType::Null => {
+                    match crate::array_type::array_in_for(&r, *left) {
+                        Ok(new) => (Box::new(new), right, true),
+                        Err(left) => (Box::new(left), right, false),
+                    }
+                }
                 _ => (left, right, false),
             };
             let e = Expr::BinaryExpr(BinaryExpr { left, op, right });

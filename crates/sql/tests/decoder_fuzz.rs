@@ -287,6 +287,10 @@ const TYPES: &[ColumnType] = &[
     ColumnType::Date,
     ColumnType::Timestamp,
     ColumnType::Bytea,
+    ColumnType::Array(eddy_common::ArrayElem::Int),
+    ColumnType::Array(eddy_common::ArrayElem::Text),
+    ColumnType::Array(eddy_common::ArrayElem::Varchar(2)),
+    ColumnType::Array(eddy_common::ArrayElem::Decimal(5, 2)),
 ];
 
 /// Decoders of one bound parameter: every OID in both formats, and every

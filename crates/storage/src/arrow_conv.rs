@@ -33,6 +33,36 @@ pub struct ColumnBuilder {
 
 impl ColumnBuilder {
     pub fn new(ty: ColumnType, capacity: usize) -> ColumnBuilder {
+        ColumnBuilder {
+            ty,
+            inner: new_builder(ty, capacity),
+        }
+    }
+
+    /// Appends `v`; a value of the wrong type is appended as NULL (callers
+    /// validate rows with `codec::check_row` first).
+    pub fn append(&mut self, v: &Value) {
+        append_to(self.inner.as_mut(), self.ty, v)
+    }
+
+    pub fn finish(&mut self) -> ArrayRef {
+        self.inner.finish()
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+}
+
+/// The builder type [`append_to`] expects for an array column.
+type ListOfAny = ListBuilder<Box<dyn ArrayBuilder>>;
+
+fn new_builder(ty: ColumnType, capacity: usize) -> Box<dyn ArrayBuilder> {
+    {
         let inner: Box<dyn ArrayBuilder> = match ty {
             ColumnType::Boolean => Box::new(BooleanBuilder::with_capacity(capacity)),
             ColumnType::SmallInt => Box::new(Int16Builder::with_capacity(capacity)),
@@ -60,21 +90,30 @@ impl ColumnBuilder {
                 capacity,
                 eddy_common::UUID_LEN as i32,
             )),
+            ColumnType::Array(e) => {
+                let et = e.column_type();
+                Box::new(
+                    ListOfAny::with_capacity(new_builder(et, capacity), capacity)
+                        .with_field(Arc::new(Field::new_list_field(et.to_arrow(), true))),
+                )
+            }
         };
-        ColumnBuilder { ty, inner }
+        inner
     }
+}
 
-    /// Appends `v`; a value of the wrong type is appended as NULL (callers
-    /// validate rows with `codec::check_row` first).
-    pub fn append(&mut self, v: &Value) {
+/// Appends `v` to a builder from [`new_builder`] for `ty`; a value of the
+/// wrong type is appended as NULL.
+fn append_to(inner: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) {
+    {
         macro_rules! put {
             ($b:ty, $val:expr) => {{
-                if let Some(b) = self.inner.as_any_mut().downcast_mut::<$b>() {
+                if let Some(b) = inner.as_any_mut().downcast_mut::<$b>() {
                     b.append_option($val);
                 }
             }};
         }
-        match self.ty {
+        match ty {
             ColumnType::Boolean => put!(
                 BooleanBuilder,
                 match v {
@@ -175,11 +214,7 @@ impl ColumnBuilder {
                 }
             ),
             ColumnType::Uuid => {
-                if let Some(b) = self
-                    .inner
-                    .as_any_mut()
-                    .downcast_mut::<FixedSizeBinaryBuilder>()
-                {
+                if let Some(b) = inner.as_any_mut().downcast_mut::<FixedSizeBinaryBuilder>() {
                     match v {
                         // 16 bytes into a builder of width 16: cannot fail
                         Value::Uuid(x) => {
@@ -191,19 +226,20 @@ impl ColumnBuilder {
                     }
                 }
             }
+            ColumnType::Array(e) => {
+                if let Some(b) = inner.as_any_mut().downcast_mut::<ListOfAny>() {
+                    match v {
+                        Value::Array(items) => {
+                            for item in items {
+                                append_to(b.values().as_mut(), e.column_type(), item);
+                            }
+                            b.append(true);
+                        }
+                        _ => b.append_null(),
+                    }
+                }
+            }
         }
-    }
-
-    pub fn finish(&mut self) -> ArrayRef {
-        self.inner.finish()
-    }
-
-    pub fn len(&self) -> usize {
-        self.inner.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.inner.is_empty()
     }
 }
 
@@ -253,6 +289,18 @@ pub fn value_at(array: &dyn Array, ty: ColumnType, row: usize) -> Value {
                 Ok(u) => Value::Uuid(u),
                 Err(_) => Value::Null,
             },
+            None => Value::Null,
+        },
+        ColumnType::Array(e) => match array.as_any().downcast_ref::<ListArray>() {
+            Some(a) => {
+                let items = a.value(row);
+                let et = e.column_type();
+                Value::Array(
+                    (0..items.len())
+                        .map(|i| value_at(items.as_ref(), et, i))
+                        .collect(),
+                )
+            }
             None => Value::Null,
         },
     }
@@ -327,7 +375,8 @@ pub fn column_stats(array: &dyn Array, ty: ColumnType) -> ColumnStats {
         | ColumnType::Uuid
         | ColumnType::Json
         | ColumnType::Jsonb
-        | ColumnType::Interval => (Value::Null, Value::Null),
+        | ColumnType::Interval
+        | ColumnType::Array(_) => (Value::Null, Value::Null),
     };
     ColumnStats {
         min,
@@ -355,3 +404,42 @@ pub fn stored_schema(types: &[(String, ColumnType)]) -> SchemaRef {
 
 pub const LSN_COLUMN: &str = "_eddy_lsn";
 pub const KEY_COLUMN: &str = "_eddy_key";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use eddy_common::ArrayElem;
+
+    #[test]
+    fn array_columns_round_trip_through_arrow() {
+        for (elem, items) in [
+            (
+                ArrayElem::Int,
+                vec![Value::Int(1), Value::Null, Value::Int(i32::MIN)],
+            ),
+            (
+                ArrayElem::Varchar(3),
+                vec![Value::Text("é".into()), Value::Null],
+            ),
+            (ArrayElem::TimestampTz, vec![Value::Timestamp(-1)]),
+            (ArrayElem::Decimal(5, 2), vec![Value::Decimal(12345)]),
+            (ArrayElem::Uuid, vec![Value::Uuid([7; 16])]),
+        ] {
+            let ty = ColumnType::Array(elem);
+            let mut b = ColumnBuilder::new(ty, 4);
+            let vals = [Value::Array(items), Value::Null, Value::Array(vec![])];
+            for v in &vals {
+                b.append(v);
+            }
+            let a = b.finish();
+            assert_eq!(a.data_type(), &ty.to_arrow());
+            assert!(matches!(
+                ColumnType::from_arrow(a.data_type()),
+                Some(ColumnType::Array(_))
+            ));
+            for (i, v) in vals.iter().enumerate() {
+                assert_eq!(&value_at(a.as_ref(), ty, i), v);
+            }
+        }
+    }
+}

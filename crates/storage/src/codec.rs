@@ -73,6 +73,13 @@ pub fn encode_key_value(v: &Value, out: &mut Vec<u8>) {
             out.extend_from_slice(&((iv.days as u32) ^ 0x8000_0000).to_be_bytes());
             out.extend_from_slice(&((iv.micros as u64) ^ (1 << 63)).to_be_bytes());
         }
+        // not a key type either (`key_type_allowed`): equal arrays give
+        // equal bytes, which is all a non-key use needs
+        Value::Array(items) => {
+            let mut row = Vec::new();
+            encode_row(items, &mut row);
+            encode_key_bytes(&row, out);
+        }
     }
 }
 
@@ -139,6 +146,7 @@ const TAG_BYTES: u8 = 12;
 const TAG_UUID: u8 = 13;
 const TAG_INTERVAL: u8 = 14;
 const TAG_TIME: u8 = 15;
+const TAG_ARRAY: u8 = 16;
 
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -207,6 +215,13 @@ impl<'a> Reader<'a> {
 pub fn encode_row(row: &[Value], out: &mut Vec<u8>) {
     put_varint(out, row.len() as u64);
     for v in row {
+        encode_value(v, out);
+    }
+}
+
+/// Appends one tagged value (the row encoding of one column).
+fn encode_value(v: &Value, out: &mut Vec<u8>) {
+    {
         match v {
             Value::Null => out.push(TAG_NULL),
             Value::Boolean(false) => out.push(TAG_FALSE),
@@ -267,6 +282,14 @@ pub fn encode_row(row: &[Value], out: &mut Vec<u8>) {
                 out.extend_from_slice(&iv.days.to_le_bytes());
                 out.extend_from_slice(&iv.micros.to_le_bytes());
             }
+            // element count, then each element as a tagged value
+            Value::Array(items) => {
+                out.push(TAG_ARRAY);
+                put_varint(out, items.len() as u64);
+                for item in items {
+                    encode_value(item, out);
+                }
+            }
         }
     }
 }
@@ -279,7 +302,19 @@ pub fn decode_row(r: &mut Reader<'_>, width: usize) -> Result<Row, Truncated> {
     }
     let mut row = Vec::with_capacity(n.max(width));
     for _ in 0..n {
-        let tag = r.u8()?;
+        row.push(decode_value(r, true)?);
+    }
+    while row.len() < width {
+        row.push(Value::Null);
+    }
+    Ok(row)
+}
+
+/// Decodes one tagged value; an array only where `array_ok` (arrays hold
+/// no arrays).
+fn decode_value(r: &mut Reader<'_>, array_ok: bool) -> Result<Value, Truncated> {
+    let tag = r.u8()?;
+    {
         let v = match tag {
             TAG_NULL => Value::Null,
             TAG_FALSE => Value::Boolean(false),
@@ -316,14 +351,22 @@ pub fn decode_row(r: &mut Reader<'_>, width: usize) -> Result<Row, Truncated> {
                 days: r.u32()? as i32,
                 micros: r.u64()? as i64,
             }),
+            TAG_ARRAY if array_ok => {
+                let n = r.varint()? as usize;
+                // every element takes at least its tag byte
+                if n > r.buf.len() {
+                    return Err(Truncated);
+                }
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    items.push(decode_value(r, false)?);
+                }
+                Value::Array(items)
+            }
             _ => return Err(Truncated),
         };
-        row.push(v);
+        Ok(v)
     }
-    while row.len() < width {
-        row.push(Value::Null);
-    }
-    Ok(row)
 }
 
 /// Decodes a full row buffer, naming `what` in the corruption error.
@@ -390,6 +433,7 @@ pub fn describe_columns(def: &eddy_common::TableDef, cols: &[usize], row: &[Valu
             Some(Value::Bytea(b)) => format!("\\x{}", hex(b)),
             Some(Value::Uuid(u)) => eddy_common::format_uuid(u),
             Some(Value::Interval(iv)) => eddy_common::format_interval(*iv),
+            Some(Value::Array(items)) => format!("{{{} elements}}", items.len()),
         })
         .collect();
     format!("{})=({}", names.join(", "), vals.join(", "))
@@ -403,7 +447,7 @@ fn hex(b: &[u8]) -> String {
 pub fn key_type_allowed(ty: ColumnType) -> bool {
     !matches!(
         ty,
-        ColumnType::Real | ColumnType::Double | ColumnType::Interval
+        ColumnType::Real | ColumnType::Double | ColumnType::Interval | ColumnType::Array(_)
     )
 }
 
@@ -435,6 +479,29 @@ mod tests {
                 .prop_filter("nan", |f| !f.is_nan())
                 .prop_map(Value::Double),
         ]
+    }
+
+    #[test]
+    fn arrays_round_trip_and_nest_no_deeper() {
+        let row = vec![
+            Value::Array(vec![Value::Int(1), Value::Null, Value::Int(-3)]),
+            Value::Array(vec![]),
+            Value::Array(vec![Value::Text("a\"b".into()), Value::Null]),
+            Value::Null,
+        ];
+        let mut buf = Vec::new();
+        encode_row(&row, &mut buf);
+        assert_eq!(decode_row(&mut Reader::new(&buf), 4).unwrap(), row);
+        // an array inside an array is corruption, not a value
+        let mut nested = Vec::new();
+        encode_row(&[Value::Array(vec![Value::Array(vec![])])], &mut nested);
+        assert!(decode_row(&mut Reader::new(&nested), 1).is_err());
+        // a huge element count with no bytes behind it
+        let bogus = [1u8, TAG_ARRAY, 0xff, 0xff, 0xff, 0xff, 0x0f];
+        assert!(decode_row(&mut Reader::new(&bogus), 1).is_err());
+        for cut in 0..buf.len() {
+            let _ = decode_row(&mut Reader::new(&buf[..cut]), 4);
+        }
     }
 
     proptest! {

@@ -763,7 +763,8 @@ fn split_key<'a>(k: &'a [u8], types: &[ColumnType]) -> Option<Vec<&'a [u8]>> {
                     | ColumnType::Varchar(_)
                     | ColumnType::Char(_)
                     | ColumnType::Json
-                    | ColumnType::Jsonb => None,
+                    | ColumnType::Jsonb
+                    | ColumnType::Array(_) => None,
                 };
                 match width {
                     Some(w) => pos += w,

@@ -120,6 +120,9 @@ impl Session {
                         .ok_or_else(|| SqlError::UndefinedColumn(c.clone()))
                 })
                 .collect::<Result<Vec<_>>>()?;
+            for &c in &columns {
+                refuse_array_key(&def, c)?;
+            }
             // PostgreSQL makes no index for a UNIQUE that repeats the
             // primary key (or another UNIQUE of the same columns)
             if columns == def.primary_key
@@ -254,6 +257,21 @@ fn refuse_index_options(ci: &CreateIndex) -> Result<()> {
 
 /// The columns of an index and whether each is DESC; expressions,
 /// operator classes and a non-default NULLS order are refused.
+/// Array columns are no key or index columns: their key encoding keeps
+/// equality only, not PostgreSQL's array order (0A000, never accepted and
+/// ordered wrongly).
+pub(super) fn refuse_array_key(def: &TableDef, idx: usize) -> Result<()> {
+    match def.columns.get(idx) {
+        Some(c) if matches!(c.ty, eddy_common::ColumnType::Array(_)) => {
+            Err(SqlError::FeatureNotSupported(format!(
+                "array column \"{}\" cannot be a primary key or index column",
+                c.name
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn index_columns(def: &TableDef, cols: &[IndexColumn]) -> Result<(Vec<usize>, Vec<bool>)> {
     let mut columns = Vec::with_capacity(cols.len());
     let mut descending = Vec::with_capacity(cols.len());
@@ -282,6 +300,7 @@ fn index_columns(def: &TableDef, cols: &[IndexColumn]) -> Result<(Vec<usize>, Ve
         let idx = def.column_index(&name).ok_or_else(|| {
             SqlError::UndefinedColumn(format!("{name}\" of relation \"{}", def.name))
         })?;
+        refuse_array_key(def, idx)?;
         if columns.contains(&idx) {
             // PostgreSQL allows it; Eddy's key would hold the column twice
             return Err(SqlError::FeatureNotSupported(format!(

@@ -100,7 +100,13 @@ impl Session {
             }
             Err(e) => return Err(e.into()),
         };
-        let inferred = plan.get_parameter_types().unwrap_or_default();
+        let mut inferred = plan.get_parameter_types().unwrap_or_default();
+        for (name, ty) in crate::array_type::array_placeholder_types(&plan) {
+            let slot = inferred.entry(name).or_insert(None);
+            if slot.is_none() {
+                *slot = Some(ty);
+            }
+        }
         for (name, ty) in &inferred {
             let idx = name.trim_start_matches('$').parse::<usize>().unwrap_or(0);
             if let (Some(slot), Some(ty)) = (param_types.get_mut(idx.wrapping_sub(1)), ty) {
@@ -360,6 +366,14 @@ fn param_scalar(v: &Value, ty: &DataType) -> Option<ScalarValue> {
         (Value::Text(t), DataType::FixedSizeBinary(16)) => {
             let u = pgtypes::uuid_from_text(t).ok()?;
             return Some(pgtypes::value_to_scalar(&Value::Uuid(u), ColumnType::Uuid));
+        }
+        // array parameters arrive as their text form (`parse_param`)
+        (Value::Text(t), DataType::List(_)) => {
+            let ty @ ColumnType::Array(_) = ColumnType::from_arrow(ty)? else {
+                return None;
+            };
+            let v = pgtypes::parse_text(t, ty).ok()?;
+            return Some(pgtypes::value_to_scalar(&v, ty));
         }
         (Value::Text(t), _) => ScalarValue::Utf8(Some(t.clone())),
         (Value::Timestamp(_), DataType::Timestamp(_, Some(_))) => {
