@@ -241,6 +241,11 @@ impl StreamManager {
         )?;
         let lookups = plan.pre.iter().any(|s| matches!(s, Stage::Lookup(_)));
         if cat.sources.get(&plan.source).is_some_and(is_change_log) {
+            if plan.time.session.is_some() {
+                return Err(StreamSqlError::NotSupported(
+                    "a SESSION window over a change-log source is not supported".into(),
+                ));
+            }
             if lookups {
                 return Err(StreamSqlError::NotSupported(
                     "a lookup join over a change-log source is not supported: a retraction \

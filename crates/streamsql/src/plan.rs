@@ -15,11 +15,12 @@
 //! ```
 //!
 //! (coalescing, repartitioning and cooperative-yield nodes are skipped; they change no
-//! values). `TUMBLE(...)` / `HOP(...)` in FROM are bound first (`window.rs`):
+//! values). `TUMBLE(...)` / `HOP(...)` / `SESSION(...)` in FROM are bound
+//! first (`window.rs`):
 //! the scan is then the source with `window_start` / `window_end`, and the
 //! plan's [`EventTimePlan`] says how the view operator assigns windows,
 //! drops late rows and closes windows. Anything else — joins, window
-//! functions (`OVER`), SESSION windows, ORDER BY, LIMIT, DISTINCT ON,
+//! functions (`OVER`), stream-stream joins, ORDER BY, LIMIT, DISTINCT ON,
 //! grouping sets, FILTER clauses, aggregates outside the list, a view
 //! without GROUP BY — is refused with 0A000 at CREATE, so every view that
 //! is created is maintained exactly.
@@ -49,9 +50,10 @@ use eddy_common::{ColumnDef, ColumnType, TableDef};
 
 use crate::error::{Result, StreamSqlError};
 use crate::lookup::{LookupJoin, LookupTable};
+use crate::session::{session_key, SessionKey};
 use crate::source_scan::{SourceScanExec, SourceTable};
 use crate::watermark::WatermarkDef;
-use crate::window::{bind_windows, window_end_key, EmitMode, WindowEndKey, WindowSpec};
+use crate::window::{bind_windows, window_end_key, EmitMode, WindowEndKey, WindowKind, WindowSpec};
 
 /// Aggregate functions the view operator maintains (their accumulators
 /// take inserts one batch at a time and merge their own states).
@@ -118,13 +120,16 @@ pub struct EventTimePlan {
     /// window is on the watermark column, so that closed windows can be
     /// told (and their state dropped).
     pub window_end: Option<WindowEndKey>,
+    /// A SESSION window's bounds in the GROUP BY (`session.rs`); set only
+    /// when the window is on the watermark column.
+    pub session: Option<SessionKey>,
     pub emit: EmitMode,
 }
 
 fn unsupported(what: impl fmt::Display) -> StreamSqlError {
     StreamSqlError::NotSupported(format!(
         "materialized views do not support {what} yet (supported: one source, WHERE, \
-         GROUP BY with count/sum/min/max/avg, HAVING, TUMBLE and HOP windows)"
+         GROUP BY with count/sum/min/max/avg, HAVING, TUMBLE, HOP and SESSION windows)"
     ))
 }
 
@@ -245,7 +250,30 @@ fn plan_event_time(
         (Some((spec, _)), Some((column, _))) => spec.time_column == column,
         _ => false,
     };
-    if let (Some((spec, _)), true) = (&plan.time.window, on_watermark) {
+    if let Some((
+        WindowSpec {
+            kind: WindowKind::Session { gap },
+            ..
+        },
+        _,
+    )) = &plan.time.window
+    {
+        if !on_watermark {
+            return Err(StreamSqlError::NotSupported(
+                "a SESSION window needs a source with a WATERMARK on the window's time column \
+                 (sessions close when the watermark passes their end)"
+                    .into(),
+            ));
+        }
+        plan.time.session = Some(session_key(
+            *gap,
+            schema.fields().len(),
+            plan.scan_projection.as_deref(),
+            &plan.pre,
+            &plan.group_exprs,
+            &plan.aggregates,
+        )?);
+    } else if let (Some((spec, _)), true) = (&plan.time.window, on_watermark) {
         plan.time.window_end = window_end_key(
             &spec.kind,
             schema.fields().len(),
@@ -254,9 +282,10 @@ fn plan_event_time(
             &plan.group_exprs,
         );
     }
-    if emit == EmitMode::OnWindowClose && plan.time.window_end.is_none() {
+    let closes = plan.time.window_end.is_some() || plan.time.session.is_some();
+    if emit == EmitMode::OnWindowClose && !closes {
         let why = if plan.time.window.is_none() {
-            "the view has no TUMBLE or HOP window"
+            "the view has no TUMBLE, HOP or SESSION window"
         } else if plan.time.watermark.is_none() {
             "its source has no WATERMARK"
         } else if !on_watermark {
@@ -265,7 +294,7 @@ fn plan_event_time(
             "the view does not GROUP BY window_start or window_end"
         };
         return Err(StreamSqlError::NotSupported(format!(
-            "EMIT ON WINDOW CLOSE needs a TUMBLE or HOP window on the source's WATERMARK \
+            "EMIT ON WINDOW CLOSE needs a TUMBLE, HOP or SESSION window on the source's WATERMARK \
              column, grouped by window_start or window_end: {why}"
         )));
     }

@@ -42,6 +42,7 @@ use serde::{Deserialize, Serialize};
 use crate::batch::{from_ipc, to_ipc, ArrowBatch};
 use crate::error::{Result, StreamSqlError};
 use crate::plan::ViewPlan;
+use crate::session::Sessions;
 use crate::stages::{eval, run_masked, run_stage};
 pub use crate::view_stats::{ViewStats, ViewStatsReport};
 pub use crate::view_tables::{
@@ -85,6 +86,9 @@ struct Snapshot {
     /// The change-log source's cut at this snapshot.
     #[serde(default)]
     position: Option<String>,
+    /// A SESSION view's sessions (`session.rs`, Arrow IPC).
+    #[serde(default)]
+    sessions: Option<Vec<u8>>,
 }
 
 struct Group {
@@ -126,6 +130,8 @@ pub struct ViewOperator {
     clock: Option<EventClock>,
     /// The change-log source's latest cut (from its batches' metadata).
     position: Option<String>,
+    /// A SESSION view's sessions (its groups stay empty).
+    sessions: Option<Sessions>,
     /// Fault injection for tests: panic once this many source rows have
     /// been seen (see [`INJECT_PANIC_ENV`]).
     panic_at_rows: Option<u64>,
@@ -144,6 +150,11 @@ fn tag_value(tag: u64) -> i64 {
     } else {
         i64::try_from(tag).unwrap_or(i64::MAX - 1)
     }
+}
+
+/// A key's values as bytes to compare.
+fn key_json(key: &[Value]) -> Result<Vec<u8>> {
+    serde_json::to_vec(key).map_err(|e| StreamSqlError::Internal(format!("a view key: {e}")))
 }
 
 fn now_micros() -> i64 {
@@ -167,7 +178,17 @@ impl ViewOperator {
             .take(plan.group_exprs.len())
             .map(|f| SortField::new(f.data_type().clone()))
             .collect();
+        let sessions = match plan.time.session {
+            Some(key) => Some(Sessions::new(
+                key,
+                plan.aggregates.clone(),
+                &plan.aggregate_schema,
+                plan.group_exprs.len(),
+            )?),
+            None => None,
+        };
         Ok(ViewOperator {
+            sessions,
             converter: RowConverter::new(fields)?,
             plan,
             target,
@@ -188,7 +209,7 @@ impl ViewOperator {
     /// How many groups the operator holds state for (tests: closed
     /// windows must not be among them).
     pub fn group_count(&self) -> usize {
-        self.groups.len()
+        self.groups.len() + self.sessions.as_ref().map_or(0, Sessions::len)
     }
 
     /// Arms the injected panic (tests; see [`INJECT_PANIC_ENV`]).
@@ -316,6 +337,14 @@ impl ViewOperator {
             .iter()
             .map(|e| eval(e, &batch))
             .collect::<Result<Vec<_>>>()?;
+        if let Some(sessions) = &mut self.sessions {
+            let args: Vec<Vec<ArrayRef>> = plan
+                .aggregates
+                .iter()
+                .map(|a| a.expressions().iter().map(|e| eval(e, &batch)).collect())
+                .collect::<Result<_>>()?;
+            return sessions.add(&keys, &args);
+        }
         let rows = self.converter.convert_columns(&keys)?;
         // rows of each group in this batch, groups in first-seen order
         let mut slot: HashMap<usize, usize> = HashMap::new();
@@ -453,11 +482,11 @@ impl ViewOperator {
                 .ok_or_else(|| StreamSqlError::Internal("group key out of range".into()))?;
             key_rows.push(parser.parse(key));
         }
-        let mut columns = self.converter.convert_rows(key_rows)?;
-        let schema = Arc::clone(&self.plan.aggregate_schema);
+        let columns = self.converter.convert_rows(key_rows)?;
         let group_count = self.plan.group_exprs.len();
-        for (at, field) in schema.fields().iter().skip(group_count).enumerate() {
-            let mut values = Vec::with_capacity(dirty.len());
+        let mut values = Vec::with_capacity(self.plan.aggregates.len());
+        for at in 0..self.plan.aggregate_schema.fields().len() - group_count {
+            let mut per_group = Vec::with_capacity(dirty.len());
             for g in &dirty {
                 let group = self
                     .groups
@@ -468,8 +497,29 @@ impl ViewOperator {
                     .accumulators
                     .get_mut(at)
                     .ok_or_else(|| StreamSqlError::Internal("accumulator missing".into()))?;
-                values.push(acc.evaluate()?);
+                per_group.push(acc.evaluate()?);
             }
+            values.push(per_group);
+        }
+        self.write_rows(columns, values, &live, deletes, &mut pending)?;
+        Ok(pending)
+    }
+
+    /// The view rows of groups whose GROUP BY columns are `columns` and
+    /// whose aggregates' values are `values` (one list per aggregate),
+    /// added to `pending`: a row whose group is `live` and that the post
+    /// stages keep is an upsert; otherwise, if `deletes`, a delete.
+    fn write_rows(
+        &self,
+        mut columns: Vec<ArrayRef>,
+        values: Vec<Vec<ScalarValue>>,
+        live: &[bool],
+        deletes: bool,
+        pending: &mut Pending,
+    ) -> Result<()> {
+        let schema = Arc::clone(&self.plan.aggregate_schema);
+        let group_count = self.plan.group_exprs.len();
+        for (field, values) in schema.fields().iter().skip(group_count).zip(values) {
             let array = ScalarValue::iter_to_array(values)?;
             columns.push(if array.data_type() == field.data_type() {
                 array
@@ -507,7 +557,70 @@ impl ViewOperator {
                 pending.deletes.push(key);
             }
         }
+        Ok(())
+    }
+
+    /// A SESSION view's change at checkpoint `tag`: the sessions that
+    /// changed (emit on update) or closed (EMIT ON WINDOW CLOSE), and
+    /// deletes of the rows written under bounds no session has any more.
+    fn take_sessions(&mut self, tag: u64, closed_below: Option<i64>) -> Result<Pending> {
+        let mut pending = self.rows_of(Vec::new(), tag, false)?;
+        let on_update = self.plan.time.emit == EmitMode::OnUpdate;
+        let Some(sessions) = &mut self.sessions else {
+            return Ok(pending);
+        };
+        let taken = sessions.take(on_update, closed_below)?;
+        if let Some(w) = closed_below {
+            sessions.drop_closed(w);
+        }
+        if taken.rows > 0 {
+            let live = vec![true; taken.rows];
+            self.write_rows(taken.groups, taken.values, &live, on_update, &mut pending)?;
+        }
+        if let Some(gone) = taken.gone {
+            let mut keys = Vec::with_capacity(gone.len());
+            for (g, column) in gone.iter().enumerate() {
+                let def = self
+                    .plan
+                    .primary_key
+                    .get(g)
+                    .and_then(|c| self.plan.columns.get(*c))
+                    .ok_or_else(|| StreamSqlError::Internal("view key column missing".into()))?;
+                keys.push(eddy_sql::session::cast_column(column, def.ty, &def.name)?);
+            }
+            let written: std::collections::HashSet<Vec<u8>> = pending
+                .upserts
+                .iter()
+                .map(|row| self.key_bytes(row))
+                .collect::<Result<_>>()?;
+            let n = keys.first().map_or(0, |c| c.len());
+            for i in 0..n {
+                let key: Vec<Value> = keys
+                    .iter()
+                    .zip(&self.plan.primary_key)
+                    .map(|(a, c)| {
+                        let ty = self.types.get(*c).copied().unwrap_or(ColumnType::Text);
+                        eddy_storage::arrow_conv::value_at(a.as_ref(), ty, i)
+                    })
+                    .collect();
+                // a key written again in this change is replaced, not deleted
+                if !written.contains(&key_json(&key)?) {
+                    pending.deletes.push(key);
+                }
+            }
+        }
         Ok(pending)
+    }
+
+    /// A view row's primary key, as bytes to compare.
+    fn key_bytes(&self, row: &Row) -> Result<Vec<u8>> {
+        let key: Vec<Value> = self
+            .plan
+            .primary_key
+            .iter()
+            .map(|k| row.get(*k).cloned().unwrap_or(Value::Null))
+            .collect();
+        key_json(&key)
     }
 
     /// Drops the groups whose rows were all retracted (their delete is
@@ -723,6 +836,7 @@ impl Operator for ViewOperator {
             self.clock.as_ref().and_then(EventClock::watermark)
         };
         let change = match self.plan.time.emit {
+            _ if self.sessions.is_some() => self.take_sessions(id.0, closed_below)?,
             EmitMode::OnUpdate => self.take_changes(id.0)?,
             EmitMode::OnWindowClose => self.take_closed(id.0, closed_below)?,
         };
@@ -742,6 +856,10 @@ impl Operator for ViewOperator {
             groups: self.groups_state()?,
             clock: self.clock.as_ref().map(EventClock::state),
             position: self.position.clone(),
+            sessions: match &mut self.sessions {
+                Some(s) => s.state()?,
+                None => None,
+            },
         };
         Ok(Some(serde_json::to_vec(&snap)?))
     }
@@ -754,6 +872,9 @@ impl Operator for ViewOperator {
         self.dirty.clear();
         if let Some(bytes) = &snap.groups {
             self.restore_groups(bytes)?;
+        }
+        if let Some(sessions) = &mut self.sessions {
+            sessions.restore(snap.sessions.as_deref())?;
         }
         self.source_rows = snap.source_rows;
         self.position = snap.position;
