@@ -226,10 +226,7 @@ async fn view_at_checkpoint(c: &Client, job: &str) -> Option<(i64, bool, Session
             continue;
         };
         let end: SystemTime = r.get(3);
-        got.insert(
-            (micros(start), r.get(4)),
-            (micros(end), r.get(5), r.get(6)),
-        );
+        got.insert((micros(start), r.get(4)), (micros(end), r.get(5), r.get(6)));
     }
     Some((recorded, last, got))
 }
@@ -237,7 +234,14 @@ async fn view_at_checkpoint(c: &Client, job: &str) -> Option<(i64, bool, Session
 /// What the EMIT ON WINDOW CLOSE view over `prefix` holds.
 fn closed_sessions(prefix: &[(i64, i32, i64)], last: bool) -> Sessions {
     let (_, wm, _) = on_time(prefix);
-    sessions(prefix, if last { None } else { Some(wm.unwrap_or(i64::MIN)) })
+    sessions(
+        prefix,
+        if last {
+            None
+        } else {
+            Some(wm.unwrap_or(i64::MIN))
+        },
+    )
 }
 
 fn view_sql(name: &str, emit: &str) -> String {
@@ -410,9 +414,6 @@ async fn what_is_not_built_is_refused() {
         refused(&c, sql, state).await;
     }
     // nothing half-made is left behind
-    let views = c
-        .query("SHOW MATERIALIZED VIEWS", &[])
-        .await
-        .expect("show");
+    let views = c.query("SHOW MATERIALIZED VIEWS", &[]).await.expect("show");
     assert!(views.is_empty(), "no view was created");
 }

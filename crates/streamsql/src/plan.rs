@@ -673,6 +673,82 @@ mod tests {
     }
 
     #[test]
+    fn a_session_window_is_keyed_by_its_bounds() {
+        let p = plan_windowed(
+            "CREATE MATERIALIZED VIEW v AS SELECT k, s.window_end AS ends, count(*) AS n \
+             FROM SESSION(s, ts, INTERVAL '5' SECOND) AS s WHERE k > 0 \
+             GROUP BY k, s.window_end HAVING count(*) > 1 EMIT ON WINDOW CLOSE",
+            Some("ts"),
+        )
+        .expect("plan");
+        let (spec, _) = p.time.window.clone().expect("window");
+        assert_eq!(
+            spec.kind,
+            crate::window::WindowKind::Session { gap: 5_000_000 }
+        );
+        let key = p.time.session.expect("session key");
+        assert_eq!(
+            (key.gap, key.start_group, key.end_group),
+            (5_000_000, None, Some(1))
+        );
+        assert!(p.time.window_end.is_none(), "sessions are not groups");
+        assert_eq!(p.time.emit, EmitMode::OnWindowClose);
+        let names: Vec<&str> = p.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["k", "ends", "n"]);
+    }
+
+    #[test]
+    fn session_bounds_used_before_the_aggregate_are_refused() {
+        for (sql, wm) in [
+            // no watermark, or one on another column: sessions never close
+            (
+                "SELECT window_start, count(*) FROM SESSION(s, ts, INTERVAL '1' SECOND) \
+                 GROUP BY window_start",
+                None,
+            ),
+            (
+                "SELECT window_start, count(*) FROM SESSION(s, other, INTERVAL '1' SECOND) \
+                 GROUP BY window_start",
+                Some("ts"),
+            ),
+            (
+                "SELECT window_start, count(*) FROM SESSION(s, ts, INTERVAL '1' SECOND) \
+                 WHERE window_end > other GROUP BY window_start",
+                Some("ts"),
+            ),
+            (
+                "SELECT k, min(window_start) FROM SESSION(s, ts, INTERVAL '1' SECOND) \
+                 GROUP BY k",
+                Some("ts"),
+            ),
+            (
+                "SELECT k, date_trunc('hour', window_start) AS h, count(*) FROM \
+                 SESSION(s, ts, INTERVAL '1' SECOND) GROUP BY k, date_trunc('hour', \
+                 window_start)",
+                Some("ts"),
+            ),
+            (
+                "SELECT k, count(*) FROM SESSION(s, ts, INTERVAL '1' SECOND) GROUP BY k",
+                Some("ts"),
+            ),
+        ] {
+            let sql = format!("CREATE MATERIALIZED VIEW v AS {sql}");
+            match plan_windowed(&sql, wm) {
+                Err(StreamSqlError::NotSupported(_)) => {}
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
+        match plan_windowed(
+            "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM SESSION(s, ts, \
+             INTERVAL '1' SECOND, INTERVAL '1' SECOND) GROUP BY window_start",
+            Some("ts"),
+        ) {
+            Err(StreamSqlError::Syntax(_)) => {}
+            other => panic!("an offset: {other:?}"),
+        }
+    }
+
+    #[test]
     fn windows_that_cannot_be_kept_are_refused() {
         for (sql, wm) in [
             (

@@ -569,6 +569,14 @@ mod tests {
     }
 
     #[test]
+    fn a_session_row_opens_the_window_of_its_gap() {
+        let k = WindowKind::Session { gap: 10 };
+        assert_eq!(windows(k, -3), vec![(-3, 7)]);
+        assert_eq!(k.size(), 10);
+        assert!(k.windows_of(i64::MAX - 5, &mut Vec::new()).is_err());
+    }
+
+    #[test]
     fn bounds_out_of_range_are_an_error_not_a_wrap() {
         let k = WindowKind::Tumble { size: 1_000_000 };
         assert!(k.windows_of(i64::MAX, &mut Vec::new()).is_err());

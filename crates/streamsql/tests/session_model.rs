@@ -112,31 +112,44 @@ fn on_time(rows: &[Row]) -> (Vec<Row>, Option<i64>) {
     (kept, max.map(|m| m - DELAY))
 }
 
-/// (session start, k) → (session end, count, sum of ids).
-type Sessions = BTreeMap<(i64, i32), (i64, i64, i64)>;
+/// (session start, k) → (session end, count, sum of ids, max id, distinct
+/// ids modulo 3).
+type Sessions = BTreeMap<(i64, i32), (i64, i64, i64, i64, i64)>;
 
-/// Every session of the on-time rows, by batch recomputation.
+/// Every session of the on-time rows, by batch recomputation: each key's
+/// rows in time order, cut where consecutive times are `gap` or more apart.
 fn sessions(rows: &[Row], gap: i64) -> Sessions {
     let (mut kept, _) = on_time(rows);
     kept.sort_by_key(|r| (r.1, r.2));
     let mut out = Sessions::new();
-    let mut current: Option<(i64, i32, i64, i64, i64)> = None; // start, k, last, n, s
+    // (start, k, last time, ids)
+    let mut current: Option<(i64, i32, i64, Vec<i64>)> = None;
+    let close = |c: Option<(i64, i32, i64, Vec<i64>)>, out: &mut Sessions| {
+        if let Some((start, k, last, ids)) = c {
+            let mods: std::collections::BTreeSet<i64> = ids.iter().map(|i| i % 3).collect();
+            let value = (
+                last + gap,
+                ids.len() as i64,
+                ids.iter().sum(),
+                ids.iter().copied().max().unwrap_or(0),
+                mods.len() as i64,
+            );
+            out.insert((start, k), value);
+        }
+    };
     for (id, k, t) in kept {
         current = match current {
-            Some((start, ck, last, n, s)) if ck == k && t - last < gap => {
-                Some((start, k, t, n + 1, s + id))
+            Some((start, ck, last, mut ids)) if ck == k && t - last < gap => {
+                ids.push(id);
+                Some((start, k, t, ids))
             }
             other => {
-                if let Some((start, ck, last, n, s)) = other {
-                    out.insert((start, ck), (last + gap, n, s));
-                }
-                Some((t, k, t, 1, id))
+                close(other, &mut out);
+                Some((t, k, t, vec![id]))
             }
         };
     }
-    if let Some((start, k, last, n, s)) = current {
-        out.insert((start, k), (last + gap, n, s));
-    }
+    close(current, &mut out);
     out
 }
 
@@ -145,16 +158,16 @@ fn sessions(rows: &[Row], gap: i64) -> Sessions {
 fn closed_answer(rows: &[Row], gap: i64, ended: bool) -> Sessions {
     let (_, wm) = on_time(rows);
     let mut out = sessions(rows, gap);
-    out.retain(|_, (end, _, _)| ended || wm.is_some_and(|w| *end <= w));
+    out.retain(|_, v| ended || wm.is_some_and(|w| v.0 <= w));
     out
 }
 
 /// The emit-on-update view (no window_end column: reported as 0).
 fn update_answer(rows: &[Row], gap: i64) -> Sessions {
     let mut out = sessions(rows, gap);
-    out.retain(|_, (_, n, _)| *n < SHOWN_BELOW);
+    out.retain(|_, v| v.1 < SHOWN_BELOW);
     out.into_iter()
-        .map(|(key, (_, n, s))| (key, (0, n, s)))
+        .map(|(key, (_, n, s, top, d))| (key, (0, n, s, top, d)))
         .collect()
 }
 
@@ -163,7 +176,7 @@ fn open_sessions(rows: &[Row], gap: i64) -> usize {
     let (_, wm) = on_time(rows);
     sessions(rows, gap)
         .values()
-        .filter(|(end, _, _)| wm.is_none_or(|w| *end > w))
+        .filter(|v| wm.is_none_or(|w| v.0 > w))
         .count()
 }
 
@@ -174,18 +187,13 @@ fn ts_column(b: &RecordBatch, c: usize) -> &TimestampMicrosecondArray {
         .expect("timestamp")
 }
 
-/// The view table: (window_start, k) → (window_end or 0, n, s).
+/// The view table: (window_start, k) → (window_end or 0, n, s, top, d).
 fn table_rows(table: &Table) -> Sessions {
     let def = table.def();
     let col = |name: &str| def.columns.iter().position(|c| c.name == name);
     let must = |name: &str| col(name).expect("column");
-    let (ws, we, k, n, s) = (
-        must("window_start"),
-        col("window_end"),
-        must("k"),
-        must("n"),
-        must("s"),
-    );
+    let (ws, we, k) = (must("window_start"), col("window_end"), must("k"));
+    let (n, s, top, d) = (must("n"), must("s"), must("top"), must("d"));
     let mut out = Sessions::new();
     for part in table.snapshot().partitions() {
         for b in part.scan(None, false, &|_| true).expect("scan") {
@@ -201,16 +209,19 @@ fn table_rows(table: &Table) -> Sessions {
                 .as_any()
                 .downcast_ref::<Int64Array>()
                 .expect("n");
-            let ss = b
-                .column(s)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .expect("s");
+            let int = |c: usize| {
+                b.column(c)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .expect("bigint")
+                    .clone()
+            };
+            let (ss, tops, ds) = (int(s), int(top), int(d));
             for i in 0..b.num_rows() {
                 let end = we.map_or(0, |c| ts_column(&b, c).value(i));
                 let dup = out.insert(
                     (starts.value(i), ks.value(i)),
-                    (end, ns.value(i), ss.value(i)),
+                    (end, ns.value(i), ss.value(i), tops.value(i), ds.value(i)),
                 );
                 assert!(dup.is_none(), "one row per key");
             }
@@ -246,13 +257,15 @@ impl View {
         let sql = if closing {
             format!(
                 "CREATE MATERIALIZED VIEW closed AS SELECT window_start, window_end, k, \
-                 count(*) AS n, sum(id) AS s FROM SESSION(src, ts, INTERVAL '{gap} \
+                 count(*) AS n, sum(id) AS s, max(id) AS top, count(DISTINCT id % 3) AS d \
+                 FROM SESSION(src, ts, INTERVAL '{gap} \
                  milliseconds') GROUP BY window_start, window_end, k EMIT ON WINDOW CLOSE"
             )
         } else {
             format!(
                 "CREATE MATERIALIZED VIEW updated AS SELECT k, sess.window_start, \
-                 count(*) AS n, sum(id) AS s FROM SESSION(src, ts, INTERVAL '{gap}' \
+                 count(*) AS n, sum(id) AS s, max(id) AS top, count(DISTINCT id % 3) AS d \
+                 FROM SESSION(src, ts, INTERVAL '{gap}' \
                  MILLISECOND) AS sess WHERE id >= 0 GROUP BY k, sess.window_start \
                  HAVING count(*) < {SHOWN_BELOW}"
             )
@@ -452,7 +465,10 @@ fn the_merge_is_what_the_model_says() {
     let rows: Vec<Row> = vec![(0, 0, 0), (1, 0, 4 * MS), (2, 0, 2 * MS), (3, 1, 2 * MS)];
     assert_eq!(
         sessions(&rows, gap),
-        Sessions::from([((0, 0), (7 * MS, 3, 3)), ((2 * MS, 1), (5 * MS, 1, 3))])
+        Sessions::from([
+            ((0, 0), (7 * MS, 3, 3, 2, 3)),
+            ((2 * MS, 1), (5 * MS, 1, 3, 3, 1))
+        ])
     );
     // exactly `gap` apart: two sessions (windows are half-open)
     let rows: Vec<Row> = vec![(0, 0, 0), (1, 0, 3 * MS)];
