@@ -213,11 +213,7 @@ impl Sessions {
     }
 
     fn accumulators(&self) -> Result<Vec<Box<dyn Accumulator>>> {
-        Ok(self
-            .aggregates
-            .iter()
-            .map(|a| a.create_accumulator())
-            .collect::<datafusion::error::Result<Vec<_>>>()?)
+        new_accumulators(&self.aggregates)
     }
 
     /// The key of each row (the GROUP BY values but the window's).
@@ -305,7 +301,6 @@ impl Sessions {
         rows: &[u32],
         args: &[Vec<ArrayRef>],
     ) -> Result<()> {
-        let fresh = self.accumulators()?;
         let sessions = self.by_key.entry(key.into()).or_default();
         // the sessions `[s, e)` this run touches: s < end and e > start
         // (sessions are disjoint, so their ends rise with their starts)
@@ -339,15 +334,18 @@ impl Sessions {
                 }
             });
         }
-        let (s, mut session) = merged.unwrap_or((
-            start,
-            Session {
-                end,
-                accumulators: fresh,
-                dirty: false,
-                written: None,
-            },
-        ));
+        let (s, mut session) = match merged {
+            Some(m) => m,
+            None => (
+                start,
+                Session {
+                    end,
+                    accumulators: new_accumulators(&self.aggregates)?,
+                    dirty: false,
+                    written: None,
+                },
+            ),
+        };
         let idx = UInt32Array::from(rows.to_vec());
         for (acc, args) in session.accumulators.iter_mut().zip(args) {
             let taken = args
@@ -593,6 +591,15 @@ impl Sessions {
         }
         Ok(())
     }
+}
+
+fn new_accumulators(
+    aggregates: &[Arc<AggregateFunctionExpr>],
+) -> Result<Vec<Box<dyn Accumulator>>> {
+    Ok(aggregates
+        .iter()
+        .map(|a| a.create_accumulator())
+        .collect::<datafusion::error::Result<Vec<_>>>()?)
 }
 
 fn checked_end(last: i64, gap: i64) -> Result<i64> {
