@@ -25,8 +25,6 @@ use common::*;
 const GAP: i64 = 10_000;
 
 const SECOND: i64 = 1_000_000;
-/// 2026-01-01 00:00:00 in µs since the epoch (the source's first time).
-const START: i64 = 1_767_225_600 * SECOND;
 /// The source's watermark delay.
 const DELAY: i64 = 2 * SECOND;
 
@@ -120,7 +118,7 @@ fn sessions(rows: &[(i64, i32, i64)], closed_at: Option<i64>) -> Sessions {
     kept.sort_by_key(|r| (r.1, r.2));
     let mut out = Sessions::new();
     let mut open: Option<(i64, i32, i64, i64, i64)> = None;
-    let mut close = |s: Option<(i64, i32, i64, i64, i64)>, out: &mut Sessions| {
+    let close = |s: Option<(i64, i32, i64, i64, i64)>, out: &mut Sessions| {
         if let Some((start, k, last, n, total)) = s {
             if closed_at.is_none_or(|c| last + GAP <= c) {
                 out.insert((start, k), (last + GAP, n, total));

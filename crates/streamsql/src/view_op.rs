@@ -22,6 +22,10 @@
 //!   CLOSE: its only row), then its state is dropped, so state holds only
 //!   open windows. The watermark is in the snapshot with the groups; the
 //!   final checkpoint (the source ended) closes every window.
+//! * A SESSION view keeps no groups: its rows go to `Sessions`
+//!   (`session.rs`), which merges them into per-key sessions; at
+//!   `snapshot(n)` the changed (or closed) sessions become rows and the
+//!   rows of bounds that no longer exist become deletes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
