@@ -489,7 +489,13 @@ impl ViewOperator {
         let columns = self.converter.convert_rows(key_rows)?;
         let group_count = self.plan.group_exprs.len();
         let mut values = Vec::with_capacity(self.plan.aggregates.len());
-        for at in 0..self.plan.aggregate_schema.fields().len().saturating_sub(group_count) {
+        for at in 0..self
+            .plan
+            .aggregate_schema
+            .fields()
+            .len()
+            .saturating_sub(group_count)
+        {
             let mut per_group = Vec::with_capacity(dirty.len());
             for g in &dirty {
                 let group = self
