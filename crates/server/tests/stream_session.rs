@@ -8,7 +8,8 @@
 //! checkpoint row, so against exactly the rows it records), and when the
 //! source has ended. Plus the refusals (0A000) of what is not built:
 //! SESSION without a watermark or with its bounds used before the
-//! aggregate, and stream-stream (interval) joins.
+//! aggregate, and stream-stream (interval) joins; and an injected task panic
+//! (the job restarts from its checkpoint).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -414,4 +415,40 @@ async fn what_is_not_built_is_refused() {
     // nothing half-made is left behind
     let views = c.query("SHOW MATERIALIZED VIEWS", &[]).await.expect("show");
     assert!(views.is_empty(), "no view was created");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_panic_restores_the_sessions() {
+    const ROWS: i64 = 12_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("eddy.log");
+    let srv = Server::start_logged_with_env(
+        None,
+        dir.path().join("data"),
+        "trust",
+        &[("EDDY_FAULT_VIEW_PANIC_AT_ROWS", "5000")],
+        &log,
+    );
+    let c = srv.connect().await;
+    c.batch_execute(&source_sql("events", ROWS, 20_000))
+        .await
+        .expect("create source");
+    c.batch_execute(&view_sql("upd", ""))
+        .await
+        .expect("create view");
+    assert_eq!(
+        wait_finished(&c, "upd", Duration::from_secs(90)).await,
+        ROWS
+    );
+    let (_, _, got) = view_at_checkpoint(&c, "upd").await.expect("view");
+    assert_eq!(
+        got,
+        sessions(&source_rows(ROWS), None),
+        "the view after a restart"
+    );
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        text.contains("injected fault"),
+        "the panic happened: {text}"
+    );
 }
