@@ -22,6 +22,8 @@
 //!   and drops the state of windows the watermark has closed;
 //! * [`session`]: the per-key sessions of a `SESSION` view, merged as rows
 //!   arrive in any order;
+//! * [`interval_join`]: interval joins of two sources (the one
+//!   stream-stream join), append-only, state expired by the watermarks;
 //! * [`lookup`]: stream-table lookup joins (each source row joined with the
 //!   table's row under its key when it is processed, never revised);
 //! * [`view_op`]: the operator that runs a view in the stream engine
@@ -46,6 +48,7 @@ pub mod batch;
 pub mod changelog;
 pub mod datagen;
 pub mod error;
+pub mod interval_join;
 pub mod kafka;
 pub mod lookup;
 pub mod manager;

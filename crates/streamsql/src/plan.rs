@@ -49,6 +49,7 @@ use datafusion::sql::sqlparser::ast::{Query, Statement};
 use eddy_common::{ColumnDef, ColumnType, TableDef};
 
 use crate::error::{Result, StreamSqlError};
+use crate::interval_join::IntervalJoin;
 use crate::lookup::{LookupJoin, LookupTable};
 use crate::session::{session_key, SessionKey};
 use crate::source_scan::{SourceScanExec, SourceTable};
@@ -105,6 +106,10 @@ pub struct ViewPlan {
     /// The source is a change log: batches carry a sign column, groups
     /// count their live rows, accumulators take retractions.
     pub retractions: bool,
+    /// An interval join of two sources below the pre stages
+    /// (`interval_join.rs`): the view reads `source` (the left) and
+    /// `join.right.source`, and the pre stages run on the join's output.
+    pub join: Option<Arc<IntervalJoin>>,
 }
 
 /// What a view does with event time (all `None`: nothing).
@@ -237,7 +242,23 @@ fn plan_event_time(
         .find(|(n, _)| *n == plan.source)
         .map(|(_, s)| s)
         .ok_or_else(|| StreamSqlError::Undefined("source", plan.source.clone()))?;
-    if let Some((_, w)) = watermarks.iter().find(|(n, _)| *n == plan.source) {
+    if let Some(join) = &mut plan.join {
+        // each side keeps its own clock (`interval_join.rs`)
+        let mut j = IntervalJoin::clone(join);
+        for input in [&mut j.left, &mut j.right] {
+            let schema = sources
+                .iter()
+                .find(|(n, _)| *n == input.source)
+                .map(|(_, s)| s)
+                .ok_or_else(|| StreamSqlError::Undefined("source", input.source.clone()))?;
+            let wm = watermarks
+                .iter()
+                .find(|(n, _)| *n == input.source)
+                .map(|(_, w)| (w.column.clone(), w.delay_micros));
+            input.bind_watermark(schema, wm)?;
+        }
+        *join = Arc::new(j);
+    } else if let Some((_, w)) = watermarks.iter().find(|(n, _)| *n == plan.source) {
         let (column, _) = schema.column_with_name(&w.column).ok_or_else(|| {
             StreamSqlError::State(format!(
                 "watermark column \"{}\" is not in source \"{}\"",
@@ -316,7 +337,7 @@ pub(crate) fn skip_neutral(mut plan: &Arc<dyn ExecutionPlan>) -> &Arc<dyn Execut
 }
 
 /// A stateless stage, or `None` if `plan` is not one.
-fn stage_of(plan: &Arc<dyn ExecutionPlan>) -> Option<Stage> {
+pub(crate) fn stage_of(plan: &Arc<dyn ExecutionPlan>) -> Option<Stage> {
     if let Some(f) = plan.downcast_ref::<FilterExec>() {
         return Some(Stage::Filter {
             predicate: Arc::clone(f.predicate()),
@@ -399,9 +420,12 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
     let mut node = skip_neutral(input_agg.input());
     let scan = loop {
         if let Some(scan) = node.downcast_ref::<SourceScanExec>() {
-            break scan;
+            break Ok(scan);
         }
         if let Some(join) = node.downcast_ref::<HashJoinExec>() {
+            if let Some(j) = IntervalJoin::of(join)? {
+                break Err(j);
+            }
             let lookup = LookupJoin::of(join)?;
             node = skip_neutral(if lookup.source_left() {
                 join.left()
@@ -423,9 +447,20 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
         node = skip_neutral(only_child(node)?);
     };
     pre.reverse();
-    if scan.limit.is_some() {
-        return Err(unsupported("LIMIT"));
-    }
+    let (source, scan_projection, window, join) = match scan {
+        Ok(scan) => {
+            if scan.limit.is_some() {
+                return Err(unsupported("LIMIT"));
+            }
+            (
+                scan.source.clone(),
+                scan.projection.clone(),
+                scan.window.clone(),
+                None,
+            )
+        }
+        Err(j) => (j.left.source.clone(), None, None, Some(Arc::new(j))),
+    };
     let retract_refusal = crate::changelog::retract_refusal(input_agg)?;
     let group_count = group_by.expr().len();
     let columns = output_columns(&output_schema)?;
@@ -436,8 +471,8 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
         columns.len(),
     )?;
     Ok(ViewPlan {
-        source: scan.source.clone(),
-        scan_projection: scan.projection.clone(),
+        source,
+        scan_projection,
         pre,
         group_exprs: group_by.expr().iter().map(|(e, _)| Arc::clone(e)).collect(),
         aggregates: input_agg.aggr_expr().to_vec(),
@@ -446,11 +481,12 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
         columns,
         primary_key,
         time: EventTimePlan {
-            window: scan.window.clone(),
+            window,
             ..EventTimePlan::default()
         },
         retract_refusal,
         retractions: false,
+        join,
     })
 }
 
@@ -745,6 +781,109 @@ mod tests {
         ) {
             Err(StreamSqlError::Syntax(_)) => {}
             other => panic!("an offset: {other:?}"),
+        }
+    }
+
+    fn plan_joined(sql: &str, right_watermark: bool) -> Result<ViewPlan> {
+        let StreamStatement::CreateView { query, emit, .. } = parse(sql)? else {
+            panic!("not a view");
+        };
+        let ts = DataType::Timestamp(datafusion::arrow::datatypes::TimeUnit::Microsecond, None);
+        let schema = |extra: &str| {
+            Arc::new(Schema::new(vec![
+                Field::new("k", DataType::Int32, false),
+                Field::new("ts", ts.clone(), false),
+                Field::new(extra, DataType::Int64, false),
+            ]))
+        };
+        let wm = |name: &str| {
+            (
+                name.to_string(),
+                WatermarkDef {
+                    column: "ts".into(),
+                    delay_micros: 1_000_000,
+                },
+            )
+        };
+        let mut watermarks = vec![wm("a")];
+        if right_watermark {
+            watermarks.push(wm("b"));
+        }
+        plan_view_with(
+            &query,
+            &[("a".into(), schema("x")), ("b".into(), schema("y"))],
+            &watermarks,
+            emit,
+        )
+    }
+
+    #[test]
+    fn an_interval_join_of_two_sources_is_cut_into_its_sides() {
+        for (sql, lower, upper) in [
+            (
+                "SELECT a.k, count(*) AS n, sum(b.y) AS s FROM a JOIN b ON a.k = b.k AND b.ts \
+                 BETWEEN a.ts - INTERVAL '1' SECOND AND a.ts + INTERVAL '2' SECOND \
+                 WHERE a.x > 0 GROUP BY a.k",
+                -1_000_000,
+                2_000_000,
+            ),
+            (
+                "SELECT b.k, count(*) AS n FROM a JOIN b ON b.k = a.k AND a.ts <= b.ts AND \
+                 b.ts < a.ts + INTERVAL '3 seconds' GROUP BY b.k",
+                0,
+                2_999_999,
+            ),
+        ] {
+            let p = plan_joined(&format!("CREATE MATERIALIZED VIEW v AS {sql}"), true)
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            let j = p.join.clone().expect("an interval join");
+            assert_eq!((j.lower, j.upper), (lower, upper), "{sql}");
+            assert_eq!((j.left.source.as_str(), j.right.source.as_str()), ("a", "b"));
+            assert_eq!(j.left.watermark, Some((1, 1_000_000)));
+            assert_eq!(j.right.watermark, Some((1, 1_000_000)));
+            assert_eq!(p.source, "a");
+            assert!(p.time.watermark.is_none(), "each side keeps its own clock");
+        }
+    }
+
+    #[test]
+    fn other_stream_stream_joins_are_refused() {
+        for (sql, right_wm) in [
+            ("SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k GROUP BY a.k", true),
+            (
+                "SELECT a.k, count(*) FROM a LEFT JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts \
+                 AND a.ts + INTERVAL '1' SECOND GROUP BY a.k",
+                true,
+            ),
+            (
+                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts >= a.ts GROUP BY a.k",
+                true,
+            ),
+            (
+                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND \
+                 a.ts + INTERVAL '1' SECOND AND a.x < b.y GROUP BY a.k",
+                true,
+            ),
+            (
+                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND \
+                 a.ts + INTERVAL '1' SECOND GROUP BY a.k",
+                false,
+            ),
+            (
+                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND \
+                 a.ts + INTERVAL '1' MONTH GROUP BY a.k",
+                true,
+            ),
+            (
+                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND \
+                 a.ts + INTERVAL '1' SECOND GROUP BY a.k EMIT ON WINDOW CLOSE",
+                true,
+            ),
+        ] {
+            match plan_joined(&format!("CREATE MATERIALIZED VIEW v AS {sql}"), right_wm) {
+                Err(StreamSqlError::NotSupported(_)) => {}
+                other => panic!("{sql}: {other:?}"),
+            }
         }
     }
 

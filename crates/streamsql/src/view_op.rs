@@ -45,6 +45,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::{from_ipc, to_ipc, ArrowBatch};
 use crate::error::{Result, StreamSqlError};
+use crate::interval_join::{JoinSnapshot, JoinState};
 use crate::plan::ViewPlan;
 use crate::session::Sessions;
 use crate::stages::{eval, run_masked, run_stage};
@@ -93,6 +94,9 @@ struct Snapshot {
     /// A SESSION view's sessions (`session.rs`, Arrow IPC).
     #[serde(default)]
     sessions: Option<Vec<u8>>,
+    /// An interval join's clocks and held rows (`interval_join.rs`).
+    #[serde(default)]
+    join: Option<JoinSnapshot>,
 }
 
 struct Group {
@@ -136,6 +140,8 @@ pub struct ViewOperator {
     position: Option<String>,
     /// A SESSION view's sessions (its groups stay empty).
     sessions: Option<Sessions>,
+    /// An interval join's state: input 0 is its left source, 1 its right.
+    join: Option<JoinState>,
     /// Fault injection for tests: panic once this many source rows have
     /// been seen (see [`INJECT_PANIC_ENV`]).
     panic_at_rows: Option<u64>,
@@ -191,8 +197,13 @@ impl ViewOperator {
             )?),
             None => None,
         };
+        let join = match &plan.join {
+            Some(j) => Some(JoinState::new(Arc::clone(j))?),
+            None => None,
+        };
         Ok(ViewOperator {
             sessions,
+            join,
             converter: RowConverter::new(fields)?,
             plan,
             target,
@@ -214,6 +225,12 @@ impl ViewOperator {
     /// windows must not be among them).
     pub fn group_count(&self) -> usize {
         self.groups.len() + self.sessions.as_ref().map_or(0, Sessions::len)
+    }
+
+    /// How many source rows an interval join holds (tests: expired rows
+    /// must not be among them).
+    pub fn held_join_rows(&self) -> usize {
+        self.join.as_ref().map_or(0, JoinState::held_rows)
     }
 
     /// Arms the injected panic (tests; see [`INJECT_PANIC_ENV`]).
@@ -257,8 +274,8 @@ impl ViewOperator {
         }
     }
 
-    /// Feeds one source batch into the groups.
-    fn add(&mut self, batch: RecordBatch) -> Result<()> {
+    /// Feeds one batch of source `input` into the groups.
+    fn add(&mut self, input: usize, batch: RecordBatch) -> Result<()> {
         let rows = batch.num_rows() as u64;
         self.source_rows += rows;
         if self.panic_at_rows.is_some_and(|n| self.source_rows >= n) {
@@ -273,6 +290,10 @@ impl ViewOperator {
         match self.arrivals.last_mut() {
             Some((at, n)) if now - *at < 1000 => *n += rows,
             _ => self.arrivals.push((now, rows)),
+        }
+        if let Some(join) = &mut self.join {
+            let joined = join.push(input, batch)?;
+            return self.aggregate(joined, false);
         }
         if self.plan.retractions {
             return self.add_changes(batch);
@@ -326,10 +347,21 @@ impl ViewOperator {
             Some((spec, schema)) => assign(spec, &batch, schema)?,
             None => batch,
         };
-        let mut batch = match &plan.scan_projection {
+        let batch = match &plan.scan_projection {
             Some(p) => batch.project(p)?,
             None => batch,
         };
+        self.aggregate(batch, retract)
+    }
+
+    /// Runs the pre stages on `batch` (the scan's or the join's output)
+    /// and adds its rows to (or, with `retract`, removes them from) their
+    /// groups.
+    fn aggregate(&mut self, mut batch: RecordBatch, retract: bool) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let plan = Arc::clone(&self.plan);
         for stage in &plan.pre {
             batch = run_stage(stage, batch)?;
         }
@@ -465,7 +497,8 @@ impl ViewOperator {
             upserts: Vec::new(),
             deletes: Vec::new(),
             arrivals: std::mem::take(&mut self.arrivals),
-            late_rows: self.clock.as_ref().map_or(0, |c| c.state().late_rows),
+            late_rows: self.clock.as_ref().map_or(0, |c| c.state().late_rows)
+                + self.join.as_ref().map_or(0, JoinState::late_rows),
             position: self.position.clone(),
         };
         if dirty.is_empty() {
@@ -824,12 +857,12 @@ impl ViewOperator {
 impl Operator for ViewOperator {
     fn process(
         &mut self,
-        _input: usize,
+        input: usize,
         batch: AnyBatch,
         _out: &mut dyn Emitter,
     ) -> eddy_stream::Result<()> {
         for b in downcast::<ArrowBatch>(batch)? {
-            self.add(b.0)?;
+            self.add(input, b.0)?;
         }
         Ok(())
     }
@@ -854,6 +887,9 @@ impl Operator for ViewOperator {
             self.drop_closed(w);
         }
         self.drop_empty();
+        if let Some(join) = &mut self.join {
+            join.expire()?;
+        }
         // a checkpoint with no change commits nothing: the recorded
         // source position advances with the next real change
         // (the final one always commits: it records where the source ended)
@@ -868,6 +904,10 @@ impl Operator for ViewOperator {
             position: self.position.clone(),
             sessions: match &mut self.sessions {
                 Some(s) => s.state()?,
+                None => None,
+            },
+            join: match &self.join {
+                Some(j) => Some(j.snapshot()?),
                 None => None,
             },
         };
@@ -885,6 +925,18 @@ impl Operator for ViewOperator {
         }
         if let Some(sessions) = &mut self.sessions {
             sessions.restore(snap.sessions.as_deref())?;
+        }
+        if let Some(join) = &mut self.join {
+            match snap.join {
+                Some(state) => join.restore(state)?,
+                None if snap.source_rows > 0 => {
+                    return Err(StreamSqlError::State(
+                        "the checkpoint has no join state but the view joins two sources".into(),
+                    )
+                    .into())
+                }
+                None => {}
+            }
         }
         self.source_rows = snap.source_rows;
         self.position = snap.position;
