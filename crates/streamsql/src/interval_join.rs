@@ -300,13 +300,20 @@ impl JoinInput {
     }
 }
 
+/// Where a held row is: (batch, row, time).
+type HeldAt = (usize, usize, i64);
+
+/// A row's key (Arrow row bytes) and time; `None` when it can match
+/// nothing (a NULL key or time).
+type KeyTime = Option<(Box<[u8]>, i64)>;
+
 /// The held rows of one side.
 struct Held {
     clock: EventClock,
     converter: RowConverter,
     batches: Vec<RecordBatch>,
     /// Key (Arrow row bytes) → (batch, row, time) of the held rows.
-    index: HashMap<Box<[u8]>, Vec<(usize, usize, i64)>>,
+    index: HashMap<Box<[u8]>, Vec<HeldAt>>,
 }
 
 /// Both sides' clocks and held rows, as a snapshot keeps them.
@@ -348,7 +355,7 @@ impl Held {
         &self,
         input: &JoinInput,
         batch: &RecordBatch,
-    ) -> Result<Vec<Option<(Box<[u8]>, i64)>>> {
+    ) -> Result<Vec<KeyTime>> {
         let keys = input
             .keys
             .iter()
