@@ -351,11 +351,7 @@ impl Held {
     }
 
     /// Each row's key (`None`: a NULL in it, matching nothing) and time.
-    fn keys_and_times(
-        &self,
-        input: &JoinInput,
-        batch: &RecordBatch,
-    ) -> Result<Vec<KeyTime>> {
+    fn keys_and_times(&self, input: &JoinInput, batch: &RecordBatch) -> Result<Vec<KeyTime>> {
         let keys = input
             .keys
             .iter()

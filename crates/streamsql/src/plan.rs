@@ -838,7 +838,10 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{sql}: {e}"));
             let j = p.join.clone().expect("an interval join");
             assert_eq!((j.lower, j.upper), (lower, upper), "{sql}");
-            assert_eq!((j.left.source.as_str(), j.right.source.as_str()), ("a", "b"));
+            assert_eq!(
+                (j.left.source.as_str(), j.right.source.as_str()),
+                ("a", "b")
+            );
             assert_eq!(j.left.watermark, Some((1, 1_000_000)));
             assert_eq!(j.right.watermark, Some((1, 1_000_000)));
             assert_eq!(p.source, "a");
@@ -849,7 +852,10 @@ mod tests {
     #[test]
     fn other_stream_stream_joins_are_refused() {
         for (sql, right_wm) in [
-            ("SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k GROUP BY a.k", true),
+            (
+                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k GROUP BY a.k",
+                true,
+            ),
             (
                 "SELECT a.k, count(*) FROM a LEFT JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts \
                  AND a.ts + INTERVAL '1' SECOND GROUP BY a.k",

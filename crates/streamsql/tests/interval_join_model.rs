@@ -258,8 +258,12 @@ fn run(lower_ms: i64, upper_ms: i64, steps: Vec<Step>) {
                     })
                     .collect();
                 logs[side].extend_from_slice(&rows);
-                op.process(side, Box::new(vec![ArrowBatch(batch(&rows))]), &mut NoOutput)
-                    .expect("process");
+                op.process(
+                    side,
+                    Box::new(vec![ArrowBatch(batch(&rows))]),
+                    &mut NoOutput,
+                )
+                .expect("process");
             }
             Step::Checkpoint {
                 durable: keep,
@@ -314,7 +318,8 @@ fn run(lower_ms: i64, upper_ms: i64, steps: Vec<Step>) {
         }
     }
     positions.insert(FINAL_TAG, (logs[0].len(), logs[1].len()));
-    op.snapshot(CheckpointId(FINAL_TAG)).expect("final snapshot");
+    op.snapshot(CheckpointId(FINAL_TAG))
+        .expect("final snapshot");
     op.checkpoint_complete(CheckpointId(FINAL_TAG), true)
         .expect("final commit");
     assert_eq!(
