@@ -235,9 +235,9 @@ impl LookupJoin {
             (Some(s), None) => (false, s),
             (None, None) => {
                 return Err(refuse(
-                    "a join of two streams (stream-stream joins, interval joins included, are \
-                     not supported yet), or of a table with filters or expressions below the \
-                     join",
+                    "a join of two inputs that are neither a source and a table nor two \
+                     sources (an interval join), or of a table with filters or expressions \
+                     below the join",
                 ))
             }
         };

@@ -20,7 +20,8 @@
 //! the scan is then the source with `window_start` / `window_end`, and the
 //! plan's [`EventTimePlan`] says how the view operator assigns windows,
 //! drops late rows and closes windows. Anything else — joins, window
-//! functions (`OVER`), stream-stream joins, ORDER BY, LIMIT, DISTINCT ON,
+//! functions (`OVER`), stream-stream joins other than an interval join
+//! (`interval_join.rs`, cut below the pre stages), ORDER BY, LIMIT, DISTINCT ON,
 //! grouping sets, FILTER clauses, aggregates outside the list, a view
 //! without GROUP BY — is refused with 0A000 at CREATE, so every view that
 //! is created is maintained exactly.
@@ -134,7 +135,8 @@ pub struct EventTimePlan {
 fn unsupported(what: impl fmt::Display) -> StreamSqlError {
     StreamSqlError::NotSupported(format!(
         "materialized views do not support {what} yet (supported: one source, WHERE, \
-         GROUP BY with count/sum/min/max/avg, HAVING, TUMBLE, HOP and SESSION windows)"
+         GROUP BY with count/sum/min/max/avg, HAVING, TUMBLE, HOP and SESSION windows, \
+         lookup joins, interval joins)"
     ))
 }
 

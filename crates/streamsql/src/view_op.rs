@@ -26,6 +26,11 @@
 //!   (`session.rs`), which merges them into per-key sessions; at
 //!   `snapshot(n)` the changed (or closed) sessions become rows and the
 //!   rows of bounds that no longer exist become deletes.
+//! * An interval-join view reads two sources (input 0 the left, 1 the
+//!   right): `JoinState` (`interval_join.rs`) late-filters each side by its
+//!   own clock, emits the pairs a batch makes with the other side's held
+//!   rows into the pre stages, and expires held rows at `snapshot(n)`; its
+//!   clocks and held rows are in the snapshot.
 
 use std::collections::HashMap;
 use std::sync::Arc;
