@@ -22,7 +22,7 @@
 //!   from their checkpointed positions, in any interleaving, and every
 //!   pair not yet counted is emitted exactly once.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -300,8 +300,8 @@ impl JoinInput {
     }
 }
 
-/// Where a held row is: (batch, row, time).
-type HeldAt = (usize, usize, i64);
+/// A held row by time: (time, batch, row).
+type HeldAt = (i64, usize, usize);
 
 /// A row's key (Arrow row bytes) and time; `None` when it can match
 /// nothing (a NULL key or time).
@@ -312,8 +312,9 @@ struct Held {
     clock: EventClock,
     converter: RowConverter,
     batches: Vec<RecordBatch>,
-    /// Key (Arrow row bytes) → (batch, row, time) of the held rows.
-    index: HashMap<Box<[u8]>, Vec<HeldAt>>,
+    /// Key (Arrow row bytes) → the held rows, in time order (a probe is a
+    /// range scan over the interval).
+    index: HashMap<Box<[u8]>, BTreeSet<HeldAt>>,
 }
 
 /// Both sides' clocks and held rows, as a snapshot keeps them.
@@ -376,7 +377,7 @@ impl Held {
         let b = self.batches.len();
         for (i, kt) in self.keys_and_times(input, &batch)?.into_iter().enumerate() {
             if let Some((key, t)) = kt {
-                self.index.entry(key).or_default().push((b, i, t));
+                self.index.entry(key).or_default().insert((t, b, i));
             }
         }
         self.batches.push(batch);
@@ -453,11 +454,17 @@ impl JoinState {
             let Some((key, t)) = kt else {
                 continue;
             };
-            for (b, r, u) in other.index.get(&key).into_iter().flatten() {
-                let d = if left_side { *u - t } else { t - *u };
-                if plan.lower <= d && d <= plan.upper {
-                    pairs.push((i, (*b, *r)));
-                }
+            // the other side's times u with right - left in [lower, upper]
+            let (from, to) = if left_side {
+                (t.saturating_add(plan.lower), t.saturating_add(plan.upper))
+            } else {
+                (t.saturating_sub(plan.upper), t.saturating_sub(plan.lower))
+            };
+            let Some(held) = other.index.get(&key) else {
+                continue;
+            };
+            for (_, b, r) in held.range((from, 0, 0)..=(to, usize::MAX, usize::MAX)) {
+                pairs.push((i, (*b, *r)));
             }
         }
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(plan.joined_schema.fields().len());
