@@ -2,9 +2,10 @@
 //! the view operator runs incrementally.
 //!
 //! The query is planned with the SQL layer's rules (PostgreSQL output names,
-//! checked integer arithmetic) over the view's one source, registered as a
-//! table whose scan is the marker `SourceScanExec` (`source_scan.rs`). The physical plan must
-//! have the shape
+//! checked integer arithmetic) over the view's source (two for an interval
+//! join), each registered as a table whose scan is the marker
+//! `SourceScanExec` (`source_scan.rs`). The physical plan must have the
+//! shape
 //!
 //! ```text
 //! post stages (FilterExec | ProjectionExec)*        -- HAVING, select list
@@ -12,17 +13,16 @@
 //!     [AggregateExec Partial]
 //!       pre stages (FilterExec | ProjectionExec)*   -- WHERE, expressions
 //!         SourceScanExec
+//!         | HashJoinExec of two sources (interval join, `interval_join.rs`)
 //! ```
 //!
 //! (coalescing, repartitioning and cooperative-yield nodes are skipped; they change no
 //! values). `TUMBLE(...)` / `HOP(...)` / `SESSION(...)` in FROM are bound
-//! first (`window.rs`):
-//! the scan is then the source with `window_start` / `window_end`, and the
-//! plan's [`EventTimePlan`] says how the view operator assigns windows,
-//! drops late rows and closes windows. Anything else — joins, window
-//! functions (`OVER`), stream-stream joins other than an interval join
-//! (`interval_join.rs`, cut below the pre stages), ORDER BY, LIMIT, DISTINCT ON,
-//! grouping sets, FILTER clauses, aggregates outside the list, a view
+//! first (`window.rs`): the scan is then the source with `window_start` /
+//! `window_end`, and the plan's [`EventTimePlan`] says how the view
+//! operator assigns windows, drops late rows and closes windows. Lookup
+//! joins become pre stages (`lookup.rs`). Anything else — other joins,
+//! window functions (`OVER`), ORDER BY, LIMIT, DISTINCT ON, grouping sets, FILTER clauses, aggregates outside the list, a view
 //! without GROUP BY — is refused with 0A000 at CREATE, so every view that
 //! is created is maintained exactly.
 //!
