@@ -370,7 +370,7 @@ async fn windowed_views_equal_the_windowed_aggregate_of_the_stream() {
     for (sql, state) in [
         (
             "CREATE MATERIALIZED VIEW s1 AS SELECT window_start, count(*) FROM \
-             SESSION(bids, ts, INTERVAL '1' SECOND) GROUP BY window_start",
+             SESSION(plain, ts, INTERVAL '1' SECOND) GROUP BY window_start",
             "0A000",
         ),
         (

@@ -689,6 +689,20 @@ pub struct ConnectedStreams<A, B> {
 }
 
 impl<A: Data, B: Data> ConnectedStreams<A, B> {
+    /// One two-input operator from `factory`: records of the first stream
+    /// arrive as input 0, of the second as input 1.
+    pub fn transform<U: Data>(&self, name: &str, factory: OperatorFactory) -> DataStream<U> {
+        let env = &self.a.env;
+        let id = env.add_node(
+            name,
+            NodeKind::Operator { factory, inputs: 2 },
+            TypeInfo::of::<U>(),
+        );
+        env.add_edge(self.a.node, id, 0, Partitioning::Forward);
+        env.add_edge(self.b.node, id, 1, Partitioning::Forward);
+        env.stream(id)
+    }
+
     /// `f1` for records of the first stream, `f2` for the second.
     pub fn flat_map<U, F1, F2>(&self, f1: F1, f2: F2) -> DataStream<U>
     where

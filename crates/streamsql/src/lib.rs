@@ -17,9 +17,13 @@
 //!   stateless part, a keyed aggregate and a stateless part after it;
 //!   whatever else the plan holds is refused at CREATE (0A000);
 //! * [`watermark`] and [`window`]: a source's `WATERMARK` (late rows are
-//!   dropped, row by row) and `TUMBLE` / `HOP` windows in FROM, bound on
-//!   the AST; a view emits on update or `EMIT ON WINDOW CLOSE`, and drops
-//!   the state of windows the watermark has closed;
+//!   dropped, row by row) and `TUMBLE` / `HOP` / `SESSION` windows in FROM,
+//!   bound on the AST; a view emits on update or `EMIT ON WINDOW CLOSE`,
+//!   and drops the state of windows the watermark has closed;
+//! * [`session`]: the per-key sessions of a `SESSION` view, merged as rows
+//!   arrive in any order;
+//! * [`interval_join`]: interval joins of two sources (the one
+//!   stream-stream join), append-only, state expired by the watermarks;
 //! * [`lookup`]: stream-table lookup joins (each source row joined with the
 //!   table's row under its key when it is processed, never revised);
 //! * [`view_op`]: the operator that runs a view in the stream engine
@@ -44,10 +48,12 @@ pub mod batch;
 pub mod changelog;
 pub mod datagen;
 pub mod error;
+pub mod interval_join;
 pub mod kafka;
 pub mod lookup;
 pub mod manager;
 pub mod plan;
+pub mod session;
 pub mod source_scan;
 pub mod stages;
 pub mod statements;

@@ -226,19 +226,21 @@ impl LookupJoin {
     pub fn of(join: &HashJoinExec) -> Result<LookupJoin> {
         let left = crate::plan::skip_neutral(join.left());
         let right = crate::plan::skip_neutral(join.right());
-        let (source_left, scan) =
-            match (
-                left.downcast_ref::<LookupScanExec>(),
-                right.downcast_ref::<LookupScanExec>(),
-            ) {
-                (Some(_), Some(_)) => return Err(refuse("a join of two tables")),
-                (None, Some(s)) => (true, s),
-                (Some(s), None) => (false, s),
-                (None, None) => return Err(refuse(
-                    "a join of two streams, or of a table with filters or expressions below the \
-                     join",
-                )),
-            };
+        let (source_left, scan) = match (
+            left.downcast_ref::<LookupScanExec>(),
+            right.downcast_ref::<LookupScanExec>(),
+        ) {
+            (Some(_), Some(_)) => return Err(refuse("a join of two tables")),
+            (None, Some(s)) => (true, s),
+            (Some(s), None) => (false, s),
+            (None, None) => {
+                return Err(refuse(
+                    "a join of two inputs that are neither a source and a table nor two \
+                     sources (an interval join), or of a table with filters or expressions \
+                     below the join",
+                ))
+            }
+        };
         let keep_unmatched = match (join.join_type(), source_left) {
             (JoinType::Inner, _) => false,
             (JoinType::Left, true) | (JoinType::Right, false) => true,
@@ -304,6 +306,11 @@ impl LookupJoin {
 
     /// Where each output column comes from, given the same of the source
     /// side's columns (`None`: a table column, or computed).
+    /// The source-side key expressions (over the join's source input).
+    pub fn source_keys(&self) -> &[Arc<dyn PhysicalExpr>] {
+        &self.keys
+    }
+
     pub fn trace(&self, source: Vec<Option<usize>>) -> Vec<Option<usize>> {
         let table = vec![None; self.columns.len()];
         let all: Vec<Option<usize>> = if self.source_left {

@@ -22,7 +22,7 @@ use datafusion::physical_plan::memory::MemoryStream;
 use eddy_common::{ColumnType, Value};
 use eddy_sql::{Output, SqlError, StreamStatements};
 use eddy_storage::{Engine, Table, WriteOp};
-use eddy_stream::api::StreamEnv;
+use eddy_stream::api::{DataStream, StreamEnv};
 use eddy_stream::graph::OperatorFactory;
 use eddy_stream::operator::Operator;
 use eddy_stream::prelude::{JobConfig, JobHandle, JobStatus};
@@ -240,7 +240,28 @@ impl StreamManager {
             &tables,
         )?;
         let lookups = plan.pre.iter().any(|s| matches!(s, Stage::Lookup(_)));
+        if let Some(join) = &plan.join {
+            for name in [&join.left.source, &join.right.source] {
+                if cat.sources.get(name).is_some_and(is_change_log) {
+                    return Err(StreamSqlError::NotSupported(
+                        "an interval join of a change-log source is not supported (its \
+                         retractions would need the join to retract pairs)"
+                            .into(),
+                    ));
+                }
+            }
+            if join.left.source == join.right.source {
+                return Err(StreamSqlError::NotSupported(
+                    "an interval join of a source with itself is not supported yet".into(),
+                ));
+            }
+        }
         if cat.sources.get(&plan.source).is_some_and(is_change_log) {
+            if plan.time.session.is_some() {
+                return Err(StreamSqlError::NotSupported(
+                    "a SESSION window over a change-log source is not supported".into(),
+                ));
+            }
             if lookups {
                 return Err(StreamSqlError::NotSupported(
                     "a lookup join over a change-log source is not supported: a retraction \
@@ -259,25 +280,13 @@ impl StreamManager {
         Ok((plan, query))
     }
 
-    fn start_job(&self, cat: &mut Catalog, def: &ViewDef) -> Result<JobHandle> {
-        let stats = cat.stats.entry(def.name.clone()).or_default();
-        let stats = Arc::clone(stats);
-        let stats = &stats;
-        let (plan, _) = Self::plan(&self.engine, cat, def)?;
+    /// The connector of source `name`.
+    fn job_source(cat: &Catalog, name: &str) -> Result<JobSource> {
         let source = cat
             .sources
-            .get(&plan.source)
-            .ok_or_else(|| StreamSqlError::Undefined("source", plan.source.clone()))?;
-        for stage in &plan.pre {
-            if let Stage::Lookup(join) = stage {
-                let table = self
-                    .engine
-                    .table(&join.table)
-                    .ok_or_else(|| StreamSqlError::Undefined("table", join.table.clone()))?;
-                join.bind(table);
-            }
-        }
-        let source = if is_change_log(source) {
+            .get(name)
+            .ok_or_else(|| StreamSqlError::Undefined("source", name.to_string()))?;
+        Ok(if is_change_log(source) {
             JobSource::ChangeLog(Arc::new(ChangeLogSpec::new(
                 &source.columns,
                 &source.options,
@@ -289,7 +298,55 @@ impl StreamManager {
             )?))
         } else {
             JobSource::Datagen(Arc::new(datagen_spec(source)?))
+        })
+    }
+
+    /// The stream of source `name` in a job.
+    fn source_stream(
+        &self,
+        env: &StreamEnv,
+        name: &str,
+        source: JobSource,
+    ) -> DataStream<ArrowBatch> {
+        let source_name = format!("source {name}");
+        match source {
+            JobSource::Datagen(spec) => {
+                env.add_source::<ArrowBatch, _>(&source_name, move |i| Ok(spec.reader(i)))
+            }
+            JobSource::ChangeLog(spec) => {
+                let engine = Arc::clone(&self.engine);
+                env.add_source::<ArrowBatch, _>(&source_name, move |_| {
+                    Ok(spec.reader(Arc::clone(&engine))?)
+                })
+            }
+            JobSource::Kafka(spec) => {
+                env.add_source::<ArrowBatch, _>(&source_name, move |_| Ok(spec.reader()))
+            }
+        }
+    }
+
+    fn start_job(&self, cat: &mut Catalog, def: &ViewDef) -> Result<JobHandle> {
+        let stats = cat.stats.entry(def.name.clone()).or_default();
+        let stats = Arc::clone(stats);
+        let stats = &stats;
+        let (plan, _) = Self::plan(&self.engine, cat, def)?;
+        let source = Self::job_source(cat, &plan.source)?;
+        let joined = match &plan.join {
+            Some(j) => Some((
+                j.right.source.clone(),
+                Self::job_source(cat, &j.right.source)?,
+            )),
+            None => None,
         };
+        for stage in &plan.pre {
+            if let Stage::Lookup(join) = stage {
+                let table = self
+                    .engine
+                    .table(&join.table)
+                    .ok_or_else(|| StreamSqlError::Undefined("table", join.table.clone()))?;
+                join.bind(table);
+            }
+        }
         let table = self
             .engine
             .table(&def.name)
@@ -310,21 +367,8 @@ impl StreamManager {
             ..JobConfig::default()
         };
         let env = StreamEnv::new(config);
-        let source_name = format!("source {}", plan.source);
-        let stream = match source {
-            JobSource::Datagen(spec) => {
-                env.add_source::<ArrowBatch, _>(&source_name, move |i| Ok(spec.reader(i)))
-            }
-            JobSource::ChangeLog(spec) => {
-                let engine = Arc::clone(&self.engine);
-                env.add_source::<ArrowBatch, _>(&source_name, move |_| {
-                    Ok(spec.reader(Arc::clone(&engine))?)
-                })
-            }
-            JobSource::Kafka(spec) => {
-                env.add_source::<ArrowBatch, _>(&source_name, move |_| Ok(spec.reader()))
-            }
-        };
+        let stream = self.source_stream(&env, &plan.source, source);
+        let joined = joined.map(|(name, s)| self.source_stream(&env, &name, s));
         let plan = Arc::new(plan);
         let inject = std::env::var(INJECT_PANIC_ENV)
             .ok()
@@ -335,7 +379,11 @@ impl StreamManager {
                 .panic_at_rows(inject.filter(|_| first_attempt));
             Ok(Box::new(op) as Box<dyn Operator>)
         });
-        let _ = stream.transform::<()>(&format!("view {}", def.name), factory);
+        let view_name = format!("view {}", def.name);
+        let _ = match joined {
+            Some(right) => stream.connect(&right).transform::<()>(&view_name, factory),
+            None => stream.transform::<()>(&view_name, factory),
+        };
         let graph = crate::status::JobGraphReport::of(&env.job_graph()?);
         let handle = env.submit(&def.name)?;
         cat.graphs.insert(def.name.clone(), graph);
@@ -543,6 +591,7 @@ impl StreamManager {
         }
         let (plan, _) = Self::plan(&self.engine, &cat, &def)?;
         def.source = plan.source.clone();
+        def.joined = plan.join.as_ref().map(|j| j.right.source.clone());
         self.engine.create_table(view_table(&def.name, &plan))?;
         cat.views.insert(def.name.clone(), def.clone());
         let started = self
@@ -621,7 +670,7 @@ impl StreamManager {
         let users: Vec<String> = cat
             .views
             .values()
-            .filter(|v| v.source == name)
+            .filter(|v| v.source == name || v.joined.as_deref() == Some(name))
             .map(|v| v.name.clone())
             .collect();
         if !users.is_empty() {

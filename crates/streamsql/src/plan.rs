@@ -2,9 +2,10 @@
 //! the view operator runs incrementally.
 //!
 //! The query is planned with the SQL layer's rules (PostgreSQL output names,
-//! checked integer arithmetic) over the view's one source, registered as a
-//! table whose scan is the marker `SourceScanExec` (`source_scan.rs`). The physical plan must
-//! have the shape
+//! checked integer arithmetic) over the view's source (two for an interval
+//! join), each registered as a table whose scan is the marker
+//! `SourceScanExec` (`source_scan.rs`). The physical plan must have the
+//! shape
 //!
 //! ```text
 //! post stages (FilterExec | ProjectionExec)*        -- HAVING, select list
@@ -12,15 +13,16 @@
 //!     [AggregateExec Partial]
 //!       pre stages (FilterExec | ProjectionExec)*   -- WHERE, expressions
 //!         SourceScanExec
+//!         | HashJoinExec of two sources (interval join, `interval_join.rs`)
 //! ```
 //!
 //! (coalescing, repartitioning and cooperative-yield nodes are skipped; they change no
-//! values). `TUMBLE(...)` / `HOP(...)` in FROM are bound first (`window.rs`):
-//! the scan is then the source with `window_start` / `window_end`, and the
-//! plan's [`EventTimePlan`] says how the view operator assigns windows,
-//! drops late rows and closes windows. Anything else — joins, window
-//! functions (`OVER`), SESSION windows, ORDER BY, LIMIT, DISTINCT ON,
-//! grouping sets, FILTER clauses, aggregates outside the list, a view
+//! values). `TUMBLE(...)` / `HOP(...)` / `SESSION(...)` in FROM are bound
+//! first (`window.rs`): the scan is then the source with `window_start` /
+//! `window_end`, and the plan's [`EventTimePlan`] says how the view
+//! operator assigns windows, drops late rows and closes windows. Lookup
+//! joins become pre stages (`lookup.rs`). Anything else — other joins,
+//! window functions (`OVER`), ORDER BY, LIMIT, DISTINCT ON, grouping sets, FILTER clauses, aggregates outside the list, a view
 //! without GROUP BY — is refused with 0A000 at CREATE, so every view that
 //! is created is maintained exactly.
 //!
@@ -48,10 +50,12 @@ use datafusion::sql::sqlparser::ast::{Query, Statement};
 use eddy_common::{ColumnDef, ColumnType, TableDef};
 
 use crate::error::{Result, StreamSqlError};
+use crate::interval_join::IntervalJoin;
 use crate::lookup::{LookupJoin, LookupTable};
+use crate::session::{session_key, SessionKey};
 use crate::source_scan::{SourceScanExec, SourceTable};
 use crate::watermark::WatermarkDef;
-use crate::window::{bind_windows, window_end_key, EmitMode, WindowEndKey, WindowSpec};
+use crate::window::{bind_windows, window_end_key, EmitMode, WindowEndKey, WindowKind, WindowSpec};
 
 /// Aggregate functions the view operator maintains (their accumulators
 /// take inserts one batch at a time and merge their own states).
@@ -103,6 +107,10 @@ pub struct ViewPlan {
     /// The source is a change log: batches carry a sign column, groups
     /// count their live rows, accumulators take retractions.
     pub retractions: bool,
+    /// An interval join of two sources below the pre stages
+    /// (`interval_join.rs`): the view reads `source` (the left) and
+    /// `join.right.source`, and the pre stages run on the join's output.
+    pub join: Option<Arc<IntervalJoin>>,
 }
 
 /// What a view does with event time (all `None`: nothing).
@@ -118,13 +126,17 @@ pub struct EventTimePlan {
     /// window is on the watermark column, so that closed windows can be
     /// told (and their state dropped).
     pub window_end: Option<WindowEndKey>,
+    /// A SESSION window's bounds in the GROUP BY (`session.rs`); set only
+    /// when the window is on the watermark column.
+    pub session: Option<SessionKey>,
     pub emit: EmitMode,
 }
 
 fn unsupported(what: impl fmt::Display) -> StreamSqlError {
     StreamSqlError::NotSupported(format!(
         "materialized views do not support {what} yet (supported: one source, WHERE, \
-         GROUP BY with count/sum/min/max/avg, HAVING, TUMBLE and HOP windows)"
+         GROUP BY with count/sum/min/max/avg, HAVING, TUMBLE, HOP and SESSION windows, \
+         lookup joins, interval joins)"
     ))
 }
 
@@ -232,7 +244,23 @@ fn plan_event_time(
         .find(|(n, _)| *n == plan.source)
         .map(|(_, s)| s)
         .ok_or_else(|| StreamSqlError::Undefined("source", plan.source.clone()))?;
-    if let Some((_, w)) = watermarks.iter().find(|(n, _)| *n == plan.source) {
+    if let Some(join) = &mut plan.join {
+        // each side keeps its own clock (`interval_join.rs`)
+        let mut j = IntervalJoin::clone(join);
+        for input in [&mut j.left, &mut j.right] {
+            let schema = sources
+                .iter()
+                .find(|(n, _)| *n == input.source)
+                .map(|(_, s)| s)
+                .ok_or_else(|| StreamSqlError::Undefined("source", input.source.clone()))?;
+            let wm = watermarks
+                .iter()
+                .find(|(n, _)| *n == input.source)
+                .map(|(_, w)| (w.column.clone(), w.delay_micros));
+            input.bind_watermark(schema, wm)?;
+        }
+        *join = Arc::new(j);
+    } else if let Some((_, w)) = watermarks.iter().find(|(n, _)| *n == plan.source) {
         let (column, _) = schema.column_with_name(&w.column).ok_or_else(|| {
             StreamSqlError::State(format!(
                 "watermark column \"{}\" is not in source \"{}\"",
@@ -245,7 +273,30 @@ fn plan_event_time(
         (Some((spec, _)), Some((column, _))) => spec.time_column == column,
         _ => false,
     };
-    if let (Some((spec, _)), true) = (&plan.time.window, on_watermark) {
+    if let Some((
+        WindowSpec {
+            kind: WindowKind::Session { gap },
+            ..
+        },
+        _,
+    )) = &plan.time.window
+    {
+        if !on_watermark {
+            return Err(StreamSqlError::NotSupported(
+                "a SESSION window needs a source with a WATERMARK on the window's time column \
+                 (sessions close when the watermark passes their end)"
+                    .into(),
+            ));
+        }
+        plan.time.session = Some(session_key(
+            *gap,
+            schema.fields().len(),
+            plan.scan_projection.as_deref(),
+            &plan.pre,
+            &plan.group_exprs,
+            &plan.aggregates,
+        )?);
+    } else if let (Some((spec, _)), true) = (&plan.time.window, on_watermark) {
         plan.time.window_end = window_end_key(
             &spec.kind,
             schema.fields().len(),
@@ -254,9 +305,10 @@ fn plan_event_time(
             &plan.group_exprs,
         );
     }
-    if emit == EmitMode::OnWindowClose && plan.time.window_end.is_none() {
+    let closes = plan.time.window_end.is_some() || plan.time.session.is_some();
+    if emit == EmitMode::OnWindowClose && !closes {
         let why = if plan.time.window.is_none() {
-            "the view has no TUMBLE or HOP window"
+            "the view has no TUMBLE, HOP or SESSION window"
         } else if plan.time.watermark.is_none() {
             "its source has no WATERMARK"
         } else if !on_watermark {
@@ -265,7 +317,7 @@ fn plan_event_time(
             "the view does not GROUP BY window_start or window_end"
         };
         return Err(StreamSqlError::NotSupported(format!(
-            "EMIT ON WINDOW CLOSE needs a TUMBLE or HOP window on the source's WATERMARK \
+            "EMIT ON WINDOW CLOSE needs a TUMBLE, HOP or SESSION window on the source's WATERMARK \
              column, grouped by window_start or window_end: {why}"
         )));
     }
@@ -287,7 +339,7 @@ pub(crate) fn skip_neutral(mut plan: &Arc<dyn ExecutionPlan>) -> &Arc<dyn Execut
 }
 
 /// A stateless stage, or `None` if `plan` is not one.
-fn stage_of(plan: &Arc<dyn ExecutionPlan>) -> Option<Stage> {
+pub(crate) fn stage_of(plan: &Arc<dyn ExecutionPlan>) -> Option<Stage> {
     if let Some(f) = plan.downcast_ref::<FilterExec>() {
         return Some(Stage::Filter {
             predicate: Arc::clone(f.predicate()),
@@ -370,9 +422,12 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
     let mut node = skip_neutral(input_agg.input());
     let scan = loop {
         if let Some(scan) = node.downcast_ref::<SourceScanExec>() {
-            break scan;
+            break Ok(scan);
         }
         if let Some(join) = node.downcast_ref::<HashJoinExec>() {
+            if let Some(j) = IntervalJoin::of(join)? {
+                break Err(j);
+            }
             let lookup = LookupJoin::of(join)?;
             node = skip_neutral(if lookup.source_left() {
                 join.left()
@@ -394,9 +449,20 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
         node = skip_neutral(only_child(node)?);
     };
     pre.reverse();
-    if scan.limit.is_some() {
-        return Err(unsupported("LIMIT"));
-    }
+    let (source, scan_projection, window, join) = match scan {
+        Ok(scan) => {
+            if scan.limit.is_some() {
+                return Err(unsupported("LIMIT"));
+            }
+            (
+                scan.source.clone(),
+                scan.projection.clone(),
+                scan.window.clone(),
+                None,
+            )
+        }
+        Err(j) => (j.left.source.clone(), None, None, Some(Arc::new(j))),
+    };
     let retract_refusal = crate::changelog::retract_refusal(input_agg)?;
     let group_count = group_by.expr().len();
     let columns = output_columns(&output_schema)?;
@@ -407,8 +473,8 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
         columns.len(),
     )?;
     Ok(ViewPlan {
-        source: scan.source.clone(),
-        scan_projection: scan.projection.clone(),
+        source,
+        scan_projection,
         pre,
         group_exprs: group_by.expr().iter().map(|(e, _)| Arc::clone(e)).collect(),
         aggregates: input_agg.aggr_expr().to_vec(),
@@ -417,11 +483,12 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
         columns,
         primary_key,
         time: EventTimePlan {
-            window: scan.window.clone(),
+            window,
             ..EventTimePlan::default()
         },
         retract_refusal,
         retractions: false,
+        join,
     })
 }
 
@@ -641,6 +708,191 @@ mod tests {
         .expect("plan on another column");
         assert!(p.time.window_end.is_none());
         assert_eq!(p.time.watermark, Some((1, 1_000_000)));
+    }
+
+    #[test]
+    fn a_session_window_is_keyed_by_its_bounds() {
+        let p = plan_windowed(
+            "CREATE MATERIALIZED VIEW v AS SELECT k, s.window_end AS ends, count(*) AS n \
+             FROM SESSION(s, ts, INTERVAL '5' SECOND) AS s WHERE k > 0 \
+             GROUP BY k, s.window_end HAVING count(*) > 1 EMIT ON WINDOW CLOSE",
+            Some("ts"),
+        )
+        .expect("plan");
+        let (spec, _) = p.time.window.clone().expect("window");
+        assert_eq!(
+            spec.kind,
+            crate::window::WindowKind::Session { gap: 5_000_000 }
+        );
+        let key = p.time.session.expect("session key");
+        assert_eq!(
+            (key.gap, key.start_group, key.end_group),
+            (5_000_000, None, Some(1))
+        );
+        assert!(p.time.window_end.is_none(), "sessions are not groups");
+        assert_eq!(p.time.emit, EmitMode::OnWindowClose);
+        let names: Vec<&str> = p.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["k", "ends", "n"]);
+    }
+
+    #[test]
+    fn session_bounds_used_before_the_aggregate_are_refused() {
+        for (sql, wm) in [
+            // no watermark, or one on another column: sessions never close
+            (
+                "SELECT window_start, count(*) FROM SESSION(s, ts, INTERVAL '1' SECOND) \
+                 GROUP BY window_start",
+                None,
+            ),
+            (
+                "SELECT window_start, count(*) FROM SESSION(s, other, INTERVAL '1' SECOND) \
+                 GROUP BY window_start",
+                Some("ts"),
+            ),
+            (
+                "SELECT window_start, count(*) FROM SESSION(s, ts, INTERVAL '1' SECOND) \
+                 WHERE window_end > other GROUP BY window_start",
+                Some("ts"),
+            ),
+            (
+                "SELECT k, min(window_start) FROM SESSION(s, ts, INTERVAL '1' SECOND) \
+                 GROUP BY k",
+                Some("ts"),
+            ),
+            (
+                "SELECT k, date_trunc('hour', window_start) AS h, count(*) FROM \
+                 SESSION(s, ts, INTERVAL '1' SECOND) GROUP BY k, date_trunc('hour', \
+                 window_start)",
+                Some("ts"),
+            ),
+            (
+                "SELECT k, count(*) FROM SESSION(s, ts, INTERVAL '1' SECOND) GROUP BY k",
+                Some("ts"),
+            ),
+        ] {
+            let sql = format!("CREATE MATERIALIZED VIEW v AS {sql}");
+            match plan_windowed(&sql, wm) {
+                Err(StreamSqlError::NotSupported(_)) => {}
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
+        match plan_windowed(
+            "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM SESSION(s, ts, \
+             INTERVAL '1' SECOND, INTERVAL '1' SECOND) GROUP BY window_start",
+            Some("ts"),
+        ) {
+            Err(StreamSqlError::Syntax(_)) => {}
+            other => panic!("an offset: {other:?}"),
+        }
+    }
+
+    fn plan_joined(sql: &str, right_watermark: bool) -> Result<ViewPlan> {
+        let StreamStatement::CreateView { query, emit, .. } = parse(sql)? else {
+            panic!("not a view");
+        };
+        let ts = DataType::Timestamp(datafusion::arrow::datatypes::TimeUnit::Microsecond, None);
+        let schema = |extra: &str| {
+            Arc::new(Schema::new(vec![
+                Field::new("k", DataType::Int32, false),
+                Field::new("ts", ts.clone(), false),
+                Field::new(extra, DataType::Int64, false),
+            ]))
+        };
+        let wm = |name: &str| {
+            (
+                name.to_string(),
+                WatermarkDef {
+                    column: "ts".into(),
+                    delay_micros: 1_000_000,
+                },
+            )
+        };
+        let mut watermarks = vec![wm("a")];
+        if right_watermark {
+            watermarks.push(wm("b"));
+        }
+        plan_view_with(
+            &query,
+            &[("a".into(), schema("x")), ("b".into(), schema("y"))],
+            &watermarks,
+            emit,
+        )
+    }
+
+    #[test]
+    fn an_interval_join_of_two_sources_is_cut_into_its_sides() {
+        for (sql, lower, upper) in [
+            (
+                "SELECT a.k, count(*) AS n, sum(b.y) AS s FROM a JOIN b ON a.k = b.k AND b.ts \
+                 BETWEEN a.ts - INTERVAL '1' SECOND AND a.ts + INTERVAL '2' SECOND \
+                 WHERE a.x > 0 GROUP BY a.k",
+                -1_000_000,
+                2_000_000,
+            ),
+            (
+                "SELECT b.k, count(*) AS n FROM a JOIN b ON b.k = a.k AND a.ts <= b.ts AND \
+                 b.ts < a.ts + INTERVAL '3 seconds' GROUP BY b.k",
+                0,
+                2_999_999,
+            ),
+        ] {
+            let p = plan_joined(&format!("CREATE MATERIALIZED VIEW v AS {sql}"), true)
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            let j = p.join.clone().expect("an interval join");
+            assert_eq!((j.lower, j.upper), (lower, upper), "{sql}");
+            assert_eq!(
+                (j.left.source.as_str(), j.right.source.as_str()),
+                ("a", "b")
+            );
+            assert_eq!(j.left.watermark, Some((1, 1_000_000)));
+            assert_eq!(j.right.watermark, Some((1, 1_000_000)));
+            assert_eq!(p.source, "a");
+            assert!(p.time.watermark.is_none(), "each side keeps its own clock");
+        }
+    }
+
+    #[test]
+    fn other_stream_stream_joins_are_refused() {
+        for (sql, right_wm) in [
+            (
+                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k GROUP BY a.k",
+                true,
+            ),
+            (
+                "SELECT a.k, count(*) FROM a LEFT JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts \
+                 AND a.ts + INTERVAL '1' SECOND GROUP BY a.k",
+                true,
+            ),
+            (
+                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts >= a.ts GROUP BY a.k",
+                true,
+            ),
+            (
+                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND \
+                 a.ts + INTERVAL '1' SECOND AND a.x < b.y GROUP BY a.k",
+                true,
+            ),
+            (
+                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND \
+                 a.ts + INTERVAL '1' SECOND GROUP BY a.k",
+                false,
+            ),
+            (
+                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND \
+                 a.ts + INTERVAL '1' MONTH GROUP BY a.k",
+                true,
+            ),
+            (
+                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND \
+                 a.ts + INTERVAL '1' SECOND GROUP BY a.k EMIT ON WINDOW CLOSE",
+                true,
+            ),
+        ] {
+            match plan_joined(&format!("CREATE MATERIALIZED VIEW v AS {sql}"), right_wm) {
+                Err(StreamSqlError::NotSupported(_)) => {}
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -110,6 +110,9 @@ pub struct ViewDef {
     /// The source it reads (set when the view is planned).
     #[serde(default)]
     pub source: String,
+    /// The second source of an interval join (set when planned).
+    #[serde(default)]
+    pub joined: Option<String>,
     pub statement: String,
     pub checkpoint_interval_ms: u64,
 }
@@ -267,6 +270,7 @@ pub fn parse(sql: &str) -> Result<StreamStatement> {
                 def: ViewDef {
                     name: object_name(&cv.name)?,
                     source: String::new(),
+                    joined: None,
                     statement: sql.to_string(),
                     checkpoint_interval_ms,
                 },

@@ -22,6 +22,15 @@
 //!   CLOSE: its only row), then its state is dropped, so state holds only
 //!   open windows. The watermark is in the snapshot with the groups; the
 //!   final checkpoint (the source ended) closes every window.
+//! * A SESSION view keeps no groups: its rows go to `Sessions`
+//!   (`session.rs`), which merges them into per-key sessions; at
+//!   `snapshot(n)` the changed (or closed) sessions become rows and the
+//!   rows of bounds that no longer exist become deletes.
+//! * An interval-join view reads two sources (input 0 the left, 1 the
+//!   right): `JoinState` (`interval_join.rs`) late-filters each side by its
+//!   own clock, emits the pairs a batch makes with the other side's held
+//!   rows into the pre stages, and expires held rows at `snapshot(n)`; its
+//!   clocks and held rows are in the snapshot.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -41,7 +50,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::{from_ipc, to_ipc, ArrowBatch};
 use crate::error::{Result, StreamSqlError};
+use crate::interval_join::{JoinSnapshot, JoinState};
 use crate::plan::ViewPlan;
+use crate::session::Sessions;
 use crate::stages::{eval, run_masked, run_stage};
 pub use crate::view_stats::{ViewStats, ViewStatsReport};
 pub use crate::view_tables::{
@@ -85,6 +96,12 @@ struct Snapshot {
     /// The change-log source's cut at this snapshot.
     #[serde(default)]
     position: Option<String>,
+    /// A SESSION view's sessions (`session.rs`, Arrow IPC).
+    #[serde(default)]
+    sessions: Option<Vec<u8>>,
+    /// An interval join's clocks and held rows (`interval_join.rs`).
+    #[serde(default)]
+    join: Option<JoinSnapshot>,
 }
 
 struct Group {
@@ -126,6 +143,10 @@ pub struct ViewOperator {
     clock: Option<EventClock>,
     /// The change-log source's latest cut (from its batches' metadata).
     position: Option<String>,
+    /// A SESSION view's sessions (its groups stay empty).
+    sessions: Option<Sessions>,
+    /// An interval join's state: input 0 is its left source, 1 its right.
+    join: Option<JoinState>,
     /// Fault injection for tests: panic once this many source rows have
     /// been seen (see [`INJECT_PANIC_ENV`]).
     panic_at_rows: Option<u64>,
@@ -144,6 +165,11 @@ fn tag_value(tag: u64) -> i64 {
     } else {
         i64::try_from(tag).unwrap_or(i64::MAX - 1)
     }
+}
+
+/// A key's values as bytes to compare.
+fn key_json(key: &[Value]) -> Result<Vec<u8>> {
+    serde_json::to_vec(key).map_err(|e| StreamSqlError::Internal(format!("a view key: {e}")))
 }
 
 fn now_micros() -> i64 {
@@ -167,7 +193,22 @@ impl ViewOperator {
             .take(plan.group_exprs.len())
             .map(|f| SortField::new(f.data_type().clone()))
             .collect();
+        let sessions = match plan.time.session {
+            Some(key) => Some(Sessions::new(
+                key,
+                plan.aggregates.clone(),
+                &plan.aggregate_schema,
+                plan.group_exprs.len(),
+            )?),
+            None => None,
+        };
+        let join = match &plan.join {
+            Some(j) => Some(JoinState::new(Arc::clone(j))?),
+            None => None,
+        };
         Ok(ViewOperator {
+            sessions,
+            join,
             converter: RowConverter::new(fields)?,
             plan,
             target,
@@ -188,7 +229,13 @@ impl ViewOperator {
     /// How many groups the operator holds state for (tests: closed
     /// windows must not be among them).
     pub fn group_count(&self) -> usize {
-        self.groups.len()
+        self.groups.len() + self.sessions.as_ref().map_or(0, Sessions::len)
+    }
+
+    /// How many source rows an interval join holds (tests: expired rows
+    /// must not be among them).
+    pub fn held_join_rows(&self) -> usize {
+        self.join.as_ref().map_or(0, JoinState::held_rows)
     }
 
     /// Arms the injected panic (tests; see [`INJECT_PANIC_ENV`]).
@@ -232,8 +279,8 @@ impl ViewOperator {
         }
     }
 
-    /// Feeds one source batch into the groups.
-    fn add(&mut self, batch: RecordBatch) -> Result<()> {
+    /// Feeds one batch of source `input` into the groups.
+    fn add(&mut self, input: usize, batch: RecordBatch) -> Result<()> {
         let rows = batch.num_rows() as u64;
         self.source_rows += rows;
         if self.panic_at_rows.is_some_and(|n| self.source_rows >= n) {
@@ -248,6 +295,10 @@ impl ViewOperator {
         match self.arrivals.last_mut() {
             Some((at, n)) if now - *at < 1000 => *n += rows,
             _ => self.arrivals.push((now, rows)),
+        }
+        if let Some(join) = &mut self.join {
+            let joined = join.push(input, batch)?;
+            return self.aggregate(joined, false);
         }
         if self.plan.retractions {
             return self.add_changes(batch);
@@ -301,10 +352,21 @@ impl ViewOperator {
             Some((spec, schema)) => assign(spec, &batch, schema)?,
             None => batch,
         };
-        let mut batch = match &plan.scan_projection {
+        let batch = match &plan.scan_projection {
             Some(p) => batch.project(p)?,
             None => batch,
         };
+        self.aggregate(batch, retract)
+    }
+
+    /// Runs the pre stages on `batch` (the scan's or the join's output)
+    /// and adds its rows to (or, with `retract`, removes them from) their
+    /// groups.
+    fn aggregate(&mut self, mut batch: RecordBatch, retract: bool) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let plan = Arc::clone(&self.plan);
         for stage in &plan.pre {
             batch = run_stage(stage, batch)?;
         }
@@ -316,6 +378,14 @@ impl ViewOperator {
             .iter()
             .map(|e| eval(e, &batch))
             .collect::<Result<Vec<_>>>()?;
+        if let Some(sessions) = &mut self.sessions {
+            let args: Vec<Vec<ArrayRef>> = plan
+                .aggregates
+                .iter()
+                .map(|a| a.expressions().iter().map(|e| eval(e, &batch)).collect())
+                .collect::<Result<_>>()?;
+            return sessions.add(&keys, &args);
+        }
         let rows = self.converter.convert_columns(&keys)?;
         // rows of each group in this batch, groups in first-seen order
         let mut slot: HashMap<usize, usize> = HashMap::new();
@@ -432,7 +502,8 @@ impl ViewOperator {
             upserts: Vec::new(),
             deletes: Vec::new(),
             arrivals: std::mem::take(&mut self.arrivals),
-            late_rows: self.clock.as_ref().map_or(0, |c| c.state().late_rows),
+            late_rows: self.clock.as_ref().map_or(0, |c| c.state().late_rows)
+                + self.join.as_ref().map_or(0, JoinState::late_rows),
             position: self.position.clone(),
         };
         if dirty.is_empty() {
@@ -453,11 +524,17 @@ impl ViewOperator {
                 .ok_or_else(|| StreamSqlError::Internal("group key out of range".into()))?;
             key_rows.push(parser.parse(key));
         }
-        let mut columns = self.converter.convert_rows(key_rows)?;
-        let schema = Arc::clone(&self.plan.aggregate_schema);
+        let columns = self.converter.convert_rows(key_rows)?;
         let group_count = self.plan.group_exprs.len();
-        for (at, field) in schema.fields().iter().skip(group_count).enumerate() {
-            let mut values = Vec::with_capacity(dirty.len());
+        let mut values = Vec::with_capacity(self.plan.aggregates.len());
+        for at in 0..self
+            .plan
+            .aggregate_schema
+            .fields()
+            .len()
+            .saturating_sub(group_count)
+        {
+            let mut per_group = Vec::with_capacity(dirty.len());
             for g in &dirty {
                 let group = self
                     .groups
@@ -468,8 +545,29 @@ impl ViewOperator {
                     .accumulators
                     .get_mut(at)
                     .ok_or_else(|| StreamSqlError::Internal("accumulator missing".into()))?;
-                values.push(acc.evaluate()?);
+                per_group.push(acc.evaluate()?);
             }
+            values.push(per_group);
+        }
+        self.write_rows(columns, values, &live, deletes, &mut pending)?;
+        Ok(pending)
+    }
+
+    /// The view rows of groups whose GROUP BY columns are `columns` and
+    /// whose aggregates' values are `values` (one list per aggregate),
+    /// added to `pending`: a row whose group is `live` and that the post
+    /// stages keep is an upsert; otherwise, if `deletes`, a delete.
+    fn write_rows(
+        &self,
+        mut columns: Vec<ArrayRef>,
+        values: Vec<Vec<ScalarValue>>,
+        live: &[bool],
+        deletes: bool,
+        pending: &mut Pending,
+    ) -> Result<()> {
+        let schema = Arc::clone(&self.plan.aggregate_schema);
+        let group_count = self.plan.group_exprs.len();
+        for (field, values) in schema.fields().iter().skip(group_count).zip(values) {
             let array = ScalarValue::iter_to_array(values)?;
             columns.push(if array.data_type() == field.data_type() {
                 array
@@ -507,7 +605,70 @@ impl ViewOperator {
                 pending.deletes.push(key);
             }
         }
+        Ok(())
+    }
+
+    /// A SESSION view's change at checkpoint `tag`: the sessions that
+    /// changed (emit on update) or closed (EMIT ON WINDOW CLOSE), and
+    /// deletes of the rows written under bounds no session has any more.
+    fn take_sessions(&mut self, tag: u64, closed_below: Option<i64>) -> Result<Pending> {
+        let mut pending = self.rows_of(Vec::new(), tag, false)?;
+        let on_update = self.plan.time.emit == EmitMode::OnUpdate;
+        let Some(sessions) = &mut self.sessions else {
+            return Ok(pending);
+        };
+        let taken = sessions.take(on_update, closed_below)?;
+        if let Some(w) = closed_below {
+            sessions.drop_closed(w);
+        }
+        if taken.rows > 0 {
+            let live = vec![true; taken.rows];
+            self.write_rows(taken.groups, taken.values, &live, on_update, &mut pending)?;
+        }
+        if let Some(gone) = taken.gone {
+            let mut keys = Vec::with_capacity(gone.len());
+            for (g, column) in gone.iter().enumerate() {
+                let def = self
+                    .plan
+                    .primary_key
+                    .get(g)
+                    .and_then(|c| self.plan.columns.get(*c))
+                    .ok_or_else(|| StreamSqlError::Internal("view key column missing".into()))?;
+                keys.push(eddy_sql::session::cast_column(column, def.ty, &def.name)?);
+            }
+            let written: std::collections::HashSet<Vec<u8>> = pending
+                .upserts
+                .iter()
+                .map(|row| self.key_bytes(row))
+                .collect::<Result<_>>()?;
+            let n = keys.first().map_or(0, |c| c.len());
+            for i in 0..n {
+                let key: Vec<Value> = keys
+                    .iter()
+                    .zip(&self.plan.primary_key)
+                    .map(|(a, c)| {
+                        let ty = self.types.get(*c).copied().unwrap_or(ColumnType::Text);
+                        eddy_storage::arrow_conv::value_at(a.as_ref(), ty, i)
+                    })
+                    .collect();
+                // a key written again in this change is replaced, not deleted
+                if !written.contains(&key_json(&key)?) {
+                    pending.deletes.push(key);
+                }
+            }
+        }
         Ok(pending)
+    }
+
+    /// A view row's primary key, as bytes to compare.
+    fn key_bytes(&self, row: &Row) -> Result<Vec<u8>> {
+        let key: Vec<Value> = self
+            .plan
+            .primary_key
+            .iter()
+            .map(|k| row.get(*k).cloned().unwrap_or(Value::Null))
+            .collect();
+        key_json(&key)
     }
 
     /// Drops the groups whose rows were all retracted (their delete is
@@ -701,12 +862,12 @@ impl ViewOperator {
 impl Operator for ViewOperator {
     fn process(
         &mut self,
-        _input: usize,
+        input: usize,
         batch: AnyBatch,
         _out: &mut dyn Emitter,
     ) -> eddy_stream::Result<()> {
         for b in downcast::<ArrowBatch>(batch)? {
-            self.add(b.0)?;
+            self.add(input, b.0)?;
         }
         Ok(())
     }
@@ -723,6 +884,7 @@ impl Operator for ViewOperator {
             self.clock.as_ref().and_then(EventClock::watermark)
         };
         let change = match self.plan.time.emit {
+            _ if self.sessions.is_some() => self.take_sessions(id.0, closed_below)?,
             EmitMode::OnUpdate => self.take_changes(id.0)?,
             EmitMode::OnWindowClose => self.take_closed(id.0, closed_below)?,
         };
@@ -730,6 +892,9 @@ impl Operator for ViewOperator {
             self.drop_closed(w);
         }
         self.drop_empty();
+        if let Some(join) = &mut self.join {
+            join.expire()?;
+        }
         // a checkpoint with no change commits nothing: the recorded
         // source position advances with the next real change
         // (the final one always commits: it records where the source ended)
@@ -742,6 +907,14 @@ impl Operator for ViewOperator {
             groups: self.groups_state()?,
             clock: self.clock.as_ref().map(EventClock::state),
             position: self.position.clone(),
+            sessions: match &mut self.sessions {
+                Some(s) => s.state()?,
+                None => None,
+            },
+            join: match &self.join {
+                Some(j) => Some(j.snapshot()?),
+                None => None,
+            },
         };
         Ok(Some(serde_json::to_vec(&snap)?))
     }
@@ -754,6 +927,21 @@ impl Operator for ViewOperator {
         self.dirty.clear();
         if let Some(bytes) = &snap.groups {
             self.restore_groups(bytes)?;
+        }
+        if let Some(sessions) = &mut self.sessions {
+            sessions.restore(snap.sessions.as_deref())?;
+        }
+        if let Some(join) = &mut self.join {
+            match snap.join {
+                Some(state) => join.restore(state)?,
+                None if snap.source_rows > 0 => {
+                    return Err(StreamSqlError::State(
+                        "the checkpoint has no join state but the view joins two sources".into(),
+                    )
+                    .into())
+                }
+                None => {}
+            }
         }
         self.source_rows = snap.source_rows;
         self.position = snap.position;

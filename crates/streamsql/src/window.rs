@@ -1,5 +1,6 @@
-//! Event-time windows: `TUMBLE` and `HOP` in a view's FROM clause, bound
-//! on sqlparser's AST, and the assignment of each row to its windows.
+//! Event-time windows: `TUMBLE`, `HOP` and `SESSION` in a view's FROM
+//! clause, bound on sqlparser's AST, and the assignment of each row to its
+//! windows.
 //!
 //! `TUMBLE(source, ts, INTERVAL size)` and `HOP(source, ts, INTERVAL hop,
 //! INTERVAL size)` (RisingWave's forms) are the source's rows with two
@@ -9,13 +10,16 @@
 //! from the Unix epoch, so a row with time `t` is in the tumbling window
 //! starting at `floor(t / size) * size` and in the `size / hop` hopping
 //! windows whose start is a multiple of `hop` in `(t - size, t]`.
+//! `SESSION(source, ts, INTERVAL gap)` gives each row the window `[t, t +
+//! gap)`; the view operator merges a key's overlapping windows into
+//! sessions (`session.rs`), so rows closer than `gap` share a session.
 //!
 //! [`bind_windows`] replaces each window call in the query's AST by a
 //! table of the planning session whose scan carries the [`WindowSpec`];
 //! the view operator then runs [`assign`] on every source batch (after the
 //! watermark has dropped the late rows, see `watermark.rs`) before the
-//! query's own stages. `SESSION` windows, an offset argument and months in
-//! an interval are refused with 0A000.
+//! query's own stages. An offset argument and months in an interval are
+//! refused with 0A000.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -54,8 +58,19 @@ const DAY_MICROS: i64 = 86_400_000_000;
 /// The windows a row falls into (sizes in microseconds, both positive).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WindowKind {
-    Tumble { size: i64 },
-    Hop { hop: i64, size: i64 },
+    Tumble {
+        size: i64,
+    },
+    Hop {
+        hop: i64,
+        size: i64,
+    },
+    /// A session window (`session.rs`): the scan gives each row the window
+    /// `[t, t + gap)`; the view operator merges a key's overlapping
+    /// windows into sessions.
+    Session {
+        gap: i64,
+    },
 }
 
 /// A window function bound to one source.
@@ -92,6 +107,7 @@ impl WindowKind {
     pub fn size(&self) -> i64 {
         match self {
             WindowKind::Tumble { size } | WindowKind::Hop { size, .. } => *size,
+            WindowKind::Session { gap } => *gap,
         }
     }
 
@@ -115,6 +131,7 @@ impl WindowKind {
                     out.push((start, start.checked_add(size).ok_or_else(range)?));
                 }
             }
+            WindowKind::Session { gap } => out.push((t, t.checked_add(gap).ok_or_else(range)?)),
         }
         Ok(())
     }
@@ -198,11 +215,11 @@ pub struct BoundWindow {
     pub spec: WindowSpec,
 }
 
-/// Replaces every `TUMBLE(...)` / `HOP(...)` in `query`'s FROM clauses by a
-/// table named as the returned [`BoundWindow`]s say (aliased as the source
-/// unless the call has an alias). `SESSION(...)` and malformed calls are
-/// refused; other table functions are left to the planner (which refuses
-/// them).
+/// Replaces every `TUMBLE(...)` / `HOP(...)` / `SESSION(...)` in `query`'s
+/// FROM clauses by a table named as the returned [`BoundWindow`]s say
+/// (aliased as the source unless the call has an alias). Malformed calls
+/// are refused; other table functions are left to the planner (which
+/// refuses them).
 pub fn bind_windows(
     query: &mut Query,
     sources: &[(String, SchemaRef)],
@@ -256,6 +273,7 @@ fn window_function(name: &ObjectName) -> Option<String> {
 fn usage(f: &str) -> StreamSqlError {
     StreamSqlError::Syntax(match f {
         "tumble" => "TUMBLE takes (source, time column, INTERVAL size)".into(),
+        "session" => "SESSION takes (source, time column, INTERVAL gap)".into(),
         _ => "HOP takes (source, time column, INTERVAL hop, INTERVAL size)".into(),
     })
 }
@@ -275,11 +293,6 @@ impl Binder<'_> {
         let Some(f) = window_function(name) else {
             return Ok(());
         };
-        if f == "session" {
-            return Err(StreamSqlError::NotSupported(
-                "SESSION windows are not supported yet (supported: TUMBLE and HOP)".into(),
-            ));
-        }
         if *with_ordinality {
             return Err(StreamSqlError::NotSupported(format!(
                 "WITH ORDINALITY on {} is not supported",
@@ -297,8 +310,8 @@ impl Binder<'_> {
                 _ => return Err(usage(&f)),
             }
         }
-        let wanted = if f == "tumble" { 3 } else { 4 };
-        if exprs.len() == wanted + 1 {
+        let wanted = if f == "hop" { 4 } else { 3 };
+        if exprs.len() == wanted + 1 && f != "session" {
             return Err(StreamSqlError::NotSupported(format!(
                 "{} with an offset is not supported yet: windows are aligned to the Unix epoch",
                 f.to_uppercase()
@@ -353,6 +366,7 @@ impl Binder<'_> {
             micros.push(m);
         }
         let kind = match micros.as_slice() {
+            [gap] if f == "session" => WindowKind::Session { gap: *gap },
             [size] => WindowKind::Tumble { size: *size },
             [hop, size] => {
                 if size % hop != 0 {
@@ -552,6 +566,14 @@ mod tests {
                 windows(WindowKind::Tumble { size: 10 }, t)
             );
         }
+    }
+
+    #[test]
+    fn a_session_row_opens_the_window_of_its_gap() {
+        let k = WindowKind::Session { gap: 10 };
+        assert_eq!(windows(k, -3), vec![(-3, 7)]);
+        assert_eq!(k.size(), 10);
+        assert!(k.windows_of(i64::MAX - 5, &mut Vec::new()).is_err());
     }
 
     #[test]
