@@ -636,13 +636,12 @@ where
             vec![fmt as i16; ncols],
         )))
         .await?;
-    if binary {
-        client
-            .feed(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
-                binary_header(),
-            ))))
-            .await?;
-    } else if out.options.header {
+    // Binary: the header goes out in one message with the first row (or
+    // the trailer), as PostgreSQL sends it; tokio-postgres's
+    // `BinaryCopyOutStream` reads a row right after the header in the same
+    // message and fails on a header alone.
+    let mut prefix = if binary { binary_header() } else { Vec::new() };
+    if !binary && out.options.header {
         client
             .feed(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
                 csv_header(&out.schema, &out.options),
@@ -656,6 +655,8 @@ where
         let batch = pgtypes::present_batch(&batch).map_err(|e| user_error(&e))?;
         for r in 0..batch.num_rows() {
             let mut buf = BytesMut::new();
+            buf.extend_from_slice(&prefix);
+            prefix.clear();
             encode_row(&batch, r, &out.options, &mut buf).map_err(|e| user_error(&e))?;
             client
                 .feed(PgWireBackendMessage::CopyData(CopyData::new(buf.freeze())))
@@ -664,9 +665,10 @@ where
         }
     }
     if binary {
+        prefix.extend_from_slice(&binary_trailer());
         client
             .feed(PgWireBackendMessage::CopyData(CopyData::new(Bytes::from(
-                binary_trailer(),
+                prefix,
             ))))
             .await?;
     }

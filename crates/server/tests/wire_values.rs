@@ -1063,6 +1063,47 @@ async fn invalid_utf8_is_22021() {
     .await;
 }
 
+/// Binary COPY TO reads with tokio-postgres's `BinaryCopyOutStream`,
+/// which needs the header in one message with the first row (or the
+/// trailer), as PostgreSQL sends it: rows, and an empty result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_copy_out_reads_with_a_driver() {
+    on_servers(|c| async move {
+        use futures::TryStreamExt;
+        use tokio_postgres::binary_copy::BinaryCopyOutStream;
+        exec(&c, "DROP TABLE IF EXISTS wv_bcopy").await;
+        exec(&c, "CREATE TABLE wv_bcopy (id INT PRIMARY KEY, v TEXT)").await;
+        exec(&c, "INSERT INTO wv_bcopy VALUES (1, 'a'), (2, NULL), (3, 'é')").await;
+        let types = [Type::INT4, Type::TEXT];
+        let read = |sql: &'static str| {
+            let c = &c;
+            let types = types.clone();
+            async move {
+                let out = c.copy_out(sql).await.unwrap();
+                let rows: Vec<tokio_postgres::binary_copy::BinaryCopyOutRow> =
+                    BinaryCopyOutStream::new(out, &types)
+                        .try_collect()
+                        .await
+                        .unwrap();
+                rows.iter()
+                    .map(|r| (r.get::<i32>(0), r.get::<Option<String>>(1)))
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(
+            read("COPY (SELECT id, v FROM wv_bcopy ORDER BY id) TO STDOUT WITH (FORMAT binary)")
+                .await,
+            [(1, Some("a".to_string())), (2, None), (3, Some("é".to_string()))]
+        );
+        assert_eq!(
+            read("COPY (SELECT id, v FROM wv_bcopy WHERE id > 9) TO STDOUT WITH (FORMAT binary)")
+                .await,
+            []
+        );
+    })
+    .await;
+}
+
 /// A `uuid` in binary: its 16 bytes (tokio-postgres needs a feature for
 /// its own).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
