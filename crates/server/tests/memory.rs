@@ -43,14 +43,49 @@ async fn queries_spill_or_fail_with_53200_within_their_limit() {
     c.batch_execute("SET eddy.query_memory_limit = '16MB'")
         .await
         .unwrap();
-    // a sort that needs more than the limit fails cleanly (sorts reserve
-    // what they hold and spill in DataFusion; at limits this small, see
-    // docs/design/sql.md "Query memory", they fail instead)
+    // a sort that cannot hold even the batches it must sort before it can
+    // spill fails cleanly (each sorting partition reserves twice a row
+    // group, about 11 MB; see docs/design/sql.md "Query memory")
     let e = c
         .query("SELECT v FROM big ORDER BY v DESC", &[])
         .await
         .expect_err("over the limit");
     assert_eq!(e.code().map(|c| c.code()), Some("53200"), "{e}");
+
+    // at a limit below what the sort holds (about 56 MB of row groups) it
+    // spills sorted runs to disk and merges them: every row, in order.
+    // (Row groups are counted at their own size: counted at the whole
+    // file's, each batch weighed 28 MB and this failed.)
+    c.batch_execute("SET eddy.query_memory_limit = '48MB'")
+        .await
+        .unwrap();
+    let rows = c
+        .query("SELECT v FROM big ORDER BY v DESC", &[])
+        .await
+        .expect("a sort spills within 48 MB");
+    assert_eq!(rows.len(), ROWS as usize);
+    let sorted: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    assert!(sorted.windows(2).all(|w| w[0] >= w[1]), "in order");
+    let plan: String = c
+        .query("EXPLAIN ANALYZE SELECT v FROM big ORDER BY v DESC", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(1))
+        .collect();
+    let spills: u64 = plan
+        .split("spill_count=")
+        .skip(1)
+        .filter_map(|rest| {
+            rest.split(|ch: char| !ch.is_ascii_digit())
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum();
+    assert!(spills > 0, "the sort spilled: {plan}");
+    c.batch_execute("SET eddy.query_memory_limit = '16MB'")
+        .await
+        .unwrap();
 
     // a join that must hold all of one side cannot spill: 53200
     let e = c

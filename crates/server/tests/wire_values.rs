@@ -1073,7 +1073,11 @@ async fn binary_copy_out_reads_with_a_driver() {
         use tokio_postgres::binary_copy::BinaryCopyOutStream;
         exec(&c, "DROP TABLE IF EXISTS wv_bcopy").await;
         exec(&c, "CREATE TABLE wv_bcopy (id INT PRIMARY KEY, v TEXT)").await;
-        exec(&c, "INSERT INTO wv_bcopy VALUES (1, 'a'), (2, NULL), (3, 'é')").await;
+        exec(
+            &c,
+            "INSERT INTO wv_bcopy VALUES (1, 'a'), (2, NULL), (3, 'é')",
+        )
+        .await;
         let types = [Type::INT4, Type::TEXT];
         let read = |sql: &'static str| {
             let c = &c;
@@ -1093,7 +1097,11 @@ async fn binary_copy_out_reads_with_a_driver() {
         assert_eq!(
             read("COPY (SELECT id, v FROM wv_bcopy ORDER BY id) TO STDOUT WITH (FORMAT binary)")
                 .await,
-            [(1, Some("a".to_string())), (2, None), (3, Some("é".to_string()))]
+            [
+                (1, Some("a".to_string())),
+                (2, None),
+                (3, Some("é".to_string()))
+            ]
         );
         assert_eq!(
             read("COPY (SELECT id, v FROM wv_bcopy WHERE id > 9) TO STDOUT WITH (FORMAT binary)")

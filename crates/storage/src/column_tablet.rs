@@ -38,6 +38,10 @@ use crate::delete_map::DeleteMap;
 use crate::error::{Result, StorageError};
 use crate::filestore::{FileBytes, FileStore};
 
+/// Keeps a column file's buffer alive for the row-group buffers made from
+/// it ([`ColumnFile::block_buffer`]).
+struct FileBufferOwner(#[allow(dead_code, reason = "held, never read")] Buffer);
+
 pub const ROW_GROUP_ROWS: usize = 64 * 1024;
 /// Pending memtable rows are sealed into an Arrow batch at this size.
 const SEAL_ROWS: usize = 8192;
@@ -520,7 +524,7 @@ impl ColumnFile {
     pub fn read_row_group(&self, i: usize, projection: Option<&[usize]>) -> Result<RecordBatch> {
         let blk = &self.blocks[i];
         let len = blk.metaDataLength() as usize + blk.bodyLength() as usize;
-        let data = self.buffer.slice_with_length(blk.offset() as usize, len);
+        let data = self.block_buffer(i, blk.offset(), len)?;
         if !self.verified[i].load(AtOrd::Relaxed) {
             if crc32c::crc32c(data.as_slice()) != self.groups[i].crc {
                 return Err(StorageError::corrupt(
@@ -539,6 +543,38 @@ impl ColumnFile {
                 StorageError::corrupt(&self.path, format!("row group {i} undecodable: {e}"))
             })?
             .ok_or_else(|| StorageError::corrupt(&self.path, format!("row group {i} is empty")))
+    }
+
+    /// Row group `i`'s bytes as a buffer of their own, sharing the file's
+    /// memory. Arrays decoded from it report the row group's size as
+    /// theirs, not the whole file's (a slice of the file's buffer would):
+    /// operators reserve memory by that size (`eddy-sql`'s query pool), so
+    /// with whole-file sizes a sort under a limit smaller than the file
+    /// could not even hold one batch to spill.
+    fn block_buffer(&self, i: usize, offset: i64, len: usize) -> Result<Buffer> {
+        let in_file = usize::try_from(offset).ok().filter(|o| {
+            o.checked_add(len)
+                .is_some_and(|end| end <= self.buffer.len())
+        });
+        let Some(offset) = in_file else {
+            return Err(StorageError::corrupt(
+                &self.path,
+                format!("row group {i} lies outside the file"),
+            ));
+        };
+        let Some(ptr) = std::ptr::NonNull::new(self.buffer.as_ptr().cast_mut()) else {
+            return Err(StorageError::corrupt(&self.path, "empty file buffer"));
+        };
+        // SAFETY: `offset + len <= self.buffer.len()` (checked above), so
+        // the range lies inside the file's buffer, which is immutable and
+        // lives as long as the owner handed over with it (a clone of it).
+        Ok(unsafe {
+            Buffer::from_custom_allocation(
+                ptr.add(offset),
+                len,
+                Arc::new(FileBufferOwner(self.buffer.clone())),
+            )
+        })
     }
 
     fn key_index(&self) -> Result<&KeyIndex> {
@@ -826,6 +862,14 @@ mod tests {
         assert_eq!(f.find_key(&key(100_001)).unwrap(), None);
         let rg = f.read_row_group(1, Some(&[0])).unwrap();
         assert_eq!(rg.num_rows(), 100_000 - 65536);
+        // a row group weighs its own bytes, not the file's (query memory
+        // limits reserve by this size)
+        let weight = rg.get_array_memory_size();
+        assert!(
+            weight * 2 < meta.bytes as usize,
+            "row group 1 weighs {weight} of a {}-byte file",
+            meta.bytes
+        );
 
         // flip a byte inside the second row group's data
         let mut bad = bytes;
