@@ -228,6 +228,19 @@ async fn extended_protocol_describes_what_executes() {
             _ => None,
         });
         assert_eq!(Some(show.len()), width, "SHOW ALL");
+        let show_all = c.prepare("SHOW ALL").await.expect("prepare SHOW ALL");
+        let names: Vec<&str> = show_all.columns().iter().map(|c| c.name()).collect();
+        assert_eq!(names, ["name", "setting", "description"]);
+        let described = msgs.iter().find_map(|m| match m {
+            SimpleQueryMessage::Row(r) if r.get(0) == Some("statement_timeout") => {
+                r.get(2).map(str::to_string)
+            }
+            _ => None,
+        });
+        assert_eq!(
+            described.as_deref(),
+            Some("Sets the maximum allowed duration of any statement.")
+        );
         let iso = c
             .prepare("SHOW transaction isolation level")
             .await

@@ -58,6 +58,7 @@ pub mod sequence_parse;
 pub mod sequences;
 pub mod server_files;
 pub mod session;
+pub mod setting_descriptions;
 pub mod statement_limits;
 pub mod streams;
 pub mod subquery;

@@ -1561,7 +1561,7 @@ impl Session {
     ) -> Vec<String> {
         let (name, key) = self.show_key(variable);
         if name == "all" {
-            vec!["name".into(), "setting".into()]
+            vec!["name".into(), "setting".into(), "description".into()]
         } else if key.contains('.') || self.transaction_setting(&key).is_some() {
             vec![key]
         } else {
@@ -1577,9 +1577,14 @@ impl Session {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .unzip();
+            let descriptions: StringArray = names
+                .iter()
+                .map(|n| crate::setting_descriptions::setting_description(n))
+                .collect();
             vec![
                 Arc::new(StringArray::from(names)),
                 Arc::new(StringArray::from(values)),
+                Arc::new(descriptions),
             ]
         } else {
             let v = match self.transaction_setting(&key) {
@@ -1595,7 +1600,11 @@ impl Session {
         let schema: SchemaRef = Arc::new(Schema::new(
             self.show_column_names(variable)
                 .into_iter()
-                .map(|n| Field::new(n, DataType::Utf8, false))
+                .map(|n| {
+                    // a custom setting has no description
+                    let nullable = n == "description";
+                    Field::new(n, DataType::Utf8, nullable)
+                })
                 .collect::<Vec<_>>(),
         ));
         let batch = RecordBatch::try_new(Arc::clone(&schema), values)?;
