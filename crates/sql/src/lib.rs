@@ -42,6 +42,7 @@ pub mod join_order;
 pub mod json;
 pub mod json_functions;
 pub mod memory;
+mod node_rewrite;
 pub mod numeric_division;
 pub mod output_names;
 pub mod pgtypes;

@@ -23,12 +23,10 @@
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::DFSchema;
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::expr::BinaryExpr;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, Operator};
 use datafusion::optimizer::AnalyzerRule;
 
@@ -59,18 +57,7 @@ fn widen_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
     if matches!(plan, LogicalPlan::Values(_) | LogicalPlan::Limit(_)) {
         return Ok(Transformed::no(plan));
     }
-    let names = NamePreserver::new(&plan);
-    let input = merge_schema(&plan.inputs());
-    let t = plan.map_expressions(|expr| {
-        let saved = names.save(&expr);
-        expr.transform_up(|e| widen_division(e, &input))
-            .map(|t| t.update_data(|e| saved.restore(e)))
-    })?;
-    if t.transformed {
-        t.data.recompute_schema().map(Transformed::yes)
-    } else {
-        Ok(t)
-    }
+    crate::node_rewrite::rewrite_node_expressions(plan, widen_division)
 }
 
 fn widen_division(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
@@ -179,5 +166,17 @@ mod tests {
             ]
         );
         assert_eq!(batch.schema().field(3).name(), "q");
+        // a quotient read by the nodes above it: their schemas follow its
+        // wider type
+        let batches = ctx
+            .sql("SELECT q FROM (SELECT 1 / 3.0 AS q) AS s ORDER BY q LIMIT 1")
+            .await
+            .expect("plans")
+            .collect()
+            .await
+            .expect("runs");
+        let batch = batches.first().expect("a batch");
+        let cell = array_value_to_string(batch.column(0), 0).expect("prints");
+        assert_eq!(cell, "0.3333333333333333");
     }
 }

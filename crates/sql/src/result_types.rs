@@ -36,12 +36,10 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::expr::WindowFunctionDefinition;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, Values};
 use datafusion::optimizer::AnalyzerRule;
 
@@ -82,22 +80,9 @@ fn narrow_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
         LogicalPlan::Values(v) => {
             narrow_values(v).map(|v| Transformed::yes(LogicalPlan::Values(v)))
         }
-        plan => {
-            let names = NamePreserver::new(&plan);
-            let input = merge_schema(&plan.inputs());
-            let plan = plan
-                .map_expressions(|expr| {
-                    let saved = names.save(&expr);
-                    expr.transform_up(|e| {
-                        narrow_literal(e)?.transform_data(|e| numeric_aggregate(e, &input))
-                    })
-                    .map(|t| t.update_data(|e| saved.restore(e)))
-                })?
-                .data;
-            // inputs may have changed type even where this node's own
-            // expressions did not
-            plan.recompute_schema().map(Transformed::yes)
-        }
+        plan => crate::node_rewrite::rewrite_node_expressions(plan, |e, input| {
+            narrow_literal(e)?.transform_data(|e| numeric_aggregate(e, input))
+        }),
     }
 }
 

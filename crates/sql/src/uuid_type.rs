@@ -19,12 +19,10 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, FixedSizeBinaryBuilder, StringBuilder};
 use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::expr::{InList, ScalarFunction};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     BinaryExpr, Cast, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator,
     ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TryCast, Volatility,
@@ -258,18 +256,7 @@ fn coerce_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
     if matches!(plan, LogicalPlan::Values(_) | LogicalPlan::TableScan(_)) {
         return Ok(Transformed::no(plan));
     }
-    let names = NamePreserver::new(&plan);
-    let input = merge_schema(&plan.inputs());
-    let t = plan.map_expressions(|expr| {
-        let saved = names.save(&expr);
-        expr.transform_up(|e| coerce_expr(e, &input))
-            .map(|t| t.update_data(|e| saved.restore(e)))
-    })?;
-    if t.transformed {
-        t.data.recompute_schema().map(Transformed::yes)
-    } else {
-        Ok(t)
-    }
+    crate::node_rewrite::rewrite_node_expressions(plan, coerce_expr)
 }
 
 fn type_of(e: &Expr, schema: &DFSchema) -> Option<DataType> {
