@@ -13,14 +13,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use datafusion::arrow::array::TimestampMicrosecondArray;
-use datafusion::arrow::array::{Array, Int32Array, Int64Array, RecordBatch};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::arrow::array::{Array, Int32Array, Int64Array};
 use eddy_common::Value;
 use eddy_storage::{Engine, EngineConfig, Table};
 use eddy_stream::operator::sink::FINAL_TAG;
-use eddy_stream::operator::{Emitter, Operator};
-use eddy_stream::types::{AnyBatch, CheckpointId};
+use eddy_stream::operator::Operator;
+use eddy_stream::types::CheckpointId;
 use eddy_streamsql::batch::ArrowBatch;
 use eddy_streamsql::plan::plan_view_with;
 use eddy_streamsql::statements::{parse, StreamStatement};
@@ -28,23 +26,8 @@ use eddy_streamsql::view_op::{checkpoint_table, view_table, ViewOperator, ViewTa
 use eddy_streamsql::watermark::WatermarkDef;
 use proptest::prelude::*;
 
-const MS: i64 = 1000;
-/// Each source's watermark trails its largest time by this much.
-const DELAY: i64 = 5 * MS;
-
-/// A source row: (id, k, time in µs).
-type Row = (i64, i32, i64);
-
-struct NoOutput;
-
-impl Emitter for NoOutput {
-    fn emit(&mut self, _batch: AnyBatch) -> eddy_stream::Result<()> {
-        Ok(())
-    }
-    fn watermark(&mut self, _wm: i64) -> eddy_stream::Result<()> {
-        Ok(())
-    }
-}
+mod common;
+use common::*;
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -66,46 +49,6 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(durable, committed)| Step::Checkpoint { durable, committed }),
         1 => Just(Step::Crash),
     ]
-}
-
-fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("k", DataType::Int32, false),
-        Field::new(
-            "ts",
-            DataType::Timestamp(TimeUnit::Microsecond, None),
-            false,
-        ),
-    ]))
-}
-
-fn batch(rows: &[Row]) -> RecordBatch {
-    RecordBatch::try_new(
-        schema(),
-        vec![
-            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
-            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1))),
-            Arc::new(TimestampMicrosecondArray::from_iter_values(
-                rows.iter().map(|r| r.2),
-            )),
-        ],
-    )
-    .expect("batch")
-}
-
-/// The rows a source's watermark keeps, and its watermark after them.
-fn on_time(rows: &[Row]) -> (Vec<Row>, Option<i64>) {
-    let mut max: Option<i64> = None;
-    let mut kept = Vec::new();
-    for r in rows {
-        if max.is_some_and(|m| r.2 < m - DELAY) {
-            continue;
-        }
-        max = Some(max.map_or(r.2, |m| m.max(r.2)));
-        kept.push(*r);
-    }
-    (kept, max.map(|m| m - DELAY))
 }
 
 /// k → (pairs, sum of a.id * 1000 + b.id).

@@ -16,12 +16,11 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::TimestampMicrosecondArray;
 use datafusion::arrow::array::{Array, Int32Array, Int64Array, RecordBatch};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use eddy_common::Value;
 use eddy_storage::{Engine, EngineConfig, Table};
 use eddy_stream::operator::sink::FINAL_TAG;
-use eddy_stream::operator::{Emitter, Operator};
-use eddy_stream::types::{AnyBatch, CheckpointId};
+use eddy_stream::operator::Operator;
+use eddy_stream::types::CheckpointId;
 use eddy_streamsql::batch::ArrowBatch;
 use eddy_streamsql::plan::plan_view_with;
 use eddy_streamsql::statements::{parse, StreamStatement};
@@ -29,25 +28,11 @@ use eddy_streamsql::view_op::{checkpoint_table, view_table, ViewOperator, ViewTa
 use eddy_streamsql::watermark::WatermarkDef;
 use proptest::prelude::*;
 
-const MS: i64 = 1000;
-/// The watermark trails the largest time by this much.
-const DELAY: i64 = 5 * MS;
+mod common;
+use common::*;
+
 /// The update view shows a session while it holds fewer rows than this.
 const SHOWN_BELOW: i64 = 5;
-
-/// A source row: (id, k, time in µs).
-type Row = (i64, i32, i64);
-
-struct NoOutput;
-
-impl Emitter for NoOutput {
-    fn emit(&mut self, _batch: AnyBatch) -> eddy_stream::Result<()> {
-        Ok(())
-    }
-    fn watermark(&mut self, _wm: i64) -> eddy_stream::Result<()> {
-        Ok(())
-    }
-}
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -68,48 +53,6 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(durable, committed)| Step::Checkpoint { durable, committed }),
         1 => Just(Step::Crash),
     ]
-}
-
-fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, false),
-        Field::new("k", DataType::Int32, false),
-        Field::new(
-            "ts",
-            DataType::Timestamp(TimeUnit::Microsecond, None),
-            false,
-        ),
-    ]))
-}
-
-fn batch(rows: &[Row]) -> RecordBatch {
-    RecordBatch::try_new(
-        schema(),
-        vec![
-            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
-            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1))),
-            Arc::new(TimestampMicrosecondArray::from_iter_values(
-                rows.iter().map(|r| r.2),
-            )),
-        ],
-    )
-    .expect("batch")
-}
-
-/// The rows the watermark keeps, and the watermark after them, computed
-/// row by row: a row is late when its time is below the largest time kept
-/// before it less the delay.
-fn on_time(rows: &[Row]) -> (Vec<Row>, Option<i64>) {
-    let mut max: Option<i64> = None;
-    let mut kept = Vec::new();
-    for r in rows {
-        if max.is_some_and(|m| r.2 < m - DELAY) {
-            continue;
-        }
-        max = Some(max.map_or(r.2, |m| m.max(r.2)));
-        kept.push(*r);
-    }
-    (kept, max.map(|m| m - DELAY))
 }
 
 /// (session start, k) → (session end, count, sum of ids, max id, distinct

@@ -1,0 +1,72 @@
+//! What the stream model tests (window, session, interval join) share:
+//! their source rows, the operator output they ignore, and the watermark
+//! model.
+#![allow(dead_code, reason = "each test binary uses a part")]
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::TimestampMicrosecondArray;
+use datafusion::arrow::array::{Int32Array, Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use eddy_stream::operator::Emitter;
+use eddy_stream::types::AnyBatch;
+
+pub const MS: i64 = 1000;
+/// The watermark trails the largest time by this much.
+pub const DELAY: i64 = 5 * MS;
+
+/// A source row: (id, k, time in µs).
+pub type Row = (i64, i32, i64);
+
+pub struct NoOutput;
+
+impl Emitter for NoOutput {
+    fn emit(&mut self, _batch: AnyBatch) -> eddy_stream::Result<()> {
+        Ok(())
+    }
+    fn watermark(&mut self, _wm: i64) -> eddy_stream::Result<()> {
+        Ok(())
+    }
+}
+
+pub fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("k", DataType::Int32, false),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, None),
+            false,
+        ),
+    ]))
+}
+
+pub fn batch(rows: &[Row]) -> RecordBatch {
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(TimestampMicrosecondArray::from_iter_values(
+                rows.iter().map(|r| r.2),
+            )),
+        ],
+    )
+    .expect("batch")
+}
+
+/// The rows the watermark keeps, and the watermark after them, computed
+/// row by row: a row is late when its time is below the largest time kept
+/// before it less the delay.
+pub fn on_time(rows: &[Row]) -> (Vec<Row>, Option<i64>) {
+    let mut max: Option<i64> = None;
+    let mut kept = Vec::new();
+    for r in rows {
+        if max.is_some_and(|m| r.2 < m - DELAY) {
+            continue;
+        }
+        max = Some(max.map_or(r.2, |m| m.max(r.2)));
+        kept.push(*r);
+    }
+    (kept, max.map(|m| m - DELAY))
+}
