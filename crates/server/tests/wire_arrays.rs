@@ -13,61 +13,13 @@
 use bytes::{BufMut, BytesMut};
 use futures::SinkExt;
 use tokio_postgres::types::{IsNull, ToSql, Type};
-use tokio_postgres::{Client, SimpleQueryMessage};
+use tokio_postgres::Client;
 
 mod common;
-use common::wire::{on_servers, Text};
+use common::wire::{exec, on_servers, rows, simple_error, sqlstate, texts, Text};
 use common::*;
 
 type BoxError = Box<dyn std::error::Error + Sync + Send>;
-
-/// The rows of a simple query, every value as the text the server sent
-/// (`NULL` for a NULL).
-async fn texts(c: &Client, sql: &str) -> Vec<Vec<String>> {
-    let msgs = c
-        .simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    msgs.iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => Some(
-                (0..r.len())
-                    .map(|i| r.get(i).unwrap_or("NULL").to_string())
-                    .collect(),
-            ),
-            _ => None,
-        })
-        .collect()
-}
-
-fn rows(expected: &[&[&str]]) -> Vec<Vec<String>> {
-    expected
-        .iter()
-        .map(|r| r.iter().map(|v| v.to_string()).collect())
-        .collect()
-}
-
-fn sqlstate(e: &tokio_postgres::Error) -> String {
-    e.as_db_error()
-        .unwrap_or_else(|| panic!("not a server error: {e}"))
-        .code()
-        .code()
-        .to_string()
-}
-
-async fn exec(c: &Client, sql: &str) {
-    if let Err(e) = c.batch_execute(sql).await {
-        match e.as_db_error() {
-            Some(db) => panic!("{sql}: {} {}", db.code().code(), db.message()),
-            None => panic!("{sql}: {e}"),
-        }
-    }
-}
-
-async fn simple_error(c: &Client, sql: &str) -> String {
-    let e = c.batch_execute(sql).await.expect_err(sql);
-    sqlstate(&e)
-}
 
 /// Raw `array_recv` bytes, sent as a binary int4[] parameter whatever
 /// they hold (a lower bound other than 1, two dimensions, lies).

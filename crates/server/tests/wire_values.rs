@@ -16,10 +16,10 @@ use std::error::Error;
 use bytes::{BufMut, BytesMut};
 use futures::SinkExt;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
-use tokio_postgres::{Client, SimpleQueryMessage};
+use tokio_postgres::SimpleQueryMessage;
 
 mod common;
-use common::wire::{on_servers, Text};
+use common::wire::{exec, on_servers, rows, simple_error, sqlstate, text_rows, texts, Text};
 use common::*;
 
 type BoxError = Box<dyn Error + Sync + Send>;
@@ -151,60 +151,6 @@ impl<'a> FromSql<'a> for Micros {
 
 /// 2024-01-01 10:30:00 UTC in microseconds since 2000-01-01.
 const JAN1_1030_UTC: i64 = (8766 * 86_400 + 10 * 3600 + 30 * 60) * 1_000_000;
-
-/// The rows of a simple query, every value as the text the server sent.
-async fn text_rows(c: &Client, sql: &str) -> Vec<Vec<Option<String>>> {
-    let msgs = c
-        .simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    msgs.iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => {
-                Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-/// `text_rows` with every value present, for compact expectations.
-async fn texts(c: &Client, sql: &str) -> Vec<Vec<String>> {
-    text_rows(c, sql)
-        .await
-        .into_iter()
-        .map(|r| r.into_iter().map(|v| v.unwrap_or("NULL".into())).collect())
-        .collect()
-}
-
-fn rows(expected: &[&[&str]]) -> Vec<Vec<String>> {
-    expected
-        .iter()
-        .map(|r| r.iter().map(|v| v.to_string()).collect())
-        .collect()
-}
-
-fn sqlstate(e: &tokio_postgres::Error) -> String {
-    e.as_db_error()
-        .unwrap_or_else(|| panic!("not a server error: {e}"))
-        .code()
-        .code()
-        .to_string()
-}
-
-async fn exec(c: &Client, sql: &str) {
-    if let Err(e) = c.batch_execute(sql).await {
-        match e.as_db_error() {
-            Some(db) => panic!("{sql}: {} {}", db.code().code(), db.message()),
-            None => panic!("{sql}: {e}"),
-        }
-    }
-}
-
-async fn simple_error(c: &Client, sql: &str) -> String {
-    let e = c.batch_execute(sql).await.expect_err(sql);
-    sqlstate(&e)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn numeric_keeps_its_scale() {
