@@ -545,8 +545,7 @@ fn rewrite_expr(e: &mut Expr) {
         }
         Expr::Function(f)
             if last_ident(&f.name).as_deref() == Some("array")
-                && matches!(f.args, FunctionArguments::Subquery(_))
-                && f.to_string().contains("pg_catalog.") =>
+                && matches!(&f.args, FunctionArguments::Subquery(q) if reads_qualified_catalog(q)) =>
         {
             // psql's `array(select ...)` over catalog objects Eddy does not
             // have: TOAST options (`unnest(tc.reloptions)`, tc a LEFT JOIN
@@ -959,6 +958,25 @@ fn empty_publication_query(q: &mut datafusion::sql::sqlparser::ast::Query) {
     }
 }
 
+/// Whether a subquery reads any relation or table function named with the
+/// `pg_catalog.` schema (psql's `array(select ... from pg_catalog.x ...)`).
+/// Decided on the AST: relations anywhere in the subquery, nested ones
+/// included.
+fn reads_qualified_catalog(q: &datafusion::sql::sqlparser::ast::Query) -> bool {
+    use datafusion::sql::sqlparser::ast::visit_relations;
+    visit_relations(q, |name: &ObjectName| {
+        let qualified = name.0.len() == 2
+            && matches!(name.0.first(), Some(ObjectNamePart::Identifier(i))
+                if i.value.eq_ignore_ascii_case("pg_catalog"));
+        if qualified {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .is_break()
+}
+
 fn reads_pg_collation(q: &datafusion::sql::sqlparser::ast::Query) -> bool {
     use datafusion::sql::sqlparser::ast::{SetExpr, TableFactor};
     let SetExpr::Select(sel) = q.body.as_ref() else {
@@ -1313,6 +1331,32 @@ mod tests {
         let text = s.to_string();
         assert!(text.contains("c.relname ~ '^(t)$'"), "{text}");
         assert!(text.contains("eddy_regclass('t')"), "{text}");
+    }
+
+    #[test]
+    fn catalog_array_subqueries_become_null_arrays_and_user_ones_stay() {
+        let rewritten = |sql: &str| {
+            let mut s = parse_statement(sql).unwrap();
+            pg_compat(&mut s, &|_| false);
+            s.to_string()
+        };
+        // psql's TOAST options: a table function qualified with pg_catalog
+        let toast = rewritten(
+            "SELECT array_to_string(array(SELECT 'toast.' || x FROM pg_catalog.unnest(tc.reloptions) x), ', ') FROM pg_catalog.pg_class c",
+        );
+        assert!(toast.contains("NULL::TEXT[]"), "{toast}");
+        // a catalog relation nested in a join inside the subquery
+        let member_of = rewritten(
+            "SELECT ARRAY(SELECT b.rolname FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles b ON (m.roleid = b.oid) WHERE m.member = r.oid) FROM pg_catalog.pg_roles r",
+        );
+        assert!(member_of.contains("NULL::TEXT[]"), "{member_of}");
+        // a user's subquery is left alone, even one that mentions
+        // pg_catalog in a string (the old check matched the printed text)
+        let user = rewritten("SELECT ARRAY(SELECT 'pg_catalog.x' FROM t) FROM u");
+        assert!(
+            user.contains("ARRAY(SELECT 'pg_catalog.x' FROM t)"),
+            "{user}"
+        );
     }
 
     #[test]
