@@ -158,3 +158,73 @@ async fn returning_over_the_extended_protocol() {
         .expect_err("bad returning");
     assert_eq!(e.code().map(|s| s.code()), Some("42703"));
 }
+
+/// Sequences a transaction block creates live and die with it: a kill -9
+/// while the block is open leaves none of them after the restart (neither
+/// `CREATE SEQUENCE` nor a SERIAL column's), while those of committed
+/// blocks are all there; a sequence a block dropped is back after a kill
+/// before its COMMIT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequences_of_an_open_block_do_not_survive_kill_9() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().to_path_buf();
+    let srv = Server::start_in(None, data.clone(), "trust");
+    let c = srv.connect().await;
+    c.batch_execute(
+        "BEGIN; CREATE SEQUENCE kept_s START 40; CREATE TABLE kept_t (id serial PRIMARY KEY); COMMIT; \
+         CREATE SEQUENCE doomed_drop",
+    )
+    .await
+    .expect("committed block");
+    let open = srv.connect().await;
+    open.batch_execute(
+        "BEGIN; CREATE SEQUENCE lost_s; CREATE TABLE lost_t (id serial PRIMARY KEY); \
+         DROP SEQUENCE doomed_drop",
+    )
+    .await
+    .expect("open block");
+    // the block's sequence draws values (written to its file) before the kill
+    let v: i64 = open
+        .query_one("SELECT nextval('lost_s')", &[])
+        .await
+        .expect("nextval in block")
+        .get(0);
+    assert_eq!(v, 1);
+    drop(srv); // SIGKILL with the block open
+    let srv = Server::start_in(Some(dir), data, "trust");
+    let c = srv.connect().await;
+    let names: Vec<String> = c
+        .query(
+            "SELECT relname FROM pg_catalog.pg_class WHERE relkind = 'S' ORDER BY relname",
+            &[],
+        )
+        .await
+        .expect("sequences")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(names, ["doomed_drop", "kept_s", "kept_t_id_seq"]);
+    let next: i64 = c
+        .query_one("SELECT nextval('kept_s')", &[])
+        .await
+        .expect("kept")
+        .get(0);
+    assert_eq!(next, 40);
+    let err = c
+        .query_one("SELECT nextval('lost_s')", &[])
+        .await
+        .expect_err("lost_s must be gone");
+    assert_eq!(err.code().map(|s| s.code()), Some("42P01"));
+    // the table of the open block is gone too, so its name is free again
+    c.batch_execute(
+        "CREATE TABLE lost_t (id serial PRIMARY KEY); INSERT INTO lost_t DEFAULT VALUES",
+    )
+    .await
+    .expect("recreate");
+    let id: i32 = c
+        .query_one("SELECT id FROM lost_t", &[])
+        .await
+        .expect("serial")
+        .get(0);
+    assert_eq!(id, 1);
+}

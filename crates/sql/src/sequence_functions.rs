@@ -7,7 +7,7 @@
 //! session's own record of the values it got ([`SessionSequences`]), as in
 //! PostgreSQL, so they never see another session's `nextval`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, Int64Array};
@@ -24,11 +24,31 @@ use crate::error::SqlError;
 use crate::sequences::{resolve_name, Sequences};
 use crate::udf_args::{int_at, scalar_at, text_at};
 
-/// What one session has drawn from sequences.
+/// What one session has drawn from sequences, and which sequences its open
+/// transaction block has dropped (gone for this session until the block
+/// ends; other sessions see them until it commits).
 #[derive(Default)]
 pub struct SessionSequences {
     current: HashMap<String, i64>,
     last: Option<i64>,
+    dropped_in_block: HashSet<String>,
+}
+
+impl SessionSequences {
+    /// Sets the sequences the open block has dropped (none outside one).
+    pub fn set_dropped_in_block(&mut self, names: &[String]) {
+        self.dropped_in_block = names.iter().cloned().collect();
+    }
+
+    /// A sequence name as this session sees it: 42P01 for one its open
+    /// block dropped.
+    fn visible(&self, text: &str) -> Result<String, SqlError> {
+        let name = resolve_name(text)?;
+        if self.dropped_in_block.contains(&name) {
+            return Err(SqlError::UndefinedTable(name));
+        }
+        Ok(name)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -93,7 +113,7 @@ impl SequenceFunction {
                 let Some(text) = text_at(args, 0, row)? else {
                     return Ok(None);
                 };
-                let name = resolve_name(&text).map_err(external)?;
+                let name = session.visible(&text).map_err(external)?;
                 let v = self.sequences.nextval(&name).map_err(external)?;
                 session.current.insert(name, v);
                 session.last = Some(v);
@@ -103,7 +123,7 @@ impl SequenceFunction {
                 let Some(text) = text_at(args, 0, row)? else {
                     return Ok(None);
                 };
-                let name = resolve_name(&text).map_err(external)?;
+                let name = session.visible(&text).map_err(external)?;
                 if !self.sequences.exists(&name) {
                     return Err(external(SqlError::UndefinedTable(name)));
                 }
@@ -126,7 +146,7 @@ impl SequenceFunction {
                 ) else {
                     return Ok(None);
                 };
-                let name = resolve_name(&text).map_err(external)?;
+                let name = session.visible(&text).map_err(external)?;
                 let v = self
                     .sequences
                     .setval(&name, value, called)

@@ -129,6 +129,11 @@ struct SequenceFile {
     /// Whether `last_value` itself has been handed out (false after CREATE
     /// and after `setval(.., false)`: the next `nextval` returns it).
     is_called: bool,
+    /// Created by a transaction that has not committed yet: a start-up
+    /// finding it (a crash before that commit) drops the sequence.
+    /// Absent in files written before this field existed: committed.
+    #[serde(default)]
+    pending: bool,
 }
 
 struct SequenceState {
@@ -140,6 +145,8 @@ struct SequenceState {
     /// without writing.
     logged: i64,
     logged_is_called: bool,
+    /// See [`SequenceFile::pending`].
+    pending: bool,
 }
 
 impl SequenceState {
@@ -208,6 +215,7 @@ impl Sequences {
         let dir = data_dir.join("sequences");
         std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
         let mut seqs = BTreeMap::new();
+        let mut removed_pending = false;
         for entry in std::fs::read_dir(&dir).map_err(|e| io(&dir, e))? {
             let path = entry.map_err(|e| io(&dir, e))?.path();
             if path.extension().and_then(|e| e.to_str()) != Some("json") {
@@ -218,14 +226,24 @@ impl Sequences {
             let file: SequenceFile = serde_json::from_slice(&bytes).map_err(|e| {
                 SqlError::Internal(format!("sequence file {} is damaged: {e}", path.display()))
             })?;
+            if file.pending {
+                // its transaction never committed (a crash before COMMIT)
+                std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+                removed_pending = true;
+                continue;
+            }
             let state = SequenceState {
                 last: file.last_value,
                 is_called: file.is_called,
                 logged: file.last_value,
                 logged_is_called: file.is_called,
+                pending: false,
                 def: file.def,
             };
             seqs.insert(state.def.name.clone(), Arc::new(Mutex::new(state)));
+        }
+        if removed_pending {
+            sync_dir(&dir)?;
         }
         Ok(Sequences {
             dir,
@@ -296,7 +314,9 @@ impl Sequences {
     }
 
     /// Creates a sequence; the caller checks the name against tables.
-    pub fn create(&self, def: SequenceDef) -> Result<()> {
+    /// `pending`: created by a transaction that has yet to commit
+    /// ([`Sequences::commit_created`]); until then a restart drops it.
+    pub fn create(&self, def: SequenceDef, pending: bool) -> Result<()> {
         def.validate()?;
         let mut seqs = self.seqs.lock();
         if seqs.contains_key(&def.name) {
@@ -307,10 +327,28 @@ impl Sequences {
             is_called: false,
             logged: def.start,
             logged_is_called: false,
+            pending,
             def,
         };
         self.persist(&state)?;
         seqs.insert(state.def.name.clone(), Arc::new(Mutex::new(state)));
+        Ok(())
+    }
+
+    /// Marks sequences a transaction created as committed (durably), just
+    /// before that transaction commits. Names no longer present (dropped
+    /// again meanwhile) are skipped.
+    pub fn commit_created(&self, names: &[String]) -> Result<()> {
+        for name in names {
+            let Some(seq) = self.seqs.lock().get(name).cloned() else {
+                continue;
+            };
+            let mut s = seq.lock();
+            if s.pending {
+                s.pending = false;
+                self.persist(&s)?;
+            }
+        }
         Ok(())
     }
 
@@ -358,6 +396,7 @@ impl Sequences {
                 is_called: true,
                 logged,
                 logged_is_called: true,
+                pending: s.pending,
             };
             self.persist(&file)?;
             s.logged = logged;
@@ -384,6 +423,7 @@ impl Sequences {
             is_called,
             logged: value,
             logged_is_called: is_called,
+            pending: s.pending,
         };
         self.persist(&file)?;
         s.last = value;
@@ -403,6 +443,7 @@ impl Sequences {
             def: s.def.clone(),
             last_value: s.logged,
             is_called: s.logged_is_called,
+            pending: s.pending,
         };
         let body = serde_json::to_vec_pretty(&file)
             .map_err(|e| SqlError::Internal(format!("encoding a sequence: {e}")))?;
@@ -567,7 +608,7 @@ mod tests {
     fn values_never_repeat_across_reopen() {
         let d = dir();
         let s = Sequences::open(d.path()).unwrap();
-        s.create(SequenceDef::with_defaults("s", "bigint", 1))
+        s.create(SequenceDef::with_defaults("s", "bigint", 1), false)
             .unwrap();
         assert_eq!(s.nextval("s").unwrap(), 1);
         assert_eq!(s.nextval("s").unwrap(), 2);
@@ -585,7 +626,7 @@ mod tests {
         let s = Sequences::open(d.path()).unwrap();
         let mut def = SequenceDef::with_defaults("c", "integer", 2);
         def.max = 5;
-        s.create(def.clone()).unwrap();
+        s.create(def.clone(), false).unwrap();
         assert_eq!(s.nextval("c").unwrap(), 1);
         assert_eq!(s.nextval("c").unwrap(), 3);
         assert_eq!(s.nextval("c").unwrap(), 5);
@@ -593,7 +634,7 @@ mod tests {
         assert_eq!(e.sqlstate(), "2200H");
         def.name = "cy".into();
         def.cycle = true;
-        s.create(def).unwrap();
+        s.create(def, false).unwrap();
         for want in [1, 3, 5, 1, 3] {
             assert_eq!(s.nextval("cy").unwrap(), want);
         }
@@ -610,7 +651,7 @@ mod tests {
     fn descending_and_drop() {
         let d = dir();
         let s = Sequences::open(d.path()).unwrap();
-        s.create(SequenceDef::with_defaults("down", "smallint", -1))
+        s.create(SequenceDef::with_defaults("down", "smallint", -1), false)
             .unwrap();
         assert_eq!(s.nextval("down").unwrap(), -1);
         assert_eq!(s.nextval("down").unwrap(), -2);
@@ -619,6 +660,32 @@ mod tests {
         assert_eq!(s.nextval("down").unwrap_err().sqlstate(), "42P01");
         let s = Sequences::open(d.path()).unwrap();
         assert!(!s.exists("down"));
+    }
+
+    #[test]
+    fn pending_sequences_vanish_at_restart_unless_committed() {
+        let d = dir();
+        let s = Sequences::open(d.path()).unwrap();
+        for name in ["kept", "lost"] {
+            s.create(SequenceDef::with_defaults(name, "bigint", 1), true)
+                .unwrap();
+            // values drawn before the commit are logged with the flag
+            assert_eq!(s.nextval(name).unwrap(), 1);
+        }
+        s.commit_created(&["kept".to_string(), "never-created".to_string()])
+            .unwrap();
+        drop(s);
+        // a crash before "lost"'s transaction committed
+        let s = Sequences::open(d.path()).unwrap();
+        assert!(s.exists("kept"));
+        assert!(!s.exists("lost"));
+        assert_eq!(s.nextval("kept").unwrap(), LOG_AHEAD + 1);
+        // the pending file is gone, not merely skipped
+        drop(s);
+        let files = std::fs::read_dir(d.path().join("sequences"))
+            .unwrap()
+            .count();
+        assert_eq!(files, 1);
     }
 
     #[test]

@@ -296,7 +296,9 @@ impl Drop for Session {
     /// (it may hold a temporary table's creation).
     fn drop(&mut self) {
         self.db.advisory.release_all(self.advisory_owner);
-        drop(self.txn.take());
+        if let Some(t) = self.txn.take() {
+            self.discard(t);
+        }
         if let Err(e) = self.drop_temp_tables() {
             tracing::warn!(error = %e, "dropping a session's temporary tables");
         }
@@ -1120,24 +1122,9 @@ impl Session {
         let r = self.dispatch(stmt, bound).await;
         let txn = self.txn.take();
         match (r, txn) {
-            (Ok(out), Some(txn)) => {
-                let dropped = txn.created_tables.clone();
-                let renames = txn.sequence_owner_renames.clone();
-                match run_blocking(|| txn.commit()) {
-                    Ok(()) => {
-                        self.rename_sequence_owners(&renames);
-                        Ok(out)
-                    }
-                    Err(e) => {
-                        self.drop_created_sequences(&dropped);
-                        Err(e)
-                    }
-                }
-            }
+            (Ok(out), Some(txn)) => self.commit_transaction(txn).map(|()| out),
             (r, Some(txn)) => {
-                let dropped = txn.created_tables.clone();
-                drop(txn);
-                self.drop_created_sequences(&dropped);
+                self.discard(txn);
                 r
             }
             (r, None) => r,
@@ -1815,9 +1802,6 @@ impl Session {
             self.drop_sequences(&created);
             return Err(e);
         }
-        if let Some(t) = self.txn.as_mut() {
-            t.created_tables.push(table_name.clone());
-        }
         // in the same transaction: an error undoes the table too
         self.add_unique_constraints(&table_name, uniques)?;
         Ok(Output::Command("CREATE TABLE".into()))
@@ -1875,7 +1859,6 @@ impl Session {
             let owner = Some(self.user.clone());
             let t = self.ddl_txn("CREATE TABLE AS")?;
             let table = run_blocking(|| t.ddl().create_table_owned(spec, owner))?;
-            t.created_tables.push(name);
             let cast = batches
                 .iter()
                 .map(|b| cast_batch(b, &table.schema(), &types))

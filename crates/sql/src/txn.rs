@@ -104,11 +104,16 @@ pub struct Transaction {
     savepoints: Vec<Savepoint>,
     /// REPEATABLE READ: the snapshots taken at the first statement.
     pinned: Option<HashMap<TableId, Arc<TableSnapshot>>>,
-    /// Tables created in this transaction: dropped if it rolls back.
-    pub created_tables: Vec<String>,
     /// Tables DROP TABLE named in this block: dropped when it commits,
     /// kept if it rolls back; the session treats them as gone meanwhile.
     pub dropped_tables: Vec<String>,
+    /// Sequences created in this transaction (CREATE SEQUENCE, SERIAL and
+    /// identity columns). Their files are marked pending until the commit,
+    /// so a crash before it drops them at start-up; a rollback drops them.
+    pub created_sequences: Vec<String>,
+    /// Sequences DROP SEQUENCE named in this block: dropped when it commits,
+    /// kept if it rolls back; this session treats them as gone meanwhile.
+    pub dropped_sequences: Vec<String>,
     /// Sequence owners to rename when this transaction commits (a table
     /// or column that owns sequences was renamed): sequences live outside
     /// the catalog's transactions, so they follow only a committed rename.
@@ -143,8 +148,9 @@ pub struct OwnerRename {
 struct Savepoint {
     name: String,
     writes: BTreeMap<TableId, TableWrites>,
-    created: Vec<String>,
     dropped: Vec<String>,
+    created_sequences: Vec<String>,
+    dropped_sequences: Vec<String>,
     /// The transaction's catalog changes so far (`Engine::ddl_mark`).
     ddl_mark: usize,
     owner_renames: usize,
@@ -182,8 +188,9 @@ impl Transaction {
             writes: BTreeMap::new(),
             savepoints: Vec::new(),
             pinned: None,
-            created_tables: Vec::new(),
             dropped_tables: Vec::new(),
+            created_sequences: Vec::new(),
+            dropped_sequences: Vec::new(),
             sequence_owner_renames: Vec::new(),
             next_own_key: 0,
             locked: std::sync::atomic::AtomicBool::new(false),
@@ -497,8 +504,9 @@ impl Transaction {
         self.savepoints.push(Savepoint {
             name: name.to_string(),
             writes: self.writes.clone(),
-            created: self.created_tables.clone(),
             dropped: self.dropped_tables.clone(),
+            created_sequences: self.created_sequences.clone(),
+            dropped_sequences: self.dropped_sequences.clone(),
             ddl_mark: if self.ddl {
                 self.engine.ddl_mark(self.id)
             } else {
@@ -510,15 +518,16 @@ impl Transaction {
 
     /// ROLLBACK TO SAVEPOINT: writes and catalog changes after it are
     /// discarded (the savepoint stays); the locks stay held, as in
-    /// PostgreSQL. Tables created after the savepoint are returned for the
-    /// caller to drop their sequences.
+    /// PostgreSQL. The sequences created after the savepoint are returned
+    /// for the caller to drop.
     pub fn rollback_to(&mut self, name: &str) -> Result<Vec<String>> {
         let pos = self.find_savepoint(name)?;
         self.savepoints.truncate(pos + 1);
         let Some(Savepoint {
             writes,
-            created,
             dropped: dropped_before,
+            created_sequences,
+            dropped_sequences,
             ddl_mark,
             owner_renames,
             ..
@@ -532,15 +541,16 @@ impl Transaction {
         }
         self.writes = writes.clone();
         self.dropped_tables = dropped_before.clone();
-        let dropped: Vec<String> = self
-            .created_tables
+        let undone: Vec<String> = self
+            .created_sequences
             .iter()
-            .filter(|t| !created.contains(t))
+            .filter(|s| !created_sequences.contains(s))
             .cloned()
             .collect();
-        self.created_tables = created.clone();
+        self.created_sequences = created_sequences.clone();
+        self.dropped_sequences = dropped_sequences.clone();
         self.aborted = false;
-        Ok(dropped)
+        Ok(undone)
     }
 
     /// RELEASE SAVEPOINT: forgets it and every later one.

@@ -141,11 +141,7 @@ impl Session {
                 t.aborted = true;
                 self.txn = Some(t);
             }
-            Some(t) => {
-                let created = t.created_tables.clone();
-                drop(t);
-                self.drop_created_sequences(&created);
-            }
+            Some(t) => self.discard(t),
             None => {}
         }
     }
@@ -315,38 +311,69 @@ impl Session {
         Ok(())
     }
 
-    /// Drops the sequences of tables a rolled-back transaction created
-    /// (the tables themselves were undone with its catalog changes when
-    /// the transaction was dropped: `Transaction::ddl`).
-    pub(super) fn drop_created_sequences(&self, names: &[String]) {
-        for n in names.iter().rev() {
-            if self.db.engine.table(n).is_none() {
-                self.drop_owned_sequences(n);
-            }
-        }
+    /// Ends a transaction without committing it: its writes and catalog
+    /// changes are undone (by dropping it), then the sequences it created
+    /// are dropped (they live outside the catalog's transactions).
+    pub(super) fn discard(&self, t: Transaction) {
+        let created = t.created_sequences.clone();
+        drop(t);
+        self.drop_sequences(&created);
     }
 
-    /// Drops the sequences of the tables a committed block dropped (the
-    /// tables went with its commit: `Transaction::commit`).
-    pub(super) fn drop_committed(&self, names: &[String]) {
-        for n in names {
+    /// Commits a transaction and what it did to sequences. The sequences
+    /// it created are marked committed first: a crash between the two
+    /// leaves a sequence nobody uses, never a column default naming a
+    /// sequence that is gone. What it dropped goes after the commit.
+    pub(super) fn commit_transaction(&self, t: Transaction) -> Result<()> {
+        let created = t.created_sequences.clone();
+        let dropped_tables = t.dropped_tables.clone();
+        let dropped_sequences = t.dropped_sequences.clone();
+        let renames = t.sequence_owner_renames.clone();
+        let result = run_blocking(|| {
+            self.db.sequences.commit_created(&created)?;
+            t.commit()
+        });
+        if let Err(e) = result {
+            self.drop_sequences(&created);
+            return Err(e);
+        }
+        self.rename_sequence_owners(&renames);
+        for n in &dropped_tables {
             if self.db.engine.table(n).is_none() {
                 self.drop_owned_sequences(n);
             }
         }
+        self.drop_sequences(&dropped_sequences);
+        Ok(())
+    }
+
+    /// Tells this session's sequence functions which sequences its open
+    /// block has dropped (after anything that changes that list).
+    pub(super) fn publish_dropped_sequences(&self) {
+        let dropped = self
+            .txn
+            .as_ref()
+            .map(|t| t.dropped_sequences.as_slice())
+            .unwrap_or(&[]);
+        self.drawn.lock().set_dropped_in_block(dropped);
     }
 
     /// Ends the open block, discarding everything it did.
     fn rollback_block(&mut self) {
         self.end_cursors(false);
         if let Some(t) = self.txn.take() {
-            let created = t.created_tables.clone();
-            drop(t);
-            self.drop_created_sequences(&created);
+            self.discard(t);
         }
+        self.publish_dropped_sequences();
     }
 
     pub(super) fn transaction_control(&mut self, stmt: Statement) -> Result<Output> {
+        let r = self.transaction_control_inner(stmt);
+        self.publish_dropped_sequences();
+        r
+    }
+
+    fn transaction_control_inner(&mut self, stmt: Statement) -> Result<Output> {
         let in_block = self.txn.as_ref().is_some_and(|t| t.explicit);
         match stmt {
             Statement::StartTransaction {
@@ -391,18 +418,12 @@ impl Session {
                     self.rollback_block();
                     return Ok(Output::TxnEnd("ROLLBACK".into()));
                 }
-                let created = t.created_tables.clone();
-                let dropped = t.dropped_tables.clone();
-                let renames = t.sequence_owner_renames.clone();
-                match run_blocking(|| t.commit()) {
+                match self.commit_transaction(t) {
                     Ok(()) => {
-                        self.rename_sequence_owners(&renames);
-                        self.drop_committed(&dropped);
                         self.end_cursors(true);
                         Ok(Output::TxnEnd("COMMIT".into()))
                     }
                     Err(e) => {
-                        self.drop_created_sequences(&created);
                         self.end_cursors(false);
                         Err(e)
                     }
@@ -422,8 +443,8 @@ impl Session {
                         let t = self.txn.as_mut().filter(|t| t.explicit).ok_or_else(|| {
                             SqlError::NoActiveTransaction("ROLLBACK TO SAVEPOINT".into())
                         })?;
-                        let dropped = t.rollback_to(&name)?;
-                        self.drop_created_sequences(&dropped);
+                        let undone = t.rollback_to(&name)?;
+                        self.drop_sequences(&undone);
                         // TxnEnd, not Command: the protocol layer must not
                         // keep an E status the session has left (the server
                         // reports the session's own status either way).

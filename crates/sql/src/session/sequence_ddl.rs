@@ -251,7 +251,7 @@ impl Session {
                 table: table.to_string(),
                 column: col.name.clone(),
             });
-            if let Err(e) = run_blocking(|| self.db.sequences.create(def)) {
+            if let Err(e) = self.create_sequence_in_transaction(def) {
                 self.drop_sequences(&created);
                 return Err(e);
             }
@@ -259,6 +259,31 @@ impl Session {
             created.push(name);
         }
         Ok(created)
+    }
+
+    /// Creates a sequence as part of the open transaction (implicit or a
+    /// block): its file stays pending until that transaction commits
+    /// (`Session::commit_transaction`), and a rollback drops it.
+    fn create_sequence_in_transaction(&mut self, def: SequenceDef) -> Result<()> {
+        let name = def.name.clone();
+        let pending = self.txn.is_some();
+        run_blocking(|| self.db.sequences.create(def, pending))?;
+        if let Some(t) = self.txn.as_mut() {
+            t.created_sequences.push(name);
+        }
+        Ok(())
+    }
+
+    /// Whether `name` is a sequence this session sees (not one its open
+    /// block has dropped).
+    fn sequence_visible(&self, name: &str) -> bool {
+        self.db.sequences.exists(name) && !self.dropped_in_block(name)
+    }
+
+    fn dropped_in_block(&self, name: &str) -> bool {
+        self.txn
+            .as_ref()
+            .is_some_and(|t| t.dropped_sequences.iter().any(|d| d == name))
     }
 
     /// Drops sequences (after a failed or rolled-back CREATE TABLE, or with
@@ -286,13 +311,18 @@ impl Session {
         options: &[SequenceOptions],
         owned_by: Option<&ObjectName>,
     ) -> Result<Output> {
-        self.refuse_in_block("CREATE SEQUENCE")?;
         if temporary {
             return Err(SqlError::FeatureNotSupported(
                 "TEMPORARY sequences are not supported".into(),
             ));
         }
         let seq_name = table_name(name)?;
+        if self.dropped_in_block(&seq_name) {
+            // the dropped one's file is still there until the commit
+            return Err(SqlError::FeatureNotSupported(format!(
+                "CREATE SEQUENCE \"{seq_name}\" after dropping it in the same transaction block is not supported"
+            )));
+        }
         if self.db.sequences.exists(&seq_name) || self.db.engine.table(&seq_name).is_some() {
             if if_not_exists {
                 return Ok(Output::Command("CREATE SEQUENCE".into()));
@@ -314,7 +344,7 @@ impl Session {
         if let Some(owner) = owned_by {
             def.owned_by = self.owner_column(owner)?;
         }
-        run_blocking(|| self.db.sequences.create(def))?;
+        self.create_sequence_in_transaction(def)?;
         Ok(Output::Command("CREATE SEQUENCE".into()))
     }
 
@@ -350,11 +380,10 @@ impl Session {
         names: &[ObjectName],
         if_exists: bool,
     ) -> Result<Output> {
-        self.refuse_in_block("DROP SEQUENCE")?;
         let mut resolved = Vec::new();
         for n in names {
             let name = table_name(n)?;
-            if !self.db.sequences.exists(&name) {
+            if !self.sequence_visible(&name) {
                 if self.db.engine.table(&name).is_some() {
                     return Err(SqlError::WrongObjectType(format!(
                         "\"{name}\" is not a sequence"
@@ -396,6 +425,14 @@ impl Session {
                 }
             }
             resolved.push(name);
+        }
+        if self.in_transaction_block() {
+            // dropped when the block commits, kept if it rolls back
+            if let Some(t) = self.txn.as_mut() {
+                t.dropped_sequences.extend(resolved);
+            }
+            self.publish_dropped_sequences();
+            return Ok(Output::Command("DROP SEQUENCE".into()));
         }
         for name in resolved {
             run_blocking(|| self.db.sequences.drop_sequence(&name))?;
