@@ -27,7 +27,7 @@ pub enum BenchCommand {
     Ycsb(YcsbArgs),
     /// Freshness of a materialized view (event arrival to visible commit) at fixed event rates.
     Freshness(crate::freshness::FreshnessArgs),
-    /// Nexmark q0-q3 as materialized views in the server: source rows per second per core.
+    /// Nexmark q0-q3 and q7's window aggregate as materialized views: source rows/s per core.
     Nexmark(crate::nexmark::NexmarkArgs),
     /// TPC-H Q6 with parameters: prepared once and executed, against sent as text.
     Prepared(crate::prepared::PreparedArgs),
