@@ -27,6 +27,8 @@ pub enum BenchCommand {
     Ycsb(YcsbArgs),
     /// Freshness of a materialized view (event arrival to visible commit) at fixed event rates.
     Freshness(crate::freshness::FreshnessArgs),
+    /// Nexmark q0-q3 and q7's window aggregate as materialized views: source rows/s per core.
+    Nexmark(crate::nexmark::NexmarkArgs),
     /// TPC-H Q6 with parameters: prepared once and executed, against sent as text.
     Prepared(crate::prepared::PreparedArgs),
     /// Point-lookup latency while 0, 1, 4, 16 analytical queries loop (Eddy and PostgreSQL).
@@ -563,6 +565,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Tpch(args) => run_tpch(args),
         BenchCommand::Ycsb(args) => run_ycsb(args),
         BenchCommand::Freshness(args) => crate::freshness::run(args),
+        BenchCommand::Nexmark(args) => crate::nexmark::run(args),
         BenchCommand::Prepared(args) => crate::prepared::run(args),
         BenchCommand::Mixed(args) => crate::mixed::run(args),
         BenchCommand::Gen(GenCommand::Ycsb(args)) => {

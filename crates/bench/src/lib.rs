@@ -30,6 +30,7 @@ pub mod error;
 pub mod freshness;
 pub mod harness;
 pub mod mixed;
+pub mod nexmark;
 pub mod prepared;
 pub mod ssb;
 pub mod tpch;

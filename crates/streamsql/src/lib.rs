@@ -12,6 +12,9 @@
 //! * [`kafka`]: the `kafka` connector, a source reading every partition of
 //!   a topic with its offsets in the view's checkpoint (exactly once), and a
 //!   sink writing a view's changes as keyed upserts (at least once);
+//! * [`nexmark`]: the `nexmark` connector, the Nexmark benchmark's
+//!   persons, auctions or bids from a deterministic generator, resumable
+//!   from the event number in the checkpoint;
 //! * [`plan`]: a view's query planned by DataFusion (the same SQL front end,
 //!   analyzer rules and physical expressions a query uses) and cut into a
 //!   stateless part, a keyed aggregate and a stateless part after it;
@@ -52,6 +55,7 @@ pub mod interval_join;
 pub mod kafka;
 pub mod lookup;
 pub mod manager;
+pub mod nexmark;
 pub mod plan;
 pub mod session;
 pub mod source_scan;

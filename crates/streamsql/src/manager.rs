@@ -34,6 +34,7 @@ use crate::changelog::ChangeLogSpec;
 use crate::datagen::DatagenSpec;
 use crate::error::{Result, StreamSqlError};
 use crate::kafka::{KafkaSinkOperator, KafkaSinkSpec, KafkaSourceSpec};
+use crate::nexmark::NexmarkSpec;
 use crate::plan::{plan_view_over, Stage, ViewPlan};
 use crate::statements::{self, SinkDef, SourceDef, StreamStatement, ViewDef};
 use crate::view_op::{
@@ -201,6 +202,8 @@ impl StreamManager {
                     ChangeLogSpec::new(&s.columns, &s.options)?.schema()
                 } else if is_kafka(s) {
                     KafkaSourceSpec::new(&s.columns, &s.options)?.schema()
+                } else if is_nexmark(s) {
+                    NexmarkSpec::new(&s.columns, s.options.clone())?.schema()
                 } else {
                     datagen_spec(s)?.schema()
                 };
@@ -296,6 +299,11 @@ impl StreamManager {
                 &source.columns,
                 &source.options,
             )?))
+        } else if is_nexmark(source) {
+            JobSource::Nexmark(Arc::new(NexmarkSpec::new(
+                &source.columns,
+                source.options.clone(),
+            )?))
         } else {
             JobSource::Datagen(Arc::new(datagen_spec(source)?))
         })
@@ -311,6 +319,9 @@ impl StreamManager {
         let source_name = format!("source {name}");
         match source {
             JobSource::Datagen(spec) => {
+                env.add_source::<ArrowBatch, _>(&source_name, move |i| Ok(spec.reader(i)))
+            }
+            JobSource::Nexmark(spec) => {
                 env.add_source::<ArrowBatch, _>(&source_name, move |i| Ok(spec.reader(i)))
             }
             JobSource::ChangeLog(spec) => {
@@ -546,6 +557,8 @@ impl StreamManager {
                 def.options
                     .insert(crate::kafka::STARTUP_OFFSETS.into(), offsets);
             }
+        } else if is_nexmark(&def) {
+            NexmarkSpec::new(&def.columns, def.options.clone())?;
         } else {
             datagen_spec(&def)?;
         }
@@ -960,6 +973,7 @@ enum JobSource {
     Datagen(Arc<DatagenSpec>),
     ChangeLog(Arc<ChangeLogSpec>),
     Kafka(Arc<KafkaSourceSpec>),
+    Nexmark(Arc<NexmarkSpec>),
 }
 
 /// A sink's checkpoint interval: how often its acknowledged position is
@@ -971,6 +985,11 @@ fn is_kafka(s: &SourceDef) -> bool {
     s.connector == crate::kafka::CONNECTOR
 }
 
+/// Whether `s` is a Nexmark source.
+fn is_nexmark(s: &SourceDef) -> bool {
+    s.connector == crate::nexmark::CONNECTOR
+}
+
 /// Whether `s` is a change-log source (`CREATE SOURCE ... FROM TABLE`).
 fn is_change_log(s: &SourceDef) -> bool {
     s.connector == crate::changelog::CONNECTOR
@@ -980,7 +999,7 @@ fn is_change_log(s: &SourceDef) -> bool {
 fn datagen_spec(s: &SourceDef) -> Result<DatagenSpec> {
     if s.connector != "datagen" {
         return Err(StreamSqlError::NotSupported(format!(
-            "connector '{}' is not supported (supported: datagen, kafka)",
+            "connector '{}' is not supported (supported: datagen, kafka, nexmark)",
             s.connector
         )));
     }

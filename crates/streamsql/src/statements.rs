@@ -6,6 +6,8 @@
 //!         [, WATERMARK FOR ts AS ts - INTERVAL '5 seconds'])
 //!     WITH (connector = 'datagen', datagen.max.rows = 1000, ...);
 //! CREATE SOURCE [IF NOT EXISTS] name (column type, ...)
+//!     WITH (connector = 'nexmark', nexmark.table.type = 'bid', ...);
+//! CREATE SOURCE [IF NOT EXISTS] name (column type, ...)
 //!     WITH (connector = 'kafka', topic = 't',
 //!           properties.bootstrap.server = 'host:port',
 //!           scan.startup.mode = 'earliest' | 'latest')
