@@ -67,7 +67,7 @@ const QUERIES: &[NexmarkQuery] = &[
     NexmarkQuery {
         name: "q1",
         reads: "bid",
-        sql: "SELECT auction, bidder, price, CAST(0.908 AS double precision) * price AS price_eur, date_time, \
+        sql: "SELECT auction, bidder, price, 0.908 * price AS price_eur, date_time, \
               count(*) AS n FROM {src} GROUP BY auction, bidder, price, date_time",
     },
     NexmarkQuery {

@@ -239,7 +239,7 @@ const QUERIES: &[Query] = &[
     },
     Query {
         name: "q1",
-        sql: "SELECT auction, bidder, price, CAST(0.908 AS double precision) * price \
+        sql: "SELECT auction, bidder, price, 0.908 * price \
               AS price_eur, date_time, count(*) AS n FROM {bid} \
               GROUP BY auction, bidder, price, date_time",
         batch: None,

@@ -35,7 +35,7 @@ use crate::datagen::DatagenSpec;
 use crate::error::{Result, StreamSqlError};
 use crate::kafka::{KafkaSinkOperator, KafkaSinkSpec, KafkaSourceSpec};
 use crate::nexmark::NexmarkSpec;
-use crate::plan::{plan_view_over, Stage, ViewPlan};
+use crate::plan::{plan_view_literals, Stage, ViewPlan};
 use crate::statements::{self, SinkDef, SourceDef, StreamStatement, ViewDef};
 use crate::view_op::{
     checkpoint_table, committed_checkpoint, view_table, ViewOperator, ViewStats, ViewStatsReport,
@@ -235,12 +235,13 @@ impl StreamManager {
             }
             engine.table(name).map(|t| Arc::clone(t.def()))
         };
-        let mut plan = plan_view_over(
+        let mut plan = plan_view_literals(
             &query,
             &Self::source_schemas(cat)?,
             &watermarks,
             emit,
             &tables,
+            def.numeric_literals,
         )?;
         let lookups = plan.pre.iter().any(|s| matches!(s, Stage::Lookup(_)));
         if let Some(join) = &plan.join {

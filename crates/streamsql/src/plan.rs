@@ -159,6 +159,7 @@ pub fn plan_view_with(
 
 /// [`plan_view_with`], where a name that is no source is looked up in
 /// `tables` (its definition: the view may lookup-join it, `lookup.rs`).
+/// Literals like `0.908` are numeric, as in queries.
 pub fn plan_view_over(
     query: &Query,
     sources: &[(String, SchemaRef)],
@@ -166,9 +167,26 @@ pub fn plan_view_over(
     emit: EmitMode,
     tables: &dyn Fn(&str) -> Option<Arc<TableDef>>,
 ) -> Result<ViewPlan> {
-    let config = SessionConfig::new()
+    plan_view_literals(query, sources, watermarks, emit, tables, true)
+}
+
+/// [`plan_view_over`], with `numeric_literals` choosing how a literal with
+/// a fraction is typed: numeric, as PostgreSQL and Eddy's queries type it
+/// (`ViewDef::numeric_literals`, every view created since), or double
+/// precision, as views created before kept it (their tables and
+/// checkpointed states hold those types, so they are planned as they were).
+pub fn plan_view_literals(
+    query: &Query,
+    sources: &[(String, SchemaRef)],
+    watermarks: &[(String, WatermarkDef)],
+    emit: EmitMode,
+    tables: &dyn Fn(&str) -> Option<Arc<TableDef>>,
+    numeric_literals: bool,
+) -> Result<ViewPlan> {
+    let mut config = SessionConfig::new()
         .with_target_partitions(1)
         .with_information_schema(false);
+    config.options_mut().sql_parser.parse_float_as_decimal = numeric_literals;
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()

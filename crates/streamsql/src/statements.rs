@@ -117,6 +117,11 @@ pub struct ViewDef {
     pub joined: Option<String>,
     pub statement: String,
     pub checkpoint_interval_ms: u64,
+    /// Literals with a fraction (`0.908`) are numeric, as in queries. False
+    /// for views created before (absent from their catalog entries): they
+    /// were planned with double precision literals and stay so.
+    #[serde(default)]
+    pub numeric_literals: bool,
 }
 
 /// The statement kinds, by their leading words.
@@ -275,6 +280,7 @@ pub fn parse(sql: &str) -> Result<StreamStatement> {
                     joined: None,
                     statement: sql.to_string(),
                     checkpoint_interval_ms,
+                    numeric_literals: true,
                 },
                 query: cv.query,
                 if_not_exists: cv.if_not_exists,
@@ -800,6 +806,25 @@ mod tests {
         )
         .expect_err("unknown column");
         assert!(matches!(e, StreamSqlError::Sql(_)), "{e}");
+    }
+
+    #[test]
+    fn views_are_planned_with_the_literal_types_they_were_created_with() {
+        // a catalog entry written before `numeric_literals` existed
+        let old: ViewDef = serde_json::from_str(
+            r#"{"name":"v","statement":"CREATE MATERIALIZED VIEW v AS SELECT 1","checkpoint_interval_ms":1000}"#,
+        )
+        .unwrap();
+        assert!(!old.numeric_literals);
+        let StreamStatement::CreateView { def, .. } =
+            parse("CREATE MATERIALIZED VIEW v AS SELECT k, sum(0.5 * x) FROM s GROUP BY k")
+                .unwrap()
+        else {
+            panic!("not a view");
+        };
+        assert!(def.numeric_literals);
+        let again: ViewDef = serde_json::from_str(&serde_json::to_string(&def).unwrap()).unwrap();
+        assert!(again.numeric_literals);
     }
 
     #[test]
