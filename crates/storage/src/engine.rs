@@ -965,7 +965,7 @@ impl Table {
             .map(|t| {
                 if let Some(cl) = &t.col {
                     let v = cl.read().clone();
-                    v.memtable.len() as u64
+                    v.memtable_rows()
                         + v.files
                             .iter()
                             .map(|f| f.meta.rows - f.deletes.lock().len())

@@ -18,29 +18,29 @@
 //! tail (never partly visible).
 //!
 //! # Flush and compaction
-//! Both run under the commit lock (so writers wait, readers do not):
-//! memtables become files (written and fsync'd), then the manifest is
-//! replaced atomically (tmp + fsync + rename + dir fsync), then WAL segments
-//! at or below the flushed LSN are deleted, then superseded files.
+//! Both hold the commit lock only for a swap ([`background`]): a flush
+//! freezes the memtables under it, writes their files without it, and
+//! takes it again to install the files, replace the manifest atomically
+//! (tmp + fsync + rename + dir fsync), delete WAL segments at or below the
+//! flushed LSN, then superseded files. Compaction merges without it and
+//! installs under it.
 //!
 //! # Recovery
 //! Load the manifest, open its files and delete maps, replay WAL records
 //! above `flushed_lsn` (records of a cross-shard transaction only if the
 //! commit log says it committed), delete files nothing references.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering as AtOrd};
 use std::sync::Arc;
 
-use eddy_common::{ColumnType, FileId, Lsn, Row, ShardId, TableDef, TableGroupId, TableId, TxnId};
+use eddy_common::{FileId, Lsn, Row, ShardId, TableDef, TableGroupId, TableId, TxnId};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{decode_row_bytes, encode_row, put_varint, Key, Reader};
-use crate::column_tablet::{
-    column_file_name, ColumnFile, ColumnFileMeta, ColumnFileWriter, ColumnVersion, Columns,
-};
+use crate::column_tablet::{column_file_name, ColumnFile, ColumnFileMeta, ColumnVersion, Columns};
 use crate::delete_map::DeleteMap;
 use crate::error::{Result, StorageError};
 use crate::filestore::FileStore;
@@ -48,10 +48,11 @@ use crate::index::{has_null, index_key, ShardIndex};
 use crate::index_write::{check_unique_probes, GroupOverlay, UniqueProbe};
 use crate::manifest::{self, Manifest, TabletFiles};
 use crate::recent_writes::RecentWrites;
-use crate::row_tablet::{
-    row_file_name, Entry, MergeIter, RowFile, RowFileBuilder, RowFileMeta, RowMemtable, RowVersion,
-};
+use crate::row_tablet::{row_file_name, RowFile, RowFileMeta, RowVersion};
 use crate::wal::{SyncHandle, Wal};
+
+mod background;
+pub use background::{BackgroundHook, BackgroundStage};
 
 /// What happens when an inserted key already exists.
 #[derive(Clone)]
@@ -212,6 +213,12 @@ pub struct Shard {
     tablets: RwLock<HashMap<TableId, Arc<Tablets>>>,
     commit: Mutex<CommitState>,
     queue: Mutex<Vec<Pending>>,
+    /// One flush at a time (taken before the commit lock, never under it).
+    flush_lock: Mutex<()>,
+    /// One compaction at a time (idem).
+    compact_lock: Mutex<()>,
+    /// Test hook run at points of a flush or compaction.
+    hook: Mutex<Option<BackgroundHook>>,
     poisoned: Mutex<Option<String>>,
     /// Latest committed write per recently written key (conflict checks).
     recent: Mutex<RecentWrites>,
@@ -289,6 +296,9 @@ impl Shard {
                 manifest,
             }),
             queue: Mutex::new(Vec::new()),
+            flush_lock: Mutex::new(()),
+            compact_lock: Mutex::new(()),
+            hook: Mutex::new(None),
             poisoned: Mutex::new(None),
             recent: Mutex::new(RecentWrites::default()),
         };
@@ -809,7 +819,8 @@ impl Shard {
         // flush it first so "newest file wins" stays true.
         if let Some(t) = self.tablets(files.table) {
             if let Some(rv) = t.row_version() {
-                if !rv.memtable.is_empty() {
+                // (frozen memtables too: a background flush in flight)
+                if !rv.memtable.is_empty() || !rv.frozen.is_empty() {
                     self.flush_locked(guard)?;
                 }
             }
@@ -897,6 +908,7 @@ impl Shard {
                 let old = cl.read().clone();
                 *cl.write() = Arc::new(ColumnVersion {
                     memtable: Arc::new(crate::column_tablet::ColMemtable::new(columns_of(&def))),
+                    frozen: old.frozen.clone(),
                     files: old.files.clone(),
                 });
             }
@@ -925,266 +937,6 @@ impl Shard {
             *t.indexes.write() = Arc::new(next);
         }
         Ok(())
-    }
-
-    // ------------------------------------------------------- flush
-
-    pub fn memtable_bytes(&self) -> usize {
-        self.tablets
-            .read()
-            .values()
-            .map(|t| {
-                t.row_version().map_or(0, |r| r.memtable.approx_bytes())
-                    + t.col_version().map_or(0, |c| c.memtable.approx_bytes())
-            })
-            .sum()
-    }
-
-    pub fn flush(&self) -> Result<()> {
-        let mut st = self.commit.lock();
-        self.flush_locked(&mut st)
-    }
-
-    fn next_file_id(st: &mut CommitState) -> FileId {
-        let id = FileId(st.next_file_id);
-        st.next_file_id += 1;
-        id
-    }
-
-    fn flush_locked(&self, st: &mut CommitState) -> Result<()> {
-        let flushed = self.visible_lsn();
-        let tablets: Vec<Arc<Tablets>> = self.tablets.read().values().cloned().collect();
-        for t in &tablets {
-            if let Some(rl) = &t.row {
-                let v = rl.read().clone();
-                if !v.memtable.is_empty() {
-                    let mut b = RowFileBuilder::default();
-                    let mut last: Option<Vec<u8>> = None;
-                    for e in v.memtable.iter() {
-                        // keep only the newest version of each key
-                        if last.as_deref() == Some(e.key.as_slice()) {
-                            continue;
-                        }
-                        last = Some(e.key.clone());
-                        b.add(&e);
-                    }
-                    let id = Self::next_file_id(st);
-                    let (bytes, meta) = b.finish(id, 0);
-                    self.store
-                        .put(&format!("{}/{}", self.rel_dir, row_file_name(id)), bytes)?;
-                    let f = RowFile::open(&self.store, &self.rel_dir, meta)?;
-                    let mut nv = (*v).clone();
-                    nv.memtable = Arc::new(RowMemtable::default());
-                    nv.l0.insert(0, Arc::new(f));
-                    *rl.write() = Arc::new(nv);
-                }
-            }
-            if let Some(cl) = &t.col {
-                let v = cl.read().clone();
-                if !v.memtable.is_empty() {
-                    let mut w = ColumnFileWriter::new(v.memtable.columns.clone())?;
-                    for b in v.memtable.batches() {
-                        w.push(b)?;
-                    }
-                    let id = Self::next_file_id(st);
-                    let (bytes, meta) = w.finish(id, None)?;
-                    self.store
-                        .put(&format!("{}/{}", self.rel_dir, column_file_name(id)), bytes)?;
-                    let f = ColumnFile::open(
-                        &self.store,
-                        &self.rel_dir,
-                        meta,
-                        v.memtable.deletes.clone(),
-                    )?;
-                    let mut nv = (*v).clone();
-                    nv.memtable = Arc::new(crate::column_tablet::ColMemtable::new(
-                        v.memtable.columns.clone(),
-                    ));
-                    nv.files.push(Arc::new(f));
-                    *cl.write() = Arc::new(nv);
-                }
-            }
-        }
-        st.manifest.flushed_lsn = flushed;
-        let old_names: HashSet<String> = st.manifest.all_file_names().into_iter().collect();
-        self.write_manifest(st)?;
-        st.wal.truncate_through(flushed)?;
-        self.delete_unlisted(st, old_names)
-    }
-
-    /// Rebuilds the manifest from the published tablet versions and writes it.
-    fn write_manifest(&self, st: &mut CommitState) -> Result<()> {
-        let mut tables = BTreeMap::new();
-        for (id, t) in self.tablets.read().iter() {
-            let mut tf = TabletFiles::default();
-            if let Some(rv) = t.row_version() {
-                tf.row_l0 = rv.l0.iter().map(|f| f.meta.clone()).collect();
-                tf.row_l1 = rv.l1.iter().map(|f| f.meta.clone()).collect();
-            }
-            if let Some(cv) = t.col_version() {
-                for f in &cv.files {
-                    tf.col.push(f.meta.clone());
-                    let d = f.deletes.lock();
-                    if !d.is_empty() {
-                        tf.col_deletes
-                            .insert(f.meta.id.0, manifest::bitmap_to_bytes(d.bitmap()));
-                    }
-                }
-            }
-            tables.insert(id.0, tf);
-        }
-        st.manifest.tables = tables;
-        manifest::write_atomic(&self.abs_dir.join("MANIFEST"), &st.manifest)
-    }
-
-    fn delete_unlisted(&self, st: &CommitState, before: HashSet<String>) -> Result<()> {
-        let now: HashSet<String> = st.manifest.all_file_names().into_iter().collect();
-        for name in before.difference(&now) {
-            self.store.delete(&format!("{}/{name}", self.rel_dir))?;
-        }
-        Ok(())
-    }
-
-    // ------------------------------------------------------- compaction
-
-    /// Whether background compaction has work here.
-    pub fn needs_compaction(&self) -> bool {
-        self.tablets.read().values().any(|t| {
-            t.row_version().is_some_and(|r| r.l0.len() >= 4)
-                || t.col_version().is_some_and(|c| {
-                    c.files.len() >= 16
-                        || c.files.iter().any(|f| {
-                            let d = f.deletes.lock().len();
-                            f.meta.rows > 0 && d * 5 > f.meta.rows
-                        })
-                })
-        })
-    }
-
-    /// Compacts row tablets (L0 + L1 into a new L1) and column tablets
-    /// (merging files and dropping deleted rows). `full` compacts everything
-    /// that has more than one file or any deleted row (VACUUM).
-    pub fn compact(&self, full: bool) -> Result<()> {
-        let mut st = self.commit.lock();
-        let old_names: HashSet<String> = st.manifest.all_file_names().into_iter().collect();
-        let tablets: Vec<Arc<Tablets>> = self.tablets.read().values().cloned().collect();
-        let mut changed = false;
-        for t in &tablets {
-            if let Some(rl) = &t.row {
-                let v = rl.read().clone();
-                if (full && v.l0.len() + v.l1.len() > 1)
-                    || v.l0.len() >= 4
-                    || (full && !v.l0.is_empty())
-                {
-                    let sources: Vec<Box<dyn Iterator<Item = Result<Entry>> + Send>> =
-                        v.l0.iter()
-                            .chain(&v.l1)
-                            .map(|f| {
-                                Box::new(f.iter()) as Box<dyn Iterator<Item = Result<Entry>> + Send>
-                            })
-                            .collect();
-                    let mut out = Vec::new();
-                    let mut b = RowFileBuilder::default();
-                    for e in MergeIter::new(sources, None, true) {
-                        b.add(&e?);
-                        if b.approx_bytes() >= 64 << 20 {
-                            out.push(self.finish_row_file(&mut st, std::mem::take(&mut b))?);
-                        }
-                    }
-                    if b.entries() > 0 {
-                        out.push(self.finish_row_file(&mut st, b)?);
-                    }
-                    let mut nv = (*v).clone();
-                    nv.l0.clear();
-                    nv.l1 = out;
-                    *rl.write() = Arc::new(nv);
-                    changed = true;
-                }
-            }
-            if let Some(cl) = &t.col {
-                let v = cl.read().clone();
-                let any_deletes = v.files.iter().any(|f| !f.deletes.lock().is_empty());
-                let many = v.files.len() >= 16;
-                if (full && (v.files.len() > 1 || any_deletes)) || many || self.needs_compaction() {
-                    let nv = self.compact_columns(&mut st, &v)?;
-                    *cl.write() = Arc::new(nv);
-                    changed = true;
-                }
-            }
-        }
-        if changed {
-            self.write_manifest(&mut st)?;
-            self.delete_unlisted(&st, old_names)?;
-        }
-        Ok(())
-    }
-
-    fn finish_row_file(&self, st: &mut CommitState, b: RowFileBuilder) -> Result<Arc<RowFile>> {
-        let id = Self::next_file_id(st);
-        let (bytes, meta) = b.finish(id, 1);
-        self.store
-            .put(&format!("{}/{}", self.rel_dir, row_file_name(id)), bytes)?;
-        Ok(Arc::new(RowFile::open(&self.store, &self.rel_dir, meta)?))
-    }
-
-    fn compact_columns(&self, st: &mut CommitState, v: &ColumnVersion) -> Result<ColumnVersion> {
-        use arrow::array::{BooleanArray, UInt64Array};
-        let columns = v.memtable.columns.clone();
-        let types: Vec<ColumnType> = columns.iter().map(|c| c.1).collect();
-        let mut w = ColumnFileWriter::new(columns.clone())?;
-        let schema = w.schema().clone();
-        for f in &v.files {
-            let deletes = f.deletes.lock().bitmap().clone();
-            for g in 0..f.row_group_count() {
-                let b = f.read_row_group(g, None)?;
-                let start = f.row_group_start(g) as u32;
-                let keep: BooleanArray = (0..b.num_rows() as u32)
-                    .map(|r| Some(!deletes.contains(start + r)))
-                    .collect();
-                let b = arrow::compute::filter_record_batch(&b, &keep)
-                    .map_err(|e| StorageError::arrow("compaction filter", e))?;
-                if b.num_rows() == 0 {
-                    continue;
-                }
-                let n = b.num_rows();
-                let fncols = f.ncols();
-                let mut cols = Vec::with_capacity(types.len() + 2);
-                for (i, ty) in types.iter().enumerate() {
-                    cols.push(if i < fncols {
-                        b.column(i).clone()
-                    } else {
-                        crate::arrow_conv::null_column(*ty, n)
-                    });
-                }
-                let lsn_col = if f.meta.min_lsn == f.meta.max_lsn {
-                    Arc::new(UInt64Array::from(vec![f.meta.max_lsn.0; n])) as arrow::array::ArrayRef
-                } else {
-                    b.column(fncols).clone()
-                };
-                cols.push(lsn_col);
-                cols.push(b.column(fncols + 1).clone());
-                let out = arrow::record_batch::RecordBatch::try_new(schema.clone(), cols)
-                    .map_err(|e| StorageError::arrow("compaction batch", e))?;
-                w.push(out)?;
-            }
-        }
-        let mut files = Vec::new();
-        if w.rows() > 0 {
-            let id = Self::next_file_id(st);
-            let (bytes, meta) = w.finish(id, None)?;
-            self.store
-                .put(&format!("{}/{}", self.rel_dir, column_file_name(id)), bytes)?;
-            files.push(Arc::new(ColumnFile::open(
-                &self.store,
-                &self.rel_dir,
-                meta,
-                Default::default(),
-            )?));
-        }
-        Ok(ColumnVersion {
-            memtable: v.memtable.clone(),
-            files,
-        })
     }
 }
 
