@@ -450,6 +450,22 @@ impl Engine {
         Ok(())
     }
 
+    /// Flushes every shard the way flushes worked before they moved off the
+    /// commit lock: the whole flush (files, manifest, WAL) under it, so
+    /// that the shard's writers wait. For the background benchmark's
+    /// comparison only.
+    #[doc(hidden)]
+    pub fn flush_holding_commit_locks(&self) -> Result<()> {
+        self.inner.check_open()?;
+        let groups: Vec<Arc<TableGroup>> = self.inner.groups.read().values().cloned().collect();
+        for g in groups {
+            for s in &g.shards {
+                s.flush_holding_commit_lock()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Installs (or removes, with `None`) a hook run by every shard's flush
     /// and compaction at each [`crate::BackgroundStage`]: tests use it to
     /// write while a flush or compaction is half done, or to stop one there

@@ -144,6 +144,14 @@ impl Shard {
         self.install_flush(&mut st, built, flushed)
     }
 
+    /// The whole flush under the commit lock (how flushes worked before;
+    /// see [`crate::Engine::flush_holding_commit_locks`]).
+    pub fn flush_holding_commit_lock(&self) -> Result<()> {
+        let _one = self.flush_lock.lock();
+        let mut st = self.commit.lock();
+        self.flush_locked(&mut st)
+    }
+
     /// Flushes everything (including memtables a background flush froze)
     /// without releasing the commit lock: for callers that already hold it
     /// and need every memtable empty (bulk install, ADD COLUMN).
@@ -605,10 +613,7 @@ impl Shard {
             .collect();
         self.run_hook(BackgroundStage::CompactionPicked)?;
         let columns = v.memtable.columns.clone();
-        let outputs = match self.merge_columns(&columns, &inputs) {
-            Ok(o) => o,
-            Err(e) => return Err(e),
-        };
+        let outputs = self.merge_columns(&columns, &inputs)?;
         if let Err(e) = self.run_hook(BackgroundStage::CompactionWritten) {
             self.delete_files(outputs.iter().map(|f| column_file_name(f.meta.id)));
             return Err(e);
