@@ -16,7 +16,7 @@
 //! background work ran, and how long the work took; the median of the
 //! runs per mode. `docs/benchmarks/storage.md` records results.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -117,15 +117,18 @@ fn run(mode: Mode, rows: i64, idle_for: Duration) -> Result1 {
         .collect();
     big.write(dels).expect("deletes");
 
-    let measuring = Arc::new(AtomicBool::new(false));
+    // 0 before the background work, 1 while it runs, 2 after: a write is
+    // counted if it overlaps the work (one blocked throughout included)
+    let phase = Arc::new(AtomicU8::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
-        let (hot, measuring, stop) = (hot.clone(), measuring.clone(), stop.clone());
+        let (hot, phase, stop) = (hot.clone(), phase.clone(), stop.clone());
         std::thread::spawn(move || {
             let mut h = Histogram::<u64>::new(3).expect("histogram");
             let mut rng = rand::rng();
             while !stop.load(Ordering::Acquire) {
                 let k = rng.random_range(0..10_000i64);
+                let started = phase.load(Ordering::Acquire);
                 let s = Instant::now();
                 hot.write(vec![WriteOp::Insert {
                     row: vec![
@@ -136,7 +139,7 @@ fn run(mode: Mode, rows: i64, idle_for: Duration) -> Result1 {
                     on_conflict: OnConflict::Replace,
                 }])
                 .expect("upsert");
-                if measuring.load(Ordering::Acquire) {
+                if started <= 1 && phase.load(Ordering::Acquire) >= 1 {
                     let _ = h.record(s.elapsed().as_micros() as u64);
                 }
             }
@@ -144,7 +147,7 @@ fn run(mode: Mode, rows: i64, idle_for: Duration) -> Result1 {
         })
     };
     std::thread::sleep(Duration::from_millis(300));
-    measuring.store(true, Ordering::Release);
+    phase.store(1, Ordering::Release);
     let start = Instant::now();
     match mode {
         Mode::FlushCompact => {
@@ -156,7 +159,7 @@ fn run(mode: Mode, rows: i64, idle_for: Duration) -> Result1 {
         Mode::Idle => std::thread::sleep(idle_for),
     }
     let work = start.elapsed();
-    measuring.store(false, Ordering::Release);
+    phase.store(2, Ordering::Release);
     stop.store(true, Ordering::Release);
     let hist = writer.join().expect("writer");
     e.close().expect("close");
