@@ -18,14 +18,14 @@
 //! tail (never partly visible).
 //!
 //! # Flush and compaction
-//! Both hold the commit lock only for a swap ([`background`]): a flush
+//! Both hold the commit lock only for a swap (`shard/background.rs`): a flush
 //! freezes the memtables under it, writes their files without it, and
 //! takes it again to install the files, replace the manifest atomically
 //! (tmp + fsync + rename + dir fsync), delete WAL segments at or below the
 //! flushed LSN, then superseded files. Compaction merges without it and
 //! installs under it.
 //!
-//! # Recovery
+//! # Recovery (`shard/recovery.rs`)
 //! Load the manifest, open its files and delete maps, replay WAL records
 //! above `flushed_lsn` (records of a cross-shard transaction only if the
 //! commit log says it committed), delete files nothing references.
