@@ -499,3 +499,86 @@ fn levelled_compaction_leaves_l1_files_l0_does_not_overlap() {
     let e = open(dir.path());
     check(&e.table("t").unwrap(), &m, 0..1000, "after a crash");
 }
+
+#[test]
+fn add_column_and_truncate_during_a_flush() {
+    for o in ORIENTATIONS {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open(dir.path());
+        let t = create(&e, "t", o);
+        let mut m = Model::new();
+        for k in 0..50 {
+            upsert(&t, &mut m, k, "old");
+        }
+        // ADD COLUMN flushes under the commit lock: it takes the frozen
+        // memtables over, with the deletes made before it
+        let r = paused(
+            &e,
+            BackgroundStage::FlushWritten,
+            false,
+            |e| e.flush(),
+            || {
+                delete(&t, &mut m, 5);
+                upsert(&t, &mut m, 60, "mem");
+                let t2 = e
+                    .add_column("t", ColumnDef::new("w", ColumnType::BigInt, true))
+                    .unwrap();
+                t2.write(vec![WriteOp::Insert {
+                    row: vec![
+                        Value::BigInt(7),
+                        Value::Text("wide".into()),
+                        Value::BigInt(1),
+                    ],
+                    on_conflict: OnConflict::Replace,
+                }])
+                .unwrap();
+                m.insert(7, "wide".into());
+                delete(&t2, &mut m, 8);
+                assert_eq!(scan(&t2.snapshot()), m, "{o:?} after ADD COLUMN");
+            },
+        );
+        r.expect("the flush reached its pause").expect("flush");
+        let t = e.table("t").unwrap();
+        assert_eq!(scan(&t.snapshot()), m, "{o:?} after the flush");
+        no_stray_files(dir.path(), &[&t]);
+        for k in 70..80 {
+            upsert_wide(&t, &mut m, k, "to flush");
+        }
+        // TRUNCATE during a flush: the flush's files are unused
+        let r = paused(
+            &e,
+            BackgroundStage::FlushFrozen,
+            false,
+            |e| e.flush(),
+            || {
+                e.truncate_table("t").unwrap();
+                m.clear();
+                upsert_wide(&e.table("t").unwrap(), &mut m, 1, "after truncate");
+            },
+        );
+        // (the table may hold nothing to flush in this shard: no pause)
+        if let Some(r) = r {
+            r.expect("flush");
+        }
+        upsert_wide(&e.table("t").unwrap(), &mut m, 2, "after");
+        let t = e.table("t").unwrap();
+        assert_eq!(scan(&t.snapshot()), m, "{o:?} after TRUNCATE");
+        no_stray_files(dir.path(), &[&t]);
+        drop(t);
+        drop(e);
+        let e = open(dir.path());
+        let t = e.table("t").unwrap();
+        assert_eq!(scan(&t.snapshot()), m, "{o:?} after a crash");
+        no_stray_files(dir.path(), &[&t]);
+    }
+}
+
+/// An upsert into the table once it has the added third column.
+fn upsert_wide(t: &Table, m: &mut Model, k: i64, v: &str) {
+    t.write(vec![WriteOp::Insert {
+        row: vec![Value::BigInt(k), Value::Text(v.into()), Value::Null],
+        on_conflict: OnConflict::Replace,
+    }])
+    .expect("upsert");
+    m.insert(k, v.into());
+}
