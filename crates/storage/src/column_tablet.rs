@@ -11,7 +11,10 @@
 //!   the manifest holds CRCs of the file's head (schema) and tail (footer).
 //!   A row group is checked against its CRC the first time it is read.
 //! * The memtable's rows keep their order when flushed, so the memtable's
-//!   delete map becomes the file's delete map unchanged.
+//!   delete map becomes the file's delete map unchanged: the file is opened
+//!   with the very same `Arc<Mutex<DeleteMap>>`. A flush first *freezes*
+//!   the memtable ([`ColumnVersion::frozen`]); deletes that arrive while
+//!   its file is written land in that shared map and so reach the file.
 //! * Invariant: at most one version of a key is live (not deleted) in the
 //!   whole tablet; the primary-key index points at it.
 //!
@@ -653,6 +656,8 @@ impl ColumnFile {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Location {
     Mem(u32),
+    /// (index into [`ColumnVersion::frozen`], row)
+    Frozen(usize, u32),
     File(usize, u32),
 }
 
@@ -661,6 +666,10 @@ pub enum Location {
 #[derive(Clone)]
 pub struct ColumnVersion {
     pub memtable: Arc<ColMemtable>,
+    /// Memtables being flushed, oldest first: newer than every file, older
+    /// than `memtable`. Read (and deleted from) like the memtable until
+    /// their file replaces them.
+    pub frozen: Vec<Arc<ColMemtable>>,
     /// Oldest first.
     pub files: Vec<Arc<ColumnFile>>,
 }
@@ -671,6 +680,8 @@ pub struct ColumnSnapshot {
     pub columns: Columns,
     pub mem: Vec<RecordBatch>,
     pub mem_deletes: RoaringBitmap,
+    /// Frozen memtables (batches, deletes at `at`), oldest first.
+    pub frozen: Vec<(Columns, Vec<RecordBatch>, RoaringBitmap)>,
     pub files: Vec<(Arc<ColumnFile>, RoaringBitmap)>,
 }
 
@@ -678,8 +689,14 @@ impl ColumnVersion {
     pub fn new(columns: Columns) -> ColumnVersion {
         ColumnVersion {
             memtable: Arc::new(ColMemtable::new(columns)),
+            frozen: Vec::new(),
             files: Vec::new(),
         }
+    }
+
+    /// Rows in the memtable and the frozen memtables.
+    pub fn memtable_rows(&self) -> u64 {
+        u64::from(self.memtable.len()) + self.frozen.iter().map(|m| u64::from(m.len())).sum::<u64>()
     }
 
     pub fn snapshot(&self, at: Lsn) -> ColumnSnapshot {
@@ -688,6 +705,17 @@ impl ColumnVersion {
             columns: self.memtable.columns.clone(),
             mem: self.memtable.batches(),
             mem_deletes: self.memtable.deletes.lock().visible_at(at),
+            frozen: self
+                .frozen
+                .iter()
+                .map(|m| {
+                    (
+                        m.columns.clone(),
+                        m.batches(),
+                        m.deletes.lock().visible_at(at),
+                    )
+                })
+                .collect(),
             files: self
                 .files
                 .iter()
@@ -701,6 +729,11 @@ impl ColumnVersion {
     pub fn locate(&self, key: &[u8]) -> Result<Option<Location>> {
         if let Some(r) = self.memtable.lookup(key) {
             return Ok(Some(Location::Mem(r)));
+        }
+        for (i, m) in self.frozen.iter().enumerate().rev() {
+            if let Some(r) = m.lookup(key) {
+                return Ok(Some(Location::Frozen(i, r)));
+            }
         }
         for (i, f) in self.files.iter().enumerate().rev() {
             if let Some(r) = f.find_key(key)? {
@@ -716,6 +749,7 @@ impl ColumnVersion {
         let types: Vec<ColumnType> = self.memtable.columns.iter().map(|c| c.1).collect();
         match loc {
             Location::Mem(r) => Ok(self.memtable.row(r)),
+            Location::Frozen(i, r) => Ok(self.frozen[i].row(r)),
             Location::File(i, r) => self.files[i].row(r, &types).map(Some),
         }
     }
@@ -731,6 +765,7 @@ impl ColumnVersion {
     fn mark_deleted(&self, loc: Location, lsn: Lsn) {
         match loc {
             Location::Mem(r) => self.memtable.deletes.lock().delete(lsn, r),
+            Location::Frozen(i, r) => self.frozen[i].deletes.lock().delete(lsn, r),
             Location::File(i, r) => self.files[i].deletes.lock().delete(lsn, r),
         }
     }
@@ -756,7 +791,7 @@ impl ColumnVersion {
     /// so that the newly installed bulk file wins (leader only).
     pub fn supersede_keys_of(&self, file: &ColumnFile, lsn: Lsn) -> Result<()> {
         let (lo, hi) = file.key_range();
-        let overlaps_mem = !self.memtable.is_empty();
+        let overlaps_mem = !self.memtable.is_empty() || !self.frozen.is_empty();
         let overlapping: Vec<usize> = (0..self.files.len())
             .filter(|&i| {
                 let (a, b) = self.files[i].key_range();
@@ -777,6 +812,11 @@ impl ColumnVersion {
             for k in keys.iter().flatten() {
                 if let Some(r) = self.memtable.lookup(k) {
                     self.memtable.deletes.lock().delete(lsn, r);
+                }
+                for m in &self.frozen {
+                    if let Some(r) = m.lookup(k) {
+                        m.deletes.lock().delete(lsn, r);
+                    }
                 }
                 for &i in &overlapping {
                     if let Some(r) = self.files[i].find_key(k)? {

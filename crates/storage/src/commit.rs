@@ -377,6 +377,15 @@ impl Engine {
 }
 
 impl Table {
+    /// [`Engine::set_background_hook`] for the shards of this table's group
+    /// only.
+    #[doc(hidden)]
+    pub fn set_background_hook(&self, hook: Option<crate::BackgroundHook>) {
+        for s in self.shards() {
+            s.set_background_hook(hook.clone());
+        }
+    }
+
     /// Index of the shard holding `key`.
     pub fn shard_of_key(&self, key: &Key) -> Result<usize> {
         crate::engine::shard_for_key(self.def(), key, self.shard_count()).map(|s| s as usize)

@@ -67,6 +67,17 @@ impl DeleteMap {
         self.entries[n..].iter().copied()
     }
 
+    /// How many deletes were recorded (a mark for [`DeleteMap::entries_from`]).
+    pub fn entry_count(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Entries recorded after the first `mark` ones (deletes that arrived
+    /// while a compaction rewrote this file: carried over to its output).
+    pub fn entries_from(&self, mark: usize) -> &[(Lsn, u32)] {
+        self.entries.get(mark..).unwrap_or(&[])
+    }
+
     pub fn bitmap(&self) -> &RoaringBitmap {
         &self.all
     }

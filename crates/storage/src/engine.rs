@@ -434,6 +434,51 @@ impl Engine {
         Ok(())
     }
 
+    /// What the background thread does for compaction, once, now: every
+    /// shard that needs it runs a (bounded, not full) compaction.
+    #[doc(hidden)]
+    pub fn compact_if_needed(&self) -> Result<()> {
+        self.inner.check_open()?;
+        let groups: Vec<Arc<TableGroup>> = self.inner.groups.read().values().cloned().collect();
+        for g in groups {
+            for s in &g.shards {
+                if s.needs_compaction() {
+                    s.compact(false)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes every shard the way flushes worked before they moved off the
+    /// commit lock: the whole flush (files, manifest, WAL) under it, so
+    /// that the shard's writers wait. For the background benchmark's
+    /// comparison only.
+    #[doc(hidden)]
+    pub fn flush_holding_commit_locks(&self) -> Result<()> {
+        self.inner.check_open()?;
+        let groups: Vec<Arc<TableGroup>> = self.inner.groups.read().values().cloned().collect();
+        for g in groups {
+            for s in &g.shards {
+                s.flush_holding_commit_lock()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Installs (or removes, with `None`) a hook run by every shard's flush
+    /// and compaction at each [`crate::BackgroundStage`]: tests use it to
+    /// write while a flush or compaction is half done, or to stop one there
+    /// as a crash would. Shards opened later do not get it.
+    #[doc(hidden)]
+    pub fn set_background_hook(&self, hook: Option<crate::BackgroundHook>) {
+        for g in self.inner.groups.read().values() {
+            for s in &g.shards {
+                s.set_background_hook(hook.clone());
+            }
+        }
+    }
+
     /// Flushes and stops background work. Further calls fail with `Closed`.
     pub fn close(&self) -> Result<()> {
         if self.inner.closed.swap(true, AtOrd::SeqCst) {
@@ -965,7 +1010,7 @@ impl Table {
             .map(|t| {
                 if let Some(cl) = &t.col {
                     let v = cl.read().clone();
-                    v.memtable.len() as u64
+                    v.memtable_rows()
                         + v.files
                             .iter()
                             .map(|f| f.meta.rows - f.deletes.lock().len())

@@ -18,8 +18,9 @@
 //!   [`StorageError::Corrupt`] naming the file, never wrong data.
 //!
 //! Where to look next: `docs/design/storage.md` (write path, read path,
-//! recovery and the exact fsync order), [`shard`] (group commit, flush,
-//! compaction, recovery), [`engine`] (catalog, routing, two-phase commit).
+//! recovery and the exact fsync order; flush and compaction off the commit
+//! lock), [`shard`] (group commit, flush, compaction, recovery),
+//! [`engine`] (catalog, routing, two-phase commit).
 
 pub mod arrow_conv;
 pub mod bulk;
@@ -51,5 +52,5 @@ pub use ddl::Ddl;
 pub use engine::{CreateTable, Engine, EngineConfig, Table, TableGroupInfo, WriteOp};
 pub use error::{Result, StorageError};
 pub use locks::{LockManager, LockMode, LockWait, TABLE_LOCK_KEY};
-pub use shard::{ConflictUpdateFn, OnConflict, WriteSummary};
+pub use shard::{BackgroundHook, BackgroundStage, ConflictUpdateFn, OnConflict, WriteSummary};
 pub use snapshot::{scan_schema, Overlay, ScanPartition, TableSnapshot};

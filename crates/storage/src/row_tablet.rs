@@ -11,8 +11,10 @@
 //!   error naming the file, never wrong data.
 //! * Levels: L0 holds flushed files (key ranges overlap, newest first); L1
 //!   holds one sorted run of non-overlapping files. Compaction merges all of
-//!   L0 with L1 into a new L1, keeping only the newest version of each key
-//!   and dropping delete markers (L1 is the bottom level).
+//!   L0 with the L1 files whose key ranges overlap L0's into new L1 files,
+//!   keeping only the newest version of each key and dropping delete
+//!   markers (L1 is the bottom level, and every older version of a key in
+//!   the merged range is in the merge). See `shard::background`.
 //!
 //! Invariant the readers rely on: a [`RowVersion`] (memtable + file lists)
 //! is immutable once published; writers publish a new `Arc` instead.
@@ -369,6 +371,21 @@ impl RowFile {
 
     pub fn path(&self) -> &std::path::Path {
         &self.path
+    }
+
+    /// The smallest and largest key of the file (`None` when empty). Reads
+    /// the first block: compaction asks, once per file, to find the L1
+    /// files an L0 merge overlaps.
+    pub fn key_range(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let Some(last) = self.index.last() else {
+            return Ok(None);
+        };
+        let mut first = Vec::new();
+        self.decode_block(0, &mut first)?;
+        Ok(first
+            .into_iter()
+            .next()
+            .map(|e| (e.key, last.last_key.clone())))
     }
 
     fn may_contain(&self, key: &[u8]) -> bool {

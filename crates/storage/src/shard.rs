@@ -18,29 +18,29 @@
 //! tail (never partly visible).
 //!
 //! # Flush and compaction
-//! Both run under the commit lock (so writers wait, readers do not):
-//! memtables become files (written and fsync'd), then the manifest is
-//! replaced atomically (tmp + fsync + rename + dir fsync), then WAL segments
-//! at or below the flushed LSN are deleted, then superseded files.
+//! Both hold the commit lock only for a swap (`shard/background.rs`): a flush
+//! freezes the memtables under it, writes their files without it, and
+//! takes it again to install the files, replace the manifest atomically
+//! (tmp + fsync + rename + dir fsync), delete WAL segments at or below the
+//! flushed LSN, then superseded files. Compaction merges without it and
+//! installs under it.
 //!
-//! # Recovery
+//! # Recovery (`shard/recovery.rs`)
 //! Load the manifest, open its files and delete maps, replay WAL records
 //! above `flushed_lsn` (records of a cross-shard transaction only if the
 //! commit log says it committed), delete files nothing references.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering as AtOrd};
 use std::sync::Arc;
 
-use eddy_common::{ColumnType, FileId, Lsn, Row, ShardId, TableDef, TableGroupId, TableId, TxnId};
+use eddy_common::{FileId, Lsn, Row, ShardId, TableDef, TableGroupId, TableId, TxnId};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use crate::codec::{decode_row_bytes, encode_row, put_varint, Key, Reader};
-use crate::column_tablet::{
-    column_file_name, ColumnFile, ColumnFileMeta, ColumnFileWriter, ColumnVersion, Columns,
-};
+use crate::column_tablet::{column_file_name, ColumnFile, ColumnFileMeta, ColumnVersion, Columns};
 use crate::delete_map::DeleteMap;
 use crate::error::{Result, StorageError};
 use crate::filestore::FileStore;
@@ -48,10 +48,13 @@ use crate::index::{has_null, index_key, ShardIndex};
 use crate::index_write::{check_unique_probes, GroupOverlay, UniqueProbe};
 use crate::manifest::{self, Manifest, TabletFiles};
 use crate::recent_writes::RecentWrites;
-use crate::row_tablet::{
-    row_file_name, Entry, MergeIter, RowFile, RowFileBuilder, RowFileMeta, RowMemtable, RowVersion,
-};
+use crate::row_tablet::{row_file_name, RowFile, RowFileMeta, RowVersion};
 use crate::wal::{SyncHandle, Wal};
+
+mod background;
+mod recovery;
+pub use background::{BackgroundHook, BackgroundStage};
+pub(crate) use recovery::UnreplayedShard;
 
 /// What happens when an inserted key already exists.
 #[derive(Clone)]
@@ -212,6 +215,12 @@ pub struct Shard {
     tablets: RwLock<HashMap<TableId, Arc<Tablets>>>,
     commit: Mutex<CommitState>,
     queue: Mutex<Vec<Pending>>,
+    /// One flush at a time (taken before the commit lock, never under it).
+    flush_lock: Mutex<()>,
+    /// One compaction at a time (idem).
+    compact_lock: Mutex<()>,
+    /// Test hook run at points of a flush or compaction.
+    hook: Mutex<Option<BackgroundHook>>,
     poisoned: Mutex<Option<String>>,
     /// Latest committed write per recently written key (conflict checks).
     recent: Mutex<RecentWrites>,
@@ -224,209 +233,6 @@ pub struct Prepared {
 }
 
 impl Shard {
-    /// Opens (recovering) a shard. `tables` are the catalog's tables of this
-    /// group; `committed` the cross-shard transactions known committed.
-    pub fn open(
-        data_dir: &std::path::Path,
-        store: Arc<FileStore>,
-        group: TableGroupId,
-        id: ShardId,
-        tables: &[Arc<TableDef>],
-        committed: &HashSet<TxnId>,
-        sync: bool,
-    ) -> Result<Shard> {
-        Shard::open_unreplayed(data_dir, store, group, id, tables, sync)?.replay_wal(committed)
-    }
-
-    /// Opens a shard's files and reads its WAL without replaying it: the
-    /// engine first asks every shard which prepare records it holds
-    /// ([`UnreplayedShard::holds_prepare`]) to decide which one-round
-    /// cross-shard commits happened (`crate::commit`).
-    pub(crate) fn open_unreplayed(
-        data_dir: &std::path::Path,
-        store: Arc<FileStore>,
-        group: TableGroupId,
-        id: ShardId,
-        tables: &[Arc<TableDef>],
-        sync: bool,
-    ) -> Result<UnreplayedShard> {
-        let rel_dir = format!("tg{}/s{}", group.0, id.0);
-        let abs_dir = data_dir.join(&rel_dir);
-        std::fs::create_dir_all(&abs_dir).map_err(|e| StorageError::io(&abs_dir, e))?;
-        let manifest_path = abs_dir.join("MANIFEST");
-        let manifest: Manifest = manifest::read_checked(&manifest_path)?.unwrap_or_default();
-        let (wal, entries) = Wal::open(&abs_dir.join("wal"), manifest.flushed_lsn, sync, 64 << 20)?;
-
-        let mut tablets = HashMap::new();
-        for def in tables {
-            let t = Tablets::new(def.clone());
-            if let Some(files) = manifest.table(def.id) {
-                load_tablet_files(&store, &rel_dir, &manifest_path, &t, files)?;
-            }
-            // Indexes are memory only: rebuilt from the files, then kept
-            // up by the replay below.
-            t.build_indexes(&t.index_list(), Lsn::MAX)?;
-            tablets.insert(def.id, Arc::new(t));
-        }
-        let existing = store.list(&rel_dir)?;
-        let max_seen = existing
-            .iter()
-            .filter_map(|n| n.split('.').next()?.parse::<u64>().ok())
-            .max()
-            .unwrap_or(0);
-        let shard = Shard {
-            group,
-            id,
-            rel_dir,
-            abs_dir,
-            store,
-            visible: AtomicU64::new(0),
-            tablets: RwLock::new(tablets),
-            commit: Mutex::new(CommitState {
-                next_lsn: 0,
-                wal,
-                next_file_id: max_seen.max(manifest.max_file_id().0) + 1,
-                manifest,
-            }),
-            queue: Mutex::new(Vec::new()),
-            poisoned: Mutex::new(None),
-            recent: Mutex::new(RecentWrites::default()),
-        };
-        Ok(UnreplayedShard {
-            shard,
-            entries,
-            existing,
-        })
-    }
-}
-
-/// A shard opened by [`Shard::open_unreplayed`]: files loaded, WAL read,
-/// nothing replayed yet.
-pub(crate) struct UnreplayedShard {
-    shard: Shard,
-    entries: Vec<crate::wal::WalEntry>,
-    existing: Vec<String>,
-}
-
-impl UnreplayedShard {
-    /// Whether the prepare record of `txn` at `lsn` is durable in this
-    /// shard: flushed (a shard flushes past a prepare record only once its
-    /// transaction committed and was applied; a failed one-round commit
-    /// poisons its shards, which then never publish past it), or in the
-    /// WAL at exactly that LSN and tagged with `txn`.
-    pub(crate) fn holds_prepare(&self, txn: TxnId, lsn: Lsn) -> bool {
-        if self.shard.commit.lock().manifest.flushed_lsn >= lsn {
-            return true;
-        }
-        self.entries
-            .binary_search_by_key(&lsn, |e| e.lsn)
-            .ok()
-            .and_then(|i| self.entries.get(i))
-            .and_then(|e| record_txn(&e.payload))
-            == Some(txn.0)
-    }
-
-    /// Replays the WAL: records of cross-shard transactions only where
-    /// `committed` holds their id.
-    pub(crate) fn replay_wal(self, committed: &HashSet<TxnId>) -> Result<Shard> {
-        let UnreplayedShard {
-            shard,
-            entries,
-            existing,
-        } = self;
-        let mut st = shard.commit.lock();
-        let mut last = st.manifest.flushed_lsn;
-        let mut referenced: HashSet<String> = st.manifest.all_file_names().into_iter().collect();
-        let replayed = entries.len();
-        for e in entries {
-            last = e.lsn;
-            shard.replay(&e.payload, e.lsn, committed, &mut referenced)?;
-        }
-        st.next_lsn = last.0.max(st.wal.last_lsn().0) + 1;
-        shard.visible.store(st.next_lsn - 1, AtOrd::Release);
-        *shard.recent.lock() = RecentWrites::starting_at(Lsn(st.next_lsn - 1));
-        // Garbage: files of failed bulk loads, superseded files whose
-        // deletion was cut short by a crash.
-        for name in existing {
-            let is_data = name.ends_with(".row") || name.ends_with(".arrow");
-            if is_data && !referenced.contains(&name) {
-                tracing::info!(shard = %shard.rel_dir, file = %name, "removing unreferenced file");
-                shard.store.delete(&format!("{}/{name}", shard.rel_dir))?;
-            }
-        }
-        if replayed > 0 {
-            tracing::info!(shard = %shard.rel_dir, records = replayed, lsn = %last, "replayed WAL");
-        }
-        drop(st);
-        Ok(shard)
-    }
-}
-
-impl Shard {
-    fn replay(
-        &self,
-        payload: &[u8],
-        lsn: Lsn,
-        committed: &HashSet<TxnId>,
-        referenced: &mut HashSet<String>,
-    ) -> Result<()> {
-        let bad = || {
-            StorageError::corrupt(
-                self.abs_dir.join("wal"),
-                format!("undecodable record at LSN {lsn}"),
-            )
-        };
-        let mut r = Reader::new(payload);
-        let kind = r.u8().map_err(|_| bad())?;
-        let txn = r.u64().map_err(|_| bad())?;
-        if txn != 0 && !committed.contains(&TxnId(txn)) {
-            tracing::info!(shard = %self.rel_dir, %lsn, txn, "skipping record of an uncommitted transaction");
-            return Ok(());
-        }
-        match kind {
-            REC_WRITE => {
-                let n = r.varint().map_err(|_| bad())? as usize;
-                let mut ops = Vec::with_capacity(n.min(1 << 16));
-                for _ in 0..n {
-                    let table = TableId(r.u32().map_err(|_| bad())?);
-                    let is_put = r.u8().map_err(|_| bad())? == 1;
-                    let key = r.len_prefixed().map_err(|_| bad())?.to_vec();
-                    let row = if is_put {
-                        let bytes = r.len_prefixed().map_err(|_| bad())?;
-                        Some(bytes)
-                    } else {
-                        None
-                    };
-                    let Some(t) = self.tablets.read().get(&table).cloned() else {
-                        continue; // dropped or truncated table
-                    };
-                    let row = match row {
-                        Some(b) => {
-                            let width = t.def.read().columns.len();
-                            let row = decode_row_bytes(b, width, "WAL record")?;
-                            Some((row, Arc::from(b)))
-                        }
-                        None => None,
-                    };
-                    ops.push(LoggedOp { table, key, row });
-                }
-                self.apply(&ops, lsn)
-            }
-            REC_BULK => {
-                let json = r.len_prefixed().map_err(|_| bad())?;
-                let files: BulkFiles = serde_json::from_slice(json).map_err(|_| bad())?;
-                for f in &files.row {
-                    referenced.insert(row_file_name(f.id));
-                }
-                for f in &files.col {
-                    referenced.insert(column_file_name(f.id));
-                }
-                self.install_bulk(&files, lsn)
-            }
-            _ => Err(bad()),
-        }
-    }
-
     pub fn visible_lsn(&self) -> Lsn {
         Lsn(self.visible.load(AtOrd::Acquire))
     }
@@ -809,7 +615,8 @@ impl Shard {
         // flush it first so "newest file wins" stays true.
         if let Some(t) = self.tablets(files.table) {
             if let Some(rv) = t.row_version() {
-                if !rv.memtable.is_empty() {
+                // (frozen memtables too: a background flush in flight)
+                if !rv.memtable.is_empty() || !rv.frozen.is_empty() {
                     self.flush_locked(guard)?;
                 }
             }
@@ -897,6 +704,7 @@ impl Shard {
                 let old = cl.read().clone();
                 *cl.write() = Arc::new(ColumnVersion {
                     memtable: Arc::new(crate::column_tablet::ColMemtable::new(columns_of(&def))),
+                    frozen: old.frozen.clone(),
                     files: old.files.clone(),
                 });
             }
@@ -926,305 +734,6 @@ impl Shard {
         }
         Ok(())
     }
-
-    // ------------------------------------------------------- flush
-
-    pub fn memtable_bytes(&self) -> usize {
-        self.tablets
-            .read()
-            .values()
-            .map(|t| {
-                t.row_version().map_or(0, |r| r.memtable.approx_bytes())
-                    + t.col_version().map_or(0, |c| c.memtable.approx_bytes())
-            })
-            .sum()
-    }
-
-    pub fn flush(&self) -> Result<()> {
-        let mut st = self.commit.lock();
-        self.flush_locked(&mut st)
-    }
-
-    fn next_file_id(st: &mut CommitState) -> FileId {
-        let id = FileId(st.next_file_id);
-        st.next_file_id += 1;
-        id
-    }
-
-    fn flush_locked(&self, st: &mut CommitState) -> Result<()> {
-        let flushed = self.visible_lsn();
-        let tablets: Vec<Arc<Tablets>> = self.tablets.read().values().cloned().collect();
-        for t in &tablets {
-            if let Some(rl) = &t.row {
-                let v = rl.read().clone();
-                if !v.memtable.is_empty() {
-                    let mut b = RowFileBuilder::default();
-                    let mut last: Option<Vec<u8>> = None;
-                    for e in v.memtable.iter() {
-                        // keep only the newest version of each key
-                        if last.as_deref() == Some(e.key.as_slice()) {
-                            continue;
-                        }
-                        last = Some(e.key.clone());
-                        b.add(&e);
-                    }
-                    let id = Self::next_file_id(st);
-                    let (bytes, meta) = b.finish(id, 0);
-                    self.store
-                        .put(&format!("{}/{}", self.rel_dir, row_file_name(id)), bytes)?;
-                    let f = RowFile::open(&self.store, &self.rel_dir, meta)?;
-                    let mut nv = (*v).clone();
-                    nv.memtable = Arc::new(RowMemtable::default());
-                    nv.l0.insert(0, Arc::new(f));
-                    *rl.write() = Arc::new(nv);
-                }
-            }
-            if let Some(cl) = &t.col {
-                let v = cl.read().clone();
-                if !v.memtable.is_empty() {
-                    let mut w = ColumnFileWriter::new(v.memtable.columns.clone())?;
-                    for b in v.memtable.batches() {
-                        w.push(b)?;
-                    }
-                    let id = Self::next_file_id(st);
-                    let (bytes, meta) = w.finish(id, None)?;
-                    self.store
-                        .put(&format!("{}/{}", self.rel_dir, column_file_name(id)), bytes)?;
-                    let f = ColumnFile::open(
-                        &self.store,
-                        &self.rel_dir,
-                        meta,
-                        v.memtable.deletes.clone(),
-                    )?;
-                    let mut nv = (*v).clone();
-                    nv.memtable = Arc::new(crate::column_tablet::ColMemtable::new(
-                        v.memtable.columns.clone(),
-                    ));
-                    nv.files.push(Arc::new(f));
-                    *cl.write() = Arc::new(nv);
-                }
-            }
-        }
-        st.manifest.flushed_lsn = flushed;
-        let old_names: HashSet<String> = st.manifest.all_file_names().into_iter().collect();
-        self.write_manifest(st)?;
-        st.wal.truncate_through(flushed)?;
-        self.delete_unlisted(st, old_names)
-    }
-
-    /// Rebuilds the manifest from the published tablet versions and writes it.
-    fn write_manifest(&self, st: &mut CommitState) -> Result<()> {
-        let mut tables = BTreeMap::new();
-        for (id, t) in self.tablets.read().iter() {
-            let mut tf = TabletFiles::default();
-            if let Some(rv) = t.row_version() {
-                tf.row_l0 = rv.l0.iter().map(|f| f.meta.clone()).collect();
-                tf.row_l1 = rv.l1.iter().map(|f| f.meta.clone()).collect();
-            }
-            if let Some(cv) = t.col_version() {
-                for f in &cv.files {
-                    tf.col.push(f.meta.clone());
-                    let d = f.deletes.lock();
-                    if !d.is_empty() {
-                        tf.col_deletes
-                            .insert(f.meta.id.0, manifest::bitmap_to_bytes(d.bitmap()));
-                    }
-                }
-            }
-            tables.insert(id.0, tf);
-        }
-        st.manifest.tables = tables;
-        manifest::write_atomic(&self.abs_dir.join("MANIFEST"), &st.manifest)
-    }
-
-    fn delete_unlisted(&self, st: &CommitState, before: HashSet<String>) -> Result<()> {
-        let now: HashSet<String> = st.manifest.all_file_names().into_iter().collect();
-        for name in before.difference(&now) {
-            self.store.delete(&format!("{}/{name}", self.rel_dir))?;
-        }
-        Ok(())
-    }
-
-    // ------------------------------------------------------- compaction
-
-    /// Whether background compaction has work here.
-    pub fn needs_compaction(&self) -> bool {
-        self.tablets.read().values().any(|t| {
-            t.row_version().is_some_and(|r| r.l0.len() >= 4)
-                || t.col_version().is_some_and(|c| {
-                    c.files.len() >= 16
-                        || c.files.iter().any(|f| {
-                            let d = f.deletes.lock().len();
-                            f.meta.rows > 0 && d * 5 > f.meta.rows
-                        })
-                })
-        })
-    }
-
-    /// Compacts row tablets (L0 + L1 into a new L1) and column tablets
-    /// (merging files and dropping deleted rows). `full` compacts everything
-    /// that has more than one file or any deleted row (VACUUM).
-    pub fn compact(&self, full: bool) -> Result<()> {
-        let mut st = self.commit.lock();
-        let old_names: HashSet<String> = st.manifest.all_file_names().into_iter().collect();
-        let tablets: Vec<Arc<Tablets>> = self.tablets.read().values().cloned().collect();
-        let mut changed = false;
-        for t in &tablets {
-            if let Some(rl) = &t.row {
-                let v = rl.read().clone();
-                if (full && v.l0.len() + v.l1.len() > 1)
-                    || v.l0.len() >= 4
-                    || (full && !v.l0.is_empty())
-                {
-                    let sources: Vec<Box<dyn Iterator<Item = Result<Entry>> + Send>> =
-                        v.l0.iter()
-                            .chain(&v.l1)
-                            .map(|f| {
-                                Box::new(f.iter()) as Box<dyn Iterator<Item = Result<Entry>> + Send>
-                            })
-                            .collect();
-                    let mut out = Vec::new();
-                    let mut b = RowFileBuilder::default();
-                    for e in MergeIter::new(sources, None, true) {
-                        b.add(&e?);
-                        if b.approx_bytes() >= 64 << 20 {
-                            out.push(self.finish_row_file(&mut st, std::mem::take(&mut b))?);
-                        }
-                    }
-                    if b.entries() > 0 {
-                        out.push(self.finish_row_file(&mut st, b)?);
-                    }
-                    let mut nv = (*v).clone();
-                    nv.l0.clear();
-                    nv.l1 = out;
-                    *rl.write() = Arc::new(nv);
-                    changed = true;
-                }
-            }
-            if let Some(cl) = &t.col {
-                let v = cl.read().clone();
-                let any_deletes = v.files.iter().any(|f| !f.deletes.lock().is_empty());
-                let many = v.files.len() >= 16;
-                if (full && (v.files.len() > 1 || any_deletes)) || many || self.needs_compaction() {
-                    let nv = self.compact_columns(&mut st, &v)?;
-                    *cl.write() = Arc::new(nv);
-                    changed = true;
-                }
-            }
-        }
-        if changed {
-            self.write_manifest(&mut st)?;
-            self.delete_unlisted(&st, old_names)?;
-        }
-        Ok(())
-    }
-
-    fn finish_row_file(&self, st: &mut CommitState, b: RowFileBuilder) -> Result<Arc<RowFile>> {
-        let id = Self::next_file_id(st);
-        let (bytes, meta) = b.finish(id, 1);
-        self.store
-            .put(&format!("{}/{}", self.rel_dir, row_file_name(id)), bytes)?;
-        Ok(Arc::new(RowFile::open(&self.store, &self.rel_dir, meta)?))
-    }
-
-    fn compact_columns(&self, st: &mut CommitState, v: &ColumnVersion) -> Result<ColumnVersion> {
-        use arrow::array::{BooleanArray, UInt64Array};
-        let columns = v.memtable.columns.clone();
-        let types: Vec<ColumnType> = columns.iter().map(|c| c.1).collect();
-        let mut w = ColumnFileWriter::new(columns.clone())?;
-        let schema = w.schema().clone();
-        for f in &v.files {
-            let deletes = f.deletes.lock().bitmap().clone();
-            for g in 0..f.row_group_count() {
-                let b = f.read_row_group(g, None)?;
-                let start = f.row_group_start(g) as u32;
-                let keep: BooleanArray = (0..b.num_rows() as u32)
-                    .map(|r| Some(!deletes.contains(start + r)))
-                    .collect();
-                let b = arrow::compute::filter_record_batch(&b, &keep)
-                    .map_err(|e| StorageError::arrow("compaction filter", e))?;
-                if b.num_rows() == 0 {
-                    continue;
-                }
-                let n = b.num_rows();
-                let fncols = f.ncols();
-                let mut cols = Vec::with_capacity(types.len() + 2);
-                for (i, ty) in types.iter().enumerate() {
-                    cols.push(if i < fncols {
-                        b.column(i).clone()
-                    } else {
-                        crate::arrow_conv::null_column(*ty, n)
-                    });
-                }
-                let lsn_col = if f.meta.min_lsn == f.meta.max_lsn {
-                    Arc::new(UInt64Array::from(vec![f.meta.max_lsn.0; n])) as arrow::array::ArrayRef
-                } else {
-                    b.column(fncols).clone()
-                };
-                cols.push(lsn_col);
-                cols.push(b.column(fncols + 1).clone());
-                let out = arrow::record_batch::RecordBatch::try_new(schema.clone(), cols)
-                    .map_err(|e| StorageError::arrow("compaction batch", e))?;
-                w.push(out)?;
-            }
-        }
-        let mut files = Vec::new();
-        if w.rows() > 0 {
-            let id = Self::next_file_id(st);
-            let (bytes, meta) = w.finish(id, None)?;
-            self.store
-                .put(&format!("{}/{}", self.rel_dir, column_file_name(id)), bytes)?;
-            files.push(Arc::new(ColumnFile::open(
-                &self.store,
-                &self.rel_dir,
-                meta,
-                Default::default(),
-            )?));
-        }
-        Ok(ColumnVersion {
-            memtable: v.memtable.clone(),
-            files,
-        })
-    }
-}
-
-fn load_tablet_files(
-    store: &FileStore,
-    rel_dir: &str,
-    manifest_path: &std::path::Path,
-    t: &Tablets,
-    files: &TabletFiles,
-) -> Result<()> {
-    if let Some(rl) = &t.row {
-        let mut v = RowVersion::default();
-        for m in &files.row_l0 {
-            v.l0.push(Arc::new(RowFile::open(store, rel_dir, m.clone())?));
-        }
-        for m in &files.row_l1 {
-            v.l1.push(Arc::new(RowFile::open(store, rel_dir, m.clone())?));
-        }
-        *rl.write() = Arc::new(v);
-    }
-    if let Some(cl) = &t.col {
-        let mut v = ColumnVersion::new(columns_of(&t.def.read()));
-        for m in &files.col {
-            let deletes = match files.col_deletes.get(&m.id.0) {
-                Some(b) => DeleteMap::from_bitmap(manifest::bitmap_from_bytes(manifest_path, b)?),
-                None => DeleteMap::default(),
-            };
-            let f = ColumnFile::open(store, rel_dir, m.clone(), Arc::new(Mutex::new(deletes)))?;
-            v.files.push(Arc::new(f));
-        }
-        *cl.write() = Arc::new(v);
-    }
-    Ok(())
-}
-
-/// The transaction id a WAL record is tagged with (0: none), if the record
-/// is long enough to carry one.
-fn record_txn(payload: &[u8]) -> Option<u64> {
-    let bytes = payload.get(1..9)?;
-    Some(u64::from_le_bytes(<[u8; 8]>::try_from(bytes).ok()?))
 }
 
 fn encode_write(txn: u64, ops: &[LoggedOp]) -> Vec<u8> {

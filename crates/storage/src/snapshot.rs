@@ -169,6 +169,24 @@ pub(crate) fn shard_partitions(
                 only: None,
             });
         }
+        // Frozen memtables (being flushed) read exactly like the memtable
+        // until their file replaces them in the tablet version.
+        for (columns, batches, deletes) in snap.frozen {
+            if batches.is_empty() {
+                continue;
+            }
+            partitions.push(ScanPartition {
+                def: def.clone(),
+                at,
+                source: Source::Memtable {
+                    batches,
+                    deletes,
+                    ncols: columns.len(),
+                },
+                hidden: None,
+                only: None,
+            });
+        }
         if !snap.mem.is_empty() {
             partitions.push(ScanPartition {
                 def: def.clone(),

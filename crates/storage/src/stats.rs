@@ -131,8 +131,10 @@ impl Table {
                     // a row,column table keeps the same rows in both
                     // tablets: count the memtable once
                     if t.row.is_none() {
-                        stats.memtable_rows += u64::from(v.memtable.len());
-                        stats.memtable_bytes += v.memtable.approx_bytes() as u64;
+                        stats.memtable_rows += v.memtable_rows();
+                        for m in std::iter::once(&v.memtable).chain(&v.frozen) {
+                            stats.memtable_bytes += m.approx_bytes() as u64;
+                        }
                     }
                     for f in &v.files {
                         let deleted = f.deletes.lock().len();

@@ -1,7 +1,10 @@
 //! Model test: random upserts, deletes, multi-shard writes, bulk loads,
 //! flushes, compactions and crash+reopen on row, column and row+column
 //! tables, checked against an in-memory `BTreeMap` model — both at the
-//! latest state and through snapshots taken at earlier LSNs.
+//! latest state and through snapshots taken at earlier LSNs. A flush or
+//! compaction may be paused half way (`Op::Paused`, through the engine's
+//! test hook) while the next writes run, and may be cut short there as by
+//! a crash.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,7 +12,8 @@ use std::sync::Arc;
 use arrow::array::{Array, Int64Array, StringArray};
 use eddy_common::{ColumnDef, ColumnType, Orientation, Value};
 use eddy_storage::{
-    rows_to_batch, CreateTable, Engine, EngineConfig, OnConflict, Table, TableSnapshot, WriteOp,
+    rows_to_batch, BackgroundStage, CreateTable, Engine, EngineConfig, OnConflict, Table,
+    TableSnapshot, WriteOp,
 };
 use proptest::prelude::*;
 
@@ -27,6 +31,21 @@ enum Op {
     Compact,
     Snapshot,
     Crash,
+    /// A flush (`compact` false) or compaction on another thread, paused at
+    /// its first (`late` false) or second hook point while the next `n`
+    /// write or snapshot ops run; with `crash` it stops there and the
+    /// engine crashes right after.
+    Paused {
+        /// the table whose shards' work pauses
+        t: usize,
+        compact: bool,
+        late: bool,
+        n: usize,
+        /// writes to table `t` made first during the pause (a value, or
+        /// `None`: a delete)
+        writes: Vec<(i64, Option<u8>)>,
+        crash: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -43,7 +62,79 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Compact),
         2 => Just(Op::Snapshot),
         2 => Just(Op::Crash),
+        3 => (
+            (0..3usize, any::<bool>(), any::<bool>(), 0..6usize),
+            prop::collection::vec((0..24i64, prop::option::of(any::<u8>())), 0..8),
+            prop::bool::weighted(0.3)
+        )
+            .prop_map(|((t, compact, late, n), writes, crash)| Op::Paused {
+                t,
+                compact,
+                late,
+                n,
+                writes,
+                crash
+            }),
     ]
+}
+
+/// Runs a flush or compaction on a thread, paused at `stage` while
+/// `during` runs; with `fail` it stops there. Returns whether it paused.
+fn paused(
+    e: &Arc<Engine>,
+    t: &Table,
+    compact: bool,
+    stage: BackgroundStage,
+    fail: bool,
+    during: impl FnOnce(),
+) -> bool {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc::sync_channel;
+    use std::sync::Mutex;
+    let (at_tx, at_rx) = sync_channel::<()>(1);
+    let (go_tx, go_rx) = sync_channel::<()>(1);
+    let (at_tx, go_rx) = (Mutex::new(at_tx), Mutex::new(go_rx));
+    let fired = AtomicBool::new(false);
+    t.set_background_hook(Some(Arc::new(move |s| {
+        if s != stage || fired.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let _ = at_tx.lock().unwrap().send(());
+        let _ = go_rx.lock().unwrap().recv();
+        if fail {
+            return Err(eddy_storage::StorageError::Poisoned(
+                "test: cut short".into(),
+            ));
+        }
+        Ok(())
+    })));
+    let e2 = Arc::clone(e);
+    let h = std::thread::spawn(move || {
+        if compact {
+            e2.compact(None)
+        } else {
+            e2.flush()
+        }
+    });
+    let reached = loop {
+        if at_rx
+            .recv_timeout(std::time::Duration::from_millis(10))
+            .is_ok()
+        {
+            break true;
+        }
+        if h.is_finished() {
+            break false;
+        }
+    };
+    if reached {
+        during();
+        go_tx.send(()).unwrap();
+    }
+    let r = h.join().unwrap();
+    t.set_background_hook(None);
+    assert_eq!(r.is_err(), reached && fail, "{r:?}");
+    reached
 }
 
 const ORIENTATIONS: [Orientation; 3] = [
@@ -117,11 +208,118 @@ fn run(ops: Vec<Op>) {
     create_tables(&engine);
     let mut models: Vec<Model> = vec![Model::new(); 3];
     let mut snaps: Vec<(TableSnapshot, Model)> = Vec::new();
-    let table = |e: &Engine, i: usize| e.table(&format!("t{i}")).unwrap();
-    for op in ops {
+    let mut i = 0;
+    while i < ops.len() {
+        let op = ops[i].clone();
+        i += 1;
+        match op {
+            Op::Paused {
+                t,
+                compact,
+                late,
+                n,
+                writes,
+                crash,
+            } => {
+                let stage = match (compact, late) {
+                    (false, false) => BackgroundStage::FlushFrozen,
+                    (false, true) => BackgroundStage::FlushWritten,
+                    (true, false) => BackgroundStage::CompactionPicked,
+                    (true, true) => BackgroundStage::CompactionWritten,
+                };
+                // only writes and snapshots run during the pause (another
+                // flush, compaction or crash would wait for this one)
+                let mut during: Vec<Op> = writes
+                    .into_iter()
+                    .map(|(k, v)| match v {
+                        Some(v) => Op::Upsert(t, k, v),
+                        None => Op::Delete(t, k),
+                    })
+                    .collect();
+                let next: Vec<Op> = ops[i..]
+                    .iter()
+                    .take(n)
+                    .take_while(|o| {
+                        !matches!(o, Op::Flush | Op::Compact | Op::Crash | Op::Paused { .. })
+                    })
+                    .cloned()
+                    .collect();
+                i += next.len();
+                during.extend(next);
+                let tb = table(&engine, t);
+                let reached = paused(&engine, &tb, compact, stage, crash, || {
+                    for o in during.iter().cloned() {
+                        apply_write(&engine, &mut models, &mut snaps, o);
+                    }
+                    for (t, m) in models.iter().enumerate() {
+                        check_latest(&table(&engine, t), m);
+                    }
+                });
+                if !reached {
+                    for o in during {
+                        apply_write(&engine, &mut models, &mut snaps, o);
+                    }
+                } else if crash {
+                    for (s, m) in snaps.drain(..) {
+                        assert_eq!(&scan(&s), &m, "snapshot at {:?}", s.lsns());
+                    }
+                    drop(engine);
+                    engine = open(dir.path());
+                }
+            }
+            Op::Flush => engine.flush().unwrap(),
+            Op::Compact => engine.compact(None).unwrap(),
+            Op::Crash => {
+                // Earlier snapshots must still read what they saw.
+                for (s, m) in snaps.drain(..) {
+                    assert_eq!(
+                        &scan(&s),
+                        &m,
+                        "snapshot at {:?} of {}",
+                        s.lsns(),
+                        s.def().name
+                    );
+                }
+                drop(engine);
+                engine = open(dir.path());
+            }
+            o => apply_write(&engine, &mut models, &mut snaps, o),
+        }
+    }
+    for (s, m) in snaps.drain(..) {
+        assert_eq!(
+            &scan(&s),
+            &m,
+            "snapshot at {:?} of {}",
+            s.lsns(),
+            s.def().name
+        );
+    }
+    for (i, m) in models.iter().enumerate() {
+        check_latest(&table(&engine, i), m);
+    }
+    drop(engine);
+    let engine = open(dir.path());
+    for (i, m) in models.iter().enumerate() {
+        check_latest(&table(&engine, i), m);
+    }
+}
+
+fn table(e: &Engine, i: usize) -> Arc<Table> {
+    e.table(&format!("t{i}")).unwrap()
+}
+
+/// Applies a write or snapshot op to the engine and the models.
+fn apply_write(
+    engine: &Engine,
+    models: &mut [Model],
+    snaps: &mut Vec<(TableSnapshot, Model)>,
+    op: Op,
+) {
+    {
         match op {
             Op::Upsert(t, k, v) => {
-                table(&engine, t)
+                table(engine, t)
                     .write(vec![WriteOp::Insert {
                         row: row(k, &val(v)),
                         on_conflict: OnConflict::Replace,
@@ -130,13 +328,13 @@ fn run(ops: Vec<Op>) {
                 models[t].insert(k, val(v));
             }
             Op::Delete(t, k) => {
-                let tb = table(&engine, t);
+                let tb = table(engine, t);
                 let key = tb.key_of(&[Value::BigInt(k)]).unwrap();
                 tb.write(vec![WriteOp::Delete { key }]).unwrap();
                 models[t].remove(&k);
             }
             Op::Multi(t, kvs) => {
-                let tb = table(&engine, t);
+                let tb = table(engine, t);
                 let mut ops = Vec::new();
                 for (k, v) in &kvs {
                     match v {
@@ -160,7 +358,7 @@ fn run(ops: Vec<Op>) {
                 }
             }
             Op::InsertIfAbsent(t, k, v) => {
-                let r = table(&engine, t).write(vec![WriteOp::Insert {
+                let r = table(engine, t).write(vec![WriteOp::Insert {
                     row: row(k, &val(v)),
                     on_conflict: OnConflict::Error,
                 }]);
@@ -173,7 +371,7 @@ fn run(ops: Vec<Op>) {
                 }
             }
             Op::Bulk(t, kvs) => {
-                let tb = table(&engine, t);
+                let tb = table(engine, t);
                 let rows: Vec<_> = kvs.iter().map(|(k, v)| row(*k, &val(*v))).collect();
                 let mut l = tb.bulk_loader();
                 l.push(rows_to_batch(&tb, &rows).unwrap()).unwrap();
@@ -182,44 +380,14 @@ fn run(ops: Vec<Op>) {
                     models[t].insert(k, val(v));
                 }
             }
-            Op::Flush => engine.flush().unwrap(),
-            Op::Compact => engine.compact(None).unwrap(),
             Op::Snapshot => {
                 let t = snaps.len() % 3;
-                snaps.push((table(&engine, t).snapshot(), models[t].clone()));
+                snaps.push((table(engine, t).snapshot(), models[t].clone()));
             }
-            Op::Crash => {
-                // Earlier snapshots must still read what they saw.
-                for (s, m) in snaps.drain(..) {
-                    assert_eq!(
-                        &scan(&s),
-                        &m,
-                        "snapshot at {:?} of {}",
-                        s.lsns(),
-                        s.def().name
-                    );
-                }
-                drop(engine);
-                engine = open(dir.path());
+            Op::Flush | Op::Compact | Op::Crash | Op::Paused { .. } => {
+                unreachable!("not a write")
             }
         }
-    }
-    for (s, m) in snaps.drain(..) {
-        assert_eq!(
-            &scan(&s),
-            &m,
-            "snapshot at {:?} of {}",
-            s.lsns(),
-            s.def().name
-        );
-    }
-    for (i, m) in models.iter().enumerate() {
-        check_latest(&table(&engine, i), m);
-    }
-    drop(engine);
-    let engine = open(dir.path());
-    for (i, m) in models.iter().enumerate() {
-        check_latest(&table(&engine, i), m);
     }
 }
 
@@ -250,6 +418,16 @@ fn a_long_mixed_run_matches_the_model() {
                 t,
                 vec![(k, Some(1)), ((k + 7) % 24, None), ((k + 3) % 24, Some(2))],
             ),
+            9 | 10 => Op::Paused {
+                t,
+                compact: rng.random(),
+                late: rng.random(),
+                n: rng.random_range(0..6),
+                writes: (0..rng.random_range(0..8))
+                    .map(|i| ((k + 5 * i) % 24, rng.random_range(0..3u8).checked_sub(1)))
+                    .collect(),
+                crash: rng.random_range(0..4) == 0,
+            },
             _ => Op::Upsert(t, k, rng.random()),
         });
     }
