@@ -6,6 +6,13 @@
 //! input is client-controlled, so out-of-range input is 22008 (or 22007 for
 //! bad syntax), never an overflow or panic. Ranges are PostgreSQL's.
 
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::{
     DataType, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
@@ -20,6 +27,16 @@ pub(super) const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
 pub(super) const MICROS_PER_DAY: i64 = 86_400_000_000;
 
 /// (year, month, day) of a day count since 1970-01-01 (proleptic Gregorian).
+///
+/// Howard Hinnant's algorithm. Callers pass day counts of PostgreSQL's
+/// range (an `i32` date, or timestamp microseconds / `MICROS_PER_DAY`, so
+/// below 2^37), where no step comes near `i64`'s range; the day (1..=31)
+/// and month (1..=12) fit `u32` by construction.
+#[allow(
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
 pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
@@ -34,6 +51,11 @@ pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 /// Days since 1970-01-01 of a civil date.
+///
+/// The inverse of [`civil_from_days`]; `date_from_text` bounds the year to
+/// `0..=MAX_YEAR` and the month and day to their ranges before calling, so
+/// no step comes near `i64`'s range.
+#[allow(clippy::arithmetic_side_effects)]
 pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
@@ -48,7 +70,10 @@ pub(super) fn write_date(days: i64, out: &mut String) {
     use std::fmt::Write;
     let (y, m, d) = civil_from_days(days);
     if y <= 0 {
-        let _ = write!(out, "{:04}-{:02}-{:02} BC", 1 - y, m, d);
+        // year 0 is 1 BC; y comes from a bounded day count, far from i64::MIN
+        #[allow(clippy::arithmetic_side_effects)]
+        let bc = 1 - y;
+        let _ = write!(out, "{bc:04}-{m:02}-{d:02} BC");
     } else {
         let _ = write!(out, "{y:04}-{m:02}-{d:02}");
     }
@@ -164,10 +189,10 @@ pub(super) fn split_zone(rest: &str) -> std::result::Result<(&str, i64), DtError
     if h > 15 || m > 59 {
         return Err(DtError::Range);
     }
-    Ok((
-        time.trim(),
-        sign * (i64::from(h) * 3600 + i64::from(m) * 60),
-    ))
+    // h <= 15 and m <= 59 (checked above): at most 57,540 seconds
+    #[allow(clippy::arithmetic_side_effects)]
+    let offset = sign * (i64::from(h) * 3600 + i64::from(m) * 60);
+    Ok((time.trim(), offset))
 }
 
 /// `YYYY-MM-DD[ T]HH:MM[:SS[.ffffff]][Z|+HH[:MM]]` -> microseconds since the
@@ -187,10 +212,11 @@ pub(super) fn timestamp_from_text_zone(
         return Err(DtError::Infinite);
     }
     let (date, rest) = match s.find([' ', 'T']) {
-        Some(i) => (
-            s.get(..i).ok_or(DtError::Syntax)?,
-            s.get(i + 1..).ok_or(DtError::Syntax)?.trim(),
-        ),
+        Some(i) => {
+            // `rest` starts with the one-byte separator
+            let (date, rest) = s.split_at_checked(i).ok_or(DtError::Syntax)?;
+            (date, rest.get(1..).ok_or(DtError::Syntax)?.trim())
+        }
         None => (s, ""),
     };
     let day_start = i64::from(date_from_text(date)?)
@@ -212,8 +238,11 @@ pub(super) fn timestamp_from_text_zone(
                 }
                 // ASCII digits only, so byte slicing is char-boundary safe
                 let digits = f.get(..f.len().min(6)).ok_or(DtError::Syntax)?;
-                let scale = 10i64.pow(6 - digits.len() as u32);
-                (digits_u32(s)?, i64::from(digits_u32(digits)?) * scale)
+                // `.25` is 250000 microseconds: pad to six digits
+                (
+                    digits_u32(s)?,
+                    i64::from(digits_u32(&format!("{digits:0<6}"))?),
+                )
             }
             None => (digits_u32(sec)?, 0),
         },
@@ -222,6 +251,8 @@ pub(super) fn timestamp_from_text_zone(
         return Err(DtError::Range);
     }
     let offset_secs = if apply_zone { offset_secs } else { 0 };
+    // every field is range-checked above and |offset_secs| < 16 hours
+    #[allow(clippy::arithmetic_side_effects)]
     let secs = i64::from(h) * 3600 + i64::from(mi) * 60 + i64::from(sec) - offset_secs;
     secs.checked_mul(1_000_000)
         .and_then(|t| t.checked_add(micros))
@@ -303,6 +334,9 @@ pub(super) fn timestamp_micros(array: &dyn Array, unit: &TimeUnit, row: usize) -
 }
 
 /// The microseconds since midnight in a non-null cell of a time array.
+// i32 seconds * 10^6 and i32 milliseconds * 1000 stay below 2^51, and
+// nanoseconds / 1000 divides by a non-zero constant: no overflow.
+#[allow(clippy::arithmetic_side_effects)]
 pub(super) fn time_cell(array: &dyn Array, row: usize) -> Result<i64> {
     use datafusion::arrow::datatypes::{
         Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType,
@@ -375,7 +409,10 @@ pub fn time_from_text(s: &str) -> Result<i64> {
             // round to microseconds
             let padded = format!("{frac:0<9}");
             let nanos: i64 = padded.parse().map_err(|_| bad())?;
-            (sec, (nanos + 500) / 1000)
+            // nine digits at most: below 10^9
+            #[allow(clippy::arithmetic_side_effects)]
+            let micros = (nanos + 500) / 1000;
+            (sec, micros)
         }
     };
     if parts.next().is_some() {
@@ -384,6 +421,8 @@ pub fn time_from_text(s: &str) -> Result<i64> {
     if h > 24 || m > 59 || sec > 60 {
         return Err(range());
     }
+    // every field is bounded just above (two digits each, frac <= 10^6)
+    #[allow(clippy::arithmetic_side_effects)]
     let micros = ((h * 60 + m) * 60 + sec) * 1_000_000 + frac;
     if micros > MAX_TIME_MICROS {
         return Err(range());
@@ -392,6 +431,14 @@ pub fn time_from_text(s: &str) -> Result<i64> {
 }
 
 #[cfg(test)]
+// Tests index and do arithmetic on fixed fixtures; a panic there is a
+// failing test, which is what it should be.
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
 mod tests {
     use super::*;
     use crate::pgtypes::numeric::tests::state;

@@ -6,6 +6,13 @@
 //! representation (a date beyond PostgreSQL's range) is an error (22008),
 //! not wrapped bytes.
 
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
 use super::*;
 
 use bytes::{BufMut, BytesMut};
@@ -164,8 +171,19 @@ pub fn encode_cell(
         }
         Format::Binary => encode_binary(array, row, out)?,
     }
-    let len = (out.len() - len_at - 4) as i32;
-    out[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
+    // the length word is the bytes written after it; a cell past i32::MAX
+    // bytes cannot be sent
+    let len = out
+        .len()
+        .checked_sub(len_at)
+        .and_then(|n| n.checked_sub(4))
+        .and_then(|n| i32::try_from(n).ok())
+        .ok_or_else(|| SqlError::ProgramLimitExceeded("result cell is too large".into()))?;
+    let at = len_at
+        .checked_add(4)
+        .and_then(|end| out.get_mut(len_at..end))
+        .ok_or_else(|| SqlError::Internal("cell length word is missing".into()))?;
+    at.copy_from_slice(&len.to_be_bytes());
     Ok(())
 }
 
@@ -200,10 +218,13 @@ pub(super) fn interval_cell(array: &dyn Array, row: usize) -> Result<Interval> {
         }
         DataType::Interval(IntervalUnit::DayTime) => {
             let v = array.as_primitive::<IntervalDayTimeType>().value(row);
+            // an i32 of milliseconds times 1000 is below 2^41: no overflow
+            #[allow(clippy::arithmetic_side_effects)]
+            let micros = i64::from(v.milliseconds) * 1000;
             Interval {
                 months: 0,
                 days: v.days,
-                micros: i64::from(v.milliseconds) * 1000,
+                micros,
             }
         }
         DataType::Interval(IntervalUnit::YearMonth) => Interval {
@@ -303,6 +324,14 @@ pub(super) fn encode_binary(array: &dyn Array, row: usize, out: &mut BytesMut) -
 }
 
 #[cfg(test)]
+// Tests index and do arithmetic on fixed fixtures; a panic there is a
+// failing test, which is what it should be.
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
 mod tests {
     use super::*;
     use bytes::BytesMut;

@@ -6,6 +6,13 @@
 //! headers (ndigits, weight, sign, dscale) come from the client and are
 //! validated (22P03) before any arithmetic uses them.
 
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
 use bytes::{BufMut, BytesMut};
 
 use crate::error::{Result, SqlError};
@@ -22,11 +29,12 @@ pub fn format_decimal(v: i128, scale: i8) -> String {
     let neg = v < 0;
     let digits = v.unsigned_abs().to_string();
     let scale = usize::from(scale.unsigned_abs());
-    let (int, frac) = if digits.len() > scale {
-        let (a, b) = digits.split_at(digits.len() - scale);
-        (a.to_string(), b.to_string())
-    } else {
-        ("0".to_string(), format!("{digits:0>scale$}"))
+    let (int, frac) = match digits.len().checked_sub(scale) {
+        Some(n) if n > 0 => {
+            let (a, b) = digits.split_at(n);
+            (a.to_string(), b.to_string())
+        }
+        _ => ("0".to_string(), format!("{digits:0>scale$}")),
     };
     format!("{}{int}.{frac}", if neg { "-" } else { "" })
 }
@@ -43,7 +51,10 @@ pub fn parse_decimal(s: &str, precision: u8, scale: i8) -> Option<i128> {
     };
     let (mantissa, exp) = match body.find(['e', 'E']) {
         // `i` is an ASCII letter: both slices are on char boundaries
-        Some(i) => (body.get(..i)?, body.get(i + 1..)?.parse::<i32>().ok()?),
+        Some(i) => {
+            let (m, e) = body.split_at_checked(i)?;
+            (m, e.get(1..)?.parse::<i32>().ok()?)
+        }
         None => (body, 0),
     };
     let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
@@ -64,14 +75,17 @@ pub fn parse_decimal(s: &str, precision: u8, scale: i8) -> Option<i128> {
         .bytes()
         .chain(frac.bytes())
         .skip(lead)
-        .map(|b| b - b'0')
-        .collect();
+        .map(|b| b.checked_sub(b'0'))
+        .collect::<Option<_>>()?;
     if digits.is_empty() {
         return Some(0);
     }
     // how many digits the scaled integer has (digits[0] is not zero)
-    let point = i64::try_from(int.len()).ok()? - i64::try_from(lead).ok()? + i64::from(exp);
-    let want = point + i64::from(scale);
+    let point = i64::try_from(int.len())
+        .ok()?
+        .checked_sub(i64::try_from(lead).ok()?)?
+        .checked_add(i64::from(exp))?;
+    let want = point.checked_add(i64::from(scale))?;
     if want > i64::from(precision) {
         return None; // at least 10^precision
     }
@@ -90,7 +104,7 @@ pub fn parse_decimal(s: &str, precision: u8, scale: i8) -> Option<i128> {
     if value >= limit {
         return None;
     }
-    Some(if neg { -value } else { value })
+    Some(if neg { value.checked_neg()? } else { value })
 }
 
 /// A `numeric` value as PostgreSQL reads it, before it meets a column.
@@ -150,10 +164,10 @@ pub fn numeric_from_text(s: &str) -> Result<NumericText> {
     };
     let (mantissa, exp) = match body.find(['e', 'E']) {
         // `i` is an ASCII letter: both slices are on char boundaries
-        Some(i) => (
-            body.get(..i).ok_or_else(bad)?,
-            Some(body.get(i + 1..).ok_or_else(bad)?),
-        ),
+        Some(i) => {
+            let (m, e) = body.split_at_checked(i).ok_or_else(bad)?;
+            (m, Some(e.get(1..).ok_or_else(bad)?))
+        }
         None => (body, None),
     };
     let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
@@ -177,20 +191,21 @@ pub fn numeric_from_text(s: &str) -> Result<NumericText> {
                 _ => return Err(overflow()),
             };
             if e.starts_with('-') {
-                -value
+                value.checked_neg().ok_or_else(overflow)?
             } else {
                 value
             }
         }
     };
     let digits = int.as_bytes().iter().chain(frac.as_bytes());
-    let scale = (frac.len() as i64 - exp).max(0);
-    if scale > NUMERIC_MAX_SCALE {
+    let len = |s: &str| i64::try_from(s.len()).map_err(|_| overflow());
+    let scale_digits = len(frac)?.checked_sub(exp).ok_or_else(overflow)?.max(0);
+    if scale_digits > NUMERIC_MAX_SCALE {
         return Err(overflow());
     }
-    let scale = scale as usize;
+    let scale = usize::try_from(scale_digits).map_err(|_| overflow())?;
     // where the point goes in the digits once the exponent is applied
-    let point = int.len() as i64 + exp;
+    let point = len(int)?.checked_add(exp).ok_or_else(overflow)?;
     let Some(lead) = digits.clone().position(|d| *d != b'0') else {
         // zero, whatever its exponent
         let mut out = String::from("0");
@@ -200,11 +215,14 @@ pub fn numeric_from_text(s: &str) -> Result<NumericText> {
         }
         return Ok(NumericText::Finite(out));
     };
-    if point - lead as i64 > NUMERIC_MAX_INT_DIGITS {
+    let lead = i64::try_from(lead).map_err(|_| overflow())?;
+    if point.checked_sub(lead).ok_or_else(overflow)? > NUMERIC_MAX_INT_DIGITS {
         return Err(overflow());
     }
     let digits: Vec<u8> = digits.copied().collect();
-    let mut out = String::with_capacity(scale + point.max(1) as usize + 2);
+    // a capacity hint: sign, point, and the digits written
+    let int_digits = usize::try_from(point.max(1)).map_err(|_| overflow())?;
+    let mut out = String::with_capacity(scale.saturating_add(int_digits).saturating_add(2));
     if neg {
         out.push('-');
     }
@@ -216,14 +234,15 @@ pub fn numeric_from_text(s: &str) -> Result<NumericText> {
             .and_then(|i| digits.get(i))
             .map_or('0', |d| *d as char)
     };
-    if point <= lead as i64 {
+    if point <= lead {
         out.push('0');
     } else {
-        out.extend((lead as i64..point).map(digit));
+        out.extend((lead..point).map(digit));
     }
     if scale > 0 {
         out.push('.');
-        out.extend((point..point + scale as i64).map(digit));
+        let end = point.checked_add(scale_digits).ok_or_else(overflow)?;
+        out.extend((point..end).map(digit));
     }
     Ok(NumericText::Finite(out))
 }
@@ -239,6 +258,11 @@ pub(super) const NUMERIC_NAN: u16 = 0xC000;
 pub(super) const NUMERIC_PINF: u16 = 0xD000;
 pub(super) const NUMERIC_NINF: u16 = 0xF000;
 
+// Server-side values only: an i128 has at most 39 digits and |scale| is
+// at most 127, so every length, group count and weight here is below 100,
+// each group is four ASCII digits (below 10^4), and the casts to i16/i32
+// cannot truncate.
+#[allow(clippy::arithmetic_side_effects, clippy::cast_possible_truncation)]
 pub(super) fn numeric_binary(v: i128, scale: i8, out: &mut BytesMut) {
     // PostgreSQL numeric: ndigits, weight, sign, dscale, then base-10000
     // digits. Built from the decimal digits, so no step can overflow.
@@ -303,20 +327,23 @@ pub(super) enum WireNumeric {
 /// built is bounded: at most 32768 integer groups and 250 fraction groups.
 pub(super) fn parse_numeric_binary(b: &[u8]) -> Result<WireNumeric> {
     let bad = |what: &str| SqlError::InvalidBinary(format!("{what} in external \"numeric\" value"));
+    let short = || SqlError::InvalidBinary("insufficient data left in message".into());
     let i16_at = |at: usize| {
-        b.get(at..at + 2)
-            .map(|s| i16::from_be_bytes([s[0], s[1]]))
-            .ok_or_else(|| SqlError::InvalidBinary("insufficient data left in message".into()))
+        b.get(at..)
+            .and_then(|s| s.first_chunk::<2>())
+            .map(|s| i16::from_be_bytes(*s))
+            .ok_or_else(short)
     };
     let nd = i16_at(0)?;
     let weight = i32::from(i16_at(2)?);
-    let sign = i16_at(4)? as u16;
+    // the sign word is a bit pattern (0xC000 is NaN), not a number
+    let sign = i16_at(4)?.cast_unsigned();
     let dscale = i16_at(6)?;
     if !(0..=NUMERIC_MAX_NDIGITS).contains(&nd) {
         return Err(bad("invalid length"));
     }
     let nd = usize::from(nd.unsigned_abs());
-    if b.len() != 8 + 2 * nd {
+    if nd.checked_mul(2).and_then(|n| n.checked_add(8)) != Some(b.len()) {
         return Err(SqlError::InvalidBinary(
             "incorrect binary data format in numeric value".into(),
         ));
@@ -332,8 +359,8 @@ pub(super) fn parse_numeric_binary(b: &[u8]) -> Result<WireNumeric> {
     }
     let dscale = usize::from(dscale.unsigned_abs());
     let mut digits = Vec::with_capacity(nd);
-    for i in 0..nd {
-        let d = i16_at(8 + 2 * i)?;
+    for pair in b.get(8..).ok_or_else(short)?.chunks_exact(2) {
+        let d = i16::from_be_bytes(<[u8; 2]>::try_from(pair).map_err(|_| short())?);
         if !(0..10_000).contains(&d) {
             return Err(bad("invalid digit"));
         }
@@ -345,14 +372,15 @@ pub(super) fn parse_numeric_binary(b: &[u8]) -> Result<WireNumeric> {
         NUMERIC_NINF => return Ok(WireNumeric::NegInfinity),
         _ => {}
     }
-    // digit `i` has weight `weight - i`: group k (k >= 0 integer, k < 0
-    // fraction) is digits[weight - k]
-    let group = |k: i32| -> i16 {
-        usize::try_from(weight - k)
-            .ok()
+    // digit `i` has weight `weight - i`: integer group k (k >= 0) is
+    // digits[weight - k], fraction group k (k >= 1) is digits[weight + k];
+    // an index outside the digits is a zero group
+    let digit = |i: Option<i32>| -> i16 {
+        i.and_then(|i| usize::try_from(i).ok())
             .and_then(|i| digits.get(i).copied())
             .unwrap_or(0)
     };
+    let group = |k: i32| digit(weight.checked_sub(k));
     let mut text = String::new();
     if sign == NUMERIC_NEG {
         text.push('-');
@@ -367,11 +395,11 @@ pub(super) fn parse_numeric_binary(b: &[u8]) -> Result<WireNumeric> {
     }
     if dscale > 0 {
         text.push('.');
-        let mut frac = String::with_capacity(dscale + 4);
-        let mut k = -1;
-        while frac.len() < dscale {
-            frac.push_str(&format!("{:04}", group(k)));
-            k -= 1;
+        let mut frac = String::with_capacity(dscale.saturating_add(4));
+        // dscale <= NUMERIC_MAX_DSCALE, so the group count fits an i32
+        let frac_groups = i32::try_from(dscale.div_ceil(4)).map_err(|_| bad("invalid scale"))?;
+        for k in 1..=frac_groups {
+            frac.push_str(&format!("{:04}", digit(weight.checked_add(k))));
         }
         frac.truncate(dscale);
         text.push_str(&frac);
@@ -380,6 +408,14 @@ pub(super) fn parse_numeric_binary(b: &[u8]) -> Result<WireNumeric> {
 }
 
 #[cfg(test)]
+// Tests index and do arithmetic on fixed fixtures; a panic there is a
+// failing test, which is what it should be.
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
 pub(super) mod tests {
     use super::*;
     use crate::pgtypes::*;

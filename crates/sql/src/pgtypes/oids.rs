@@ -6,6 +6,13 @@
 //! type; an OID announced here must have an encoder in `encode.rs` for
 //! both formats, or be announced as `text`.
 
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
 use super::*;
 use std::sync::Arc;
 
@@ -407,11 +414,10 @@ pub(super) fn char_length(
 }
 
 pub(super) fn clamp_precision(p: u64) -> Result<u8> {
-    if (1..=38).contains(&p) {
-        Ok(p as u8)
-    } else {
-        Err(SqlError::InvalidDefinition(format!(
+    match u8::try_from(p) {
+        Ok(p @ 1..=38) => Ok(p),
+        _ => Err(SqlError::InvalidDefinition(format!(
             "NUMERIC precision {p} must be between 1 and 38"
-        )))
+        ))),
     }
 }

@@ -7,6 +7,13 @@
 //! counts are checked against the bytes actually present (22P03 or 08P01),
 //! never trusted for indexing or allocation.
 
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
 use super::*;
 
 use eddy_common::{ColumnType, Interval, Value};
@@ -159,8 +166,8 @@ impl<'a> WireReader<'a> {
     }
 
     fn i32(&mut self) -> Result<i32> {
-        let s = self.take(4)?;
-        Ok(i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+        let s = <[u8; 4]>::try_from(self.take(4)?).map_err(|_| Self::short())?;
+        Ok(i32::from_be_bytes(s))
     }
 
     fn remaining(&self) -> usize {
@@ -258,6 +265,14 @@ pub fn binary_array_to_text(b: &[u8]) -> Result<String> {
 }
 
 #[cfg(test)]
+// Tests index and do arithmetic on fixed fixtures; a panic there is a
+// failing test, which is what it should be.
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
 mod tests {
     use super::*;
     use crate::pgtypes::numeric::tests::{numeric, state};

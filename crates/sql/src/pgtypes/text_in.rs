@@ -6,6 +6,13 @@
 //! Before touching: input is client text; errors carry PostgreSQL's
 //! SQLSTATE (22P02 syntax, 22003 range, 22001 length).
 
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
 use super::*;
 
 use eddy_common::{
@@ -175,7 +182,9 @@ where
     let lower = t.to_ascii_lowercase();
     let body = lower.trim_start_matches(['+', '-']);
     let special = matches!(body, "nan" | "inf" | "infinity");
-    if special && lower.len() - body.len() > 1 {
+    // body is a suffix of lower: the difference is the number of signs
+    let signs = lower.len().checked_sub(body.len()).ok_or(false)?;
+    if special && signs > 1 {
         return Err(false);
     }
     // Rust also reads "nan", "inf" and "infinity" in any case, with a sign
@@ -209,11 +218,10 @@ pub fn bytea_from_text(s: &str) -> Result<Vec<u8>> {
     let b = s.as_bytes();
     if let Some(hex) = b.strip_prefix(b"\\x") {
         let mut out = Vec::with_capacity(hex.len() / 2);
-        let mut i = 0;
-        while i < hex.len() {
-            let c = hex[i];
+        let mut rest = hex;
+        while let Some((&c, tail)) = rest.split_first() {
             if matches!(c, b' ' | b'\n' | b'\t' | b'\r') {
-                i += 1;
+                rest = tail;
                 continue;
             }
             let digit = |c: u8| {
@@ -225,35 +233,35 @@ pub fn bytea_from_text(s: &str) -> Result<Vec<u8>> {
                 })
             };
             let hi = digit(c)?;
-            let lo = match hex.get(i + 1) {
-                Some(&c) => digit(c)?,
+            let (lo, tail) = match tail.split_first() {
+                Some((&c, tail)) => (digit(c)?, tail),
                 None => {
                     return Err(SqlError::InvalidParameter(
                         "invalid hexadecimal data: odd number of digits".into(),
                     ))
                 }
             };
-            out.push((hi * 16 + lo) as u8);
-            i += 2;
+            out.push(hex_byte(hi, lo)?);
+            rest = tail;
         }
         return Ok(out);
     }
     let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'\\' {
-            out.push(b[i]);
-            i += 1;
+    let mut rest = b;
+    while let Some((&c, tail)) = rest.split_first() {
+        if c != b'\\' {
+            out.push(c);
+            rest = tail;
             continue;
         }
-        match (b.get(i + 1), b.get(i + 2), b.get(i + 3)) {
-            (Some(&d1 @ b'0'..=b'3'), Some(&d2 @ b'0'..=b'7'), Some(&d3 @ b'0'..=b'7')) => {
-                out.push(((d1 - b'0') << 6) | ((d2 - b'0') << 3) | (d3 - b'0'));
-                i += 4;
+        match tail {
+            [d1 @ b'0'..=b'3', d2 @ b'0'..=b'7', d3 @ b'0'..=b'7', more @ ..] => {
+                out.push(octal_byte(*d1, *d2, *d3)?);
+                rest = more;
             }
-            (Some(b'\\'), _, _) => {
+            [b'\\', more @ ..] => {
                 out.push(b'\\');
-                i += 2;
+                rest = more;
             }
             _ => {
                 return Err(SqlError::InvalidText(
@@ -263,6 +271,25 @@ pub fn bytea_from_text(s: &str) -> Result<Vec<u8>> {
         }
     }
     Ok(out)
+}
+
+/// The byte of two hex digit values (each below 16, so it fits).
+fn hex_byte(hi: u32, lo: u32) -> Result<u8> {
+    hi.checked_mul(16)
+        .and_then(|h| h.checked_add(lo))
+        .and_then(|v| u8::try_from(v).ok())
+        .ok_or_else(|| SqlError::Internal("hex digit above 15".into()))
+}
+
+/// The byte of a `\ddd` octal escape whose digits the caller matched
+/// (`0-3`, `0-7`, `0-7`: at most 255).
+fn octal_byte(d1: u8, d2: u8, d3: u8) -> Result<u8> {
+    let v = |d: u8| d.checked_sub(b'0');
+    v(d1)
+        .and_then(|a| a.checked_mul(64))
+        .and_then(|a| Some((a, v(d2)?.checked_mul(8)?, v(d3)?)))
+        .and_then(|(a, b, c)| a.checked_add(b)?.checked_add(c))
+        .ok_or_else(|| SqlError::Internal("octal escape above 255".into()))
 }
 
 /// `NaN`, `Infinity` and `-Infinity`, the numeric values Eddy's decimals
@@ -289,6 +316,14 @@ pub(super) fn unstorable_numeric(t: &str, ty: ColumnType) -> SqlError {
 }
 
 #[cfg(test)]
+// Tests index and do arithmetic on fixed fixtures; a panic there is a
+// failing test, which is what it should be.
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
 mod tests {
     use super::*;
 

@@ -4,6 +4,13 @@
 //! Before touching: the Arrow type of each [`ColumnType`] is fixed by
 //! `ColumnType::to_arrow`; builders here must produce exactly that type.
 
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
 use super::*;
 use std::sync::Arc;
 
@@ -74,6 +81,8 @@ pub fn coerce_value(v: Value, ty: ColumnType) -> Result<Value> {
         }
         _ => match (ty, &v) {
             (ColumnType::Double, Value::Real(f)) => Value::Double(*f as f64),
+            // float8 -> float4 rounds to the nearest float4, as a cast does
+            #[allow(clippy::cast_possible_truncation)]
             (ColumnType::Real, Value::Double(f)) => Value::Real(*f as f32),
             (ColumnType::Timestamp | ColumnType::TimestampTz, Value::Date(d)) => Value::Timestamp(
                 i64::from(*d)
@@ -206,12 +215,21 @@ pub fn builder_for(ty: ColumnType, capacity: usize) -> Box<dyn ArrayBuilder> {
         | ColumnType::Varchar(_)
         | ColumnType::Char(_)
         | ColumnType::Json
-        | ColumnType::Jsonb => Box::new(StringBuilder::with_capacity(capacity, capacity * 16)),
+        | ColumnType::Jsonb => {
+            // the byte capacity is only a hint
+            Box::new(StringBuilder::with_capacity(
+                capacity,
+                capacity.saturating_mul(16),
+            ))
+        }
         ColumnType::Date => Box::new(Date32Builder::with_capacity(capacity)),
         ColumnType::Timestamp | ColumnType::TimestampTz => Box::new(
             TimestampMicrosecondBuilder::with_capacity(capacity).with_data_type(ty.to_arrow()),
         ),
-        ColumnType::Bytea => Box::new(BinaryBuilder::with_capacity(capacity, capacity * 16)),
+        ColumnType::Bytea => Box::new(BinaryBuilder::with_capacity(
+            capacity,
+            capacity.saturating_mul(16),
+        )),
         ColumnType::Uuid => Box::new(FixedSizeBinaryBuilder::with_capacity(
             capacity,
             UUID_LEN_I32,
@@ -424,9 +442,9 @@ pub fn rows_to_batch(
     let mut builders: Vec<Box<dyn ArrayBuilder>> =
         types.iter().map(|t| builder_for(*t, rows.len())).collect();
     for row in rows {
-        for (i, b) in builders.iter_mut().enumerate() {
+        for (i, (b, ty)) in builders.iter_mut().zip(types).enumerate() {
             let v = row.get(i).unwrap_or(&Value::Null);
-            append_value(b.as_mut(), types[i], v)?;
+            append_value(b.as_mut(), *ty, v)?;
         }
     }
     let arrays: Vec<ArrayRef> = builders.iter_mut().map(|b| b.finish()).collect();
@@ -480,6 +498,14 @@ pub fn value_to_scalar(v: &Value, ty: ColumnType) -> ScalarValue {
 }
 
 #[cfg(test)]
+// Tests index and do arithmetic on fixed fixtures; a panic there is a
+// failing test, which is what it should be.
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
 mod tests {
     use super::*;
     use bytes::{BufMut, BytesMut};
