@@ -17,6 +17,13 @@
 //! with more dimensions, or another lower bound, is refused (0A000), never
 //! flattened or shifted.
 
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
@@ -686,6 +693,14 @@ pub fn array_functions() -> Vec<ScalarUDF> {
 }
 
 #[cfg(test)]
+// Tests index and do arithmetic on fixed fixtures; a panic there is a
+// failing test, which is what it should be.
+#[allow(
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
 mod tests {
     use super::*;
 
