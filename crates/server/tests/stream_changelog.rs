@@ -268,7 +268,9 @@ async fn a_change_log_view_follows_the_table_through_commits_and_rollbacks() {
             "0A000",
         ),
         (
-            "CREATE MATERIALIZED VIEW m3 AS SELECT k, sum(amount / 3.0) \
+            // a float sum cannot retract exactly (`3.0` alone is numeric,
+            // whose sum can)
+            "CREATE MATERIALIZED VIEW m3 AS SELECT k, sum(CAST(amount AS double precision) / 3) \
              FROM order_log GROUP BY k",
             "0A000",
         ),
