@@ -16,6 +16,7 @@ use eddy_streamsql::datagen::DatagenSpec;
 use tokio_postgres::Client;
 
 mod common;
+use common::stream_jobs::recorded;
 use common::*;
 
 const MS: i64 = 1_000;
@@ -125,17 +126,6 @@ fn joined(clicks: &[Row], buys: &[Row]) -> BTreeMap<i32, (i64, i64)> {
         }
     }
     out
-}
-
-async fn recorded(c: &Client, job: &str) -> Option<(i64, bool)> {
-    c.query(
-        "SELECT source_rows, checkpoint FROM eddy_stream_checkpoints WHERE job = $1",
-        &[&job],
-    )
-    .await
-    .expect("checkpoint row")
-    .first()
-    .map(|r| (r.get(0), r.get::<_, i64>(1) == i64::MAX))
 }
 
 async fn wait_recorded(c: &Client, job: &str, than: i64, finished: bool) -> i64 {

@@ -18,6 +18,7 @@ use futures::SinkExt;
 use tokio_postgres::{Client, SimpleQueryMessage};
 
 mod common;
+use common::stream_jobs::{recorded, wait_finished};
 use common::*;
 
 /// Events of the Nexmark stream the sources cover: 46 000 bids, 3 000
@@ -185,30 +186,6 @@ fn same(got: &[Vec<Option<String>>], want: &[Vec<Option<String>>], what: &str) {
         );
     }
     assert_eq!(got.len(), want.len(), "{what}: rows");
-}
-
-/// The source rows view `job` recorded and whether that was its final
-/// checkpoint (`None`: no commit yet).
-async fn recorded(c: &Client, job: &str) -> Option<(i64, bool)> {
-    c.query(
-        "SELECT source_rows, checkpoint FROM eddy_stream_checkpoints WHERE job = $1",
-        &[&job],
-    )
-    .await
-    .expect("checkpoint row")
-    .first()
-    .map(|r| (r.get(0), r.get::<_, i64>(1) == i64::MAX))
-}
-
-async fn wait_finished(c: &Client, job: &str, limit: Duration) -> i64 {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some((rows, true)) = recorded(c, job).await {
-            return rows;
-        }
-        assert!(Instant::now() < deadline, "view {job} did not finish");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// A Nexmark query as a view over the sources and as batch SQL over the

@@ -12,7 +12,7 @@
 //! (the job restarts from its checkpoint).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arrow::array::{Int32Array, Int64Array, TimestampMicrosecondArray};
 use eddy_common::ColumnType;
@@ -20,6 +20,7 @@ use eddy_streamsql::datagen::DatagenSpec;
 use tokio_postgres::Client;
 
 mod common;
+use common::stream_jobs::{recorded_after, wait_finished};
 use common::*;
 
 /// The session gap.
@@ -155,49 +156,6 @@ async fn refused(c: &Client, sql: &str, sqlstate: &str) {
     match c.batch_execute(sql).await {
         Ok(()) => panic!("{sql}: accepted, expected {sqlstate}"),
         Err(e) => assert_eq!(code(&e), sqlstate, "{sql}: {e:?}"),
-    }
-}
-
-/// The source rows view `job` recorded (`None`: no commit yet) and whether
-/// that was its final checkpoint.
-async fn recorded(c: &Client, job: &str) -> Option<(i64, bool)> {
-    c.query(
-        "SELECT source_rows, checkpoint FROM eddy_stream_checkpoints WHERE job = $1",
-        &[&job],
-    )
-    .await
-    .expect("checkpoint row")
-    .first()
-    .map(|r| (r.get(0), r.get::<_, i64>(1) == i64::MAX))
-}
-
-async fn wait_finished(c: &Client, job: &str, limit: Duration) -> i64 {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some((rows, true)) = recorded(c, job).await {
-            return rows;
-        }
-        assert!(Instant::now() < deadline, "view {job} did not finish");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Waits (at most 60 s) until `job` recorded more than `than` rows, or
-/// finished.
-async fn recorded_after(c: &Client, job: &str, than: i64) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if recorded(c, job)
-            .await
-            .is_some_and(|(rows, done)| rows > than || done)
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{job} made no progress past {than}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod drivers;
 pub mod rng;
+pub mod stream_jobs;
 pub mod wire;
 
 use std::net::TcpListener;
