@@ -2275,6 +2275,18 @@ pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef>
         safe: false,
         ..Default::default()
     };
+    if ty == ColumnType::Real && a.data_type() == &DataType::Float64 {
+        // Arrow's cast turns an out-of-range float8 into infinity or zero;
+        // PostgreSQL refuses it (22003)
+        use datafusion::arrow::array::{AsArray, Float32Array};
+        use datafusion::arrow::datatypes::Float64Type;
+        let out: Float32Array = a
+            .as_primitive::<Float64Type>()
+            .iter()
+            .map(|v| v.map(pgtypes::float4_from_float8).transpose())
+            .collect::<Result<_>>()?;
+        return Ok(Arc::new(out));
+    }
     cast_with_options(a, &target, &opts).map_err(|e| {
         let msg = e.to_string();
         if a.data_type().is_numeric() && target.is_numeric() {

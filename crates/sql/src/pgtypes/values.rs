@@ -81,9 +81,7 @@ pub fn coerce_value(v: Value, ty: ColumnType) -> Result<Value> {
         }
         _ => match (ty, &v) {
             (ColumnType::Double, Value::Real(f)) => Value::Double(*f as f64),
-            // float8 -> float4 rounds to the nearest float4, as a cast does
-            #[allow(clippy::cast_possible_truncation)]
-            (ColumnType::Real, Value::Double(f)) => Value::Real(*f as f32),
+            (ColumnType::Real, Value::Double(f)) => Value::Real(float4_from_float8(*f)?),
             (ColumnType::Timestamp | ColumnType::TimestampTz, Value::Date(d)) => Value::Timestamp(
                 i64::from(*d)
                     .checked_mul(MICROS_PER_DAY)
@@ -497,6 +495,26 @@ pub fn value_to_scalar(v: &Value, ty: ColumnType) -> ScalarValue {
     }
 }
 
+/// float8 -> float4 as PostgreSQL converts it: rounded to the nearest
+/// float4, and 22003 when a finite value overflows to infinity or a
+/// non-zero value underflows to zero (`float8 '1e300'::real`).
+pub fn float4_from_float8(f: f64) -> Result<f32> {
+    // the rounding is the conversion; the range is checked just below
+    #[allow(clippy::cast_possible_truncation)]
+    let r = f as f32;
+    if r.is_infinite() && f.is_finite() {
+        return Err(SqlError::NumericOutOfRange(
+            "value out of range: overflow".into(),
+        ));
+    }
+    if r == 0.0 && f != 0.0 {
+        return Err(SqlError::NumericOutOfRange(
+            "value out of range: underflow".into(),
+        ));
+    }
+    Ok(r)
+}
+
 #[cfg(test)]
 // Tests index and do arithmetic on fixed fixtures; a panic there is a
 // failing test, which is what it should be.
@@ -507,6 +525,19 @@ pub fn value_to_scalar(v: &Value, ty: ColumnType) -> ScalarValue {
     clippy::cast_sign_loss
 )]
 mod tests {
+    #[test]
+    fn float8_to_float4_refuses_what_does_not_fit() {
+        assert_eq!(float4_from_float8(1.5).unwrap(), 1.5);
+        assert_eq!(float4_from_float8(0.0).unwrap(), 0.0);
+        assert!(float4_from_float8(f64::INFINITY).unwrap().is_infinite());
+        assert!(float4_from_float8(f64::NAN).unwrap().is_nan());
+        for bad in [1e300, -1e300, 1e-300] {
+            assert_eq!(float4_from_float8(bad).unwrap_err().sqlstate(), "22003");
+        }
+        let v = coerce_value(Value::Double(1e300), ColumnType::Real).unwrap_err();
+        assert_eq!(v.sqlstate(), "22003");
+    }
+
     use super::*;
     use bytes::{BufMut, BytesMut};
     use eddy_common::{ColumnType, Value};
