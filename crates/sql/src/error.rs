@@ -52,7 +52,9 @@ pub enum SqlError {
     DependentObjects(String),
     #[error("{0}")]
     DatatypeMismatch(String),
-    #[error("invalid input syntax: {0}")]
+    /// 22P02: text that is not a value of its type; the message is
+    /// PostgreSQL's whole sentence ("invalid input syntax for type ...").
+    #[error("{0}")]
     InvalidText(String),
     #[error("{0}")]
     InvalidParameter(String),
@@ -101,6 +103,10 @@ pub enum SqlError {
     NotNullViolation(String),
     #[error("division by zero")]
     DivisionByZero,
+    /// 42883: an operator PostgreSQL does not have for these operand types
+    /// (`%` on floats).
+    #[error("{0}")]
+    UndefinedOperator(String),
     #[error("{0}")]
     NumericOutOfRange(String),
     /// A string longer than its column's `varchar(n)` / `char(n)`.
@@ -225,6 +231,7 @@ impl SqlError {
             SqlError::UndefinedPreparedStatement(_) => "26000",
             SqlError::NotNullViolation(_) => "23502",
             SqlError::DivisionByZero => "22012",
+            SqlError::UndefinedOperator(_) => "42883",
             SqlError::NumericOutOfRange(_) => "22003",
             SqlError::StringTooLong(_) => "22001",
             SqlError::QueryCanceled | SqlError::StatementTimeout => "57014",

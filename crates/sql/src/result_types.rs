@@ -17,7 +17,17 @@
 //!   cannot), and `sum` of an int8 argument `CAST(x AS NUMERIC(38,0))`
 //!   (exact; `sum` of int2/int4 stays int8 as in PostgreSQL). Aggregate and
 //!   window uses alike. The GPU offload (`eddy-gpu`) computes decimals of at
-//!   most 18 digits, so it leaves these two aggregates to the CPU.
+//!   most 18 digits, so it leaves these two aggregates to the CPU;
+//! * computes a real (float4) operand mixed with an integer or numeric one
+//!   in double precision, both sides cast to float8, as PostgreSQL's
+//!   cross-type operators (`float48pl`, `float48eq`, ...) do: `real_col + 1`
+//!   is float8 and `real_col = 0.1` compares the real's exact value with
+//!   0.1 as a double (false for a stored 0.1, as in PostgreSQL), where
+//!   DataFusion would narrow the other side to real. Arithmetic,
+//!   comparisons and BETWEEN alike; real with real stays real. An IN list
+//!   is left to DataFusion: PostgreSQL gives the list the common type of
+//!   all its items, which is real where a real meets integers and
+//!   numerics, as DataFusion's is.
 //!
 //! Invariants:
 //! * Only literals the SQL text wrote are narrowed. The rule runs once, in
@@ -40,7 +50,7 @@ use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::expr::WindowFunctionDefinition;
-use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, Values};
+use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, Operator, Values};
 use datafusion::optimizer::AnalyzerRule;
 
 /// The analyzer rule; it must run before DataFusion's `TypeCoercion`.
@@ -68,7 +78,7 @@ pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
         Arc::new(ResolveGroupingFunction::new()),
         Arc::new(TypeCoercion::new()),
         Arc::new(crate::numeric_division::PgNumericDivision),
-        Arc::new(crate::checked_arith::CheckedIntegerArithmetic),
+        Arc::new(crate::checked_arith::CheckedArithmetic),
         // last: it takes what the analyzer's final check would refuse
         Arc::new(crate::subquery::ApplyUncheckedSubqueries),
     ]
@@ -81,7 +91,9 @@ fn narrow_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
             narrow_values(v).map(|v| Transformed::yes(LogicalPlan::Values(v)))
         }
         plan => crate::node_rewrite::rewrite_node_expressions(plan, |e, input| {
-            narrow_literal(e)?.transform_data(|e| numeric_aggregate(e, input))
+            narrow_literal(e)?
+                .transform_data(|e| numeric_aggregate(e, input))?
+                .transform_data(|e| real_widening(e, input))
         }),
     }
 }
@@ -148,6 +160,60 @@ fn numeric_aggregate(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
         }
         e => e,
     }))
+}
+
+/// Whether `t` is a type PostgreSQL converts to float8 when it meets a
+/// real: integers and numeric (a float8 operand already widens the real).
+fn meets_real_as_double(t: &DataType) -> bool {
+    t.is_integer() || matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..))
+}
+
+/// `real op integer/numeric` in double precision (module doc). An operand
+/// this node cannot type yet is left alone.
+fn real_widening(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
+    let types = |exprs: &[&Expr]| -> Option<Vec<DataType>> {
+        exprs.iter().map(|x| x.get_type(input).ok()).collect()
+    };
+    let mixed =
+        |ts: &[DataType]| ts.contains(&DataType::Float32) && ts.iter().any(meets_real_as_double);
+    let double = |x: Expr| Expr::Cast(Cast::new(Box::new(x), DataType::Float64));
+    match e {
+        Expr::BinaryExpr(b)
+            if matches!(
+                b.op,
+                Operator::Plus
+                    | Operator::Minus
+                    | Operator::Multiply
+                    | Operator::Divide
+                    | Operator::Modulo
+                    | Operator::Eq
+                    | Operator::NotEq
+                    | Operator::Lt
+                    | Operator::LtEq
+                    | Operator::Gt
+                    | Operator::GtEq
+                    | Operator::IsDistinctFrom
+                    | Operator::IsNotDistinctFrom
+            ) && types(&[&b.left, &b.right]).is_some_and(|ts| mixed(&ts)) =>
+        {
+            Ok(Transformed::yes(Expr::BinaryExpr(
+                datafusion::logical_expr::BinaryExpr::new(
+                    Box::new(double(*b.left)),
+                    b.op,
+                    Box::new(double(*b.right)),
+                ),
+            )))
+        }
+        Expr::Between(b) if types(&[&b.expr, &b.low, &b.high]).is_some_and(|ts| mixed(&ts)) => Ok(
+            Transformed::yes(Expr::Between(datafusion::logical_expr::Between::new(
+                Box::new(double(*b.expr)),
+                b.negated,
+                Box::new(double(*b.low)),
+                Box::new(double(*b.high)),
+            ))),
+        ),
+        e => Ok(Transformed::no(e)),
+    }
 }
 
 /// A `VALUES` column whose every row is an int4-sized integer literal (or

@@ -190,7 +190,7 @@ pub fn plan_view_literals(
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()
-        .with_analyzer_rule(Arc::new(eddy_sql::checked_arith::CheckedIntegerArithmetic))
+        .with_analyzer_rule(Arc::new(eddy_sql::checked_arith::CheckedArithmetic))
         .build();
     let ctx = SessionContext::new_with_state(state);
     // `count(DISTINCT x)` stays one aggregate (its accumulator keeps the

@@ -8,10 +8,10 @@
 //!
 //! Integer arithmetic wraps like DataFusion's (computed in unsigned
 //! arithmetic, so there is no undefined behaviour in C); Eddy's checked
-//! form (`eddy_int_add/sub/mul`) and division or remainder by zero and
-//! overflowing division set the kernel's error flag,
-//! and the host then runs the CPU plan, which raises the same error the user
-//! would have seen without a GPU.
+//! forms (`eddy_int_add/sub/mul`, `eddy_float_add/sub/mul/div`) and division
+//! or remainder by zero and overflowing division set the kernel's error
+//! flag, and the host then runs the CPU plan, which raises the same error
+//! the user would have seen without a GPU.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -268,6 +268,9 @@ impl<'a> ExprCompiler<'a> {
             if let Some(op) = checked_int_op(f.name()) {
                 return self.checked_int(op, f.args());
             }
+            if let Some(op) = checked_float_op(f.name()) {
+                return self.checked_float(op, f.args());
+            }
         }
         Err(Unsupported::expr(format!("expression {expr}")))
     }
@@ -326,6 +329,84 @@ impl<'a> ExprCompiler<'a> {
         self.line(&format!("{t} {d} = 0;"));
         self.line(&format!(
             "if (!({null})) {{ if ({overflow}) {{ {FLAG_ERR}; }} else {{ {d} = ({t}){d}w; }} }}"
+        ));
+        Ok(Value {
+            val: d,
+            null,
+            ty: l.ty,
+        })
+    }
+
+    /// Eddy's float operators (`eddy_float_add/sub/mul/div`, planned for
+    /// `+ - * /` on real and double precision so that overflow, underflow
+    /// and division by zero are errors as in PostgreSQL): computed in the
+    /// operands' type, with PostgreSQL's tests raising the kernel's error
+    /// flag so the host runs the CPU plan and the user sees the error.
+    /// Finiteness is tested by comparison with the type's largest value
+    /// (false for NaN and both infinities), which needs no math library.
+    fn checked_float(
+        &mut self,
+        op: Operator,
+        args: &[Arc<dyn PhysicalExpr>],
+    ) -> Result<Value, Unsupported> {
+        let [left, right] = args else {
+            return Err(Unsupported::expr(
+                "checked arithmetic without two arguments",
+            ));
+        };
+        let l = self.compile(left)?;
+        let r = self.compile(right)?;
+        if l.ty != r.ty || !l.ty.is_float() {
+            return Err(Unsupported::ty(format!(
+                "checked float {op} on {:?} and {:?}",
+                l.ty, r.ty
+            )));
+        }
+        let t = l.ty.c_type();
+        let max = if l.ty == DevType::F32 {
+            "3.40282347e38f"
+        } else {
+            "1.7976931348623157e308"
+        };
+        let finite = |x: &str| format!("(({x}) >= -{max} && ({x}) <= {max})");
+        let infinite = |x: &str| format!("(({x}) > {max} || ({x}) < -{max})");
+        let null = or_null(&l.null, &r.null);
+        let d = self.fresh();
+        let (a, b) = (l.val.as_str(), r.val.as_str());
+        let (c, error) = match op {
+            Operator::Plus | Operator::Minus => {
+                let c = if op == Operator::Plus { "+" } else { "-" };
+                let e = format!("{} && {} && {}", infinite(&d), finite(a), finite(b));
+                (c, e)
+            }
+            Operator::Multiply => {
+                let e = format!(
+                    "({} && {} && {}) || ({d} == 0 && ({a}) != 0 && ({b}) != 0)",
+                    infinite(&d),
+                    finite(a),
+                    finite(b)
+                );
+                ("*", e)
+            }
+            _ => {
+                let e = format!(
+                    "({} && {}) || ({d} == 0 && ({a}) != 0 && {})",
+                    infinite(&d),
+                    finite(a),
+                    finite(b)
+                );
+                ("/", e)
+            }
+        };
+        // a zero divisor is an error unless the dividend is NaN (a != a)
+        let zero_divisor = if op == Operator::Divide {
+            format!("({b}) == 0 && ({a}) == ({a})")
+        } else {
+            "false".into()
+        };
+        self.line(&format!("{t} {d} = 0;"));
+        self.line(&format!(
+            "if (!({null})) {{ if ({zero_divisor}) {{ {FLAG_ERR}; }} else {{ {d} = ({a}) {c} ({b}); if ({error}) {{ {FLAG_ERR}; }} }} }}"
         ));
         Ok(Value {
             val: d,
@@ -772,9 +853,19 @@ fn or_null(a: &str, b: &str) -> String {
     }
 }
 
-/// A literal as a constant C expression.
-/// The operator of Eddy's checked integer functions, by name (they are
+/// The operator of Eddy's checked float functions, by name (they are
 /// defined in `eddy-sql`'s `checked_arith`, which depends on this crate).
+fn checked_float_op(name: &str) -> Option<Operator> {
+    match name {
+        "eddy_float_add" => Some(Operator::Plus),
+        "eddy_float_sub" => Some(Operator::Minus),
+        "eddy_float_mul" => Some(Operator::Multiply),
+        "eddy_float_div" => Some(Operator::Divide),
+        _ => None,
+    }
+}
+
+/// The operator of Eddy's checked integer functions, by name.
 fn checked_int_op(name: &str) -> Option<Operator> {
     match name {
         "eddy_int_add" => Some(Operator::Plus),
@@ -784,6 +875,7 @@ fn checked_int_op(name: &str) -> Option<Operator> {
     }
 }
 
+/// A literal as a constant C expression.
 pub fn literal(v: &ScalarValue) -> Result<Value, Unsupported> {
     let dt = v.data_type();
     let ty = DevType::of(&dt)?;
@@ -900,5 +992,24 @@ mod checked_tests {
         );
         assert!(body("eddy_int_add", DataType::Float64).is_err());
         assert!(body("some_other_function", DataType::Int64).is_err());
+    }
+
+    #[test]
+    fn checked_float_arithmetic_flags_overflow_underflow_and_zero_divisors() {
+        let mul = body("eddy_float_mul", DataType::Float64).unwrap();
+        assert!(
+            mul.contains("1.7976931348623157e308")
+                && mul.contains("== 0")
+                && mul.contains(FLAG_ERR),
+            "{mul}"
+        );
+        let div = body("eddy_float_div", DataType::Float32).unwrap();
+        assert!(
+            div.contains("3.40282347e38f")
+                && div.contains("(c1) == 0 && (c0) == (c0)")
+                && div.contains(FLAG_ERR),
+            "{div}"
+        );
+        assert!(body("eddy_float_add", DataType::Int64).is_err());
     }
 }

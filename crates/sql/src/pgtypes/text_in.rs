@@ -55,6 +55,10 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
             ty.pg_name()
         ))
     };
+    // float4in/float8in word it without "value"
+    let float_out_of_range = || {
+        SqlError::NumericOutOfRange(format!("\"{s}\" is out of range for type {}", ty.pg_name()))
+    };
     let t = s.trim();
     Ok(match ty {
         ColumnType::Boolean => match t.to_ascii_lowercase().as_str() {
@@ -74,10 +78,10 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
             Value::BigInt(parse_int::<i64>(t).map_err(|e| if e { out_of_range() } else { bad() })?)
         }
         ColumnType::Real => {
-            Value::Real(parse_float(t).map_err(|e| if e { out_of_range() } else { bad() })?)
+            Value::Real(parse_float(t).map_err(|e| if e { float_out_of_range() } else { bad() })?)
         }
         ColumnType::Double => {
-            Value::Double(parse_float(t).map_err(|e| if e { out_of_range() } else { bad() })?)
+            Value::Double(parse_float(t).map_err(|e| if e { float_out_of_range() } else { bad() })?)
         }
         ColumnType::Decimal(..) if is_special_numeric(t) => {
             return Err(unstorable_numeric(t, ty));

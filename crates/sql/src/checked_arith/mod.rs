@@ -1,0 +1,176 @@
+//! Arithmetic that fails where PostgreSQL's fails, instead of answering a
+//! wrong number.
+//!
+//! DataFusion evaluates `+`, `-` and `*` on integers with wrapping kernels:
+//! `9223372036854775807 + 1` is a negative number and `2147483647::int +
+//! 1::int` is -2147483648, a wrong answer returned without an error (and
+//! stored, by `UPDATE ... SET n = n * 2`). PostgreSQL answers 22003
+//! ("integer out of range"). Floats follow IEEE 754 in DataFusion: `1e308 *
+//! 10` is Infinity, `1e-308 * 1e-308` is 0, `1 / 0.0` is Infinity, `'1e300'::
+//! real` is Infinity; PostgreSQL answers 22003 (overflow, underflow, out of
+//! range for the type) and 22012 (division by zero), and has no `%` on
+//! floats (42883).
+//!
+//! This analyzer rule, run after DataFusion's type coercion, replaces:
+//! * `+ - *` whose operands are both int2, int4 or int8 with a checked
+//!   function of the same type (`integer`: `eddy_int_add/sub/mul`);
+//! * `+ - * /` whose operands are both real or both double precision with
+//!   PostgreSQL's float operators (`float`: `eddy_float_add/sub/mul/div`),
+//!   and refuses `%` on them (42883);
+//! * a cast of double precision to real (`eddy_float8_to_float4`) and of
+//!   text to real or double precision (`eddy_text_to_float4/8`), which
+//!   check the range as `float4in`/`float8in` and PostgreSQL's casts do.
+//!
+//! Invariants: result types and output names do not change (names are
+//! preserved the way DataFusion's own type coercion preserves them), so
+//! nothing above the rewritten expression notices; only operands of one
+//! type are rewritten (coercion has made them so); everything else is left
+//! to DataFusion. Infinity and NaN operands still give Infinity and NaN
+//! (`'inf'::float8 * 2`), as in PostgreSQL: only a non-finite result of
+//! finite operands is an error.
+
+mod float;
+mod integer;
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{DFSchema, DataFusionError};
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::expr::{Cast, ScalarFunction};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, ScalarUDF};
+use datafusion::optimizer::AnalyzerRule;
+
+use crate::error::SqlError;
+
+/// The analyzer rule; add it to a session after the built-in rules.
+#[derive(Debug, Default)]
+pub struct CheckedArithmetic;
+
+impl AnalyzerRule for CheckedArithmetic {
+    fn name(&self) -> &str {
+        "eddy_checked_arithmetic"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
+        Ok(plan.transform_up_with_subqueries(rewrite_node)?.data)
+    }
+}
+
+fn rewrite_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
+    let schema = merge_schema(&plan.inputs());
+    let names = NamePreserver::new(&plan);
+    plan.map_expressions(|expr| {
+        let original = names.save(&expr);
+        // Types are computed bottom-up, once per node: the post-order walk
+        // leaves each child's type on `types`, so a chain of n operators
+        // costs O(n), not the O(n^2) of asking every node for its type
+        // (`get_type` recurses through the whole subtree).
+        let mut types: Vec<Option<DataType>> = Vec::new();
+        expr.transform_up(|e| rewrite_expr(e, &schema, &mut types))
+            .map(|t| t.update_data(|e| original.restore(e)))
+    })
+}
+
+fn rewrite_expr(
+    e: Expr,
+    schema: &DFSchema,
+    types: &mut Vec<Option<DataType>>,
+) -> DfResult<Transformed<Expr>> {
+    let mut children = 0usize;
+    e.apply_children(|_| {
+        children += 1;
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    let child_types = types.split_off(types.len().saturating_sub(children));
+    let operands = match child_types.as_slice() {
+        [Some(l), Some(r)] if l == r => Some(l.clone()),
+        _ => None,
+    };
+    let replacement = match (&e, &operands, child_types.as_slice()) {
+        (Expr::BinaryExpr(BinaryExpr { op, .. }), Some(t), _) => binary_udf(*op, t)?,
+        (Expr::Cast(Cast { field, .. }), _, [Some(from)]) => {
+            float::cast_udf(from, field.data_type())
+        }
+        _ => None,
+    };
+    match (e, replacement) {
+        (Expr::BinaryExpr(BinaryExpr { left, right, .. }), Some(udf)) => {
+            types.push(operands);
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(udf, vec![*left, *right]),
+            )))
+        }
+        (Expr::Cast(Cast { expr, field }), Some(udf)) => {
+            types.push(Some(field.data_type().clone()));
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(udf, vec![*expr]),
+            )))
+        }
+        (e, _) => {
+            // arithmetic on operands of one type has that type; anything
+            // else is asked (a column this node cannot type, resolved
+            // elsewhere, has none, and nothing above it is rewritten)
+            let own = match (&e, operands) {
+                (Expr::BinaryExpr(BinaryExpr { op, .. }), Some(t))
+                    if matches!(
+                        op,
+                        Operator::Plus
+                            | Operator::Minus
+                            | Operator::Multiply
+                            | Operator::Divide
+                            | Operator::Modulo
+                    ) && t.is_numeric() =>
+                {
+                    Some(t)
+                }
+                (
+                    Expr::BinaryExpr(BinaryExpr {
+                        op:
+                            Operator::Eq
+                            | Operator::NotEq
+                            | Operator::Lt
+                            | Operator::LtEq
+                            | Operator::Gt
+                            | Operator::GtEq
+                            | Operator::And
+                            | Operator::Or,
+                        ..
+                    }),
+                    _,
+                ) => Some(DataType::Boolean),
+                _ => e.get_type(schema).ok(),
+            };
+            types.push(own);
+            Ok(Transformed::no(e))
+        }
+    }
+}
+
+/// The checked function for `op` on two operands of type `t`, if there is
+/// one; `%` on floats is refused as PostgreSQL has no such operator.
+fn binary_udf(op: Operator, t: &DataType) -> DfResult<Option<Arc<ScalarUDF>>> {
+    Ok(match (op, t) {
+        (Operator::Plus, DataType::Int16 | DataType::Int32 | DataType::Int64) => {
+            Some(Arc::clone(&integer::ADD))
+        }
+        (Operator::Minus, DataType::Int16 | DataType::Int32 | DataType::Int64) => {
+            Some(Arc::clone(&integer::SUB))
+        }
+        (Operator::Multiply, DataType::Int16 | DataType::Int32 | DataType::Int64) => {
+            Some(Arc::clone(&integer::MUL))
+        }
+        (Operator::Modulo, DataType::Float32 | DataType::Float64) => {
+            let name = float::type_name(t);
+            return Err(DataFusionError::External(Box::new(
+                SqlError::UndefinedOperator(format!("operator does not exist: {name} % {name}")),
+            )));
+        }
+        (op, DataType::Float32 | DataType::Float64) => float::binary_udf(op),
+        _ => None,
+    })
+}
