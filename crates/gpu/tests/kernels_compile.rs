@@ -57,7 +57,7 @@ async fn query_kernels(
 }
 
 fn corpus_kernels(units: &mut BTreeMap<u64, Unit>) -> usize {
-    let ctx = datafusion::prelude::SessionContext::new();
+    let ctx = common::corpus_context();
     let mut supported = 0;
     for (i, (filter, projections)) in common::CORPUS.iter().enumerate() {
         match common::corpus_spec(&ctx, filter, projections).generate() {

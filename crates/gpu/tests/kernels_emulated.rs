@@ -275,7 +275,7 @@ fn scan_kernels_answer_like_datafusion_on_the_expression_corpus() {
     if !emulation::cxx_available() {
         return;
     }
-    let ctx = SessionContext::new();
+    let ctx = common::corpus_context();
     let mut diffs = Vec::new();
     let mut checked = 0;
     for (i, (filter, projections)) in common::CORPUS.iter().enumerate() {

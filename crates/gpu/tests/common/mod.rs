@@ -468,6 +468,37 @@ pub const CORPUS: &[(&str, &[&str])] = &[
     ("s = 'ASIA' or a > 40", &[]),
     // Booleans mixed with everything.
     ("flag and s = 'EUROPE' and d is not null", &["c + 1"]),
+    // Eddy's checked arithmetic, as its SQL layer plans `+ - *` on
+    // integers and `+ - * /` on floats (the CPU side runs eddy-sql's own
+    // functions; see `corpus_context`): values where nothing fails, the
+    // kernel's error flag where the CPU raises 22003 or 22012.
+    (
+        "",
+        &[
+            "eddy_int_add(a, b)",
+            "eddy_int_sub(a, b)",
+            "eddy_int_mul(a, b)",
+        ],
+    ),
+    ("c > 0 and c < 1000000000", &["eddy_int_mul(c, c)"]),
+    ("", &["eddy_int_add(c, e)"]),
+    ("", &["eddy_int_mul(c, c)"]),
+    (
+        "",
+        &[
+            "eddy_float_add(f, f)",
+            "eddy_float_sub(f, f)",
+            "eddy_float_mul(g, g)",
+        ],
+    ),
+    ("f <> 0", &["eddy_float_div(f, f)"]),
+    (
+        "g <> 0",
+        &["eddy_float_div(g, g)", "eddy_float_div(cast(1 as real), g)"],
+    ),
+    ("", &["eddy_float_mul(f, f)"]),
+    ("", &["eddy_float_div(f, f)"]),
+    ("", &["eddy_float_mul(f, cast('5e-324' as double))"]),
 ];
 
 /// A physical expression from SQL over `schema`, as the planner makes it:
@@ -498,6 +529,18 @@ pub fn physical(
         .unwrap_or_else(|e| panic!("simplify {sql}: {e}"));
     ctx.create_physical_expr(e, &df)
         .unwrap_or_else(|e| panic!("physical {sql}: {e}"))
+}
+
+/// The context the corpus is parsed in: DataFusion's functions and Eddy's
+/// checked arithmetic (`eddy_int_*`, `eddy_float_*`), so entries can name
+/// the forms Eddy's SQL layer plans and the CPU side evaluates them with
+/// eddy-sql's own implementations.
+pub fn corpus_context() -> SessionContext {
+    let ctx = SessionContext::new();
+    for f in eddy_sql::checked_arith::checked_functions() {
+        ctx.register_udf(f.as_ref().clone());
+    }
+    ctx
 }
 
 /// The scan kernel spec of one corpus entry.

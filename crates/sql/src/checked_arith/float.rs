@@ -75,6 +75,22 @@ pub(super) fn cast_udf(from: &DataType, to: &DataType) -> Option<Arc<ScalarUDF>>
     Some(Arc::clone(udf))
 }
 
+/// The operators and casts of this module.
+pub(super) fn all() -> Vec<Arc<ScalarUDF>> {
+    [
+        &*ADD,
+        &*SUB,
+        &*MUL,
+        &*DIV,
+        &*FLOAT8_TO_FLOAT4,
+        &*TEXT_TO_FLOAT4,
+        &*TEXT_TO_FLOAT8,
+    ]
+    .into_iter()
+    .map(Arc::clone)
+    .collect()
+}
+
 static ADD: LazyLock<Arc<ScalarUDF>> =
     LazyLock::new(|| Arc::new(ScalarUDF::new_from_impl(FloatOp::new(Op::Add))));
 static SUB: LazyLock<Arc<ScalarUDF>> =

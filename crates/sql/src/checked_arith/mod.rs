@@ -151,6 +151,18 @@ fn rewrite_expr(
     }
 }
 
+/// Every function this rule plans, for contexts that parse them by name
+/// (the GPU kernel tests compile and run them against these CPU forms).
+pub fn checked_functions() -> Vec<Arc<ScalarUDF>> {
+    let mut all = vec![
+        Arc::clone(&integer::ADD),
+        Arc::clone(&integer::SUB),
+        Arc::clone(&integer::MUL),
+    ];
+    all.extend(float::all());
+    all
+}
+
 /// The checked function for `op` on two operands of type `t`, if there is
 /// one; `%` on floats is refused as PostgreSQL has no such operator.
 fn binary_udf(op: Operator, t: &DataType) -> DfResult<Option<Arc<ScalarUDF>>> {
