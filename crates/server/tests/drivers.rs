@@ -33,6 +33,14 @@ fn sqlalchemy_orm_serial_ids_returning_and_rollback() {
     python_script("sqlalchemy_orm.py");
 }
 
+/// SQLAlchemy's Inspector (columns with defaults, identity and comments,
+/// primary key, indexes, unique constraints, table comment), MetaData
+/// reflection and pandas' read_sql_table, answered as PostgreSQL answers.
+#[test]
+fn sqlalchemy_inspector_reflection_and_pandas_read_sql_table() {
+    python_script("sqlalchemy_inspector.py");
+}
+
 /// Alembic runs all pending migrations in one transaction: a failing one
 /// rolls back the tables and columns of the others (transactional DDL).
 #[test]

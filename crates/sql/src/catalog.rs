@@ -295,6 +295,67 @@ fn text_array() -> DataType {
     DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)))
 }
 
+/// PostgreSQL's fixed OIDs of the system catalogs that clients name as
+/// `'pg_catalog.pg_class'::regclass` (`pg_description.classoid`, psql's and
+/// SQLAlchemy's comment lookups compare with them).
+const CATALOG_RELATION_OIDS: &[(&str, i64)] = &[
+    ("pg_am", 2601),
+    ("pg_attrdef", 2604),
+    ("pg_attribute", 1249),
+    ("pg_authid", 1260),
+    ("pg_class", 1259),
+    ("pg_collation", 3456),
+    ("pg_constraint", 2606),
+    ("pg_database", 1262),
+    ("pg_depend", 2608),
+    ("pg_description", 2609),
+    ("pg_extension", 3079),
+    ("pg_index", 2610),
+    ("pg_inherits", 2611),
+    ("pg_namespace", 2615),
+    ("pg_opclass", 2616),
+    ("pg_operator", 2617),
+    ("pg_proc", 1255),
+    ("pg_rewrite", 2618),
+    ("pg_sequence", 2224),
+    ("pg_tablespace", 1213),
+    ("pg_trigger", 2620),
+    ("pg_type", 1247),
+];
+
+/// The OID of a system catalog named with or without `pg_catalog.`.
+fn catalog_relation_oid(name: &str) -> Option<i64> {
+    let bare = name.trim();
+    let bare = bare.strip_prefix("pg_catalog.").unwrap_or(bare);
+    CATALOG_RELATION_OIDS
+        .iter()
+        .find(|(n, _)| *n == bare)
+        .map(|(_, o)| *o)
+}
+
+/// `pg_index.indkey`: PostgreSQL's is `int2vector` (printed "1 2",
+/// subscripts from 0); Eddy answers `int2[]` (printed "{1,2}", subscripts
+/// from 1), which `unnest`, `= ANY` and `generate_subscripts` take as
+/// drivers use them (SQLAlchemy's reflection unnests indkey). `indoption`
+/// stays int2vector's text, which clients split.
+fn int2_array() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(DataType::Int16, true)))
+}
+
+fn int8_array() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(DataType::Int64, true)))
+}
+
+fn int8_list(v: Vec<i64>) -> S {
+    let items: Vec<S> = v.into_iter().map(i).collect();
+    S::List(S::new_list_nullable(&items, &DataType::Int64))
+}
+
+fn i2_array(v: &[i16]) -> S {
+    let items: Vec<S> = v.iter().map(|n| i2(*n)).collect();
+    S::List(S::new_list_nullable(&items, &DataType::Int16))
+}
+
 /// Builtin types reported in pg_type: (oid, name, category, array oid of it).
 const PG_TYPES: &[(u32, &str, &str, u32)] = &[
     (oid::BOOL, "bool", "B", 1000),
@@ -835,6 +896,8 @@ fn build_pg_table(
                     ("typtypmod", I4),
                     ("typndims", I4),
                     ("typcollation", I8),
+                    // NULL: no built-in type has a default (domains do)
+                    ("typdefault", T),
                 ],
                 rows,
             )
@@ -859,11 +922,24 @@ fn build_pg_table(
                         b(true),
                         b(true),
                         b(false),
-                        s(&ix.indkey()),
+                        i2_array(&ix.indkey()),
                         null_text(),
                         null_text(),
                         b(false),
                         s(&ix.indoption()),
+                        int8_list(
+                            ix.columns
+                                .iter()
+                                .map(|c| {
+                                    let ty = t.def().columns.get(*c).map(|col| col.ty);
+                                    ty.map_or(0, |ty| {
+                                        i64::from(crate::index_catalog::default_btree_opclass(
+                                            oid_for_column_type(ty),
+                                        ))
+                                    })
+                                })
+                                .collect(),
+                        ),
                     ]
                 })
                 .collect();
@@ -883,11 +959,13 @@ fn build_pg_table(
                     ("indisready", B),
                     ("indislive", B),
                     ("indisreplident", B),
-                    ("indkey", T),
+                    ("indkey", int2_array()),
                     ("indexprs", T),
                     ("indpred", T),
                     ("indnullsnotdistinct", B),
                     ("indoption", T),
+                    // oidvector in PostgreSQL; an int8 array here
+                    ("indclass", int8_array()),
                 ],
                 rows,
             )
@@ -1451,14 +1529,31 @@ fn build_pg_table(
             vec![],
         ),
         "pg_event_trigger" => mem_table(&[("oid", I8), ("evtname", T), ("evtevent", T)], vec![]),
+        // the default btree classes of the types Eddy indexes
         "pg_opclass" => mem_table(
             &[
                 ("oid", I8),
                 ("opcname", T),
                 ("opcmethod", I8),
                 ("opcnamespace", I8),
+                ("opcintype", I8),
+                ("opcdefault", B),
+                ("opckeytype", I8),
             ],
-            vec![],
+            crate::index_catalog::BTREE_OPCLASSES
+                .iter()
+                .map(|(o, name, ty)| {
+                    vec![
+                        i(i64::from(*o)),
+                        s(name),
+                        i(403),
+                        i(NS_PG_CATALOG),
+                        i(i64::from(*ty)),
+                        b(true),
+                        i(0),
+                    ]
+                })
+                .collect(),
         ),
         "pg_operator" => mem_table(
             &[
@@ -2006,6 +2101,9 @@ pub fn pg_functions(
             };
             if let Ok(n) = name.trim().parse::<i64>() {
                 return i(n);
+            }
+            if let Some(o) = catalog_relation_oid(&name) {
+                return i(o);
             }
             let bare = name
                 .trim()

@@ -97,16 +97,18 @@ impl IndexEntry {
         )
     }
 
-    /// `pg_index.indkey`: 1-based column numbers separated by spaces.
-    pub fn indkey(&self) -> String {
+    /// `pg_index.indkey`: 1-based column numbers (an int2 array here; see
+    /// the catalog's pg_index).
+    pub fn indkey(&self) -> Vec<i16> {
         self.columns
             .iter()
-            .map(|c| (c + 1).to_string())
-            .collect::<Vec<_>>()
-            .join(" ")
+            .map(|c| i16::try_from(c + 1).unwrap_or(i16::MAX))
+            .collect()
     }
 
-    /// `pg_index.indoption`: per column 1 for DESC (3 = DESC NULLS FIRST).
+    /// `pg_index.indoption`: per column 3 for DESC (DESC NULLS FIRST),
+    /// else 0, separated by spaces: int2vector's text, which clients read
+    /// as a string (SQLAlchemy splits it).
     pub fn indoption(&self) -> String {
         (0..self.columns.len())
             .map(|n| {
@@ -119,4 +121,41 @@ impl IndexEntry {
             .collect::<Vec<_>>()
             .join(" ")
     }
+}
+
+/// PostgreSQL 15's default btree operator classes: (opclass OID, name,
+/// input type OID), for `pg_opclass` and `pg_index.indclass`. varchar
+/// columns use text's, as in PostgreSQL.
+pub const BTREE_OPCLASSES: &[(u32, &str, u32)] = &[
+    (1978, "int4_ops", 23),
+    (1979, "int2_ops", 21),
+    (3122, "date_ops", 1082),
+    (3123, "float8_ops", 701),
+    (3124, "int8_ops", 20),
+    (3125, "numeric_ops", 1700),
+    (3126, "text_ops", 25),
+    (3127, "timestamptz_ops", 1184),
+    (3128, "timestamp_ops", 1114),
+    (10003, "bool_ops", 16),
+    (10004, "bpchar_ops", 1042),
+    (10006, "bytea_ops", 17),
+    (10012, "float4_ops", 700),
+    (10022, "interval_ops", 1186),
+    (10038, "time_ops", 1083),
+    (10065, "uuid_ops", 2950),
+    (10088, "jsonb_ops", 3802),
+];
+
+/// The default btree operator class of a type (0, as PostgreSQL's "no
+/// class", for a type without one here).
+pub fn default_btree_opclass(type_oid: u32) -> u32 {
+    let key = if type_oid == crate::pgtypes::oid::VARCHAR {
+        crate::pgtypes::oid::TEXT
+    } else {
+        type_oid
+    };
+    BTREE_OPCLASSES
+        .iter()
+        .find(|(_, _, t)| *t == key)
+        .map_or(0, |(o, _, _)| *o)
 }

@@ -40,6 +40,7 @@ pub mod interval_type;
 pub mod join_filter;
 pub mod join_order;
 pub mod json;
+pub mod json_build;
 pub mod json_functions;
 pub mod memory;
 mod node_rewrite;

@@ -594,6 +594,44 @@ fn rewrite_expr(e: &mut Expr) {
                 }
             }
         }
+        Expr::Function(f)
+            if last_ident(&f.name).as_deref() == Some("generate_subscripts")
+                && subscripts_args(f).is_some() =>
+        {
+            // PostgreSQL's set-returning `generate_subscripts(a, dim)`:
+            // Eddy's arrays have one dimension and subscripts from 1
+            // (others are refused on input), so it is `unnest(CASE WHEN
+            // dim = 1 THEN generate_series(1, cardinality(a)) END)`: no row
+            // for NULL, an empty array or another dimension, and in a
+            // select list it zips with an `unnest(a)` beside it, as
+            // SQLAlchemy's index reflection pairs them. The dimension is
+            // often a bound parameter, so it is tested at execution.
+            if let Some((array, dim)) = subscripts_args(f) {
+                let subscripts = call(
+                    "generate_series",
+                    vec![
+                        Expr::value(SqlValue::Number("1".into(), false)),
+                        call("cardinality", vec![array]),
+                    ],
+                );
+                let first = Expr::BinaryOp {
+                    left: Box::new(dim),
+                    op: BinaryOperator::Eq,
+                    right: Box::new(Expr::value(SqlValue::Number("1".into(), false))),
+                };
+                let only_first = Expr::Case {
+                    case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                    end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                    operand: None,
+                    conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
+                        condition: first,
+                        result: subscripts,
+                    }],
+                    else_result: None,
+                };
+                *e = call("unnest", vec![only_first]);
+            }
+        }
         Expr::Function(f) if f.name.0.len() == 2 => {
             if let Some(ObjectNamePart::Identifier(first)) = f.name.0.first() {
                 if first.value.eq_ignore_ascii_case("pg_catalog") {
@@ -602,6 +640,19 @@ fn rewrite_expr(e: &mut Expr) {
             }
         }
         _ => {}
+    }
+}
+
+/// The array and dimension arguments of `generate_subscripts(a, dim)`.
+fn subscripts_args(f: &Function) -> Option<(Expr, Expr)> {
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    match list.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(array)), FunctionArg::Unnamed(FunctionArgExpr::Expr(dim))] => {
+            Some((array.clone(), dim.clone()))
+        }
+        _ => None,
     }
 }
 

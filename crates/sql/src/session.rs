@@ -466,6 +466,7 @@ impl Session {
             .chain(crate::uuid_type::uuid_functions())
             .chain(crate::array_type::array_functions())
             .chain(crate::json_functions::json_functions())
+            .chain(crate::json_build::json_build_functions())
             .chain(crate::interval_type::interval_functions())
             .chain(time_functions)
         {
