@@ -74,7 +74,7 @@ impl ScalarUDFImpl for JsonBuild {
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
-        if self.shape == Shape::Object && args.arg_fields.len() % 2 != 0 {
+        if self.shape == Shape::Object && !args.arg_fields.len().is_multiple_of(2) {
             return Err(external(SqlError::InvalidParameter(
                 "argument list must have even number of elements".into(),
             )));
