@@ -285,19 +285,9 @@ impl<'a> ExprCompiler<'a> {
         op: Operator,
         args: &[Arc<dyn PhysicalExpr>],
     ) -> Result<Value, Unsupported> {
-        let [left, right] = args else {
-            return Err(Unsupported::expr(
-                "checked arithmetic without two arguments",
-            ));
-        };
-        let l = self.compile(left)?;
-        let r = self.compile(right)?;
-        if l.ty != r.ty || !matches!(l.ty, DevType::I16 | DevType::I32 | DevType::I64) {
-            return Err(Unsupported::ty(format!(
-                "checked {op} on {:?} and {:?}",
-                l.ty, r.ty
-            )));
-        }
+        let (l, r) = self.checked_operands(op, args, |t| {
+            matches!(t, DevType::I16 | DevType::I32 | DevType::I64)
+        })?;
         let t = l.ty.c_type();
         let null = or_null(&l.null, &r.null);
         let d = self.fresh();
@@ -337,6 +327,30 @@ impl<'a> ExprCompiler<'a> {
         })
     }
 
+    /// The two operands of a checked function, compiled; both of one type
+    /// that `accept` takes, or the expression stays on the CPU.
+    fn checked_operands(
+        &mut self,
+        op: Operator,
+        args: &[Arc<dyn PhysicalExpr>],
+        accept: fn(DevType) -> bool,
+    ) -> Result<(Value, Value), Unsupported> {
+        let [left, right] = args else {
+            return Err(Unsupported::expr(
+                "checked arithmetic without two arguments",
+            ));
+        };
+        let l = self.compile(left)?;
+        let r = self.compile(right)?;
+        if l.ty != r.ty || !accept(l.ty) {
+            return Err(Unsupported::ty(format!(
+                "checked {op} on {:?} and {:?}",
+                l.ty, r.ty
+            )));
+        }
+        Ok((l, r))
+    }
+
     /// Eddy's float operators (`eddy_float_add/sub/mul/div`, planned for
     /// `+ - * /` on real and double precision so that overflow, underflow
     /// and division by zero are errors as in PostgreSQL): computed in the
@@ -349,19 +363,7 @@ impl<'a> ExprCompiler<'a> {
         op: Operator,
         args: &[Arc<dyn PhysicalExpr>],
     ) -> Result<Value, Unsupported> {
-        let [left, right] = args else {
-            return Err(Unsupported::expr(
-                "checked arithmetic without two arguments",
-            ));
-        };
-        let l = self.compile(left)?;
-        let r = self.compile(right)?;
-        if l.ty != r.ty || !l.ty.is_float() {
-            return Err(Unsupported::ty(format!(
-                "checked float {op} on {:?} and {:?}",
-                l.ty, r.ty
-            )));
-        }
+        let (l, r) = self.checked_operands(op, args, DevType::is_float)?;
         let t = l.ty.c_type();
         let max = if l.ty == DevType::F32 {
             "3.40282347e38f"

@@ -340,32 +340,20 @@ impl ScalarUDFImpl for FloatCast {
                 })?;
                 Arc::new(out)
             }
-            Cast::TextToFloat4 => Arc::new(
-                texts(input)?
-                    .into_iter()
-                    .map(|s| {
-                        s.map(|s| match pgtypes::parse_text(s, ColumnType::Real)? {
-                            Value::Real(f) => Ok(f),
-                            _ => Err(bad_float(s, ColumnType::Real)),
-                        })
-                        .transpose()
-                    })
-                    .collect::<Result<Float32Array, SqlError>>()
-                    .map_err(external)?,
-            ),
-            Cast::TextToFloat8 => Arc::new(
-                texts(input)?
-                    .into_iter()
-                    .map(|s| {
-                        s.map(|s| match pgtypes::parse_text(s, ColumnType::Double)? {
-                            Value::Double(f) => Ok(f),
-                            _ => Err(bad_float(s, ColumnType::Double)),
-                        })
-                        .transpose()
-                    })
-                    .collect::<Result<Float64Array, SqlError>>()
-                    .map_err(external)?,
-            ),
+            Cast::TextToFloat4 => {
+                let out: Float32Array = parse_floats(input, ColumnType::Real, |v| match v {
+                    Value::Real(f) => Some(f),
+                    _ => None,
+                })?;
+                Arc::new(out)
+            }
+            Cast::TextToFloat8 => {
+                let out: Float64Array = parse_floats(input, ColumnType::Double, |v| match v {
+                    Value::Double(f) => Some(f),
+                    _ => None,
+                })?;
+                Arc::new(out)
+            }
         };
         result(out, scalar)
     }
@@ -373,6 +361,22 @@ impl ScalarUDFImpl for FloatCast {
 
 fn external(e: SqlError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
+}
+
+/// Every string of `input` read as PostgreSQL reads a float of type `ty`
+/// (`pick` takes the number out of the parsed value).
+fn parse_floats<A, F>(input: &ArrayRef, ty: ColumnType, pick: fn(Value) -> Option<F>) -> DfResult<A>
+where
+    A: FromIterator<Option<F>>,
+{
+    texts(input)?
+        .into_iter()
+        .map(|s| {
+            s.map(|s| pick(pgtypes::parse_text(s, ty)?).ok_or_else(|| bad_float(s, ty)))
+                .transpose()
+        })
+        .collect::<Result<A, SqlError>>()
+        .map_err(external)
 }
 
 fn bad_float(s: &str, ty: ColumnType) -> SqlError {
