@@ -434,6 +434,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn conversion_errors_keep_their_sqlstate_through_datafusion() {
+        let value = || ConversionError::ValueMismatch {
+            column: eddy_common::ColumnType::Int,
+            value: "text",
+        };
+        assert_eq!(SqlError::from(value()).sqlstate(), "42804");
+        let array = ConversionError::ArrayMismatch {
+            column: eddy_common::ColumnType::Int,
+            arrow: datafusion::arrow::datatypes::DataType::Utf8,
+        };
+        assert_eq!(SqlError::from(array).sqlstate(), "XX000");
+        let e = SqlError::DataFusion(DataFusionError::External(Box::new(value())));
+        assert_eq!(e.sqlstate(), "42804");
+        let stored = eddy_storage::StorageError::conversion("sealing", value());
+        assert_eq!(SqlError::from(stored).sqlstate(), "XX000");
+    }
+
+    #[test]
     fn plan_errors_map_to_42_codes() {
         let e = SqlError::DataFusion(DataFusionError::Plan(
             "table 'eddy.public.t' not found".into(),
