@@ -465,18 +465,29 @@ fn interval_at(array: &dyn Array, unit: IntervalUnit, row: usize) -> Interval {
 }
 
 /// Reads row `row` of `batch` as the first `types.len()` columns; columns the
-/// batch lacks (added later by ALTER TABLE) are NULL.
+/// batch lacks (added later by ALTER TABLE) are NULL. The hidden
+/// `_eddy_lsn` / `_eddy_key` columns of a stored batch are not table
+/// columns: a file written before ADD COLUMN has them where the new
+/// column would be, and they read as that column's NULL, never as its
+/// value.
 pub fn row_at(
     batch: &RecordBatch,
     types: &[ColumnType],
     row: usize,
 ) -> Result<Row, ConversionError> {
+    let schema = batch.schema();
     types
         .iter()
         .enumerate()
-        .map(|(i, &ty)| match batch.columns().get(i) {
-            Some(a) => value_at(a.as_ref(), ty, row),
-            None => Ok(Value::Null),
+        .map(|(i, &ty)| {
+            let hidden = schema.fields().get(i).is_some_and(|f| {
+                f.name() == crate::arrow_conv::LSN_COLUMN
+                    || f.name() == crate::arrow_conv::KEY_COLUMN
+            });
+            match batch.columns().get(i) {
+                Some(a) if !hidden => value_at(a.as_ref(), ty, row),
+                _ => Ok(Value::Null),
+            }
         })
         .collect()
 }
