@@ -456,13 +456,13 @@ pub fn text_to_array(a: &ArrayRef, ty: ColumnType) -> Result<ArrayRef> {
     match a.data_type() {
         DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => {
             let text = cast_with_options(a, &DataType::Utf8, &CastOptions::default())?;
-            let mut b = pgtypes::builder_for(ty, text.len());
+            let mut b = eddy_storage::arrow_values::ColumnBuilder::new(ty, text.len());
             for s in text.as_string::<i32>().iter() {
                 let v = match s {
                     Some(s) => pgtypes::parse_text(s, ty)?,
                     None => Value::Null,
                 };
-                pgtypes::append_value(b.as_mut(), ty, &v)?;
+                b.append(&v)?;
             }
             Ok(b.finish())
         }

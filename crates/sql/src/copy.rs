@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
-use datafusion::arrow::array::{ArrayBuilder, ArrayRef, RecordBatch};
+use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::prelude::SessionContext;
@@ -26,13 +26,12 @@ use datafusion::sql::sqlparser::ast::{
     CopyLegacyOption, CopyOption, CopySource, CopyTarget, Statement,
 };
 use eddy_common::{ColumnType, Value};
+use eddy_storage::arrow_values::ColumnBuilder;
 use eddy_storage::{BulkLoader, Table};
 use futures::StreamExt;
 
 use crate::error::{Result, SqlError};
-use crate::pgtypes::{
-    self, append_value, builder_for, cell_text, parse_binary, parse_text, Format,
-};
+use crate::pgtypes::{self, cell_text, parse_binary, parse_text, Format};
 use crate::rewrite::{ident_name, table_name};
 use crate::session::{cast_column, Output, Session};
 
@@ -362,7 +361,7 @@ pub struct CopyIn {
     /// as one atomic write (duplicates fail with 23505).
     direct: bool,
     pending: Vec<RecordBatch>,
-    builders: Vec<Box<dyn ArrayBuilder>>,
+    builders: Vec<ColumnBuilder>,
     pending_rows: usize,
     rows: u64,
     line: u64,
@@ -385,7 +384,10 @@ impl CopyIn {
         in_transaction: bool,
     ) -> Result<CopyIn> {
         let types: Vec<ColumnType> = table.def().columns.iter().map(|c| c.ty).collect();
-        let builders = types.iter().map(|t| builder_for(*t, BATCH_ROWS)).collect();
+        let builders = types
+            .iter()
+            .map(|t| ColumnBuilder::new(*t, BATCH_ROWS))
+            .collect();
         // A table with a UNIQUE index takes the write path, where storage
         // checks every row (bulk files are installed unchecked).
         let unique = table.def().indexes.iter().any(|i| i.unique);
@@ -496,8 +498,10 @@ impl CopyIn {
                             .columns
                             .iter()
                             .enumerate()
-                            .map(|(i, c)| crate::pgtypes::cell_value(b.column(i).as_ref(), r, c.ty))
-                            .collect::<Result<_>>()?;
+                            .map(|(i, c)| {
+                                eddy_storage::arrow_values::value_at(b.column(i).as_ref(), c.ty, r)
+                            })
+                            .collect::<std::result::Result<_, _>>()?;
                         ops.push(eddy_storage::WriteOp::Insert {
                             row,
                             on_conflict: eddy_storage::OnConflict::Error,
@@ -659,8 +663,8 @@ impl CopyIn {
     }
 
     fn append_row(&mut self, row: &[Value]) -> Result<()> {
-        for (i, b) in self.builders.iter_mut().enumerate() {
-            append_value(b.as_mut(), self.types[i], &row[i])?;
+        for (b, v) in self.builders.iter_mut().zip(row) {
+            b.append(v)?;
         }
         self.pending_rows += 1;
         if self.pending_rows >= BATCH_ROWS {

@@ -8,6 +8,7 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::common::SchemaError;
 use datafusion::error::DataFusionError;
 use datafusion::sql::sqlparser::parser::ParserError;
+use eddy_storage::arrow_values::ConversionError;
 use eddy_storage::StorageError;
 
 /// Everything that can go wrong while running one SQL statement.
@@ -154,6 +155,12 @@ pub enum SqlError {
     // ---- the environment ----
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// A value that does not fit its column's type, or an array that does
+    /// not hold it (`eddy_storage::arrow_values`): 42804 for a value
+    /// (user-visible mismatch), XX000 for an array or builder (a bug),
+    /// 22008 for an interval or timestamp past Arrow's range.
+    #[error(transparent)]
+    Conversion(#[from] ConversionError),
     #[error("I/O error on {path}: {source}")]
     Io {
         path: String,
@@ -246,6 +253,7 @@ impl SqlError {
             SqlError::NoSuchSavepoint(_) => "3B001",
             SqlError::NoActiveTransaction(_) => "25P01",
             SqlError::Storage(e) => e.sqlstate(),
+            SqlError::Conversion(e) => e.sqlstate(),
             SqlError::Io { source, .. } => match source.kind() {
                 std::io::ErrorKind::NotFound => "58P01",
                 _ => "58030",
@@ -413,6 +421,8 @@ pub fn datafusion_sqlstate(e: &DataFusionError) -> &'static str {
                 s.sqlstate()
             } else if let Some(s) = inner.downcast_ref::<StorageError>() {
                 s.sqlstate()
+            } else if let Some(s) = inner.downcast_ref::<ConversionError>() {
+                s.sqlstate()
             } else {
                 "XX000"
             }
@@ -429,6 +439,24 @@ pub fn datafusion_sqlstate(e: &DataFusionError) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conversion_errors_keep_their_sqlstate_through_datafusion() {
+        let value = || ConversionError::ValueMismatch {
+            column: eddy_common::ColumnType::Int,
+            value: "text",
+        };
+        assert_eq!(SqlError::from(value()).sqlstate(), "42804");
+        let array = ConversionError::ArrayMismatch {
+            column: eddy_common::ColumnType::Int,
+            arrow: datafusion::arrow::datatypes::DataType::Utf8,
+        };
+        assert_eq!(SqlError::from(array).sqlstate(), "XX000");
+        let e = SqlError::DataFusion(DataFusionError::External(Box::new(value())));
+        assert_eq!(e.sqlstate(), "42804");
+        let stored = eddy_storage::StorageError::conversion("sealing", value());
+        assert_eq!(SqlError::from(stored).sqlstate(), "XX000");
+    }
 
     #[test]
     fn plan_errors_map_to_42_codes() {

@@ -983,7 +983,7 @@ pub(crate) fn projected_output(
                 .collect()
         })
         .collect();
-    let batch = pgtypes::rows_to_batch(&schema, &types, &projected)?;
+    let batch = eddy_storage::arrow_values::batch_from_rows(&schema, &types, &projected)?;
     Ok(batches_output(schema, vec![batch]))
 }
 

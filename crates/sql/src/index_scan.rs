@@ -29,7 +29,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
 use eddy_common::{ColumnType, IndexDef, Row, TableDef, Value};
-use eddy_storage::arrow_conv::ColumnBuilder;
+use eddy_storage::arrow_values::ColumnBuilder;
 use eddy_storage::index::encode_index_value;
 use eddy_storage::TableSnapshot;
 
@@ -289,10 +289,9 @@ impl IndexScanExec {
                         DataFusionError::Internal("scan without its key column".into())
                     })?;
                 for r in 0..b.num_rows() {
-                    out.push((
-                        keys.value(r).to_vec(),
-                        eddy_storage::arrow_conv::row_at(&b, &types, r),
-                    ));
+                    let row = eddy_storage::arrow_values::row_at(&b, &types, r)
+                        .map_err(|e| DataFusionError::External(Box::new(e)))?;
+                    out.push((keys.value(r).to_vec(), row));
                 }
             }
         }
@@ -311,7 +310,8 @@ impl IndexScanExec {
         let mut keys = BinaryBuilder::new();
         for (k, row) in &rows {
             for (i, b) in builders.iter_mut().enumerate() {
-                b.append(row.get(i).unwrap_or(&Value::Null));
+                b.append(row.get(i).unwrap_or(&Value::Null))
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
             }
             keys.append_value(k);
         }

@@ -2041,7 +2041,7 @@ impl Session {
             for part in snap.partitions() {
                 for batch in part.scan(None, false, &|_| true)? {
                     let batch = batch?;
-                    let rows = pgtypes::batch_to_rows(&batch, &types)?;
+                    let rows = eddy_storage::arrow_values::batch_rows(&batch, &types)?;
                     for row in &rows {
                         let key: Vec<Value> = pk.iter().map(|&k| row[k].clone()).collect();
                         if let Some(ci) = pk.iter().find(|&&k| row[k].is_null()) {
@@ -2262,13 +2262,13 @@ pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef>
             .as_any()
             .downcast_ref::<StringArray>()
             .ok_or_else(|| SqlError::Internal(format!("column \"{name}\" did not cast to text")))?;
-        let mut out = pgtypes::builder_for(ty, text.len());
+        let mut out = eddy_storage::arrow_values::ColumnBuilder::new(ty, text.len());
         for v in text.iter() {
             let value = match v {
                 None => Value::Null,
                 Some(s) => pgtypes::parse_text(s, ty)?,
             };
-            pgtypes::append_value(out.as_mut(), ty, &value)?;
+            out.append(&value)?;
         }
         return Ok(out.finish());
     }

@@ -23,7 +23,7 @@ use arrow::array::{Array, ArrayRef, BinaryArray, UInt32Array, UInt64Array};
 use arrow::record_batch::RecordBatch;
 use eddy_common::{ColumnType, Value};
 
-use crate::arrow_conv::{value_at, ColumnBuilder};
+use crate::arrow_values::{rows_to_arrays, value_at};
 use crate::codec::{encode_key_value, encode_row, stable_hash};
 use crate::column_tablet::{column_file_name, ColumnFileWriter};
 use crate::engine::Table;
@@ -116,7 +116,9 @@ impl BulkLoader {
             for &c in dist {
                 let a = batch.column(c);
                 for (r, buf) in dbuf.iter_mut().enumerate() {
-                    encode_key_value(&value_at(a.as_ref(), types[c], r), buf);
+                    let v = value_at(a.as_ref(), types[c], r)
+                        .map_err(|e| StorageError::conversion("bulk load key", e))?;
+                    encode_key_value(&v, buf);
                 }
             }
             for r in 0..n {
@@ -143,7 +145,8 @@ impl BulkLoader {
                 let a = batch.column(c);
                 let in_dist = dist.contains(&c);
                 for r in 0..n {
-                    let v = value_at(a.as_ref(), types[c], r);
+                    let v = value_at(a.as_ref(), types[c], r)
+                        .map_err(|e| StorageError::conversion("bulk load key", e))?;
                     let before = keys[r].len();
                     encode_key_value(&v, &mut keys[r]);
                     if in_dist {
@@ -255,7 +258,8 @@ impl BulkLoader {
                     .iter()
                     .enumerate()
                     .map(|(i, &ty)| value_at(chunk.column(i).as_ref(), ty, r as usize))
-                    .collect();
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| StorageError::conversion("bulk load row file", e))?;
                 buf.clear();
                 encode_row(&row, &mut buf);
                 b.add(&Entry {
@@ -354,13 +358,8 @@ impl Drop for BulkLoader {
 /// have rows but want the bulk path).
 pub fn rows_to_batch(table: &Table, rows: &[eddy_common::Row]) -> Result<RecordBatch> {
     let def = table.def();
-    let mut cols: Vec<ArrayRef> = Vec::with_capacity(def.columns.len());
-    for (i, c) in def.columns.iter().enumerate() {
-        let mut b = ColumnBuilder::new(c.ty, rows.len());
-        for r in rows {
-            b.append(r.get(i).unwrap_or(&Value::Null));
-        }
-        cols.push(b.finish());
-    }
+    let types: Vec<ColumnType> = def.columns.iter().map(|c| c.ty).collect();
+    let cols =
+        rows_to_arrays(&types, rows).map_err(|e| StorageError::conversion("rows to batch", e))?;
     RecordBatch::try_new(table.schema(), cols).map_err(|e| StorageError::arrow("rows to batch", e))
 }

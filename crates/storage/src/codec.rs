@@ -399,6 +399,11 @@ pub fn check_row(def: &eddy_common::TableDef, row: &[Value]) -> Result<()> {
                 expected: c.ty.pg_name(),
                 got: format!("{v:?}"),
             });
+        } else {
+            // what `fits` does not see (an interval past Arrow's range):
+            // refused here, before the WAL, not when the row is sealed
+            crate::arrow_values::check_value(v, c.ty)
+                .map_err(|e| StorageError::conversion(format!("column \"{}\"", c.name), e))?;
         }
     }
     Ok(())

@@ -31,12 +31,13 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use arrow_ipc::reader::{read_footer_length, FileDecoder};
 use arrow_ipc::writer::FileWriter;
-use eddy_common::{ColumnType, FileId, Lsn, Row, Value};
+use eddy_common::{ColumnType, FileId, Lsn, Row};
 use parking_lot::Mutex;
 use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 
 use crate::arrow_conv::*;
+use crate::arrow_values::{row_at, rows_to_arrays};
 use crate::delete_map::DeleteMap;
 use crate::error::{Result, StorageError};
 use crate::filestore::{FileBytes, FileStore};
@@ -115,28 +116,31 @@ impl ColMemtable {
         if p.rows.is_empty() {
             return;
         }
-        let n = p.rows.len();
-        let mut cols: Vec<ArrayRef> = Vec::with_capacity(self.columns.len() + 2);
-        for (i, (_, ty)) in self.columns.iter().enumerate() {
-            let mut b = ColumnBuilder::new(*ty, n);
-            for (row, _, _) in &p.rows {
-                b.append(row.get(i).unwrap_or(&Value::Null));
-            }
-            cols.push(b.finish());
-        }
-        let lsns: UInt64Array = p.rows.iter().map(|(_, l, _)| Some(l.0)).collect();
-        let keys: BinaryArray = p.rows.iter().map(|(_, _, k)| Some(k.as_slice())).collect();
-        cols.push(Arc::new(lsns));
-        cols.push(Arc::new(keys));
-        // The schema is built from the same column types, so this cannot fail
-        // unless a builder is wrong; losing the rows silently is not an option.
-        match RecordBatch::try_new(self.schema.clone(), cols) {
+        // The rows passed `codec::check_row` (whose acceptance is exactly
+        // `arrow_values::check_value`'s) before they were committed, and the
+        // schema is built from the same column types, so this cannot fail
+        // unless a builder is wrong; the rows then stay pending (and
+        // readable by key) rather than being sealed with NULLs.
+        match self.seal_batch(p) {
             Ok(b) => {
                 self.sealed.lock().push(b);
                 p.rows.clear();
             }
             Err(e) => tracing::error!(error = %e, "cannot seal memtable rows"),
         }
+    }
+
+    fn seal_batch(&self, p: &Pending) -> Result<RecordBatch> {
+        let types: Vec<ColumnType> = self.columns.iter().map(|c| c.1).collect();
+        let rows: Vec<Row> = p.rows.iter().map(|(row, _, _)| row.clone()).collect();
+        let mut cols = rows_to_arrays(&types, &rows)
+            .map_err(|e| StorageError::conversion("sealing memtable rows", e))?;
+        let lsns: UInt64Array = p.rows.iter().map(|(_, l, _)| Some(l.0)).collect();
+        let keys: BinaryArray = p.rows.iter().map(|(_, _, k)| Some(k.as_slice())).collect();
+        cols.push(Arc::new(lsns));
+        cols.push(Arc::new(keys));
+        RecordBatch::try_new(self.schema.clone(), cols)
+            .map_err(|e| StorageError::arrow("sealing memtable rows", e))
     }
 
     /// Sealed batches covering every row applied so far.
@@ -152,20 +156,22 @@ impl ColMemtable {
     }
 
     /// The row at memtable position `pos` (must exist).
-    fn row(&self, pos: u32) -> Option<Row> {
+    fn row(&self, pos: u32) -> Result<Option<Row>> {
         let types: Vec<ColumnType> = self.columns.iter().map(|c| c.1).collect();
         let sealed = self.sealed.lock();
         let mut base = 0u32;
         for b in sealed.iter() {
             let n = b.num_rows() as u32;
             if pos < base + n {
-                return Some(row_at(b, &types, (pos - base) as usize));
+                return row_at(b, &types, (pos - base) as usize)
+                    .map(Some)
+                    .map_err(|e| StorageError::conversion("reading a memtable row", e));
             }
             base += n;
         }
         drop(sealed);
         let p = self.pending.lock();
-        p.rows.get((pos - base) as usize).map(|r| r.0.clone())
+        Ok(p.rows.get((pos - base) as usize).map(|r| r.0.clone()))
     }
 }
 
@@ -638,11 +644,8 @@ impl ColumnFile {
     pub fn row(&self, row: u32, types: &[ColumnType]) -> Result<Row> {
         let g = self.group_start.partition_point(|&s| s <= row as u64) - 1;
         let b = self.read_row_group(g, None)?;
-        Ok(row_at(
-            &b,
-            types,
-            (row as u64 - self.group_start[g]) as usize,
-        ))
+        row_at(&b, types, (row as u64 - self.group_start[g]) as usize)
+            .map_err(|e| StorageError::conversion("reading a column-file row", e))
     }
 
     pub fn key_range(&self) -> (&[u8], &[u8]) {
@@ -748,8 +751,8 @@ impl ColumnVersion {
     pub fn read(&self, loc: Location) -> Result<Option<Row>> {
         let types: Vec<ColumnType> = self.memtable.columns.iter().map(|c| c.1).collect();
         match loc {
-            Location::Mem(r) => Ok(self.memtable.row(r)),
-            Location::Frozen(i, r) => Ok(self.frozen[i].row(r)),
+            Location::Mem(r) => self.memtable.row(r),
+            Location::Frozen(i, r) => self.frozen[i].row(r),
             Location::File(i, r) => self.files[i].row(r, &types).map(Some),
         }
     }
@@ -832,6 +835,7 @@ impl ColumnVersion {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use eddy_common::Value;
 
     fn cols() -> Columns {
         vec![

@@ -509,7 +509,8 @@ impl Ddl<'_> {
             for batch in part.scan(None, false, &|_| true)? {
                 let batch = batch?;
                 for r in 0..batch.num_rows() {
-                    let row = crate::arrow_conv::row_at(&batch, &types, r);
+                    let row = crate::arrow_values::row_at(&batch, &types, r)
+                        .map_err(|e| StorageError::conversion("checking a unique index", e))?;
                     if crate::index::has_null(cols, &row) {
                         continue;
                     }

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::arrow_values::ConversionError;
+
 /// Everything that can go wrong in the storage engine.
 ///
 /// Variants fall in three groups: the user's fault (bad definitions, constraint
@@ -80,6 +82,17 @@ pub enum StorageError {
         #[source]
         source: arrow::error::ArrowError,
     },
+    /// A value that does not match its column's type, or an array that
+    /// does not hold its column's type, met while building or reading a
+    /// batch. Storage checks rows (`codec::check_row`) and bulk batches
+    /// before this point, so this is a bug upstream: it is loud (XX000)
+    /// and the write that met it commits nothing.
+    #[error("{context}: {source}")]
+    Conversion {
+        context: String,
+        #[source]
+        source: ConversionError,
+    },
     #[error("the storage engine is closed")]
     Closed,
     #[error("the storage engine failed earlier and refuses writes until restarted: {0}")]
@@ -112,6 +125,13 @@ impl StorageError {
         }
     }
 
+    pub fn conversion(context: impl Into<String>, source: ConversionError) -> StorageError {
+        StorageError::Conversion {
+            context: context.into(),
+            source,
+        }
+    }
+
     /// The PostgreSQL SQLSTATE a client should see for this error.
     pub fn sqlstate(&self) -> &'static str {
         match self {
@@ -136,6 +156,12 @@ impl StorageError {
             StorageError::Io { source, .. } if is_disk_full(source) => "53100",
             StorageError::Io { .. } => "58030",
             StorageError::ObjectStore(_) => "58030",
+            StorageError::Conversion { source, .. } => match source {
+                ConversionError::IntervalOutOfRange | ConversionError::TimestampOutOfRange => {
+                    source.sqlstate()
+                }
+                _ => "XX000",
+            },
             StorageError::Arrow { .. } => "XX000",
             StorageError::Closed => "57P01",
             StorageError::Poisoned(_) => "58030",

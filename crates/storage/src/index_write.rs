@@ -41,7 +41,8 @@ impl Tablets {
                     ));
                 };
                 for r in 0..batch.num_rows() {
-                    let row = crate::arrow_conv::row_at(&batch, &types, r);
+                    let row = crate::arrow_values::row_at(&batch, &types, r)
+                        .map_err(|e| StorageError::conversion("building an index", e))?;
                     for ix in indexes {
                         ix.add_live(keys.value(r), &row);
                     }

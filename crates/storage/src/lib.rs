@@ -23,6 +23,7 @@
 //! [`engine`] (catalog, routing, two-phase commit).
 
 pub mod arrow_conv;
+pub mod arrow_values;
 pub mod bulk;
 pub mod codec;
 pub mod column_tablet;

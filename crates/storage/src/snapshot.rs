@@ -20,7 +20,8 @@ use arrow::record_batch::RecordBatch;
 use eddy_common::{ColumnType, Lsn, Row, TableDef};
 use roaring::RoaringBitmap;
 
-use crate::arrow_conv::{null_column, ColumnBuilder, RowGroupStats, KEY_COLUMN};
+use crate::arrow_conv::{null_column, RowGroupStats, KEY_COLUMN};
+use crate::arrow_values::ColumnBuilder;
 use crate::codec::decode_row_bytes;
 use crate::column_tablet::ColumnFile;
 use crate::engine::Table;
@@ -451,7 +452,8 @@ impl ScanPartition {
                 let mut keys = arrow::array::BinaryBuilder::new();
                 for (key, row) in &o.rows {
                     for (b, &i) in builders.iter_mut().zip(&proj) {
-                        b.append(row.get(i).unwrap_or(&eddy_common::Value::Null));
+                        b.append(row.get(i).unwrap_or(&eddy_common::Value::Null))
+                            .map_err(|e| StorageError::conversion("overlay batch", e))?;
                     }
                     if with_key {
                         keys.append_value(key);
@@ -571,7 +573,13 @@ impl ScanPartition {
                                     }
                                 };
                                 for (b, &i) in builders.iter_mut().zip(&proj) {
-                                    b.append(&row[i]);
+                                    if let Err(err) = b.append(&row[i]) {
+                                        done = true;
+                                        return Some(Err(StorageError::conversion(
+                                            "row scan batch",
+                                            err,
+                                        )));
+                                    }
                                 }
                                 if with_key {
                                     keys.append_value(&e.key);

@@ -39,11 +39,12 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
 use eddy_common::{ColumnType, TableDef, Value};
-use eddy_storage::arrow_conv::{value_at, ColumnBuilder};
+use eddy_storage::arrow_values::{value_at, ColumnBuilder};
 use eddy_storage::Table;
 
 use crate::error::{Result, StreamSqlError};
 use crate::stages::eval;
+use eddy_sql::SqlError;
 
 /// A table a view may look up, as the planner sees it.
 #[derive(Debug)]
@@ -347,7 +348,8 @@ impl LookupJoin {
                 .iter()
                 .zip(&self.key_types)
                 .map(|(a, ty)| value_at(a.as_ref(), *ty, i))
-                .collect();
+                .collect::<std::result::Result<_, _>>()
+                .map_err(SqlError::from)?;
             slots.push(Some(asked.len()));
             asked.push(pk);
         }
@@ -363,7 +365,8 @@ impl LookupJoin {
             let row = slot.and_then(|s| found.get(s)).and_then(Option::as_ref);
             matched.push(row.is_some());
             for (c, b) in builders.iter_mut().enumerate() {
-                b.append(row.and_then(|r| r.get(c)).unwrap_or(&Value::Null));
+                b.append(row.and_then(|r| r.get(c)).unwrap_or(&Value::Null))
+                    .map_err(SqlError::from)?;
             }
         }
         let full: Vec<ArrayRef> = builders.iter_mut().map(ColumnBuilder::finish).collect();

@@ -60,6 +60,7 @@ pub use crate::view_tables::{
 };
 use crate::watermark::{ClockState, EventClock};
 use crate::window::{assign, EmitMode};
+use eddy_sql::SqlError;
 
 /// Changes of one checkpoint, not yet committed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -590,8 +591,9 @@ impl ViewOperator {
             let row: Row = stored
                 .iter()
                 .zip(&self.types)
-                .map(|(a, ty)| eddy_storage::arrow_conv::value_at(a.as_ref(), *ty, i))
-                .collect();
+                .map(|(a, ty)| eddy_storage::arrow_values::value_at(a.as_ref(), *ty, i))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(SqlError::from)?;
             let alive = live.get(i).copied().unwrap_or(false);
             if alive && mask.is_valid(i) && mask.value(i) {
                 pending.upserts.push(row);
@@ -647,10 +649,13 @@ impl ViewOperator {
                     .iter()
                     .zip(&self.plan.primary_key)
                     .map(|(a, c)| {
-                        let ty = self.types.get(*c).copied().unwrap_or(ColumnType::Text);
-                        eddy_storage::arrow_conv::value_at(a.as_ref(), ty, i)
+                        let ty = self.types.get(*c).copied().ok_or_else(|| {
+                            StreamSqlError::Internal(format!("key column {c} has no type"))
+                        })?;
+                        eddy_storage::arrow_values::value_at(a.as_ref(), ty, i)
+                            .map_err(|e| StreamSqlError::Sql(e.into()))
                     })
-                    .collect();
+                    .collect::<Result<_>>()?;
                 // a key written again in this change is replaced, not deleted
                 if !written.contains(&key_json(&key)?) {
                     pending.deletes.push(key);

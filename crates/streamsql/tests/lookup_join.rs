@@ -113,11 +113,13 @@ fn contents(t: &Table) -> BTreeMap<i64, (i64, i64)> {
         for b in p.scan(None, false, &|_| true).expect("scan") {
             let b = b.expect("batch");
             for i in 0..b.num_rows() {
-                let v = |c: usize| match eddy_storage::arrow_conv::value_at(
+                let v = |c: usize| match eddy_storage::arrow_values::value_at(
                     b.column(c).as_ref(),
                     ColumnType::BigInt,
                     i,
-                ) {
+                )
+                .expect("a bigint column")
+                {
                     Value::BigInt(x) => x,
                     _ => -1,
                 };

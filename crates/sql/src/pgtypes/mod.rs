@@ -14,7 +14,9 @@
 //! - `text_in`: text input -> `Value` ([`parse_text`]);
 //! - `params`: bound parameters and binary input ([`parse_param`], [`parse_binary`]);
 //! - `encode`: result cells -> text or binary bytes ([`encode_cell`]);
-//! - `values`: `Value` <-> Arrow arrays, coercion between column types.
+//! - `values`: coercion between column types, a value's text form, a value
+//!   as a DataFusion literal (`Value` <-> Arrow arrays is
+//!   `eddy_storage::arrow_values`, which refuses a mismatch).
 //!
 //! The decoding and encoding files are client-reachable with arbitrary
 //! bytes, so they deny clippy's narrowing-cast, sign-loss, indexing and

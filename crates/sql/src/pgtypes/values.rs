@@ -1,8 +1,12 @@
-//! `Value`s and Arrow: reading a cell as a `Value`, building arrays
-//! from rows, coercing a value to a column type, and a value's text form.
+//! `Value`s in SQL terms: coercing a value to a column type (with
+//! PostgreSQL's range and length checks), a value's text form, and a value
+//! as a DataFusion literal.
 //!
-//! Before touching: the Arrow type of each [`ColumnType`] is fixed by
-//! `ColumnType::to_arrow`; builders here must produce exactly that type.
+//! Before touching: building Arrow arrays from `Value`s and reading them
+//! back is `eddy_storage::arrow_values`' job alone (`ColumnBuilder`,
+//! `value_at`, `batch_from_rows`, `batch_rows`); it refuses a value that
+//! does not match its column's type (`SqlError::Conversion`) and never
+//! converts silently. Coerce with [`coerce_value`] first.
 
 #![deny(
     clippy::cast_possible_truncation,
@@ -12,21 +16,9 @@
 )]
 
 use super::*;
-use std::sync::Arc;
-
-use datafusion::arrow::array::IntervalMonthDayNanoBuilder;
-use datafusion::arrow::array::{
-    Array, ArrayBuilder, ArrayRef, AsArray, BinaryBuilder, BooleanBuilder, Date32Builder,
-    Decimal128Builder, FixedSizeBinaryBuilder, Float32Builder, Float64Builder, Int16Builder,
-    Int32Builder, Int64Builder, RecordBatch, StringBuilder, TimestampMicrosecondBuilder,
-};
 use datafusion::arrow::datatypes::IntervalMonthDayNano;
-use datafusion::arrow::datatypes::{
-    DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type,
-    Int64Type, SchemaRef,
-};
 use datafusion::common::ScalarValue;
-use eddy_common::{format_interval, format_uuid, ColumnType, Interval, Row, Value};
+use eddy_common::{format_interval, format_uuid, ColumnType, Interval, Value};
 
 /// `UUID_LEN` as Arrow's `FixedSizeBinary` width.
 const UUID_LEN_I32: i32 = 16;
@@ -125,301 +117,9 @@ pub fn value_text(v: &Value, scale: Option<i8>) -> String {
     out
 }
 
-/// The value of one cell of a column of type `ty`.
-pub fn cell_value(array: &dyn Array, row: usize, ty: ColumnType) -> Result<Value> {
-    if array.is_null(row) {
-        return Ok(Value::Null);
-    }
-    let mismatch = || {
-        SqlError::Internal(format!(
-            "column of type {} holds Arrow {}",
-            ty.pg_name(),
-            array.data_type()
-        ))
-    };
-    Ok(match (ty.storage(), array.data_type()) {
-        (ColumnType::Boolean, DataType::Boolean) => Value::Boolean(array.as_boolean().value(row)),
-        (ColumnType::SmallInt, DataType::Int16) => {
-            Value::SmallInt(array.as_primitive::<Int16Type>().value(row))
-        }
-        (ColumnType::Int, DataType::Int32) => {
-            Value::Int(array.as_primitive::<Int32Type>().value(row))
-        }
-        (ColumnType::BigInt, DataType::Int64) => {
-            Value::BigInt(array.as_primitive::<Int64Type>().value(row))
-        }
-        (ColumnType::Real, DataType::Float32) => {
-            Value::Real(array.as_primitive::<Float32Type>().value(row))
-        }
-        (ColumnType::Double, DataType::Float64) => {
-            Value::Double(array.as_primitive::<Float64Type>().value(row))
-        }
-        (ColumnType::Decimal(..), DataType::Decimal128(..)) => {
-            Value::Decimal(array.as_primitive::<Decimal128Type>().value(row))
-        }
-        (ColumnType::Text, DataType::Utf8) => {
-            Value::Text(array.as_string::<i32>().value(row).to_string())
-        }
-        (ColumnType::Text, DataType::Utf8View) => {
-            Value::Text(array.as_string_view().value(row).to_string())
-        }
-        (ColumnType::Date, DataType::Date32) => {
-            Value::Date(array.as_primitive::<Date32Type>().value(row))
-        }
-        (ColumnType::Timestamp, DataType::Timestamp(unit, _)) => {
-            Value::Timestamp(timestamp_micros(array, unit, row)?)
-        }
-        (ColumnType::Bytea, DataType::Binary) => {
-            Value::Bytea(array.as_binary::<i32>().value(row).to_vec())
-        }
-        (ColumnType::Bytea, DataType::BinaryView) => {
-            Value::Bytea(array.as_binary_view().value(row).to_vec())
-        }
-        (ColumnType::Uuid, DataType::FixedSizeBinary(16)) => Value::Uuid(uuid_cell(array, row)?),
-        (ColumnType::Time, DataType::Time64(_) | DataType::Time32(_)) => {
-            Value::Time(time_cell(array, row)?)
-        }
-        (ColumnType::Interval, DataType::Interval(_)) => {
-            Value::Interval(interval_cell(array, row)?)
-        }
-        (ColumnType::Array(e), DataType::List(_) | DataType::LargeList(_)) => {
-            let items = crate::array_type::list_items(array, row).ok_or_else(mismatch)?;
-            let et = e.column_type();
-            Value::Array(
-                (0..items.len())
-                    .map(|i| cell_value(items.as_ref(), i, et))
-                    .collect::<Result<_>>()?,
-            )
-        }
-        _ => return Err(mismatch()),
-    })
-}
-
-/// A builder for one column of type `ty`.
-pub fn builder_for(ty: ColumnType, capacity: usize) -> Box<dyn ArrayBuilder> {
-    match ty {
-        ColumnType::Boolean => Box::new(BooleanBuilder::with_capacity(capacity)),
-        ColumnType::SmallInt => Box::new(Int16Builder::with_capacity(capacity)),
-        ColumnType::Int => Box::new(Int32Builder::with_capacity(capacity)),
-        ColumnType::BigInt => Box::new(Int64Builder::with_capacity(capacity)),
-        ColumnType::Real => Box::new(Float32Builder::with_capacity(capacity)),
-        ColumnType::Double => Box::new(Float64Builder::with_capacity(capacity)),
-        ColumnType::Decimal(p, s) => Box::new(
-            Decimal128Builder::with_capacity(capacity)
-                .with_precision_and_scale(p, s)
-                .unwrap_or_else(|_| Decimal128Builder::with_capacity(capacity)),
-        ),
-        ColumnType::Text
-        | ColumnType::Varchar(_)
-        | ColumnType::Char(_)
-        | ColumnType::Json
-        | ColumnType::Jsonb => {
-            // the byte capacity is only a hint
-            Box::new(StringBuilder::with_capacity(
-                capacity,
-                capacity.saturating_mul(16),
-            ))
-        }
-        ColumnType::Date => Box::new(Date32Builder::with_capacity(capacity)),
-        ColumnType::Timestamp | ColumnType::TimestampTz => Box::new(
-            TimestampMicrosecondBuilder::with_capacity(capacity).with_data_type(ty.to_arrow()),
-        ),
-        ColumnType::Bytea => Box::new(BinaryBuilder::with_capacity(
-            capacity,
-            capacity.saturating_mul(16),
-        )),
-        ColumnType::Uuid => Box::new(FixedSizeBinaryBuilder::with_capacity(
-            capacity,
-            UUID_LEN_I32,
-        )),
-        ColumnType::Interval => Box::new(IntervalMonthDayNanoBuilder::with_capacity(capacity)),
-        ColumnType::Time => {
-            Box::new(datafusion::arrow::array::Time64MicrosecondBuilder::with_capacity(capacity))
-        }
-        ColumnType::Array(e) => {
-            let et = e.column_type();
-            Box::new(
-                ListOfAny::with_capacity(builder_for(et, capacity), capacity).with_field(Arc::new(
-                    datafusion::arrow::datatypes::Field::new_list_field(et.to_arrow(), true),
-                )),
-            )
-        }
-    }
-}
-
-/// The builder [`builder_for`] makes for an array column.
-pub(super) type ListOfAny = datafusion::arrow::array::ListBuilder<Box<dyn ArrayBuilder>>;
-
-/// Append a value (already of type `ty`, or NULL) to a builder from [`builder_for`].
-pub fn append_value(b: &mut dyn ArrayBuilder, ty: ColumnType, v: &Value) -> Result<()> {
-    macro_rules! push {
-        ($builder:ty, $val:expr) => {{
-            let bb = b
-                .as_any_mut()
-                .downcast_mut::<$builder>()
-                .ok_or_else(|| SqlError::Internal("builder type mismatch".into()))?;
-            match $val {
-                Some(x) => bb.append_value(x),
-                None => bb.append_null(),
-            }
-        }};
-    }
-    let wrong = || {
-        SqlError::DatatypeMismatch(format!(
-            "value {} does not fit type {}",
-            value_text(v, None),
-            ty.pg_name()
-        ))
-    };
-    match ty {
-        ColumnType::Boolean => push!(
-            BooleanBuilder,
-            match v {
-                Value::Boolean(x) => Some(*x),
-                Value::Null => None,
-                _ => return Err(wrong()),
-            }
-        ),
-        ColumnType::SmallInt => push!(
-            Int16Builder,
-            match v {
-                Value::SmallInt(x) => Some(*x),
-                Value::Null => None,
-                _ => return Err(wrong()),
-            }
-        ),
-        ColumnType::Int => push!(
-            Int32Builder,
-            match v {
-                Value::Int(x) => Some(*x),
-                Value::Null => None,
-                _ => return Err(wrong()),
-            }
-        ),
-        ColumnType::BigInt => push!(
-            Int64Builder,
-            match v {
-                Value::BigInt(x) => Some(*x),
-                Value::Null => None,
-                _ => return Err(wrong()),
-            }
-        ),
-        ColumnType::Real => push!(
-            Float32Builder,
-            match v {
-                Value::Real(x) => Some(*x),
-                Value::Null => None,
-                _ => return Err(wrong()),
-            }
-        ),
-        ColumnType::Double => push!(
-            Float64Builder,
-            match v {
-                Value::Double(x) => Some(*x),
-                Value::Null => None,
-                _ => return Err(wrong()),
-            }
-        ),
-        ColumnType::Decimal(..) => push!(
-            Decimal128Builder,
-            match v {
-                Value::Decimal(x) => Some(*x),
-                Value::Null => None,
-                _ => return Err(wrong()),
-            }
-        ),
-        ColumnType::Text
-        | ColumnType::Varchar(_)
-        | ColumnType::Char(_)
-        | ColumnType::Json
-        | ColumnType::Jsonb => push!(
-            StringBuilder,
-            match v {
-                Value::Text(x) => Some(x.as_str()),
-                Value::Null => None,
-                _ => return Err(wrong()),
-            }
-        ),
-        ColumnType::Date => push!(
-            Date32Builder,
-            match v {
-                Value::Date(x) => Some(*x),
-                Value::Null => None,
-                _ => return Err(wrong()),
-            }
-        ),
-        ColumnType::Timestamp | ColumnType::TimestampTz => push!(
-            TimestampMicrosecondBuilder,
-            match v {
-                Value::Timestamp(x) => Some(*x),
-                Value::Null => None,
-                _ => return Err(wrong()),
-            }
-        ),
-        ColumnType::Bytea => push!(
-            BinaryBuilder,
-            match v {
-                Value::Bytea(x) => Some(x.as_slice()),
-                Value::Null => None,
-                _ => return Err(wrong()),
-            }
-        ),
-        ColumnType::Uuid => {
-            let bb = b
-                .as_any_mut()
-                .downcast_mut::<FixedSizeBinaryBuilder>()
-                .ok_or_else(|| SqlError::Internal("builder type mismatch".into()))?;
-            match v {
-                Value::Uuid(x) => bb.append_value(x)?,
-                Value::Null => bb.append_null(),
-                _ => return Err(wrong()),
-            }
-        }
-        ColumnType::Time => push!(
-            datafusion::arrow::array::Time64MicrosecondBuilder,
-            match v {
-                Value::Time(x) => Some(*x),
-                Value::Null => None,
-                _ => return Err(wrong()),
-            }
-        ),
-        ColumnType::Interval => push!(
-            IntervalMonthDayNanoBuilder,
-            match v {
-                Value::Interval(x) => Some(interval_arrow(*x)?),
-                Value::Null => None,
-                _ => return Err(wrong()),
-            }
-        ),
-        ColumnType::Array(e) => {
-            let bb = b
-                .as_any_mut()
-                .downcast_mut::<ListOfAny>()
-                .ok_or_else(|| SqlError::Internal("builder type mismatch".into()))?;
-            match v {
-                Value::Array(items) => {
-                    for item in items {
-                        if matches!(item, Value::Array(_)) {
-                            return Err(wrong());
-                        }
-                        append_value(bb.values().as_mut(), e.column_type(), item)?;
-                    }
-                    bb.append(true);
-                }
-                Value::Null => bb.append_null(),
-                _ => return Err(wrong()),
-            }
-        }
-    }
-    Ok(())
-}
-
 /// An interval as Arrow's month-day-nanosecond value; 22008 past its range.
 pub fn interval_arrow(iv: Interval) -> Result<IntervalMonthDayNano> {
-    let nanos = iv
-        .nanos()
-        .ok_or_else(|| SqlError::DatetimeOverflow("interval out of range".into()))?;
-    Ok(IntervalMonthDayNano::new(iv.months, iv.days, nanos))
+    Ok(eddy_storage::arrow_values::interval_to_arrow(iv)?)
 }
 
 /// An interval as text Arrow's interval cast reads exactly (its own
@@ -429,37 +129,6 @@ pub fn interval_arrow_text(iv: Interval) -> String {
         "{} mons {} days {} microseconds",
         iv.months, iv.days, iv.micros
     )
-}
-
-/// Build a batch of `schema` (whose fields are Eddy column types) from rows.
-pub fn rows_to_batch(
-    schema: &SchemaRef,
-    types: &[ColumnType],
-    rows: &[Row],
-) -> Result<RecordBatch> {
-    let mut builders: Vec<Box<dyn ArrayBuilder>> =
-        types.iter().map(|t| builder_for(*t, rows.len())).collect();
-    for row in rows {
-        for (i, (b, ty)) in builders.iter_mut().zip(types).enumerate() {
-            let v = row.get(i).unwrap_or(&Value::Null);
-            append_value(b.as_mut(), *ty, v)?;
-        }
-    }
-    let arrays: Vec<ArrayRef> = builders.iter_mut().map(|b| b.finish()).collect();
-    Ok(RecordBatch::try_new(Arc::clone(schema), arrays)?)
-}
-
-/// The rows of a batch whose first `types.len()` columns have Eddy types.
-pub fn batch_to_rows(batch: &RecordBatch, types: &[ColumnType]) -> Result<Vec<Row>> {
-    let mut rows = Vec::with_capacity(batch.num_rows());
-    for r in 0..batch.num_rows() {
-        let mut row = Vec::with_capacity(types.len());
-        for (i, ty) in types.iter().enumerate() {
-            row.push(cell_value(batch.column(i).as_ref(), r, *ty)?);
-        }
-        rows.push(row);
-    }
-    Ok(rows)
 }
 
 /// A DataFusion literal for a stored value.
@@ -569,10 +238,10 @@ mod tests {
             assert_eq!(e.sqlstate(), "22P02", "{bad}");
         }
         // through Arrow and back, text and binary
-        let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
+        let schema = std::sync::Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
             datafusion::arrow::datatypes::Field::new("u", ColumnType::Uuid.to_arrow(), true),
         ]));
-        let batch = rows_to_batch(
+        let batch = eddy_storage::arrow_values::batch_from_rows(
             &schema,
             &[ColumnType::Uuid],
             &[vec![Value::Uuid(u)], vec![Value::Null]],
@@ -586,7 +255,7 @@ mod tests {
         cell_text(batch.column(0).as_ref(), 0, &mut s).unwrap();
         assert_eq!(s, text);
         assert_eq!(
-            batch_to_rows(&batch, &[ColumnType::Uuid]).unwrap(),
+            eddy_storage::arrow_values::batch_rows(&batch, &[ColumnType::Uuid]).unwrap(),
             vec![vec![Value::Uuid(u)], vec![Value::Null]]
         );
         // a uuid array parameter's elements

@@ -195,7 +195,7 @@ impl Session {
         }
         let schema = schema_of(&def.columns);
         let types: Vec<_> = def.columns.iter().map(|c| c.ty).collect();
-        let batch = pgtypes::rows_to_batch(&schema, &types, rows)?;
+        let batch = eddy_storage::arrow_values::batch_from_rows(&schema, &types, rows)?;
         let mem = Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![batch]])?);
         for check in &def.checks {
             let stmt = check_query(&def.name, parse_check(&check.expr)?, true)?;

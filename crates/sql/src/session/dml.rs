@@ -24,7 +24,6 @@ use futures::StreamExt;
 use super::{cast_column, defaults, relation_of, run_blocking, Output, Session};
 use crate::error::{Result, SqlError};
 use crate::fastpath;
-use crate::pgtypes;
 use crate::provider::{EddyTable, KEY_COLUMN};
 use crate::rewrite::{ident_name, table_name};
 use crate::txn::{Isolation, Transaction};
@@ -57,8 +56,10 @@ fn rows_with_keys(def: &TableDef, batches: &[RecordBatch]) -> Result<Vec<(Vec<u8
             .ok_or_else(|| SqlError::Internal("key column is not binary".into()))?;
         for r in 0..b.num_rows() {
             let row: Row = (0..ncols)
-                .map(|i| pgtypes::cell_value(arrays[i].as_ref(), r, def.columns[i].ty))
-                .collect::<Result<_>>()?;
+                .map(|i| {
+                    eddy_storage::arrow_values::value_at(arrays[i].as_ref(), def.columns[i].ty, r)
+                })
+                .collect::<std::result::Result<_, _>>()?;
             out.push((keys.value(r).to_vec(), row));
         }
     }
@@ -278,7 +279,11 @@ impl Session {
             for r in 0..b.num_rows() {
                 let mut row = vec![Value::Null; def.columns.len()];
                 for (i, &t) in targets.iter().enumerate() {
-                    row[t] = pgtypes::cell_value(arrays[i].as_ref(), r, def.columns[t].ty)?;
+                    row[t] = eddy_storage::arrow_values::value_at(
+                        arrays[i].as_ref(),
+                        def.columns[t].ty,
+                        r,
+                    )?;
                 }
                 rows.push(row);
             }
@@ -589,8 +594,10 @@ impl Session {
                     .columns
                     .iter()
                     .enumerate()
-                    .map(|(i, c)| pgtypes::cell_value(b.column(i).as_ref(), r, c.ty))
-                    .collect::<Result<_>>()?;
+                    .map(|(i, c)| {
+                        eddy_storage::arrow_values::value_at(b.column(i).as_ref(), c.ty, r)
+                    })
+                    .collect::<std::result::Result<_, _>>()?;
                 rows.push(row);
             }
         }

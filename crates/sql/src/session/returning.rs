@@ -72,7 +72,7 @@ impl Session {
     ) -> Result<Output> {
         let schema = declared_schema(def);
         let types: Vec<_> = def.columns.iter().map(|c| c.ty).collect();
-        let batch = pgtypes::rows_to_batch(&schema, &types, &rows)?;
+        let batch = eddy_storage::arrow_values::batch_from_rows(&schema, &types, &rows)?;
         let table = MemTable::try_new(Arc::clone(&schema), vec![vec![batch]])?;
         let stmt = returning_query(items, alias)?;
         match self
