@@ -43,6 +43,7 @@ pub mod json;
 pub mod json_functions;
 pub mod memory;
 mod node_rewrite;
+pub mod notify;
 pub mod numeric_division;
 pub mod output_names;
 pub mod pgtypes;
