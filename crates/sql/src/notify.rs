@@ -26,14 +26,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{DataFusionError, ScalarValue};
 use datafusion::datasource::MemTable;
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TableType,
+    Volatility,
 };
+use datafusion::physical_plan::ExecutionPlan;
 use parking_lot::Mutex;
 
 use crate::error::{Result, SqlError};
@@ -614,15 +616,56 @@ impl TableFunctionImpl for ListeningChannels {
                 "function pg_listening_channels takes no arguments".into(),
             ));
         }
-        let schema = Arc::new(Schema::new(vec![Field::new(
-            LISTENING_CHANNELS,
-            DataType::Utf8,
-            false,
-        )]));
+        Ok(Arc::new(ChannelsTable {
+            hub: Arc::clone(&self.hub),
+            id: self.id,
+            schema: Arc::new(Schema::new(vec![Field::new(
+                LISTENING_CHANNELS,
+                DataType::Utf8,
+                false,
+            )])),
+        }))
+    }
+}
+
+/// The rows of `pg_listening_channels()`, read from the hub when the query
+/// runs (a prepared statement's plan outlives its Parse).
+#[derive(Debug)]
+struct ChannelsTable {
+    hub: Arc<NotificationHub>,
+    id: u64,
+    schema: SchemaRef,
+}
+
+#[async_trait::async_trait]
+impl TableProvider for ChannelsTable {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn datafusion::catalog::Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let channels = StringArray::from(self.hub.channels(self.id));
-        let batch =
-            RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(channels) as ArrayRef])?;
-        Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+        let batch = RecordBatch::try_new(
+            Arc::clone(&self.schema),
+            vec![Arc::new(channels) as ArrayRef],
+        )?;
+        MemTable::try_new(Arc::clone(&self.schema), vec![vec![batch]])?
+            .scan(state, projection, filters, limit)
+            .await
     }
 }
 
