@@ -639,10 +639,6 @@ struct ChannelsTable {
 
 #[async_trait::async_trait]
 impl TableProvider for ChannelsTable {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
     fn schema(&self) -> SchemaRef {
         Arc::clone(&self.schema)
     }
