@@ -22,6 +22,7 @@ mod fd_limit;
 mod idle;
 mod memory_trim;
 mod metrics;
+mod notifications;
 mod panics;
 mod pg;
 mod tls;

@@ -475,7 +475,9 @@ where
             .cloned()
             .unwrap_or_else(|| "eddy".into());
         let pid = client.pid_and_secret_key().0;
-        *guard = Some(Session::new(Arc::clone(&backend.db), &user, pid)?);
+        let sess = Session::new(Arc::clone(&backend.db), &user, pid)?;
+        crate::notifications::register(client, sess.notification_mailbox());
+        *guard = Some(sess);
     }
     let Some(sess) = guard.as_mut() else {
         return Err(SqlError::Internal("no session".into()));
@@ -1083,8 +1085,18 @@ impl CopyHandler for Backend {
             Ok(n) => {
                 let tag = Tag::new("COPY").with_rows(n as usize);
                 client
-                    .send(PgWireBackendMessage::CommandComplete(tag.into()))
+                    .feed(PgWireBackendMessage::CommandComplete(tag.into()))
                     .await?;
+                // in the simple protocol pgwire sends ReadyForQuery next
+                let extended = matches!(
+                    client.state(),
+                    pgwire::api::PgWireConnectionState::CopyInProgress(true)
+                );
+                if !extended {
+                    let status = client.transaction_status();
+                    crate::notifications::before_ready(client, self, status).await?;
+                }
+                client.flush().await?;
                 Ok(())
             }
             Err(e) => Err(user_error(&e)),

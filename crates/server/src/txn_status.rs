@@ -11,7 +11,9 @@
 //! block as PostgreSQL does.
 //!
 //! Invariant: every ReadyForQuery this server sends carries the session's
-//! status after the statements before it.
+//! status after the statements before it, and is preceded by the
+//! notifications delivered to the session when that status is Idle
+//! (`crate::notifications`).
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -93,6 +95,7 @@ where
         // client's status turned to E where it was not I.
         note_error(client, backend).await;
         sync_status(client, backend).await;
+        crate::notifications::ready_after_error(client, client.transaction_status());
     }
     r
 }
@@ -162,6 +165,7 @@ where
     if !matches!(client.state(), PgWireConnectionState::CopyInProgress(_)) {
         client.set_state(PgWireConnectionState::ReadyForQuery);
         let status = client.transaction_status();
+        crate::notifications::before_ready(client, backend, status).await?;
         send_ready_for_query(client, status).await?;
         arm_idle(client, backend, status).await;
     }
@@ -186,6 +190,7 @@ where
     sync_status(client, backend).await;
     client.portal_store().rm_portal(DEFAULT_NAME);
     let status = client.transaction_status();
+    crate::notifications::before_ready(client, backend, status).await?;
     client
         .send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(
             status,

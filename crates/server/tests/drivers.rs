@@ -58,6 +58,13 @@ fn server_side_cursors_psycopg2_and_psycopg3() {
     python_script("server_cursors.py");
 }
 
+/// psycopg 3's `notifies()` and asyncpg's `add_listener` on idle
+/// connections (LISTEN / NOTIFY, `tests/drivers/listen_notify.py`).
+#[test]
+fn psycopg3_and_asyncpg_listen_notify() {
+    python_script("listen_notify.py");
+}
+
 #[test]
 fn psycopg3_transactions_and_values() {
     python_script("psycopg3_txn.py");

@@ -2,12 +2,12 @@
 //! (never by matching text prefixes): Eddy's own `CREATE TABLE GROUP`, and
 //! PostgreSQL utility commands sqlparser does not parse or that Eddy
 //! answers without planning (VACUUM, ANALYZE, CHECKPOINT, DISCARD,
-//! DEALLOCATE, RESET, UNLISTEN, CLOSE).
+//! DEALLOCATE, RESET, CLOSE).
 //!
-//! `UNLISTEN` and `CLOSE ALL` are accepted because they are exactly no-ops
-//! in Eddy: LISTEN and DECLARE are refused, so a session never listens on a
-//! channel nor holds a cursor (drivers' pool resets send them). `CLOSE
-//! name` is 34000, as PostgreSQL answers for a cursor that does not exist.
+//! LISTEN, UNLISTEN and NOTIFY are not here: sqlparser parses them
+//! (`Statement::LISTEN` ...) and `session/listen.rs` runs them. `CLOSE
+//! ALL` closes the session's SQL cursors; `CLOSE name` of a cursor that
+//! does not exist is 34000, as in PostgreSQL.
 
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -35,7 +35,6 @@ pub enum CustomCommand {
         name: String,
         shard_count: Option<u32>,
     },
-    Unlisten,
     CloseAll,
     /// `CLOSE name`.
     Close(String),
@@ -192,7 +191,6 @@ pub fn recognise(sql: &str) -> Result<Option<CustomCommand>> {
                 ))
             }
         },
-        Keyword::UNLISTEN => CustomCommand::Unlisten,
         Keyword::GRANT | Keyword::REVOKE
             if !t.iter().any(|w| keyword(Some(w)) == Some(Keyword::ON)) =>
         {
@@ -469,10 +467,7 @@ mod tests {
             recognise("reset statement_timeout").unwrap(),
             Some(CustomCommand::Reset(Some("statement_timeout".into())))
         );
-        assert_eq!(
-            recognise("UNLISTEN *").unwrap(),
-            Some(CustomCommand::Unlisten)
-        );
+        assert_eq!(recognise("UNLISTEN *").unwrap(), None, "sqlparser's");
         assert_eq!(
             recognise("close all").unwrap(),
             Some(CustomCommand::CloseAll)

@@ -44,6 +44,7 @@ pub mod json_build;
 pub mod json_functions;
 pub mod memory;
 mod node_rewrite;
+pub mod notify;
 pub mod numeric_division;
 pub mod output_names;
 pub mod pgtypes;

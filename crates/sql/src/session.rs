@@ -55,6 +55,7 @@ mod dml;
 mod fast;
 mod gpu_explain;
 mod index_ddl;
+mod listen;
 mod locking;
 pub mod prepared;
 mod returning;
@@ -102,6 +103,8 @@ pub struct Database {
     pub sequences: Arc<crate::sequences::Sequences>,
     /// Session-level advisory locks (`crate::advisory`).
     pub advisory: Arc<crate::advisory::AdvisoryLocks>,
+    /// LISTEN registrations and delivery of notifications (`crate::notify`).
+    pub notifications: Arc<crate::notify::NotificationHub>,
     /// The server's own files, which COPY to/from a file must not touch
     /// (`crate::server_files`).
     pub server_files: crate::server_files::ServerFiles,
@@ -150,6 +153,7 @@ impl Database {
             streams,
             sequences,
             advisory: Arc::default(),
+            notifications: Arc::default(),
             server_files,
             roles,
             memory,
@@ -288,6 +292,9 @@ pub struct Session {
     /// This session's GPU rule: its decisions for the last plan go into
     /// EXPLAIN (`session/gpu_explain.rs`).
     gpu_rule: Arc<eddy_gpu::OffloadToGpu>,
+    /// This session's LISTENs and queued NOTIFYs (`crate::notify`); its
+    /// registrations end with it.
+    notify: crate::notify::SessionNotify,
 }
 
 impl Drop for Session {
@@ -457,12 +464,16 @@ impl Session {
             &statement_clock,
         );
         let advisory_functions = crate::advisory::advisory_functions(&db.advisory, advisory_owner);
+        let notify = crate::notify::SessionNotify::new(&db.notifications, backend_pid);
+        let (notify_function, listening_scalar, listening_table) = notify.functions();
+        ctx.register_udtf(crate::notify::LISTENING_CHANNELS, listening_table);
         for f in functions
             .into_iter()
             .chain(fault_injection_functions())
             .chain(sequence_functions)
             .chain(advisory_functions)
             .chain([typeof_function, setting_fallback])
+            .chain([notify_function, listening_scalar])
             .chain(crate::uuid_type::uuid_functions())
             .chain(crate::array_type::array_functions())
             .chain(crate::json_functions::json_functions())
@@ -498,6 +509,7 @@ impl Session {
             query_pool,
             temp_id: crate::temp_tables::new_temp_id(),
             gpu_rule,
+            notify,
         };
         session.settings.insert(
             MEMORY_SETTING.into(),
@@ -929,6 +941,7 @@ impl Session {
                         self.deallocate(None)?;
                         self.reset_all_settings();
                         self.db.advisory.release_all(self.advisory_owner);
+                        self.notify.unlisten_now();
                         *self.drawn.lock() = Default::default();
                         self.drop_temp_tables()?;
                     }
@@ -965,7 +978,6 @@ impl Session {
                 }
                 Output::Command("RESET".into())
             }
-            C::Unlisten => Output::Command("UNLISTEN".into()),
             C::CloseAll => {
                 self.close_cursor(None)?;
                 Output::Command("CLOSE CURSOR ALL".into())
@@ -995,6 +1007,7 @@ impl Session {
     /// planned (`output_names`, `rewrite::pg_compat`).
     pub(crate) fn compat(&self, stmt: &mut Statement) {
         let engine = Arc::clone(&self.db.engine);
+        crate::notify::rewrite_listening_channels(stmt);
         output_names::name_columns(stmt);
         rewrite::pg_compat(stmt, &|n| engine.table(n).is_some());
         self.bind_current_settings(stmt);
@@ -1304,6 +1317,9 @@ impl Session {
                 Ok(Output::Command("VACUUM".into()))
             }
             Statement::CreateIndex(ci) => self.create_index(ci),
+            Statement::LISTEN { .. } | Statement::UNLISTEN { .. } | Statement::NOTIFY { .. } => {
+                self.listen_notify(stmt)
+            }
             other => Err(SqlError::FeatureNotSupported(format!(
                 "statement not supported: {}",
                 other.to_string().chars().take(60).collect::<String>()

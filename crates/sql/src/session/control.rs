@@ -123,10 +123,12 @@ impl Session {
     /// rows streamed, or in the protocol layer): inside a block it aborts
     /// the transaction, as in PostgreSQL.
     pub fn note_error(&mut self) {
-        if let Some(t) = self.txn.as_mut() {
-            if t.explicit {
-                t.aborted = true;
-            }
+        match self.txn.as_mut() {
+            Some(t) if t.explicit => t.aborted = true,
+            Some(_) => {}
+            // outside a block: what pg_notify queued while the failed
+            // statement's rows streamed is not sent
+            None => self.notify.abort(),
         }
     }
 
@@ -317,6 +319,7 @@ impl Session {
     pub(super) fn discard(&self, t: Transaction) {
         let created = t.created_sequences.clone();
         drop(t);
+        self.notify.abort();
         self.drop_sequences(&created);
     }
 
@@ -324,19 +327,26 @@ impl Session {
     /// it created are marked committed first: a crash between the two
     /// leaves a sequence nobody uses, never a column default naming a
     /// sequence that is gone. What it dropped goes after the commit.
+    /// Its notifications are checked before (54000 when a listener's
+    /// mailbox cannot take them, and nothing commits) and delivered after,
+    /// with its LISTEN/UNLISTENs (`crate::notify`).
     pub(super) fn commit_transaction(&self, t: Transaction) -> Result<()> {
         let created = t.created_sequences.clone();
         let dropped_tables = t.dropped_tables.clone();
         let dropped_sequences = t.dropped_sequences.clone();
         let renames = t.sequence_owner_renames.clone();
-        let result = run_blocking(|| {
-            self.db.sequences.commit_created(&created)?;
-            t.commit()
+        let result = self.notify.pre_commit().and_then(|()| {
+            run_blocking(|| {
+                self.db.sequences.commit_created(&created)?;
+                t.commit()
+            })
         });
         if let Err(e) = result {
+            self.notify.abort();
             self.drop_sequences(&created);
             return Err(e);
         }
+        self.notify.commit();
         self.rename_sequence_owners(&renames);
         for n in &dropped_tables {
             if self.db.engine.table(n).is_none() {
@@ -444,6 +454,7 @@ impl Session {
                             SqlError::NoActiveTransaction("ROLLBACK TO SAVEPOINT".into())
                         })?;
                         let undone = t.rollback_to(&name)?;
+                        self.notify.rollback_to(&name);
                         self.drop_sequences(&undone);
                         // TxnEnd, not Command: the protocol layer must not
                         // keep an E status the session has left (the server
@@ -466,6 +477,7 @@ impl Session {
                     return Err(SqlError::InFailedTransaction);
                 }
                 t.savepoint(&ident_name(&name));
+                self.notify.savepoint(&ident_name(&name));
                 Ok(Output::Command("SAVEPOINT".into()))
             }
             Statement::ReleaseSavepoint { name } => {
@@ -478,6 +490,7 @@ impl Session {
                     return Err(SqlError::InFailedTransaction);
                 }
                 t.release(&ident_name(&name))?;
+                self.notify.release(&ident_name(&name));
                 Ok(Output::Command("RELEASE".into()))
             }
             _ => Err(SqlError::Internal("not a transaction statement".into())),

@@ -185,6 +185,24 @@ pub trait ClientPortalStore {
     fn portal_store(&self) -> &Self::PortalStore;
 }
 
+/// Eddy patch: messages a server sends while its connection waits for the
+/// client (PostgreSQL's NotificationResponse to an idle session). A
+/// connection whose session extensions hold an `Arc<dyn IdleMessages>`
+/// waits on both the socket and [`IdleMessages::wait`], and writes what
+/// [`IdleMessages::take`] returns.
+pub trait IdleMessages: Send + Sync {
+    /// Resolves when messages may be waiting. A wake-up that happened
+    /// before the call must not be lost (a stored permit, say); a spurious
+    /// one is harmless.
+    fn wait(&self) -> futures::future::BoxFuture<'static, ()>;
+    /// The messages to send now; empty when there are none, or when this
+    /// is not a moment to send them (the implementation knows: e.g. only
+    /// after a ReadyForQuery that left no transaction open).
+    fn take(&self) -> Vec<crate::messages::PgWireBackendMessage>;
+    /// A message arrived from the client: the connection is busy again.
+    fn client_message(&self);
+}
+
 /// Metadata key for the connected user name.
 pub const METADATA_USER: &str = "user";
 /// Metadata key for the target database name.

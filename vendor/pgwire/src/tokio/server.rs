@@ -587,7 +587,36 @@ macro_rules! process_socket_messages {
                     msg = socket.next() => msg,
                 }
             } else {
-                socket.next().await
+                // Eddy patch: also wait for messages to an idle client
+                // (`crate::api::IdleMessages`, NotificationResponse).
+                match socket
+                    .session_extensions()
+                    .get::<Arc<dyn crate::api::IdleMessages>>()
+                {
+                    None => socket.next().await,
+                    Some(idle) => loop {
+                        let out = idle.take();
+                        if !out.is_empty() {
+                            let mut sent = true;
+                            for m in out {
+                                if socket.feed(m).await.is_err() {
+                                    sent = false;
+                                    break;
+                                }
+                            }
+                            if !sent || socket.flush().await.is_err() {
+                                break None;
+                            }
+                        }
+                        tokio::select! {
+                            msg = socket.next() => {
+                                idle.client_message();
+                                break msg;
+                            }
+                            _ = idle.wait() => {}
+                        }
+                    },
+                }
             };
 
             if let Some(Ok(msg)) = msg {
