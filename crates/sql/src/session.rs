@@ -53,6 +53,7 @@ mod ddl_txn;
 pub(crate) mod defaults;
 mod dml;
 mod fast;
+mod foreign_keys;
 mod gpu_explain;
 mod index_ddl;
 mod locking;
@@ -768,6 +769,15 @@ impl Session {
             self.note_error();
             return Err(SqlError::ReadOnlyTransaction(what));
         }
+        // foreign keys are checked on the general path only
+        if let Some(t) = plan
+            .written_table()
+            .and_then(|name| self.db.engine.table(name))
+        {
+            if self.has_foreign_key_work(t.def()) {
+                return Ok(None);
+            }
+        }
         if let Err(e) = self
             .wait_for_table_ddl(stmt)
             .and_then(|()| self.check_access(stmt))
@@ -1188,6 +1198,7 @@ impl Session {
                 object_type,
                 if_exists,
                 names,
+                cascade,
                 ..
             } => {
                 if object_type == ObjectType::Sequence {
@@ -1205,6 +1216,8 @@ impl Session {
                     )));
                 }
                 let in_block = self.txn.as_ref().is_some_and(|t| t.explicit);
+                let dropping: Vec<String> =
+                    names.iter().filter_map(|n| table_name(n).ok()).collect();
                 for n in &names {
                     let name = table_name(n)?;
                     if self.table(&name).is_err() {
@@ -1213,6 +1226,8 @@ impl Session {
                         }
                         return Err(SqlError::UndefinedTable(name));
                     }
+                    let table = self.table(&name)?;
+                    self.drop_dependents(&table, &dropping, cascade)?;
                     if in_block {
                         // dropped at COMMIT, kept by ROLLBACK; others wait
                         // for this transaction to end
@@ -1624,6 +1639,7 @@ impl Session {
         let mut pk: Vec<usize> = Vec::new();
         let mut sequences = Vec::new();
         let mut pending_checks = Vec::new();
+        let mut pending_fks = Vec::new();
         // (constraint name, columns) of UNIQUE constraints, in order
         let mut uniques: Vec<(Option<String>, Vec<String>)> = Vec::new();
         for (i, c) in ct.columns.iter().enumerate() {
@@ -1657,6 +1673,11 @@ impl Session {
                         column: Some(ident_name(&c.name)),
                         expr: (*check.expr).clone(),
                     }),
+                    ColumnOption::ForeignKey(fk) => pending_fks.push(foreign_keys::pending(
+                        fk,
+                        Some(ident_name(&c.name)),
+                        o.name.as_ref().map(ident_name),
+                    )?),
                     // never accepted and left unenforced
                     other => {
                         return Err(SqlError::FeatureNotSupported(format!(
@@ -1690,6 +1711,10 @@ impl Session {
             }
             if let TableConstraint::Unique(u) = con {
                 uniques.push(index_ddl::unique_constraint(u)?);
+                continue;
+            }
+            if let TableConstraint::ForeignKey(fk) = con {
+                pending_fks.push(foreign_keys::pending(fk, None, None)?);
                 continue;
             }
             if !matches!(con, TableConstraint::PrimaryKey(_)) {
@@ -1745,6 +1770,11 @@ impl Session {
             if !table_checks.is_empty() {
                 return Err(SqlError::FeatureNotSupported(
                     "CREATE TABLE AS with CHECK constraints is not supported".into(),
+                ));
+            }
+            if !pending_fks.is_empty() {
+                return Err(SqlError::FeatureNotSupported(
+                    "CREATE TABLE AS with FOREIGN KEY constraints is not supported".into(),
                 ));
             }
             return self.create_table_as(name, *q, opts).await;
@@ -1804,6 +1834,12 @@ impl Session {
         }
         // in the same transaction: an error undoes the table too
         self.add_unique_constraints(&table_name, uniques)?;
+        if !pending_fks.is_empty() {
+            let def = self.table(&table_name)?.def().as_ref().clone();
+            let fks = self.resolve_foreign_keys(&def, pending_fks)?;
+            let t = self.ddl_txn("CREATE TABLE")?;
+            run_blocking(|| t.ddl().set_foreign_keys(&table_name, fks))?;
+        }
         Ok(Output::Command("CREATE TABLE".into()))
     }
 
@@ -1987,6 +2023,12 @@ impl Session {
             // the rewrite bulk-loads a new table, which would lose them
             return Err(SqlError::FeatureNotSupported(format!(
                 "ALTER TABLE ... ADD PRIMARY KEY on table \"{name}\" with indexes is not supported yet; drop its indexes first"
+            )));
+        }
+        if !def.foreign_keys.is_empty() {
+            // the rewrite makes a new table, which would lose them
+            return Err(SqlError::FeatureNotSupported(format!(
+                "ALTER TABLE ... ADD PRIMARY KEY on table \"{name}\" with foreign keys is not supported yet"
             )));
         }
         if def.has_primary_key() {
