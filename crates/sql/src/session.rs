@@ -770,13 +770,8 @@ impl Session {
             return Err(SqlError::ReadOnlyTransaction(what));
         }
         // foreign keys are checked on the general path only
-        if let Some(t) = plan
-            .written_table()
-            .and_then(|name| self.db.engine.table(name))
-        {
-            if self.has_foreign_key_work(t.def()) {
-                return Ok(None);
-            }
+        if self.fixed_plan_declines(plan) {
+            return Ok(None);
         }
         if let Err(e) = self
             .wait_for_table_ddl(stmt)
@@ -1218,6 +1213,10 @@ impl Session {
                 let in_block = self.txn.as_ref().is_some_and(|t| t.explicit);
                 let dropping: Vec<String> =
                     names.iter().filter_map(|n| table_name(n).ok()).collect();
+                // referencing tables before the tables they reference: an
+                // autocommit DROP drops each at once, and none may be left
+                // naming a table already gone
+                let names = self.referencing_first(names);
                 for n in &names {
                     let name = table_name(n)?;
                     if self.table(&name).is_err() {
@@ -1226,13 +1225,12 @@ impl Session {
                         }
                         return Err(SqlError::UndefinedTable(name));
                     }
-                    let table = self.table(&name)?;
-                    self.drop_dependents(&table, &dropping, cascade)?;
                     if in_block {
                         // dropped at COMMIT, kept by ROLLBACK; others wait
                         // for this transaction to end
                         let table = self.table(&name)?;
-                        self.lock_table_exclusive(&table)?;
+                        let table = self.lock_table_exclusive(&table)?;
+                        self.drop_dependents(&table, &dropping, cascade)?;
                         if let Some(t) = self.txn.as_mut() {
                             t.dropped_tables.push(name);
                         }
@@ -1240,7 +1238,8 @@ impl Session {
                     }
                     // waits for every transaction using the table
                     let table = self.table(&name)?;
-                    self.lock_table_exclusive(&table)?;
+                    let table = self.lock_table_exclusive(&table)?;
+                    self.drop_dependents(&table, &dropping, cascade)?;
                     let engine = Arc::clone(&self.db.engine);
                     run_blocking(|| engine.drop_table(&name))?;
                     self.drop_owned_sequences(&name);

@@ -315,10 +315,9 @@ impl Session {
                 ))
             }
         };
-        let mut written = (returning.is_some()
-            || !def.checks.is_empty()
-            || !def.foreign_keys.is_empty())
-        .then(Vec::new);
+        let mut written =
+            (returning.is_some() || !def.checks.is_empty() || !def.foreign_keys.is_empty())
+                .then(Vec::new);
         if rows.is_empty() {
             return match returning {
                 Some(items) => {

@@ -25,8 +25,8 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, BinaryArray};
 use datafusion::sql::sqlparser::ast::{
-    ConstraintReferenceMatchKind, DeferrableInitial, ForeignKeyConstraint, ReferentialAction,
-    SelectItem, SetExpr, Statement,
+    ConstraintReferenceMatchKind, DeferrableInitial, ForeignKeyConstraint, ObjectName,
+    ReferentialAction, SelectItem, SetExpr, Statement,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -37,6 +37,7 @@ use eddy_storage::{Key, LockMode, StorageError, Table, TableSnapshot};
 
 use super::{cast_column, collect_rows, run_blocking, Session};
 use crate::error::{Result, SqlError};
+use crate::fastpath::FastPlan;
 use crate::pgtypes;
 use crate::rewrite::{ident_name, table_name};
 use crate::txn::{Isolation, Transaction};
@@ -125,7 +126,6 @@ fn compat(child: ColumnType, parent: ColumnType) -> Compat {
     use ColumnType::*;
     let int = |t: ColumnType| matches!(t, SmallInt | Int | BigInt);
     let text = |t: ColumnType| matches!(t, Text | Varchar(_) | Char(_));
-    let num = |t: ColumnType| matches!(t, SmallInt | Int | BigInt | Real | Double | Decimal(..));
     if child == parent || (int(child) && int(parent)) || (text(child) && text(parent)) {
         return Compat::Yes;
     }
@@ -136,7 +136,6 @@ fn compat(child: ColumnType, parent: ColumnType) -> Compat {
         (Date, Timestamp | TimestampTz) | (Timestamp, TimestampTz) | (TimestampTz, Timestamp) => {
             Compat::Unsupported
         }
-        (c, p) if num(c) && num(p) => Compat::No,
         _ => Compat::No,
     }
 }
@@ -334,11 +333,21 @@ impl Session {
         out
     }
 
-    /// Whether a write to table `def` needs the foreign-key checks (the
-    /// fixed plans leave such tables to the general path).
-    pub(super) fn has_foreign_key_work(&self, def: &TableDef) -> bool {
-        !def.foreign_keys.is_empty()
-            || (def.has_primary_key() && !self.referencing(def.id).is_empty())
+    /// Whether a fixed plan's write needs the foreign-key work, which only
+    /// the general path does: an INSERT or UPDATE of a referencing table, a
+    /// DELETE of a referenced one. (A fixed UPDATE never changes the key,
+    /// so a referenced table's UPDATE needs nothing.)
+    pub(super) fn fixed_plan_declines(&self, plan: &FastPlan) -> bool {
+        let Some(t) = plan.written_table().and_then(|n| self.db.engine.table(n)) else {
+            return false;
+        };
+        let def = t.def();
+        match plan {
+            FastPlan::Delete { .. } => {
+                def.has_primary_key() && !self.referencing(def.id).is_empty()
+            }
+            _ => !def.foreign_keys.is_empty(),
+        }
     }
 
     /// CREATE TABLE: the constraints of the table `child` (just created in
@@ -399,7 +408,7 @@ impl Session {
                 .collect::<Result<_>>()?;
             let ref_columns: Vec<usize> = if p.ref_columns.is_empty() {
                 if parent_def.primary_key.is_empty() {
-                    return Err(SqlError::InvalidForeignKey(format!(
+                    return Err(SqlError::UndefinedObject(format!(
                         "there is no primary key for referenced table \"{}\"",
                         parent_def.name
                     )));
@@ -558,7 +567,8 @@ impl Session {
         keys: Vec<Vec<u8>>,
         update: bool,
     ) -> Result<()> {
-        let mut work: Vec<(Arc<Table>, Vec<Vec<u8>>, bool)> = vec![(Arc::clone(table), keys, update)];
+        let mut work: Vec<(Arc<Table>, Vec<Vec<u8>>, bool)> =
+            vec![(Arc::clone(table), keys, update)];
         while let Some((parent, keys, update)) = work.pop() {
             if keys.is_empty() || !parent.def().has_primary_key() {
                 continue;
@@ -579,7 +589,11 @@ impl Session {
                 .collect();
             for (child, fk) in refs {
                 let act = if update { fk.on_update } else { fk.on_delete };
-                let keys = if act == FkAction::Restrict { &all } else { &gone };
+                let keys = if act == FkAction::Restrict {
+                    &all
+                } else {
+                    &gone
+                };
                 if keys.is_empty() {
                     continue;
                 }
@@ -588,7 +602,8 @@ impl Session {
                     FkAction::Cascade | FkAction::SetNull | FkAction::SetDefault
                 );
                 let txn = self.fk_txn()?;
-                let found = run_blocking(|| referencing_rows(txn, &child, &fk, &pdef, keys, writes))?;
+                let found =
+                    run_blocking(|| referencing_rows(txn, &child, &fk, &pdef, keys, writes))?;
                 if found.is_empty() {
                     continue;
                 }
@@ -652,7 +667,9 @@ impl Session {
             .try_with_sql("SELECT NULL")?
             .parse_query()?;
         let SetExpr::Select(sel) = q.body.as_mut() else {
-            return Err(SqlError::Internal("default template is not a SELECT".into()));
+            return Err(SqlError::Internal(
+                "default template is not a SELECT".into(),
+            ));
         };
         sel.projection = vec![SelectItem::UnnamedExpr(expr)];
         let out = self.run_query(Statement::Query(q)).await?;
@@ -730,6 +747,35 @@ impl Session {
         Ok(())
     }
 
+    /// `names` (of a DROP TABLE) ordered so that a table comes before the
+    /// tables of the list it references.
+    pub(super) fn referencing_first(&self, mut names: Vec<ObjectName>) -> Vec<ObjectName> {
+        let mut out = Vec::with_capacity(names.len());
+        while !names.is_empty() {
+            let defs: Vec<Option<Arc<TableDef>>> = names
+                .iter()
+                .map(|n| {
+                    let name = table_name(n).ok()?;
+                    self.db.engine.table(&name).map(|t| Arc::clone(t.def()))
+                })
+                .collect();
+            // one no other remaining table references (else the first: a cycle)
+            let pick = (0..names.len())
+                .find(|&i| {
+                    let Some(d) = &defs[i] else { return true };
+                    !defs.iter().enumerate().any(|(j, o)| {
+                        j != i
+                            && o.as_ref().is_some_and(|o| {
+                                o.foreign_keys.iter().any(|fk| fk.ref_table == d.id)
+                            })
+                    })
+                })
+                .unwrap_or(0);
+            out.push(names.remove(pick));
+        }
+        out
+    }
+
     /// TRUNCATE refuses a table another table's foreign key references
     /// (PostgreSQL refuses it unless the referencing tables are truncated
     /// too; Eddy refuses that as well: TRUNCATE gives the table a new id).
@@ -738,7 +784,10 @@ impl Session {
         for t in tables {
             let refs = self.referencing(t.def().id);
             if let Some((child, _)) = refs.first() {
-                if refs.iter().all(|(c, _)| names.contains(&c.def().name.as_str())) {
+                if refs
+                    .iter()
+                    .all(|(c, _)| names.contains(&c.def().name.as_str()))
+                {
                     return Err(SqlError::FeatureNotSupported(format!(
                         "TRUNCATE of table \"{}\", which a foreign key references, is not supported yet",
                         t.def().name
