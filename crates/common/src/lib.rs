@@ -545,6 +545,70 @@ pub struct TableDef {
     /// (`docs/design/indexes.md`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub indexes: Vec<IndexDef>,
+    /// FOREIGN KEY constraints of this table (the referencing side),
+    /// enforced by the SQL layer on both tables' writes
+    /// (`docs/design/foreign_keys.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub foreign_keys: Vec<ForeignKeyDef>,
+}
+
+/// `[CONSTRAINT name] FOREIGN KEY (columns) REFERENCES parent (ref_columns)`,
+/// MATCH SIMPLE, not deferrable: a row whose `columns` are all non-NULL
+/// has a row of the parent with equal `ref_columns` (the parent's primary
+/// key, in the order the constraint names them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForeignKeyDef {
+    pub name: String,
+    /// Indices into this table's `columns`.
+    pub columns: Vec<usize>,
+    /// The referenced table, by id (a rename keeps the constraint).
+    pub ref_table: TableId,
+    /// Indices into the referenced table's `columns`, paired with `columns`.
+    pub ref_columns: Vec<usize>,
+    #[serde(default)]
+    pub on_delete: FkAction,
+    #[serde(default)]
+    pub on_update: FkAction,
+}
+
+/// What a referenced row's DELETE or key UPDATE does to referencing rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FkAction {
+    /// Fails if referencing rows remain at the end of the statement.
+    #[default]
+    NoAction,
+    /// Fails if any referencing row exists.
+    Restrict,
+    /// Deletes the referencing rows.
+    Cascade,
+    /// Sets the referencing columns to NULL.
+    SetNull,
+    /// Sets the referencing columns to their defaults.
+    SetDefault,
+}
+
+impl FkAction {
+    /// `pg_constraint.confupdtype` / `confdeltype`.
+    pub fn code(self) -> char {
+        match self {
+            FkAction::NoAction => 'a',
+            FkAction::Restrict => 'r',
+            FkAction::Cascade => 'c',
+            FkAction::SetNull => 'n',
+            FkAction::SetDefault => 'd',
+        }
+    }
+
+    /// The SQL words (`information_schema.referential_constraints`).
+    pub fn sql(self) -> &'static str {
+        match self {
+            FkAction::NoAction => "NO ACTION",
+            FkAction::Restrict => "RESTRICT",
+            FkAction::Cascade => "CASCADE",
+            FkAction::SetNull => "SET NULL",
+            FkAction::SetDefault => "SET DEFAULT",
+        }
+    }
 }
 
 /// A secondary index of a table: ascending, NULLs last and distinct

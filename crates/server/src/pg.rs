@@ -57,11 +57,13 @@ use crate::panics;
 
 /// Map a SQL error to the protocol's error response.
 pub fn error_info(e: &SqlError) -> ErrorInfo {
-    ErrorInfo::new(
+    let mut info = ErrorInfo::new(
         "ERROR".to_string(),
         e.sqlstate().to_string(),
         e.client_message(),
-    )
+    );
+    info.detail = e.detail();
+    info
 }
 
 fn user_error(e: &SqlError) -> PgWireError {

@@ -1002,6 +1002,33 @@ fn build_pg_table(
                 })
                 .collect();
             for t in tables {
+                for (k, fk) in t.def().foreign_keys.iter().enumerate() {
+                    let parent = tables.iter().find(|p| p.def().id == fk.ref_table);
+                    rows.push(vec![
+                        i(crate::fk_catalog::fk_oid(t, k)),
+                        s(&fk.name),
+                        i(NS_PUBLIC),
+                        s("f"),
+                        b(false),
+                        b(false),
+                        b(true),
+                        i(table_oid(t)),
+                        i(0),
+                        i(parent.map(|p| index_oid(p)).unwrap_or(0)),
+                        i(parent.map(|p| table_oid(p)).unwrap_or(0)),
+                        s(&fk.on_update.code().to_string()),
+                        s(&fk.on_delete.code().to_string()),
+                        s("s"),
+                        b(true),
+                        i4(0),
+                        b(true),
+                        s(&crate::fk_catalog::attnums(&fk.columns)),
+                        s(&crate::fk_catalog::attnums(&fk.ref_columns)),
+                        null_text(),
+                    ]);
+                }
+            }
+            for t in tables {
                 for (k, c) in t.def().checks.iter().enumerate() {
                     rows.push(vec![
                         i(check_oid(t, k)),
@@ -1027,6 +1054,10 @@ fn build_pg_table(
                     ]);
                 }
             }
+            // not a partition's constraint (psql's \d asks)
+            for r in &mut rows {
+                r.push(i(0));
+            }
             mem_table(
                 &[
                     ("oid", I8),
@@ -1049,6 +1080,7 @@ fn build_pg_table(
                     ("conkey", T),
                     ("confkey", T),
                     ("conbin", T),
+                    ("conparentid", I8),
                 ],
                 rows,
             )
@@ -2081,7 +2113,19 @@ pub fn pg_functions(
                     .find(|(k, _)| Some(check_oid(t, *k)) == o)
                     .map(|(_, c)| format!("CHECK ({})", c.expr))
             });
-            if let Some(def) = check {
+            let fk = check.or_else(|| {
+                tables.iter().find_map(|t| {
+                    let (_, fk) = t
+                        .def()
+                        .foreign_keys
+                        .iter()
+                        .enumerate()
+                        .find(|(k, _)| Some(crate::fk_catalog::fk_oid(t, *k)) == o)?;
+                    let parent = tables.iter().find(|p| p.def().id == fk.ref_table)?;
+                    Some(crate::fk_catalog::definition(t.def(), fk, parent.def()))
+                })
+            });
+            if let Some(def) = fk {
                 return s(&def);
             }
             tables

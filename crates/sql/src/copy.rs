@@ -224,6 +224,12 @@ pub async fn start(
         .table(&name)
         .ok_or_else(|| SqlError::UndefinedTable(name.clone()))?;
     let def = table.def().clone();
+    if !def.foreign_keys.is_empty() {
+        // COPY writes through the bulk loader, which does not check them
+        return Err(SqlError::FeatureNotSupported(format!(
+            "COPY FROM into \"{name}\" is not supported yet: it has FOREIGN KEY constraints (use INSERT)"
+        )));
+    }
     if !def.checks.is_empty() {
         // COPY writes through the bulk loader, which cannot evaluate them
         return Err(SqlError::FeatureNotSupported(format!(

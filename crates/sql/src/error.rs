@@ -79,6 +79,19 @@ pub enum SqlError {
     UniqueViolation(String),
     #[error("{0}")]
     CheckViolation(String),
+    /// 23503: a FOREIGN KEY constraint broken by a write.
+    #[error("{0}")]
+    ForeignKeyViolation(String),
+    /// 42830: a FOREIGN KEY that cannot reference what it names.
+    #[error("{0}")]
+    InvalidForeignKey(String),
+    /// `inner` with PostgreSQL's DETAIL line (sent as the error's detail
+    /// field); keeps the inner error's SQLSTATE and message.
+    #[error("{}", inner.client_message())]
+    WithDetail {
+        inner: Box<SqlError>,
+        detail: String,
+    },
     #[error("relation \"{0}\" already exists")]
     DuplicateTable(String),
     #[error("{0}")]
@@ -200,7 +213,9 @@ impl SqlError {
     /// The PostgreSQL SQLSTATE a client sees for this error.
     pub fn sqlstate(&self) -> &'static str {
         match self {
-            SqlError::InContext { inner, .. } => inner.sqlstate(),
+            SqlError::InContext { inner, .. } | SqlError::WithDetail { inner, .. } => {
+                inner.sqlstate()
+            }
             SqlError::Syntax(_) => "42601",
             SqlError::UndefinedTable(_) => "42P01",
             SqlError::UndefinedColumn(_) => "42703",
@@ -225,6 +240,8 @@ impl SqlError {
             SqlError::BadCopyFile(_) => "22P04",
             SqlError::UniqueViolation(_) => "23505",
             SqlError::CheckViolation(_) => "23514",
+            SqlError::ForeignKeyViolation(_) => "23503",
+            SqlError::InvalidForeignKey(_) => "42830",
             SqlError::DuplicateTable(_) => "42P07",
             SqlError::InvalidName(_) => "42602",
             SqlError::InsufficientPrivilege(_) => "42501",
@@ -260,6 +277,23 @@ impl SqlError {
             },
             SqlError::DataFusion(e) => datafusion_sqlstate(e),
             SqlError::Internal(_) => "XX000",
+        }
+    }
+
+    /// `self` with a DETAIL line.
+    pub fn with_detail(self, detail: String) -> SqlError {
+        SqlError::WithDetail {
+            inner: Box::new(self),
+            detail,
+        }
+    }
+
+    /// PostgreSQL's DETAIL line for this error, if it has one.
+    pub fn detail(&self) -> Option<String> {
+        match self {
+            SqlError::WithDetail { detail, .. } => Some(crate::temp_tables::user_text(detail)),
+            SqlError::InContext { inner, .. } => inner.detail(),
+            _ => None,
         }
     }
 

@@ -748,6 +748,18 @@ fn array_elem(s: &str, quoted: bool, ty: ColumnType) -> Result<Value> {
     }
 }
 
+impl FastPlan {
+    /// The table a write plan writes (`None` for a lookup).
+    pub fn written_table(&self) -> Option<&str> {
+        match self {
+            FastPlan::Insert { table, .. }
+            | FastPlan::Update { table, .. }
+            | FastPlan::Delete { table, .. } => Some(table),
+            _ => None,
+        }
+    }
+}
+
 pub(crate) fn table_of(engine: &Arc<Engine>, name: &str) -> Result<Arc<Table>> {
     engine
         .table(name)

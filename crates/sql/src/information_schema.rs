@@ -27,6 +27,7 @@ const VIEWS: &[&str] = &[
     "views",
     "table_constraints",
     "key_column_usage",
+    "referential_constraints",
 ];
 
 /// The `information_schema` schema of one database.
@@ -363,21 +364,9 @@ fn build(
             ],
             Vec::new(),
         ),
-        "table_constraints" => mem_table(
-            &[
-                ("constraint_catalog", T),
-                ("constraint_schema", T),
-                ("constraint_name", T),
-                ("table_catalog", T),
-                ("table_schema", T),
-                ("table_name", T),
-                ("constraint_type", T),
-                ("is_deferrable", T),
-                ("initially_deferred", T),
-                ("enforced", T),
-                ("nulls_distinct", T),
-            ],
-            defs.iter()
+        "table_constraints" => {
+            let mut rows: Vec<Vec<S>> = defs
+                .iter()
                 .filter(|d| !d.primary_key.is_empty())
                 .map(|d| {
                     vec![
@@ -394,8 +383,74 @@ fn build(
                         null(),
                     ]
                 })
-                .collect(),
-        ),
+                .collect();
+            for d in defs {
+                for fk in &d.foreign_keys {
+                    rows.push(vec![
+                        s(db),
+                        s("public"),
+                        s(&fk.name),
+                        s(db),
+                        s("public"),
+                        s(&d.name),
+                        s("FOREIGN KEY"),
+                        s("NO"),
+                        s("NO"),
+                        s("YES"),
+                        null(),
+                    ]);
+                }
+            }
+            mem_table(
+                &[
+                    ("constraint_catalog", T),
+                    ("constraint_schema", T),
+                    ("constraint_name", T),
+                    ("table_catalog", T),
+                    ("table_schema", T),
+                    ("table_name", T),
+                    ("constraint_type", T),
+                    ("is_deferrable", T),
+                    ("initially_deferred", T),
+                    ("enforced", T),
+                    ("nulls_distinct", T),
+                ],
+                rows,
+            )
+        }
+        "referential_constraints" => {
+            let mut rows = Vec::new();
+            for d in defs {
+                for fk in &d.foreign_keys {
+                    let parent = defs.iter().find(|p| p.id == fk.ref_table);
+                    rows.push(vec![
+                        s(db),
+                        s("public"),
+                        s(&fk.name),
+                        s(db),
+                        s("public"),
+                        parent.map_or(null(), |p| s(&format!("{}_pkey", p.name))),
+                        s("NONE"),
+                        s(fk.on_update.sql()),
+                        s(fk.on_delete.sql()),
+                    ]);
+                }
+            }
+            mem_table(
+                &[
+                    ("constraint_catalog", T),
+                    ("constraint_schema", T),
+                    ("constraint_name", T),
+                    ("unique_constraint_catalog", T),
+                    ("unique_constraint_schema", T),
+                    ("unique_constraint_name", T),
+                    ("match_option", T),
+                    ("update_rule", T),
+                    ("delete_rule", T),
+                ],
+                rows,
+            )
+        }
         "key_column_usage" => {
             let mut rows = Vec::new();
             for d in defs {
@@ -414,6 +469,30 @@ fn build(
                         i(i64::try_from(k).unwrap_or(i64::MAX).saturating_add(1)),
                         S::Int32(None),
                     ]);
+                }
+            }
+            for d in defs {
+                for fk in &d.foreign_keys {
+                    let Some(parent) = defs.iter().find(|p| p.id == fk.ref_table) else {
+                        continue;
+                    };
+                    let pos = crate::fk_catalog::positions_in_key(fk, parent);
+                    for (k, col) in fk.columns.iter().enumerate() {
+                        let Some(c) = d.columns.get(*col) else {
+                            continue;
+                        };
+                        rows.push(vec![
+                            s(db),
+                            s("public"),
+                            s(&fk.name),
+                            s(db),
+                            s("public"),
+                            s(&d.name),
+                            s(&c.name),
+                            i(i64::try_from(k).unwrap_or(i64::MAX).saturating_add(1)),
+                            pos.get(k).copied().flatten().map_or(S::Int32(None), i),
+                        ]);
+                    }
                 }
             }
             mem_table(

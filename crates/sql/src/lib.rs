@@ -33,6 +33,7 @@ pub mod copy;
 pub mod custom_commands;
 pub mod error;
 pub mod fastpath;
+pub mod fk_catalog;
 pub mod index_catalog;
 pub mod index_scan;
 pub mod information_schema;

@@ -377,6 +377,7 @@ mod tests {
             owner: Some("alice".into()),
             acl: vec![],
             indexes: vec![],
+            foreign_keys: vec![],
         };
         let roles = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<HashSet<_>>();
         assert_eq!(

@@ -53,6 +53,7 @@ mod ddl_txn;
 pub(crate) mod defaults;
 mod dml;
 mod fast;
+mod foreign_keys;
 mod gpu_explain;
 mod index_ddl;
 mod listen;
@@ -781,6 +782,10 @@ impl Session {
             self.note_error();
             return Err(SqlError::ReadOnlyTransaction(what));
         }
+        // foreign keys are checked on the general path only
+        if self.fixed_plan_declines(plan) {
+            return Ok(None);
+        }
         if let Err(e) = self
             .wait_for_table_ddl(stmt)
             .and_then(|()| self.check_access(stmt))
@@ -1202,6 +1207,7 @@ impl Session {
                 object_type,
                 if_exists,
                 names,
+                cascade,
                 ..
             } => {
                 if object_type == ObjectType::Sequence {
@@ -1219,6 +1225,12 @@ impl Session {
                     )));
                 }
                 let in_block = self.txn.as_ref().is_some_and(|t| t.explicit);
+                let dropping: Vec<String> =
+                    names.iter().filter_map(|n| table_name(n).ok()).collect();
+                // referencing tables before the tables they reference: an
+                // autocommit DROP drops each at once, and none may be left
+                // naming a table already gone
+                let names = self.referencing_first(names);
                 for n in &names {
                     let name = table_name(n)?;
                     if self.table(&name).is_err() {
@@ -1231,7 +1243,8 @@ impl Session {
                         // dropped at COMMIT, kept by ROLLBACK; others wait
                         // for this transaction to end
                         let table = self.table(&name)?;
-                        self.lock_table_exclusive(&table)?;
+                        let table = self.lock_table_exclusive(&table)?;
+                        self.drop_dependents(&table, &dropping, cascade)?;
                         if let Some(t) = self.txn.as_mut() {
                             t.dropped_tables.push(name);
                         }
@@ -1239,7 +1252,8 @@ impl Session {
                     }
                     // waits for every transaction using the table
                     let table = self.table(&name)?;
-                    self.lock_table_exclusive(&table)?;
+                    let table = self.lock_table_exclusive(&table)?;
+                    self.drop_dependents(&table, &dropping, cascade)?;
                     let engine = Arc::clone(&self.db.engine);
                     run_blocking(|| engine.drop_table(&name))?;
                     self.drop_owned_sequences(&name);
@@ -1641,6 +1655,7 @@ impl Session {
         let mut pk: Vec<usize> = Vec::new();
         let mut sequences = Vec::new();
         let mut pending_checks = Vec::new();
+        let mut pending_fks = Vec::new();
         // (constraint name, columns) of UNIQUE constraints, in order
         let mut uniques: Vec<(Option<String>, Vec<String>)> = Vec::new();
         for (i, c) in ct.columns.iter().enumerate() {
@@ -1674,6 +1689,11 @@ impl Session {
                         column: Some(ident_name(&c.name)),
                         expr: (*check.expr).clone(),
                     }),
+                    ColumnOption::ForeignKey(fk) => pending_fks.push(foreign_keys::pending(
+                        fk,
+                        Some(ident_name(&c.name)),
+                        o.name.as_ref().map(ident_name),
+                    )?),
                     // never accepted and left unenforced
                     other => {
                         return Err(SqlError::FeatureNotSupported(format!(
@@ -1707,6 +1727,10 @@ impl Session {
             }
             if let TableConstraint::Unique(u) = con {
                 uniques.push(index_ddl::unique_constraint(u)?);
+                continue;
+            }
+            if let TableConstraint::ForeignKey(fk) = con {
+                pending_fks.push(foreign_keys::pending(fk, None, None)?);
                 continue;
             }
             if !matches!(con, TableConstraint::PrimaryKey(_)) {
@@ -1762,6 +1786,11 @@ impl Session {
             if !table_checks.is_empty() {
                 return Err(SqlError::FeatureNotSupported(
                     "CREATE TABLE AS with CHECK constraints is not supported".into(),
+                ));
+            }
+            if !pending_fks.is_empty() {
+                return Err(SqlError::FeatureNotSupported(
+                    "CREATE TABLE AS with FOREIGN KEY constraints is not supported".into(),
                 ));
             }
             return self.create_table_as(name, *q, opts).await;
@@ -1821,6 +1850,12 @@ impl Session {
         }
         // in the same transaction: an error undoes the table too
         self.add_unique_constraints(&table_name, uniques)?;
+        if !pending_fks.is_empty() {
+            let def = self.table(&table_name)?.def().as_ref().clone();
+            let fks = self.resolve_foreign_keys(&def, pending_fks)?;
+            let t = self.ddl_txn("CREATE TABLE")?;
+            run_blocking(|| t.ddl().set_foreign_keys(&table_name, fks))?;
+        }
         Ok(Output::Command("CREATE TABLE".into()))
     }
 
@@ -2004,6 +2039,12 @@ impl Session {
             // the rewrite bulk-loads a new table, which would lose them
             return Err(SqlError::FeatureNotSupported(format!(
                 "ALTER TABLE ... ADD PRIMARY KEY on table \"{name}\" with indexes is not supported yet; drop its indexes first"
+            )));
+        }
+        if !def.foreign_keys.is_empty() {
+            // the rewrite makes a new table, which would lose them
+            return Err(SqlError::FeatureNotSupported(format!(
+                "ALTER TABLE ... ADD PRIMARY KEY on table \"{name}\" with foreign keys is not supported yet"
             )));
         }
         if def.has_primary_key() {

@@ -231,6 +231,17 @@ impl Transaction {
             .collect()
     }
 
+    /// The latest committed state of `table` (whatever the isolation
+    /// level), overlaid with this transaction's writes: what a foreign
+    /// key check must see (`docs/design/foreign_keys.md`).
+    pub fn latest_snapshot(&self, table: &Arc<Table>) -> TableSnapshot {
+        let base = table.snapshot();
+        match self.writes.get(&table.def().id) {
+            Some(w) => base.with_overlay(Arc::new(overlay_of(w))),
+            None => base,
+        }
+    }
+
     /// REPEATABLE READ's snapshot of `table`, pinning every table's at the
     /// first statement.
     fn pinned_snapshot(&mut self, table: &Arc<Table>) -> Arc<TableSnapshot> {

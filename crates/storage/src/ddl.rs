@@ -382,6 +382,7 @@ impl Ddl<'_> {
             owner,
             acl: Vec::new(),
             indexes: Vec::new(),
+            foreign_keys: Vec::new(),
         };
         let mut next = cat.clone();
         next.next_table_id += 1;
@@ -543,6 +544,19 @@ impl Ddl<'_> {
         })
     }
 
+    /// Replaces the table's FOREIGN KEY constraints (the caller has
+    /// validated them).
+    pub fn set_foreign_keys(
+        &self,
+        table: &str,
+        foreign_keys: Vec<eddy_common::ForeignKeyDef>,
+    ) -> Result<Arc<Table>> {
+        self.change_def(table, |def| {
+            def.foreign_keys = foreign_keys;
+            Ok(())
+        })
+    }
+
     /// Sets or clears the table's comment (`COMMENT ON TABLE`).
     pub fn set_table_comment(&self, table: &str, comment: Option<String>) -> Result<Arc<Table>> {
         self.change_def(table, |def| {
@@ -643,6 +657,7 @@ mod tests {
             owner: None,
             acl: Vec::new(),
             indexes: Vec::new(),
+            foreign_keys: Vec::new(),
         }
     }
 

@@ -320,7 +320,9 @@ impl Session {
                 ))
             }
         };
-        let mut written = (returning.is_some() || !def.checks.is_empty()).then(Vec::new);
+        let mut written =
+            (returning.is_some() || !def.checks.is_empty() || !def.foreign_keys.is_empty())
+                .then(Vec::new);
         if rows.is_empty() {
             return match returning {
                 Some(items) => {
@@ -333,7 +335,11 @@ impl Session {
         let txn = self.txn_mut()?;
         // A plain autocommit INSERT is one atomic write: storage checks
         // duplicates under its commit lock, so it needs no row locks.
-        let direct = !txn.explicit && !txn.has_writes() && matches!(on_conflict, OnConflict::Error);
+        // (Foreign keys need the referenced rows' locks: not direct.)
+        let direct = !txn.explicit
+            && !txn.has_writes()
+            && matches!(on_conflict, OnConflict::Error)
+            && def.foreign_keys.is_empty();
         if direct {
             // written at once below: checked first
             self.enforce_checks(&def, &rows).await?;
@@ -361,6 +367,7 @@ impl Session {
             // the final rows (ON CONFLICT DO UPDATE's included), before commit
             if let Some(w) = &written {
                 self.enforce_checks(&def, w).await?;
+                self.check_parents(&def, w)?;
             }
             n
         };
@@ -440,10 +447,28 @@ impl Session {
             .filter_map(|(k, r)| r.map(|r| (k, r)))
             .collect();
         let pk_changed = def.primary_key.iter().any(|k| exprs[*k].is_some());
+        let fk_changed = def
+            .foreign_keys
+            .iter()
+            .any(|fk| fk.columns.iter().any(|c| exprs[*c].is_some()));
+        // rows moved off their keys: their referencing rows are looked at
+        let moved: Vec<Vec<u8>> = if pk_changed && def.has_primary_key() {
+            rows.iter()
+                .filter(|(k, r)| key_for_row(&def, r, 0).0 != *k)
+                .map(|(k, _)| k.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let n = rows.len();
         let returned: Option<Vec<Row>> = returning
             .as_ref()
             .map(|_| rows.iter().map(|(_, r)| r.clone()).collect());
+        let rows_for_fk: Vec<Row> = if fk_changed {
+            rows.iter().map(|(_, r)| r.clone()).collect()
+        } else {
+            Vec::new()
+        };
         if !def.checks.is_empty() {
             let new_rows: Vec<Row> = rows.iter().map(|(_, r)| r.clone()).collect();
             self.enforce_checks(&def, &new_rows).await?;
@@ -467,6 +492,11 @@ impl Session {
             insert_rows(txn, &table, &lsns, new_rows, &OnConflict::Error, None)?;
             Ok(())
         })?;
+        if fk_changed {
+            let new_rows: Vec<Row> = rows_for_fk;
+            self.check_parents(&def, &new_rows)?;
+        }
+        self.parent_keys_removed(&table, moved, true).await?;
         match (returning, returned) {
             (Some(items), Some(rows)) => {
                 self.returning_output(&def, &ret_alias, items, rows, "UPDATE")
@@ -530,11 +560,14 @@ impl Session {
             .await?;
         let n = found.len();
         let mut deleted = Vec::new();
+        let mut keys = Vec::with_capacity(n);
         let txn = self.txn_mut()?;
         for (k, row) in found {
-            txn.put(&table, k, None)?;
+            txn.put(&table, k.clone(), None)?;
+            keys.push(k);
             deleted.extend(row);
         }
+        self.parent_keys_removed(&table, keys, false).await?;
         match returning {
             Some(items) => {
                 self.returning_output(&def, &ret_alias, items, deleted, "DELETE")
@@ -562,6 +595,7 @@ impl Session {
             locked.push(self.lock_table_exclusive(t)?);
         }
         let tables = locked;
+        self.refuse_truncate_referenced(&tables)?;
         let txn = self.txn_mut()?;
         if txn.explicit {
             for t in &tables {

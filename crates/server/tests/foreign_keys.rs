@@ -1,0 +1,242 @@
+//! FOREIGN KEY constraints against the real server: the races that the row
+//! locks decide (docs/design/foreign_keys.md, "Concurrency"), PostgreSQL's
+//! messages and DETAIL lines, the fixed-plan fallback, COPY's refusal and
+//! the constraint surviving a restart. The single-connection behaviour is
+//! tests/slt/foreign_keys.slt.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Client;
+
+mod common;
+use common::*;
+
+fn state(e: &tokio_postgres::Error) -> SqlState {
+    e.code().cloned().unwrap_or(SqlState::INTERNAL_ERROR)
+}
+
+fn detail(e: &tokio_postgres::Error) -> String {
+    e.as_db_error()
+        .and_then(|d| d.detail())
+        .unwrap_or_default()
+        .to_string()
+}
+
+async fn count(c: &Client, sql: &str) -> i64 {
+    c.query_one(sql, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .get(0)
+}
+
+const SCHEMA: &str = "CREATE TABLE p (id INT PRIMARY KEY, v INT) WITH (shard_count = 2);
+     CREATE TABLE c (id INT PRIMARY KEY, p_id INT REFERENCES p);
+     CREATE TABLE cc (id INT PRIMARY KEY, p_id INT REFERENCES p ON DELETE CASCADE);
+     INSERT INTO p VALUES (1, 0), (2, 0), (3, 0), (4, 0), (5, 0)";
+
+/// Txn A inserts a child of p=1 and stays open; B's DELETE of p=1 must
+/// wait for A (the child's insert holds p=1's lock shared), then see A's
+/// committed child and fail with 23503. Without the lock B would delete
+/// p=1 under A's feet and both would commit: an orphan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parent_delete_waits_for_a_child_insert_then_fails() {
+    let srv = Server::start("trust");
+    let a = srv.connect().await;
+    let b = Arc::new(srv.connect().await);
+    a.batch_execute(SCHEMA).await.unwrap();
+
+    a.batch_execute("BEGIN; INSERT INTO c VALUES (10, 1)")
+        .await
+        .unwrap();
+    let waiter = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move { b.execute("DELETE FROM p WHERE id = 1", &[]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the DELETE waits for the child's txn"
+    );
+    a.batch_execute("COMMIT").await.unwrap();
+    let e = waiter.await.unwrap().unwrap_err();
+    assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
+    assert_eq!(
+        e.as_db_error().map(|d| d.message().to_string()),
+        Some(
+            "update or delete on table \"p\" violates foreign key constraint \"c_p_id_fkey\" on table \"c\""
+                .into()
+        )
+    );
+    assert_eq!(
+        detail(&e),
+        "Key (id)=(1) is still referenced from table \"c\"."
+    );
+    assert_eq!(count(&a, "SELECT count(*) FROM p WHERE id = 1").await, 1);
+
+    // lock_timeout bounds the wait (55P03), and nothing is deleted
+    a.batch_execute("BEGIN; INSERT INTO c VALUES (11, 2)")
+        .await
+        .unwrap();
+    b.batch_execute("SET lock_timeout = '200ms'").await.unwrap();
+    let e = b
+        .execute("DELETE FROM p WHERE id = 2", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(state(&e), SqlState::LOCK_NOT_AVAILABLE);
+    b.batch_execute("SET lock_timeout = 0").await.unwrap();
+    // the child's txn rolls back: the parent may go
+    a.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(
+        b.execute("DELETE FROM p WHERE id = 2", &[]).await.unwrap(),
+        1
+    );
+
+    // the same race through a fixed plan (extended protocol, by key): it
+    // must take the checked path
+    a.batch_execute("BEGIN; INSERT INTO c VALUES (12, 3)")
+        .await
+        .unwrap();
+    let waiter = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move { b.execute("DELETE FROM p WHERE id = $1", &[&3i32]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!waiter.is_finished(), "the fixed-plan DELETE waits too");
+    a.batch_execute("COMMIT").await.unwrap();
+    let e = waiter.await.unwrap().unwrap_err();
+    assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
+    assert_eq!(
+        count(&a, "SELECT count(*) FROM c JOIN p ON p.id = c.p_id").await,
+        count(&a, "SELECT count(*) FROM c WHERE p_id IS NOT NULL").await
+    );
+}
+
+/// The reverse order: B deletes p=4 and stays open; A's child insert
+/// must wait for B, then find p=4 gone (23503); if B rolls back, A's
+/// insert goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_insert_waits_for_a_parent_delete() {
+    let srv = Server::start("trust");
+    let a = Arc::new(srv.connect().await);
+    let b = srv.connect().await;
+    b.batch_execute(SCHEMA).await.unwrap();
+
+    b.batch_execute("BEGIN; DELETE FROM p WHERE id = 4")
+        .await
+        .unwrap();
+    let waiter = {
+        let a = Arc::clone(&a);
+        tokio::spawn(async move { a.execute("INSERT INTO c VALUES (20, 4)", &[]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the child insert waits for the delete"
+    );
+    b.batch_execute("COMMIT").await.unwrap();
+    let e = waiter.await.unwrap().unwrap_err();
+    assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
+    assert_eq!(detail(&e), "Key (p_id)=(4) is not present in table \"p\".");
+
+    // rolled back: the insert proceeds once the delete is undone
+    b.batch_execute("BEGIN; DELETE FROM p WHERE id = 5")
+        .await
+        .unwrap();
+    let waiter = {
+        let a = Arc::clone(&a);
+        tokio::spawn(async move { a.execute("INSERT INTO c VALUES (21, 5)", &[]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!waiter.is_finished());
+    b.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(waiter.await.unwrap().unwrap(), 1);
+
+    // a child UPDATE onto a parent being deleted waits too
+    b.batch_execute("INSERT INTO p VALUES (6, 0); BEGIN; DELETE FROM p WHERE id = 6")
+        .await
+        .unwrap();
+    let waiter = {
+        let a = Arc::clone(&a);
+        tokio::spawn(async move { a.execute("UPDATE c SET p_id = 6 WHERE id = 21", &[]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!waiter.is_finished());
+    b.batch_execute("COMMIT").await.unwrap();
+    let e = waiter.await.unwrap().unwrap_err();
+    assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
+}
+
+/// A CASCADE sees children committed after its snapshot: B's DELETE of
+/// p=1 waits for A's child insert, then deletes that child too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cascade_deletes_children_committed_while_it_waited() {
+    let srv = Server::start("trust");
+    let a = srv.connect().await;
+    let b = Arc::new(srv.connect().await);
+    a.batch_execute(SCHEMA).await.unwrap();
+    a.batch_execute("INSERT INTO cc VALUES (1, 1)")
+        .await
+        .unwrap();
+
+    a.batch_execute("BEGIN; INSERT INTO cc VALUES (2, 1)")
+        .await
+        .unwrap();
+    let waiter = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move { b.execute("DELETE FROM p WHERE id = 1", &[]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!waiter.is_finished());
+    a.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(waiter.await.unwrap().unwrap(), 1);
+    assert_eq!(count(&a, "SELECT count(*) FROM cc").await, 0);
+
+    // REPEATABLE READ: a child committed after the snapshot fails the
+    // cascade with 40001 rather than deleting a row it never saw
+    b.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM p")
+        .await
+        .unwrap();
+    a.batch_execute("INSERT INTO cc VALUES (3, 2)")
+        .await
+        .unwrap();
+    let e = b
+        .execute("DELETE FROM p WHERE id = 2", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(state(&e), SqlState::T_R_SERIALIZATION_FAILURE);
+    b.batch_execute("ROLLBACK").await.unwrap();
+}
+
+/// COPY into a referencing table is refused rather than loaded
+/// unchecked; the constraint survives a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_is_refused_and_constraints_survive_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    let mut srv = Server::start_in(None, path.clone(), "trust");
+    let a = srv.connect().await;
+    a.batch_execute(SCHEMA).await.unwrap();
+    let e = a.copy_in::<_, bytes::Bytes>("COPY c FROM STDIN").await;
+    let e = e.err().expect("COPY into a referencing table is refused");
+    assert_eq!(state(&e), SqlState::FEATURE_NOT_SUPPORTED);
+    drop(a);
+    srv.stop();
+
+    let srv = Server::start_in(None, path, "trust");
+    let a = srv.connect().await;
+    let e = a
+        .execute("INSERT INTO c VALUES (1, 99)", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
+    a.execute("INSERT INTO c VALUES (1, 1)", &[]).await.unwrap();
+    let e = a.batch_execute("DROP TABLE p").await.unwrap_err();
+    assert_eq!(state(&e), SqlState::DEPENDENT_OBJECTS_STILL_EXIST);
+    assert_eq!(
+        detail(&e),
+        "constraint c_p_id_fkey on table c depends on table p\nconstraint cc_p_id_fkey on table cc depends on table p"
+    );
+    drop(dir);
+}

@@ -1,0 +1,77 @@
+//! How the catalogs show FOREIGN KEY constraints (`pg_constraint` rows of
+//! contype 'f', `pg_get_constraintdef`, `information_schema`), as
+//! PostgreSQL 15 shows them (`docs/design/foreign_keys.md`).
+
+use eddy_common::{FkAction, ForeignKeyDef, TableDef};
+use eddy_storage::Table;
+
+use crate::catalog::table_oid;
+
+/// OID of a table's `k`-th foreign key: above every other OID Eddy hands
+/// out (tables, columns, indexes and checks stay below 2^31), below 2^32.
+pub fn fk_oid(t: &Table, k: usize) -> i64 {
+    (1_i64 << 31) | ((table_oid(t) << 6) & 0x7FFF_FFC0) | (k as i64 & 63)
+}
+
+/// An identifier as `pg_get_constraintdef` prints it: quoted unless it is
+/// a plain lower-case name.
+fn ident(name: &str) -> String {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+fn names(def: &TableDef, cols: &[usize]) -> String {
+    cols.iter()
+        .filter_map(|c| def.columns.get(*c))
+        .map(|c| ident(&c.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `FOREIGN KEY (p_id) REFERENCES p(id) ON DELETE CASCADE`.
+pub fn definition(child: &TableDef, fk: &ForeignKeyDef, parent: &TableDef) -> String {
+    let mut out = format!(
+        "FOREIGN KEY ({}) REFERENCES {}({})",
+        names(child, &fk.columns),
+        ident(&parent.name),
+        names(parent, &fk.ref_columns)
+    );
+    if fk.on_update != FkAction::NoAction {
+        out.push_str(&format!(" ON UPDATE {}", fk.on_update.sql()));
+    }
+    if fk.on_delete != FkAction::NoAction {
+        out.push_str(&format!(" ON DELETE {}", fk.on_delete.sql()));
+    }
+    out
+}
+
+/// `{2,3}`: 1-based column numbers (`conkey`, `confkey`).
+pub fn attnums(cols: &[usize]) -> String {
+    let v: Vec<String> = cols.iter().map(|c| (c + 1).to_string()).collect();
+    format!("{{{}}}", v.join(","))
+}
+
+/// The position of each referenced column in the referenced table's
+/// primary key (1-based; `key_column_usage.position_in_unique_constraint`).
+pub fn positions_in_key(fk: &ForeignKeyDef, parent: &TableDef) -> Vec<Option<i64>> {
+    fk.ref_columns
+        .iter()
+        .map(|c| {
+            parent
+                .primary_key
+                .iter()
+                .position(|k| k == c)
+                .map(|p| p as i64 + 1)
+        })
+        .collect()
+}
