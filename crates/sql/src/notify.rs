@@ -665,6 +665,49 @@ impl TableProvider for ChannelsTable {
     }
 }
 
+/// `SELECT pg_listening_channels() [AS name]` with no FROM (the usual way
+/// to call it, a set-returning function in the select list) becomes
+/// `SELECT pg_listening_channels [AS name] FROM pg_listening_channels()`.
+pub fn rewrite_listening_channels(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
+    use datafusion::sql::sqlparser::ast::{
+        Expr, FunctionArguments, Ident, SelectItem, SetExpr, Statement,
+    };
+    let Statement::Query(q) = stmt else { return };
+    let SetExpr::Select(sel) = q.body.as_mut() else {
+        return;
+    };
+    if !sel.from.is_empty() || sel.projection.len() != 1 {
+        return;
+    }
+    let expr = match &mut sel.projection[0] {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e,
+        _ => return,
+    };
+    let Expr::Function(f) = expr else { return };
+    let name = f.name.to_string().to_ascii_lowercase();
+    if name != LISTENING_CHANNELS && name != "pg_catalog.pg_listening_channels" {
+        return;
+    }
+    let no_args = match &f.args {
+        FunctionArguments::None => true,
+        FunctionArguments::List(l) => l.args.is_empty(),
+        FunctionArguments::Subquery(_) => false,
+    };
+    if !no_args || f.over.is_some() || f.filter.is_some() {
+        return;
+    }
+    let Ok(Statement::Query(template)) = crate::rewrite::parse_statement(
+        "SELECT pg_listening_channels FROM pg_listening_channels()",
+    ) else {
+        return;
+    };
+    let SetExpr::Select(t) = *template.body else {
+        return;
+    };
+    *expr = Expr::Identifier(Ident::new(LISTENING_CHANNELS));
+    sel.from = t.from;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -760,47 +803,4 @@ mod tests {
         assert_eq!(a.mailbox().take().len(), MAILBOX_MESSAGES);
         assert_eq!(channel_identifier(&"é".repeat(40)).len(), 62);
     }
-}
-
-/// `SELECT pg_listening_channels() [AS name]` with no FROM (the usual way
-/// to call it, a set-returning function in the select list) becomes
-/// `SELECT pg_listening_channels [AS name] FROM pg_listening_channels()`.
-pub fn rewrite_listening_channels(stmt: &mut datafusion::sql::sqlparser::ast::Statement) {
-    use datafusion::sql::sqlparser::ast::{
-        Expr, FunctionArguments, Ident, SelectItem, SetExpr, Statement,
-    };
-    let Statement::Query(q) = stmt else { return };
-    let SetExpr::Select(sel) = q.body.as_mut() else {
-        return;
-    };
-    if !sel.from.is_empty() || sel.projection.len() != 1 {
-        return;
-    }
-    let expr = match &mut sel.projection[0] {
-        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e,
-        _ => return,
-    };
-    let Expr::Function(f) = expr else { return };
-    let name = f.name.to_string().to_ascii_lowercase();
-    if name != LISTENING_CHANNELS && name != "pg_catalog.pg_listening_channels" {
-        return;
-    }
-    let no_args = match &f.args {
-        FunctionArguments::None => true,
-        FunctionArguments::List(l) => l.args.is_empty(),
-        FunctionArguments::Subquery(_) => false,
-    };
-    if !no_args || f.over.is_some() || f.filter.is_some() {
-        return;
-    }
-    let Ok(Statement::Query(template)) = crate::rewrite::parse_statement(
-        "SELECT pg_listening_channels FROM pg_listening_channels()",
-    ) else {
-        return;
-    };
-    let SetExpr::Select(t) = *template.body else {
-        return;
-    };
-    *expr = Expr::Identifier(Ident::new(LISTENING_CHANNELS));
-    sel.from = t.from;
 }

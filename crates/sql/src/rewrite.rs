@@ -398,7 +398,12 @@ pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
     let _ = visit_relations_mut(stmt, |rel| {
         if rel.0.len() == 1 {
             if let Some(n) = last_ident(rel) {
-                if n.starts_with("pg_") && !is_user_table(&n) {
+                // a `pg_` table function (`FROM pg_listening_channels()`)
+                // is found by its bare name, not as a catalog relation
+                if n.starts_with("pg_")
+                    && !is_user_table(&n)
+                    && n != crate::notify::LISTENING_CHANNELS
+                {
                     rel.0
                         .insert(0, ObjectNamePart::Identifier(Ident::new("pg_catalog")));
                 }

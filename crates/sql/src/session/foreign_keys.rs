@@ -248,7 +248,7 @@ fn matching_rows(
                 return Err(SqlError::Internal("scan without its key column".into()));
             };
             for r in 0..batch.num_rows() {
-                let row = eddy_storage::arrow_conv::row_at(&batch, &types, r);
+                let row = eddy_storage::arrow_values::row_at(&batch, &types, r)?;
                 if let Target::Key(k, prow) = target_of(fk, parent, &row) {
                     if keys.contains(&k.0) {
                         out.push((key_col.value(r).to_vec(), row, prow));
@@ -678,7 +678,7 @@ impl Session {
             return Ok(Value::Null);
         };
         let a = cast_column(b.column(0), c.ty, &c.name)?;
-        pgtypes::cell_value(a.as_ref(), 0, c.ty)
+        Ok(eddy_storage::arrow_values::value_at(a.as_ref(), c.ty, 0)?)
     }
 
     /// DROP TABLE of `name`: 2BP01 while a table outside `dropping` keeps
