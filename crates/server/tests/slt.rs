@@ -298,6 +298,9 @@ impl Extended {
                 | backend::Message::ParameterDescription(_)
                 | backend::Message::EmptyQueryResponse
                 | backend::Message::NoticeResponse(_)
+                // asynchronous, as from PostgreSQL (notify.slt listens to
+                // its own NOTIFYs); drivers take it aside
+                | backend::Message::NotificationResponse(_)
                 | backend::Message::ParameterStatus(_)
                 | backend::Message::CopyOutResponse(_)
                 | backend::Message::CopyData(_)

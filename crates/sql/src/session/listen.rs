@@ -5,12 +5,24 @@
 
 use std::sync::Arc;
 
-use datafusion::sql::sqlparser::ast::Statement;
+use datafusion::sql::sqlparser::ast::{Ident, Statement};
 
 use super::{Output, Session};
 use crate::error::{Result, SqlError};
 use crate::notify::{channel_identifier, Mailbox};
 use crate::rewrite::ident_name;
+
+/// A channel is an identifier; sqlparser also reads a string literal
+/// there (`LISTEN 'x'`), which PostgreSQL's grammar refuses (42601).
+fn channel_name(channel: &Ident) -> Result<String> {
+    if channel.quote_style == Some('\'') {
+        return Err(SqlError::Syntax(format!(
+            "syntax error at or near \"'{}'\"",
+            channel.value
+        )));
+    }
+    Ok(channel_identifier(&ident_name(channel)))
+}
 
 impl Session {
     /// Queues the statement's action in the open transaction (the block's,
@@ -18,8 +30,7 @@ impl Session {
     pub(super) fn listen_notify(&mut self, stmt: Statement) -> Result<Output> {
         match stmt {
             Statement::LISTEN { channel } => {
-                self.notify
-                    .listen(&channel_identifier(&ident_name(&channel)));
+                self.notify.listen(&channel_name(&channel)?);
                 Ok(Output::Command("LISTEN".into()))
             }
             Statement::UNLISTEN { channel } => {
@@ -27,16 +38,13 @@ impl Session {
                 if channel.quote_style.is_none() && channel.value == "*" {
                     self.notify.unlisten(None);
                 } else {
-                    self.notify
-                        .unlisten(Some(&channel_identifier(&ident_name(&channel))));
+                    self.notify.unlisten(Some(&channel_name(&channel)?));
                 }
                 Ok(Output::Command("UNLISTEN".into()))
             }
             Statement::NOTIFY { channel, payload } => {
-                self.notify.notify(
-                    &channel_identifier(&ident_name(&channel)),
-                    payload.as_deref().unwrap_or(""),
-                )?;
+                self.notify
+                    .notify(&channel_name(&channel)?, payload.as_deref().unwrap_or(""))?;
                 Ok(Output::Command("NOTIFY".into()))
             }
             _ => Err(SqlError::Internal("not LISTEN/UNLISTEN/NOTIFY".into())),
