@@ -395,7 +395,11 @@ pub fn value_at(array: &dyn Array, ty: ColumnType, row: usize) -> Result<Value, 
 
 /// The microseconds since the epoch in a non-null cell of a timestamp
 /// array of any unit (nanoseconds truncate toward zero, as Arrow's cast).
-fn timestamp_micros(array: &dyn Array, unit: TimeUnit, row: usize) -> Result<i64, ConversionError> {
+pub fn timestamp_micros(
+    array: &dyn Array,
+    unit: TimeUnit,
+    row: usize,
+) -> Result<i64, ConversionError> {
     let micros = match unit {
         TimeUnit::Second => array
             .as_primitive::<TimestampSecondType>()

@@ -14,10 +14,7 @@
 )]
 
 use datafusion::arrow::array::{Array, AsArray};
-use datafusion::arrow::datatypes::{
-    DataType, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
-    TimestampNanosecondType, TimestampSecondType,
-};
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
 
 use crate::error::{Result, SqlError};
 
@@ -313,24 +310,6 @@ pub(super) fn timestamp_from_binary(raw: i64) -> Result<i64> {
         return Err(range());
     }
     raw.checked_add(PG_EPOCH_MICROS).ok_or_else(range)
-}
-
-pub(super) fn timestamp_micros(array: &dyn Array, unit: &TimeUnit, row: usize) -> Result<i64> {
-    let micros = match unit {
-        TimeUnit::Second => array
-            .as_primitive::<TimestampSecondType>()
-            .value(row)
-            .checked_mul(1_000_000),
-        TimeUnit::Millisecond => array
-            .as_primitive::<TimestampMillisecondType>()
-            .value(row)
-            .checked_mul(1000),
-        TimeUnit::Microsecond => Some(array.as_primitive::<TimestampMicrosecondType>().value(row)),
-        TimeUnit::Nanosecond => {
-            Some(array.as_primitive::<TimestampNanosecondType>().value(row) / 1000)
-        }
-    };
-    micros.ok_or_else(|| SqlError::DatetimeOverflow("timestamp out of range".into()))
 }
 
 /// The microseconds since midnight in a non-null cell of a time array.

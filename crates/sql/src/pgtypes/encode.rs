@@ -24,6 +24,8 @@ use datafusion::arrow::datatypes::{
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use eddy_common::{format_interval, format_uuid, ColumnType, Interval, UUID_LEN};
 
+use eddy_storage::arrow_values::timestamp_micros;
+
 use crate::error::{Result, SqlError};
 
 /// Float text as PostgreSQL 15 prints it (`extra_float_digits` 1): the
@@ -127,7 +129,7 @@ pub fn cell_text(array: &dyn Array, row: usize, out: &mut String) -> Result<()> 
         DataType::BinaryView => hex_bytea(array.as_binary_view().value(row), out),
         DataType::Date32 => write_date(array.as_primitive::<Date32Type>().value(row) as i64, out),
         DataType::Timestamp(unit, tz) => {
-            write_timestamp(timestamp_micros(array, unit, row)?, out);
+            write_timestamp(timestamp_micros(array, *unit, row)?, out);
             if tz.is_some() {
                 out.push_str("+00");
             }
@@ -309,7 +311,7 @@ pub(super) fn encode_binary(array: &dyn Array, row: usize, out: &mut BytesMut) -
                 .ok_or_else(|| SqlError::DatetimeOverflow("date out of range".into()))?,
         ),
         DataType::Timestamp(unit, _) => out.put_i64(
-            timestamp_micros(array, unit, row)?
+            timestamp_micros(array, *unit, row)?
                 .checked_sub(PG_EPOCH_MICROS)
                 .ok_or_else(|| SqlError::DatetimeOverflow("timestamp out of range".into()))?,
         ),
