@@ -17,8 +17,8 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -76,11 +76,7 @@ struct Run {
     fallbacks: u64,
 }
 
-async fn answer(
-    ctx: &SessionContext,
-    sql: &str,
-    canon: fn(&[RecordBatch]) -> Vec<String>,
-) -> Run {
+async fn answer(ctx: &SessionContext, sql: &str, canon: fn(&[RecordBatch]) -> Vec<String>) -> Run {
     let launches = GPU_METRICS.kernel_launches.load(Ordering::Relaxed);
     let fallbacks = GPU_METRICS.fallbacks(FallbackReason::DeviceError);
     let out = match ctx.sql(sql).await {
@@ -127,7 +123,9 @@ async fn compare(
     if cpu.out != gpu.out {
         Some(format!("{label}: {}", difference(&cpu.out, &gpu.out)))
     } else if failed {
-        Some(format!("{label}: the device path failed and fell back to the CPU"))
+        Some(format!(
+            "{label}: the device path failed and fell back to the CPU"
+        ))
     } else {
         None
     }

@@ -1069,7 +1069,16 @@ impl CopyHandler for Backend {
             )));
         };
         let result = match eddy_sql::session::run_blocking(move || c.finish()) {
-            Ok(eddy_sql::copy::CopyFinish::Committed(n)) => Ok(n),
+            Ok(eddy_sql::copy::CopyFinish::Committed(n)) => {
+                // its own commit: the session's ON COMMIT actions follow
+                with_session(client, self, move |s| {
+                    Box::pin(async move {
+                        s.after_autocommit_copy();
+                        Ok(n)
+                    })
+                })
+                .await
+            }
             Ok(eddy_sql::copy::CopyFinish::InTransaction { table, batches }) => {
                 with_session(client, self, move |s| {
                     Box::pin(async move { s.copy_into_transaction(&table, batches) })

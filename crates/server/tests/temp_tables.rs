@@ -147,18 +147,73 @@ async fn private_to_the_session_and_shadowing() {
     // DROP TABLE takes the temporary one first, then the permanent one
     a.batch_execute("DROP TABLE t").await.unwrap();
     assert_eq!(column(&a, "SELECT v FROM t").await, ["permanent"]);
-    // ON COMMIT DELETE ROWS / DROP are refused, never ignored
-    assert_eq!(
-        error_code(&a, "CREATE TEMP TABLE oc (x INT) ON COMMIT DROP").await,
-        "0A000"
-    );
-    assert_eq!(
-        error_code(&a, "CREATE TEMP TABLE oc (x INT) ON COMMIT DELETE ROWS").await,
-        "0A000"
-    );
     a.batch_execute("CREATE TEMP TABLE oc (x INT) ON COMMIT PRESERVE ROWS")
         .await
         .unwrap();
+}
+
+/// ON COMMIT past what the slt file can reach: an autocommit COPY (its own
+/// commit path) and a fixed-plan INSERT into a DELETE ROWS table leave it
+/// empty; a COPY inside a block keeps its rows until COMMIT; an ON COMMIT
+/// DROP table takes its SERIAL sequence with it, in the catalog too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_commit_actions_follow_every_commit_path() {
+    use futures::SinkExt;
+    let srv = Server::start("trust");
+    let a = srv.connect().await;
+    a.batch_execute("CREATE TEMP TABLE d (id INT PRIMARY KEY, v TEXT) ON COMMIT DELETE ROWS")
+        .await
+        .unwrap();
+    let copy = |c: &'static [u8]| {
+        let a = &a;
+        async move {
+            let sink = a.copy_in("COPY d FROM STDIN").await.unwrap();
+            futures::pin_mut!(sink);
+            sink.send(bytes::Bytes::from_static(c)).await.unwrap();
+            sink.finish().await.unwrap()
+        }
+    };
+    assert_eq!(copy(b"1\tone\n2\ttwo\n").await, 2);
+    assert_eq!(column(&a, "SELECT count(*) FROM d").await, ["0"]);
+    // a prepared single-row INSERT (a fixed plan elsewhere)
+    let ins = a.prepare("INSERT INTO d VALUES ($1, $2)").await.unwrap();
+    a.execute(&ins, &[&5i32, &"five"]).await.unwrap();
+    assert_eq!(column(&a, "SELECT count(*) FROM d").await, ["0"]);
+    a.batch_execute("BEGIN").await.unwrap();
+    assert_eq!(copy(b"3\tthree\n").await, 1);
+    a.execute(&ins, &[&4i32, &"four"]).await.unwrap();
+    assert_eq!(column(&a, "SELECT count(*) FROM d").await, ["2"]);
+    a.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(column(&a, "SELECT count(*) FROM d").await, ["0"]);
+
+    a.batch_execute(
+        "BEGIN; CREATE TEMP TABLE s (id SERIAL PRIMARY KEY, v TEXT) ON COMMIT DROP; \
+         INSERT INTO s (v) VALUES ('x'), ('y')",
+    )
+    .await
+    .unwrap();
+    assert_eq!(column(&a, "SELECT max(id) FROM s").await, ["2"]);
+    assert_eq!(
+        column(
+            &a,
+            "SELECT count(*) FROM pg_class WHERE relname LIKE '%s_id_seq%'"
+        )
+        .await,
+        ["1"]
+    );
+    a.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(error_code(&a, "SELECT * FROM s").await, "42P01");
+    assert_eq!(
+        column(
+            &a,
+            "SELECT count(*) FROM pg_class WHERE relname LIKE '%s_id_seq%'"
+        )
+        .await,
+        ["0"]
+    );
+    assert!(catalog_has_temp(&srv), "d is still there");
+    a.batch_execute("DROP TABLE d").await.unwrap();
+    assert!(!catalog_has_temp(&srv), "no temporary table is left");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -291,7 +291,10 @@ pub async fn start(
                 copy_in.finish()?
             };
             let n = match done {
-                CopyFinish::Committed(n) => n,
+                CopyFinish::Committed(n) => {
+                    session.after_autocommit_copy();
+                    n
+                }
                 CopyFinish::InTransaction { table, batches } => {
                     session.copy_into_transaction(&table, batches)?
                 }

@@ -290,6 +290,9 @@ pub struct Session {
     /// The id in this session's temporary tables' storage names
     /// (`crate::temp_tables`).
     temp_id: u64,
+    /// `ON COMMIT DELETE ROWS` / `DROP` of this session's temporary tables,
+    /// by storage name, run after each commit (`session/temp.rs`).
+    temp_on_commit: parking_lot::Mutex<std::collections::HashMap<String, temp::CommitAction>>,
     /// This session's GPU rule: its decisions for the last plan go into
     /// EXPLAIN (`session/gpu_explain.rs`).
     gpu_rule: Arc<eddy_gpu::OffloadToGpu>,
@@ -509,6 +512,7 @@ impl Session {
             roles_seen: 0,
             query_pool,
             temp_id: crate::temp_tables::new_temp_id(),
+            temp_on_commit: Default::default(),
             gpu_rule,
             notify,
         };
@@ -782,8 +786,9 @@ impl Session {
             self.note_error();
             return Err(SqlError::ReadOnlyTransaction(what));
         }
-        // foreign keys are checked on the general path only
-        if self.fixed_plan_declines(plan) {
+        // foreign keys are checked on the general path only, and a write
+        // to a temporary table with an ON COMMIT action commits there
+        if self.fixed_plan_declines(plan) || self.temp_commit_action_declines(plan) {
             return Ok(None);
         }
         if let Err(e) = self
@@ -1635,7 +1640,23 @@ impl Session {
         &mut self,
         mut ct: datafusion::sql::sqlparser::ast::CreateTable,
     ) -> Result<Output> {
-        self.temp_create(&mut ct)?;
+        let temporary = self.temp_create(&mut ct)?;
+        let name = table_name(&ct.name)?;
+        // (IF NOT EXISTS over an existing table keeps that table's action)
+        let fresh = temporary && self.db.engine.table(&name).is_none();
+        let action = temp::CommitAction::of(ct.on_commit.as_ref());
+        let out = self.create_resolved_table(ct).await?;
+        if fresh {
+            self.set_temp_commit_action(&name, action);
+        }
+        Ok(out)
+    }
+
+    /// CREATE TABLE under its storage name (`temp_create` has run).
+    async fn create_resolved_table(
+        &mut self,
+        ct: datafusion::sql::sqlparser::ast::CreateTable,
+    ) -> Result<Output> {
         let name = table_name(&ct.name)?;
         if self.db.engine.table(&name).is_some() {
             if ct.if_not_exists {

@@ -321,6 +321,7 @@ impl Session {
         drop(t);
         self.notify.abort();
         self.drop_sequences(&created);
+        self.forget_dropped_temp_actions();
     }
 
     /// Commits a transaction and what it did to sequences. The sequences
@@ -354,6 +355,7 @@ impl Session {
             }
         }
         self.drop_sequences(&dropped_sequences);
+        self.run_temp_commit_actions();
         Ok(())
     }
 

@@ -1,6 +1,17 @@
 //! The session's side of temporary tables (`crate::temp_tables`): name
 //! resolution of each statement, the storage name CREATE TEMP TABLE takes,
-//! and dropping the session's temporary tables (DISCARD TEMP, session end).
+//! `ON COMMIT DELETE ROWS / DROP`, and dropping the session's temporary
+//! tables (DISCARD TEMP, session end).
+//!
+//! `ON COMMIT` runs after each commit of this session (a block's COMMIT or
+//! a statement's implicit commit), as PostgreSQL runs it at commit: a
+//! `DELETE ROWS` table that holds rows is emptied, a `DROP` table is
+//! dropped. A temporary table is private to its session, so nobody can see
+//! its rows between the commit and that step; a crash in between leaves
+//! nothing either, because a restart drops every temporary table. Writes
+//! to such a table never take a fixed plan (those commit on their own,
+//! past this step), and an autocommit COPY into a `DELETE ROWS` table
+//! empties it after its load (`crate::copy`).
 
 use std::sync::Arc;
 
@@ -8,6 +19,7 @@ use datafusion::sql::sqlparser::ast::{CreateTable, Ident, ObjectName, ObjectName
 
 use super::{run_blocking, Session};
 use crate::error::{Result, SqlError};
+use crate::fastpath::FastPlan;
 use crate::temp_tables;
 
 impl Session {
@@ -45,6 +57,11 @@ impl Session {
         let candidate = temp_tables::temp_candidate(&ct.name);
         let temporary = ct.temporary || matches!(candidate, Some((true, _)));
         if !temporary {
+            if ct.on_commit.is_some() {
+                return Err(SqlError::InvalidDefinition(
+                    "ON COMMIT can only be used on temporary tables".into(),
+                ));
+            }
             if let Some(n) = ct.name.0.last().and_then(|p| match p {
                 ObjectNamePart::Identifier(id) => Some(crate::rewrite::ident_name(id)),
                 ObjectNamePart::Function(_) => None,
@@ -56,19 +73,6 @@ impl Session {
                 }
             }
             return Ok(false);
-        }
-        match ct.on_commit {
-            None | Some(OnCommit::PreserveRows) => {}
-            Some(OnCommit::DeleteRows) => {
-                return Err(SqlError::FeatureNotSupported(
-                    "ON COMMIT DELETE ROWS is not supported".into(),
-                ))
-            }
-            Some(OnCommit::Drop) => {
-                return Err(SqlError::FeatureNotSupported(
-                    "ON COMMIT DROP is not supported".into(),
-                ))
-            }
         }
         let Some((_, name)) = candidate else {
             return Err(SqlError::InvalidDefinition(
@@ -94,5 +98,94 @@ impl Session {
             self.drop_owned_sequences(&name);
         }
         Ok(())
+    }
+
+    /// Records what `ON COMMIT` does to the temporary table `storage` just
+    /// created (`None`: PRESERVE ROWS, nothing).
+    pub(super) fn set_temp_commit_action(&self, storage: &str, action: Option<CommitAction>) {
+        let mut actions = self.temp_on_commit.lock();
+        match action {
+            Some(a) => actions.insert(storage.to_string(), a),
+            None => actions.remove(storage),
+        };
+    }
+
+    /// Whether a fixed plan must leave `plan` to the general path: it
+    /// writes a temporary table with an ON COMMIT action, which runs after
+    /// the general path's commit.
+    pub(super) fn temp_commit_action_declines(&self, plan: &FastPlan) -> bool {
+        let actions = self.temp_on_commit.lock();
+        !actions.is_empty()
+            && plan
+                .written_table()
+                .is_some_and(|t| actions.contains_key(t))
+    }
+
+    /// After a COPY outside a transaction block committed (its own
+    /// commit, past the session's): the ON COMMIT actions.
+    pub fn after_autocommit_copy(&self) {
+        self.run_temp_commit_actions();
+    }
+
+    /// Forgets the actions of tables that are gone (a rolled-back CREATE,
+    /// a DROP TABLE): a later table of the same name starts without one.
+    pub(super) fn forget_dropped_temp_actions(&self) {
+        let engine = &self.db.engine;
+        self.temp_on_commit
+            .lock()
+            .retain(|name, _| engine.table(name).is_some());
+    }
+
+    /// Runs the ON COMMIT actions after a commit. The commit stands
+    /// whatever happens here: a failure is logged (the table is emptied or
+    /// dropped at the next commit, or at the session's end).
+    pub(super) fn run_temp_commit_actions(&self) {
+        let actions: Vec<(String, CommitAction)> = {
+            let mut a = self.temp_on_commit.lock();
+            if a.is_empty() {
+                return;
+            }
+            a.retain(|name, _| self.db.engine.table(name).is_some());
+            a.iter().map(|(n, c)| (n.clone(), *c)).collect()
+        };
+        let engine = Arc::clone(&self.db.engine);
+        for (name, action) in actions {
+            let r = match action {
+                CommitAction::DeleteRows => match engine.table(&name) {
+                    Some(t) if t.approx_row_count() > 0 => {
+                        run_blocking(|| engine.truncate_table(&name))
+                    }
+                    _ => Ok(()),
+                },
+                CommitAction::Drop => run_blocking(|| engine.drop_table(&name)).map(|()| {
+                    self.temp_on_commit.lock().remove(&name);
+                    self.drop_owned_sequences(&name);
+                }),
+            };
+            if let Err(e) = r {
+                tracing::warn!(table = %name, error = %e, "ON COMMIT action of a temporary table failed");
+            }
+        }
+    }
+}
+
+/// What a temporary table's `ON COMMIT` clause asks for at each commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CommitAction {
+    /// `ON COMMIT DELETE ROWS`: emptied.
+    DeleteRows,
+    /// `ON COMMIT DROP`: dropped at the end of the creating transaction.
+    Drop,
+}
+
+impl CommitAction {
+    /// The action of a CREATE TABLE's clause (`PRESERVE ROWS`, or none:
+    /// nothing to do).
+    pub(crate) fn of(clause: Option<&OnCommit>) -> Option<CommitAction> {
+        match clause? {
+            OnCommit::PreserveRows => None,
+            OnCommit::DeleteRows => Some(CommitAction::DeleteRows),
+            OnCommit::Drop => Some(CommitAction::Drop),
+        }
     }
 }
