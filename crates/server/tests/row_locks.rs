@@ -2,7 +2,8 @@
 //! real server, with PostgreSQL 15's outcome as the expected answer of each
 //! step: waiting writers, NOWAIT's 55P03, a SKIP LOCKED job queue, READ
 //! COMMITTED re-evaluation on the newest version, REPEATABLE READ's 40001,
-//! and refusals (0A000) for shapes Eddy does not lock.
+//! joins (every table, or those named by OF), and refusals (0A000) for
+//! shapes Eddy does not lock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -205,8 +206,10 @@ async fn unsupported_locking_shapes_are_refused() {
     for sql in [
         // PostgreSQL: 0A000 FOR UPDATE is not allowed with aggregate functions
         "SELECT count(*) FROM t FOR UPDATE",
-        // PostgreSQL locks both sides of a join; Eddy refuses rather than lock one
-        "SELECT t.id FROM t JOIN u ON t.id = u.id FOR UPDATE",
+        // PostgreSQL: 0A000 FOR UPDATE cannot be applied to the nullable
+        // side of an outer join
+        "SELECT t.id FROM t LEFT JOIN u ON t.id = u.id FOR UPDATE",
+        "SELECT t.id FROM t RIGHT JOIN u ON t.id = u.id FOR UPDATE OF t",
         "SELECT DISTINCT v FROM t FOR SHARE",
     ] {
         let e = a.query(sql, &[]).await.unwrap_err();
@@ -233,4 +236,141 @@ async fn unsupported_locking_shapes_are_refused() {
         ints(&b, "SELECT id FROM t FOR UPDATE NOWAIT").await,
         vec![1]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_locks_the_rows_of_every_table_it_names() {
+    let srv = Server::start("trust");
+    let a = srv.connect().await;
+    let b = Arc::new(srv.connect().await);
+    a.batch_execute(
+        "CREATE TABLE customers (id INT PRIMARY KEY, name TEXT NOT NULL) WITH (shard_count = 2);
+         CREATE TABLE orders (id INT PRIMARY KEY, cust INT NOT NULL, amount INT NOT NULL)
+             WITH (shard_count = 2);
+         INSERT INTO customers VALUES (1, 'ann'), (2, 'bob');
+         INSERT INTO orders VALUES (10, 1, 100), (11, 1, 110), (20, 2, 200)",
+    )
+    .await
+    .unwrap();
+
+    // Both sides are locked: customer 1 and its two orders (the customer
+    // row appears twice in the result and is locked once).
+    a.batch_execute("BEGIN").await.unwrap();
+    let rows = a
+        .query(
+            "SELECT o.id, c.name FROM orders o JOIN customers c ON o.cust = c.id \
+             WHERE c.id = 1 ORDER BY o.id FOR UPDATE",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].columns().len(), 2, "no storage keys in the result");
+    for sql in [
+        "SELECT id FROM customers WHERE id = 1 FOR UPDATE NOWAIT",
+        "SELECT id FROM orders WHERE id = 11 FOR SHARE NOWAIT",
+    ] {
+        let e = b.query(sql, &[]).await.unwrap_err();
+        assert_eq!(state(&e), SqlState::LOCK_NOT_AVAILABLE, "{sql}");
+    }
+    // rows outside the result are free
+    assert_eq!(
+        ints(&b, "SELECT id FROM orders WHERE cust = 2 FOR UPDATE NOWAIT").await,
+        vec![20]
+    );
+    // a writer of a locked customer waits for the holder
+    let waiter = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move {
+            b.execute("UPDATE customers SET name = 'anne' WHERE id = 1", &[])
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "UPDATE waits for the join's lock");
+    a.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(waiter.await.unwrap().unwrap(), 1);
+
+    // OF names the tables to lock: customers stay free.
+    a.batch_execute("BEGIN").await.unwrap();
+    let rows = a
+        .query(
+            "SELECT o.id FROM orders o, customers c WHERE o.cust = c.id AND c.id = 2 \
+             FOR UPDATE OF o",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        ints(
+            &b,
+            "SELECT id FROM customers WHERE id = 2 FOR UPDATE NOWAIT"
+        )
+        .await,
+        vec![2]
+    );
+    let e = b
+        .query("SELECT id FROM orders WHERE id = 20 FOR UPDATE NOWAIT", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(state(&e), SqlState::LOCK_NOT_AVAILABLE);
+    // ... and an outer join may lock its preserved side
+    let rows = a
+        .query(
+            "SELECT o.id FROM orders o LEFT JOIN customers c ON o.cust = c.id \
+             WHERE o.id = 10 FOR SHARE OF o",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    a.batch_execute("COMMIT").await.unwrap();
+
+    // SKIP LOCKED passes over a result row any of whose rows is locked.
+    a.batch_execute("BEGIN").await.unwrap();
+    assert_eq!(
+        ints(&a, "SELECT id FROM orders WHERE id = 11 FOR UPDATE").await,
+        vec![11]
+    );
+    assert_eq!(
+        ints(
+            &b,
+            "SELECT o.id FROM orders o JOIN customers c ON o.cust = c.id \
+             ORDER BY o.id FOR UPDATE SKIP LOCKED"
+        )
+        .await,
+        vec![10, 20]
+    );
+    a.batch_execute("COMMIT").await.unwrap();
+
+    // READ COMMITTED: a result row whose locked row changed meanwhile comes
+    // back with the committed values if it still qualifies (PostgreSQL:
+    // (10, 150)), and not at all if not (order 11 moved to customer 2).
+    a.batch_execute(
+        "BEGIN; UPDATE orders SET amount = 150 WHERE id = 10; \
+         UPDATE orders SET cust = 2 WHERE id = 11",
+    )
+    .await
+    .unwrap();
+    let waiter = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move {
+            b.query(
+                "SELECT o.id, o.amount FROM orders o JOIN customers c ON o.cust = c.id \
+                 WHERE c.name = 'anne' ORDER BY o.id FOR UPDATE",
+                &[],
+            )
+            .await
+            .map(|rows| {
+                rows.iter()
+                    .map(|r| (r.get::<_, i32>(0), r.get::<_, i32>(1)))
+                    .collect::<Vec<_>>()
+            })
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished());
+    a.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(waiter.await.unwrap().unwrap(), vec![(10, 150)]);
 }
