@@ -23,7 +23,8 @@
 //!   ACCESS EXCLUSIVE lock.
 //! * **Undo needs no data rewrite.** Only changes that leave stored rows
 //!   readable under both definitions may be in flight: create, rename,
-//!   column renames, defaults, nullability dropped, comments and added
+//!   column renames, defaults, nullability (dropped, or set once the rows
+//!   were checked: undoing it allows what they hold), comments and added
 //!   (nullable) columns. A file written while a column was added has that
 //!   column, all NULL (the owner's rows are private until commit and others
 //!   wait), and readers address columns by position, so the undone

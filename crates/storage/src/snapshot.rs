@@ -659,13 +659,23 @@ fn assemble(
     if let Some(k) = key_pos {
         cols.push(b.column(k).clone());
     }
-    let opts = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n));
+    // Filter before the batch takes the table's schema: a deleted or
+    // not-yet-visible version may hold a NULL in a column declared NOT NULL
+    // since (ALTER COLUMN ... SET NOT NULL checks only the visible rows).
+    let (cols, rows) = match mask {
+        Some(m) => {
+            let keep = arrow::compute::FilterBuilder::new(&m).optimize().build();
+            let cols = cols
+                .iter()
+                .map(|c| keep.filter(c))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| StorageError::arrow("visibility filter", e))?;
+            (cols, keep.count())
+        }
+        None => (cols, n),
+    };
+    let opts = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(rows));
     let out = RecordBatch::try_new_with_options(schema.clone(), cols, &opts)
         .map_err(|e| StorageError::arrow("scan batch", e))?;
-    let out = match mask {
-        Some(m) => arrow::compute::filter_record_batch(&out, &m)
-            .map_err(|e| StorageError::arrow("visibility filter", e))?,
-        None => out,
-    };
     Ok((out.num_rows() > 0).then_some(out))
 }

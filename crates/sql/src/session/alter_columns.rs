@@ -11,7 +11,8 @@
 //! that can be broken is not offered.
 
 use datafusion::sql::sqlparser::ast::{AlterColumnOperation, Ident, ObjectName};
-use eddy_storage::StorageError;
+use eddy_storage::{StorageError, Table};
+use std::sync::Arc;
 
 use super::{run_blocking, Session};
 use crate::error::{Result, SqlError};
@@ -158,6 +159,32 @@ impl Session {
         })
     }
 
+    /// SET NOT NULL: 23502 when a row the transaction sees (committed, or
+    /// its own) holds NULL in `column`, with PostgreSQL's message.
+    async fn check_no_nulls(&mut self, table: &str, t: &Arc<Table>, column: &str) -> Result<()> {
+        use datafusion::common::{Column, TableReference};
+        use datafusion::logical_expr::{col, Expr};
+        self.install_tables(std::slice::from_ref(t))?;
+        let reference = TableReference::partial("public", table);
+        let plan = self
+            .ctx
+            .table(reference)
+            .await?
+            .filter(Expr::Column(Column::new_unqualified(column)).is_null())?
+            .limit(0, Some(1))?
+            .select(vec![col(Column::new_unqualified(column))])?
+            .into_unoptimized_plan();
+        let (_, batches) = super::collect_rows(self.run_plan(plan).await?).await?;
+        if batches.iter().any(|b| b.num_rows() > 0) {
+            // the message names the table as the user wrote it
+            let shown = crate::temp_tables::parse_storage_name(table).map_or(table, |(_, n)| n);
+            return Err(SqlError::NotNullViolation(format!(
+                "column \"{column}\" of relation \"{shown}\" contains null values"
+            )));
+        }
+        Ok(())
+    }
+
     pub(super) async fn alter_column(
         &mut self,
         table: &str,
@@ -183,6 +210,7 @@ impl Session {
         };
         let new_default: Option<Option<String>>;
         let mut drop_not_null = false;
+        let mut set_not_null = false;
         match op {
             AlterColumnOperation::SetDefault { value } => {
                 if col.identity.is_some() {
@@ -211,10 +239,12 @@ impl Session {
                 drop_not_null = true;
             }
             AlterColumnOperation::SetNotNull => {
-                return Err(SqlError::FeatureNotSupported(
-                    "ALTER COLUMN ... SET NOT NULL is not supported yet (a concurrent writer could still store a NULL)"
-                        .into(),
-                ))
+                // The table is locked against other writers (ALTER TABLE's
+                // exclusive lock, held to the transaction's end), so no
+                // NULL can arrive between this check and the change.
+                self.check_no_nulls(table, &t, &cname).await?;
+                new_default = None;
+                set_not_null = true;
             }
             other => {
                 return Err(SqlError::FeatureNotSupported(format!(
@@ -232,6 +262,9 @@ impl Session {
                 }
                 if drop_not_null {
                     c.nullable = true;
+                }
+                if set_not_null {
+                    c.nullable = false;
                 }
                 Ok(())
             })
