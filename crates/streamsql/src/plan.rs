@@ -22,9 +22,14 @@
 //! `window_end`, and the plan's [`EventTimePlan`] says how the view
 //! operator assigns windows, drops late rows and closes windows. Lookup
 //! joins become pre stages (`lookup.rs`). Anything else — other joins,
-//! window functions (`OVER`), ORDER BY, LIMIT, DISTINCT ON, grouping sets, FILTER clauses, aggregates outside the list, a view
-//! without GROUP BY — is refused with 0A000 at CREATE, so every view that
-//! is created is maintained exactly.
+//! window functions (`OVER`), ORDER BY, LIMIT, DISTINCT ON, grouping sets, FILTER clauses, aggregates outside the list —
+//! is refused with 0A000 at CREATE, so every view that is created is
+//! maintained exactly.
+//!
+//! A query without an aggregate (filters and projections over one source,
+//! no window, no join) is an **append-only** view ([`ViewPlan::append`]):
+//! its stages are all pre stages and its rows are appended under their
+//! source row's position (`append_op.rs`).
 //!
 //! The view's table takes the output columns (visible names, storable
 //! types); its primary key is the output columns that are GROUP BY columns
@@ -111,6 +116,10 @@ pub struct ViewPlan {
     /// (`interval_join.rs`): the view reads `source` (the left) and
     /// `join.right.source`, and the pre stages run on the join's output.
     pub join: Option<Arc<IntervalJoin>>,
+    /// An append-only view (no GROUP BY, `append_op.rs`): the pre stages
+    /// are the whole query, there is no aggregate, no post stage and no
+    /// primary key (each row is stored under its source row's position).
+    pub append: bool,
 }
 
 /// What a view does with event time (all `None`: nothing).
@@ -136,7 +145,8 @@ fn unsupported(what: impl fmt::Display) -> StreamSqlError {
     StreamSqlError::NotSupported(format!(
         "materialized views do not support {what} yet (supported: one source, WHERE, \
          GROUP BY with count/sum/min/max/avg, HAVING, TUMBLE, HOP and SESSION windows, \
-         lookup joins, interval joins)"
+         lookup joins, interval joins; without GROUP BY: WHERE and the select list over \
+         one source)"
     ))
 }
 
@@ -278,6 +288,9 @@ fn plan_event_time(
             input.bind_watermark(schema, wm)?;
         }
         *join = Arc::new(j);
+    } else if plan.append {
+        // an append-only view keeps every row, late or not: no window
+        // closes, so lateness changes nothing (as in Flink and RisingWave)
     } else if let Some((_, w)) = watermarks.iter().find(|(n, _)| *n == plan.source) {
         let (column, _) = schema.column_with_name(&w.column).ok_or_else(|| {
             StreamSqlError::State(format!(
@@ -389,12 +402,16 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
         if let Some(agg) = node.downcast_ref::<AggregateExec>() {
             break agg;
         }
-        if node.is::<SourceScanExec>() {
-            return Err(StreamSqlError::NotSupported(
-                "a materialized view without GROUP BY is not supported yet: its rows would \
-                 need a key"
-                    .into(),
-            ));
+        if let Some(scan) = node.downcast_ref::<SourceScanExec>() {
+            post.reverse();
+            return append_plan(scan, post, &output_schema);
+        }
+        if node.name().contains("Join") {
+            return Err(StreamSqlError::NotSupported(format!(
+                "a materialized view without GROUP BY over a join ({}) is not supported yet \
+                 (an append-only view reads one source through filters and projections)",
+                node.name()
+            )));
         }
         let stage = stage_of(node).ok_or_else(|| unsupported(node.name()))?;
         post.push(stage);
@@ -507,6 +524,47 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
         retract_refusal,
         retractions: false,
         join,
+        append: false,
+    })
+}
+
+/// The plan of a view without an aggregate: `stages` (bottom up) over the
+/// source `scan`, appended row by row (`append_op.rs`).
+fn append_plan(
+    scan: &SourceScanExec,
+    stages: Vec<Stage>,
+    output_schema: &SchemaRef,
+) -> Result<ViewPlan> {
+    if scan.window.is_some() {
+        return Err(StreamSqlError::NotSupported(
+            "a TUMBLE, HOP or SESSION window in a materialized view without GROUP BY is not \
+             supported (window the rows in an aggregate: GROUP BY window_start, window_end)"
+                .into(),
+        ));
+    }
+    if scan.limit.is_some() {
+        return Err(unsupported("LIMIT"));
+    }
+    if stages.iter().any(|s| matches!(s, Stage::Lookup(_))) {
+        return Err(StreamSqlError::NotSupported(
+            "a lookup join in a materialized view without GROUP BY is not supported yet".into(),
+        ));
+    }
+    Ok(ViewPlan {
+        source: scan.source.clone(),
+        scan_projection: scan.projection.clone(),
+        pre: stages,
+        group_exprs: Vec::new(),
+        aggregates: Vec::new(),
+        aggregate_schema: Arc::clone(output_schema),
+        post: Vec::new(),
+        columns: output_columns(output_schema)?,
+        primary_key: Vec::new(),
+        time: EventTimePlan::default(),
+        retract_refusal: None,
+        retractions: false,
+        join: None,
+        append: true,
     })
 }
 
@@ -602,6 +660,24 @@ mod tests {
     }
 
     #[test]
+    fn a_view_without_group_by_is_append_only() {
+        let p = plan(
+            "CREATE MATERIALIZED VIEW v AS SELECT id, k * 2 AS k2, 0.5 * id AS half FROM s \
+             WHERE k % 3 = 0",
+        )
+        .expect("plan");
+        assert!(p.append);
+        assert!(p.aggregates.is_empty() && p.group_exprs.is_empty() && p.post.is_empty());
+        assert!(p.primary_key.is_empty(), "rows are keyed by their position");
+        let names: Vec<&str> = p.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["id", "k2", "half"]);
+        assert!(matches!(p.columns[2].ty, ColumnType::Decimal(..)), "0.5 is numeric");
+        let p = plan("CREATE MATERIALIZED VIEW v AS SELECT * FROM s").expect("plan");
+        assert!(p.append);
+        assert_eq!(p.columns.len(), 3);
+    }
+
+    #[test]
     fn count_distinct_is_one_aggregate() {
         let p = plan(
             "CREATE MATERIALIZED VIEW v AS SELECT k, count(DISTINCT url) AS urls FROM s \
@@ -615,7 +691,10 @@ mod tests {
     #[test]
     fn what_cannot_be_maintained_is_refused() {
         for sql in [
-            "CREATE MATERIALIZED VIEW v AS SELECT id FROM s",
+            "CREATE MATERIALIZED VIEW v AS SELECT id FROM s ORDER BY id",
+            "CREATE MATERIALIZED VIEW v AS SELECT id FROM s LIMIT 3",
+            "CREATE MATERIALIZED VIEW v AS SELECT a.id FROM s a JOIN s b ON a.id = b.id",
+            "CREATE MATERIALIZED VIEW v AS SELECT id, row_number() OVER () FROM s",
             "CREATE MATERIALIZED VIEW v AS SELECT count(*) FROM s",
             "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) FROM s GROUP BY k ORDER BY k",
             "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) FROM s GROUP BY k LIMIT 3",

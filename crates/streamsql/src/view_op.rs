@@ -160,7 +160,7 @@ pub const INJECT_PANIC_ENV: &str = "EDDY_FAULT_VIEW_PANIC_AT_ROWS";
 
 /// The `bigint` a checkpoint tag is recorded as (the final one as the
 /// largest).
-fn tag_value(tag: u64) -> i64 {
+pub(crate) fn tag_value(tag: u64) -> i64 {
     if tag == FINAL_TAG {
         i64::MAX
     } else {
@@ -173,7 +173,7 @@ fn key_json(key: &[Value]) -> Result<Vec<u8>> {
     serde_json::to_vec(key).map_err(|e| StreamSqlError::Internal(format!("a view key: {e}")))
 }
 
-fn now_micros() -> i64 {
+pub(crate) fn now_micros() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
@@ -822,46 +822,64 @@ impl ViewOperator {
 
     /// Commits `p` with its checkpoint row, unless it already is.
     fn commit(&self, p: &Pending) -> Result<()> {
-        let t = &self.target;
-        let tag = tag_value(p.tag);
-        if tag <= committed_checkpoint(&t.checkpoints, &t.job)? {
-            return Ok(());
-        }
-        let mut ops = Vec::with_capacity(p.upserts.len() + p.deletes.len());
-        for key in &p.deletes {
-            ops.push(WriteOp::Delete {
-                key: t.table.key_of(key)?,
-            });
-        }
-        for row in &p.upserts {
-            ops.push(WriteOp::Insert {
-                row: row.clone(),
-                on_conflict: OnConflict::Replace,
-            });
-        }
-        let source_rows = i64::try_from(p.source_rows).unwrap_or(i64::MAX);
-        let committed_at = now_micros();
-        let mut mark = vec![
-            Value::Text(t.job.clone()),
-            Value::BigInt(tag),
-            Value::BigInt(source_rows),
-            Value::Timestamp(committed_at),
-        ];
-        if t.checkpoints.def().columns.len() > mark.len() {
-            mark.push(p.position.clone().map_or(Value::Null, Value::Text));
-        }
-        let mark = WriteOp::Insert {
-            row: mark,
-            on_conflict: OnConflict::Replace,
-        };
-        t.engine.commit(vec![
-            (Arc::clone(&t.table), ops),
-            (Arc::clone(&t.checkpoints), vec![mark]),
-        ])?;
-        t.stats.record(p, now_micros().max(committed_at));
-        tracing::debug!(job = %t.job, checkpoint = tag, source_rows, "view committed");
-        Ok(())
+        commit_change(&self.target, p, || {
+            let t = &self.target;
+            let mut ops = Vec::with_capacity(p.upserts.len() + p.deletes.len());
+            for key in &p.deletes {
+                ops.push(WriteOp::Delete {
+                    key: t.table.key_of(key)?,
+                });
+            }
+            for row in &p.upserts {
+                ops.push(WriteOp::Insert {
+                    row: row.clone(),
+                    on_conflict: OnConflict::Replace,
+                });
+            }
+            Ok(ops)
+        })
     }
+}
+
+/// Commits the view's change `p` (its writes made by `ops`) with its
+/// checkpoint row `(job, tag, source rows, committed at, position)` in one
+/// `Engine::commit`, unless checkpoint `p.tag` is committed already (then
+/// nothing is written: a commit repeated after a restore is a no-op). The
+/// one commit path of every view operator (grouped and append-only).
+pub(crate) fn commit_change(
+    t: &ViewTarget,
+    p: &Pending,
+    ops: impl FnOnce() -> Result<Vec<WriteOp>>,
+) -> Result<()> {
+    let tag = tag_value(p.tag);
+    if tag <= committed_checkpoint(&t.checkpoints, &t.job)? {
+        return Ok(());
+    }
+    let ops = ops()?;
+    let rows_written = ops.len();
+    let source_rows = i64::try_from(p.source_rows).unwrap_or(i64::MAX);
+    let committed_at = now_micros();
+    let mut mark = vec![
+        Value::Text(t.job.clone()),
+        Value::BigInt(tag),
+        Value::BigInt(source_rows),
+        Value::Timestamp(committed_at),
+    ];
+    if t.checkpoints.def().columns.len() > mark.len() {
+        mark.push(p.position.clone().map_or(Value::Null, Value::Text));
+    }
+    let mark = WriteOp::Insert {
+        row: mark,
+        on_conflict: OnConflict::Replace,
+    };
+    t.engine.commit(vec![
+        (Arc::clone(&t.table), ops),
+        (Arc::clone(&t.checkpoints), vec![mark]),
+    ])?;
+    t.stats
+        .record(p, rows_written, now_micros().max(committed_at));
+    tracing::debug!(job = %t.job, checkpoint = tag, source_rows, "view committed");
+    Ok(())
 }
 
 impl Operator for ViewOperator {
