@@ -187,6 +187,13 @@ impl AppendOperator {
             return Ok(Change { meta, rows: None });
         };
         let schema = first.schema();
+        if schema.fields().len() != self.plan.columns.len() {
+            return Err(StreamSqlError::Internal(format!(
+                "an append-only view's rows have {} columns, its table {}",
+                schema.fields().len(),
+                self.plan.columns.len()
+            )));
+        }
         let batch = concat_batches(&schema, buffered.iter().map(|(b, _)| b))?;
         let positions: Vec<&dyn Array> = buffered.iter().map(|(_, p)| p.as_ref()).collect();
         let positions = concat(&positions)?;
