@@ -261,8 +261,9 @@ impl AppendOperator {
             pending: self.pending.iter().map(|c| c.meta.clone()).collect(),
             lengths: blobs.iter().map(|b| b.len() as u64).collect(),
         };
-        let header = serde_json::to_vec(&header)
-            .map_err(|e| StreamSqlError::Internal(format!("an append-only view's snapshot: {e}")))?;
+        let header = serde_json::to_vec(&header).map_err(|e| {
+            StreamSqlError::Internal(format!("an append-only view's snapshot: {e}"))
+        })?;
         let mut out =
             Vec::with_capacity(16 + header.len() + blobs.iter().map(Vec::len).sum::<usize>());
         out.extend_from_slice(MAGIC);

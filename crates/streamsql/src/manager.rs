@@ -29,13 +29,13 @@ use eddy_stream::prelude::{JobConfig, JobHandle, JobStatus};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use crate::append_op::AppendOperator;
 use crate::batch::ArrowBatch;
 use crate::changelog::ChangeLogSpec;
 use crate::datagen::DatagenSpec;
 use crate::error::{Result, StreamSqlError};
 use crate::kafka::{KafkaSinkOperator, KafkaSinkSpec, KafkaSourceSpec};
 use crate::nexmark::NexmarkSpec;
-use crate::append_op::AppendOperator;
 use crate::plan::{plan_view_literals, Stage, ViewPlan};
 use crate::statements::{self, SinkDef, SourceDef, StreamStatement, ViewDef};
 use crate::view_op::{

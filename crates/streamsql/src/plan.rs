@@ -671,7 +671,10 @@ mod tests {
         assert!(p.primary_key.is_empty(), "rows are keyed by their position");
         let names: Vec<&str> = p.columns.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["id", "k2", "half"]);
-        assert!(matches!(p.columns[2].ty, ColumnType::Decimal(..)), "0.5 is numeric");
+        assert!(
+            matches!(p.columns[2].ty, ColumnType::Decimal(..)),
+            "0.5 is numeric"
+        );
         let p = plan("CREATE MATERIALIZED VIEW v AS SELECT * FROM s").expect("plan");
         assert!(p.append);
         assert_eq!(p.columns.len(), 3);
