@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, Int32Array, Int64Array, TimestampMicrosecondArray};
+use datafusion::arrow::datatypes::DataType;
 use eddy_common::Value;
 use eddy_storage::{Engine, EngineConfig, Table};
 use eddy_stream::operator::sink::FINAL_TAG;
@@ -31,7 +32,10 @@ use common::*;
 enum Step {
     /// Source rows: (id, k, time lag in ms).
     Batch(Vec<(i64, i32, i64)>),
-    Checkpoint { durable: bool, committed: bool },
+    Checkpoint {
+        durable: bool,
+        committed: bool,
+    },
     Crash,
 }
 
@@ -60,8 +64,13 @@ fn table_rows(table: &Table) -> Vec<(i64, i32, i64)> {
     for part in table.snapshot().partitions() {
         for b in part.scan(None, false, &|_| true).expect("scan") {
             let b = b.expect("batch");
-            let ids = b.column(0).as_any().downcast_ref::<Int64Array>().expect("id");
-            let ks = b.column(1).as_any().downcast_ref::<Int32Array>().expect("k2");
+            let ids = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("id");
+            let ks = datafusion::arrow::compute::cast(b.column(1), &DataType::Int32).expect("k2");
+            let ks = ks.as_any().downcast_ref::<Int32Array>().expect("k2");
             let ts = b
                 .column(2)
                 .as_any()
@@ -225,7 +234,10 @@ fn a_crash_after_the_commit_and_before_the_acknowledgement_writes_nothing_twice(
     let log: Vec<Row> = vec![(7, 1, 5 * MS); 4];
     op.process(0, Box::new(vec![ArrowBatch(batch(&log))]), &mut NoOutput)
         .expect("process");
-    let snap = op.snapshot(CheckpointId(1)).expect("snapshot").expect("state");
+    let snap = op
+        .snapshot(CheckpointId(1))
+        .expect("snapshot")
+        .expect("state");
     op.checkpoint_complete(CheckpointId(1), false)
         .expect("commit");
     check_committed(&target, &log);
