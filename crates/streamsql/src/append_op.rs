@@ -14,7 +14,7 @@
 //!   prefix always gives the same (id, row) pairs.
 //! * **Exactly once by construction.** The rows since the last snapshot
 //!   are checkpoint `n`'s change; it is committed with the checkpoint row
-//!   through the grouped views' commit path (`view_op::commit_change`:
+//!   through the grouped views' commit path (`view_commit::commit_change`:
 //!   one `Engine::commit`, skipped if the checkpoint is committed). A
 //!   replay after a crash rewrites the same ids with the same rows
 //!   (upserts), so even a change committed twice could not duplicate a row.

@@ -66,6 +66,7 @@ pub mod source_scan;
 pub mod stages;
 pub mod statements;
 pub mod status;
+pub mod view_commit;
 pub mod view_op;
 pub mod view_stats;
 pub mod view_tables;
