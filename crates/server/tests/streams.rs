@@ -210,9 +210,11 @@ async fn a_view_is_its_query_over_the_stream_and_only_its_job_writes_it() {
     refused(&c, "DELETE FROM eddy_stream_checkpoints", "42809").await;
 
     // what cannot be maintained exactly is refused at CREATE
+    // (a view without GROUP BY is append-only now, stream_nexmark.rs; not
+    // with ORDER BY)
     refused(
         &c,
-        "CREATE MATERIALIZED VIEW raw AS SELECT id FROM clicks",
+        "CREATE MATERIALIZED VIEW raw AS SELECT id FROM clicks ORDER BY id",
         "0A000",
     )
     .await;

@@ -150,8 +150,25 @@ pub struct Table {
 /// One operation of a write.
 #[derive(Clone, Debug)]
 pub enum WriteOp {
-    Insert { row: Row, on_conflict: OnConflict },
-    Delete { key: Key },
+    Insert {
+        row: Row,
+        on_conflict: OnConflict,
+    },
+    Delete {
+        key: Key,
+    },
+    /// Inserts `row`, replacing any row stored under the same id, into a
+    /// table **without a primary key** under the caller's row id `rowid`
+    /// instead of a freshly allocated one. Writing the same `(rowid, row)`
+    /// twice leaves one row: an append-only materialized view keys each
+    /// source row by its position in the source stream this way, so a
+    /// replay rewrites the same rows (`docs/design/streams-into-tables.md`,
+    /// "Append-only materialized views"). The caller owns the id space of
+    /// the table: it must not also take ids from plain `Insert`s.
+    Put {
+        row: Row,
+        rowid: u64,
+    },
 }
 
 impl Engine {
@@ -923,6 +940,25 @@ impl Table {
                         table: self.def.clone(),
                         key,
                         kind: ShardOpKind::Insert { row, on_conflict },
+                    });
+                }
+                WriteOp::Put { row, rowid } => {
+                    if !no_pk {
+                        return Err(StorageError::Unsupported(format!(
+                            "a write by row id into table \"{}\", which has a primary key",
+                            self.def.name
+                        )));
+                    }
+                    codec::check_row(&self.def, &row)?;
+                    let s = shard_for_row(&self.def, &row, rowid, n);
+                    let key = key_for_row_in_shard(&self.def, &row, rowid, s);
+                    per_shard.entry(s).or_default().push(ShardOp {
+                        table: self.def.clone(),
+                        key,
+                        kind: ShardOpKind::Insert {
+                            row,
+                            on_conflict: OnConflict::Replace,
+                        },
                     });
                 }
                 WriteOp::Delete { key } => {

@@ -31,6 +31,9 @@
 //!   table's row under its key when it is processed, never revised);
 //! * [`view_op`]: the operator that runs a view in the stream engine
 //!   (`eddy-stream`) and commits its changes into the view's table;
+//! * [`append_op`]: the operator of an append-only view (no GROUP BY):
+//!   each kept source row is appended under its position in the source,
+//!   through the same commit;
 //! * [`manager`]: the catalog of sources and views (tables
 //!   `eddy_stream_jobs` and `eddy_stream_checkpoints`) and the running jobs;
 //!   it implements `eddy_sql::StreamStatements` for the SQL layer.
@@ -47,6 +50,7 @@
 //! * A commit is idempotent: pending changes restored from a checkpoint are
 //!   committed only if the checkpoint row shows they were not.
 
+pub mod append_op;
 pub mod batch;
 pub mod changelog;
 pub mod datagen;
@@ -62,6 +66,7 @@ pub mod source_scan;
 pub mod stages;
 pub mod statements;
 pub mod status;
+pub mod view_commit;
 pub mod view_op;
 pub mod view_stats;
 pub mod view_tables;

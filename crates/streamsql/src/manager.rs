@@ -29,6 +29,7 @@ use eddy_stream::prelude::{JobConfig, JobHandle, JobStatus};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use crate::append_op::AppendOperator;
 use crate::batch::ArrowBatch;
 use crate::changelog::ChangeLogSpec;
 use crate::datagen::DatagenSpec;
@@ -261,6 +262,14 @@ impl StreamManager {
             }
         }
         if cat.sources.get(&plan.source).is_some_and(is_change_log) {
+            if plan.append {
+                return Err(StreamSqlError::NotSupported(
+                    "a materialized view without GROUP BY over a change-log source is not \
+                     supported: its rows are appended, and a change log's updates and deletes \
+                     would need them retracted (aggregate the change log with GROUP BY instead)"
+                        .into(),
+                ));
+            }
             if plan.time.session.is_some() {
                 return Err(StreamSqlError::NotSupported(
                     "a SESSION window over a change-log source is not supported".into(),
@@ -387,8 +396,13 @@ impl StreamManager {
             .and_then(|v| v.parse::<u64>().ok());
         let factory: OperatorFactory = Arc::new(move |info| {
             let first_attempt = info.attempt == 0;
-            let op = ViewOperator::new(Arc::clone(&plan), target.clone())?
-                .panic_at_rows(inject.filter(|_| first_attempt));
+            let panic_at = inject.filter(|_| first_attempt);
+            if plan.append {
+                let op =
+                    AppendOperator::new(Arc::clone(&plan), target.clone())?.panic_at_rows(panic_at);
+                return Ok(Box::new(op) as Box<dyn Operator>);
+            }
+            let op = ViewOperator::new(Arc::clone(&plan), target.clone())?.panic_at_rows(panic_at);
             Ok(Box::new(op) as Box<dyn Operator>)
         });
         let view_name = format!("view {}", def.name);

@@ -22,9 +22,14 @@
 //! `window_end`, and the plan's [`EventTimePlan`] says how the view
 //! operator assigns windows, drops late rows and closes windows. Lookup
 //! joins become pre stages (`lookup.rs`). Anything else — other joins,
-//! window functions (`OVER`), ORDER BY, LIMIT, DISTINCT ON, grouping sets, FILTER clauses, aggregates outside the list, a view
-//! without GROUP BY — is refused with 0A000 at CREATE, so every view that
-//! is created is maintained exactly.
+//! window functions (`OVER`), ORDER BY, LIMIT, DISTINCT ON, grouping sets, FILTER clauses, aggregates outside the list —
+//! is refused with 0A000 at CREATE, so every view that is created is
+//! maintained exactly.
+//!
+//! A query without an aggregate (filters and projections over one source,
+//! no window, no join) is an **append-only** view ([`ViewPlan::append`]):
+//! its stages are all pre stages and its rows are appended under their
+//! source row's position (`append_op.rs`).
 //!
 //! The view's table takes the output columns (visible names, storable
 //! types); its primary key is the output columns that are GROUP BY columns
@@ -111,6 +116,10 @@ pub struct ViewPlan {
     /// (`interval_join.rs`): the view reads `source` (the left) and
     /// `join.right.source`, and the pre stages run on the join's output.
     pub join: Option<Arc<IntervalJoin>>,
+    /// An append-only view (no GROUP BY, `append_op.rs`): the pre stages
+    /// are the whole query, there is no aggregate, no post stage and no
+    /// primary key (each row is stored under its source row's position).
+    pub append: bool,
 }
 
 /// What a view does with event time (all `None`: nothing).
@@ -136,7 +145,8 @@ fn unsupported(what: impl fmt::Display) -> StreamSqlError {
     StreamSqlError::NotSupported(format!(
         "materialized views do not support {what} yet (supported: one source, WHERE, \
          GROUP BY with count/sum/min/max/avg, HAVING, TUMBLE, HOP and SESSION windows, \
-         lookup joins, interval joins)"
+         lookup joins, interval joins; without GROUP BY: WHERE and the select list over \
+         one source)"
     ))
 }
 
@@ -278,6 +288,9 @@ fn plan_event_time(
             input.bind_watermark(schema, wm)?;
         }
         *join = Arc::new(j);
+    } else if plan.append {
+        // an append-only view keeps every row, late or not: no window
+        // closes, so lateness changes nothing (as in Flink and RisingWave)
     } else if let Some((_, w)) = watermarks.iter().find(|(n, _)| *n == plan.source) {
         let (column, _) = schema.column_with_name(&w.column).ok_or_else(|| {
             StreamSqlError::State(format!(
@@ -389,12 +402,16 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
         if let Some(agg) = node.downcast_ref::<AggregateExec>() {
             break agg;
         }
-        if node.is::<SourceScanExec>() {
-            return Err(StreamSqlError::NotSupported(
-                "a materialized view without GROUP BY is not supported yet: its rows would \
-                 need a key"
-                    .into(),
-            ));
+        if let Some(scan) = node.downcast_ref::<SourceScanExec>() {
+            post.reverse();
+            return append_plan(scan, post, &output_schema);
+        }
+        if node.name().contains("Join") {
+            return Err(StreamSqlError::NotSupported(format!(
+                "a materialized view without GROUP BY over a join ({}) is not supported yet \
+                 (an append-only view reads one source through filters and projections)",
+                node.name()
+            )));
         }
         let stage = stage_of(node).ok_or_else(|| unsupported(node.name()))?;
         post.push(stage);
@@ -507,6 +524,47 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
         retract_refusal,
         retractions: false,
         join,
+        append: false,
+    })
+}
+
+/// The plan of a view without an aggregate: `stages` (bottom up) over the
+/// source `scan`, appended row by row (`append_op.rs`).
+fn append_plan(
+    scan: &SourceScanExec,
+    stages: Vec<Stage>,
+    output_schema: &SchemaRef,
+) -> Result<ViewPlan> {
+    if scan.window.is_some() {
+        return Err(StreamSqlError::NotSupported(
+            "a TUMBLE, HOP or SESSION window in a materialized view without GROUP BY is not \
+             supported (window the rows in an aggregate: GROUP BY window_start, window_end)"
+                .into(),
+        ));
+    }
+    if scan.limit.is_some() {
+        return Err(unsupported("LIMIT"));
+    }
+    if stages.iter().any(|s| matches!(s, Stage::Lookup(_))) {
+        return Err(StreamSqlError::NotSupported(
+            "a lookup join in a materialized view without GROUP BY is not supported yet".into(),
+        ));
+    }
+    Ok(ViewPlan {
+        source: scan.source.clone(),
+        scan_projection: scan.projection.clone(),
+        pre: stages,
+        group_exprs: Vec::new(),
+        aggregates: Vec::new(),
+        aggregate_schema: Arc::clone(output_schema),
+        post: Vec::new(),
+        columns: output_columns(output_schema)?,
+        primary_key: Vec::new(),
+        time: EventTimePlan::default(),
+        retract_refusal: None,
+        retractions: false,
+        join: None,
+        append: true,
     })
 }
 
@@ -556,439 +614,5 @@ fn key_columns(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::statements::{parse, StreamStatement};
-    use crate::watermark::WatermarkDef;
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
-
-    fn plan(sql: &str) -> Result<ViewPlan> {
-        let StreamStatement::CreateView { query, .. } = parse(sql).expect("parse") else {
-            panic!("not a view");
-        };
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Int64, false),
-            Field::new("k", DataType::Int32, false),
-            Field::new("url", DataType::Utf8, false),
-        ]));
-        plan_view(&query, &[("s".into(), schema)])
-    }
-
-    #[test]
-    fn a_grouped_aggregate_is_cut_into_parts() {
-        let p = plan(
-            "CREATE MATERIALIZED VIEW v AS SELECT k, count(*), sum(id) AS total, avg(id) \
-             FROM s WHERE id % 2 = 0 GROUP BY k HAVING count(*) > 1",
-        )
-        .expect("plan");
-        assert_eq!(p.source, "s");
-        assert_eq!(p.group_exprs.len(), 1);
-        assert_eq!(p.aggregates.len(), 3);
-        let names: Vec<&str> = p.columns.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["k", "count", "total", "avg"]);
-        assert_eq!(p.primary_key, vec![0]);
-        assert!(!p.pre.is_empty(), "the WHERE clause is a pre stage");
-        assert!(!p.post.is_empty(), "HAVING is a post stage");
-    }
-
-    #[test]
-    fn the_key_follows_the_group_columns_through_the_select_list() {
-        let p = plan(
-            "CREATE MATERIALIZED VIEW v AS SELECT count(*) AS n, url, k % 3 AS b FROM s \
-             GROUP BY url, k % 3",
-        )
-        .expect("plan");
-        assert_eq!(p.primary_key, vec![1, 2]);
-    }
-
-    #[test]
-    fn count_distinct_is_one_aggregate() {
-        let p = plan(
-            "CREATE MATERIALIZED VIEW v AS SELECT k, count(DISTINCT url) AS urls FROM s \
-             GROUP BY k",
-        )
-        .expect("plan");
-        assert_eq!(p.aggregates.len(), 1);
-        assert!(p.aggregates[0].is_distinct());
-    }
-
-    #[test]
-    fn what_cannot_be_maintained_is_refused() {
-        for sql in [
-            "CREATE MATERIALIZED VIEW v AS SELECT id FROM s",
-            "CREATE MATERIALIZED VIEW v AS SELECT count(*) FROM s",
-            "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) FROM s GROUP BY k ORDER BY k",
-            "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) FROM s GROUP BY k LIMIT 3",
-            "CREATE MATERIALIZED VIEW v AS SELECT count(*) FROM s GROUP BY k",
-            "CREATE MATERIALIZED VIEW v AS SELECT k, stddev(id) FROM s GROUP BY k",
-            "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) FILTER (WHERE id > 1) FROM s \
-             GROUP BY k",
-            "CREATE MATERIALIZED VIEW v AS SELECT a.k, count(*) FROM s a JOIN s b ON a.id = \
-             b.id GROUP BY a.k",
-        ] {
-            match plan(sql) {
-                Err(StreamSqlError::NotSupported(_)) => {}
-                other => panic!("{sql}: {other:?}"),
-            }
-        }
-    }
-
-    fn plan_windowed(sql: &str, watermark: Option<&str>) -> Result<ViewPlan> {
-        let StreamStatement::CreateView { query, emit, .. } = parse(sql)? else {
-            panic!("not a view");
-        };
-        let ts = DataType::Timestamp(datafusion::arrow::datatypes::TimeUnit::Microsecond, None);
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Int32, false),
-            Field::new("ts", ts.clone(), false),
-            Field::new("other", ts, false),
-        ]));
-        let watermarks: Vec<(String, WatermarkDef)> = watermark
-            .map(|c| {
-                vec![(
-                    "s".to_string(),
-                    WatermarkDef {
-                        column: c.to_string(),
-                        delay_micros: 1_000_000,
-                    },
-                )]
-            })
-            .unwrap_or_default();
-        plan_view_with(&query, &[("s".into(), schema)], &watermarks, emit)
-    }
-
-    #[test]
-    fn a_tumbling_window_is_assigned_by_the_scan_and_keys_the_view() {
-        let p = plan_windowed(
-            "CREATE MATERIALIZED VIEW v AS SELECT window_start, window_end, k, count(*) AS n \
-             FROM TUMBLE(s, ts, INTERVAL '10' SECOND) WHERE k > 0 \
-             GROUP BY window_start, window_end, k EMIT ON WINDOW CLOSE",
-            Some("ts"),
-        )
-        .expect("plan");
-        let (spec, schema) = p.time.window.clone().expect("window");
-        assert_eq!(
-            spec.kind,
-            crate::window::WindowKind::Tumble { size: 10_000_000 }
-        );
-        assert_eq!(spec.time_column, 1);
-        assert_eq!(
-            schema.fields().len(),
-            5,
-            "the source and two window columns"
-        );
-        assert_eq!(p.time.watermark, Some((1, 1_000_000)));
-        assert_eq!(p.primary_key, vec![0, 1, 2]);
-        let end = p
-            .time
-            .window_end
-            .expect("closed windows are told by window_end");
-        assert_eq!(end.start_plus, None);
-        assert_eq!(p.time.emit, EmitMode::OnWindowClose);
-        let names: Vec<&str> = p.columns.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["window_start", "window_end", "k", "n"]);
-    }
-
-    #[test]
-    fn a_hopping_window_grouped_by_its_start_alone() {
-        let p = plan_windowed(
-            "CREATE MATERIALIZED VIEW v AS SELECT k, hop.window_start AS ws, sum(k) AS total \
-             FROM Hop(s, ts, INTERVAL '1 second', INTERVAL '3 seconds') AS hop \
-             GROUP BY hop.window_start, k",
-            Some("ts"),
-        )
-        .expect("plan");
-        let (spec, _) = p.time.window.clone().expect("window");
-        assert_eq!(
-            spec.kind,
-            crate::window::WindowKind::Hop {
-                hop: 1_000_000,
-                size: 3_000_000
-            }
-        );
-        let end = p.time.window_end.expect("window key");
-        assert_eq!(end.start_plus, Some(3_000_000));
-        assert_eq!(p.time.emit, EmitMode::OnUpdate);
-        // without a watermark the view is kept, but no window ever closes
-        let p = plan_windowed(
-            "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM \
-             TUMBLE(s, ts, INTERVAL '1' MINUTE) GROUP BY window_start",
-            None,
-        )
-        .expect("plan without a watermark");
-        assert!(p.time.window.is_some() && p.time.window_end.is_none());
-        // a window on another column than the watermark's neither
-        let p = plan_windowed(
-            "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM \
-             TUMBLE(s, other, INTERVAL '1' MINUTE) GROUP BY window_start",
-            Some("ts"),
-        )
-        .expect("plan on another column");
-        assert!(p.time.window_end.is_none());
-        assert_eq!(p.time.watermark, Some((1, 1_000_000)));
-    }
-
-    #[test]
-    fn a_session_window_is_keyed_by_its_bounds() {
-        let p = plan_windowed(
-            "CREATE MATERIALIZED VIEW v AS SELECT k, s.window_end AS ends, count(*) AS n \
-             FROM SESSION(s, ts, INTERVAL '5' SECOND) AS s WHERE k > 0 \
-             GROUP BY k, s.window_end HAVING count(*) > 1 EMIT ON WINDOW CLOSE",
-            Some("ts"),
-        )
-        .expect("plan");
-        let (spec, _) = p.time.window.clone().expect("window");
-        assert_eq!(
-            spec.kind,
-            crate::window::WindowKind::Session { gap: 5_000_000 }
-        );
-        let key = p.time.session.expect("session key");
-        assert_eq!(
-            (key.gap, key.start_group, key.end_group),
-            (5_000_000, None, Some(1))
-        );
-        assert!(p.time.window_end.is_none(), "sessions are not groups");
-        assert_eq!(p.time.emit, EmitMode::OnWindowClose);
-        let names: Vec<&str> = p.columns.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["k", "ends", "n"]);
-    }
-
-    #[test]
-    fn session_bounds_used_before_the_aggregate_are_refused() {
-        for (sql, wm) in [
-            // no watermark, or one on another column: sessions never close
-            (
-                "SELECT window_start, count(*) FROM SESSION(s, ts, INTERVAL '1' SECOND) \
-                 GROUP BY window_start",
-                None,
-            ),
-            (
-                "SELECT window_start, count(*) FROM SESSION(s, other, INTERVAL '1' SECOND) \
-                 GROUP BY window_start",
-                Some("ts"),
-            ),
-            (
-                "SELECT window_start, count(*) FROM SESSION(s, ts, INTERVAL '1' SECOND) \
-                 WHERE window_end > other GROUP BY window_start",
-                Some("ts"),
-            ),
-            (
-                "SELECT k, min(window_start) FROM SESSION(s, ts, INTERVAL '1' SECOND) \
-                 GROUP BY k",
-                Some("ts"),
-            ),
-            (
-                "SELECT k, date_trunc('hour', window_start) AS h, count(*) FROM \
-                 SESSION(s, ts, INTERVAL '1' SECOND) GROUP BY k, date_trunc('hour', \
-                 window_start)",
-                Some("ts"),
-            ),
-            (
-                "SELECT k, count(*) FROM SESSION(s, ts, INTERVAL '1' SECOND) GROUP BY k",
-                Some("ts"),
-            ),
-        ] {
-            let sql = format!("CREATE MATERIALIZED VIEW v AS {sql}");
-            match plan_windowed(&sql, wm) {
-                Err(StreamSqlError::NotSupported(_)) => {}
-                other => panic!("{sql}: {other:?}"),
-            }
-        }
-        match plan_windowed(
-            "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM SESSION(s, ts, \
-             INTERVAL '1' SECOND, INTERVAL '1' SECOND) GROUP BY window_start",
-            Some("ts"),
-        ) {
-            Err(StreamSqlError::Syntax(_)) => {}
-            other => panic!("an offset: {other:?}"),
-        }
-    }
-
-    fn plan_joined(sql: &str, right_watermark: bool) -> Result<ViewPlan> {
-        let StreamStatement::CreateView { query, emit, .. } = parse(sql)? else {
-            panic!("not a view");
-        };
-        let ts = DataType::Timestamp(datafusion::arrow::datatypes::TimeUnit::Microsecond, None);
-        let schema = |extra: &str| {
-            Arc::new(Schema::new(vec![
-                Field::new("k", DataType::Int32, false),
-                Field::new("ts", ts.clone(), false),
-                Field::new(extra, DataType::Int64, false),
-            ]))
-        };
-        let wm = |name: &str| {
-            (
-                name.to_string(),
-                WatermarkDef {
-                    column: "ts".into(),
-                    delay_micros: 1_000_000,
-                },
-            )
-        };
-        let mut watermarks = vec![wm("a")];
-        if right_watermark {
-            watermarks.push(wm("b"));
-        }
-        plan_view_with(
-            &query,
-            &[("a".into(), schema("x")), ("b".into(), schema("y"))],
-            &watermarks,
-            emit,
-        )
-    }
-
-    #[test]
-    fn an_interval_join_of_two_sources_is_cut_into_its_sides() {
-        for (sql, lower, upper) in [
-            (
-                "SELECT a.k, count(*) AS n, sum(b.y) AS s FROM a JOIN b ON a.k = b.k AND b.ts \
-                 BETWEEN a.ts - INTERVAL '1' SECOND AND a.ts + INTERVAL '2' SECOND \
-                 WHERE a.x > 0 GROUP BY a.k",
-                -1_000_000,
-                2_000_000,
-            ),
-            (
-                "SELECT b.k, count(*) AS n FROM a JOIN b ON b.k = a.k AND a.ts <= b.ts AND \
-                 b.ts < a.ts + INTERVAL '3 seconds' GROUP BY b.k",
-                0,
-                2_999_999,
-            ),
-        ] {
-            let p = plan_joined(&format!("CREATE MATERIALIZED VIEW v AS {sql}"), true)
-                .unwrap_or_else(|e| panic!("{sql}: {e}"));
-            let j = p.join.clone().expect("an interval join");
-            assert_eq!((j.lower, j.upper), (lower, upper), "{sql}");
-            assert_eq!(
-                (j.left.source.as_str(), j.right.source.as_str()),
-                ("a", "b")
-            );
-            assert_eq!(j.left.watermark, Some((1, 1_000_000)));
-            assert_eq!(j.right.watermark, Some((1, 1_000_000)));
-            assert_eq!(p.source, "a");
-            assert!(p.time.watermark.is_none(), "each side keeps its own clock");
-        }
-    }
-
-    #[test]
-    fn other_stream_stream_joins_are_refused() {
-        for (sql, right_wm) in [
-            (
-                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k GROUP BY a.k",
-                true,
-            ),
-            (
-                "SELECT a.k, count(*) FROM a LEFT JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts \
-                 AND a.ts + INTERVAL '1' SECOND GROUP BY a.k",
-                true,
-            ),
-            (
-                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts >= a.ts GROUP BY a.k",
-                true,
-            ),
-            (
-                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND \
-                 a.ts + INTERVAL '1' SECOND AND a.x < b.y GROUP BY a.k",
-                true,
-            ),
-            (
-                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND \
-                 a.ts + INTERVAL '1' SECOND GROUP BY a.k",
-                false,
-            ),
-            (
-                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND \
-                 a.ts + INTERVAL '1' MONTH GROUP BY a.k",
-                true,
-            ),
-            (
-                "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND \
-                 a.ts + INTERVAL '1' SECOND GROUP BY a.k EMIT ON WINDOW CLOSE",
-                true,
-            ),
-        ] {
-            match plan_joined(&format!("CREATE MATERIALIZED VIEW v AS {sql}"), right_wm) {
-                Err(StreamSqlError::NotSupported(_)) => {}
-                other => panic!("{sql}: {other:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn windows_that_cannot_be_kept_are_refused() {
-        for (sql, wm) in [
-            (
-                "CREATE MATERIALIZED VIEW v AS SELECT count(*), k FROM SESSION(s, ts, \
-                 INTERVAL '1' SECOND) GROUP BY k",
-                Some("ts"),
-            ),
-            (
-                "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM TUMBLE(s, ts, \
-                 INTERVAL '1' SECOND, INTERVAL '1' SECOND) GROUP BY window_start",
-                Some("ts"),
-            ),
-            (
-                "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM TUMBLE(s, ts, \
-                 INTERVAL '1' MONTH) GROUP BY window_start",
-                Some("ts"),
-            ),
-            (
-                "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) FROM s GROUP BY k \
-                 EMIT ON WINDOW CLOSE",
-                Some("ts"),
-            ),
-            (
-                "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) FROM TUMBLE(s, ts, \
-                 INTERVAL '1' SECOND) GROUP BY k EMIT ON WINDOW CLOSE",
-                Some("ts"),
-            ),
-            (
-                "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM TUMBLE(s, ts, \
-                 INTERVAL '1' SECOND) GROUP BY window_start EMIT ON WINDOW CLOSE",
-                None,
-            ),
-            (
-                "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM TUMBLE(s, \
-                 other, INTERVAL '1' SECOND) GROUP BY window_start EMIT ON WINDOW CLOSE",
-                Some("ts"),
-            ),
-        ] {
-            match plan_windowed(sql, wm) {
-                Err(StreamSqlError::NotSupported(_)) => {}
-                other => panic!("{sql}: {other:?}"),
-            }
-        }
-        for (sql, what) in [
-            (
-                "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM HOP(s, ts, \
-                 INTERVAL '2' SECOND, INTERVAL '3' SECOND) GROUP BY window_start",
-                "a size that is not a multiple of the hop",
-            ),
-            (
-                "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM TUMBLE(s, ts, \
-                 INTERVAL '0' SECOND) GROUP BY window_start",
-                "an empty window",
-            ),
-        ] {
-            match plan_windowed(sql, Some("ts")) {
-                Err(StreamSqlError::InvalidOption(_)) => {}
-                other => panic!("{what}: {other:?}"),
-            }
-        }
-        match plan_windowed(
-            "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM TUMBLE(nope, ts, \
-             INTERVAL '1' SECOND) GROUP BY window_start",
-            Some("ts"),
-        ) {
-            Err(StreamSqlError::Undefined(..)) => {}
-            other => panic!("unknown source: {other:?}"),
-        }
-        match plan_windowed(
-            "CREATE MATERIALIZED VIEW v AS SELECT window_start, count(*) FROM TUMBLE(s, k, \
-             INTERVAL '1' SECOND) GROUP BY window_start",
-            Some("ts"),
-        ) {
-            Err(StreamSqlError::Sql(_)) => {}
-            other => panic!("a window on an integer: {other:?}"),
-        }
-    }
-}
+#[path = "plan_tests.rs"]
+mod tests;

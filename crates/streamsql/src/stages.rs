@@ -15,7 +15,7 @@ pub(crate) fn eval(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<
     Ok(expr.evaluate(batch)?.into_array(batch.num_rows())?)
 }
 
-fn as_mask(a: &ArrayRef) -> Result<BooleanArray> {
+pub(crate) fn as_mask(a: &ArrayRef) -> Result<BooleanArray> {
     a.as_any()
         .downcast_ref::<BooleanArray>()
         .cloned()
@@ -41,7 +41,7 @@ pub(crate) fn run_stage(stage: &Stage, batch: RecordBatch) -> Result<RecordBatch
     }
 }
 
-fn project(
+pub(crate) fn project(
     exprs: &[Arc<dyn PhysicalExpr>],
     schema: &Arc<Schema>,
     batch: &RecordBatch,

@@ -54,6 +54,7 @@ use crate::interval_join::{JoinSnapshot, JoinState};
 use crate::plan::ViewPlan;
 use crate::session::Sessions;
 use crate::stages::{eval, run_masked, run_stage};
+pub(crate) use crate::view_commit::commit_change;
 pub use crate::view_stats::{ViewStats, ViewStatsReport};
 pub use crate::view_tables::{
     checkpoint_table, committed_checkpoint, position_column, view_table, CHECKPOINT_TABLE,
@@ -158,22 +159,12 @@ pub struct ViewOperator {
 /// exactly-once; never set in production).
 pub const INJECT_PANIC_ENV: &str = "EDDY_FAULT_VIEW_PANIC_AT_ROWS";
 
-/// The `bigint` a checkpoint tag is recorded as (the final one as the
-/// largest).
-fn tag_value(tag: u64) -> i64 {
-    if tag == FINAL_TAG {
-        i64::MAX
-    } else {
-        i64::try_from(tag).unwrap_or(i64::MAX - 1)
-    }
-}
-
 /// A key's values as bytes to compare.
 fn key_json(key: &[Value]) -> Result<Vec<u8>> {
     serde_json::to_vec(key).map_err(|e| StreamSqlError::Internal(format!("a view key: {e}")))
 }
 
-fn now_micros() -> i64 {
+pub(crate) fn now_micros() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
@@ -822,45 +813,22 @@ impl ViewOperator {
 
     /// Commits `p` with its checkpoint row, unless it already is.
     fn commit(&self, p: &Pending) -> Result<()> {
-        let t = &self.target;
-        let tag = tag_value(p.tag);
-        if tag <= committed_checkpoint(&t.checkpoints, &t.job)? {
-            return Ok(());
-        }
-        let mut ops = Vec::with_capacity(p.upserts.len() + p.deletes.len());
-        for key in &p.deletes {
-            ops.push(WriteOp::Delete {
-                key: t.table.key_of(key)?,
-            });
-        }
-        for row in &p.upserts {
-            ops.push(WriteOp::Insert {
-                row: row.clone(),
-                on_conflict: OnConflict::Replace,
-            });
-        }
-        let source_rows = i64::try_from(p.source_rows).unwrap_or(i64::MAX);
-        let committed_at = now_micros();
-        let mut mark = vec![
-            Value::Text(t.job.clone()),
-            Value::BigInt(tag),
-            Value::BigInt(source_rows),
-            Value::Timestamp(committed_at),
-        ];
-        if t.checkpoints.def().columns.len() > mark.len() {
-            mark.push(p.position.clone().map_or(Value::Null, Value::Text));
-        }
-        let mark = WriteOp::Insert {
-            row: mark,
-            on_conflict: OnConflict::Replace,
-        };
-        t.engine.commit(vec![
-            (Arc::clone(&t.table), ops),
-            (Arc::clone(&t.checkpoints), vec![mark]),
-        ])?;
-        t.stats.record(p, now_micros().max(committed_at));
-        tracing::debug!(job = %t.job, checkpoint = tag, source_rows, "view committed");
-        Ok(())
+        commit_change(&self.target, p, || {
+            let t = &self.target;
+            let mut ops = Vec::with_capacity(p.upserts.len() + p.deletes.len());
+            for key in &p.deletes {
+                ops.push(WriteOp::Delete {
+                    key: t.table.key_of(key)?,
+                });
+            }
+            for row in &p.upserts {
+                ops.push(WriteOp::Insert {
+                    row: row.clone(),
+                    on_conflict: OnConflict::Replace,
+                });
+            }
+            Ok(ops)
+        })
     }
 }
 

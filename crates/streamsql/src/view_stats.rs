@@ -47,10 +47,10 @@ impl Default for ViewStats {
 }
 
 impl ViewStats {
-    pub(crate) fn record(&self, p: &Pending, committed_at: i64) {
+    pub(crate) fn record(&self, p: &Pending, rows_written: usize, committed_at: i64) {
         let mut s = self.inner.lock();
         s.commits += 1;
-        s.rows_written += (p.upserts.len() + p.deletes.len()) as u64;
+        s.rows_written += rows_written as u64;
         s.source_rows = p.source_rows;
         s.late_rows = p.late_rows;
         if let Some(h) = s.freshness.as_mut() {
