@@ -47,6 +47,7 @@ use crate::txn::Transaction;
 
 mod alter_columns;
 mod checks;
+mod constraint_ddl;
 mod control;
 mod cursors;
 mod ddl_txn;
@@ -2027,6 +2028,23 @@ impl Session {
                     // a rewrite into a new table: not (yet) undoable
                     self.refuse_in_block("ALTER TABLE ... ADD PRIMARY KEY")?;
                     self.add_primary_key(&name, &cols).await?;
+                }
+                AlterTableOperation::AddConstraint {
+                    constraint,
+                    not_valid,
+                } => self.add_constraint(&name, constraint, not_valid).await?,
+                AlterTableOperation::DropConstraint {
+                    if_exists,
+                    name: constraint,
+                    drop_behavior,
+                } => {
+                    if drop_behavior == Some(datafusion::sql::sqlparser::ast::DropBehavior::Cascade)
+                    {
+                        return Err(SqlError::FeatureNotSupported(
+                            "DROP CONSTRAINT ... CASCADE is not supported".into(),
+                        ));
+                    }
+                    self.drop_constraint(&name, &constraint, if_exists)?
                 }
                 AlterTableOperation::RenameTable { table_name } => {
                     let (datafusion::sql::sqlparser::ast::RenameTableNameKind::To(to)

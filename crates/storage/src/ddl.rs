@@ -545,6 +545,19 @@ impl Ddl<'_> {
         })
     }
 
+    /// Replaces the table's CHECK constraints (the caller has checked the
+    /// stored rows against any it adds).
+    pub fn set_checks(
+        &self,
+        table: &str,
+        checks: Vec<eddy_common::CheckConstraint>,
+    ) -> Result<Arc<Table>> {
+        self.change_def(table, |def| {
+            def.checks = checks;
+            Ok(())
+        })
+    }
+
     /// Replaces the table's FOREIGN KEY constraints (the caller has
     /// validated them).
     pub fn set_foreign_keys(

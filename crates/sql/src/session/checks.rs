@@ -53,7 +53,10 @@ pub(super) fn name_checks(table: &str, pending: Vec<PendingCheck>) -> Result<Vec
         });
     }
     for p in pending.into_iter().filter(|p| p.name.is_none()) {
-        let base = match &p.column {
+        // PostgreSQL names a CHECK after its column when it refers to
+        // exactly one, whether written on the column or on the table
+        let column = p.column.clone().or_else(|| only_column(&p.expr));
+        let base = match &column {
             Some(c) => format!("{table}_{c}_check"),
             None => format!("{table}_check"),
         };
@@ -71,7 +74,27 @@ pub(super) fn name_checks(table: &str, pending: Vec<PendingCheck>) -> Result<Vec
     Ok(out)
 }
 
-fn parse_check(text: &str) -> Result<Expr> {
+/// The one column name `expr` refers to, if it refers to exactly one.
+fn only_column(expr: &Expr) -> Option<String> {
+    let mut names: Vec<String> = Vec::new();
+    let _ = visit_expressions(expr, |e| {
+        let name = match e {
+            Expr::Identifier(id) => Some(crate::rewrite::ident_name(id)),
+            Expr::CompoundIdentifier(parts) => parts.last().map(crate::rewrite::ident_name),
+            _ => None,
+        };
+        if let Some(n) = name.filter(|n| !names.contains(n)) {
+            names.push(n);
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    match names.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
+}
+
+pub(super) fn parse_check(text: &str) -> Result<Expr> {
     Ok(Parser::new(&PostgreSqlDialect {})
         .try_with_sql(text)?
         .parse_expr()?)
@@ -187,6 +210,24 @@ impl Session {
         Ok(())
     }
 
+    /// How many rows `table` (the provider, read under the name `alias`)
+    /// has that break `check`.
+    pub(super) async fn check_failures(
+        &self,
+        alias: &str,
+        check: &CheckConstraint,
+        table: Arc<dyn datafusion::catalog::TableProvider>,
+    ) -> Result<i64> {
+        let stmt = check_query(alias, parse_check(&check.expr)?, true)?;
+        let out = self.run_with_table(CHECK_TABLE, table, stmt).await?;
+        let (_, batches) = collect_rows(out).await?;
+        Ok(batches
+            .iter()
+            .filter_map(|b| b.column(0).as_any().downcast_ref::<Int64Array>())
+            .map(|a| if a.is_empty() { 0 } else { a.value(0) })
+            .sum())
+    }
+
     /// Fails with 23514 when one of `rows` (laid out as `def`) breaks one
     /// of its CHECK constraints.
     pub(super) async fn enforce_checks(&mut self, def: &TableDef, rows: &[Row]) -> Result<()> {
@@ -198,16 +239,9 @@ impl Session {
         let batch = eddy_storage::arrow_values::batch_from_rows(&schema, &types, rows)?;
         let mem = Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![batch]])?);
         for check in &def.checks {
-            let stmt = check_query(&def.name, parse_check(&check.expr)?, true)?;
-            let out = self
-                .run_with_table(CHECK_TABLE, Arc::clone(&mem) as _, stmt)
+            let failures = self
+                .check_failures(&def.name, check, Arc::clone(&mem) as _)
                 .await?;
-            let (_, batches) = collect_rows(out).await?;
-            let failures: i64 = batches
-                .iter()
-                .filter_map(|b| b.column(0).as_any().downcast_ref::<Int64Array>())
-                .map(|a| if a.is_empty() { 0 } else { a.value(0) })
-                .sum();
             if failures > 0 {
                 return Err(SqlError::CheckViolation(format!(
                     "new row for relation \"{}\" violates check constraint \"{}\"",
