@@ -677,6 +677,70 @@ fn truncate_elements(a: &ArrayRef, n: u32) -> Result<ArrayRef> {
     )?))
 }
 
+/// `eddy_array_out(a)`: an array's text as PostgreSQL's `array_out`
+/// prints it (`{1,2}`, `{"a b",NULL}`): what `a::text` gives
+/// (`uuid_type`'s analyzer rule turns a cast of a list to text into it;
+/// Arrow's cast would print `[1, 2]`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ArrayOut {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for ArrayOut {
+    fn name(&self) -> &str {
+        "eddy_array_out"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let n = args.number_rows;
+        let Some(list) = args.args.first() else {
+            return Err(DataFusionError::Plan(
+                "eddy_array_out needs an array".into(),
+            ));
+        };
+        let list = list.to_array(n)?;
+        let mut out = datafusion::arrow::array::StringBuilder::with_capacity(list.len(), 0);
+        let mut text = String::new();
+        for row in 0..list.len() {
+            match list_items(list.as_ref(), row) {
+                Some(items) if !list.is_null(row) => {
+                    text.clear();
+                    write_array_text(items.as_ref(), &mut text).map_err(external)?;
+                    out.append_value(&text);
+                }
+                _ => out.append_null(),
+            }
+        }
+        let out: ArrayRef = Arc::new(out.finish());
+        if all_scalar {
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+        } else {
+            Ok(ColumnarValue::Array(out))
+        }
+    }
+}
+
+/// `eddy_array_out(e)` (see [`ArrayOut`]).
+pub fn array_out(e: datafusion::logical_expr::Expr) -> datafusion::logical_expr::Expr {
+    datafusion::logical_expr::Expr::ScalarFunction(
+        datafusion::logical_expr::expr::ScalarFunction::new_udf(
+            Arc::new(ScalarUDF::new_from_impl(ArrayOut {
+                signature: Signature::any(1, Volatility::Immutable),
+            })),
+            vec![e],
+        ),
+    )
+}
+
 /// The array functions Eddy adds to DataFusion's (or replaces).
 pub fn array_functions() -> Vec<ScalarUDF> {
     vec![

@@ -10,10 +10,10 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions, visit_expressions_mut, visit_relations_mut, BinaryOperator, CastKind,
-    CharacterLength, DataType as SqlType, ExactNumberInfo, Expr, Function, FunctionArg,
+    visit_expressions, visit_expressions_mut, visit_relations_mut, AccessExpr, BinaryOperator,
+    CastKind, CharacterLength, DataType as SqlType, ExactNumberInfo, Expr, Function, FunctionArg,
     FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart,
-    Statement, TimezoneInfo, TypedString, Value as SqlValue, ValueWithSpan,
+    Statement, Subscript, TimezoneInfo, TypedString, Value as SqlValue, ValueWithSpan,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -637,6 +637,35 @@ fn rewrite_expr(e: &mut Expr) {
                 *e = call("unnest", vec![only_first]);
             }
         }
+        Expr::Function(f) if is_expand_array(f) => {
+            // `information_schema._pg_expandarray(a)`: the records `(x, n)`
+            // of the array's elements, one row each (`crate::expand_array`)
+            let args = std::mem::replace(&mut f.args, FunctionArguments::None);
+            let inner = Expr::Function(Function {
+                name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new(
+                    crate::expand_array::EXPAND_ARRAY,
+                ))]),
+                args,
+                ..f.clone()
+            });
+            *e = call("unnest", vec![inner]);
+        }
+        // `(record).field`: PostgreSQL's field selection from a composite
+        // value (pgjdbc's `(information_schema._pg_expandarray(k)).n`,
+        // `(result.keys).x`); DataFusion plans a field name given as a
+        // string, `(record)['field']`
+        Expr::CompoundFieldAccess { root, access_chain }
+            if !matches!(root.as_ref(), Expr::Identifier(_)) =>
+        {
+            for access in access_chain.iter_mut() {
+                if let AccessExpr::Dot(Expr::Identifier(id)) = access {
+                    let name = ident_name(id);
+                    *access = AccessExpr::Subscript(Subscript::Index {
+                        index: Expr::value(SqlValue::SingleQuotedString(name)),
+                    });
+                }
+            }
+        }
         Expr::Function(f) if f.name.0.len() == 2 => {
             if let Some(ObjectNamePart::Identifier(first)) = f.name.0.first() {
                 if first.value.eq_ignore_ascii_case("pg_catalog") {
@@ -645,6 +674,18 @@ fn rewrite_expr(e: &mut Expr) {
             }
         }
         _ => {}
+    }
+}
+
+/// `information_schema._pg_expandarray(...)`, as PostgreSQL resolves it:
+/// only with its schema (`information_schema` is not on the search path).
+fn is_expand_array(f: &Function) -> bool {
+    match f.name.0.as_slice() {
+        [ObjectNamePart::Identifier(schema), ObjectNamePart::Identifier(name)] => {
+            ident_name(schema) == "information_schema"
+                && ident_name(name) == crate::expand_array::PG_NAME
+        }
+        _ => false,
     }
 }
 

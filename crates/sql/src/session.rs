@@ -83,6 +83,8 @@ pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
     ("lc_ctype", "C"),
     ("lock_timeout", "0"),
     ("max_identifier_length", "63"),
+    // as compiled into PostgreSQL (pgjdbc's getImportedKeys reads it)
+    ("max_index_keys", "32"),
     ("search_path", "\"$user\", public"),
     ("server_encoding", "UTF8"),
     ("server_version", "15.0"),
@@ -388,12 +390,17 @@ impl Session {
                 ),
             )
             .build_arc()?;
+        let mut base = datafusion::execution::SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features();
+        // an int2vector's subscripts count from 0: planned before
+        // DataFusion's list subscript (`crate::int2vector`)
+        if let Some(planners) = base.expr_planners() {
+            planners.insert(0, Arc::new(crate::int2vector::Int2VectorPlanner));
+        }
         let (builder, gpu_rule) = eddy_gpu::session::with_gpu_rule_handle(
-            datafusion::execution::SessionStateBuilder::new()
-                .with_config(config)
-                .with_runtime_env(runtime)
-                .with_default_features()
-                .with_analyzer_rules(crate::result_types::analyzer_rules())
+            base.with_analyzer_rules(crate::result_types::analyzer_rules())
                 // subqueries DataFusion's joins would answer wrongly are
                 // taken before its decorrelation rules see them, correlated
                 // ones left in filters before push_down_filter; they and
@@ -477,6 +484,7 @@ impl Session {
             .chain([notify_function, listening_scalar])
             .chain(crate::uuid_type::uuid_functions())
             .chain(crate::array_type::array_functions())
+            .chain([crate::expand_array::expand_array_udf()])
             .chain(crate::json_functions::json_functions())
             .chain(crate::json_build::json_build_functions())
             .chain(crate::interval_type::interval_functions())
