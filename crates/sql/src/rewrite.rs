@@ -13,7 +13,8 @@ use datafusion::sql::sqlparser::ast::{
     visit_expressions, visit_expressions_mut, visit_relations_mut, AccessExpr, BinaryOperator,
     CastKind, CharacterLength, DataType as SqlType, ExactNumberInfo, Expr, Function, FunctionArg,
     FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart,
-    Statement, Subscript, TimezoneInfo, TypedString, Value as SqlValue, ValueWithSpan,
+    Statement, Subscript, TimezoneInfo, TypedString, Value as SqlValue, ValueWithSpan, VisitMut,
+    VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -411,10 +412,41 @@ pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
         }
         ControlFlow::<()>::Continue(())
     });
+    let _ = stmt.visit(&mut CatalogTableFunctions);
     let _ = visit_expressions_mut(stmt, |e| {
         rewrite_expr(e);
         ControlFlow::<()>::Continue(())
     });
+}
+
+/// `FROM pg_catalog.generate_series(1, 32) pos(n)` (pgjdbc's
+/// getImportedKeys): a table function named with `pg_catalog.` is found by
+/// its bare name, as its scalar functions are.
+struct CatalogTableFunctions;
+
+impl VisitorMut for CatalogTableFunctions {
+    type Break = ();
+
+    fn pre_visit_table_factor(
+        &mut self,
+        table_factor: &mut datafusion::sql::sqlparser::ast::TableFactor,
+    ) -> ControlFlow<()> {
+        if let datafusion::sql::sqlparser::ast::TableFactor::Table {
+            name,
+            args: Some(_),
+            ..
+        } = table_factor
+        {
+            if let [ObjectNamePart::Identifier(schema), ObjectNamePart::Identifier(_)] =
+                name.0.as_slice()
+            {
+                if ident_name(schema) == "pg_catalog" {
+                    name.0.remove(0);
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 fn rewrite_expr(e: &mut Expr) {
