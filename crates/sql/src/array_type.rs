@@ -481,21 +481,37 @@ pub fn text_to_array(a: &ArrayRef, ty: ColumnType) -> Result<ArrayRef> {
     }
 }
 
-/// `array_length(a, dim)` and `cardinality(a)` as PostgreSQL's: integer
-/// results; `array_length` is NULL for an empty array or a dimension the
-/// array lacks (DataFusion's says 0 and is unsigned).
+/// Which of the dimension functions an [`ArrayLength`] is.
+#[derive(Debug, PartialEq, Eq, Hash, Clone, Copy)]
+enum Dimension {
+    /// `array_length(a, dim)`
+    Length,
+    /// `cardinality(a)`
+    Cardinality,
+    /// `array_upper(a, dim)`: the length, as every array's lower bound is 1
+    Upper,
+    /// `array_lower(a, dim)`: 1
+    Lower,
+}
+
+/// `array_length(a, dim)`, `cardinality(a)`, `array_upper(a, dim)` and
+/// `array_lower(a, dim)` as PostgreSQL's: integer results; all but
+/// `cardinality` are NULL for an empty array or a dimension the array lacks
+/// (DataFusion's `array_length` says 0 and is unsigned). Eddy's arrays have
+/// one dimension with lower bound 1 (others are refused on input).
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct ArrayLength {
     signature: Signature,
-    cardinality: bool,
+    kind: Dimension,
 }
 
 impl ScalarUDFImpl for ArrayLength {
     fn name(&self) -> &str {
-        if self.cardinality {
-            "cardinality"
-        } else {
-            "array_length"
+        match self.kind {
+            Dimension::Length => "array_length",
+            Dimension::Cardinality => "cardinality",
+            Dimension::Upper => "array_upper",
+            Dimension::Lower => "array_lower",
         }
     }
     fn signature(&self) -> &Signature {
@@ -560,10 +576,11 @@ impl ScalarUDFImpl for ArrayLength {
                     let len = i32::try_from(items.len()).map_err(|_| {
                         external(SqlError::ProgramLimitExceeded("array too large".into()))
                     })?;
-                    if len == 0 && !self.cardinality {
-                        out.append_null();
-                    } else {
-                        out.append_value(len);
+                    match self.kind {
+                        Dimension::Cardinality => out.append_value(len),
+                        _ if len == 0 => out.append_null(),
+                        Dimension::Lower => out.append_value(1),
+                        Dimension::Length | Dimension::Upper => out.append_value(len),
                     }
                 }
                 _ => out.append_null(),
@@ -747,11 +764,19 @@ pub fn array_functions() -> Vec<ScalarUDF> {
         array_in_udf(),
         ScalarUDF::new_from_impl(ArrayLength {
             signature: Signature::any(2, Volatility::Immutable),
-            cardinality: false,
+            kind: Dimension::Length,
         }),
         ScalarUDF::new_from_impl(ArrayLength {
             signature: Signature::any(1, Volatility::Immutable),
-            cardinality: true,
+            kind: Dimension::Cardinality,
+        }),
+        ScalarUDF::new_from_impl(ArrayLength {
+            signature: Signature::any(2, Volatility::Immutable),
+            kind: Dimension::Upper,
+        }),
+        ScalarUDF::new_from_impl(ArrayLength {
+            signature: Signature::any(2, Volatility::Immutable),
+            kind: Dimension::Lower,
         }),
     ]
 }

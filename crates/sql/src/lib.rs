@@ -62,6 +62,7 @@ pub mod scheduling;
 pub mod sequence_functions;
 pub mod sequence_parse;
 pub mod sequences;
+pub mod series_args;
 pub mod server_files;
 pub mod session;
 pub mod setting_descriptions;

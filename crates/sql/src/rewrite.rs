@@ -527,6 +527,17 @@ fn rewrite_expr(e: &mut Expr) {
                 _ => None,
             };
             match custom.as_deref() {
+                // `'pg_catalog.array_in'::regproc` (pgjdbc's TypeInfoCache
+                // compares `typinput` with it): a function named by a
+                // literal is its name, as Eddy's `pg_type.typinput` and
+                // `typoutput` hold function names
+                Some("regproc") | Some("regprocedure")
+                    if string_literal(expr).is_some_and(|n| regproc_name(n).is_some()) =>
+                {
+                    if let Some(name) = string_literal(expr).and_then(regproc_name) {
+                        *e = string_expr(name);
+                    }
+                }
                 Some("regclass") | Some("regproc") | Some("regprocedure")
                 | Some("regnamespace") => {
                     let inner =
@@ -707,6 +718,21 @@ fn rewrite_expr(e: &mut Expr) {
         }
         _ => {}
     }
+}
+
+/// The function a regproc literal names: `pg_catalog.array_in` and
+/// `array_in` are `array_in` (`regprocedure`'s argument list dropped);
+/// `None` for a name in another schema or not a plain name.
+fn regproc_name(text: &str) -> Option<String> {
+    let t = text.trim();
+    let t = t.split_once('(').map_or(t, |(name, _)| name).trim();
+    let bare = match t.split_once('.') {
+        Some((schema, name)) if schema.eq_ignore_ascii_case("pg_catalog") => name,
+        Some(_) => return None,
+        None => t,
+    };
+    let plain = !bare.is_empty() && bare.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    plain.then(|| bare.to_ascii_lowercase())
 }
 
 /// `information_schema._pg_expandarray(...)`, as PostgreSQL resolves it:

@@ -475,6 +475,13 @@ impl Session {
         let notify = crate::notify::SessionNotify::new(&db.notifications, backend_pid);
         let (notify_function, listening_scalar, listening_table) = notify.functions();
         ctx.register_udtf(crate::notify::LISTENING_CHANNELS, listening_table);
+        // integer arguments of any width (`crate::series_args`)
+        for name in ["generate_series", "range"] {
+            if let Ok(f) = ctx.table_function(name) {
+                let inner = Arc::clone(f.function());
+                ctx.register_udtf(name, Arc::new(crate::series_args::IntegerArgs { inner }));
+            }
+        }
         for f in functions
             .into_iter()
             .chain(fault_injection_functions())
