@@ -2198,6 +2198,17 @@ pub fn pg_functions(
             eng3.table(&bare)
                 .or_else(|| eng3.table(&bare.to_lowercase()))
                 .map(|t| i(table_oid(&t)))
+                // an index (`'t_pkey'::regclass`, pgjdbc and psql name them)
+                .or_else(|| {
+                    let lower = bare.to_lowercase();
+                    eng3.tables().iter().find_map(|t| {
+                        let ixs = indexes_of(t);
+                        ixs.iter()
+                            .find(|ix| ix.name == bare)
+                            .or_else(|| ixs.iter().find(|ix| ix.name == lower))
+                            .map(|ix| i(ix.oid))
+                    })
+                })
                 .or_else(|| {
                     crate::sequences::resolve_name(&name)
                         .ok()
