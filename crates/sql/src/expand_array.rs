@@ -141,8 +141,8 @@ fn expand(array: &ArrayRef) -> DfResult<ArrayRef> {
         let (Ok(start), Ok(end)) = (usize::try_from(start), usize::try_from(end)) else {
             continue;
         };
-        for (k, slot) in subscripts.iter_mut().enumerate().take(end).skip(start) {
-            *slot = i32::try_from(k - start + 1).unwrap_or(i32::MAX);
+        for (slot, n) in subscripts.iter_mut().take(end).skip(start).zip(1_i32..) {
+            *slot = n;
         }
     }
     let elem = values.data_type().clone();
