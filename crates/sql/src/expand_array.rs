@@ -14,9 +14,13 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int32Array, ListArray, StructArray};
-use datafusion::arrow::datatypes::{DataType, Field, Fields};
+use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::datasource::MemTable;
 use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
@@ -72,11 +76,11 @@ impl ScalarUDFImpl for ExpandArray {
             // NULL: no rows, of an int4 element
             Some(DataType::Null) => Ok(record_list(&DataType::Int32)),
             Some(other) => Err(external(SqlError::UndefinedOperator(format!(
-                "function {PG_NAME}({}) does not exist",
+                "function information_schema.{PG_NAME}({}) does not exist",
                 type_name(other)
             )))),
             None => Err(external(SqlError::UndefinedOperator(format!(
-                "function {PG_NAME}() does not exist"
+                "function information_schema.{PG_NAME}() does not exist"
             )))),
         }
     }
@@ -88,7 +92,7 @@ impl ScalarUDFImpl for ExpandArray {
         let n = args.number_rows;
         let Some(arg) = args.args.first() else {
             return Err(external(SqlError::UndefinedOperator(format!(
-                "function {PG_NAME}() does not exist"
+                "function information_schema.{PG_NAME}() does not exist"
             ))));
         };
         let array = arg.to_array(n)?;
@@ -125,7 +129,7 @@ fn expand(array: &ArrayRef) -> DfResult<ArrayRef> {
         }
         other => {
             return Err(external(SqlError::UndefinedOperator(format!(
-                "function {PG_NAME}({}) does not exist",
+                "function information_schema.{PG_NAME}({}) does not exist",
                 type_name(other)
             ))))
         }
@@ -163,6 +167,43 @@ fn expand(array: &ArrayRef) -> DfResult<ArrayRef> {
         Arc::new(records),
         list.nulls().cloned(),
     )?))
+}
+
+/// `FROM information_schema._pg_expandarray(a)`: the rows `(x, n)` of a
+/// constant array (the AST rewrite names the call `eddy_pg_expandarray`).
+/// An argument that reads another FROM item (a lateral call) is refused
+/// (0A000) rather than answered wrongly.
+#[derive(Debug)]
+pub struct ExpandArrayRows;
+
+impl TableFunctionImpl for ExpandArrayRows {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
+        let [Expr::Literal(value, _)] = args.exprs() else {
+            return Err(external(SqlError::FeatureNotSupported(format!(
+                "information_schema.{PG_NAME} in FROM takes one constant array \
+                 (use it in the select list to expand a column)"
+            ))));
+        };
+        let records = expand(&value.to_array()?)?;
+        let list = records.as_list::<i32>();
+        let DataType::List(item) = list.data_type() else {
+            return Err(DataFusionError::Internal(format!("{EXPAND_ARRAY} rows")));
+        };
+        let DataType::Struct(fields) = item.data_type() else {
+            return Err(DataFusionError::Internal(format!("{EXPAND_ARRAY} rows")));
+        };
+        let schema = Arc::new(Schema::new(fields.clone()));
+        let columns: Vec<ArrayRef> = if list.is_empty() || list.is_null(0) {
+            fields
+                .iter()
+                .map(|f| datafusion::arrow::array::new_empty_array(f.data_type()))
+                .collect()
+        } else {
+            list.value(0).as_struct().columns().to_vec()
+        };
+        let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
+        Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+    }
 }
 
 /// `eddy_pg_expandarray`.

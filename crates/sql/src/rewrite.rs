@@ -412,16 +412,19 @@ pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
         }
         ControlFlow::<()>::Continue(())
     });
-    let _ = stmt.visit(&mut CatalogTableFunctions);
     let _ = visit_expressions_mut(stmt, |e| {
         rewrite_expr(e);
         ControlFlow::<()>::Continue(())
     });
+    // after the expressions: `array(select ... from pg_catalog.f(...))`
+    // is recognised by its qualified table function (`reads_qualified_catalog`)
+    let _ = stmt.visit(&mut CatalogTableFunctions);
 }
 
 /// `FROM pg_catalog.generate_series(1, 32) pos(n)` (pgjdbc's
 /// getImportedKeys): a table function named with `pg_catalog.` is found by
-/// its bare name, as its scalar functions are.
+/// its bare name, as its scalar functions are; `FROM
+/// information_schema._pg_expandarray(a)` by Eddy's name for it.
 struct CatalogTableFunctions;
 
 impl VisitorMut for CatalogTableFunctions {
@@ -437,11 +440,20 @@ impl VisitorMut for CatalogTableFunctions {
             ..
         } = table_factor
         {
-            if let [ObjectNamePart::Identifier(schema), ObjectNamePart::Identifier(_)] =
+            if let [ObjectNamePart::Identifier(schema), ObjectNamePart::Identifier(function)] =
                 name.0.as_slice()
             {
-                if ident_name(schema) == "pg_catalog" {
+                let schema = ident_name(schema);
+                if schema == "pg_catalog" {
                     name.0.remove(0);
+                } else if schema == "information_schema"
+                    && ident_name(function) == crate::expand_array::PG_NAME
+                {
+                    // `FROM information_schema._pg_expandarray(a)`
+                    // (`crate::expand_array::ExpandArrayRows`)
+                    *name = ObjectName(vec![ObjectNamePart::Identifier(Ident::new(
+                        crate::expand_array::EXPAND_ARRAY,
+                    ))]);
                 }
             }
         }

@@ -475,6 +475,10 @@ impl Session {
         let notify = crate::notify::SessionNotify::new(&db.notifications, backend_pid);
         let (notify_function, listening_scalar, listening_table) = notify.functions();
         ctx.register_udtf(crate::notify::LISTENING_CHANNELS, listening_table);
+        ctx.register_udtf(
+            crate::expand_array::EXPAND_ARRAY,
+            Arc::new(crate::expand_array::ExpandArrayRows),
+        );
         // integer arguments of any width (`crate::series_args`)
         for name in ["generate_series", "range"] {
             if let Ok(f) = ctx.table_function(name) {
