@@ -1,6 +1,8 @@
 // pgjdbc's DatabaseMetaData against a running Eddy (issue 14): getTables,
 // getColumns, getPrimaryKeys, getIndexInfo, getImportedKeys,
-// getExportedKeys, getCrossReference, getSchemas, getTypeInfo, getCatalogs.
+// getExportedKeys, getCrossReference, getSchemas, getTypeInfo, getCatalogs,
+// getTablePrivileges, getColumnPrivileges, getBestRowIdentifier,
+// getVersionColumns, getTableTypes.
 // Run as a single-file program (java -cp postgresql.jar JdbcMetadata.java).
 // Every expected row is what pgjdbc 42.7 returns against PostgreSQL 15
 // (scripts/ci/drivers-against-postgres.sh runs this file there too); with
@@ -69,8 +71,8 @@ public class JdbcMetadata {
         }
     }
 
-    /// Only the rows whose first `key` cells match one of `keys` (for
-    /// result sets that list every type or database).
+    /// Only the rows whose cell `keyCol` is one of `keys` (for result sets
+    /// that list every type).
     static void expectSome(String what, ResultSet rs, int keyCol, Set<String> keys, String head,
                            String... want) throws SQLException {
         String h = header(rs);
@@ -240,6 +242,85 @@ public class JdbcMetadata {
                    "varchar|12|10485760|'|'|NULL|1|t|3|t|f|f|NULL|0|0|NULL|NULL|10",
                    "timestamptz|93|6|'|'|NULL|1|f|3|t|f|f|NULL|0|0|NULL|NULL|10",
                    "_int4|2003|0|'|'|NULL|1|f|3|f|f|f|NULL|0|0|NULL|NULL|10");
+
+        // the owner's privileges from relacl (NULL: the owner's defaults)
+        expect("getTablePrivileges", md.getTablePrivileges(null, "public", "jm_parent"),
+               "TABLE_CAT|TABLE_SCHEM|TABLE_NAME|GRANTOR|GRANTEE|PRIVILEGE|IS_GRANTABLE",
+               "eddy|public|jm_parent|eddy|eddy|DELETE|YES",
+               "eddy|public|jm_parent|eddy|eddy|INSERT|YES",
+               "eddy|public|jm_parent|eddy|eddy|REFERENCES|YES",
+               "eddy|public|jm_parent|eddy|eddy|SELECT|YES",
+               "eddy|public|jm_parent|eddy|eddy|TRIGGER|YES",
+               "eddy|public|jm_parent|eddy|eddy|TRUNCATE|YES",
+               "eddy|public|jm_parent|eddy|eddy|UPDATE|YES");
+        // no column grants (attacl NULL): the table's, per column
+        expect("getColumnPrivileges", md.getColumnPrivileges(null, "public", "jm_parent", "%"),
+               "TABLE_CAT|TABLE_SCHEM|TABLE_NAME|COLUMN_NAME|GRANTOR|GRANTEE|PRIVILEGE|IS_GRANTABLE",
+               "eddy|public|jm_parent|a|eddy|eddy|DELETE|YES",
+               "eddy|public|jm_parent|a|eddy|eddy|INSERT|YES",
+               "eddy|public|jm_parent|a|eddy|eddy|REFERENCES|YES",
+               "eddy|public|jm_parent|a|eddy|eddy|SELECT|YES",
+               "eddy|public|jm_parent|a|eddy|eddy|TRIGGER|YES",
+               "eddy|public|jm_parent|a|eddy|eddy|TRUNCATE|YES",
+               "eddy|public|jm_parent|a|eddy|eddy|UPDATE|YES",
+               "eddy|public|jm_parent|b|eddy|eddy|DELETE|YES",
+               "eddy|public|jm_parent|b|eddy|eddy|INSERT|YES",
+               "eddy|public|jm_parent|b|eddy|eddy|REFERENCES|YES",
+               "eddy|public|jm_parent|b|eddy|eddy|SELECT|YES",
+               "eddy|public|jm_parent|b|eddy|eddy|TRIGGER|YES",
+               "eddy|public|jm_parent|b|eddy|eddy|TRUNCATE|YES",
+               "eddy|public|jm_parent|b|eddy|eddy|UPDATE|YES",
+               "eddy|public|jm_parent|code|eddy|eddy|DELETE|YES",
+               "eddy|public|jm_parent|code|eddy|eddy|INSERT|YES",
+               "eddy|public|jm_parent|code|eddy|eddy|REFERENCES|YES",
+               "eddy|public|jm_parent|code|eddy|eddy|SELECT|YES",
+               "eddy|public|jm_parent|code|eddy|eddy|TRIGGER|YES",
+               "eddy|public|jm_parent|code|eddy|eddy|TRUNCATE|YES",
+               "eddy|public|jm_parent|code|eddy|eddy|UPDATE|YES",
+               "eddy|public|jm_parent|name|eddy|eddy|DELETE|YES",
+               "eddy|public|jm_parent|name|eddy|eddy|INSERT|YES",
+               "eddy|public|jm_parent|name|eddy|eddy|REFERENCES|YES",
+               "eddy|public|jm_parent|name|eddy|eddy|SELECT|YES",
+               "eddy|public|jm_parent|name|eddy|eddy|TRIGGER|YES",
+               "eddy|public|jm_parent|name|eddy|eddy|TRUNCATE|YES",
+               "eddy|public|jm_parent|name|eddy|eddy|UPDATE|YES",
+               "eddy|public|jm_parent|price|eddy|eddy|DELETE|YES",
+               "eddy|public|jm_parent|price|eddy|eddy|INSERT|YES",
+               "eddy|public|jm_parent|price|eddy|eddy|REFERENCES|YES",
+               "eddy|public|jm_parent|price|eddy|eddy|SELECT|YES",
+               "eddy|public|jm_parent|price|eddy|eddy|TRIGGER|YES",
+               "eddy|public|jm_parent|price|eddy|eddy|TRUNCATE|YES",
+               "eddy|public|jm_parent|price|eddy|eddy|UPDATE|YES");
+        // the primary key's columns
+        expect("getBestRowIdentifier", md.getBestRowIdentifier(null, "public", "jm_parent",
+                                            DatabaseMetaData.bestRowSession, true),
+               "SCOPE|COLUMN_NAME|DATA_TYPE|TYPE_NAME|COLUMN_SIZE|BUFFER_LENGTH|DECIMAL_DIGITS|PSEUDO_COLUMN",
+               "2|a|4|int4|10|NULL|0|1",
+               "2|b|12|varchar|10|NULL|0|1");
+        // pgjdbc answers ctid without a query
+        expect("getVersionColumns", md.getVersionColumns(null, "public", "jm_parent"),
+               "SCOPE|COLUMN_NAME|DATA_TYPE|TYPE_NAME|COLUMN_SIZE|BUFFER_LENGTH|DECIMAL_DIGITS|PSEUDO_COLUMN",
+               "NULL|ctid|1111|tid|NULL|NULL|NULL|2");
+        expect("getTableTypes", md.getTableTypes(),
+               "TABLE_TYPE",
+               "FOREIGN TABLE",
+               "INDEX",
+               "MATERIALIZED VIEW",
+               "PARTITIONED INDEX",
+               "PARTITIONED TABLE",
+               "SEQUENCE",
+               "SYSTEM INDEX",
+               "SYSTEM TABLE",
+               "SYSTEM TOAST INDEX",
+               "SYSTEM TOAST TABLE",
+               "SYSTEM VIEW",
+               "TABLE",
+               "TEMPORARY INDEX",
+               "TEMPORARY SEQUENCE",
+               "TEMPORARY TABLE",
+               "TEMPORARY VIEW",
+               "TYPE",
+               "VIEW");
 
         // getCatalogs: PostgreSQL 15 lists every database that allows
         // connections ("eddy", "postgres", "template1" on a fresh cluster);

@@ -821,6 +821,9 @@ fn build_pg_table(
                     ("attstorage", T),
                     ("attcompression", T),
                     ("attstattarget", I4),
+                    // NULL: no column-level grants (pgjdbc's
+                    // getColumnPrivileges reads the table's relacl then)
+                    ("attacl", text_array()),
                 ],
                 rows,
             )
