@@ -2,7 +2,7 @@
 // getColumns, getPrimaryKeys, getIndexInfo, getImportedKeys,
 // getExportedKeys, getCrossReference, getSchemas, getTypeInfo, getCatalogs,
 // getTablePrivileges, getColumnPrivileges, getBestRowIdentifier,
-// getVersionColumns, getTableTypes.
+// getVersionColumns, getTableTypes, getSQLKeywords.
 // Run as a single-file program (java -cp postgresql.jar JdbcMetadata.java).
 // Every expected row is what pgjdbc 42.7 returns against PostgreSQL 15
 // (scripts/ci/drivers-against-postgres.sh runs this file there too); with
@@ -321,6 +321,15 @@ public class JdbcMetadata {
                "TEMPORARY VIEW",
                "TYPE",
                "VIEW");
+
+        // getSQLKeywords: PostgreSQL's keywords that are not SQL:2003's
+        // (pg_get_keywords()): 1430 characters from "abort,access,aggregate,"
+        String kw = md.getSQLKeywords();
+        if (!dump && !(kw.length() == 1430 && kw.hashCode() == 912891437
+                       && kw.startsWith("abort,access,aggregate,also,analyse,analyze,"))) {
+            System.err.println("FAIL: getSQLKeywords " + kw.length() + " " + kw.hashCode() + " " + kw);
+            failures++;
+        }
 
         // getCatalogs: PostgreSQL 15 lists every database that allows
         // connections ("eddy", "postgres", "template1" on a fresh cluster);

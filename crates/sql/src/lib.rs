@@ -45,6 +45,7 @@ pub mod join_order;
 pub mod json;
 pub mod json_build;
 pub mod json_functions;
+pub mod keywords;
 pub mod memory;
 mod node_rewrite;
 pub mod notify;

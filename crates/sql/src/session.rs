@@ -476,6 +476,10 @@ impl Session {
         let (notify_function, listening_scalar, listening_table) = notify.functions();
         ctx.register_udtf(crate::notify::LISTENING_CHANNELS, listening_table);
         ctx.register_udtf(
+            crate::keywords::GET_KEYWORDS,
+            Arc::new(crate::keywords::GetKeywords),
+        );
+        ctx.register_udtf(
             crate::expand_array::EXPAND_ARRAY,
             Arc::new(crate::expand_array::ExpandArrayRows),
         );
