@@ -22,3 +22,4 @@ D=tests/drivers
 for py in "$D"/*.py; do target/drivers/venv/bin/python "$py"; done
 node "$D/node_pg_txn.js"
 java -cp "$(ls target/drivers/jars/postgresql-*.jar)" "$D/JdbcTxn.java"
+java -cp "$(ls target/drivers/jars/postgresql-*.jar)" "$D/JdbcMetadata.java"

@@ -92,8 +92,8 @@ fn node_postgres_transactions() {
     run_against(&server, cmd, "node-postgres");
 }
 
-#[test]
-fn pgjdbc_savepoints_and_rollback() {
+/// Runs a single-file pgjdbc program from `tests/drivers/`.
+fn pgjdbc_program(program: &str) {
     let Some(jars) = tool("jars") else {
         return;
     };
@@ -104,6 +104,23 @@ fn pgjdbc_savepoints_and_rollback() {
         .expect("pgjdbc jar in target/drivers/jars");
     let server = Server::start("scram");
     let mut cmd = Command::new("java");
-    cmd.arg("-cp").arg(jar).arg("tests/drivers/JdbcTxn.java");
-    run_against(&server, cmd, "pgjdbc");
+    cmd.arg("-cp")
+        .arg(jar)
+        .arg(format!("tests/drivers/{program}"));
+    run_against(&server, cmd, program);
+}
+
+#[test]
+fn pgjdbc_savepoints_and_rollback() {
+    pgjdbc_program("JdbcTxn.java");
+}
+
+/// pgjdbc's DatabaseMetaData (getTables, getColumns, getPrimaryKeys,
+/// getIndexInfo, getImportedKeys/getExportedKeys/getCrossReference,
+/// getSchemas, getTypeInfo, getCatalogs) over a composite primary key,
+/// secondary and unique indexes and foreign keys, answered as PostgreSQL
+/// 15 answers (`tests/drivers/JdbcMetadata.java`).
+#[test]
+fn pgjdbc_database_metadata() {
+    pgjdbc_program("JdbcMetadata.java");
 }

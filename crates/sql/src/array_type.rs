@@ -481,21 +481,37 @@ pub fn text_to_array(a: &ArrayRef, ty: ColumnType) -> Result<ArrayRef> {
     }
 }
 
-/// `array_length(a, dim)` and `cardinality(a)` as PostgreSQL's: integer
-/// results; `array_length` is NULL for an empty array or a dimension the
-/// array lacks (DataFusion's says 0 and is unsigned).
+/// Which of the dimension functions an [`ArrayLength`] is.
+#[derive(Debug, PartialEq, Eq, Hash, Clone, Copy)]
+enum Dimension {
+    /// `array_length(a, dim)`
+    Length,
+    /// `cardinality(a)`
+    Cardinality,
+    /// `array_upper(a, dim)`: the length, as every array's lower bound is 1
+    Upper,
+    /// `array_lower(a, dim)`: 1
+    Lower,
+}
+
+/// `array_length(a, dim)`, `cardinality(a)`, `array_upper(a, dim)` and
+/// `array_lower(a, dim)` as PostgreSQL's: integer results; all but
+/// `cardinality` are NULL for an empty array or a dimension the array lacks
+/// (DataFusion's `array_length` says 0 and is unsigned). Eddy's arrays have
+/// one dimension with lower bound 1 (others are refused on input).
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct ArrayLength {
     signature: Signature,
-    cardinality: bool,
+    kind: Dimension,
 }
 
 impl ScalarUDFImpl for ArrayLength {
     fn name(&self) -> &str {
-        if self.cardinality {
-            "cardinality"
-        } else {
-            "array_length"
+        match self.kind {
+            Dimension::Length => "array_length",
+            Dimension::Cardinality => "cardinality",
+            Dimension::Upper => "array_upper",
+            Dimension::Lower => "array_lower",
         }
     }
     fn signature(&self) -> &Signature {
@@ -560,10 +576,11 @@ impl ScalarUDFImpl for ArrayLength {
                     let len = i32::try_from(items.len()).map_err(|_| {
                         external(SqlError::ProgramLimitExceeded("array too large".into()))
                     })?;
-                    if len == 0 && !self.cardinality {
-                        out.append_null();
-                    } else {
-                        out.append_value(len);
+                    match self.kind {
+                        Dimension::Cardinality => out.append_value(len),
+                        _ if len == 0 => out.append_null(),
+                        Dimension::Lower => out.append_value(1),
+                        Dimension::Length | Dimension::Upper => out.append_value(len),
                     }
                 }
                 _ => out.append_null(),
@@ -677,17 +694,89 @@ fn truncate_elements(a: &ArrayRef, n: u32) -> Result<ArrayRef> {
     )?))
 }
 
+/// `eddy_array_out(a)`: an array's text as PostgreSQL's `array_out`
+/// prints it (`{1,2}`, `{"a b",NULL}`): what `a::text` gives
+/// (`uuid_type`'s analyzer rule turns a cast of a list to text into it;
+/// Arrow's cast would print `[1, 2]`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ArrayOut {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for ArrayOut {
+    fn name(&self) -> &str {
+        "eddy_array_out"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let n = args.number_rows;
+        let Some(list) = args.args.first() else {
+            return Err(DataFusionError::Plan(
+                "eddy_array_out needs an array".into(),
+            ));
+        };
+        let list = list.to_array(n)?;
+        let mut out = datafusion::arrow::array::StringBuilder::with_capacity(list.len(), 0);
+        let mut text = String::new();
+        for row in 0..list.len() {
+            match list_items(list.as_ref(), row) {
+                Some(items) if !list.is_null(row) => {
+                    text.clear();
+                    write_array_text(items.as_ref(), &mut text).map_err(external)?;
+                    out.append_value(&text);
+                }
+                _ => out.append_null(),
+            }
+        }
+        let out: ArrayRef = Arc::new(out.finish());
+        if all_scalar {
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+        } else {
+            Ok(ColumnarValue::Array(out))
+        }
+    }
+}
+
+/// `eddy_array_out(e)` (see [`ArrayOut`]).
+pub fn array_out(e: datafusion::logical_expr::Expr) -> datafusion::logical_expr::Expr {
+    datafusion::logical_expr::Expr::ScalarFunction(
+        datafusion::logical_expr::expr::ScalarFunction::new_udf(
+            Arc::new(ScalarUDF::new_from_impl(ArrayOut {
+                signature: Signature::any(1, Volatility::Immutable),
+            })),
+            vec![e],
+        ),
+    )
+}
+
 /// The array functions Eddy adds to DataFusion's (or replaces).
 pub fn array_functions() -> Vec<ScalarUDF> {
     vec![
         array_in_udf(),
         ScalarUDF::new_from_impl(ArrayLength {
             signature: Signature::any(2, Volatility::Immutable),
-            cardinality: false,
+            kind: Dimension::Length,
         }),
         ScalarUDF::new_from_impl(ArrayLength {
             signature: Signature::any(1, Volatility::Immutable),
-            cardinality: true,
+            kind: Dimension::Cardinality,
+        }),
+        ScalarUDF::new_from_impl(ArrayLength {
+            signature: Signature::any(2, Volatility::Immutable),
+            kind: Dimension::Upper,
+        }),
+        ScalarUDF::new_from_impl(ArrayLength {
+            signature: Signature::any(2, Volatility::Immutable),
+            kind: Dimension::Lower,
         }),
     ]
 }

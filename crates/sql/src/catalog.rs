@@ -263,9 +263,31 @@ pub(crate) fn mem_table(
     cols: &[(&str, DataType)],
     rows: Vec<Vec<S>>,
 ) -> datafusion::error::Result<MemTable> {
+    mem_table_typed(cols, rows, &[])
+}
+
+/// [`mem_table`] whose columns named in `declared` carry a PostgreSQL type
+/// Arrow cannot say (field metadata `pgtypes::DECLARED_TYPE_KEY`).
+fn mem_table_typed(
+    cols: &[(&str, DataType)],
+    rows: Vec<Vec<S>>,
+    declared: &[(&str, &str)],
+) -> datafusion::error::Result<MemTable> {
     let schema = Arc::new(Schema::new(
         cols.iter()
-            .map(|(n, t)| Field::new(*n, t.clone(), true))
+            .map(|(n, t)| {
+                let f = Field::new(*n, t.clone(), true);
+                match declared.iter().find(|(c, _)| c == n) {
+                    Some((_, ty)) => f.with_metadata(
+                        [(
+                            crate::pgtypes::DECLARED_TYPE_KEY.to_string(),
+                            ty.to_string(),
+                        )]
+                        .into(),
+                    ),
+                    None => f,
+                }
+            })
             .collect::<Vec<_>>(),
     ));
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(cols.len());
@@ -647,6 +669,9 @@ fn build_pg_table(
                     rows.push(
                         PgClassRow {
                             am: 403,
+                            // a btree's metapage, PostgreSQL's count for a
+                            // new index (pgjdbc's getIndexInfo shows it)
+                            pages: 1,
                             natts: ix.columns.len() as i16,
                             ..PgClassRow::new(ix.oid, &ix.name, "i")
                         }
@@ -796,6 +821,9 @@ fn build_pg_table(
                     ("attstorage", T),
                     ("attcompression", T),
                     ("attstattarget", I4),
+                    // NULL: no column-level grants (pgjdbc's
+                    // getColumnPrivileges reads the table's relacl then)
+                    ("attacl", text_array()),
                 ],
                 rows,
             )
@@ -943,7 +971,7 @@ fn build_pg_table(
                     ]
                 })
                 .collect();
-            mem_table(
+            mem_table_typed(
                 &[
                     ("indexrelid", I8),
                     ("indrelid", I8),
@@ -968,6 +996,8 @@ fn build_pg_table(
                     ("indclass", int8_array()),
                 ],
                 rows,
+                // subscripted from 0 (`crate::int2vector`)
+                &[("indoption", crate::int2vector::INT2VECTOR)],
             )
         }
         "pg_constraint" => {
@@ -976,7 +1006,6 @@ fn build_pg_table(
                 .flat_map(|t| indexes_of(t).into_iter().map(move |ix| (t, ix)))
                 .filter(|(_, ix)| ix.constraint)
                 .map(|(t, ix)| {
-                    let key: Vec<String> = ix.columns.iter().map(|k| (k + 1).to_string()).collect();
                     vec![
                         i(ix.oid),
                         s(&ix.name),
@@ -995,7 +1024,7 @@ fn build_pg_table(
                         b(true),
                         i4(0),
                         b(true),
-                        s(&format!("{{{}}}", key.join(","))),
+                        i2_array(&ix.indkey()),
                         null_text(),
                         null_text(),
                     ]
@@ -1022,8 +1051,8 @@ fn build_pg_table(
                         b(true),
                         i4(0),
                         b(true),
-                        s(&crate::fk_catalog::attnums(&fk.columns)),
-                        s(&crate::fk_catalog::attnums(&fk.ref_columns)),
+                        i2_array(&crate::fk_catalog::attnums(&fk.columns)),
+                        i2_array(&crate::fk_catalog::attnums(&fk.ref_columns)),
                         null_text(),
                     ]);
                 }
@@ -1077,8 +1106,11 @@ fn build_pg_table(
                     ("conislocal", B),
                     ("coninhcount", I4),
                     ("connoinherit", B),
-                    ("conkey", T),
-                    ("confkey", T),
+                    // int2[] as in PostgreSQL: pgjdbc subscripts them
+                    // (`con.confkey[pos.n]`) and expands them
+                    // (`information_schema._pg_expandarray(con.conkey)`)
+                    ("conkey", int2_array()),
+                    ("confkey", int2_array()),
                     ("conbin", T),
                     ("conparentid", I8),
                 ],
@@ -2089,15 +2121,27 @@ pub fn pg_functions(
         }),
         udf("shobj_description", T, |_| null_text()),
         udf("pg_tablespace_location", T, |_| s("")),
+        // `pg_get_indexdef(oid)`, or with a column number above 0 that
+        // column's name alone (pgjdbc's getIndexInfo asks so)
         udf("pg_get_indexdef", T, move |v| {
             let o = arg_i64(v, 0);
+            let column = if v.len() > 1 { arg_i64(v, 1) } else { Some(0) };
+            let Some(column) = column else {
+                return null_text();
+            };
             eng.tables()
                 .iter()
                 .find_map(|t| {
-                    indexes_of(t)
-                        .into_iter()
-                        .find(|ix| Some(ix.oid) == o)
-                        .map(|ix| ix.definition(t))
+                    let ix = indexes_of(t).into_iter().find(|ix| Some(ix.oid) == o)?;
+                    if column == 0 {
+                        return Some(ix.definition(t));
+                    }
+                    let k = usize::try_from(column.checked_sub(1)?).ok()?;
+                    let c = *ix.columns.get(k)?;
+                    t.def()
+                        .columns
+                        .get(c)
+                        .map(|c| crate::fk_catalog::ident(&c.name))
                 })
                 .map(|d| s(&d))
                 .unwrap_or(null_text())
@@ -2157,6 +2201,17 @@ pub fn pg_functions(
             eng3.table(&bare)
                 .or_else(|| eng3.table(&bare.to_lowercase()))
                 .map(|t| i(table_oid(&t)))
+                // an index (`'t_pkey'::regclass`, pgjdbc and psql name them)
+                .or_else(|| {
+                    let lower = bare.to_lowercase();
+                    eng3.tables().iter().find_map(|t| {
+                        let ixs = indexes_of(t);
+                        ixs.iter()
+                            .find(|ix| ix.name == bare)
+                            .or_else(|| ixs.iter().find(|ix| ix.name == lower))
+                            .map(|ix| i(ix.oid))
+                    })
+                })
                 .or_else(|| {
                     crate::sequences::resolve_name(&name)
                         .ok()

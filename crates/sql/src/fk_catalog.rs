@@ -15,7 +15,7 @@ pub fn fk_oid(t: &Table, k: usize) -> i64 {
 
 /// An identifier as `pg_get_constraintdef` prints it: quoted unless it is
 /// a plain lower-case name.
-fn ident(name: &str) -> String {
+pub fn ident(name: &str) -> String {
     let plain = name
         .chars()
         .next()
@@ -55,10 +55,11 @@ pub fn definition(child: &TableDef, fk: &ForeignKeyDef, parent: &TableDef) -> St
     out
 }
 
-/// `{2,3}`: 1-based column numbers (`conkey`, `confkey`).
-pub fn attnums(cols: &[usize]) -> String {
-    let v: Vec<String> = cols.iter().map(|c| (c + 1).to_string()).collect();
-    format!("{{{}}}", v.join(","))
+/// `conkey`, `confkey`: 1-based column numbers.
+pub fn attnums(cols: &[usize]) -> Vec<i16> {
+    cols.iter()
+        .map(|c| i16::try_from(c + 1).unwrap_or(i16::MAX))
+        .collect()
 }
 
 /// The position of each referenced column in the referenced table's

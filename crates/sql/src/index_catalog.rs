@@ -55,14 +55,15 @@ pub fn indexes_of(t: &Table) -> Vec<IndexEntry> {
 }
 
 impl IndexEntry {
-    /// The column list as PostgreSQL prints it: `a, b DESC`.
+    /// The column list as PostgreSQL prints it: `a, b DESC`, `"Mixed"`
+    /// (names quoted where they need it).
     pub fn column_list(&self, t: &Table) -> String {
         let d = t.def();
         self.columns
             .iter()
             .enumerate()
             .filter_map(|(n, &c)| {
-                let name = d.columns.get(c)?.name.clone();
+                let name = crate::fk_catalog::ident(&d.columns.get(c)?.name);
                 Some(if self.descending.get(n).copied().unwrap_or(false) {
                     format!("{name} DESC")
                 } else {
@@ -78,8 +79,8 @@ impl IndexEntry {
         format!(
             "CREATE {}INDEX {} ON public.{} USING btree ({})",
             if self.unique { "UNIQUE " } else { "" },
-            self.name,
-            t.def().name,
+            crate::fk_catalog::ident(&self.name),
+            crate::fk_catalog::ident(&t.def().name),
             self.column_list(t)
         )
     }

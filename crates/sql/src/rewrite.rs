@@ -10,10 +10,11 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions, visit_expressions_mut, visit_relations_mut, BinaryOperator, CastKind,
-    CharacterLength, DataType as SqlType, ExactNumberInfo, Expr, Function, FunctionArg,
+    visit_expressions, visit_expressions_mut, visit_relations_mut, AccessExpr, BinaryOperator,
+    CastKind, CharacterLength, DataType as SqlType, ExactNumberInfo, Expr, Function, FunctionArg,
     FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart,
-    Statement, TimezoneInfo, TypedString, Value as SqlValue, ValueWithSpan,
+    Statement, Subscript, TimezoneInfo, TypedString, Value as SqlValue, ValueWithSpan, VisitMut,
+    VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -415,6 +416,49 @@ pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
         rewrite_expr(e);
         ControlFlow::<()>::Continue(())
     });
+    // after the expressions: `array(select ... from pg_catalog.f(...))`
+    // is recognised by its qualified table function (`reads_qualified_catalog`)
+    let _ = stmt.visit(&mut CatalogTableFunctions);
+}
+
+/// `FROM pg_catalog.generate_series(1, 32) pos(n)` (pgjdbc's
+/// getImportedKeys): a table function named with `pg_catalog.` is found by
+/// its bare name, as its scalar functions are; `FROM
+/// information_schema._pg_expandarray(a)` by Eddy's name for it.
+struct CatalogTableFunctions;
+
+impl VisitorMut for CatalogTableFunctions {
+    type Break = ();
+
+    fn pre_visit_table_factor(
+        &mut self,
+        table_factor: &mut datafusion::sql::sqlparser::ast::TableFactor,
+    ) -> ControlFlow<()> {
+        if let datafusion::sql::sqlparser::ast::TableFactor::Table {
+            name,
+            args: Some(_),
+            ..
+        } = table_factor
+        {
+            if let [ObjectNamePart::Identifier(schema), ObjectNamePart::Identifier(function)] =
+                name.0.as_slice()
+            {
+                let schema = ident_name(schema);
+                if schema == "pg_catalog" {
+                    name.0.remove(0);
+                } else if schema == "information_schema"
+                    && ident_name(function) == crate::expand_array::PG_NAME
+                {
+                    // `FROM information_schema._pg_expandarray(a)`
+                    // (`crate::expand_array::ExpandArrayRows`)
+                    *name = ObjectName(vec![ObjectNamePart::Identifier(Ident::new(
+                        crate::expand_array::EXPAND_ARRAY,
+                    ))]);
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 fn rewrite_expr(e: &mut Expr) {
@@ -495,6 +539,17 @@ fn rewrite_expr(e: &mut Expr) {
                 _ => None,
             };
             match custom.as_deref() {
+                // `'pg_catalog.array_in'::regproc` (pgjdbc's TypeInfoCache
+                // compares `typinput` with it): a function named by a
+                // literal is its name, as Eddy's `pg_type.typinput` and
+                // `typoutput` hold function names
+                Some("regproc") | Some("regprocedure")
+                    if string_literal(expr).is_some_and(|n| regproc_name(n).is_some()) =>
+                {
+                    if let Some(name) = string_literal(expr).and_then(regproc_name) {
+                        *e = string_expr(name);
+                    }
+                }
                 Some("regclass") | Some("regproc") | Some("regprocedure")
                 | Some("regnamespace") => {
                     let inner =
@@ -637,6 +692,35 @@ fn rewrite_expr(e: &mut Expr) {
                 *e = call("unnest", vec![only_first]);
             }
         }
+        Expr::Function(f) if is_expand_array(f) => {
+            // `information_schema._pg_expandarray(a)`: the records `(x, n)`
+            // of the array's elements, one row each (`crate::expand_array`)
+            let args = std::mem::replace(&mut f.args, FunctionArguments::None);
+            let inner = Expr::Function(Function {
+                name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new(
+                    crate::expand_array::EXPAND_ARRAY,
+                ))]),
+                args,
+                ..f.clone()
+            });
+            *e = call("unnest", vec![inner]);
+        }
+        // `(record).field`: PostgreSQL's field selection from a composite
+        // value (pgjdbc's `(information_schema._pg_expandarray(k)).n`,
+        // `(result.keys).x`); DataFusion plans a field name given as a
+        // string, `(record)['field']`
+        Expr::CompoundFieldAccess { root, access_chain }
+            if !matches!(root.as_ref(), Expr::Identifier(_)) =>
+        {
+            for access in access_chain.iter_mut() {
+                if let AccessExpr::Dot(Expr::Identifier(id)) = access {
+                    let name = ident_name(id);
+                    *access = AccessExpr::Subscript(Subscript::Index {
+                        index: Expr::value(SqlValue::SingleQuotedString(name)),
+                    });
+                }
+            }
+        }
         Expr::Function(f) if f.name.0.len() == 2 => {
             if let Some(ObjectNamePart::Identifier(first)) = f.name.0.first() {
                 if first.value.eq_ignore_ascii_case("pg_catalog") {
@@ -645,6 +729,33 @@ fn rewrite_expr(e: &mut Expr) {
             }
         }
         _ => {}
+    }
+}
+
+/// The function a regproc literal names: `pg_catalog.array_in` and
+/// `array_in` are `array_in` (`regprocedure`'s argument list dropped);
+/// `None` for a name in another schema or not a plain name.
+fn regproc_name(text: &str) -> Option<String> {
+    let t = text.trim();
+    let t = t.split_once('(').map_or(t, |(name, _)| name).trim();
+    let bare = match t.split_once('.') {
+        Some((schema, name)) if schema.eq_ignore_ascii_case("pg_catalog") => name,
+        Some(_) => return None,
+        None => t,
+    };
+    let plain = !bare.is_empty() && bare.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    plain.then(|| bare.to_ascii_lowercase())
+}
+
+/// `information_schema._pg_expandarray(...)`, as PostgreSQL resolves it:
+/// only with its schema (`information_schema` is not on the search path).
+fn is_expand_array(f: &Function) -> bool {
+    match f.name.0.as_slice() {
+        [ObjectNamePart::Identifier(schema), ObjectNamePart::Identifier(name)] => {
+            ident_name(schema) == "information_schema"
+                && ident_name(name) == crate::expand_array::PG_NAME
+        }
+        _ => false,
     }
 }
 

@@ -84,6 +84,8 @@ pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
     ("lc_ctype", "C"),
     ("lock_timeout", "0"),
     ("max_identifier_length", "63"),
+    // as compiled into PostgreSQL (pgjdbc's getImportedKeys reads it)
+    ("max_index_keys", "32"),
     ("search_path", "\"$user\", public"),
     ("server_encoding", "UTF8"),
     ("server_version", "15.0"),
@@ -392,12 +394,17 @@ impl Session {
                 ),
             )
             .build_arc()?;
+        let mut base = datafusion::execution::SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features();
+        // an int2vector's subscripts count from 0: planned before
+        // DataFusion's list subscript (`crate::int2vector`)
+        if let Some(planners) = base.expr_planners() {
+            planners.insert(0, Arc::new(crate::int2vector::Int2VectorPlanner));
+        }
         let (builder, gpu_rule) = eddy_gpu::session::with_gpu_rule_handle(
-            datafusion::execution::SessionStateBuilder::new()
-                .with_config(config)
-                .with_runtime_env(runtime)
-                .with_default_features()
-                .with_analyzer_rules(crate::result_types::analyzer_rules())
+            base.with_analyzer_rules(crate::result_types::analyzer_rules())
                 // subqueries DataFusion's joins would answer wrongly are
                 // taken before its decorrelation rules see them, correlated
                 // ones left in filters before push_down_filter; they and
@@ -472,6 +479,21 @@ impl Session {
         let notify = crate::notify::SessionNotify::new(&db.notifications, backend_pid);
         let (notify_function, listening_scalar, listening_table) = notify.functions();
         ctx.register_udtf(crate::notify::LISTENING_CHANNELS, listening_table);
+        ctx.register_udtf(
+            crate::keywords::GET_KEYWORDS,
+            Arc::new(crate::keywords::GetKeywords),
+        );
+        ctx.register_udtf(
+            crate::expand_array::EXPAND_ARRAY,
+            Arc::new(crate::expand_array::ExpandArrayRows),
+        );
+        // integer arguments of any width (`crate::series_args`)
+        for name in ["generate_series", "range"] {
+            if let Ok(f) = ctx.table_function(name) {
+                let inner = Arc::clone(f.function());
+                ctx.register_udtf(name, Arc::new(crate::series_args::IntegerArgs { inner }));
+            }
+        }
         for f in functions
             .into_iter()
             .chain(fault_injection_functions())
@@ -481,6 +503,7 @@ impl Session {
             .chain([notify_function, listening_scalar])
             .chain(crate::uuid_type::uuid_functions())
             .chain(crate::array_type::array_functions())
+            .chain([crate::expand_array::expand_array_udf()])
             .chain(crate::json_functions::json_functions())
             .chain(crate::json_build::json_build_functions())
             .chain(crate::interval_type::interval_functions())

@@ -24,6 +24,7 @@ pub fn setting_description(name: &str) -> Option<&'static str> {
         "lc_ctype" => "Shows the character classification and case conversion locale.",
         "lock_timeout" => "Sets the maximum allowed duration of any wait for a lock.",
         "max_identifier_length" => "Shows the maximum identifier length.",
+        "max_index_keys" => "Shows the maximum number of index keys.",
         "search_path" => "Sets the schema search order for names that are not schema-qualified.",
         "server_encoding" => "Shows the server (database) character set encoding.",
         "server_version" => "Shows the server version.",

@@ -9,7 +9,8 @@
 //!   resolves an `unknown` literal against a uuid operand: the text side of
 //!   a comparison or `IN` list with a uuid, and every cast from text to
 //!   `FixedSizeBinary(16)` (INSERT's cast of its VALUES to the column
-//!   type); every cast of a uuid to text becomes `eddy_uuid_out`;
+//!   type); every cast of a uuid to text becomes `eddy_uuid_out`, of an
+//!   array `eddy_array_out` (PostgreSQL's `{1,2}`);
 //! * `gen_random_uuid()` draws a version 4 uuid from the system's CSPRNG.
 //!
 //! Text that is not a uuid is 22P02, as PostgreSQL's `uuid_in`.
@@ -353,6 +354,17 @@ fn cast(
         Some(f) if f == UUID_ARROW && *to == DataType::Utf8 => Ok(Transformed::yes(uuid_out(expr))),
         Some(f) if f == UUID_ARROW && is_text(to) => {
             Ok(Transformed::yes(rebuild(Box::new(uuid_out(expr)), field)))
+        }
+        // an array's text is array_out's `{1,2}` (Arrow's cast: `[1, 2]`)
+        Some(DataType::List(_) | DataType::LargeList(_))
+            if is_text(to) && *to != DataType::Null =>
+        {
+            let text = crate::array_type::array_out(expr);
+            Ok(Transformed::yes(if *to == DataType::Utf8 {
+                text
+            } else {
+                rebuild(Box::new(text), field)
+            }))
         }
         _ => Ok(Transformed::no(rebuild(Box::new(expr), field))),
     }

@@ -142,6 +142,40 @@ pub fn cell_text(array: &dyn Array, row: usize, out: &mut String) -> Result<()> 
                 .ok_or_else(|| SqlError::Internal("list cell out of range".into()))?;
             crate::array_type::write_array_text(items.as_ref(), out)?;
         }
+        // a record (`information_schema._pg_expandarray`'s `(x, n)`), as
+        // PostgreSQL's record_out prints it: `(1,2)`, NULL fields empty,
+        // fields with special characters double-quoted
+        DataType::Struct(_) => {
+            let record = array.as_struct();
+            out.push('(');
+            for (k, column) in record.columns().iter().enumerate() {
+                if k > 0 {
+                    out.push(',');
+                }
+                if column.is_null(row) || column.data_type() == &DataType::Null {
+                    continue;
+                }
+                let mut field = String::new();
+                cell_text(column.as_ref(), row, &mut field)?;
+                let quote = field.is_empty()
+                    || field
+                        .chars()
+                        .any(|c| matches!(c, '"' | '\\' | '(' | ')' | ',') || c.is_whitespace());
+                if quote {
+                    out.push('"');
+                    for c in field.chars() {
+                        if c == '"' || c == '\\' {
+                            out.push(c);
+                        }
+                        out.push(c);
+                    }
+                    out.push('"');
+                } else {
+                    out.push_str(&field);
+                }
+            }
+            out.push(')');
+        }
         _ => {
             let opts = FormatOptions::default();
             let f = ArrayFormatter::try_new(array, &opts)?;
@@ -159,7 +193,9 @@ pub fn encode_cell(
     format: Format,
     out: &mut BytesMut,
 ) -> Result<()> {
-    if array.is_null(row) {
+    // a NullArray (`SELECT NULL AS x`) has no validity buffer: its
+    // `is_null` says false, its logical nulls say NULL
+    if array.is_null(row) || array.data_type() == &DataType::Null {
         out.put_i32(-1);
         return Ok(());
     }
