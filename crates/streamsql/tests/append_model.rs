@@ -19,10 +19,8 @@ use eddy_stream::operator::Operator;
 use eddy_stream::types::CheckpointId;
 use eddy_streamsql::append_op::AppendOperator;
 use eddy_streamsql::batch::ArrowBatch;
-use eddy_streamsql::plan::{plan_view_with, ViewPlan};
-use eddy_streamsql::statements::{parse, StreamStatement};
+use eddy_streamsql::plan::ViewPlan;
 use eddy_streamsql::view_op::{checkpoint_table, view_table, ViewTarget};
-use eddy_streamsql::watermark::WatermarkDef;
 use proptest::prelude::*;
 
 mod common;
@@ -109,22 +107,7 @@ fn check_committed(target: &ViewTarget, log: &[Row]) {
 fn setup(engine: &Arc<Engine>) -> (Arc<ViewPlan>, ViewTarget) {
     let sql = "CREATE MATERIALIZED VIEW appended AS SELECT id, k * 2 AS k2, ts FROM src \
                WHERE k % 3 <> 0";
-    let StreamStatement::CreateView { query, emit, .. } = parse(sql).expect("parse") else {
-        panic!("not a view")
-    };
-    let watermark = WatermarkDef {
-        column: "ts".into(),
-        delay_micros: DELAY,
-    };
-    let plan = Arc::new(
-        plan_view_with(
-            &query,
-            &[("src".into(), schema())],
-            &[("src".into(), watermark)],
-            emit,
-        )
-        .expect("plan"),
-    );
+    let plan = Arc::new(plan_over_src(sql));
     assert!(plan.append && plan.primary_key.is_empty());
     let checkpoints = engine
         .create_table(checkpoint_table())

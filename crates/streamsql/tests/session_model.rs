@@ -22,10 +22,7 @@ use eddy_stream::operator::sink::FINAL_TAG;
 use eddy_stream::operator::Operator;
 use eddy_stream::types::CheckpointId;
 use eddy_streamsql::batch::ArrowBatch;
-use eddy_streamsql::plan::plan_view_with;
-use eddy_streamsql::statements::{parse, StreamStatement};
 use eddy_streamsql::view_op::{checkpoint_table, view_table, ViewOperator, ViewTarget};
-use eddy_streamsql::watermark::WatermarkDef;
 use proptest::prelude::*;
 
 mod common;
@@ -213,22 +210,7 @@ impl View {
                  HAVING count(*) < {SHOWN_BELOW}"
             )
         };
-        let StreamStatement::CreateView { query, emit, .. } = parse(&sql).expect("parse") else {
-            panic!("not a view")
-        };
-        let watermark = WatermarkDef {
-            column: "ts".into(),
-            delay_micros: DELAY,
-        };
-        let plan = Arc::new(
-            plan_view_with(
-                &query,
-                &[("src".into(), schema())],
-                &[("src".into(), watermark)],
-                emit,
-            )
-            .expect("plan"),
-        );
+        let plan = Arc::new(plan_over_src(&sql));
         let target = ViewTarget {
             table: engine
                 .create_table(view_table(name, &plan))

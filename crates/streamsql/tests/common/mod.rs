@@ -1,6 +1,6 @@
-//! What the stream model tests (window, session, interval join) share:
-//! their source rows, the operator output they ignore, and the watermark
-//! model.
+//! What the stream model tests (window, session, interval join, append)
+//! share: their source rows, the operator output they ignore, the
+//! watermark model, and the plan of a view over their source.
 #![allow(dead_code, reason = "each test binary uses a part")]
 
 use std::sync::Arc;
@@ -10,6 +10,9 @@ use datafusion::arrow::array::{Int32Array, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use eddy_stream::operator::Emitter;
 use eddy_stream::types::AnyBatch;
+use eddy_streamsql::plan::{plan_view_with, ViewPlan};
+use eddy_streamsql::statements::{parse, StreamStatement};
+use eddy_streamsql::watermark::WatermarkDef;
 
 pub const MS: i64 = 1000;
 /// The watermark trails the largest time by this much.
@@ -69,4 +72,23 @@ pub fn on_time(rows: &[Row]) -> (Vec<Row>, Option<i64>) {
         kept.push(*r);
     }
     (kept, max.map(|m| m - DELAY))
+}
+
+/// The plan of a `CREATE MATERIALIZED VIEW` statement over the source
+/// `src` ([`schema`]), whose watermark trails `ts` by [`DELAY`].
+pub fn plan_over_src(sql: &str) -> ViewPlan {
+    let StreamStatement::CreateView { query, emit, .. } = parse(sql).expect("parse") else {
+        panic!("not a view")
+    };
+    let watermark = WatermarkDef {
+        column: "ts".into(),
+        delay_micros: DELAY,
+    };
+    plan_view_with(
+        &query,
+        &[("src".into(), schema())],
+        &[("src".into(), watermark)],
+        emit,
+    )
+    .expect("plan")
 }
