@@ -27,6 +27,22 @@ async fn ints(c: &Client, sql: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Runs `sql` on `c` in a task of its own (it may wait for a lock); its
+/// rows as pairs of ints.
+fn spawn_pairs(
+    c: &Arc<Client>,
+    sql: &'static str,
+) -> tokio::task::JoinHandle<Result<Vec<(i32, i32)>, tokio_postgres::Error>> {
+    let c = Arc::clone(c);
+    tokio::spawn(async move {
+        c.query(sql, &[]).await.map(|rows| {
+            rows.iter()
+                .map(|r| (r.get::<_, i32>(0), r.get::<_, i32>(1)))
+                .collect()
+        })
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn for_update_blocks_writers_and_share_shares() {
     let srv = Server::start("trust");
@@ -157,21 +173,10 @@ async fn locked_rows_are_rechecked_on_their_newest_version() {
     a.batch_execute("BEGIN; UPDATE t SET v = v + 1 WHERE id = 1; UPDATE t SET v = 99 WHERE id = 2")
         .await
         .unwrap();
-    let waiter = {
-        let b = Arc::clone(&b);
-        tokio::spawn(async move {
-            b.query(
-                "SELECT id, v FROM t WHERE v < 50 ORDER BY id FOR UPDATE",
-                &[],
-            )
-            .await
-            .map(|rows| {
-                rows.iter()
-                    .map(|r| (r.get::<_, i32>(0), r.get::<_, i32>(1)))
-                    .collect::<Vec<_>>()
-            })
-        })
-    };
+    let waiter = spawn_pairs(
+        &b,
+        "SELECT id, v FROM t WHERE v < 50 ORDER BY id FOR UPDATE",
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiter.is_finished());
     a.batch_execute("COMMIT").await.unwrap();
@@ -353,22 +358,11 @@ async fn a_join_locks_the_rows_of_every_table_it_names() {
     )
     .await
     .unwrap();
-    let waiter = {
-        let b = Arc::clone(&b);
-        tokio::spawn(async move {
-            b.query(
-                "SELECT o.id, o.amount FROM orders o JOIN customers c ON o.cust = c.id \
+    let waiter = spawn_pairs(
+        &b,
+        "SELECT o.id, o.amount FROM orders o JOIN customers c ON o.cust = c.id \
                  WHERE c.name = 'anne' ORDER BY o.id FOR UPDATE",
-                &[],
-            )
-            .await
-            .map(|rows| {
-                rows.iter()
-                    .map(|r| (r.get::<_, i32>(0), r.get::<_, i32>(1)))
-                    .collect::<Vec<_>>()
-            })
-        })
-    };
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiter.is_finished());
     a.batch_execute("COMMIT").await.unwrap();
