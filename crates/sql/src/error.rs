@@ -123,6 +123,13 @@ pub enum SqlError {
     UndefinedOperator(String),
     #[error("{0}")]
     NumericOutOfRange(String),
+    /// A logarithm of zero or a negative number.
+    #[error("{0}")]
+    InvalidLogArgument(String),
+    /// A power function's argument outside its domain (`sqrt(-1)`,
+    /// `power(0, -1)`).
+    #[error("{0}")]
+    InvalidPowerArgument(String),
     /// A string longer than its column's `varchar(n)` / `char(n)`.
     #[error("value too long for type {0}")]
     StringTooLong(String),
@@ -257,6 +264,8 @@ impl SqlError {
             SqlError::DivisionByZero => "22012",
             SqlError::UndefinedOperator(_) => "42883",
             SqlError::NumericOutOfRange(_) => "22003",
+            SqlError::InvalidLogArgument(_) => "2201E",
+            SqlError::InvalidPowerArgument(_) => "2201F",
             SqlError::StringTooLong(_) => "22001",
             SqlError::QueryCanceled | SqlError::StatementTimeout => "57014",
             SqlError::StatementTooDeep(_) => "54001",

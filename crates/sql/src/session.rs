@@ -507,6 +507,7 @@ impl Session {
             .chain(crate::json_functions::json_functions())
             .chain(crate::json_build::json_build_functions())
             .chain(crate::interval_type::interval_functions())
+            .chain(crate::checked_arith::math_functions())
             .chain(time_functions)
         {
             ctx.register_udf(f);

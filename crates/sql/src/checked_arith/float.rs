@@ -117,11 +117,11 @@ enum Op {
     Div,
 }
 
-fn overflow() -> SqlError {
+pub(super) fn overflow() -> SqlError {
     SqlError::NumericOutOfRange("value out of range: overflow".into())
 }
 
-fn underflow() -> SqlError {
+pub(super) fn underflow() -> SqlError {
     SqlError::NumericOutOfRange("value out of range: underflow".into())
 }
 
@@ -171,7 +171,7 @@ fn to_float4(x: f64) -> f64 {
     f64::from(narrowed)
 }
 
-fn arrow_error(e: SqlError) -> ArrowError {
+pub(super) fn arrow_error(e: SqlError) -> ArrowError {
     ArrowError::ExternalError(Box::new(e))
 }
 
@@ -259,7 +259,7 @@ impl ScalarUDFImpl for FloatOp {
     }
 }
 
-fn result(out: ArrayRef, scalar: bool) -> DfResult<ColumnarValue> {
+pub(super) fn result(out: ArrayRef, scalar: bool) -> DfResult<ColumnarValue> {
     if scalar {
         Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
     } else {

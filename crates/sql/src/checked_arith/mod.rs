@@ -31,6 +31,9 @@
 
 mod float;
 mod integer;
+mod math;
+
+pub use math::math_functions;
 
 use std::sync::Arc;
 
