@@ -56,6 +56,12 @@ pub fn parse_storage_name(name: &str) -> Option<(u64, &str)> {
     Some((id.parse().ok()?, table))
 }
 
+/// The name a user wrote for the table stored as `name` (a temporary
+/// table's storage name carries the session's id), for messages.
+pub fn shown_name(name: &str) -> &str {
+    parse_storage_name(name).map_or(name, |(_, n)| n)
+}
+
 /// `text` with the storage names of temporary tables shown as their
 /// users' names (`pg_temp_3.t_pkey` → `t_pkey`), for error messages: only
 /// the owning session ever reaches one.

@@ -177,7 +177,7 @@ impl Session {
         let (_, batches) = super::collect_rows(self.run_plan(plan).await?).await?;
         if batches.iter().any(|b| b.num_rows() > 0) {
             // the message names the table as the user wrote it
-            let shown = crate::temp_tables::parse_storage_name(table).map_or(table, |(_, n)| n);
+            let shown = crate::temp_tables::shown_name(table);
             return Err(SqlError::NotNullViolation(format!(
                 "column \"{column}\" of relation \"{shown}\" contains null values"
             )));

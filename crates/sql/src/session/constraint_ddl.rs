@@ -27,6 +27,7 @@ use super::{index_ddl, Session};
 use crate::error::{Result, SqlError};
 use crate::provider::EddyTable;
 use crate::rewrite::ident_name;
+use crate::temp_tables::shown_name;
 
 impl Session {
     /// `ALTER TABLE table ADD [CONSTRAINT name] CHECK (...) | UNIQUE (...)`.
@@ -72,9 +73,6 @@ impl Session {
     ) -> Result<()> {
         let t = self.table(table)?;
         let def = t.def().clone();
-        if let Some(n) = name {
-            self.refuse_taken_constraint_name(table, &ident_name(n))?;
-        }
         // PostgreSQL's name, unique among the table's constraints
         let mut pending = def
             .checks
@@ -96,11 +94,9 @@ impl Session {
         let Some(check) = named.pop() else {
             return Err(SqlError::Internal("a CHECK without a name".into()));
         };
-        let taken = def.indexes.iter().any(|i| i.name == check.name)
-            || def.foreign_keys.iter().any(|f| f.name == check.name);
-        if taken {
-            return Err(duplicate(&check.name, table));
-        }
+        // (name_checks refused a repeated CHECK name; an index or foreign
+        // key may hold it too)
+        self.refuse_taken_constraint_name(table, &check.name)?;
         self.validate_check(table, &def.columns, &check).await?;
         // the rows the transaction sees, its own included
         self.install_tables(std::slice::from_ref(&t))?;
@@ -190,10 +186,4 @@ fn duplicate(name: &str, table: &str) -> SqlError {
         "constraint \"{name}\" for relation \"{}\" already exists",
         shown_name(table)
     ))
-}
-
-/// The table's name as the user wrote it (a temporary table's storage name
-/// carries the session's id).
-fn shown_name(table: &str) -> &str {
-    crate::temp_tables::parse_storage_name(table).map_or(table, |(_, n)| n)
 }

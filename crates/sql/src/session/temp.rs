@@ -140,14 +140,16 @@ impl Session {
     /// whatever happens here: a failure is logged (the table is emptied or
     /// dropped at the next commit, or at the session's end).
     pub(super) fn run_temp_commit_actions(&self) {
-        let actions: Vec<(String, CommitAction)> = {
-            let mut a = self.temp_on_commit.lock();
-            if a.is_empty() {
-                return;
-            }
-            a.retain(|name, _| self.db.engine.table(name).is_some());
-            a.iter().map(|(n, c)| (n.clone(), *c)).collect()
-        };
+        if self.temp_on_commit.lock().is_empty() {
+            return;
+        }
+        self.forget_dropped_temp_actions();
+        let actions: Vec<(String, CommitAction)> = self
+            .temp_on_commit
+            .lock()
+            .iter()
+            .map(|(n, c)| (n.clone(), *c))
+            .collect();
         let engine = Arc::clone(&self.db.engine);
         for (name, action) in actions {
             let r = match action {
