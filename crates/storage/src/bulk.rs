@@ -75,6 +75,34 @@ impl BulkLoader {
     /// Adds a batch whose columns match the table's columns (by position and
     /// type). NOT NULL columns must have no NULLs.
     pub fn push(&mut self, batch: RecordBatch) -> Result<()> {
+        self.push_rows(batch, None)
+    }
+
+    /// [`BulkLoader::push`] under the caller's row ids, one per row, into a
+    /// table **without a primary key**: `WriteOp::Put`'s semantics (a row
+    /// stored under an id replaces any row already there; the caller owns
+    /// the table's id space). An append-only materialized view stores each
+    /// checkpoint's rows this way, under their source positions.
+    pub fn push_at(&mut self, batch: RecordBatch, rowids: &[u64]) -> Result<()> {
+        if !self.table.def().primary_key.is_empty() {
+            return Err(StorageError::Unsupported(format!(
+                "a bulk load by row id into table \"{}\", which has a primary key",
+                self.table.def().name
+            )));
+        }
+        if rowids.len() != batch.num_rows() {
+            return Err(StorageError::InvalidDefinition(format!(
+                "a bulk load of {} rows with {} row ids",
+                batch.num_rows(),
+                rowids.len()
+            )));
+        }
+        self.push_rows(batch, Some(rowids))
+    }
+
+    /// Validates `batch`, computes each row's key and shard (row ids from
+    /// `rowids`, or freshly allocated) and buffers it for its shard.
+    fn push_rows(&mut self, batch: RecordBatch, rowids: Option<&[u64]>) -> Result<()> {
         let def = self.table.def().clone();
         if batch.num_columns() != def.columns.len() {
             return Err(StorageError::WrongArity {
@@ -109,8 +137,10 @@ impl BulkLoader {
         let mut keys: Vec<Vec<u8>> = vec![Vec::with_capacity(16); n];
         let mut shard_of: Vec<u32> = vec![0; n];
         if def.primary_key.is_empty() {
-            let engine = self.table.engine()?;
-            let start = engine.alloc_rowids(n as u64)?;
+            let start = match rowids {
+                Some(_) => 0,
+                None => self.table.engine()?.alloc_rowids(n as u64)?,
+            };
             let dist = &def.distribution_key;
             let mut dbuf: Vec<Vec<u8>> = vec![Vec::new(); if dist.is_empty() { 0 } else { n }];
             for &c in dist {
@@ -122,7 +152,12 @@ impl BulkLoader {
                 }
             }
             for r in 0..n {
-                let rowid = start + r as u64;
+                let rowid = match rowids {
+                    Some(ids) => ids.get(r).copied().ok_or_else(|| {
+                        StorageError::InvalidDefinition("a bulk load row without a row id".into())
+                    })?,
+                    None => start + r as u64,
+                };
                 let s = if dist.is_empty() {
                     (stable_hash(&rowid.to_le_bytes()) % nshards as u64) as u32
                 } else {
@@ -281,31 +316,18 @@ impl BulkLoader {
     /// Writes what is buffered and makes the whole load visible atomically.
     /// Returns the number of rows pushed.
     pub fn commit(mut self) -> Result<u64> {
-        // Bulk files are installed without resolving each row, so nothing
-        // could check a UNIQUE index: such tables take the write path.
-        if let Some(ix) = self.table.def().indexes.iter().find(|i| i.unique) {
-            return Err(StorageError::Unsupported(format!(
-                "a bulk load into table \"{}\" with unique index \"{}\" is not supported; insert its rows with INSERT",
-                self.table.def().name,
-                ix.name
-            )));
-        }
-        for s in 0..self.shards.len() {
-            self.write_chunk(s)?;
-        }
+        let involved = self.write_rest()?;
         let engine = self.table.engine()?;
         let shards = self.table.shards().to_vec();
-        let involved: Vec<usize> = (0..self.shards.len())
-            .filter(|&s| {
-                !self.shards[s].files.col.is_empty() || !self.shards[s].files.row.is_empty()
-            })
-            .collect();
-        match involved.len() {
-            0 => {}
-            1 => {
-                let s = involved[0];
+        match involved.as_slice() {
+            [] => {}
+            [s] => {
+                let s = *s;
                 let (mut g, lsn) =
                     shards[s].bulk_prepare(&self.shards[s].files, eddy_common::TxnId(0))?;
+                // the record is the commit point: the files are the shard's
+                // from here, whatever happens next
+                self.committed = true;
                 shards[s].bulk_finish(&mut g, &self.shards[s].files, lsn, true)?;
             }
             _ => {
@@ -316,6 +338,7 @@ impl BulkLoader {
                     prepared.push((s, g, lsn));
                 }
                 engine.log_commit(txn)?;
+                self.committed = true;
                 for (s, g, lsn) in &mut prepared {
                     shards[*s].bulk_finish(g, &self.shards[*s].files, *lsn, false)?;
                 }
@@ -329,6 +352,49 @@ impl BulkLoader {
         self.committed = true;
         tracing::info!(table = %self.table.def().name, rows = self.rows, "bulk load committed");
         Ok(self.rows)
+    }
+
+    /// Commits the load **and** `writes` (row writes into other tables) as
+    /// one transaction: both or neither become visible, after a crash too
+    /// (`crate::commit`, "Bulk files with row writes"). The tables of
+    /// `writes` must not share a table group with the loaded table. Returns
+    /// the number of rows pushed.
+    pub fn commit_with(mut self, writes: Vec<(Arc<Table>, Vec<crate::WriteOp>)>) -> Result<u64> {
+        let involved = self.write_rest()?;
+        let engine = self.table.engine()?;
+        let files: Vec<(usize, &crate::shard::BulkFiles)> = involved
+            .iter()
+            .map(|&s| (s, &self.shards[s].files))
+            .collect();
+        let mut committed = false;
+        let r = engine.commit_bulk_with(&self.table, &files, writes, &mut committed);
+        // Past the commit point the files belong to the shards (an error
+        // after it poisoned a shard, which recovery replays): never delete.
+        self.committed = committed;
+        r?;
+        Ok(self.rows)
+    }
+
+    /// Refuses tables a bulk load cannot write, writes every buffered row
+    /// as files and returns the shards that received any.
+    fn write_rest(&mut self) -> Result<Vec<usize>> {
+        // Bulk files are installed without resolving each row, so nothing
+        // could check a UNIQUE index: such tables take the write path.
+        if let Some(ix) = self.table.def().indexes.iter().find(|i| i.unique) {
+            return Err(StorageError::Unsupported(format!(
+                "a bulk load into table \"{}\" with unique index \"{}\" is not supported; insert its rows with INSERT",
+                self.table.def().name,
+                ix.name
+            )));
+        }
+        for s in 0..self.shards.len() {
+            self.write_chunk(s)?;
+        }
+        Ok((0..self.shards.len())
+            .filter(|&s| {
+                !self.shards[s].files.col.is_empty() || !self.shards[s].files.row.is_empty()
+            })
+            .collect())
     }
 }
 

@@ -13,6 +13,12 @@
 //!   are applied to the memtables (still invisible: above the visible
 //!   LSN), and then all visible LSNs move forward together under the
 //!   publish gate.
+//! * Bulk files with row writes (an append-only materialized view's rows
+//!   and its checkpoint row): one two-round transaction whose participants
+//!   are the loaded table's shards, each logging a bulk record naming its
+//!   files (already durable), and the other tables' shards, each logging a
+//!   prepare record; the commit-log record of its id decides all of them
+//!   ([`crate::BulkLoader::commit_with`]).
 //! * A snapshot over several shards reads their visible LSNs under the
 //!   shared side of the publish gate ([`Engine::snapshot_tables`]).
 //!
@@ -27,9 +33,12 @@ use crate::codec::{self, Key, Reader};
 use crate::engine::{Engine, EngineInner, Table, WriteOp};
 use crate::error::{Result, StorageError};
 use crate::locks::LockManager;
-use crate::shard::{Shard, ShardOp, UnreplayedShard, WriteSummary};
+use crate::shard::{
+    BulkFiles, CommitState, Prepared, Shard, ShardOp, UnreplayedShard, WriteSummary,
+};
 use crate::snapshot::TableSnapshot;
 use crate::wal::{SyncHandle, WalEntry};
+use parking_lot::MutexGuard;
 
 /// Where a participant of a one-round commit logged its prepare record.
 pub(crate) type Participant = (TableGroupId, ShardId, Lsn);
@@ -281,6 +290,144 @@ impl EngineInner {
     }
 }
 
+/// One participant of [`EngineInner::commit_bulk_with`], in commit-lock
+/// order.
+enum BulkPart<'a> {
+    /// Shard `.0` of the loaded table installs these files.
+    Files(usize, &'a BulkFiles),
+    /// A shard of another table group applies these row writes.
+    Rows(Arc<Shard>, Vec<ShardOp>),
+}
+
+/// A participant holding its commit lock, its record logged.
+enum BulkPrepared<'a> {
+    Files(
+        &'a Arc<Shard>,
+        &'a BulkFiles,
+        MutexGuard<'a, CommitState>,
+        Lsn,
+    ),
+    Rows(&'a Arc<Shard>, MutexGuard<'a, CommitState>, Prepared, Lsn),
+}
+
+impl EngineInner {
+    /// Bulk files with row writes: the files of a bulk load of `table`
+    /// (per shard index) and `writes` into tables of other groups, as one
+    /// two-round transaction. Each participant logs a record tagged with a
+    /// new transaction id (a bulk record naming its files, or a prepare
+    /// record of its rows), all of them are synced, and the id's record in
+    /// the commit log is the one commit point; recovery replays every
+    /// participant's record or none (`shard::recovery`). `committed` is set
+    /// once that point is passed.
+    pub(crate) fn commit_bulk_with(
+        &self,
+        table: &Table,
+        files: &[(usize, &BulkFiles)],
+        writes: Vec<(Arc<Table>, Vec<WriteOp>)>,
+        committed: &mut bool,
+    ) -> Result<WriteSummary> {
+        // takes shards' commit locks and waits for fsyncs
+        eddy_sched::block_in_place(|| {
+            self.commit_bulk_with_blocking(table, files, writes, committed)
+        })
+    }
+
+    fn commit_bulk_with_blocking(
+        &self,
+        table: &Table,
+        files: &[(usize, &BulkFiles)],
+        writes: Vec<(Arc<Table>, Vec<WriteOp>)>,
+        committed: &mut bool,
+    ) -> Result<WriteSummary> {
+        let routed = route_writes(writes)?;
+        let group = table.group_id();
+        if routed.keys().any(|(g, _)| *g == group) {
+            return Err(StorageError::Unsupported(format!(
+                "a bulk load into table \"{}\" committed with row writes into its own table group",
+                table.def().name
+            )));
+        }
+        if !self.unique_locks.for_write(self, &routed).is_empty() {
+            return Err(StorageError::Unsupported(
+                "a bulk load committed with row writes into a table with a UNIQUE index".into(),
+            ));
+        }
+        let bulk_shards = table.shards();
+        let mut parts: BTreeMap<(TableGroupId, u32), BulkPart<'_>> = routed
+            .into_iter()
+            .map(|(k, (shard, ops))| (k, BulkPart::Rows(shard, ops)))
+            .collect();
+        for &(s, f) in files {
+            let id = u32::try_from(s).map_err(|_| {
+                StorageError::InvalidDefinition(format!("shard index {s} out of range"))
+            })?;
+            parts.insert((group, id), BulkPart::Files(s, f));
+        }
+        let txn = self.next_txn();
+        let mut prepared = Vec::with_capacity(parts.len());
+        let mut syncs = Vec::new();
+        for part in parts.values() {
+            // On error the locks taken so far drop here: the records
+            // logged under `txn` are never committed.
+            match part {
+                BulkPart::Files(s, f) => {
+                    let shard = bulk_shards.get(*s).ok_or_else(|| {
+                        StorageError::InvalidDefinition(format!("shard index {s} out of range"))
+                    })?;
+                    // synced by the shard before it returns
+                    let (guard, lsn) = shard.bulk_prepare(f, txn)?;
+                    prepared.push(BulkPrepared::Files(shard, f, guard, lsn));
+                }
+                BulkPart::Rows(shard, ops) => {
+                    let (guard, p, lsn, sync) = shard.prepare(ops, txn)?;
+                    if let Some(h) = sync {
+                        syncs.push((shard, h));
+                    }
+                    prepared.push(BulkPrepared::Rows(shard, guard, p, lsn));
+                }
+            }
+        }
+        sync_all(&syncs)?;
+        self.log_commit(txn)?;
+        *committed = true;
+        let mut parts_done = Vec::with_capacity(prepared.len());
+        let mut first_error = None;
+        let mut publish = Vec::with_capacity(prepared.len());
+        for p in prepared {
+            match p {
+                BulkPrepared::Files(shard, f, mut guard, lsn) => {
+                    if let Err(e) = shard.bulk_finish(&mut guard, f, lsn, false) {
+                        first_error.get_or_insert(e);
+                    }
+                    publish.push((shard, guard, lsn));
+                }
+                BulkPrepared::Rows(shard, guard, p, lsn) => {
+                    match shard.apply_prepared(p, lsn) {
+                        Ok(s) => parts_done.push(s),
+                        Err(e) => {
+                            first_error.get_or_insert(e);
+                        }
+                    }
+                    publish.push((shard, guard, lsn));
+                }
+            }
+        }
+        {
+            let _gate = self.publish_gate.write();
+            for (shard, _, lsn) in &publish {
+                shard.publish(*lsn);
+            }
+        }
+        drop(publish);
+        match first_error {
+            // committed and durable; the failed shard is poisoned and
+            // recovery replays it
+            Some(e) => Err(e),
+            None => Ok(WriteSummary::merge(&parts_done)),
+        }
+    }
+}
+
 /// Syncs every handle, in parallel; a shard whose sync failed is poisoned
 /// (after a failed fdatasync the kernel may have dropped the pages: the
 /// shard must not acknowledge anything more until it is recovered).
@@ -353,19 +500,7 @@ impl Engine {
     }
 
     fn route_writes(&self, writes: Vec<(Arc<Table>, Vec<WriteOp>)>) -> Result<Routed> {
-        let mut routed: Routed = BTreeMap::new();
-        for (table, ops) in writes {
-            let engine = table.engine()?;
-            for (s, ops) in table.route(&engine, ops)? {
-                let shard = Arc::clone(&table.shards()[s as usize]);
-                routed
-                    .entry((table.group_id(), s))
-                    .or_insert_with(|| (shard, Vec::new()))
-                    .1
-                    .extend(ops);
-            }
-        }
-        Ok(routed)
+        route_writes(writes)
     }
 
     /// Snapshots of several tables taken at one instant: a multi-shard
@@ -374,6 +509,23 @@ impl Engine {
         let _gate = self.inner().publish_gate.read();
         tables.iter().map(|t| TableSnapshot::take(t)).collect()
     }
+}
+
+/// Splits writes over any tables by shard, in commit-lock order.
+fn route_writes(writes: Vec<(Arc<Table>, Vec<WriteOp>)>) -> Result<Routed> {
+    let mut routed: Routed = BTreeMap::new();
+    for (table, ops) in writes {
+        let engine = table.engine()?;
+        for (s, ops) in table.route(&engine, ops)? {
+            let shard = Arc::clone(&table.shards()[s as usize]);
+            routed
+                .entry((table.group_id(), s))
+                .or_insert_with(|| (shard, Vec::new()))
+                .1
+                .extend(ops);
+        }
+    }
+    Ok(routed)
 }
 
 impl Table {

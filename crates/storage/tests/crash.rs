@@ -49,6 +49,65 @@ fn ensure_tables(e: &Engine) {
             .unwrap();
         }
     }
+    // an append-only view's table and its checkpoint marks: two groups
+    if e.table("appended").is_none() {
+        e.create_table(CreateTable {
+            name: "appended".into(),
+            columns: vec![ColumnDef::new("pos", ColumnType::BigInt, false)],
+            primary_key: vec![],
+            distribution_key: vec![],
+            orientation: Orientation::Column,
+            table_group: None,
+            shard_count: Some(3),
+            checks: Vec::new(),
+        })
+        .unwrap();
+    }
+}
+
+/// The rows committed into `appended`, as recorded with them in `kv_row`
+/// (key -1).
+fn appended_mark(e: &Engine) -> i64 {
+    match e
+        .table("kv_row")
+        .unwrap()
+        .get(&[Value::BigInt(-1)])
+        .unwrap()
+    {
+        Some(r) => match r[1] {
+            Value::BigInt(v) => v,
+            _ => panic!("bad mark {r:?}"),
+        },
+        None => 0,
+    }
+}
+
+/// As an append-only view commits a checkpoint: rows under their positions
+/// by bulk load, and the new position in another table, in one
+/// transaction (`BulkLoader::commit_with`).
+fn appender(e: &Engine, out: &std::sync::Mutex<std::io::Stdout>) {
+    let mut rng = rand::rng();
+    let t = e.table("appended").unwrap();
+    let marks = e.table("kv_row").unwrap();
+    let mut pos = appended_mark(e);
+    loop {
+        let n: i64 = rng.random_range(1..40);
+        let rows: Vec<Vec<Value>> = (pos..pos + n).map(|p| vec![Value::BigInt(p)]).collect();
+        let ids: Vec<u64> = (pos..pos + n).map(|p| p as u64).collect();
+        let mut l = t.bulk_loader();
+        l.push_at(rows_to_batch(&t, &rows).unwrap(), &ids).unwrap();
+        pos += n;
+        let mark = WriteOp::Insert {
+            row: vec![Value::BigInt(-1), Value::BigInt(pos)],
+            on_conflict: OnConflict::Replace,
+        };
+        l.commit_with(vec![(std::sync::Arc::clone(&marks), vec![mark])])
+            .unwrap();
+        if let Ok(mut o) = out.lock() {
+            let _ = writeln!(o, "appended {pos}");
+            let _ = o.flush();
+        }
+    }
 }
 
 /// Writer threads of the child: concurrent multi-shard commits reach the
@@ -79,13 +138,18 @@ fn crash_child() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let threads: Vec<_> = (0..WRITERS)
+    let mut threads: Vec<_> = (0..WRITERS)
         .map(|w| {
             let e = std::sync::Arc::clone(&e);
             let out = std::sync::Arc::clone(&out);
             std::thread::spawn(move || writer(&e, w, base, &out))
         })
         .collect();
+    {
+        let e = std::sync::Arc::clone(&e);
+        let out = std::sync::Arc::clone(&out);
+        threads.push(std::thread::spawn(move || appender(&e, &out)));
+    }
     for t in threads {
         let _ = t.join();
     }
@@ -157,6 +221,8 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
     let mut base = 0i64;
     let deadline = Instant::now() + Duration::from_secs(40);
     let mut kills = 0;
+    // rows of `appended` acknowledged
+    let mut appended = 0i64;
     while kills < 12 && Instant::now() < deadline {
         let mut child = Command::new(&exe)
             .args([
@@ -203,6 +269,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
                     acked.insert((t.to_string(), p + 100), v);
                     base = base.max(v);
                 }
+                ["appended", n] => appended = appended.max(n.parse().unwrap()),
                 ["bulk", t, v] => {
                     let v: i64 = v.parse().unwrap();
                     for i in 0..100 {
@@ -251,7 +318,33 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
                 );
             }
         }
+        // the bulk rows and their mark: both or neither, each position once
+        let mark = appended_mark(&e);
+        assert!(
+            mark >= appended,
+            "acknowledged appended rows {appended} lost: mark {mark}"
+        );
+        let t = e.table("appended").unwrap();
+        let mut positions: Vec<i64> = Vec::new();
+        for part in t.snapshot().partitions() {
+            for b in part.scan(None, false, &|_| true).unwrap() {
+                let b = b.unwrap();
+                let c = b
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<arrow::array::Int64Array>()
+                    .unwrap();
+                positions.extend(c.values().iter());
+            }
+        }
+        positions.sort_unstable();
+        assert_eq!(
+            positions,
+            (0..mark).collect::<Vec<_>>(),
+            "appended rows disagree with their mark after crash {kills}"
+        );
         drop(e);
     }
     assert!(kills >= 5, "only {kills} crash rounds ran");
+    assert!(appended > 0, "no appended checkpoint was acknowledged");
 }

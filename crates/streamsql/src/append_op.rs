@@ -23,15 +23,17 @@
 //!   rows/s a change is tens of MB); nothing grows with the view.
 //! * **The path of a row allocates nothing per row**: the stages run on
 //!   Arrow batches, the positions of the rows a filter keeps are one
-//!   `UInt64Array` per batch; rows are built only for the commit, which
-//!   the storage takes row by row.
+//!   `UInt64Array` per batch; the commit hands the batch to the storage's
+//!   bulk path (`BulkLoader::push_at` under the positions, committed with
+//!   the checkpoint row by `BulkLoader::commit_with`): column files, no
+//!   row is built.
 
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::compute::{concat, concat_batches, filter, filter_record_batch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use eddy_common::{ColumnType, Row};
+use eddy_common::{ColumnType, Orientation, Row};
 use eddy_sql::SqlError;
 use eddy_storage::WriteOp;
 use eddy_stream::operator::sink::FINAL_TAG;
@@ -43,7 +45,8 @@ use crate::batch::{from_ipc, to_ipc, ArrowBatch};
 use crate::error::{Result, StreamSqlError};
 use crate::plan::{Stage, ViewPlan};
 use crate::stages::{as_mask, eval, project};
-use crate::view_op::{commit_change, now_micros, Pending, ViewTarget, INJECT_PANIC_ENV};
+use crate::view_commit::{commit_view_write, ViewWrite};
+use crate::view_op::{now_micros, Pending, ViewTarget, INJECT_PANIC_ENV};
 
 /// The first bytes of an append-only view's snapshot.
 const MAGIC: &[u8; 8] = b"EDDYAPV1";
@@ -217,11 +220,14 @@ impl AppendOperator {
         })
     }
 
-    /// Commits `change` with its checkpoint row, unless it already is.
+    /// Commits `change` with its checkpoint row, unless it already is: as
+    /// one bulk load under the rows' positions into a column table (views
+    /// made since append-only views are column-stored), as row writes into
+    /// a row table (views made before).
     fn commit(&self, change: &Change) -> Result<()> {
-        commit_change(&self.target, &change.meta, || {
+        commit_view_write(&self.target, &change.meta, || {
             let Some(rows) = &change.rows else {
-                return Ok(Vec::new());
+                return Ok(ViewWrite::Ops(Vec::new()));
             };
             let width = self.types.len();
             let positions = rows
@@ -232,6 +238,12 @@ impl AppendOperator {
             let columns = rows.columns().get(..width).ok_or_else(|| {
                 StreamSqlError::Internal("a change with fewer columns than the view".into())
             })?;
+            if self.target.table.def().orientation == Orientation::Column {
+                let batch = rows.project(&(0..width).collect::<Vec<_>>())?;
+                let mut loader = self.target.table.bulk_loader();
+                loader.push_at(batch, positions.values())?;
+                return Ok(ViewWrite::Bulk(loader));
+            }
             let mut ops = Vec::with_capacity(rows.num_rows());
             for (i, rowid) in positions.values().iter().enumerate() {
                 let mut row: Row = Vec::with_capacity(width);
@@ -243,7 +255,7 @@ impl AppendOperator {
                 }
                 ops.push(WriteOp::Put { row, rowid: *rowid });
             }
-            Ok(ops)
+            Ok(ViewWrite::Ops(ops))
         })
     }
 

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use eddy_common::Value;
-use eddy_storage::{OnConflict, WriteOp};
+use eddy_storage::{BulkLoader, OnConflict, WriteOp};
 use eddy_stream::operator::sink::FINAL_TAG;
 
 use crate::error::Result;
@@ -23,22 +23,41 @@ pub(crate) fn tag_value(tag: u64) -> i64 {
     }
 }
 
-/// Commits the view's change `p` (its writes made by `ops`) with its
-/// checkpoint row `(job, tag, source rows, committed at, position)` in one
-/// `Engine::commit`, unless checkpoint `p.tag` is committed already (then
-/// nothing is written: a commit repeated after a restore is a no-op). The
-/// one commit path of every view operator (grouped and append-only).
+/// How a checkpoint's change reaches the view's table.
+pub(crate) enum ViewWrite {
+    /// Row operations (upserts and deletes of a grouped view; an
+    /// append-only view stored in a row table before column-stored ones
+    /// existed).
+    Ops(Vec<WriteOp>),
+    /// A bulk load of the rows under their ids (an append-only view in a
+    /// column table): files, not one WAL record per row.
+    Bulk(BulkLoader),
+}
+
+/// [`commit_view_write`] of row operations.
 pub(crate) fn commit_change(
     t: &ViewTarget,
     p: &Pending,
     ops: impl FnOnce() -> Result<Vec<WriteOp>>,
 ) -> Result<()> {
+    commit_view_write(t, p, || ops().map(ViewWrite::Ops))
+}
+
+/// Commits the view's change `p` (its write made by `write`) with its
+/// checkpoint row `(job, tag, source rows, committed at, position)` in one
+/// transaction, unless checkpoint `p.tag` is committed already (then
+/// nothing is written: a commit repeated after a restore is a no-op). The
+/// one commit path of every view operator (grouped and append-only).
+pub(crate) fn commit_view_write(
+    t: &ViewTarget,
+    p: &Pending,
+    write: impl FnOnce() -> Result<ViewWrite>,
+) -> Result<()> {
     let tag = tag_value(p.tag);
     if tag <= committed_checkpoint(&t.checkpoints, &t.job)? {
         return Ok(());
     }
-    let ops = ops()?;
-    let rows_written = ops.len();
+    let write = write()?;
     let source_rows = i64::try_from(p.source_rows).unwrap_or(i64::MAX);
     let committed_at = now_micros();
     let mut mark = vec![
@@ -54,10 +73,21 @@ pub(crate) fn commit_change(
         row: mark,
         on_conflict: OnConflict::Replace,
     };
-    t.engine.commit(vec![
-        (Arc::clone(&t.table), ops),
-        (Arc::clone(&t.checkpoints), vec![mark]),
-    ])?;
+    let rows_written = match write {
+        ViewWrite::Ops(ops) => {
+            let n = ops.len();
+            t.engine.commit(vec![
+                (Arc::clone(&t.table), ops),
+                (Arc::clone(&t.checkpoints), vec![mark]),
+            ])?;
+            n
+        }
+        ViewWrite::Bulk(loader) => {
+            let n = usize::try_from(loader.rows()).unwrap_or(usize::MAX);
+            loader.commit_with(vec![(Arc::clone(&t.checkpoints), vec![mark])])?;
+            n
+        }
+    };
     t.stats
         .record(p, rows_written, now_micros().max(committed_at));
     tracing::debug!(job = %t.job, checkpoint = tag, source_rows, "view committed");

@@ -52,7 +52,14 @@ pub fn view_table(name: &str, plan: &ViewPlan) -> CreateTable {
         columns,
         primary_key: plan.primary_key.clone(),
         distribution_key: plan.primary_key.clone(),
-        orientation: Orientation::Row,
+        // An append-only view's rows arrive as one bulk load per
+        // checkpoint (files, no WAL record per row) and are read by scans;
+        // a grouped view's rows are upserted and looked up by key.
+        orientation: if plan.append {
+            Orientation::Column
+        } else {
+            Orientation::Row
+        },
         table_group: None,
         shard_count: None,
         checks: Vec::new(),

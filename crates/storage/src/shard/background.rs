@@ -396,6 +396,18 @@ impl Shard {
         })
     }
 
+    /// Whether a file installed by a bulk load is above the flushed LSN
+    /// (listed in the WAL only, out of compaction's reach).
+    fn holds_unflushed_files(&self) -> bool {
+        let flushed = self.commit.lock().manifest.flushed_lsn;
+        self.tablets.read().values().any(|t| {
+            t.row_version()
+                .is_some_and(|r| r.l0.iter().any(|f| f.meta.max_lsn > flushed))
+                || t.col_version()
+                    .is_some_and(|c| c.files.iter().any(|f| f.meta.max_lsn > flushed))
+        })
+    }
+
     /// Compacts row tablets (L0 and the L1 files it overlaps into new L1
     /// files) and column tablets (merging the smallest files, rewriting
     /// files with many deleted rows). `full` (VACUUM) compacts everything
@@ -405,7 +417,13 @@ impl Shard {
         let _one = self.compact_lock.lock();
         // Bulk files above the flushed LSN are installed by WAL replay at
         // recovery (see `write_manifest`): they must stay as they are
-        // until a flush covers them.
+        // until a flush covers them. A table written only by bulk loads
+        // (an append-only view: one load per checkpoint) never fills a
+        // memtable, so nothing else would flush: a flush of empty
+        // memtables only moves the flushed LSN and writes the manifest.
+        if self.holds_unflushed_files() {
+            self.flush()?;
+        }
         let flushed = self.commit.lock().manifest.flushed_lsn;
         let tablets: Vec<Arc<Tablets>> = self.tablets.read().values().cloned().collect();
         for t in &tablets {
