@@ -374,10 +374,7 @@ fn other_stream_stream_joins_are_refused() {
             "SELECT a.k, b.y FROM a JOIN b ON a.k = b.k AND a.x < b.y",
             true,
         ),
-        (
-            "SELECT a.k, b.y FROM a FULL JOIN b ON a.k = b.k",
-            true,
-        ),
+        ("SELECT a.k, b.y FROM a FULL JOIN b ON a.k = b.k", true),
         (
             "SELECT a.k, count(*) FROM a RIGHT JOIN b ON a.k = b.k GROUP BY a.k",
             true,

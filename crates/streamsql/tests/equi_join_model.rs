@@ -264,7 +264,11 @@ fn run(append: bool, steps: Vec<Step>) {
                     .iter()
                     .filter(|r| !append || kept_by_where(r.0))
                     .count();
-                assert_eq!(op.held(), held_a + logs[1].len(), "the join holds every row");
+                assert_eq!(
+                    op.held(),
+                    held_a + logs[1].len(),
+                    "the join holds every row"
+                );
                 if keep {
                     durable = Some((snap, logs[0].len(), logs[1].len()));
                     if committed {
