@@ -172,22 +172,26 @@ fn plan(append: bool) -> ViewPlan {
 
 /// The view's operator, which is either kind.
 enum Op {
-    Grouped(ViewOperator),
-    Append(AppendOperator),
+    Grouped(Box<ViewOperator>),
+    Append(Box<AppendOperator>),
 }
 
 impl Op {
     fn new(plan: &Arc<ViewPlan>, target: &ViewTarget) -> Op {
         if plan.append {
-            Op::Append(AppendOperator::new(Arc::clone(plan), target.clone()).expect("operator"))
+            Op::Append(Box::new(
+                AppendOperator::new(Arc::clone(plan), target.clone()).expect("operator"),
+            ))
         } else {
-            Op::Grouped(ViewOperator::new(Arc::clone(plan), target.clone()).expect("operator"))
+            Op::Grouped(Box::new(
+                ViewOperator::new(Arc::clone(plan), target.clone()).expect("operator"),
+            ))
         }
     }
     fn op(&mut self) -> &mut dyn Operator {
         match self {
-            Op::Grouped(o) => o,
-            Op::Append(o) => o,
+            Op::Grouped(o) => o.as_mut(),
+            Op::Append(o) => o.as_mut(),
         }
     }
     fn held(&self) -> usize {
