@@ -164,6 +164,11 @@ impl IntervalJoin {
                 join.join_type()
             )));
         }
+        if lscan.source == rscan.source {
+            return Err(refuse(
+                "a join of a source with itself (both sides would need one reader)",
+            ));
+        }
         if join.null_equality() != NullEquality::NullEqualsNothing {
             return Err(refuse("a join on IS NOT DISTINCT FROM"));
         }
