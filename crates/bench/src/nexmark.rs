@@ -17,7 +17,10 @@
 //! the grouped forms used before those existed: each distinct output row
 //! with its multiplicity) and q3 as a lookup join of the auction stream with a
 //! person table, which the harness fills first from a `person` source
-//! through a view and `INSERT ... SELECT`; q7w is q7's window aggregate
+//! through a view and `INSERT ... SELECT`; q3s is q3 in its plain form
+//! over two sources (auction and person, an unbounded stream-stream
+//! equi-join into an append-only view: the rate counts both sources'
+//! rows); q7w is q7's window aggregate
 //! (the highest bid of each 10 s tumbling window) without q7's join. q4-q8
 //! are refused by the engine (see `docs/design/streams-into-tables.md`).
 
@@ -39,8 +42,9 @@ pub struct NexmarkArgs {
     /// Runs per query (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
-    /// Queries, comma-separated (supported: q0, q1, q2, q3, q7w: q7's window aggregate;
-    /// q0g, q1g, q2g: q0-q2 grouped with count(*), as before append-only views).
+    /// Queries, comma-separated (supported: q0, q1, q2, q3, q3s: q3 over two sources, q7w:
+    /// q7's window aggregate; q0g, q1g, q2g: q0-q2 grouped with count(*), as before
+    /// append-only views).
     #[arg(long, default_value = "q0,q1,q2,q3,q7w")]
     pub queries: String,
     /// The views' checkpoint (commit) interval in milliseconds.
@@ -56,6 +60,8 @@ struct NexmarkQuery {
     name: &'static str,
     /// The source type the view reads.
     reads: &'static str,
+    /// The second source's type, for a join of two sources (`{src2}`).
+    joins: Option<&'static str>,
     sql: &'static str,
 }
 
@@ -63,47 +69,62 @@ const QUERIES: &[NexmarkQuery] = &[
     NexmarkQuery {
         name: "q0",
         reads: "bid",
+        joins: None,
         sql: "SELECT auction, bidder, price, date_time FROM {src}",
     },
     NexmarkQuery {
         name: "q1",
         reads: "bid",
+        joins: None,
         sql: "SELECT auction, bidder, 0.908 * price AS price_eur, date_time FROM {src}",
     },
     NexmarkQuery {
         name: "q2",
         reads: "bid",
+        joins: None,
         sql: "SELECT auction, price FROM {src} WHERE auction % 123 = 0",
     },
     NexmarkQuery {
         name: "q0g",
         reads: "bid",
+        joins: None,
         sql: "SELECT auction, bidder, price, date_time, count(*) AS n FROM {src} \
               GROUP BY auction, bidder, price, date_time",
     },
     NexmarkQuery {
         name: "q1g",
         reads: "bid",
+        joins: None,
         sql: "SELECT auction, bidder, price, 0.908 * price AS price_eur, date_time, \
               count(*) AS n FROM {src} GROUP BY auction, bidder, price, date_time",
     },
     NexmarkQuery {
         name: "q2g",
         reads: "bid",
+        joins: None,
         sql: "SELECT auction, price, count(*) AS n FROM {src} WHERE auction % 123 = 0 \
               GROUP BY auction, price",
     },
     NexmarkQuery {
         name: "q3",
         reads: "auction",
+        joins: None,
         sql: "SELECT p.name, p.city, p.state, a.id, count(*) AS n FROM {src} AS a \
               JOIN nexmark_person AS p ON a.seller = p.id WHERE a.category = 10 AND \
               (p.state = 'or' OR p.state = 'id' OR p.state = 'ca') \
               GROUP BY p.name, p.city, p.state, a.id",
     },
     NexmarkQuery {
+        name: "q3s",
+        reads: "auction",
+        joins: Some("person"),
+        sql: "SELECT p.name, p.city, p.state, a.id FROM {src} AS a JOIN {src2} AS p \
+              ON a.seller = p.id WHERE a.category = 10 AND p.state IN ('or', 'id', 'ca')",
+    },
+    NexmarkQuery {
         name: "q7w",
         reads: "bid",
+        joins: None,
         sql: "SELECT window_end, max(price) AS maxprice, count(*) AS n \
               FROM TUMBLE({src}, date_time, INTERVAL '10' SECOND) GROUP BY window_end",
     },
@@ -208,8 +229,8 @@ pub fn run(a: NexmarkArgs) -> Result<()> {
     for name in a.queries.split(',').map(str::trim) {
         let q = QUERIES.iter().find(|q| q.name == name).ok_or_else(|| {
             BenchError::InvalidArgument(format!(
-                "--queries: {name:?} is not one of q0, q1, q2, q3, q7w, q0g, q1g, q2g (q4-q8 \
-                 are refused by the engine)"
+                "--queries: {name:?} is not one of q0, q1, q2, q3, q3s, q7w, q0g, q1g, q2g \
+                 (q4-q8 are refused by the engine)"
             ))
         })?;
         queries.push(q);
@@ -234,11 +255,18 @@ pub fn run(a: NexmarkArgs) -> Result<()> {
                 let (src, mv) = (format!("nx_{}_{r}", q.reads), format!("{}_{r}", q.name));
                 c.batch_execute(&source_sql(&src, q.reads, args.events))
                     .await?;
+                let src2 = q.joins.map(|t| (format!("nx_{t}_{r}"), t));
+                if let Some((name, t)) = &src2 {
+                    c.batch_execute(&source_sql(name, t, args.events)).await?;
+                }
+                let sql = q.sql.replace("{src}", &src).replace(
+                    "{src2}",
+                    src2.as_ref().map_or("", |(name, _)| name.as_str()),
+                );
                 let started = Instant::now();
                 c.batch_execute(&format!(
                     "CREATE MATERIALIZED VIEW {mv} WITH (checkpoint_interval_ms = {}) AS {}",
-                    args.checkpoint_interval_ms,
-                    q.sql.replace("{src}", &src)
+                    args.checkpoint_interval_ms, sql
                 ))
                 .await?;
                 let rows = finished(&c, &mv, Duration::from_secs(3600)).await?;
@@ -253,6 +281,9 @@ pub fn run(a: NexmarkArgs) -> Result<()> {
                 );
                 c.batch_execute(&format!("DROP MATERIALIZED VIEW {mv}; DROP SOURCE {src}"))
                     .await?;
+                if let Some((name, _)) = &src2 {
+                    c.batch_execute(&format!("DROP SOURCE {name}")).await?;
+                }
             }
             out.push(run);
         }

@@ -224,8 +224,11 @@ async fn other_stream_stream_joins_are_refused() {
     .await
     .expect("create source");
     for sql in [
-        // no interval: state would grow forever
-        "SELECT c.k, count(*) AS n FROM clicks c JOIN buys b ON c.k = b.k GROUP BY c.k",
+        // no interval, another condition than equalities
+        "SELECT c.k, count(*) AS n FROM clicks c JOIN buys b ON c.k = b.k AND b.id > c.id \
+         GROUP BY c.k",
+        // outer, without an interval
+        "SELECT c.k, count(*) AS n FROM clicks c FULL JOIN buys b ON c.k = b.k GROUP BY c.k",
         // outer
         "SELECT c.k, count(*) AS n FROM clicks c LEFT JOIN buys b ON c.k = b.k AND b.ts \
          BETWEEN c.ts AND c.ts + INTERVAL '1' SECOND GROUP BY c.k",

@@ -6,8 +6,9 @@
 //! function the source's reader calls, which a unit test checks against
 //! the `nexmark` crate's unfiltered event stream), so both sides see the
 //! identical events. Plus one kill -9 / restart round of the append-only
-//! q0 (exactly once with a nexmark source: every bid once), the refusals of the queries the engine cannot
-//! maintain, and the column and option checks.
+//! q0 (exactly once with a nexmark source: every bid once) and of q3 over
+//! two sources (every pair once), the refusals of the queries the engine
+//! cannot maintain, and the column and option checks.
 
 use std::time::{Duration, Instant};
 
@@ -202,7 +203,9 @@ struct Query {
 /// "Nexmark"): q0-q2 in their plain form, append-only views without GROUP
 /// BY (each bid's row stored under its position in the stream; compared
 /// as multisets: `rows` sorts and keeps duplicates); q3 joins the auction
-/// stream with the person *table* (a lookup join); `q7w` is q7's window
+/// stream with the person *table* (a lookup join), `q3s` is q3 in its plain
+/// form over the auction and person *sources* (an unbounded stream-stream
+/// equi-join into an append-only view); `q7w` is q7's window
 /// aggregate (the highest price of each tumbling window; 1 s windows
 /// instead of q7's 10 s, so that the 5 s of event time the test generates
 /// fill several), without q7's join back to the bids, which the engine
@@ -238,6 +241,12 @@ const QUERIES: &[Query] = &[
         batch: None,
     },
     Query {
+        name: "q3s",
+        sql: "SELECT p.name, p.city, p.state, a.id FROM {auction} AS a JOIN {person} AS p \
+              ON a.seller = p.id WHERE a.category = 10 AND p.state IN ('or', 'id', 'ca')",
+        batch: None,
+    },
+    Query {
         name: "q7w",
         sql: "SELECT window_end, max(price) AS maxprice, count(*) AS n \
               FROM TUMBLE({bid}, date_time, INTERVAL '1' SECOND) GROUP BY window_end",
@@ -249,8 +258,17 @@ const QUERIES: &[Query] = &[
     },
 ];
 
+/// `sql` over the relations named: the sources (`bid`, `auction`,
+/// `person`) or the tables holding their events (`bid_t`, ...).
 fn over(sql: &str, bid: &str, auction: &str) -> String {
-    sql.replace("{bid}", bid).replace("{auction}", auction)
+    let person = if bid.ends_with("_t") {
+        "person_t"
+    } else {
+        "person"
+    };
+    sql.replace("{bid}", bid)
+        .replace("{auction}", auction)
+        .replace("{person}", person)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -291,6 +309,20 @@ async fn nexmark_views_equal_the_queries_over_the_same_events() {
     assert_eq!(bids, Some(46_000));
     let auctions = recorded(&c, "q3").await.map(|r| r.0);
     assert_eq!(auctions, Some(3_000));
+    // the two-source join counts both sources' rows
+    let both = recorded(&c, "q3s").await.map(|r| r.0);
+    assert_eq!(both, Some(3_000 + 1_000));
+    // it holds every auction and person its sides keep (the WHERE's
+    // conditions on one side run below the join; nothing can expire)
+    let held = rows(
+        &c,
+        "SELECT (SELECT count(*) FROM auction_t WHERE category = 10) + \
+         (SELECT count(*) FROM person_t WHERE state IN ('or', 'id', 'ca'))",
+    )
+    .await;
+    let held = held[0][0].clone().unwrap_or_default();
+    let line = format!("eddy_view_join_held_rows{{view=\"q3s\"}} {held}");
+    assert!(srv.metric_line_within(&line, 5).await, "{line}");
     let windows = rows(&c, "SELECT * FROM q7w").await;
     assert!(windows.len() >= 5, "q7w: {windows:?}");
     // an append-only view has one row per kept bid and only the query's
@@ -329,9 +361,21 @@ async fn nexmark_views_equal_the_queries_over_the_same_events() {
     // what the engine cannot maintain is refused, with the reason
     for (name, sql) in [
         (
-            "q3 stream-stream",
-            "SELECT p.name, p.city, p.state, a.id, count(*) FROM auction AS a JOIN person AS p \
-             ON a.seller = p.id WHERE a.category = 10 GROUP BY p.name, p.city, p.state, a.id",
+            "q3 as an outer join of two streams",
+            "SELECT p.name, a.id FROM auction AS a LEFT JOIN person AS p ON a.seller = p.id",
+        ),
+        (
+            "a join of two streams on another condition than equalities",
+            "SELECT p.name, a.id FROM auction AS a JOIN person AS p ON a.seller = p.id AND \
+             a.reserve > p.id",
+        ),
+        (
+            "a source joined with itself",
+            "SELECT a.id, b.id FROM auction AS a JOIN auction AS b ON a.seller = b.seller",
+        ),
+        (
+            "a change-log source in a join of two streams",
+            "SELECT a.id, c.k FROM auction AS a JOIN changes AS c ON a.id = c.v",
         ),
         (
             "q4",
@@ -388,10 +432,31 @@ async fn kill_9_counts_every_nexmark_event_once() {
     let dir = tempfile::tempdir().expect("tmp");
     let data = dir.path().join("data");
     let q0 = QUERIES[0].sql;
+    let q3s = QUERIES
+        .iter()
+        .find(|q| q.name == "q3s")
+        .map(|q| q.sql)
+        .expect("q3s");
     {
         let srv = Server::start_in(None, data.clone(), "trust");
         let c = srv.connect().await;
         load(&c, "bid_t", TableType::Bid, None).await;
+        load(&c, "auction_t", TableType::Auction, Some("id")).await;
+        load(&c, "person_t", TableType::Person, Some("id")).await;
+        // q3 over two sources: 1 000 auctions and persons a second, so
+        // the kill lands with both sides mid-stream (3 s and 1 s long)
+        c.batch_execute(&source_sql("auction", TableType::Auction, 1_000_000))
+            .await
+            .expect("auction source");
+        c.batch_execute(&source_sql("person", TableType::Person, 1_000_000))
+            .await
+            .expect("person source");
+        c.batch_execute(&format!(
+            "CREATE MATERIALIZED VIEW q3s WITH (checkpoint_interval_ms = 100) AS {}",
+            over(q3s, "bid", "auction")
+        ))
+        .await
+        .expect("q3s");
         // 20 000 bids a second: the kill lands mid-stream
         c.batch_execute(&source_sql("bid", TableType::Bid, 50_000))
             .await
@@ -404,10 +469,12 @@ async fn kill_9_counts_every_nexmark_event_once() {
         .expect("q0");
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
+            let joined = recorded(&c, "q3s").await;
             if let Some((n, done)) = recorded(&c, "q0").await {
                 assert!(!done, "the stream ended before the kill");
-                if n >= 5_000 {
-                    eprintln!("killed after a commit of {n} source rows");
+                if n >= 5_000 && joined.is_some() {
+                    assert!(joined.is_some_and(|j| !j.1), "q3s ended before the kill");
+                    eprintln!("killed after commits of {n} bids and {joined:?} for q3s");
                     break;
                 }
             }
@@ -425,6 +492,14 @@ async fn kill_9_counts_every_nexmark_event_once() {
     // the plain q0: every bid's row once, none twice, none lost
     assert_eq!(got.len(), 46_000, "q0 across the kill: rows");
     same(&got, &want, "q0 across the kill");
+    // q3 over two sources: every pair once (each side replayed from its
+    // own position, the pairs numbered from the restored count)
+    let consumed = wait_finished(&c, "q3s", Duration::from_secs(60)).await;
+    assert_eq!(consumed, 4_000);
+    let want = rows(&c, &over(q3s, "bid_t", "auction_t")).await;
+    let got = rows(&c, "SELECT * FROM q3s").await;
+    assert!(!want.is_empty(), "q3s has pairs");
+    same(&got, &want, "q3s across the kill");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,9 +18,25 @@
 //!   one `Engine::commit`, skipped if the checkpoint is committed). A
 //!   replay after a crash rewrites the same ids with the same rows
 //!   (upserts), so even a change committed twice could not duplicate a row.
-//! * **No state but the pending change.** The snapshot is the source row
-//!   count and the changes not yet committed (Arrow IPC, not JSON: at 1 M
-//!   rows/s a change is tens of MB); nothing grows with the view.
+//! * **Over a join of two sources, a view row's key is its pair's
+//!   number** (`ViewPlan::join`; `interval_join.rs` makes the pairs): the
+//!   `j`-th pair the join emits, counted from the start across restores
+//!   (the count is in the snapshot, with the join's held rows), is stored
+//!   under row id `j`. Unlike a source position, that number depends on
+//!   how the two inputs interleaved, which differs after a restore; it
+//!   need not be the same on a replay, because no pair is ever committed
+//!   under two numbers: a change is committed only after its checkpoint
+//!   is saved (the runtime notifies `checkpoint_complete` after saving),
+//!   so a restore resumes from a checkpoint at or after every committed
+//!   change, whose pending changes keep the ids they were given. The pairs
+//!   emitted after the restore are exactly those not in the restored
+//!   join (each pair is emitted once, when its later row arrives), and
+//!   they are numbered from the restored count, above every committed id.
+//! * **No state but the pending change** (and, over a join, its held rows,
+//!   which grow with the input unless an interval expires them). The
+//!   snapshot is the source row count and the changes not yet committed
+//!   (Arrow IPC, not JSON: at 1 M rows/s a change is tens of MB); nothing
+//!   else grows with the view.
 //! * **The path of a row allocates nothing per row**: the stages run on
 //!   Arrow batches, the positions of the rows a filter keeps are one
 //!   `UInt64Array` per batch; the commit hands the batch to the storage's
@@ -43,6 +59,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::{from_ipc, to_ipc, ArrowBatch};
 use crate::error::{Result, StreamSqlError};
+use crate::interval_join::{JoinSnapshot, JoinState};
 use crate::plan::{Stage, ViewPlan};
 use crate::stages::{as_mask, eval, project};
 use crate::view_commit::{commit_view_write, ViewWrite};
@@ -66,6 +83,12 @@ struct Header {
     pending: Vec<Pending>,
     /// Byte length of each pending change's rows (0: none).
     lengths: Vec<u64>,
+    /// Over a join: the pairs emitted (the next pair's row id).
+    #[serde(default)]
+    pairs: u64,
+    /// Over a join: its held rows (and clocks, for an interval join).
+    #[serde(default)]
+    join: Option<JoinSnapshot>,
 }
 
 /// Maintains one append-only view (parallelism 1).
@@ -73,8 +96,13 @@ pub struct AppendOperator {
     plan: Arc<ViewPlan>,
     target: ViewTarget,
     types: Vec<ColumnType>,
-    /// Source rows seen: the position of the next one.
+    /// Source rows seen: the position of the next one (over a join: both
+    /// sources' rows).
     source_rows: u64,
+    /// Over a join: its state (input 0 the left source, 1 the right) and
+    /// the pairs it has emitted, the next pair's row id.
+    join: Option<JoinState>,
+    pairs: u64,
     /// View rows since the last snapshot, with their source positions.
     buffered: Vec<(RecordBatch, ArrayRef)>,
     /// (arrival µs, source rows) since the last snapshot (freshness).
@@ -92,7 +120,13 @@ impl AppendOperator {
                 "an append operator for a grouped view".into(),
             ));
         }
+        let join = match &plan.join {
+            Some(j) => Some(JoinState::new(Arc::clone(j))?),
+            None => None,
+        };
         Ok(AppendOperator {
+            join,
+            pairs: 0,
             types: plan.columns.iter().map(|c| c.ty).collect(),
             plan,
             target,
@@ -111,8 +145,14 @@ impl AppendOperator {
         self
     }
 
-    /// Runs the stages on one source batch and buffers the rows it keeps.
-    fn add(&mut self, batch: RecordBatch) -> Result<()> {
+    /// How many source rows the join holds (0 without one).
+    pub fn held_join_rows(&self) -> usize {
+        self.join.as_ref().map_or(0, JoinState::held_rows)
+    }
+
+    /// Runs the stages on one batch of source `input` and buffers the rows
+    /// it keeps.
+    fn add(&mut self, input: usize, batch: RecordBatch) -> Result<()> {
         let n = batch.num_rows() as u64;
         let first = self.source_rows;
         self.source_rows += n;
@@ -139,11 +179,26 @@ impl AppendOperator {
         {
             self.position = Some(position.clone());
         }
-        let mut batch = match &self.plan.scan_projection {
-            Some(p) => batch.project(p)?,
-            None => batch,
+        let (mut batch, mut positions): (RecordBatch, ArrayRef) = match &mut self.join {
+            Some(join) => {
+                let pairs = join.push(input, batch)?;
+                let first = self.pairs;
+                self.pairs += pairs.num_rows() as u64;
+                let ids: ArrayRef = Arc::new(UInt64Array::from_iter_values(first..self.pairs));
+                (pairs, ids)
+            }
+            None => {
+                let batch = match &self.plan.scan_projection {
+                    Some(p) => batch.project(p)?,
+                    None => batch,
+                };
+                let ids: ArrayRef = Arc::new(UInt64Array::from_iter_values(first..first + n));
+                (batch, ids)
+            }
         };
-        let mut positions: ArrayRef = Arc::new(UInt64Array::from_iter_values(first..first + n));
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
         for stage in &self.plan.pre {
             match stage {
                 Stage::Filter {
@@ -182,8 +237,9 @@ impl AppendOperator {
             upserts: Vec::new(),
             deletes: Vec::new(),
             arrivals: std::mem::take(&mut self.arrivals),
-            late_rows: 0,
+            late_rows: self.join.as_ref().map_or(0, JoinState::late_rows),
             position: self.position.clone(),
+            held_rows: self.held_join_rows() as u64,
         };
         let buffered = std::mem::take(&mut self.buffered);
         let Some((first, _)) = buffered.first() else {
@@ -272,6 +328,11 @@ impl AppendOperator {
             position: self.position.clone(),
             pending: self.pending.iter().map(|c| c.meta.clone()).collect(),
             lengths: blobs.iter().map(|b| b.len() as u64).collect(),
+            pairs: self.pairs,
+            join: match &self.join {
+                Some(j) => Some(j.snapshot()?),
+                None => None,
+            },
         };
         let header = serde_json::to_vec(&header).map_err(|e| {
             StreamSqlError::Internal(format!("an append-only view's snapshot: {e}"))
@@ -317,12 +378,12 @@ impl AppendOperator {
 impl Operator for AppendOperator {
     fn process(
         &mut self,
-        _input: usize,
+        input: usize,
         batch: AnyBatch,
         _out: &mut dyn Emitter,
     ) -> eddy_stream::Result<()> {
         for b in downcast::<ArrowBatch>(batch)? {
-            self.add(b.0)?;
+            self.add(input, b.0)?;
         }
         Ok(())
     }
@@ -332,6 +393,9 @@ impl Operator for AppendOperator {
     }
 
     fn snapshot(&mut self, id: CheckpointId) -> eddy_stream::Result<Option<Vec<u8>>> {
+        if let Some(join) = &mut self.join {
+            join.expire()?;
+        }
         let change = self.take_change(id.0)?;
         // a checkpoint with no rows commits nothing (the final one always
         // commits: it records where the source ended)
@@ -347,6 +411,19 @@ impl Operator for AppendOperator {
         self.arrivals.clear();
         self.source_rows = header.source_rows;
         self.position = header.position;
+        self.pairs = header.pairs;
+        if let Some(join) = &mut self.join {
+            match header.join {
+                Some(state) => join.restore(state)?,
+                None if header.source_rows > 0 => {
+                    return Err(StreamSqlError::State(
+                        "the checkpoint has no join state but the view joins two sources".into(),
+                    )
+                    .into())
+                }
+                None => {}
+            }
+        }
         for (meta, rows) in header.pending.into_iter().zip(rows) {
             self.commit(&Change { meta, rows })?;
         }

@@ -1,8 +1,15 @@
-//! Interval joins of two sources: `FROM s1 JOIN s2 ON s1.k = s2.k AND
-//! s2.ts BETWEEN s1.ts - INTERVAL 'a' AND s1.ts + INTERVAL 'b'`, the one
-//! stream-stream join a view may hold.
+//! Joins of two sources: the interval join `FROM s1 JOIN s2 ON s1.k = s2.k
+//! AND s2.ts BETWEEN s1.ts - INTERVAL 'a' AND s1.ts + INTERVAL 'b'`, and
+//! the unbounded equi-join `FROM s1 JOIN s2 ON s1.k = s2.k` (Nexmark q3),
+//! the stream-stream joins a view may hold. The equi-join is the interval
+//! join without bounds, clocks or expiry: one state, one operator.
 //!
-//! Invariants the view operator relies on:
+//! Invariants the view operators rely on (an equi-join keeps the second,
+//! and the first and third do not apply to it: it drops no row as late,
+//! needs no watermark, and holds every row it receives, since any future
+//! row of the other side may match; its state grows with the input, as a
+//! Flink regular join's does; the held-row count is the view's
+//! `eddy_view_join_held_rows` gauge):
 //! * **Each side is late-filtered by its own watermark, row by row** (as a
 //!   single source is, `watermark.rs`): which rows of a side are kept
 //!   depends only on that side's prefix, never on how the two sources
@@ -47,7 +54,7 @@ use crate::source_scan::SourceScanExec;
 use crate::stages::{eval, run_stage};
 use crate::watermark::{ClockState, EventClock};
 
-/// One input of an interval join.
+/// One input of a join of two sources.
 #[derive(Debug, Clone)]
 pub struct JoinInput {
     pub source: String,
@@ -59,21 +66,22 @@ pub struct JoinInput {
     pub schema: SchemaRef,
     /// Equi-join key expressions over `schema`.
     pub keys: Vec<Arc<dyn PhysicalExpr>>,
-    /// The time column in `schema`.
-    pub time: usize,
+    /// The time column in `schema` (an interval join; `None`: an
+    /// equi-join, which reads no time).
+    pub time: Option<usize>,
     /// The source's watermark: (time column in the source, delay in µs);
     /// set by the planner, which checks that `time` is that column.
     pub watermark: Option<(usize, i64)>,
 }
 
-/// An interval join: pairs with equal keys and `right.time - left.time`
-/// in `[lower, upper]` (µs).
+/// A join of two sources: pairs with equal keys and, for an interval
+/// join, `right.time - left.time` in `[lower, upper]` (µs).
 #[derive(Debug, Clone)]
 pub struct IntervalJoin {
     pub left: JoinInput,
     pub right: JoinInput,
-    pub lower: i64,
-    pub upper: i64,
+    /// `(lower, upper)` in µs; `None`: an equi-join without an interval.
+    pub interval: Option<(i64, i64)>,
     /// The left then right columns (the join's schema before projection).
     pub joined_schema: SchemaRef,
     pub projection: Option<Vec<usize>>,
@@ -81,9 +89,9 @@ pub struct IntervalJoin {
 
 fn refuse(why: impl std::fmt::Display) -> StreamSqlError {
     StreamSqlError::NotSupported(format!(
-        "{why} (supported stream-stream join: an inner interval join of two sources with \
-         watermarks, `JOIN s2 ON s1.k = s2.k AND s2.ts BETWEEN s1.ts - INTERVAL 'a' AND \
-         s1.ts + INTERVAL 'b'` on their watermark columns)"
+        "{why} (supported stream-stream joins: an inner equi-join of two append-only \
+         sources, `JOIN s2 ON s1.k = s2.k`, optionally with a time interval on both sources' \
+         watermark columns, `AND s2.ts BETWEEN s1.ts - INTERVAL 'a' AND s1.ts + INTERVAL 'b'`)"
     ))
 }
 
@@ -156,6 +164,11 @@ impl IntervalJoin {
                 join.join_type()
             )));
         }
+        if lscan.source == rscan.source {
+            return Err(refuse(
+                "a join of a source with itself (both sides would need one reader)",
+            ));
+        }
         if join.null_equality() != NullEquality::NullEqualsNothing {
             return Err(refuse("a join on IS NOT DISTINCT FROM"));
         }
@@ -167,14 +180,53 @@ impl IntervalJoin {
                 return Err(refuse("LIMIT"));
             }
         }
-        let filter = join.filter().ok_or_else(|| {
-            refuse("a join of two streams without a time interval (its state would grow forever)")
-        })?;
+        type Keys = Vec<Arc<dyn PhysicalExpr>>;
+        let (lkeys, rkeys): (Keys, Keys) = join
+            .on()
+            .iter()
+            .map(|(l, r)| (Arc::clone(l), Arc::clone(r)))
+            .unzip();
+        let lschema = join.left().schema();
+        let rschema = join.right().schema();
+        let fields: Vec<_> = lschema
+            .fields()
+            .iter()
+            .chain(rschema.fields().iter())
+            .cloned()
+            .collect();
+        let input = |scan: &SourceScanExec,
+                     stages: Vec<Stage>,
+                     schema: SchemaRef,
+                     keys: Keys,
+                     time: Option<usize>| JoinInput {
+            source: scan.source.clone(),
+            scan_projection: scan.projection.clone(),
+            stages,
+            schema,
+            keys,
+            time,
+            watermark: None,
+        };
+        let Some(filter) = join.filter() else {
+            // an equi-join: every pair with equal keys, state unbounded
+            return Ok(Some(IntervalJoin {
+                left: input(lscan, lstages, lschema, lkeys, None),
+                right: input(rscan, rstages, rschema, rkeys, None),
+                interval: None,
+                joined_schema: Arc::new(Schema::new(fields)),
+                projection: join.projection.as_ref().map(|p| p.to_vec()),
+            }));
+        };
         let indices = filter.column_indices();
         let mut lower: Option<i64> = None;
         let mut upper: Option<i64> = None;
         let mut times: Option<(usize, usize)> = None;
-        let shape = || refuse(format!("the join condition {}", filter.expression()));
+        let shape = || {
+            refuse(format!(
+                "the join condition {} (only equalities and a time interval)",
+                filter.expression()
+            ))
+        };
         for c in split_conjunction(filter.expression()) {
             let b = c.downcast_ref::<BinaryExpr>().ok_or_else(shape)?;
             let (sa, ia, oa) = linear(b.left(), indices).ok_or_else(shape)?;
@@ -217,46 +269,16 @@ impl IntervalJoin {
                 "the join's time interval is empty ({lower} µs to {upper} µs)"
             )));
         }
-        let lschema = join.left().schema();
-        let rschema = join.right().schema();
         for (schema, t) in [(&lschema, ltime), (&rschema, rtime)] {
             let ty = schema.fields().get(t).map(|f| f.data_type().clone());
             if !matches!(ty, Some(DataType::Timestamp(TimeUnit::Microsecond, _))) {
                 return Err(refuse("an interval on columns that are not timestamps"));
             }
         }
-        let (lkeys, rkeys) = join
-            .on()
-            .iter()
-            .map(|(l, r)| (Arc::clone(l), Arc::clone(r)))
-            .unzip();
-        let fields: Vec<_> = lschema
-            .fields()
-            .iter()
-            .chain(rschema.fields().iter())
-            .cloned()
-            .collect();
         Ok(Some(IntervalJoin {
-            left: JoinInput {
-                source: lscan.source.clone(),
-                scan_projection: lscan.projection.clone(),
-                stages: lstages,
-                schema: lschema,
-                keys: lkeys,
-                time: ltime,
-                watermark: None,
-            },
-            right: JoinInput {
-                source: rscan.source.clone(),
-                scan_projection: rscan.projection.clone(),
-                stages: rstages,
-                schema: rschema,
-                keys: rkeys,
-                time: rtime,
-                watermark: None,
-            },
-            lower,
-            upper,
+            left: input(lscan, lstages, lschema, lkeys, Some(ltime)),
+            right: input(rscan, rstages, rschema, rkeys, Some(rtime)),
+            interval: Some((lower, upper)),
             joined_schema: Arc::new(Schema::new(fields)),
             projection: join.projection.as_ref().map(|p| p.to_vec()),
         }))
@@ -289,7 +311,10 @@ impl JoinInput {
             },
             &self.stages,
         );
-        if origin.get(self.time).copied().flatten() != Some(wm_col) {
+        let time = self
+            .time
+            .ok_or_else(|| StreamSqlError::Internal("an equi-join has no time column".into()))?;
+        if origin.get(time).copied().flatten() != Some(wm_col) {
             return Err(refuse(format!(
                 "an interval on a column of \"{}\" other than its WATERMARK column",
                 self.source
@@ -309,7 +334,8 @@ type KeyTime = Option<(Box<[u8]>, i64)>;
 
 /// The held rows of one side.
 struct Held {
-    clock: EventClock,
+    /// The side's watermark (an interval join; an equi-join drops no row).
+    clock: Option<EventClock>,
     converter: RowConverter,
     batches: Vec<RecordBatch>,
     /// Key (Arrow row bytes) → the held rows, in time order (a probe is a
@@ -320,13 +346,16 @@ struct Held {
 /// Both sides' clocks and held rows, as a snapshot keeps them.
 #[derive(Serialize, Deserialize)]
 pub(crate) struct JoinSnapshot {
-    left_clock: ClockState,
-    right_clock: ClockState,
+    /// `None` for an equi-join (no clocks).
+    #[serde(default)]
+    left_clock: Option<ClockState>,
+    #[serde(default)]
+    right_clock: Option<ClockState>,
     left: Option<Vec<u8>>,
     right: Option<Vec<u8>>,
 }
 
-/// The running state of an interval join.
+/// The running state of a join of two sources.
 pub(crate) struct JoinState {
     plan: Arc<IntervalJoin>,
     left: Held,
@@ -334,17 +363,23 @@ pub(crate) struct JoinState {
 }
 
 impl Held {
-    fn new(input: &JoinInput) -> Result<Held> {
-        let (column, delay) = input
-            .watermark
-            .ok_or_else(|| StreamSqlError::Internal("join input without a watermark".into()))?;
+    fn new(input: &JoinInput, timed: bool) -> Result<Held> {
+        let clock = match (timed, input.watermark) {
+            (true, Some((column, delay))) => Some(EventClock::new(column, delay)),
+            (true, None) => {
+                return Err(StreamSqlError::Internal(
+                    "interval join input without a watermark".into(),
+                ))
+            }
+            (false, _) => None,
+        };
         let fields = input
             .keys
             .iter()
             .map(|k| Ok(SortField::new(k.data_type(&input.schema)?)))
             .collect::<Result<Vec<_>>>()?;
         Ok(Held {
-            clock: EventClock::new(column, delay),
+            clock,
             converter: RowConverter::new(fields)?,
             batches: Vec::new(),
             index: HashMap::new(),
@@ -359,16 +394,30 @@ impl Held {
             .map(|k| eval(k, batch))
             .collect::<Result<Vec<ArrayRef>>>()?;
         let rows = self.converter.convert_columns(&keys)?;
-        let times = batch
-            .columns()
-            .get(input.time)
-            .and_then(|c| c.as_any().downcast_ref::<TimestampMicrosecondArray>())
-            .ok_or_else(|| StreamSqlError::Internal("join time is not a timestamp".into()))?;
+        let times = match input.time {
+            Some(t) => Some(
+                batch
+                    .columns()
+                    .get(t)
+                    .and_then(|c| c.as_any().downcast_ref::<TimestampMicrosecondArray>())
+                    .ok_or_else(|| {
+                        StreamSqlError::Internal("join time is not a timestamp".into())
+                    })?,
+            ),
+            None => None,
+        };
+        // an equi-join's rows all sit at time 0 (it reads no time)
         Ok((0..batch.num_rows())
             .map(|i| {
                 let null_key = keys.iter().any(|k| k.is_null(i));
-                (!null_key && times.is_valid(i))
-                    .then(|| (Box::from(rows.row(i).as_ref()), times.value(i)))
+                let time = match times {
+                    Some(ts) => ts.is_valid(i).then(|| ts.value(i)),
+                    None => Some(0),
+                };
+                match time {
+                    Some(t) if !null_key => Some((Box::from(rows.row(i).as_ref()), t)),
+                    _ => None,
+                }
             })
             .collect())
     }
@@ -417,16 +466,21 @@ impl Held {
 
 impl JoinState {
     pub(crate) fn new(plan: Arc<IntervalJoin>) -> Result<JoinState> {
+        let timed = plan.interval.is_some();
         Ok(JoinState {
-            left: Held::new(&plan.left)?,
-            right: Held::new(&plan.right)?,
+            left: Held::new(&plan.left, timed)?,
+            right: Held::new(&plan.right, timed)?,
             plan,
         })
     }
 
     /// Rows dropped as late by either side.
     pub(crate) fn late_rows(&self) -> u64 {
-        self.left.clock.state().late_rows + self.right.clock.state().late_rows
+        [&self.left, &self.right]
+            .iter()
+            .filter_map(|h| h.clock.as_ref())
+            .map(|c| c.state().late_rows)
+            .sum()
     }
 
     /// Takes a batch of source `input` (0: left, 1: right): the pairs it
@@ -440,7 +494,10 @@ impl JoinState {
         } else {
             (&mut self.right, &self.left, &plan.right, &plan.left)
         };
-        let batch = me.clock.admit(batch)?;
+        let batch = match &mut me.clock {
+            Some(clock) => clock.admit(batch)?,
+            None => batch,
+        };
         let mut batch = match &mine.scan_projection {
             Some(p) => batch.project(p)?,
             None => batch,
@@ -455,10 +512,13 @@ impl JoinState {
                 continue;
             };
             // the other side's times u with right - left in [lower, upper]
-            let (from, to) = if left_side {
-                (t.saturating_add(plan.lower), t.saturating_add(plan.upper))
-            } else {
-                (t.saturating_sub(plan.upper), t.saturating_sub(plan.lower))
+            // (an equi-join: every time, all held rows are at 0)
+            let (from, to) = match plan.interval {
+                Some((lower, upper)) if left_side => {
+                    (t.saturating_add(lower), t.saturating_add(upper))
+                }
+                Some((lower, upper)) => (t.saturating_sub(upper), t.saturating_sub(lower)),
+                None => (i64::MIN, i64::MAX),
             };
             let Some(held) = other.index.get(&key) else {
                 continue;
@@ -517,15 +577,20 @@ impl JoinState {
     }
 
     /// Drops the held rows no future row can match (see the module doc).
+    /// An equi-join expires nothing: any future row may match.
     pub(crate) fn expire(&mut self) -> Result<()> {
         let plan = Arc::clone(&self.plan);
-        if let Some(w) = self.right.clock.watermark() {
-            let upper = plan.upper;
+        let Some((lower, upper)) = plan.interval else {
+            // nothing to drop; not compacted either (that would copy the
+            // whole, ever growing state at every checkpoint: the snapshot
+            // concatenates it once, and a restore holds it as one batch)
+            return Ok(());
+        };
+        if let Some(w) = self.right.clock.as_ref().and_then(EventClock::watermark) {
             self.left
                 .compact(&plan.left, |t| t.checked_add(upper).is_none_or(|e| e >= w))?;
         }
-        if let Some(w) = self.left.clock.watermark() {
-            let lower = plan.lower;
+        if let Some(w) = self.left.clock.as_ref().and_then(EventClock::watermark) {
             self.right
                 .compact(&plan.right, |t| t.checked_sub(lower).is_none_or(|e| e >= w))?;
         }
@@ -544,8 +609,8 @@ impl JoinState {
 
     pub(crate) fn snapshot(&self) -> Result<JoinSnapshot> {
         Ok(JoinSnapshot {
-            left_clock: self.left.clock.state(),
-            right_clock: self.right.clock.state(),
+            left_clock: self.left.clock.as_ref().map(EventClock::state),
+            right_clock: self.right.clock.as_ref().map(EventClock::state),
             left: self.left.state(&self.plan.left)?,
             right: self.right.state(&self.plan.right)?,
         })
@@ -557,7 +622,15 @@ impl JoinState {
             (&mut self.left, &plan.left, snap.left_clock, snap.left),
             (&mut self.right, &plan.right, snap.right_clock, snap.right),
         ] {
-            held.clock.restore(clock);
+            match (&mut held.clock, clock) {
+                (Some(c), Some(state)) => c.restore(state),
+                (Some(_), None) => {
+                    return Err(StreamSqlError::State(
+                        "the checkpoint has no clock for an interval join's side".into(),
+                    ))
+                }
+                (None, _) => {}
+            }
             held.batches.clear();
             held.index.clear();
             if let Some(bytes) = bytes {

@@ -25,15 +25,18 @@
 //!   and drops the state of windows the watermark has closed;
 //! * [`session`]: the per-key sessions of a `SESSION` view, merged as rows
 //!   arrive in any order;
-//! * [`interval_join`]: interval joins of two sources (the one
-//!   stream-stream join), append-only, state expired by the watermarks;
+//! * [`interval_join`]: joins of two sources (the stream-stream joins):
+//!   interval joins, whose state the watermarks expire, and equi-joins
+//!   without an interval, whose state grows with the input; both emit
+//!   each pair once;
 //! * [`lookup`]: stream-table lookup joins (each source row joined with the
 //!   table's row under its key when it is processed, never revised);
 //! * [`view_op`]: the operator that runs a view in the stream engine
 //!   (`eddy-stream`) and commits its changes into the view's table;
 //! * [`append_op`]: the operator of an append-only view (no GROUP BY):
-//!   each kept source row is appended under its position in the source,
-//!   through the same commit;
+//!   each kept source row is appended under its position in the source
+//!   (over a join of two sources: each pair under its number among the
+//!   join's pairs), through the same commit;
 //! * [`manager`]: the catalog of sources and views (tables
 //!   `eddy_stream_jobs` and `eddy_stream_checkpoints`) and the running jobs;
 //!   it implements `eddy_sql::StreamStatements` for the SQL layer.

@@ -249,7 +249,7 @@ impl StreamManager {
             for name in [&join.left.source, &join.right.source] {
                 if cat.sources.get(name).is_some_and(is_change_log) {
                     return Err(StreamSqlError::NotSupported(
-                        "an interval join of a change-log source is not supported (its \
+                        "a join of two streams over a change-log source is not supported (its \
                          retractions would need the join to retract pairs)"
                             .into(),
                     ));
@@ -257,7 +257,9 @@ impl StreamManager {
             }
             if join.left.source == join.right.source {
                 return Err(StreamSqlError::NotSupported(
-                    "an interval join of a source with itself is not supported yet".into(),
+                    "a join of a source with itself is not supported yet (both sides would \
+                     need one reader)"
+                        .into(),
                 ));
             }
         }
@@ -900,6 +902,12 @@ impl StreamManager {
                 "Source rows dropped because their event time was below the source's \
                  watermark, up to the view's last commit.",
                 |r| r.late_rows,
+            ),
+            (
+                "eddy_view_join_held_rows",
+                "Source rows a join of two sources held at the view's last commit (a join \
+                 without a time interval holds every row: its state grows with its input).",
+                |r| r.held_rows,
             ),
         ] {
             let kind = if metric.ends_with("_total") {

@@ -13,7 +13,7 @@
 //!     [AggregateExec Partial]
 //!       pre stages (FilterExec | ProjectionExec)*   -- WHERE, expressions
 //!         SourceScanExec
-//!         | HashJoinExec of two sources (interval join, `interval_join.rs`)
+//!         | HashJoinExec of two sources (equi- or interval join, `interval_join.rs`)
 //! ```
 //!
 //! (coalescing, repartitioning and cooperative-yield nodes are skipped; they change no
@@ -26,10 +26,11 @@
 //! is refused with 0A000 at CREATE, so every view that is created is
 //! maintained exactly.
 //!
-//! A query without an aggregate (filters and projections over one source,
-//! no window, no join) is an **append-only** view ([`ViewPlan::append`]):
-//! its stages are all pre stages and its rows are appended under their
-//! source row's position (`append_op.rs`).
+//! A query without an aggregate (filters and projections over one source
+//! or over a join of two sources; no window, no lookup join) is an
+//! **append-only** view ([`ViewPlan::append`]): its stages are all pre
+//! stages and its rows are appended under their source row's position, or
+//! over a join under the pair's number (`append_op.rs`).
 //!
 //! The view's table takes the output columns (visible names, storable
 //! types); its primary key is the output columns that are GROUP BY columns
@@ -272,8 +273,9 @@ fn plan_event_time(
         .find(|(n, _)| *n == plan.source)
         .map(|(_, s)| s)
         .ok_or_else(|| StreamSqlError::Undefined("source", plan.source.clone()))?;
-    if let Some(join) = &mut plan.join {
-        // each side keeps its own clock (`interval_join.rs`)
+    if let Some(join) = plan.join.as_mut().filter(|j| j.interval.is_some()) {
+        // each side keeps its own clock (`interval_join.rs`); an equi-join
+        // has none (it drops no row as late), so needs no watermark
         let mut j = IntervalJoin::clone(join);
         for input in [&mut j.left, &mut j.right] {
             let schema = sources
@@ -288,7 +290,7 @@ fn plan_event_time(
             input.bind_watermark(schema, wm)?;
         }
         *join = Arc::new(j);
-    } else if plan.append {
+    } else if plan.append || plan.join.is_some() {
         // an append-only view keeps every row, late or not: no window
         // closes, so lateness changes nothing (as in Flink and RisingWave)
     } else if let Some((_, w)) = watermarks.iter().find(|(n, _)| *n == plan.source) {
@@ -406,10 +408,17 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
             post.reverse();
             return append_plan(scan, post, &output_schema);
         }
+        if let Some(join) = node.downcast_ref::<HashJoinExec>() {
+            if let Some(j) = IntervalJoin::of(join)? {
+                post.reverse();
+                return append_join_plan(j, post, &output_schema);
+            }
+        }
         if node.name().contains("Join") {
             return Err(StreamSqlError::NotSupported(format!(
                 "a materialized view without GROUP BY over a join ({}) is not supported yet \
-                 (an append-only view reads one source through filters and projections)",
+                 (an append-only view reads one source, or a join of two sources, through \
+                 filters and projections)",
                 node.name()
             )));
         }
@@ -564,6 +573,37 @@ fn append_plan(
         retract_refusal: None,
         retractions: false,
         join: None,
+        append: true,
+    })
+}
+
+/// The plan of a view without an aggregate over a join of two sources:
+/// `stages` (bottom up) over the join's output, appended pair by pair
+/// (`append_op.rs`: each pair stored under its number among the pairs).
+fn append_join_plan(
+    join: IntervalJoin,
+    stages: Vec<Stage>,
+    output_schema: &SchemaRef,
+) -> Result<ViewPlan> {
+    if stages.iter().any(|s| matches!(s, Stage::Lookup(_))) {
+        return Err(StreamSqlError::NotSupported(
+            "a lookup join in a materialized view without GROUP BY is not supported yet".into(),
+        ));
+    }
+    Ok(ViewPlan {
+        source: join.left.source.clone(),
+        scan_projection: None,
+        pre: stages,
+        group_exprs: Vec::new(),
+        aggregates: Vec::new(),
+        aggregate_schema: Arc::clone(output_schema),
+        post: Vec::new(),
+        columns: output_columns(output_schema)?,
+        primary_key: Vec::new(),
+        time: EventTimePlan::default(),
+        retract_refusal: None,
+        retractions: false,
+        join: Some(Arc::new(join)),
         append: true,
     })
 }

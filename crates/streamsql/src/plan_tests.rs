@@ -325,7 +325,7 @@ fn an_interval_join_of_two_sources_is_cut_into_its_sides() {
         let p = plan_joined(&format!("CREATE MATERIALIZED VIEW v AS {sql}"), true)
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
         let j = p.join.clone().expect("an interval join");
-        assert_eq!((j.lower, j.upper), (lower, upper), "{sql}");
+        assert_eq!(j.interval, Some((lower, upper)), "{sql}");
         assert_eq!(
             (j.left.source.as_str(), j.right.source.as_str()),
             ("a", "b")
@@ -338,10 +338,49 @@ fn an_interval_join_of_two_sources_is_cut_into_its_sides() {
 }
 
 #[test]
+fn an_equi_join_of_two_sources_needs_no_interval_and_no_watermark() {
+    for (sql, append) in [
+        (
+            "SELECT a.k, count(*) AS n, sum(b.y) AS s FROM a JOIN b ON a.k = b.k \
+             WHERE a.x > 0 GROUP BY a.k",
+            false,
+        ),
+        (
+            "SELECT a.x, b.y, a.ts FROM a JOIN b ON b.k = a.k AND a.x = b.y WHERE b.y % 2 = 0",
+            true,
+        ),
+    ] {
+        let p = plan_joined(&format!("CREATE MATERIALIZED VIEW v AS {sql}"), false)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        assert_eq!(p.append, append, "{sql}");
+        let j = p.join.clone().expect("a join");
+        assert_eq!(j.interval, None, "{sql}");
+        assert_eq!((j.left.time, j.right.time), (None, None));
+        assert_eq!(j.left.watermark, None, "no clock: no row is late");
+        assert_eq!(j.right.watermark, None);
+        assert!(p.time.watermark.is_none());
+        assert!(p.primary_key.is_empty() == append);
+    }
+}
+
+#[test]
 fn other_stream_stream_joins_are_refused() {
     for (sql, right_wm) in [
         (
-            "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k GROUP BY a.k",
+            "SELECT a.k, count(*) FROM a JOIN b ON a.k = b.k AND a.x < b.y GROUP BY a.k",
+            true,
+        ),
+        (
+            "SELECT a.k, b.y FROM a JOIN b ON a.k = b.k AND a.x < b.y",
+            true,
+        ),
+        ("SELECT a.k, b.y FROM a FULL JOIN b ON a.k = b.k", true),
+        (
+            "SELECT a.k, count(*) FROM a RIGHT JOIN b ON a.k = b.k GROUP BY a.k",
+            true,
+        ),
+        (
+            "SELECT a.k, b.y FROM a JOIN b ON a.k = b.k EMIT ON WINDOW CLOSE",
             true,
         ),
         (

@@ -30,7 +30,8 @@
 //!   right): `JoinState` (`interval_join.rs`) late-filters each side by its
 //!   own clock, emits the pairs a batch makes with the other side's held
 //!   rows into the pre stages, and expires held rows at `snapshot(n)`; its
-//!   clocks and held rows are in the snapshot.
+//!   clocks and held rows are in the snapshot. A join without an interval
+//!   (an equi-join) has no clocks and expires nothing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -82,6 +83,10 @@ pub(crate) struct Pending {
     /// `changelog.rs`), recorded in the checkpoint row.
     #[serde(default)]
     pub(crate) position: Option<String>,
+    /// Source rows a join of two sources holds after this change (its
+    /// state; the `eddy_view_join_held_rows` gauge).
+    #[serde(default)]
+    pub(crate) held_rows: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -497,6 +502,7 @@ impl ViewOperator {
             late_rows: self.clock.as_ref().map_or(0, |c| c.state().late_rows)
                 + self.join.as_ref().map_or(0, JoinState::late_rows),
             position: self.position.clone(),
+            held_rows: 0,
         };
         if dirty.is_empty() {
             return Ok(pending);
@@ -856,7 +862,7 @@ impl Operator for ViewOperator {
         } else {
             self.clock.as_ref().and_then(EventClock::watermark)
         };
-        let change = match self.plan.time.emit {
+        let mut change = match self.plan.time.emit {
             _ if self.sessions.is_some() => self.take_sessions(id.0, closed_below)?,
             EmitMode::OnUpdate => self.take_changes(id.0)?,
             EmitMode::OnWindowClose => self.take_closed(id.0, closed_below)?,
@@ -867,6 +873,7 @@ impl Operator for ViewOperator {
         self.drop_empty();
         if let Some(join) = &mut self.join {
             join.expire()?;
+            change.held_rows = join.held_rows() as u64;
         }
         // a checkpoint with no change commits nothing: the recorded
         // source position advances with the next real change

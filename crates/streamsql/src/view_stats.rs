@@ -14,6 +14,7 @@ struct StatsInner {
     rows_written: u64,
     source_rows: u64,
     late_rows: u64,
+    held_rows: u64,
     /// Microseconds from a source row's arrival at the view operator to
     /// the commit that made its effect visible.
     freshness: Option<hdrhistogram::Histogram<u64>>,
@@ -27,6 +28,9 @@ pub struct ViewStatsReport {
     pub source_rows: u64,
     /// Source rows dropped as late up to the last commit.
     pub late_rows: u64,
+    /// Source rows a join of two sources held at the last commit (its
+    /// state: an equi-join's grows with its input).
+    pub held_rows: u64,
     /// (quantile, seconds) of the freshness distribution since start.
     pub freshness: Vec<(f64, f64)>,
     pub freshness_count: u64,
@@ -40,6 +44,7 @@ impl Default for ViewStats {
                 rows_written: 0,
                 source_rows: 0,
                 late_rows: 0,
+                held_rows: 0,
                 freshness: hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).ok(),
             }),
         }
@@ -53,6 +58,7 @@ impl ViewStats {
         s.rows_written += rows_written as u64;
         s.source_rows = p.source_rows;
         s.late_rows = p.late_rows;
+        s.held_rows = p.held_rows;
         if let Some(h) = s.freshness.as_mut() {
             for (arrived, rows) in &p.arrivals {
                 let micros = u64::try_from(committed_at.saturating_sub(*arrived)).unwrap_or(0);
@@ -79,6 +85,7 @@ impl ViewStats {
             rows_written: s.rows_written,
             source_rows: s.source_rows,
             late_rows: s.late_rows,
+            held_rows: s.held_rows,
             freshness,
             freshness_count,
         }
