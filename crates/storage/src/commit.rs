@@ -291,23 +291,20 @@ impl EngineInner {
 }
 
 /// One participant of [`EngineInner::commit_bulk_with`], in commit-lock
-/// order.
-enum BulkPart<'a> {
-    /// Shard `.0` of the loaded table installs these files.
-    Files(usize, &'a BulkFiles),
-    /// A shard of another table group applies these row writes.
-    Rows(Arc<Shard>, Vec<ShardOp>),
+/// order: a shard with row writes, files of the load, or both (tables of
+/// one table group share shards).
+struct BulkPart<'a> {
+    shard: Arc<Shard>,
+    ops: Vec<ShardOp>,
+    files: Option<&'a BulkFiles>,
 }
 
-/// A participant holding its commit lock, its record logged.
-enum BulkPrepared<'a> {
-    Files(
-        &'a Arc<Shard>,
-        &'a BulkFiles,
-        MutexGuard<'a, CommitState>,
-        Lsn,
-    ),
-    Rows(&'a Arc<Shard>, MutexGuard<'a, CommitState>, Prepared, Lsn),
+/// A participant holding its commit lock, its records logged.
+struct BulkPrepared<'a> {
+    shard: &'a Arc<Shard>,
+    guard: MutexGuard<'a, CommitState>,
+    rows: Option<(Prepared, Lsn)>,
+    files: Option<(&'a BulkFiles, Lsn)>,
 }
 
 impl EngineInner {
@@ -341,12 +338,6 @@ impl EngineInner {
     ) -> Result<WriteSummary> {
         let routed = route_writes(writes)?;
         let group = table.group_id();
-        if routed.keys().any(|(g, _)| *g == group) {
-            return Err(StorageError::Unsupported(format!(
-                "a bulk load into table \"{}\" committed with row writes into its own table group",
-                table.def().name
-            )));
-        }
         if !self.unique_locks.for_write(self, &routed).is_empty() {
             return Err(StorageError::Unsupported(
                 "a bulk load committed with row writes into a table with a UNIQUE index".into(),
@@ -355,13 +346,30 @@ impl EngineInner {
         let bulk_shards = table.shards();
         let mut parts: BTreeMap<(TableGroupId, u32), BulkPart<'_>> = routed
             .into_iter()
-            .map(|(k, (shard, ops))| (k, BulkPart::Rows(shard, ops)))
+            .map(|(k, (shard, ops))| {
+                let part = BulkPart {
+                    shard,
+                    ops,
+                    files: None,
+                };
+                (k, part)
+            })
             .collect();
         for &(s, f) in files {
             let id = u32::try_from(s).map_err(|_| {
                 StorageError::InvalidDefinition(format!("shard index {s} out of range"))
             })?;
-            parts.insert((group, id), BulkPart::Files(s, f));
+            let shard = bulk_shards.get(s).ok_or_else(|| {
+                StorageError::InvalidDefinition(format!("shard index {s} out of range"))
+            })?;
+            parts
+                .entry((group, id))
+                .or_insert_with(|| BulkPart {
+                    shard: Arc::clone(shard),
+                    ops: Vec::new(),
+                    files: None,
+                })
+                .files = Some(f);
         }
         let txn = self.next_txn();
         let mut prepared = Vec::with_capacity(parts.len());
@@ -369,23 +377,27 @@ impl EngineInner {
         for part in parts.values() {
             // On error the locks taken so far drop here: the records
             // logged under `txn` are never committed.
-            match part {
-                BulkPart::Files(s, f) => {
-                    let shard = bulk_shards.get(*s).ok_or_else(|| {
-                        StorageError::InvalidDefinition(format!("shard index {s} out of range"))
-                    })?;
-                    // synced by the shard before it returns
-                    let (guard, lsn) = shard.bulk_prepare(f, txn)?;
-                    prepared.push(BulkPrepared::Files(shard, f, guard, lsn));
+            let shard = &part.shard;
+            let (mut guard, rows) = if part.ops.is_empty() {
+                (shard.lock_commit()?, None)
+            } else {
+                let (guard, p, lsn, sync) = shard.prepare(&part.ops, txn)?;
+                if let Some(h) = sync {
+                    syncs.push((shard, h));
                 }
-                BulkPart::Rows(shard, ops) => {
-                    let (guard, p, lsn, sync) = shard.prepare(ops, txn)?;
-                    if let Some(h) = sync {
-                        syncs.push((shard, h));
-                    }
-                    prepared.push(BulkPrepared::Rows(shard, guard, p, lsn));
-                }
-            }
+                (guard, Some((p, lsn)))
+            };
+            let files = match part.files {
+                // synced by the shard before it returns
+                Some(f) => Some((f, shard.bulk_log(&mut guard, f, txn)?)),
+                None => None,
+            };
+            prepared.push(BulkPrepared {
+                shard,
+                guard,
+                rows,
+                files,
+            });
         }
         sync_all(&syncs)?;
         self.log_commit(txn)?;
@@ -393,24 +405,24 @@ impl EngineInner {
         let mut parts_done = Vec::with_capacity(prepared.len());
         let mut first_error = None;
         let mut publish = Vec::with_capacity(prepared.len());
-        for p in prepared {
-            match p {
-                BulkPrepared::Files(shard, f, mut guard, lsn) => {
-                    if let Err(e) = shard.bulk_finish(&mut guard, f, lsn, false) {
+        for mut p in prepared {
+            let mut last = Lsn::ZERO;
+            if let Some((rows, lsn)) = p.rows {
+                match p.shard.apply_prepared(rows, lsn) {
+                    Ok(s) => parts_done.push(s),
+                    Err(e) => {
                         first_error.get_or_insert(e);
                     }
-                    publish.push((shard, guard, lsn));
                 }
-                BulkPrepared::Rows(shard, guard, p, lsn) => {
-                    match shard.apply_prepared(p, lsn) {
-                        Ok(s) => parts_done.push(s),
-                        Err(e) => {
-                            first_error.get_or_insert(e);
-                        }
-                    }
-                    publish.push((shard, guard, lsn));
-                }
+                last = last.max(lsn);
             }
+            if let Some((f, lsn)) = p.files {
+                if let Err(e) = p.shard.bulk_finish(&mut p.guard, f, lsn, false) {
+                    first_error.get_or_insert(e);
+                }
+                last = last.max(lsn);
+            }
+            publish.push((p.shard, p.guard, last));
         }
         {
             let _gate = self.publish_gate.write();

@@ -586,6 +586,24 @@ impl Shard {
     ) -> Result<(parking_lot::MutexGuard<'_, CommitState>, Lsn)> {
         self.check_poisoned()?;
         let mut st = self.commit.lock();
+        let lsn = self.bulk_log(&mut st, files, txn)?;
+        Ok((st, lsn))
+    }
+
+    /// The commit lock, for a participant that logs only bulk records.
+    pub(crate) fn lock_commit(&self) -> Result<parking_lot::MutexGuard<'_, CommitState>> {
+        self.check_poisoned()?;
+        Ok(self.commit.lock())
+    }
+
+    /// Logs (durably) the record naming a bulk load's files, tagged with
+    /// `txn`, under the commit lock the caller holds.
+    pub(crate) fn bulk_log(
+        &self,
+        st: &mut CommitState,
+        files: &BulkFiles,
+        txn: TxnId,
+    ) -> Result<Lsn> {
         let lsn = Lsn(st.next_lsn);
         st.next_lsn += 1;
         let json = serde_json::to_vec(files)
@@ -598,7 +616,7 @@ impl Shard {
             self.poison(&e);
             return Err(e);
         }
-        Ok((st, lsn))
+        Ok(lsn)
     }
 
     /// Installs committed bulk files. With `publish` false the caller makes

