@@ -274,6 +274,18 @@ impl EngineInner {
             }
             applied.push((shard, guard, lsn));
         }
+        self.publish_applied(applied, &parts, first_error)
+    }
+
+    /// The last step of a cross-shard commit: every participant's LSN made
+    /// visible at once under the publish gate, then the commit locks
+    /// (`applied` holds their guards) released.
+    fn publish_applied(
+        &self,
+        applied: Vec<(&Arc<Shard>, MutexGuard<'_, CommitState>, Lsn)>,
+        parts: &[WriteSummary],
+        first_error: Option<StorageError>,
+    ) -> Result<WriteSummary> {
         {
             let _gate = self.publish_gate.write();
             for (shard, _, lsn) in &applied {
@@ -285,7 +297,7 @@ impl EngineInner {
             // Committed and durable, but a shard could not apply it in
             // memory: that shard is poisoned and recovery replays it.
             Some(e) => Err(e),
-            None => Ok(WriteSummary::merge(&parts)),
+            None => Ok(WriteSummary::merge(parts)),
         }
     }
 }
@@ -424,19 +436,7 @@ impl EngineInner {
             }
             publish.push((p.shard, p.guard, last));
         }
-        {
-            let _gate = self.publish_gate.write();
-            for (shard, _, lsn) in &publish {
-                shard.publish(*lsn);
-            }
-        }
-        drop(publish);
-        match first_error {
-            // committed and durable; the failed shard is poisoned and
-            // recovery replays it
-            Some(e) => Err(e),
-            None => Ok(WriteSummary::merge(&parts_done)),
-        }
+        self.publish_applied(publish, &parts_done, first_error)
     }
 }
 
