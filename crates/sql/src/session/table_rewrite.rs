@@ -101,7 +101,9 @@ fn source_query(alias: &str, sources: Vec<Expr>) -> Result<Statement> {
         .try_with_sql(&format!("SELECT 1 FROM eddy_dml.{SOURCE_TABLE} AS x"))?
         .parse_query()?;
     let SetExpr::Select(sel) = q.body.as_mut() else {
-        return Err(SqlError::Internal("rewrite template is not a SELECT".into()));
+        return Err(SqlError::Internal(
+            "rewrite template is not a SELECT".into(),
+        ));
     };
     if let Some(TableFactor::Table { alias: Some(a), .. }) =
         sel.from.first_mut().map(|f| &mut f.relation)
@@ -226,7 +228,10 @@ impl Session {
                 .collect()
         };
         let mut rw = Rewrite::same_as(&def);
-        rw.columns = keep.iter().filter_map(|&i| def.columns.get(i).cloned()).collect();
+        rw.columns = keep
+            .iter()
+            .filter_map(|&i| def.columns.get(i).cloned())
+            .collect();
         rw.sources = rw.columns.iter().map(|c| column_ref(&c.name)).collect();
         // as PostgreSQL: the key, indexes and constraints naming the
         // column go with it
@@ -465,8 +470,7 @@ impl Session {
             if rw.check_key {
                 let rows = eddy_storage::arrow_values::batch_rows(&batch, &types)?;
                 for row in &rows {
-                    let key: Vec<Value> =
-                        rw.primary_key.iter().map(|&k| row[k].clone()).collect();
+                    let key: Vec<Value> = rw.primary_key.iter().map(|&k| row[k].clone()).collect();
                     let k = new.key_of(&key)?;
                     if !seen.insert(k.0) {
                         return Err(SqlError::UniqueViolation(format!(
