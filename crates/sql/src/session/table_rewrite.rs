@@ -6,14 +6,14 @@
 //! step a catalog change of the session's transaction (`eddy_storage::ddl`:
 //! each written with its undo in one `catalog.json` write):
 //!
-//! 1. create `<name>__eddy_rewrite_<txn>` (locked by the transaction from
+//! 1. create `<name>__eddy_rewrite_<txn>_<old id>` (locked by the transaction from
 //!    the start);
 //! 2. stream the old table's rows, as the transaction sees them, through
 //!    DataFusion (so `USING` means what it means in a query) into the new
 //!    table's bulk loader, which spills to shard files: the table never has
 //!    to fit in memory;
 //! 3. build its indexes, check what a type change may break;
-//! 4. rename the old table to `<name>__eddy_old_<txn>` and the new one to
+//! 4. rename the old table to `<name>__eddy_old_<txn>_<old id>` and the new one to
 //!    `<name>`; the old one is among the transaction's `dropped_tables`,
 //!    dropped by the commit-log record that commits the rest.
 //!
@@ -394,8 +394,10 @@ impl Session {
             .map(|g| g.name)
             .ok_or_else(|| SqlError::Internal(format!("table \"{shown}\" has no table group")))?;
         let txn_id = self.ddl_txn("a table rewrite")?.id;
-        let tmp = format!("{name}__eddy_rewrite_{}", txn_id.0);
-        let hidden = format!("{name}__eddy_old_{}", txn_id.0);
+        // the old table's id makes both names unique when one transaction
+        // rewrites a table twice (the second rewrite reads the first's table)
+        let tmp = format!("{name}__eddy_rewrite_{}_{}", txn_id.0, def.id.0);
+        let hidden = format!("{name}__eddy_old_{}_{}", txn_id.0, def.id.0);
 
         // the rows the transaction sees, its own writes included
         self.install_tables(std::slice::from_ref(&old))?;
