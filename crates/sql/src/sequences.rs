@@ -286,6 +286,21 @@ impl Sequences {
             .collect()
     }
 
+    /// Sequences owned by column `column` of `table` (dropped with it).
+    pub fn owned_by_column(&self, table: &str, column: &str) -> Vec<String> {
+        let seqs: Vec<_> = self.seqs.lock().values().cloned().collect();
+        seqs.iter()
+            .filter_map(|s| {
+                let s = s.lock();
+                s.def
+                    .owned_by
+                    .as_ref()
+                    .filter(|o| o.table == table && o.column == column)
+                    .map(|_| s.def.name.clone())
+            })
+            .collect()
+    }
+
     /// Follows a renamed table (`from_column`/`to_column` `None`) or column:
     /// sequences it owned are owned by the new name (durably).
     pub fn rename_owner(

@@ -65,6 +65,7 @@ mod roles_ddl;
 mod sequence_ddl;
 mod settings;
 mod sql_prepare;
+mod table_rewrite;
 mod temp;
 
 /// Session settings reported by SHOW and pg_settings, with their defaults.
@@ -2049,8 +2050,7 @@ impl Session {
                             ))),
                         })
                         .collect::<Result<_>>()?;
-                    // a rewrite into a new table: not (yet) undoable
-                    self.refuse_in_block("ALTER TABLE ... ADD PRIMARY KEY")?;
+                    // a rewrite into a new table, undone with the transaction
                     self.add_primary_key(&name, &cols).await?;
                 }
                 AlterTableOperation::AddConstraint {
@@ -2079,8 +2079,29 @@ impl Session {
                     old_column_name,
                     new_column_name,
                 } => self.rename_column(&name, &old_column_name, &new_column_name)?,
+                AlterTableOperation::AlterColumn {
+                    column_name,
+                    op:
+                        datafusion::sql::sqlparser::ast::AlterColumnOperation::SetDataType {
+                            data_type,
+                            using,
+                            ..
+                        },
+                } => {
+                    self.alter_column_type(&name, &ident_name(&column_name), &data_type, using)
+                        .await?
+                }
                 AlterTableOperation::AlterColumn { column_name, op } => {
                     self.alter_column(&name, &column_name, op).await?
+                }
+                AlterTableOperation::DropColumn {
+                    column_names,
+                    if_exists,
+                    drop_behavior,
+                    ..
+                } => {
+                    self.drop_columns(&name, &column_names, if_exists, drop_behavior)
+                        .await?
                 }
                 other => {
                     return Err(SqlError::FeatureNotSupported(format!(
@@ -2090,106 +2111,6 @@ impl Session {
             }
         }
         Ok(Output::Command("ALTER TABLE".into()))
-    }
-
-    /// ALTER TABLE ... ADD PRIMARY KEY: rewrite the table into a new one with
-    /// the key (bulk load), then swap names. Duplicates fail with 23505 and
-    /// leave the original untouched.
-    async fn add_primary_key(&mut self, name: &str, cols: &[String]) -> Result<()> {
-        let old = self.table(name)?;
-        let def = old.def().clone();
-        if !def.indexes.is_empty() {
-            // the rewrite bulk-loads a new table, which would lose them
-            return Err(SqlError::FeatureNotSupported(format!(
-                "ALTER TABLE ... ADD PRIMARY KEY on table \"{name}\" with indexes is not supported yet; drop its indexes first"
-            )));
-        }
-        if !def.foreign_keys.is_empty() {
-            // the rewrite makes a new table, which would lose them
-            return Err(SqlError::FeatureNotSupported(format!(
-                "ALTER TABLE ... ADD PRIMARY KEY on table \"{name}\" with foreign keys is not supported yet"
-            )));
-        }
-        if def.has_primary_key() {
-            return Err(SqlError::InvalidDefinition(format!(
-                "multiple primary keys for table \"{name}\" are not allowed"
-            )));
-        }
-        let pk: Vec<usize> = cols
-            .iter()
-            .map(|c| {
-                def.column_index(c)
-                    .ok_or_else(|| SqlError::UndefinedColumn(c.clone()))
-            })
-            .collect::<Result<_>>()?;
-        for &k in &pk {
-            index_ddl::refuse_array_key(&def, k)?;
-        }
-        let engine = Arc::clone(&self.db.engine);
-        let tmp = format!("{name}__eddy_rewrite");
-        let mut columns = def.columns.clone();
-        for &k in &pk {
-            columns[k].nullable = false;
-        }
-        let types: Vec<ColumnType> = columns.iter().map(|c| c.ty).collect();
-        let result = run_blocking(|| -> Result<()> {
-            if engine.table(&tmp).is_some() {
-                engine.drop_table(&tmp)?;
-            }
-            let new = engine.create_table(CreateTable {
-                name: tmp.clone(),
-                columns: columns.clone(),
-                primary_key: pk.clone(),
-                distribution_key: vec![],
-                orientation: if def.orientation == Orientation::Column {
-                    Orientation::RowColumn
-                } else {
-                    def.orientation
-                },
-                table_group: None,
-                shard_count: None,
-                // the rows are the table's own: they already satisfy them
-                checks: def.checks.clone(),
-            })?;
-            // the rewritten table keeps its owner and grants
-            engine
-                .ddl(None)
-                .set_access(&tmp, def.owner.clone(), def.acl.clone())?;
-            let mut seen = std::collections::HashSet::new();
-            let mut loader = new.bulk_loader();
-            let snap = old.snapshot();
-            for part in snap.partitions() {
-                for batch in part.scan(None, false, &|_| true)? {
-                    let batch = batch?;
-                    let rows = eddy_storage::arrow_values::batch_rows(&batch, &types)?;
-                    for row in &rows {
-                        let key: Vec<Value> = pk.iter().map(|&k| row[k].clone()).collect();
-                        if let Some(ci) = pk.iter().find(|&&k| row[k].is_null()) {
-                            return Err(SqlError::NotNullViolation(format!(
-                                "column \"{}\" of relation \"{name}\" contains null values",
-                                columns[*ci].name
-                            )));
-                        }
-                        let k = new.key_of(&key)?;
-                        if !seen.insert(k.0) {
-                            return Err(SqlError::UniqueViolation(format!(
-                                "could not create unique index \"{name}_pkey\": Key ({}) is duplicated",
-                                key.iter().map(|v| pgtypes::value_text(v, None)).collect::<Vec<_>>().join(", ")
-                            )));
-                        }
-                    }
-                    loader.push(batch)?;
-                }
-            }
-            loader.commit()?;
-            engine.drop_table(name)?;
-            engine.rename_table(&tmp, name)?;
-            Ok(())
-        });
-        if result.is_err() && engine.table(name).is_some() {
-            let _ = run_blocking(|| engine.drop_table(&tmp));
-        }
-        result
     }
 
     // ---- DML ---------------------------------------------------------------

@@ -372,6 +372,13 @@ impl Transaction {
         }
     }
 
+    /// Forgets this transaction's writes to `table` (a rewrite copied them
+    /// into the table that replaces it; the old one is dropped at commit).
+    /// Savepoints keep theirs: rolling back to one also undoes the rewrite.
+    pub fn forget_writes(&mut self, table: TableId) {
+        self.writes.remove(&table);
+    }
+
     /// Whether this transaction truncated any table.
     pub fn truncated_any(&self) -> bool {
         self.writes.values().any(|w| w.truncated)

@@ -25,7 +25,10 @@
 //!   readable under both definitions may be in flight: create, rename,
 //!   column renames, defaults, nullability (dropped, or set once the rows
 //!   were checked: undoing it allows what they hold), comments and added
-//!   (nullable) columns. A file written while a column was added has that
+//!   (nullable) columns. Changes that do touch stored values (DROP COLUMN,
+//!   a type change, a new primary key) are built from these by the SQL
+//!   layer: a new table created, loaded and renamed into place in flight,
+//!   the old one dropped at commit (`docs/design/schema-changes.md`). A file written while a column was added has that
 //!   column, all NULL (the owner's rows are private until commit and others
 //!   wait), and readers address columns by position, so the undone
 //!   definition reads it unchanged.
