@@ -65,13 +65,18 @@ pub fn free_port() -> Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
-/// Waits until `host:port` accepts TCP connections.
+/// Waits until `host:port` accepts TCP connections. A connection whose two
+/// ends are the same socket address does not count: on loopback a client
+/// retrying a port nothing listens on can be handed that port and connect
+/// to itself.
 pub fn wait_for_port(port: u16, timeout: Duration, child: Option<&mut Child>) -> Result<()> {
     let deadline = Instant::now() + timeout;
     let mut child = child;
     loop {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok(());
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            if s.local_addr().ok() != s.peer_addr().ok() {
+                return Ok(());
+            }
         }
         if let Some(c) = child.as_deref_mut() {
             if let Ok(Some(status)) = c.try_wait() {

@@ -43,6 +43,31 @@ pub fn free_port() -> u16 {
     panic!("no free port")
 }
 
+/// Waits until `child` listens on `port`. A connection counts only when
+/// its two ends differ: on loopback a client retrying a port nothing
+/// listens on can be handed that same port and connect to itself, which
+/// would look like a server that is up. Returns the exit status when the
+/// child exits first.
+fn wait_listening(child: &mut Child, port: u16) -> Result<(), std::process::ExitStatus> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(status);
+        }
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let self_connected = s.local_addr().ok() == s.peer_addr().ok();
+            if !self_connected {
+                return Ok(());
+            }
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("eddy did not listen on {port} within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 impl Server {
     pub fn start_in(
         dir: Option<tempfile::TempDir>,
@@ -70,7 +95,7 @@ impl Server {
         env: &[(&str, &str)],
         args: &[&str],
     ) -> Server {
-        Server::launch(dir, data_dir, auth, env, args, Stdio::inherit())
+        Server::launch(dir, data_dir, auth, env, args, None)
     }
 
     /// `start_in` with the server's log (stderr) written to `log`.
@@ -80,8 +105,8 @@ impl Server {
         auth: &str,
         log: &std::path::Path,
     ) -> Server {
-        let file = std::fs::File::create(log).expect("log file");
-        Server::launch(dir, data_dir, auth, &[], &[], Stdio::from(file))
+        std::fs::File::create(log).expect("log file");
+        Server::launch(dir, data_dir, auth, &[], &[], Some(log))
     }
 
     /// `start_with_env` with the server's log (stderr) written to `log`.
@@ -92,8 +117,8 @@ impl Server {
         env: &[(&str, &str)],
         log: &std::path::Path,
     ) -> Server {
-        let file = std::fs::File::create(log).expect("log file");
-        Server::launch(dir, data_dir, auth, env, &[], Stdio::from(file))
+        std::fs::File::create(log).expect("log file");
+        Server::launch(dir, data_dir, auth, env, &[], Some(log))
     }
 
     fn launch(
@@ -102,41 +127,60 @@ impl Server {
         auth: &str,
         env: &[(&str, &str)],
         args: &[&str],
-        stderr: Stdio,
+        log: Option<&std::path::Path>,
     ) -> Server {
-        let port = free_port();
-        let http = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_eddy"))
-            .args(["server", "--data-dir"])
-            .arg(&data_dir)
-            .args([
-                "--pg-addr",
-                &format!("127.0.0.1:{port}"),
-                "--http-addr",
-                &format!("127.0.0.1:{http}"),
-                "--auth",
-                auth,
-            ])
-            .args(args)
-            .env("EDDY_PASSWORD", "secret")
-            .env("EDDY_LOG", "warn")
-            .envs(env.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("start eddy");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "eddy did not start");
-            std::thread::sleep(Duration::from_millis(50));
+        // A probed port can be taken again before the server binds it (by
+        // another test's client socket, say): the server then exits with
+        // "address in use". Such a start is retried on fresh ports.
+        const LAUNCHES: usize = 5;
+        for launch in 1..=LAUNCHES {
+            let port = free_port();
+            let http = free_port();
+            let err = match log {
+                Some(path) => Stdio::from(
+                    std::fs::OpenOptions::new()
+                        .append(true)
+                        .open(path)
+                        .expect("log file"),
+                ),
+                None => Stdio::inherit(),
+            };
+            let mut child = Command::new(env!("CARGO_BIN_EXE_eddy"))
+                .args(["server", "--data-dir"])
+                .arg(&data_dir)
+                .args([
+                    "--pg-addr",
+                    &format!("127.0.0.1:{port}"),
+                    "--http-addr",
+                    &format!("127.0.0.1:{http}"),
+                    "--auth",
+                    auth,
+                ])
+                .args(args)
+                .env("EDDY_PASSWORD", "secret")
+                .env("EDDY_LOG", "warn")
+                .envs(env.iter().copied())
+                .stdout(Stdio::null())
+                .stderr(err)
+                .spawn()
+                .expect("start eddy");
+            match wait_listening(&mut child, port) {
+                Ok(()) => {
+                    return Server {
+                        child,
+                        port,
+                        http_port: http,
+                        _dir: dir,
+                        data_dir,
+                    }
+                }
+                Err(status) if launch < LAUNCHES => {
+                    eprintln!("eddy exited ({status}) before listening on {port}; retrying");
+                }
+                Err(status) => panic!("eddy exited ({status}) before listening, {LAUNCHES} times"),
+            }
         }
-        Server {
-            child,
-            port,
-            http_port: http,
-            _dir: dir,
-            data_dir,
-        }
+        unreachable!("the last launch returns or panics")
     }
 
     pub fn start(auth: &str) -> Server {
