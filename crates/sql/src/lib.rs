@@ -66,6 +66,7 @@ pub mod sequences;
 pub mod series_args;
 pub mod server_files;
 pub mod session;
+pub mod set_returning;
 pub mod setting_descriptions;
 pub mod statement_limits;
 pub mod streams;

@@ -13,8 +13,8 @@ use datafusion::sql::sqlparser::ast::{
     visit_expressions, visit_expressions_mut, visit_relations_mut, AccessExpr, BinaryOperator,
     CastKind, CharacterLength, DataType as SqlType, ExactNumberInfo, Expr, Function, FunctionArg,
     FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart,
-    Statement, Subscript, TableAlias, TableAliasColumnDef, TimezoneInfo, TypedString,
-    Value as SqlValue, ValueWithSpan, VisitMut, VisitorMut,
+    Statement, Subscript, TimezoneInfo, TypedString, Value as SqlValue, ValueWithSpan, VisitMut,
+    VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -386,6 +386,8 @@ fn call(name: &str, args: Vec<Expr>) -> Expr {
 /// `is_user_table` says whether a bare name is one of the user's tables
 /// (then `pg_*` names are left alone).
 pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
+    // first: the catalog rewrites below use generate_series's list form
+    crate::set_returning::rewrite(stmt);
     match stmt {
         Statement::Query(q) => {
             empty_publication_query(q);
@@ -425,38 +427,7 @@ pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
 /// getImportedKeys): a table function named with `pg_catalog.` is found by
 /// its bare name, as its scalar functions are; `FROM
 /// information_schema._pg_expandarray(a)` by Eddy's name for it.
-///
-/// And `generate_series`'s one column is named as PostgreSQL names a
-/// scalar function's column: by the table alias when there is one without
-/// column names (`FROM generate_series(1, 3) AS g` reads `g`), else by the
-/// function's name (DataFusion would call it `value`).
 struct CatalogTableFunctions;
-
-/// Names `generate_series`'s column as PostgreSQL does (see
-/// `CatalogTableFunctions`).
-fn name_series_column(name: &ObjectName, alias: &mut Option<TableAlias>) {
-    let [ObjectNamePart::Identifier(function)] = name.0.as_slice() else {
-        return;
-    };
-    if ident_name(function) != "generate_series" {
-        return;
-    }
-    match alias {
-        Some(a) if a.columns.is_empty() => a.columns.push(TableAliasColumnDef {
-            name: a.name.clone(),
-            data_type: None,
-        }),
-        Some(_) => {}
-        None => {
-            *alias = Some(TableAlias {
-                explicit: true,
-                name: Ident::new("generate_series"),
-                columns: vec![TableAliasColumnDef::from_name("generate_series")],
-                at: None,
-            })
-        }
-    }
-}
 
 impl VisitorMut for CatalogTableFunctions {
     type Break = ();
@@ -468,7 +439,6 @@ impl VisitorMut for CatalogTableFunctions {
         if let datafusion::sql::sqlparser::ast::TableFactor::Table {
             name,
             args: Some(_),
-            alias,
             ..
         } = table_factor
         {
@@ -488,7 +458,6 @@ impl VisitorMut for CatalogTableFunctions {
                     ))]);
                 }
             }
-            name_series_column(name, alias);
         }
         ControlFlow::Continue(())
     }
