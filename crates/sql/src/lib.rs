@@ -73,6 +73,7 @@ pub mod streams;
 pub mod subquery;
 pub mod temp_tables;
 pub mod time_functions;
+pub mod to_char;
 pub mod txn;
 pub mod udf_args;
 pub mod uuid_type;

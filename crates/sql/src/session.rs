@@ -509,6 +509,7 @@ impl Session {
             .chain(crate::json_build::json_build_functions())
             .chain(crate::interval_type::interval_functions())
             .chain(crate::checked_arith::math_functions())
+            .chain([crate::to_char::to_char_function()])
             .chain(time_functions)
         {
             ctx.register_udf(f);
