@@ -307,20 +307,6 @@ impl Template {
     }
 }
 
-const MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
 const DAYS: [&str; 7] = [
     "Sunday",
     "Monday",
@@ -333,6 +319,14 @@ const DAYS: [&str; 7] = [
 const ROMAN: [&str; 12] = [
     "I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII",
 ];
+
+/// The English name of `date`'s month (chrono's names are PostgreSQL's).
+fn month_name(date: NaiveDate) -> &'static str {
+    u8::try_from(date.month())
+        .ok()
+        .and_then(|m| chrono::Month::try_from(m).ok())
+        .map_or("", |m| m.name())
+}
 
 fn cased(s: &str, case: Case) -> String {
     match case {
@@ -441,12 +435,11 @@ fn format_field(
         // days since 24 November 4714 BC (proleptic Gregorian)
         Field::Julian => number(i64::from(date.num_days_from_ce()) + 1_721_425, 0),
         Field::MonthName(case) => {
-            let m = MONTHS.get(date.month0() as usize).copied().unwrap_or("");
-            out.push_str(&name(&cased(m, case), 9));
+            out.push_str(&name(&cased(month_name(date), case), 9));
             return;
         }
         Field::MonthAbbrev(case) => {
-            let m = MONTHS.get(date.month0() as usize).copied().unwrap_or("");
+            let m = month_name(date);
             out.push_str(&cased(m.get(..3).unwrap_or(m), case));
             return;
         }
