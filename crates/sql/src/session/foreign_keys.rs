@@ -188,7 +188,7 @@ fn target_of(fk: &ForeignKeyDef, parent: &TableDef, row: &[Value]) -> Target {
     Target::Key(key_for_row(parent, &prow, 0), prow)
 }
 
-fn not_present(child: &TableDef, fk: &ForeignKeyDef, parent: &TableDef, row: &[Value]) -> SqlError {
+pub(super) fn not_present(child: &TableDef, fk: &ForeignKeyDef, parent: &TableDef, row: &[Value]) -> SqlError {
     SqlError::ForeignKeyViolation(format!(
         "insert or update on table \"{}\" violates foreign key constraint \"{}\"",
         child.name, fk.name
@@ -302,7 +302,7 @@ impl Session {
             .ok_or_else(|| SqlError::Internal("statement outside a transaction".into()))
     }
 
-    fn table_by_id(&self, id: TableId) -> Result<Arc<Table>> {
+    pub(super) fn table_by_id(&self, id: TableId) -> Result<Arc<Table>> {
         self.db
             .engine
             .tables()
@@ -350,8 +350,9 @@ impl Session {
         }
     }
 
-    /// CREATE TABLE: the constraints of the table `child` (just created in
-    /// this transaction), named and checked as PostgreSQL checks them.
+    /// CREATE TABLE and ALTER TABLE ADD FOREIGN KEY: the constraints of the
+    /// table `child` (created or locked by this transaction), named and
+    /// checked as PostgreSQL checks them.
     /// Each referenced table is locked exclusively until the transaction
     /// ends, so it cannot be dropped meanwhile.
     pub(super) fn resolve_foreign_keys(
@@ -362,6 +363,8 @@ impl Session {
         let mut out: Vec<ForeignKeyDef> = Vec::new();
         let mut taken: Vec<String> = child.checks.iter().map(|c| c.name.clone()).collect();
         taken.extend(child.indexes.iter().map(|i| i.name.clone()));
+        // ALTER TABLE ADD FOREIGN KEY: the table's own foreign keys
+        taken.extend(child.foreign_keys.iter().map(|f| f.name.clone()));
         // explicit names first, as PostgreSQL reserves them
         for p in pending.iter().filter_map(|p| p.name.as_ref()) {
             if taken.contains(p) {
