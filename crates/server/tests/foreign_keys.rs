@@ -266,7 +266,9 @@ async fn alter_add_foreign_key_validates_and_locks_the_parent() {
         .unwrap_err();
     assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
     assert_eq!(
-        e.as_db_error().map(|d| d.message().to_string()).unwrap_or_default(),
+        e.as_db_error()
+            .map(|d| d.message().to_string())
+            .unwrap_or_default(),
         "insert or update on table \"c\" violates foreign key constraint \"n\""
     );
     assert_eq!(detail(&e), "Key (p_id)=(5) is not present in table \"p\".");
@@ -275,17 +277,33 @@ async fn alter_add_foreign_key_validates_and_locks_the_parent() {
         .await
         .unwrap_err();
     assert_eq!(
-        e.as_db_error().map(|d| d.message().to_string()).unwrap_or_default(),
+        e.as_db_error()
+            .map(|d| d.message().to_string())
+            .unwrap_or_default(),
         "insert or update on table \"c\" violates foreign key constraint \"c_p_id_fkey\""
     );
-    a.batch_execute("DELETE FROM c WHERE id = 11").await.unwrap();
+    a.batch_execute("DELETE FROM c WHERE id = 11")
+        .await
+        .unwrap();
 
     // what CREATE TABLE refuses, ALTER TABLE refuses the same way
     for (sql, what) in [
-        ("ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p MATCH FULL", "MATCH FULL"),
-        ("ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p DEFERRABLE", "DEFERRABLE"),
-        ("ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p NOT VALID", "NOT VALID"),
-        ("ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p (u)", "UNIQUE"),
+        (
+            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p MATCH FULL",
+            "MATCH FULL",
+        ),
+        (
+            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p DEFERRABLE",
+            "DEFERRABLE",
+        ),
+        (
+            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p NOT VALID",
+            "NOT VALID",
+        ),
+        (
+            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p (u)",
+            "UNIQUE",
+        ),
         (
             "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p ON UPDATE CASCADE",
             "ON UPDATE",
@@ -293,7 +311,10 @@ async fn alter_add_foreign_key_validates_and_locks_the_parent() {
     ] {
         let e = a.batch_execute(sql).await.unwrap_err();
         assert_eq!(state(&e), SqlState::FEATURE_NOT_SUPPORTED, "{sql}: {e:?}");
-        let msg = e.as_db_error().map(|d| d.message().to_string()).unwrap_or_default();
+        let msg = e
+            .as_db_error()
+            .map(|d| d.message().to_string())
+            .unwrap_or_default();
         assert!(msg.contains(what), "{sql}: {msg}");
     }
     assert_eq!(
@@ -311,11 +332,16 @@ async fn alter_add_foreign_key_validates_and_locks_the_parent() {
         tokio::spawn(async move { b.execute("DELETE FROM p WHERE id = 1", &[]).await })
     };
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(!waiter.is_finished(), "the parent DELETE waits for the ALTER");
+    assert!(
+        !waiter.is_finished(),
+        "the parent DELETE waits for the ALTER"
+    );
     a.batch_execute("COMMIT").await.unwrap();
     let e = waiter.await.unwrap().unwrap_err();
     assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
-    a.batch_execute("ALTER TABLE c DROP CONSTRAINT n").await.unwrap();
+    a.batch_execute("ALTER TABLE c DROP CONSTRAINT n")
+        .await
+        .unwrap();
 
     // a DELETE running first: the ALTER waits for it, then finds the orphan
     b.batch_execute("BEGIN; DELETE FROM p WHERE id = 1")
@@ -330,7 +356,10 @@ async fn alter_add_foreign_key_validates_and_locks_the_parent() {
         })
     };
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(!alter.is_finished(), "the ALTER waits for the parent DELETE");
+    assert!(
+        !alter.is_finished(),
+        "the ALTER waits for the parent DELETE"
+    );
     b.batch_execute("COMMIT").await.unwrap();
     let e = alter.await.unwrap().unwrap_err();
     assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);

@@ -51,7 +51,9 @@ impl Session {
         let child = self.table(table)?;
         let def = child.def().as_ref().clone();
         let Some(new_fk) = self.resolve_foreign_keys(&def, vec![wanted])?.pop() else {
-            return Err(SqlError::Internal("a foreign key lost in resolution".into()));
+            return Err(SqlError::Internal(
+                "a foreign key lost in resolution".into(),
+            ));
         };
         let parent = if new_fk.ref_table == def.id {
             Arc::clone(&child)

@@ -188,7 +188,12 @@ fn target_of(fk: &ForeignKeyDef, parent: &TableDef, row: &[Value]) -> Target {
     Target::Key(key_for_row(parent, &prow, 0), prow)
 }
 
-pub(super) fn not_present(child: &TableDef, fk: &ForeignKeyDef, parent: &TableDef, row: &[Value]) -> SqlError {
+pub(super) fn not_present(
+    child: &TableDef,
+    fk: &ForeignKeyDef,
+    parent: &TableDef,
+    row: &[Value],
+) -> SqlError {
     SqlError::ForeignKeyViolation(format!(
         "insert or update on table \"{}\" violates foreign key constraint \"{}\"",
         child.name, fk.name
@@ -363,8 +368,15 @@ impl Session {
         let mut out: Vec<ForeignKeyDef> = Vec::new();
         let mut taken: Vec<String> = child.checks.iter().map(|c| c.name.clone()).collect();
         taken.extend(child.indexes.iter().map(|i| i.name.clone()));
-        // ALTER TABLE ADD FOREIGN KEY: the table's own foreign keys
+        // ALTER TABLE ADD FOREIGN KEY: the table's own foreign keys, and
+        // its primary key (PostgreSQL's constraint `<table>_pkey`)
         taken.extend(child.foreign_keys.iter().map(|f| f.name.clone()));
+        if child.has_primary_key() {
+            taken.push(format!(
+                "{}_pkey",
+                crate::temp_tables::shown_name(&child.name)
+            ));
+        }
         // explicit names first, as PostgreSQL reserves them
         for p in pending.iter().filter_map(|p| p.name.as_ref()) {
             if taken.contains(p) {
