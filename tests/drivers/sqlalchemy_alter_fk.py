@@ -134,4 +134,4 @@ with engine.connect() as conn:
         ).scalar(),
         0,
     )
-print("ok")
+print("sqlalchemy use_alter: ok")

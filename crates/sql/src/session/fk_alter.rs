@@ -9,10 +9,11 @@
 //! No orphan can commit: ALTER TABLE holds the child's exclusive table lock
 //! and the resolution takes the parent's (Eddy's table locks have one
 //! mode; PostgreSQL takes SHARE ROW EXCLUSIVE there), both to the end of
-//! the transaction. So while the existing rows are checked and until the
-//! catalog change commits, no other transaction writes either table; the
-//! rows written after the commit are checked by the ordinary enforcement,
-//! which reads the new definition.
+//! the transaction, so no transaction that starts later writes either
+//! table before the commit; and the referenced parent rows' locks are
+//! taken shared, which waits for a parent DELETE already running (a table
+//! lock does not). The rows written after the commit are checked by the
+//! ordinary enforcement, which reads the new definition.
 //!
 //! The existing rows are checked by one DataFusion query over both tables'
 //! providers (the rows the transaction sees, its own writes too): the
@@ -27,9 +28,9 @@ use datafusion::datasource::provider_as_source;
 use datafusion::logical_expr::{Expr, JoinType, LogicalPlanBuilder};
 use datafusion::sql::sqlparser::ast::ForeignKeyConstraint;
 use eddy_common::{ColumnType, ForeignKeyDef, TableDef};
-use eddy_storage::Table;
+use eddy_storage::{LockMode, Table};
 
-use super::foreign_keys::{not_present, pending};
+use super::foreign_keys::{not_present, pending, target_of, Target};
 use super::{collect_rows, Session};
 use crate::error::{Result, SqlError};
 use crate::provider::EddyTable;
@@ -81,6 +82,9 @@ impl Session {
         } else {
             vec![Arc::clone(child), Arc::clone(parent)]
         };
+        self.lock_referenced_rows(child, parent, fk).await?;
+        // after the row locks: a parent DELETE that was running when the
+        // ALTER started has ended, and the check sees its outcome
         self.install_tables(&tables)?;
         let (cdef, pdef) = (child.def(), parent.def());
         let source = |t: &Arc<Table>| {
@@ -113,6 +117,62 @@ impl Session {
         if let Some(b) = batches.iter().find(|b| b.num_rows() > 0) {
             let row = eddy_storage::arrow_values::row_at(b, &types, 0)?;
             return Err(not_present(cdef, fk, pdef, &row));
+        }
+        Ok(())
+    }
+}
+
+impl Session {
+    /// Takes the lock of every parent row the child's rows reference
+    /// SHARED, to the end of the transaction, as a child row's write does
+    /// (`foreign_keys.rs`, invariant 1). The table locks keep out the
+    /// writers that start after the ALTER; these row locks wait for a
+    /// parent DELETE or key UPDATE already running (it took no table lock,
+    /// none being held when it started), and keep any later one out.
+    /// The child's distinct keys come from one DataFusion aggregate,
+    /// locked a batch at a time.
+    async fn lock_referenced_rows(
+        &mut self,
+        child: &Arc<Table>,
+        parent: &Arc<Table>,
+        fk: &ForeignKeyDef,
+    ) -> Result<()> {
+        self.install_tables(std::slice::from_ref(child))?;
+        let (cdef, pdef) = (child.def(), parent.def());
+        let source = provider_as_source(Arc::new(
+            EddyTable::new(Arc::clone(child), false).with_view(Arc::clone(&self.view)),
+        ));
+        let keys = fk
+            .columns
+            .iter()
+            .map(|&c| column(CHILD, cdef, c))
+            .collect::<Result<Vec<_>>>()?;
+        let plan = LogicalPlanBuilder::scan(CHILD, source, None)?
+            .aggregate(keys, Vec::<Expr>::new())?
+            .build()?;
+        let types: Vec<ColumnType> = fk
+            .columns
+            .iter()
+            .filter_map(|&c| cdef.columns.get(c).map(|col| col.ty))
+            .collect();
+        let (_, batches) = collect_rows(self.run_plan(plan).await?).await?;
+        let txn = self.fk_txn()?;
+        for b in &batches {
+            let mut locks: Vec<Vec<u8>> = Vec::with_capacity(b.num_rows());
+            for r in 0..b.num_rows() {
+                let values = eddy_storage::arrow_values::row_at(b, &types, r)?;
+                // a row of the child's shape holding the key values
+                let mut row = vec![eddy_common::Value::Null; cdef.columns.len()];
+                for (&c, v) in fk.columns.iter().zip(values) {
+                    if let Some(slot) = row.get_mut(c) {
+                        *slot = v;
+                    }
+                }
+                if let Target::Key(k, _) = target_of(fk, pdef, &row) {
+                    locks.push(k.0);
+                }
+            }
+            txn.lock_rows(parent, locks.iter().map(Vec::as_slice), LockMode::Shared)?;
         }
         Ok(())
     }

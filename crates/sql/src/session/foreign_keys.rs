@@ -158,7 +158,7 @@ fn to_parent(v: &Value, ty: ColumnType) -> Option<Value> {
 }
 
 /// What a referencing row points at.
-enum Target {
+pub(super) enum Target {
     /// A key column is NULL: MATCH SIMPLE lets the row pass.
     Null,
     /// No referenced row can match (a value out of the key's range).
@@ -168,7 +168,7 @@ enum Target {
     Key(Key, Row),
 }
 
-fn target_of(fk: &ForeignKeyDef, parent: &TableDef, row: &[Value]) -> Target {
+pub(super) fn target_of(fk: &ForeignKeyDef, parent: &TableDef, row: &[Value]) -> Target {
     let mut prow = vec![Value::Null; parent.columns.len()];
     for (&c, &p) in fk.columns.iter().zip(&fk.ref_columns) {
         let Some(v) = row.get(c) else {
@@ -301,7 +301,7 @@ fn referencing_rows(
 }
 
 impl Session {
-    fn fk_txn(&mut self) -> Result<&mut Transaction> {
+    pub(super) fn fk_txn(&mut self) -> Result<&mut Transaction> {
         self.txn
             .as_mut()
             .ok_or_else(|| SqlError::Internal("statement outside a transaction".into()))
