@@ -41,6 +41,15 @@ fn sqlalchemy_inspector_reflection_and_pandas_read_sql_table() {
     python_script("sqlalchemy_inspector.py");
 }
 
+/// SQLAlchemy's `ForeignKey(..., use_alter=True)` between two tables that
+/// reference each other: `create_all` adds the constraint by ALTER TABLE
+/// ... ADD CONSTRAINT ... FOREIGN KEY (issue 14), it is enforced on both
+/// tables, and `drop_all` drops it by DROP CONSTRAINT first.
+#[test]
+fn sqlalchemy_use_alter_foreign_key_cycle() {
+    python_script("sqlalchemy_alter_fk.py");
+}
+
 /// Alembic runs all pending migrations in one transaction: a failing one
 /// rolls back the tables and columns of the others (transactional DDL).
 #[test]

@@ -240,3 +240,132 @@ async fn copy_is_refused_and_constraints_survive_a_restart() {
     );
     drop(dir);
 }
+
+/// ALTER TABLE ADD FOREIGN KEY (issue 14): PostgreSQL's message and DETAIL
+/// for an orphan found by the validation, the refusals CREATE TABLE makes
+/// too, and no orphan committing around the validation (it holds the
+/// parent's table lock, so a parent DELETE waits for it, and it waits for
+/// a parent DELETE already running).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alter_add_foreign_key_validates_and_locks_the_parent() {
+    let srv = Server::start("trust");
+    let a = srv.connect().await;
+    let b = Arc::new(srv.connect().await);
+    a.batch_execute(
+        "CREATE TABLE p (id INT PRIMARY KEY, u INT UNIQUE);
+         CREATE TABLE c (id INT PRIMARY KEY, p_id INT);
+         INSERT INTO p VALUES (1, 1), (2, 2), (3, 3);
+         INSERT INTO c VALUES (10, 1), (11, 5)",
+    )
+    .await
+    .unwrap();
+
+    let e = a
+        .batch_execute("ALTER TABLE c ADD CONSTRAINT n FOREIGN KEY (p_id) REFERENCES p (id)")
+        .await
+        .unwrap_err();
+    assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
+    assert_eq!(
+        e.as_db_error()
+            .map(|d| d.message().to_string())
+            .unwrap_or_default(),
+        "insert or update on table \"c\" violates foreign key constraint \"n\""
+    );
+    assert_eq!(detail(&e), "Key (p_id)=(5) is not present in table \"p\".");
+    let e = a
+        .batch_execute("ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.as_db_error()
+            .map(|d| d.message().to_string())
+            .unwrap_or_default(),
+        "insert or update on table \"c\" violates foreign key constraint \"c_p_id_fkey\""
+    );
+    a.batch_execute("DELETE FROM c WHERE id = 11")
+        .await
+        .unwrap();
+
+    // what CREATE TABLE refuses, ALTER TABLE refuses the same way
+    for (sql, what) in [
+        (
+            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p MATCH FULL",
+            "MATCH FULL",
+        ),
+        (
+            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p DEFERRABLE",
+            "DEFERRABLE",
+        ),
+        (
+            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p NOT VALID",
+            "NOT VALID",
+        ),
+        (
+            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p (u)",
+            "UNIQUE",
+        ),
+        (
+            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p ON UPDATE CASCADE",
+            "ON UPDATE",
+        ),
+    ] {
+        let e = a.batch_execute(sql).await.unwrap_err();
+        assert_eq!(state(&e), SqlState::FEATURE_NOT_SUPPORTED, "{sql}: {e:?}");
+        let msg = e
+            .as_db_error()
+            .map(|d| d.message().to_string())
+            .unwrap_or_default();
+        assert!(msg.contains(what), "{sql}: {msg}");
+    }
+    assert_eq!(
+        count(&a, "SELECT count(*) FROM pg_constraint WHERE contype = 'f'").await,
+        0
+    );
+
+    // the ALTER holds the parent's lock: a DELETE of a referenced parent
+    // row waits for it, then sees the committed constraint
+    a.batch_execute("BEGIN; ALTER TABLE c ADD CONSTRAINT n FOREIGN KEY (p_id) REFERENCES p (id)")
+        .await
+        .unwrap();
+    let waiter = {
+        let b = Arc::clone(&b);
+        tokio::spawn(async move { b.execute("DELETE FROM p WHERE id = 1", &[]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the parent DELETE waits for the ALTER"
+    );
+    a.batch_execute("COMMIT").await.unwrap();
+    let e = waiter.await.unwrap().unwrap_err();
+    assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
+    a.batch_execute("ALTER TABLE c DROP CONSTRAINT n")
+        .await
+        .unwrap();
+
+    // a DELETE running first: the ALTER waits for it, then finds the orphan
+    b.batch_execute("BEGIN; DELETE FROM p WHERE id = 1")
+        .await
+        .unwrap();
+    let a = Arc::new(a);
+    let alter = {
+        let a = Arc::clone(&a);
+        tokio::spawn(async move {
+            a.batch_execute("ALTER TABLE c ADD CONSTRAINT n FOREIGN KEY (p_id) REFERENCES p (id)")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        !alter.is_finished(),
+        "the ALTER waits for the parent DELETE"
+    );
+    b.batch_execute("COMMIT").await.unwrap();
+    let e = alter.await.unwrap().unwrap_err();
+    assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
+    assert_eq!(detail(&e), "Key (p_id)=(1) is not present in table \"p\".");
+    assert_eq!(
+        count(&a, "SELECT count(*) FROM pg_constraint WHERE contype = 'f'").await,
+        0
+    );
+}

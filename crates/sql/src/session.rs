@@ -54,6 +54,7 @@ mod ddl_txn;
 pub(crate) mod defaults;
 mod dml;
 mod fast;
+mod fk_alter;
 mod foreign_keys;
 mod gpu_explain;
 mod index_ddl;
