@@ -180,14 +180,9 @@ enum Node {
 pub struct Template(Vec<Node>);
 
 fn starts_with_at(chars: &[char], at: usize, word: &str) -> bool {
-    let mut i = at;
-    for w in word.chars() {
-        if chars.get(i) != Some(&w) {
-            return false;
-        }
-        i += 1;
-    }
-    true
+    (at..)
+        .zip(word.chars())
+        .all(|(i, w)| chars.get(i) == Some(&w))
 }
 
 /// The longest keyword at `at`: its length in characters and field.
