@@ -24,6 +24,26 @@ fn detail(e: &tokio_postgres::Error) -> String {
         .to_string()
 }
 
+/// Runs `sql` on `waiter` in a task, checks that it is still waiting after
+/// 400 ms (`why`), ends `holder`'s transaction with `end` and returns what
+/// the statement then answered.
+async fn blocked_until(
+    waiter: &Arc<Client>,
+    sql: &'static str,
+    holder: &Client,
+    end: &str,
+    why: &str,
+) -> Result<u64, tokio_postgres::Error> {
+    let task = {
+        let waiter = Arc::clone(waiter);
+        tokio::spawn(async move { waiter.execute(sql, &[]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!task.is_finished(), "{why}");
+    holder.batch_execute(end).await.unwrap();
+    task.await.unwrap()
+}
+
 async fn count(c: &Client, sql: &str) -> i64 {
     c.query_one(sql, &[])
         .await
@@ -50,17 +70,15 @@ async fn parent_delete_waits_for_a_child_insert_then_fails() {
     a.batch_execute("BEGIN; INSERT INTO c VALUES (10, 1)")
         .await
         .unwrap();
-    let waiter = {
-        let b = Arc::clone(&b);
-        tokio::spawn(async move { b.execute("DELETE FROM p WHERE id = 1", &[]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(
-        !waiter.is_finished(),
-        "the DELETE waits for the child's txn"
-    );
-    a.batch_execute("COMMIT").await.unwrap();
-    let e = waiter.await.unwrap().unwrap_err();
+    let waited = blocked_until(
+        &b,
+        "DELETE FROM p WHERE id = 1",
+        &a,
+        "COMMIT",
+        "the DELETE waits for the child's txn",
+    )
+    .await;
+    let e = waited.unwrap_err();
     assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
     assert_eq!(
         e.as_db_error().map(|d| d.message().to_string()),
@@ -126,17 +144,15 @@ async fn child_insert_waits_for_a_parent_delete() {
     b.batch_execute("BEGIN; DELETE FROM p WHERE id = 4")
         .await
         .unwrap();
-    let waiter = {
-        let a = Arc::clone(&a);
-        tokio::spawn(async move { a.execute("INSERT INTO c VALUES (20, 4)", &[]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(
-        !waiter.is_finished(),
-        "the child insert waits for the delete"
-    );
-    b.batch_execute("COMMIT").await.unwrap();
-    let e = waiter.await.unwrap().unwrap_err();
+    let waited = blocked_until(
+        &a,
+        "INSERT INTO c VALUES (20, 4)",
+        &b,
+        "COMMIT",
+        "the child insert waits for the delete",
+    )
+    .await;
+    let e = waited.unwrap_err();
     assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
     assert_eq!(detail(&e), "Key (p_id)=(4) is not present in table \"p\".");
 
@@ -144,27 +160,29 @@ async fn child_insert_waits_for_a_parent_delete() {
     b.batch_execute("BEGIN; DELETE FROM p WHERE id = 5")
         .await
         .unwrap();
-    let waiter = {
-        let a = Arc::clone(&a);
-        tokio::spawn(async move { a.execute("INSERT INTO c VALUES (21, 5)", &[]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(!waiter.is_finished());
-    b.batch_execute("ROLLBACK").await.unwrap();
-    assert_eq!(waiter.await.unwrap().unwrap(), 1);
+    let waited = blocked_until(
+        &a,
+        "INSERT INTO c VALUES (21, 5)",
+        &b,
+        "ROLLBACK",
+        "the statement waits",
+    )
+    .await;
+    assert_eq!(waited.unwrap(), 1);
 
     // a child UPDATE onto a parent being deleted waits too
     b.batch_execute("INSERT INTO p VALUES (6, 0); BEGIN; DELETE FROM p WHERE id = 6")
         .await
         .unwrap();
-    let waiter = {
-        let a = Arc::clone(&a);
-        tokio::spawn(async move { a.execute("UPDATE c SET p_id = 6 WHERE id = 21", &[]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(!waiter.is_finished());
-    b.batch_execute("COMMIT").await.unwrap();
-    let e = waiter.await.unwrap().unwrap_err();
+    let waited = blocked_until(
+        &a,
+        "UPDATE c SET p_id = 6 WHERE id = 21",
+        &b,
+        "COMMIT",
+        "the statement waits",
+    )
+    .await;
+    let e = waited.unwrap_err();
     assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
 }
 
@@ -183,14 +201,15 @@ async fn cascade_deletes_children_committed_while_it_waited() {
     a.batch_execute("BEGIN; INSERT INTO cc VALUES (2, 1)")
         .await
         .unwrap();
-    let waiter = {
-        let b = Arc::clone(&b);
-        tokio::spawn(async move { b.execute("DELETE FROM p WHERE id = 1", &[]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(!waiter.is_finished());
-    a.batch_execute("COMMIT").await.unwrap();
-    assert_eq!(waiter.await.unwrap().unwrap(), 1);
+    let waited = blocked_until(
+        &b,
+        "DELETE FROM p WHERE id = 1",
+        &a,
+        "COMMIT",
+        "the statement waits",
+    )
+    .await;
+    assert_eq!(waited.unwrap(), 1);
     assert_eq!(count(&a, "SELECT count(*) FROM cc").await, 0);
 
     // REPEATABLE READ: a child committed after the snapshot fails the
@@ -327,17 +346,15 @@ async fn alter_add_foreign_key_validates_and_locks_the_parent() {
     a.batch_execute("BEGIN; ALTER TABLE c ADD CONSTRAINT n FOREIGN KEY (p_id) REFERENCES p (id)")
         .await
         .unwrap();
-    let waiter = {
-        let b = Arc::clone(&b);
-        tokio::spawn(async move { b.execute("DELETE FROM p WHERE id = 1", &[]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(
-        !waiter.is_finished(),
-        "the parent DELETE waits for the ALTER"
-    );
-    a.batch_execute("COMMIT").await.unwrap();
-    let e = waiter.await.unwrap().unwrap_err();
+    let waited = blocked_until(
+        &b,
+        "DELETE FROM p WHERE id = 1",
+        &a,
+        "COMMIT",
+        "the parent DELETE waits for the ALTER",
+    )
+    .await;
+    let e = waited.unwrap_err();
     assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
     a.batch_execute("ALTER TABLE c DROP CONSTRAINT n")
         .await
