@@ -7,8 +7,7 @@ CONSTRAINT ... FOREIGN KEY; `metadata.drop_all` drops it with ALTER TABLE
 with EDDY_PORT set; each check states PostgreSQL 15's answer
 (scripts/ci/drivers-against-postgres.sh runs this file against it).
 """
-import os
-import sys
+from sqlalchemy_common import check, server_url
 
 from sqlalchemy import (
     Column,
@@ -25,19 +24,7 @@ from sqlalchemy import (
 )
 
 
-def check(what, got, want):
-    if got != want:
-        print(f"FAIL: {what}: got {got!r}, PostgreSQL gives {want!r}", file=sys.stderr)
-        sys.exit(1)
-
-
-port = os.environ["EDDY_PORT"]
-user = os.environ.get("EDDY_USER", "eddy")
-password = os.environ.get("EDDY_PASSWORD", "secret")
-db = os.environ.get("EDDY_DB", "eddy")
-engine = create_engine(
-    f"postgresql+psycopg://{user}:{password}@127.0.0.1:{port}/{db}?sslmode=disable"
-)
+engine = create_engine(server_url())
 
 statements = []
 
