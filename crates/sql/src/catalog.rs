@@ -2224,16 +2224,6 @@ pub fn pg_functions(
         // PostgreSQL's to_regtype: the type's OID, NULL when there is none
         // (psycopg's TypeInfo.fetch, SQLAlchemy's dialect start-up)
         udf("to_regtype", I8, regtype_oid),
-        udf("quote_ident", T, |v| match arg_str(v, 0) {
-            Some(x)
-                if x.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') =>
-            {
-                s(&x)
-            }
-            Some(x) => s(&format!("\"{}\"", x.replace('"', "\"\""))),
-            None => null_text(),
-        }),
         udf("pg_postmaster_start_time", T, |_| {
             s("2024-01-01 00:00:00+00")
         }),

@@ -130,6 +130,15 @@ pub enum SqlError {
     /// `power(0, -1)`).
     #[error("{0}")]
     InvalidPowerArgument(String),
+    /// `width_bucket`'s count or bounds out of its domain.
+    #[error("{0}")]
+    InvalidArgumentForWidthBucket(String),
+    /// A NULL where a function needs a value (`format('%I', NULL)`).
+    #[error("{0}")]
+    NullValueNotAllowed(String),
+    /// A regular expression that does not compile.
+    #[error("invalid regular expression: {0}")]
+    InvalidRegularExpression(String),
     /// A string longer than its column's `varchar(n)` / `char(n)`.
     #[error("value too long for type {0}")]
     StringTooLong(String),
@@ -266,6 +275,9 @@ impl SqlError {
             SqlError::NumericOutOfRange(_) => "22003",
             SqlError::InvalidLogArgument(_) => "2201E",
             SqlError::InvalidPowerArgument(_) => "2201F",
+            SqlError::InvalidArgumentForWidthBucket(_) => "2201G",
+            SqlError::NullValueNotAllowed(_) => "22004",
+            SqlError::InvalidRegularExpression(_) => "2201B",
             SqlError::StringTooLong(_) => "22001",
             SqlError::QueryCanceled | SqlError::StatementTimeout => "57014",
             SqlError::StatementTooDeep(_) => "54001",

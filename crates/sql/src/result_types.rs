@@ -46,11 +46,13 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::Transformed;
-use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Column, DFSchema, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::expr::WindowFunctionDefinition;
-use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, Operator, Values};
+use datafusion::logical_expr::{
+    Cast, Expr, ExprSchemable, LogicalPlan, Operator, Projection, RecursiveQuery, Values,
+};
 use datafusion::optimizer::AnalyzerRule;
 
 /// The analyzer rule; it must run before DataFusion's `TypeCoercion`.
@@ -78,6 +80,7 @@ pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
         Arc::new(ResolveGroupingFunction::new()),
         Arc::new(TypeCoercion::new()),
         Arc::new(crate::numeric_division::PgNumericDivision),
+        Arc::new(crate::text_casts::PgTextCasts),
         Arc::new(crate::checked_arith::CheckedArithmetic),
         // last: it takes what the analyzer's final check would refuse
         Arc::new(crate::subquery::ApplyUncheckedSubqueries),
@@ -90,6 +93,7 @@ fn narrow_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
         LogicalPlan::Values(v) => {
             narrow_values(v).map(|v| Transformed::yes(LogicalPlan::Values(v)))
         }
+        LogicalPlan::RecursiveQuery(q) => align_recursive_terms(q),
         plan => crate::node_rewrite::rewrite_node_expressions(plan, |e, input| {
             narrow_literal(e)?
                 .transform_data(|e| numeric_aggregate(e, input))?
@@ -112,6 +116,82 @@ fn narrow_literal(e: Expr) -> DfResult<Transformed<Expr>> {
         },
         e => Ok(Transformed::no(e)),
     }
+}
+
+/// A recursive query's two terms after narrowing, cast back to the types
+/// of its work table. The planner typed the work table (what the recursive
+/// term reads) by the static term before any narrowing: `SELECT 1 UNION
+/// ALL SELECT n + 1 FROM t` has an int8 work table, so `n + 1` stays int8
+/// while the static `1` became int4, and the two terms no longer agree.
+/// Each term's column whose type differs from the work table's is cast to
+/// it (PostgreSQL would make both int4; the values are the same).
+fn align_recursive_terms(q: RecursiveQuery) -> DfResult<Transformed<LogicalPlan>> {
+    let Some(work_table) = work_table_schema(&q.recursive_term, &q.name)? else {
+        return Ok(Transformed::no(LogicalPlan::RecursiveQuery(q)));
+    };
+    let static_term = cast_to_fields(&q.static_term, &work_table)?;
+    let recursive_term = cast_to_fields(&q.recursive_term, &work_table)?;
+    if static_term.is_none() && recursive_term.is_none() {
+        return Ok(Transformed::no(LogicalPlan::RecursiveQuery(q)));
+    }
+    RecursiveQuery::try_new(
+        q.name,
+        static_term.unwrap_or(q.static_term),
+        recursive_term.unwrap_or(q.recursive_term),
+        q.is_distinct,
+    )
+    .map(|q| Transformed::yes(LogicalPlan::RecursiveQuery(q)))
+}
+
+/// The schema of the scan of work table `name` inside `recursive_term`.
+fn work_table_schema(
+    recursive_term: &LogicalPlan,
+    name: &str,
+) -> DfResult<Option<datafusion::arrow::datatypes::SchemaRef>> {
+    let mut found = None;
+    recursive_term.apply(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            if scan.table_name.table() == name {
+                found = Some(scan.source.schema());
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    Ok(found)
+}
+
+/// `plan` under a projection casting each column whose type differs from
+/// `fields`' to it; None when every type is already equal (or the widths
+/// differ, which DataFusion reports itself).
+fn cast_to_fields(
+    plan: &Arc<LogicalPlan>,
+    fields: &datafusion::arrow::datatypes::Schema,
+) -> DfResult<Option<Arc<LogicalPlan>>> {
+    let schema = plan.schema();
+    if schema.fields().len() != fields.fields().len()
+        || schema
+            .fields()
+            .iter()
+            .zip(fields.fields())
+            .all(|(a, b)| a.data_type() == b.data_type())
+    {
+        return Ok(None);
+    }
+    let exprs = schema
+        .iter()
+        .zip(fields.fields())
+        .map(|((qualifier, field), want)| {
+            let column = Expr::Column(Column::from((qualifier, field)));
+            if field.data_type() == want.data_type() {
+                column
+            } else {
+                Expr::Cast(Cast::new(Box::new(column), want.data_type().clone()))
+                    .alias_qualified(qualifier.cloned(), field.name())
+            }
+        })
+        .collect();
+    Projection::try_new(exprs, Arc::clone(plan)).map(|p| Some(Arc::new(LogicalPlan::Projection(p))))
 }
 
 /// `avg(integer)` and `sum(int8)` over a numeric argument (module doc).
@@ -356,5 +436,26 @@ mod tests {
         let batch = rows.first().expect("a batch");
         assert_eq!(batch.num_rows(), 1);
         assert_eq!(batch.schema().field(0).data_type(), &DataType::Int32);
+    }
+
+    #[tokio::test]
+    async fn recursive_terms_agree_after_narrowing() {
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_default_features()
+            .with_analyzer_rules(analyzer_rules())
+            .build();
+        let ctx = SessionContext::new_with_state(state);
+        let rows = ctx
+            .sql("WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 5) SELECT max(n), count(*) FROM t")
+            .await
+            .expect("plans")
+            .collect()
+            .await
+            .expect("runs");
+        let batch = rows.first().expect("a batch");
+        let max = datafusion::arrow::array::AsArray::as_primitive::<
+            datafusion::arrow::datatypes::Int64Type,
+        >(batch.column(0));
+        assert_eq!(max.value(0), 5);
     }
 }

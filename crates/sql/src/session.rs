@@ -511,9 +511,17 @@ impl Session {
             .chain(crate::interval_type::interval_functions())
             .chain(crate::checked_arith::math_functions())
             .chain([crate::to_char::to_char_function()])
+            .chain(crate::pg_functions::pg_functions())
+            .chain([crate::at_time_zone::at_time_zone_function()])
             .chain(time_functions)
         {
             ctx.register_udf(f);
+        }
+        // PostgreSQL's other names for two of DataFusion's aggregates
+        for (name, alias) in [("bool_and", "every"), ("var_samp", "variance")] {
+            if let Ok(f) = datafusion::execution::FunctionRegistry::udaf(&ctx, name) {
+                ctx.register_udaf(f.as_ref().clone().with_aliases([alias]));
+            }
         }
         datafusion::execution::FunctionRegistry::register_expr_planner(
             &mut *ctx.state_ref().write(),
