@@ -42,7 +42,7 @@ const UTC_LABEL: &str = "+00:00";
 
 /// A resolved zone.
 #[derive(Debug, Clone, Copy)]
-enum Zone {
+pub(crate) enum Zone {
     Named(chrono_tz::Tz),
     Fixed(FixedOffset),
 }
@@ -79,7 +79,7 @@ fn posix_offset(s: &str) -> Option<FixedOffset> {
     FixedOffset::west_opt(sign * (hours * 3600 + minutes * 60 + seconds))
 }
 
-fn resolve_zone(name: &str) -> Result<Zone, SqlError> {
+pub(crate) fn resolve_zone(name: &str) -> Result<Zone, SqlError> {
     let trimmed = name.trim();
     if let Ok(tz) = chrono_tz::Tz::from_str(trimmed) {
         return Ok(Zone::Named(tz));
@@ -119,7 +119,7 @@ fn to_wall_clock(micros: i64, zone: Zone) -> Result<i64, SqlError> {
 
 /// The instant at which clocks in `zone` showed `micros` (a wall-clock
 /// time written as if it were UTC).
-fn to_instant(micros: i64, zone: Zone) -> Result<i64, SqlError> {
+pub(crate) fn to_instant(micros: i64, zone: Zone) -> Result<i64, SqlError> {
     let wall: NaiveDateTime = DateTime::<Utc>::from_timestamp_micros(micros)
         .ok_or_else(overflow)?
         .naive_utc();

@@ -2018,7 +2018,9 @@ pub fn pg_functions(
     user: &str,
     backend_pid: i32,
     roles: Arc<crate::roles::Roles>,
+    started_at: &str,
 ) -> Vec<ScalarUDF> {
+    let started_at = started_at.to_string();
     let privilege_functions = privilege_functions(Arc::clone(&engine), roles, user);
     let db = database.to_string();
     let usr = user.to_string();
@@ -2224,10 +2226,7 @@ pub fn pg_functions(
         // PostgreSQL's to_regtype: the type's OID, NULL when there is none
         // (psycopg's TypeInfo.fetch, SQLAlchemy's dialect start-up)
         udf("to_regtype", I8, regtype_oid),
-        udf("pg_postmaster_start_time", T, |_| {
-            s("2024-01-01 00:00:00+00")
-        }),
-        udf("txid_current", I8, |_| i(1)),
+        udf("pg_postmaster_start_time", T, move |_| s(&started_at)),
         udf("pg_is_in_recovery", B, |_| b(false)),
     ]
     .into_iter()

@@ -33,6 +33,7 @@ pub mod catalog;
 pub mod checked_arith;
 pub mod copy;
 pub mod custom_commands;
+pub mod date_functions;
 pub mod error;
 pub mod expand_array;
 pub mod fastpath;

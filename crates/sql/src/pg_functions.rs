@@ -34,9 +34,9 @@ use datafusion::logical_expr::{
 
 use crate::error::SqlError;
 
-type Coerce = fn(&[DataType]) -> Result<Vec<DataType>, SqlError>;
-type ReturnType = fn(&[DataType]) -> Result<DataType, SqlError>;
-type Eval = fn(&[ScalarValue], &DataType) -> Result<ScalarValue, SqlError>;
+pub(crate) type Coerce = fn(&[DataType]) -> Result<Vec<DataType>, SqlError>;
+pub(crate) type ReturnType = fn(&[DataType]) -> Result<DataType, SqlError>;
+pub(crate) type Eval = fn(&[ScalarValue], &DataType) -> Result<ScalarValue, SqlError>;
 
 /// A scalar function evaluated one row at a time.
 #[derive(Debug)]
@@ -116,7 +116,12 @@ impl ScalarUDFImpl for RowFunction {
     }
 }
 
-fn function(name: &'static str, coerce: Coerce, returns: ReturnType, eval: Eval) -> ScalarUDF {
+pub(crate) fn function(
+    name: &'static str,
+    coerce: Coerce,
+    returns: ReturnType,
+    eval: Eval,
+) -> ScalarUDF {
     ScalarUDF::new_from_impl(RowFunction {
         name,
         signature: Signature::user_defined(Volatility::Immutable),
@@ -166,7 +171,7 @@ fn text_list() -> DataType {
     DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
 }
 
-fn no_function(name: &str, args: &[DataType]) -> SqlError {
+pub(crate) fn no_function(name: &str, args: &[DataType]) -> SqlError {
     let types: Vec<String> = args.iter().map(|t| t.to_string()).collect();
     SqlError::UndefinedOperator(format!(
         "function {name}({}) does not exist",
@@ -174,7 +179,7 @@ fn no_function(name: &str, args: &[DataType]) -> SqlError {
     ))
 }
 
-fn arity(name: &str, args: &[DataType], min: usize, max: usize) -> Result<(), SqlError> {
+pub(crate) fn arity(name: &str, args: &[DataType], min: usize, max: usize) -> Result<(), SqlError> {
     if args.len() < min || args.len() > max {
         return Err(no_function(name, args));
     }

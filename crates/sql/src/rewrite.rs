@@ -467,7 +467,10 @@ fn float_literal_beyond_numeric(written: &str, digits: &str) -> Option<Expr> {
     if !value.is_normal() {
         return None;
     }
-    Some(cast_to(string_expr(written.to_string()), SqlType::DoublePrecision))
+    Some(cast_to(
+        string_expr(written.to_string()),
+        SqlType::DoublePrecision,
+    ))
 }
 
 /// Whether DataFusion's decimal literal takes `written` (`1e38` is

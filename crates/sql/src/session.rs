@@ -128,6 +128,9 @@ pub struct Database {
     /// How many analytical statements run and wait at once
     /// (`crate::admission`); `None`: no limit. The front end sets it.
     pub admission: Option<Arc<crate::admission::Admission>>,
+    /// When the database was opened, as `pg_postmaster_start_time()`
+    /// reports it.
+    pub started_at: String,
 }
 
 /// The setting that bounds one query's memory (`crate::memory`).
@@ -166,6 +169,9 @@ impl Database {
             scheduling: Default::default(),
             scheduler: None,
             admission: None,
+            started_at: chrono::Utc::now()
+                .format("%Y-%m-%d %H:%M:%S%.6f+00")
+                .to_string(),
         })
     }
 }
@@ -462,6 +468,7 @@ impl Session {
             user,
             backend_pid,
             Arc::clone(&db.roles),
+            &db.started_at,
         );
         let drawn = Arc::new(parking_lot::Mutex::new(
             crate::sequence_functions::SessionSequences::default(),
@@ -513,6 +520,7 @@ impl Session {
             .chain([crate::to_char::to_char_function()])
             .chain(crate::pg_functions::pg_functions())
             .chain([crate::at_time_zone::at_time_zone_function()])
+            .chain(crate::date_functions::date_functions())
             .chain(time_functions)
         {
             ctx.register_udf(f);
