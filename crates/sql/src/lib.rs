@@ -79,6 +79,7 @@ pub mod temp_tables;
 pub mod text_casts;
 pub mod time_functions;
 pub mod to_char;
+pub mod to_timestamp;
 pub mod txn;
 pub mod udf_args;
 pub mod uuid_type;

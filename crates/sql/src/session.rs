@@ -521,6 +521,7 @@ impl Session {
             .chain(crate::pg_functions::pg_functions())
             .chain([crate::at_time_zone::at_time_zone_function()])
             .chain(crate::date_functions::date_functions())
+            .chain(crate::to_timestamp::to_timestamp_functions())
             .chain(time_functions)
         {
             ctx.register_udf(f);

@@ -32,14 +32,14 @@ use datafusion::logical_expr::{
 use crate::error::SqlError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Case {
+pub(crate) enum Case {
     Upper,
     Capital,
     Lower,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Field {
+pub(crate) enum Field {
     Hh24,
     Hh12,
     Mi,
@@ -166,7 +166,7 @@ const NUMBER_KEYWORDS: &[(&str, Field)] = &[
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Node {
+pub(crate) enum Node {
     Literal(String),
     Field {
         field: Field,
@@ -285,6 +285,11 @@ impl Template {
         Template(nodes)
     }
 
+    /// The template's literal text and fields, in order.
+    pub(crate) fn nodes(&self) -> &[Node] {
+        &self.0
+    }
+
     /// Formats `at`. `with_zone`: a timestamp with time zone (in UTC).
     pub fn format(&self, at: NaiveDateTime, with_zone: bool) -> String {
         let mut out = String::new();
@@ -302,7 +307,7 @@ impl Template {
     }
 }
 
-const DAYS: [&str; 7] = [
+pub(crate) const DAYS: [&str; 7] = [
     "Sunday",
     "Monday",
     "Tuesday",
