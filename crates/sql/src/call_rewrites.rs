@@ -6,15 +6,18 @@
 //! * `timezone(zone, ts)` and `ts AT TIME ZONE zone` are both
 //!   `eddy_at_time_zone(ts, zone)` (PostgreSQL documents them as
 //!   equivalent; DataFusion's own `AT TIME ZONE` keeps the instant,
-//!   `crate::at_time_zone`).
+//!   `crate::at_time_zone`);
+//! * the keywords `localtimestamp` and `localtime` are `now()` as a
+//!   timestamp and as a time (Eddy's sessions run in UTC).
 //!
 //! Only plain calls are rewritten: unqualified or `pg_catalog.`-qualified,
 //! two positional arguments, no DISTINCT, ORDER BY, FILTER or OVER (an
 //! aggregate-like call of these is left for the planner to refuse).
 
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
-    FunctionArguments, Ident, ObjectName, ObjectNamePart, Value,
+    BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart, TimezoneInfo,
+    Value,
 };
 
 /// The plain call `name(args...)`.
@@ -90,6 +93,28 @@ pub(crate) fn rewrite(e: &mut Expr) {
         *e = at_time_zone(ts, zone);
         return;
     }
+    // the keywords parse as a bare identifier or as a call without
+    // parentheses, as `current_catalog` does
+    let keyword = match &*e {
+        Expr::Identifier(id) if id.quote_style.is_none() => Some(id.value.to_ascii_lowercase()),
+        Expr::Function(f) if matches!(f.args, FunctionArguments::None) => plain_name(f),
+        _ => None,
+    };
+    let local = match keyword.as_deref() {
+        Some("localtimestamp") => Some(DataType::Timestamp(None, TimezoneInfo::None)),
+        Some("localtime") => Some(DataType::Time(None, TimezoneInfo::None)),
+        _ => None,
+    };
+    if let Some(data_type) = local {
+        *e = Expr::Cast {
+            kind: CastKind::Cast,
+            expr: Box::new(call("now", vec![])),
+            data_type,
+            array: false,
+            format: None,
+        };
+        return;
+    }
     let Expr::Function(f) = e else {
         return;
     };
@@ -140,5 +165,7 @@ mod tests {
         // not a plain call: left alone
         assert_eq!(rewritten("mod(a)"), "mod(a)");
         assert_eq!(rewritten("s.mod(a, b)"), "s.mod(a, b)");
+        assert_eq!(rewritten("localtimestamp"), "CAST(now() AS TIMESTAMP)");
+        assert_eq!(rewritten("\"localtime\""), "\"localtime\"");
     }
 }
