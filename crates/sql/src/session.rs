@@ -383,6 +383,9 @@ impl Session {
         // `1.5` is numeric, as in PostgreSQL, not float8: `price * 1.05`
         // stays exact on a numeric column.
         config.options_mut().sql_parser.parse_float_as_decimal = true;
+        // `now()` and `current_timestamp` are timestamp with time zone, as in
+        // PostgreSQL (sessions run in UTC): DataFusion types them by this
+        config.options_mut().execution.time_zone = Some("+00:00".into());
         let config = eddy_gpu::session::with_gpu_options(config);
         // queries reserve from the session's share of the server budget and
         // spill under the data directory (crate::memory)
