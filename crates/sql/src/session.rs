@@ -508,12 +508,17 @@ impl Session {
             .chain([crate::expand_array::expand_array_udf()])
             .chain(crate::json_functions::json_functions())
             .chain(crate::json_build::json_build_functions())
+            .chain(crate::json_more::json_more_functions())
+            .chain(crate::json_paths::json_path_functions())
             .chain(crate::interval_type::interval_functions())
             .chain(crate::checked_arith::math_functions())
             .chain([crate::to_char::to_char_function()])
             .chain(time_functions)
         {
             ctx.register_udf(f);
+        }
+        for f in crate::json_aggregates::json_aggregates() {
+            ctx.register_udaf(f);
         }
         datafusion::execution::FunctionRegistry::register_expr_planner(
             &mut *ctx.state_ref().write(),
