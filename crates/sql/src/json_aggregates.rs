@@ -22,7 +22,9 @@ use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::functions_aggregate::array_agg::array_agg_udaf;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::{format_state_name, AggregateOrderSensitivity};
-use datafusion::logical_expr::{Accumulator, AggregateUDF, AggregateUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, Signature, Volatility,
+};
 use eddy_common::ColumnType;
 
 use crate::error::SqlError;
@@ -154,7 +156,11 @@ impl Accumulator for JsonAggAccumulator {
             ScalarValue::LargeList(list) if !list.is_empty() && !list.is_null(0) => list.value(0),
             _ => return Ok(ScalarValue::Utf8(None)),
         };
-        Ok(ScalarValue::Utf8(json_array_text(&items, &self.field, self.jsonb)?))
+        Ok(ScalarValue::Utf8(json_array_text(
+            &items,
+            &self.field,
+            self.jsonb,
+        )?))
     }
 
     fn size(&self) -> usize {
@@ -400,16 +406,16 @@ mod tests {
             json_array_text(&texts, &as_json, true).unwrap().as_deref(),
             Some(r#"[{"a": 2, "b": 1}]"#)
         );
-        let lists: ArrayRef = Arc::new(
-            datafusion::arrow::array::ListArray::from_iter_primitive::<
-                datafusion::arrow::datatypes::Int32Type,
-                _,
-                _,
-            >(vec![Some(vec![Some(1)]), None, Some(vec![])]),
-        );
+        let lists: ArrayRef = Arc::new(datafusion::arrow::array::ListArray::from_iter_primitive::<
+            datafusion::arrow::datatypes::Int32Type,
+            _,
+            _,
+        >(vec![Some(vec![Some(1)]), None, Some(vec![])]));
         let list_field = Field::new("l", lists.data_type().clone(), true);
         assert_eq!(
-            json_array_text(&lists, &list_field, false).unwrap().as_deref(),
+            json_array_text(&lists, &list_field, false)
+                .unwrap()
+                .as_deref(),
             Some("[[1], null, \n []]")
         );
         let none: ArrayRef = Arc::new(Int32Array::from(Vec::<i32>::new()));

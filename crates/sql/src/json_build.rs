@@ -91,12 +91,13 @@ impl ScalarUDFImpl for JsonBuild {
             )));
         }
         Ok(Arc::new(
-            Field::new(self.name(), DataType::Utf8, false)
-                .with_metadata(declared_type_metadata(if self.jsonb {
+            Field::new(self.name(), DataType::Utf8, false).with_metadata(declared_type_metadata(
+                if self.jsonb {
                     ColumnType::Jsonb
                 } else {
                     ColumnType::Json
-                })),
+                },
+            )),
         ))
     }
 
@@ -188,7 +189,12 @@ fn push_string(out: &mut String, s: &str) {
 
 /// The JSON form of `array[row]` (module doc); also `to_json`'s and the
 /// json aggregates' conversion of a value.
-pub(crate) fn push_value(out: &mut String, array: &ArrayRef, field: &Field, row: usize) -> DfResult<()> {
+pub(crate) fn push_value(
+    out: &mut String,
+    array: &ArrayRef,
+    field: &Field,
+    row: usize,
+) -> DfResult<()> {
     // a NULL literal is a NullArray, which has no validity bitmap
     if array.logical_nulls().is_some_and(|n| n.is_null(row)) {
         out.push_str("null");

@@ -113,7 +113,9 @@ impl ScalarUDFImpl for JsonScalar {
             (Fun::RowToJson, other) => {
                 return Err(external(SqlError::UndefinedOperator(format!(
                     "function row_to_json({}) does not exist",
-                    other.as_ref().map_or("unknown".to_string(), |t| t.to_string())
+                    other
+                        .as_ref()
+                        .map_or("unknown".to_string(), |t| t.to_string())
                 ))))
             }
             (_, Some(t)) if is_text(t) => {}
@@ -121,7 +123,9 @@ impl ScalarUDFImpl for JsonScalar {
                 return Err(external(SqlError::UndefinedOperator(format!(
                     "function {}({}) does not exist",
                     self.name(),
-                    other.as_ref().map_or("unknown".to_string(), |t| t.to_string())
+                    other
+                        .as_ref()
+                        .map_or("unknown".to_string(), |t| t.to_string())
                 ))))
             }
         }
@@ -178,7 +182,10 @@ impl ScalarUDFImpl for JsonScalar {
             Fun::Typeof { .. } => {
                 let mut b = StringBuilder::new();
                 for s in strings(&a)? {
-                    b.append_option(s.map(|s| parse_cell(&s).map(|n| type_name(&n))).transpose()?);
+                    b.append_option(
+                        s.map(|s| parse_cell(&s).map(|n| type_name(&n)))
+                            .transpose()?,
+                    );
                 }
                 Arc::new(b.finish())
             }
@@ -231,6 +238,97 @@ impl ScalarUDFImpl for JsonScalar {
         } else {
             Ok(ColumnarValue::Array(out))
         }
+    }
+}
+
+/// DataFusion's `struct` / `row` (a ROW constructor), whose fields also
+/// keep an argument's json / jsonb declaration, so that `to_json(row(j))`
+/// embeds a json value as PostgreSQL does instead of quoting its text.
+/// Everything else is DataFusion's: fields `c0, c1, ...`, any argument types.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct RowConstructor {
+    signature: Signature,
+    aliases: Vec<String>,
+}
+
+/// The ROW constructor that replaces DataFusion's `struct` (same name and
+/// alias), for the session to register after the built-in functions.
+pub fn row_constructor() -> ScalarUDF {
+    ScalarUDF::new_from_impl(RowConstructor {
+        signature: Signature::variadic_any(Volatility::Immutable),
+        aliases: vec!["row".to_string()],
+    })
+}
+
+impl ScalarUDFImpl for RowConstructor {
+    fn name(&self) -> &str {
+        "struct"
+    }
+
+    fn aliases(&self) -> &[String] {
+        &self.aliases
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        if arg_types.is_empty() {
+            return Err(DataFusionError::Plan(
+                "struct requires at least one argument".into(),
+            ));
+        }
+        Ok(DataType::Struct(
+            arg_types
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Field::new(format!("c{i}"), t.clone(), true))
+                .collect(),
+        ))
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        if args.arg_fields.is_empty() {
+            return Err(DataFusionError::Plan(
+                "struct requires at least one argument".into(),
+            ));
+        }
+        let fields: Vec<Field> = args
+            .arg_fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let field = Field::new(format!("c{i}"), f.data_type().clone(), true);
+                // only json / jsonb: other declarations (varchar(n)) would
+                // make equal ROWs of differently declared columns differ
+                match f
+                    .metadata()
+                    .get(crate::pgtypes::DECLARED_TYPE_KEY)
+                    .map(String::as_str)
+                {
+                    Some("json" | "jsonb") => field.with_metadata(f.metadata().clone()),
+                    _ => field,
+                }
+            })
+            .collect();
+        Ok(Arc::new(Field::new(
+            self.name(),
+            DataType::Struct(fields.into()),
+            true,
+        )))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let DataType::Struct(fields) = args.return_field.data_type() else {
+            return Err(DataFusionError::Internal(
+                "struct: the return type is no struct".into(),
+            ));
+        };
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        Ok(ColumnarValue::Array(Arc::new(
+            datafusion::arrow::array::StructArray::try_new(fields.clone(), arrays, None)?,
+        )))
     }
 }
 
@@ -423,7 +521,9 @@ mod tests {
 
     #[test]
     fn only_plain_integers_print_back() {
-        assert!(numbers_print_back(r#"{"a": -12, "b": "1.5e3", "c": [0, 7]}"#));
+        assert!(numbers_print_back(
+            r#"{"a": -12, "b": "1.5e3", "c": [0, 7]}"#
+        ));
         assert!(numbers_print_back(r#""\"1.5""#));
         assert!(numbers_print_back("[true, false, null, 10]"));
         for bad in ["1.50", "[1e3]", "{\"a\":-0}", "2E1", "1.0"] {

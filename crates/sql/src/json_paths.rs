@@ -419,10 +419,7 @@ impl ScalarUDFImpl for PathFunction {
                             .map(|p| p.map(Deletion::Keys))
                             .collect()
                     } else {
-                        keys(k)?
-                            .into_iter()
-                            .map(|k| k.map(Deletion::One))
-                            .collect()
+                        keys(k)?.into_iter().map(|k| k.map(Deletion::One)).collect()
                     };
                 let mut b = StringBuilder::new();
                 for (s, what) in strings(j)?.into_iter().zip(whats) {
@@ -434,7 +431,9 @@ impl ScalarUDFImpl for PathFunction {
                     let done = match what {
                         Deletion::One(Key::Name(k)) => delete_key(&mut node, &k),
                         Deletion::One(Key::Index(i)) => delete_index(&mut node, i),
-                        Deletion::Keys(_) if !matches!(node, JNode::Object(_) | JNode::Array(_)) => {
+                        Deletion::Keys(_)
+                            if !matches!(node, JNode::Object(_) | JNode::Array(_)) =>
+                        {
                             Err(cannot_delete_from_scalar())
                         }
                         Deletion::Keys(list) => list
@@ -527,7 +526,10 @@ mod tests {
     #[test]
     fn path_get_walks_objects_and_arrays() {
         let j = p(r#"{"a":{"b":[1,2,{"c":"x"}]}}"#);
-        assert_eq!(path_get(&j, &path(&["a", "b", "-1", "c"])), Some(&JNode::String("x".into())));
+        assert_eq!(
+            path_get(&j, &path(&["a", "b", "-1", "c"])),
+            Some(&JNode::String("x".into()))
+        );
         assert_eq!(path_get(&j, &path(&["a", "b", " 0"])), Some(&JNode::Int(1)));
         assert_eq!(path_get(&j, &path(&["a", "b", "x"])), None);
         assert_eq!(path_get(&j, &path(&["a", "b", "-4"])), None);
@@ -544,14 +546,32 @@ mod tests {
                 json::to_text(&n)
             })
         };
-        assert_eq!(set(r#"{"a":{"b":1}}"#, &["a", "b"], "2", true).unwrap(), r#"{"a": {"b": 2}}"#);
-        assert_eq!(set(r#"{"a":[1,2]}"#, &["a", "-1"], "9", true).unwrap(), r#"{"a": [1, 9]}"#);
-        assert_eq!(set(r#"{"a":1}"#, &["c"], "3", false).unwrap(), r#"{"a": 1}"#);
-        assert_eq!(set(r#"{"b":1}"#, &["a"], "3", true).unwrap(), r#"{"a": 3, "b": 1}"#);
+        assert_eq!(
+            set(r#"{"a":{"b":1}}"#, &["a", "b"], "2", true).unwrap(),
+            r#"{"a": {"b": 2}}"#
+        );
+        assert_eq!(
+            set(r#"{"a":[1,2]}"#, &["a", "-1"], "9", true).unwrap(),
+            r#"{"a": [1, 9]}"#
+        );
+        assert_eq!(
+            set(r#"{"a":1}"#, &["c"], "3", false).unwrap(),
+            r#"{"a": 1}"#
+        );
+        assert_eq!(
+            set(r#"{"b":1}"#, &["a"], "3", true).unwrap(),
+            r#"{"a": 3, "b": 1}"#
+        );
         assert_eq!(set("[1,2]", &["5"], "3", true).unwrap(), "[1, 2, 3]");
         assert_eq!(set("[1,2]", &["-5"], "3", true).unwrap(), "[3, 1, 2]");
-        assert_eq!(set(r#"{"a":1}"#, &["a", "b"], "3", true).unwrap(), r#"{"a": 1}"#);
-        assert_eq!(set("[1]", &["x"], "3", true).unwrap_err().sqlstate(), "22P02");
+        assert_eq!(
+            set(r#"{"a":1}"#, &["a", "b"], "3", true).unwrap(),
+            r#"{"a": 1}"#
+        );
+        assert_eq!(
+            set("[1]", &["x"], "3", true).unwrap_err().sqlstate(),
+            "22P02"
+        );
         let mut n = p(r#"{"a":1}"#);
         let err = set_path(&mut n, &[None], 0, &JNode::Null, true).unwrap_err();
         assert_eq!(err.sqlstate(), "22004");
@@ -566,10 +586,19 @@ mod tests {
         delete_key(&mut n, "a").unwrap();
         delete_index(&mut n, -1).unwrap();
         assert_eq!(json::to_text(&n), r#"["b"]"#);
-        assert_eq!(delete_index(&mut p("{}"), 0).unwrap_err().sqlstate(), "22023");
-        assert_eq!(delete_key(&mut p("1"), "a").unwrap_err().sqlstate(), "22023");
+        assert_eq!(
+            delete_index(&mut p("{}"), 0).unwrap_err().sqlstate(),
+            "22023"
+        );
+        assert_eq!(
+            delete_key(&mut p("1"), "a").unwrap_err().sqlstate(),
+            "22023"
+        );
         assert_eq!(json::to_text(&concat(p("1"), p("2"))), "[1, 2]");
-        assert_eq!(json::to_text(&concat(p(r#"{"a":1}"#), p("[1]"))), r#"[{"a": 1}, 1]"#);
+        assert_eq!(
+            json::to_text(&concat(p(r#"{"a":1}"#), p("[1]"))),
+            r#"[{"a": 1}, 1]"#
+        );
         assert_eq!(
             json::to_text(&concat(p(r#"{"a":1,"b":1}"#), p(r#"{"a":2}"#))),
             r#"{"a": 2, "b": 1}"#

@@ -509,6 +509,7 @@ impl Session {
             .chain(crate::json_functions::json_functions())
             .chain(crate::json_build::json_build_functions())
             .chain(crate::json_more::json_more_functions())
+            .chain([crate::json_more::row_constructor()])
             .chain(crate::json_paths::json_path_functions())
             .chain(crate::interval_type::interval_functions())
             .chain(crate::checked_arith::math_functions())
