@@ -74,6 +74,15 @@ fn psycopg3_and_asyncpg_listen_notify() {
     python_script("listen_notify.py");
 }
 
+/// json_agg, jsonb_agg, jsonb_object_agg, to_json, row_to_json, jsonb_set
+/// and `#>>` results come back through psycopg 3 as Python lists, dicts
+/// and strings (json 114 / jsonb 3802 decoded by the driver), in text and
+/// binary results (issue 14).
+#[test]
+fn psycopg3_decodes_json_functions() {
+    python_script("psycopg_json.py");
+}
+
 #[test]
 fn psycopg3_transactions_and_values() {
     python_script("psycopg3_txn.py");

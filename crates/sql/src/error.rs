@@ -59,6 +59,9 @@ pub enum SqlError {
     InvalidText(String),
     #[error("{0}")]
     InvalidParameter(String),
+    /// A NULL where PostgreSQL forbids one (a NULL jsonb path element).
+    #[error("{0}")]
+    NullValueNotAllowed(String),
     /// A binary-format value whose bytes are not a valid encoding (22P03).
     #[error("{0}")]
     InvalidBinary(String),
@@ -248,6 +251,7 @@ impl SqlError {
             SqlError::DatatypeMismatch(_) => "42804",
             SqlError::InvalidText(_) => "22P02",
             SqlError::InvalidParameter(_) => "22023",
+            SqlError::NullValueNotAllowed(_) => "22004",
             SqlError::InvalidBinary(_) => "22P03",
             SqlError::InvalidDatetime(_) => "22007",
             SqlError::DatetimeOverflow(_) => "22008",

@@ -518,6 +518,9 @@ impl Session {
             .chain([crate::expand_array::expand_array_udf()])
             .chain(crate::json_functions::json_functions())
             .chain(crate::json_build::json_build_functions())
+            .chain(crate::json_more::json_more_functions())
+            .chain([crate::json_more::row_constructor()])
+            .chain(crate::json_paths::json_path_functions())
             .chain(crate::interval_type::interval_functions())
             .chain(crate::checked_arith::math_functions())
             .chain([crate::to_char::to_char_function()])
@@ -534,6 +537,9 @@ impl Session {
             if let Ok(f) = datafusion::execution::FunctionRegistry::udaf(&ctx, name) {
                 ctx.register_udaf(f.as_ref().clone().with_aliases([alias]));
             }
+        }
+        for f in crate::json_aggregates::json_aggregates() {
+            ctx.register_udaf(f);
         }
         datafusion::execution::FunctionRegistry::register_expr_planner(
             &mut *ctx.state_ref().write(),
