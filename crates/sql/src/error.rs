@@ -59,7 +59,8 @@ pub enum SqlError {
     InvalidText(String),
     #[error("{0}")]
     InvalidParameter(String),
-    /// A NULL where PostgreSQL forbids one (a NULL jsonb path element).
+    /// A NULL where PostgreSQL forbids one (a NULL jsonb path element,
+    /// `format('%I', NULL)`).
     #[error("{0}")]
     NullValueNotAllowed(String),
     /// A binary-format value whose bytes are not a valid encoding (22P03).
@@ -136,9 +137,6 @@ pub enum SqlError {
     /// `width_bucket`'s count or bounds out of its domain.
     #[error("{0}")]
     InvalidArgumentForWidthBucket(String),
-    /// A NULL where a function needs a value (`format('%I', NULL)`).
-    #[error("{0}")]
-    NullValueNotAllowed(String),
     /// A regular expression that does not compile.
     #[error("invalid regular expression: {0}")]
     InvalidRegularExpression(String),
@@ -280,7 +278,6 @@ impl SqlError {
             SqlError::InvalidLogArgument(_) => "2201E",
             SqlError::InvalidPowerArgument(_) => "2201F",
             SqlError::InvalidArgumentForWidthBucket(_) => "2201G",
-            SqlError::NullValueNotAllowed(_) => "22004",
             SqlError::InvalidRegularExpression(_) => "2201B",
             SqlError::StringTooLong(_) => "22001",
             SqlError::QueryCanceled | SqlError::StatementTimeout => "57014",
