@@ -360,12 +360,17 @@ mod tests {
     use super::*;
     use datafusion::prelude::SessionContext;
 
-    async fn types_of(sql: &str) -> Vec<DataType> {
+    /// A DataFusion session with Eddy's analyzer rules.
+    fn session() -> SessionContext {
         let state = datafusion::execution::SessionStateBuilder::new()
             .with_default_features()
             .with_analyzer_rules(analyzer_rules())
             .build();
-        let ctx = SessionContext::new_with_state(state);
+        SessionContext::new_with_state(state)
+    }
+
+    async fn types_of(sql: &str) -> Vec<DataType> {
+        let ctx = session();
         let df = ctx.sql(sql).await.expect("plans");
         let plan = ctx.state().optimize(df.logical_plan()).expect("analyses");
         plan.schema()
@@ -421,11 +426,7 @@ mod tests {
 
     #[tokio::test]
     async fn names_and_limits_survive() {
-        let state = datafusion::execution::SessionStateBuilder::new()
-            .with_default_features()
-            .with_analyzer_rules(analyzer_rules())
-            .build();
-        let ctx = SessionContext::new_with_state(state);
+        let ctx = session();
         let rows = ctx
             .sql("SELECT x + 1, count(*) FROM (VALUES (1), (2), (2)) AS v(x) GROUP BY x + 1 ORDER BY 1 LIMIT 1")
             .await
@@ -440,11 +441,7 @@ mod tests {
 
     #[tokio::test]
     async fn recursive_terms_agree_after_narrowing() {
-        let state = datafusion::execution::SessionStateBuilder::new()
-            .with_default_features()
-            .with_analyzer_rules(analyzer_rules())
-            .build();
-        let ctx = SessionContext::new_with_state(state);
+        let ctx = session();
         let rows = ctx
             .sql("WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 5) SELECT max(n), count(*) FROM t")
             .await

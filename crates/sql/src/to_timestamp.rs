@@ -240,20 +240,15 @@ impl Input<'_> {
     }
 }
 
-const MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
+/// The English month names (chrono's are PostgreSQL's).
+fn month_names() -> [&'static str; 12] {
+    use chrono::Month::*;
+    [
+        January, February, March, April, May, June, July, August, September, October, November,
+        December,
+    ]
+    .map(|m| m.name())
+}
 
 fn small(n: i64, text: &str, pattern: &str) -> Result<u32, SqlError> {
     u32::try_from(n)
@@ -340,10 +335,10 @@ fn read_field(
             fields.micros = Some(micros);
         }
         Field::MonthName(_) => {
-            fields.month = Some(input.word(&MONTHS, None, "Month")? as u32 + 1);
+            fields.month = Some(input.word(&month_names(), None, "Month")? as u32 + 1);
         }
         Field::MonthAbbrev(_) => {
-            fields.month = Some(input.word(&MONTHS, Some(3), "Mon")? as u32 + 1);
+            fields.month = Some(input.word(&month_names(), Some(3), "Mon")? as u32 + 1);
         }
         Field::DayName(_) => {
             input.word(&DAYS, None, "Day")?;
