@@ -15,9 +15,10 @@
 //!   function's `coerce`: where PostgreSQL would pick the double precision
 //!   form for integer arguments (`sign`, `width_bucket`), so does Eddy; a
 //!   numeric argument keeps the numeric form and exact arithmetic.
-//! * A type whose text PostgreSQL prints differently from Arrow's cast
-//!   (floats, timestamps, intervals) is refused by `format` and
-//!   `quote_literal` with 0A000 rather than printed another way.
+//! * `format` and `quote_literal` take their arguments as text through the
+//!   cast to text, which writes PostgreSQL's text (`crate::text_casts`);
+//!   arrays, records, bytea and uuids, whose cast does not, are refused
+//!   with 0A000 rather than printed another way.
 //! * Errors carry PostgreSQL's SQLSTATE and message (22023 for `format`'s
 //!   specifiers, 2201G for `width_bucket`'s bounds, 22004 for a NULL
 //!   identifier).
@@ -327,16 +328,31 @@ fn num_nonnulls(args: &[ScalarValue], _: &DataType) -> Result<ScalarValue, SqlEr
 
 // ---- quoting ---------------------------------------------------------------
 
-/// Types whose text is the same in Arrow's cast and in PostgreSQL's output.
+/// Types whose cast to text writes PostgreSQL's text: Arrow's own cast for
+/// text, integers, numerics, dates and booleans (`true`, as PostgreSQL's
+/// `bool::text`), and `crate::text_casts`, which runs after type coercion,
+/// for timestamps, times, intervals and floats. Arrays, records, bytea and
+/// uuids are not among them.
 fn text_like_as_postgres(t: &DataType) -> bool {
-    is_text(t) || is_integer(t) || matches!(t, DataType::Decimal128(..) | DataType::Date32)
+    is_text(t)
+        || t.is_numeric()
+        || matches!(
+            t,
+            DataType::Decimal128(..)
+                | DataType::Date32
+                | DataType::Boolean
+                | DataType::Timestamp(..)
+                | DataType::Time32(_)
+                | DataType::Time64(_)
+                | DataType::Interval(_)
+        )
 }
 
 fn coerce_quotable(args: &[DataType]) -> Result<Vec<DataType>, SqlError> {
     arity("quote_literal", args, 1, 1)?;
     if !text_like_as_postgres(&args[0]) {
         return Err(SqlError::FeatureNotSupported(format!(
-            "quote_literal and quote_nullable of {} are not supported: Eddy quotes text, integer, numeric and date values",
+            "quote_literal and quote_nullable of {} are not supported: Eddy quotes text, number, boolean, date and time values",
             args[0]
         )));
     }
@@ -547,13 +563,14 @@ fn coerce_format(args: &[DataType]) -> Result<Vec<DataType>, SqlError> {
     }
     let mut out = vec![DataType::Utf8];
     for t in &args[1..] {
-        if is_text(t) {
+        if t == &DataType::Boolean {
+            // `%s` writes the output function's `t`, not the cast's `true`
+            out.push(DataType::Boolean);
+        } else if text_like_as_postgres(t) {
             out.push(DataType::Utf8);
-        } else if text_like_as_postgres(t) || t == &DataType::Boolean {
-            out.push(t.clone());
         } else {
             return Err(SqlError::FeatureNotSupported(format!(
-                "format() of a {t} argument is not supported: Eddy formats text, integer, numeric, boolean and date arguments"
+                "format() of a {t} argument is not supported: Eddy formats text, number, boolean, date and time arguments"
             )));
         }
     }
