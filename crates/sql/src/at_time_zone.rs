@@ -26,7 +26,6 @@ use std::sync::Arc;
 use chrono::{DateTime, FixedOffset, LocalResult, NaiveDateTime, Offset, TimeZone, Utc};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, TimestampMicrosecondBuilder};
 use datafusion::arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType};
-use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -247,11 +246,7 @@ impl ScalarUDFImpl for AtTimeZoneUdf {
             Some(UTC_LABEL.into())
         };
         let out: ArrayRef = Arc::new(out.finish().with_timezone_opt(result_zone));
-        if all_scalar {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        crate::udf_args::scalar_if(all_scalar, out)
     }
 }
 

@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, Int32Builder, StringBuilder};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
-use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
@@ -233,11 +232,7 @@ impl ScalarUDFImpl for JsonScalar {
                 Arc::new(b.finish())
             }
         };
-        if scalar && out.len() == 1 {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        crate::udf_args::scalar_if(scalar, out)
     }
 }
 

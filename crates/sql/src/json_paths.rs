@@ -503,11 +503,7 @@ impl ScalarUDFImpl for PathFunction {
                 )))
             }
         };
-        if scalar && out.len() == 1 {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        crate::udf_args::scalar_if(scalar, out)
     }
 }
 

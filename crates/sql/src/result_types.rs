@@ -369,6 +369,18 @@ mod tests {
         SessionContext::new_with_state(state)
     }
 
+    /// The first batch of `sql`'s answer.
+    async fn first_batch(sql: &str) -> datafusion::arrow::array::RecordBatch {
+        let rows = session()
+            .sql(sql)
+            .await
+            .expect("plans")
+            .collect()
+            .await
+            .expect("runs");
+        rows.into_iter().next().expect("a batch")
+    }
+
     async fn types_of(sql: &str) -> Vec<DataType> {
         let ctx = session();
         let df = ctx.sql(sql).await.expect("plans");
@@ -426,30 +438,14 @@ mod tests {
 
     #[tokio::test]
     async fn names_and_limits_survive() {
-        let ctx = session();
-        let rows = ctx
-            .sql("SELECT x + 1, count(*) FROM (VALUES (1), (2), (2)) AS v(x) GROUP BY x + 1 ORDER BY 1 LIMIT 1")
-            .await
-            .expect("plans")
-            .collect()
-            .await
-            .expect("runs");
-        let batch = rows.first().expect("a batch");
+        let batch = first_batch("SELECT x + 1, count(*) FROM (VALUES (1), (2), (2)) AS v(x) GROUP BY x + 1 ORDER BY 1 LIMIT 1").await;
         assert_eq!(batch.num_rows(), 1);
         assert_eq!(batch.schema().field(0).data_type(), &DataType::Int32);
     }
 
     #[tokio::test]
     async fn recursive_terms_agree_after_narrowing() {
-        let ctx = session();
-        let rows = ctx
-            .sql("WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 5) SELECT max(n), count(*) FROM t")
-            .await
-            .expect("plans")
-            .collect()
-            .await
-            .expect("runs");
-        let batch = rows.first().expect("a batch");
+        let batch = first_batch("WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 5) SELECT max(n), count(*) FROM t").await;
         let max = datafusion::arrow::array::AsArray::as_primitive::<
             datafusion::arrow::datatypes::Int64Type,
         >(batch.column(0));

@@ -25,7 +25,7 @@ use datafusion::arrow::array::{Array, ArrayRef, StringBuilder};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
-use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::common::DFSchema;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::{
@@ -141,11 +141,7 @@ impl ScalarUDFImpl for TextOut {
             out.append_value(&cell);
         }
         let out: ArrayRef = Arc::new(out.finish());
-        if scalar {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        crate::udf_args::scalar_if(scalar, out)
     }
 }
 

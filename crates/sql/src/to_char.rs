@@ -24,7 +24,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Timelike};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
 use datafusion::arrow::datatypes::{DataType, Date32Type, TimeUnit, TimestampMicrosecondType};
-use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue};
+use datafusion::common::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
@@ -625,11 +625,7 @@ impl ScalarUDFImpl for ToChar {
             out.append_value(template.format(t, with_zone));
         }
         let out: ArrayRef = Arc::new(out.finish());
-        if all_scalar {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        crate::udf_args::scalar_if(all_scalar, out)
     }
 }
 
