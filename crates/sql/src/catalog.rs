@@ -223,7 +223,14 @@ impl SchemaProvider for PgCatalogSchema {
             .as_ref()
             .map(|s| s.relations())
             .unwrap_or_default();
-        let t = build_pg_table(name, &tables, &sequences, &sources, &self.database, user)?;
+        let views = self.engine.views();
+        let relations = Relations {
+            tables: &tables,
+            views: &views,
+            sequences: &sequences,
+            sources: &sources,
+        };
+        let t = build_pg_table(name, relations, &self.database, user)?;
         Ok(Some(Arc::new(t)))
     }
 
@@ -592,14 +599,32 @@ fn source_oid(n: usize) -> i64 {
     1_000_000_000 + n as i64
 }
 
+/// The relations the catalog tables list.
+struct Relations<'a> {
+    tables: &'a [Arc<Table>],
+    views: &'a [eddy_common::ViewDef],
+    sequences: &'a [(SequenceDef, Option<i64>)],
+    sources: &'a [crate::streams::StreamRelation],
+}
+
+/// OID of a view: its id comes from the tables' counter, so it never
+/// equals a table's (or a table's primary-key index's).
+pub fn view_oid(v: &eddy_common::ViewDef) -> i64 {
+    16_384 + 2 * i64::from(v.id.0)
+}
+
 fn build_pg_table(
     name: &str,
-    tables: &[Arc<Table>],
-    sequences: &[(SequenceDef, Option<i64>)],
-    sources: &[crate::streams::StreamRelation],
+    relations: Relations<'_>,
     database: &str,
     current: CurrentUser<'_>,
 ) -> datafusion::error::Result<MemTable> {
+    let Relations {
+        tables,
+        views,
+        sequences,
+        sources,
+    } = relations;
     match name {
         "pg_namespace" => mem_table(
             &[
@@ -642,6 +667,21 @@ fn build_pg_table(
                         filenode: 0,
                         natts: src.columns.len() as i16,
                         ..PgClassRow::new(source_oid(n), &src.name, "v")
+                    }
+                    .cells(),
+                );
+            }
+            for v in views {
+                rows.push(
+                    PgClassRow {
+                        owner: current.oid_of(
+                            v.owner
+                                .as_deref()
+                                .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER),
+                        ),
+                        filenode: 0,
+                        natts: i16::try_from(v.columns.len()).unwrap_or(i16::MAX),
+                        ..PgClassRow::new(view_oid(v), &v.name, "v")
                     }
                     .cells(),
                 );
@@ -728,6 +768,32 @@ fn build_pg_table(
                         i2(pg_typlen(o)),
                         i2(a as i16 + 1),
                         i4(typmod_of(*ty)),
+                        b(false),
+                        b(false),
+                        b(false),
+                        s(""),
+                        s(""),
+                        b(false),
+                        b(true),
+                        i(0),
+                        i4(0),
+                        b(pg_typlen(o) > 0 && pg_typlen(o) <= 8),
+                        s(if pg_typlen(o) > 0 { "p" } else { "x" }),
+                        s(""),
+                        i4(-1),
+                    ]);
+                }
+            }
+            for v in views {
+                for (a, c) in v.columns.iter().enumerate() {
+                    let o = c.type_oid;
+                    rows.push(vec![
+                        i(view_oid(v)),
+                        s(&c.name),
+                        i(i64::from(o)),
+                        i2(pg_typlen(o)),
+                        i2(i16::try_from(a).unwrap_or(i16::MAX).saturating_add(1)),
+                        i4(c.typmod),
                         b(false),
                         b(false),
                         b(false),
@@ -1486,12 +1552,32 @@ fn build_pg_table(
             ],
             vec![],
         ),
-        "pg_views" | "pg_matviews" => mem_table(
+        "pg_views" => mem_table(
             &[
                 ("schemaname", T),
                 ("viewname", T),
-                ("matviewname", T),
                 ("viewowner", T),
+                ("definition", T),
+            ],
+            views
+                .iter()
+                .map(|v| {
+                    vec![
+                        s("public"),
+                        s(&v.name),
+                        s(v.owner
+                            .as_deref()
+                            .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER)),
+                        s(&v.query),
+                    ]
+                })
+                .collect(),
+        ),
+        "pg_matviews" => mem_table(
+            &[
+                ("schemaname", T),
+                ("matviewname", T),
+                ("matviewowner", T),
                 ("definition", T),
             ],
             vec![],
@@ -2031,6 +2117,7 @@ pub fn pg_functions(
     let eng4 = Arc::clone(&engine);
     let eng5 = Arc::clone(&engine);
     let eng6 = Arc::clone(&engine);
+    let eng7 = Arc::clone(&engine);
     vec![
         // the sequence a SERIAL or identity column draws from
         udf("pg_get_serial_sequence", T, move |v| {
@@ -2092,7 +2179,17 @@ pub fn pg_functions(
             arg_str(v, 0).map(|e| s(&e)).unwrap_or(null_text())
         }),
         udf("pg_get_partkeydef", T, |_| null_text()),
-        udf("pg_get_viewdef", T, |_| null_text()),
+        // a view's definition by OID or name (the parser's text of its
+        // query, not PostgreSQL's deparsed one)
+        udf("pg_get_viewdef", T, move |v| {
+            let by_oid = arg_i64(v, 0);
+            let by_name = arg_str(v, 0);
+            eng7.views()
+                .into_iter()
+                .find(|d| Some(view_oid(d)) == by_oid || by_name.as_deref() == Some(&d.name))
+                .map(|d| s(&d.query))
+                .unwrap_or(null_text())
+        }),
         udf("pg_get_statisticsobjdef_columns", T, |_| null_text()),
         udf("pg_size_pretty", T, |v| match arg_i64(v, 0) {
             Some(n) => s(&size_pretty(n)),
@@ -2203,6 +2300,11 @@ pub fn pg_functions(
             eng3.table(&bare)
                 .or_else(|| eng3.table(&bare.to_lowercase()))
                 .map(|t| i(table_oid(&t)))
+                .or_else(|| {
+                    eng3.view(&bare)
+                        .or_else(|| eng3.view(&bare.to_lowercase()))
+                        .map(|v| i(view_oid(&v)))
+                })
                 // an index (`'t_pkey'::regclass`, pgjdbc and psql name them)
                 .or_else(|| {
                     let lower = bare.to_lowercase();

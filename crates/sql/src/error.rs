@@ -20,6 +20,9 @@ pub enum SqlError {
     // ---- the user's fault ----
     #[error("syntax error: {0}")]
     Syntax(String),
+    /// 42601 with PostgreSQL's own words (no "syntax error" prefix).
+    #[error("{0}")]
+    SyntaxMessage(String),
     #[error("relation \"{0}\" does not exist")]
     UndefinedTable(String),
     #[error("column \"{0}\" does not exist")]
@@ -98,6 +101,12 @@ pub enum SqlError {
     },
     #[error("relation \"{0}\" already exists")]
     DuplicateTable(String),
+    /// 42P10: e.g. more column aliases than a relation has columns.
+    #[error("{0}")]
+    InvalidColumnReference(String),
+    /// 42P17: e.g. a view whose definition reads itself.
+    #[error("{0}")]
+    InvalidObjectDefinition(String),
     #[error("{0}")]
     InvalidName(String),
     /// 2200H: `nextval` past a sequence's bound without CYCLE.
@@ -233,7 +242,7 @@ impl SqlError {
             SqlError::InContext { inner, .. } | SqlError::WithDetail { inner, .. } => {
                 inner.sqlstate()
             }
-            SqlError::Syntax(_) => "42601",
+            SqlError::Syntax(_) | SqlError::SyntaxMessage(_) => "42601",
             SqlError::UndefinedTable(_) => "42P01",
             SqlError::UndefinedColumn(_) => "42703",
             SqlError::DuplicateColumn(_) => "42701",
@@ -261,6 +270,8 @@ impl SqlError {
             SqlError::ForeignKeyViolation(_) => "23503",
             SqlError::InvalidForeignKey(_) => "42830",
             SqlError::DuplicateTable(_) => "42P07",
+            SqlError::InvalidObjectDefinition(_) => "42P17",
+            SqlError::InvalidColumnReference(_) => "42P10",
             SqlError::InvalidName(_) => "42602",
             SqlError::InsufficientPrivilege(_) => "42501",
             SqlError::CardinalityViolation => "21000",

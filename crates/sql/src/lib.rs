@@ -86,6 +86,7 @@ pub mod to_timestamp;
 pub mod txn;
 pub mod udf_args;
 pub mod uuid_type;
+pub mod views;
 
 pub use error::{Result, SqlError};
 pub use session::{Database, Output, Prepared, ResultColumn, Session};

@@ -68,6 +68,7 @@ mod settings;
 mod sql_prepare;
 mod table_rewrite;
 mod temp;
+mod view_ddl;
 
 /// Session settings reported by SHOW and pg_settings, with their defaults.
 pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
@@ -1069,12 +1070,15 @@ impl Session {
 
     /// PostgreSQL's result names and idioms on a statement about to be
     /// planned (`output_names`, `rewrite::pg_compat`).
-    pub(crate) fn compat(&self, stmt: &mut Statement) {
+    /// Views are expanded first, so their queries get the same treatment.
+    pub(crate) fn compat(&self, stmt: &mut Statement) -> Result<()> {
+        self.expand_views(stmt)?;
         let engine = Arc::clone(&self.db.engine);
         crate::notify::rewrite_listening_channels(stmt);
         output_names::name_columns(stmt);
         rewrite::pg_compat(stmt, &|n| engine.table(n).is_some());
         self.bind_current_settings(stmt);
+        Ok(())
     }
 
     /// `current_setting('name' [, missing_ok])` with a constant name is the
@@ -1221,18 +1225,20 @@ impl Session {
                 None => self.run_replanned(&stmt, &bound).await,
             };
         }
+        // every path below plans with the views replaced by their queries
+        self.expand_views(&mut stmt)?;
         match stmt {
             Statement::Query(ref q) => {
                 if !q.locks.is_empty() {
                     return self.select_locking(q.as_ref().clone()).await;
                 }
                 self.install_view(&stmt)?;
-                self.compat(&mut stmt);
+                self.compat(&mut stmt)?;
                 self.run_query(stmt).await
             }
             Statement::Explain { .. } => {
                 self.install_view(&stmt)?;
-                self.compat(&mut stmt);
+                self.compat(&mut stmt)?;
                 let out = self.run_query(stmt).await?;
                 self.with_gpu_decisions(out)
             }
@@ -1240,6 +1246,7 @@ impl Session {
             Statement::Update(upd) => self.update(upd).await,
             Statement::Delete(del) => self.delete(del).await,
             Statement::CreateTable(ct) => self.create_table(ct).await,
+            Statement::CreateView(cv) => self.create_view(cv).await,
             Statement::Declare { stmts } => self.declare(stmts).await,
             Statement::Comment {
                 object_type,
@@ -1278,6 +1285,9 @@ impl Session {
                 if object_type == ObjectType::Index {
                     return self.drop_indexes(&names, if_exists);
                 }
+                if object_type == ObjectType::View {
+                    return self.drop_views(&names, if_exists, cascade);
+                }
                 if object_type != ObjectType::Table {
                     return Err(SqlError::FeatureNotSupported(format!(
                         "DROP {object_type} is not supported"
@@ -1286,6 +1296,9 @@ impl Session {
                 let in_block = self.txn.as_ref().is_some_and(|t| t.explicit);
                 let dropping: Vec<String> =
                     names.iter().filter_map(|n| table_name(n).ok()).collect();
+                // views reading them: refused, or dropped with them (CASCADE)
+                let views = self.dependent_views(&dropping, "table", cascade)?;
+                self.drop_views_cascaded(&views)?;
                 // referencing tables before the tables they reference: an
                 // autocommit DROP drops each at once, and none may be left
                 // naming a table already gone
@@ -1293,6 +1306,11 @@ impl Session {
                 for n in &names {
                     let name = table_name(n)?;
                     if self.table(&name).is_err() {
+                        if self.view(&name).is_some() {
+                            return Err(SqlError::WrongObjectType(format!(
+                                "\"{name}\" is not a table\nHINT:  Use DROP VIEW to remove a view."
+                            )));
+                        }
                         if if_exists {
                             continue;
                         }
@@ -1420,7 +1438,7 @@ impl Session {
         table: Arc<dyn datafusion::catalog::TableProvider>,
         mut stmt: Statement,
     ) -> Result<datafusion::logical_expr::LogicalPlan> {
-        self.compat(&mut stmt);
+        self.compat(&mut stmt)?;
         self.dml_schema.register_table(name.to_string(), table)?;
         let plan = self
             .planning_state()
@@ -1481,7 +1499,7 @@ impl Session {
     /// Plan a SELECT written as text and collect its batches.
     pub async fn query_batches(&self, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         let mut stmt = rewrite::parse_statement(sql)?;
-        self.compat(&mut stmt);
+        self.compat(&mut stmt)?;
         collect_rows(self.run_query(stmt).await?).await
     }
 
@@ -1941,7 +1959,7 @@ impl Session {
         opts: TableOptions,
     ) -> Result<Output> {
         let mut stmt = Statement::Query(Box::new(q));
-        self.compat(&mut stmt);
+        self.compat(&mut stmt)?;
         let (schema, batches) = match self.run_query(stmt).await? {
             Output::Rows {
                 schema, mut stream, ..
@@ -2024,6 +2042,9 @@ impl Session {
             }
             return Err(SqlError::UndefinedTable(name));
         };
+        for op in &at.operations {
+            self.check_alter_under_views(&name, op)?;
+        }
         let _locked = self.lock_for_ddl(&table, "ALTER TABLE")?;
         for op in at.operations {
             match op {

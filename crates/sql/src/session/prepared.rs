@@ -88,7 +88,7 @@ impl Session {
         param_types: &mut [u32],
     ) -> Result<Described> {
         let mut s = stmt.clone();
-        self.compat(&mut s);
+        self.compat(&mut s)?;
         let state = self.planning_state();
         let plan = match state
             .statement_to_plan(DFStatement::Statement(Box::new(s)))
@@ -177,7 +177,7 @@ impl Session {
         }
         let mut s = stmt.clone();
         rewrite::substitute_params(&mut s, &vec![Value::Null; param_types.len()])?;
-        self.compat(&mut s);
+        self.compat(&mut s)?;
         let state = self.planning_state();
         let Ok(plan) = state
             .statement_to_plan(DFStatement::Statement(Box::new(s)))
@@ -230,7 +230,7 @@ impl Session {
         let mut s = stmt.clone();
         rewrite::bind_numeric_params(&mut s, &bound.params, &bound.param_types);
         rewrite::substitute_params(&mut s, &bound.params)?;
-        self.compat(&mut s);
+        self.compat(&mut s)?;
         self.run_query(s).await
     }
 

@@ -45,6 +45,9 @@ impl Session {
         let mine = roles.effective_roles(&self.user);
         for (name, need) in &needs.tables {
             let Some(t) = self.named_table(name) else {
+                if let Some(v) = table_name(name).ok().and_then(|n| self.view(&n)) {
+                    self.may_read_view(&v)?;
+                }
                 continue;
             };
             if !table_privileges(&mine, t.def()).contains(*need) {
