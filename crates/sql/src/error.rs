@@ -104,6 +104,9 @@ pub enum SqlError {
     /// 42P10: e.g. more column aliases than a relation has columns.
     #[error("{0}")]
     InvalidColumnReference(String),
+    /// 42P01 with PostgreSQL's own words (`view "v" does not exist`).
+    #[error("{0}")]
+    UndefinedRelation(String),
     /// 42P17: e.g. a view whose definition reads itself.
     #[error("{0}")]
     InvalidObjectDefinition(String),
@@ -243,7 +246,7 @@ impl SqlError {
                 inner.sqlstate()
             }
             SqlError::Syntax(_) | SqlError::SyntaxMessage(_) => "42601",
-            SqlError::UndefinedTable(_) => "42P01",
+            SqlError::UndefinedTable(_) | SqlError::UndefinedRelation(_) => "42P01",
             SqlError::UndefinedColumn(_) => "42703",
             SqlError::DuplicateColumn(_) => "42701",
             SqlError::FeatureNotSupported(_) => "0A000",

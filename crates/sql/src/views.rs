@@ -56,6 +56,21 @@ pub fn expand(stmt: &mut Statement, lookup: Lookup<'_>) -> Result<()> {
     }
 }
 
+/// Whether `stmt` names a view anywhere (outside its CTE names).
+pub fn names_a_view(stmt: &Statement, lookup: Lookup<'_>) -> bool {
+    let ctes = cte_names(stmt);
+    let found = datafusion::sql::sqlparser::ast::visit_relations(stmt, |name| {
+        let is_view = table_name(name)
+            .is_ok_and(|n| !(name.0.len() == 1 && ctes.contains(&n)) && lookup(&n).is_some());
+        if is_view {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    found.is_break()
+}
+
 /// The view named `name`, if `name` is one (schema `public` or none).
 fn view_named(name: &ObjectName, lookup: Lookup<'_>) -> Option<ViewDef> {
     table_name(name).ok().and_then(|n| lookup(&n))

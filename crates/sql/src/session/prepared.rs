@@ -144,7 +144,12 @@ impl Session {
         };
         let columns = ResultColumn::of_schema(analysed.schema().as_arrow());
         let plannable = match stmt {
-            Statement::Query(q) => q.locks.is_empty() && !calls_current_setting(stmt),
+            // a view may be replaced or dropped after Parse, and a kept plan
+            // would go on reading its old query: the text path expands it
+            // at every Execute
+            Statement::Query(q) => {
+                q.locks.is_empty() && !calls_current_setting(stmt) && !self.reads_views(stmt)
+            }
             _ => false,
         };
         Ok(Described {

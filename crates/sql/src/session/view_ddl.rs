@@ -64,6 +64,11 @@ impl Session {
                 .is_some_and(|t| !t.view_changes.is_empty())
     }
 
+    /// Whether `stmt` names a view this session sees.
+    pub(crate) fn reads_views(&self, stmt: &Statement) -> bool {
+        self.sees_views() && crate::views::names_a_view(stmt, &|n| self.view(n))
+    }
+
     /// Replaces the views `stmt` reads by their queries (`crate::views`).
     pub(crate) fn expand_views(&self, stmt: &mut Statement) -> Result<()> {
         if !self.sees_views() || matches!(stmt, Statement::CreateView(_)) {
@@ -158,7 +163,7 @@ impl Session {
                 }
                 None if if_exists => {}
                 None => {
-                    return Err(SqlError::UndefinedTable(format!(
+                    return Err(SqlError::UndefinedRelation(format!(
                         "view \"{name}\" does not exist"
                     )))
                 }
@@ -416,19 +421,21 @@ fn refuse_view_options(cv: &CreateView) -> Result<()> {
         ));
     }
     if cv.or_alter || cv.secure || cv.copy_grants || cv.with_no_schema_binding {
-        return Err(SqlError::Syntax(format!(
+        return Err(SqlError::SyntaxMessage(format!(
             "syntax error at or near \"{}\"",
             cv.name
         )));
     }
     if cv.if_not_exists {
-        return Err(SqlError::Syntax("syntax error at or near \"NOT\"".into()));
+        return Err(SqlError::SyntaxMessage(
+            "syntax error at or near \"NOT\"".into(),
+        ));
     }
     if !matches!(cv.options, CreateTableOptions::None) {
         return unsupported("options (WITH CHECK OPTION, security_barrier, ...)");
     }
     if !cv.cluster_by.is_empty() || cv.comment.is_some() || cv.to.is_some() || cv.params.is_some() {
-        return Err(SqlError::Syntax(format!(
+        return Err(SqlError::SyntaxMessage(format!(
             "syntax error at or near \"{}\"",
             cv.name
         )));
