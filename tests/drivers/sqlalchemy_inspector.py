@@ -98,6 +98,26 @@ frame = pd.read_sql_table("insp_items", engine, columns=["name", "qty", "ok"])
 check("read_sql_table", frame.sort_values("name")["name"].tolist(), ["a", "b"])
 check("read_sql_table integers with NULL", [None if pd.isna(v) else int(v) for v in frame.sort_values("name")["qty"]], [3, None])
 
+# a view: listed apart from the tables, its columns reflected, read as a
+# table by Core and pandas
 with engine.begin() as c:
-    c.exec_driver_sql("DROP TABLE insp_items")
+    c.exec_driver_sql("DROP VIEW IF EXISTS insp_cheap")
+    c.exec_driver_sql("CREATE VIEW insp_cheap AS SELECT id, name, price * 2 AS double FROM insp_items WHERE price < 2")
+inspector = inspect(engine)
+check("get_view_names", inspector.get_view_names(), ["insp_cheap"])
+check("views are not tables", "insp_cheap" in inspector.get_table_names(), False)
+check(
+    "get_columns of a view",
+    [(c["name"], str(c["type"])) for c in inspector.get_columns("insp_cheap")],
+    [("id", "INTEGER"), ("name", "VARCHAR(40)"), ("double", "NUMERIC")],
+)
+check("get_view_definition names the table", "insp_items" in inspector.get_view_definition("insp_cheap"), True)
+cheap = Table("insp_cheap", MetaData(), autoload_with=engine)
+with engine.connect() as c:
+    check("query through a reflected view", c.execute(select(cheap.c.name, cheap.c.double)).all(), [("a", 3)])
+frame = pd.read_sql_table("insp_cheap", engine)
+check("read_sql_table of a view", frame["name"].tolist(), ["a"])
+
+with engine.begin() as c:
+    c.exec_driver_sql("DROP TABLE insp_items CASCADE")
 print("sqlalchemy inspector: ok")

@@ -466,7 +466,7 @@ pub fn format_type(o: i64, typmod: i64) -> Option<String> {
     })
 }
 
-fn typmod_of(t: ColumnType) -> i32 {
+pub(crate) fn typmod_of(t: ColumnType) -> i32 {
     match t {
         ColumnType::Array(e) => typmod_of(e.column_type()),
         ColumnType::Decimal(p, s) => (((p as i32) << 16) | (s.max(0) as i32)) + 4,

@@ -374,7 +374,8 @@ impl Session {
             columns.push(ViewColumn {
                 name,
                 type_oid: crate::pgtypes::field_oid(f),
-                typmod: -1,
+                // a declared length (varchar(n), char(n)) passes through
+                typmod: crate::pgtypes::declared_type(f).map_or(-1, crate::catalog::typmod_of),
             });
         }
         Ok(columns)
