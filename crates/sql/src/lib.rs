@@ -38,6 +38,7 @@ pub mod error;
 pub mod expand_array;
 pub mod fastpath;
 pub mod fk_catalog;
+pub mod float_sum;
 pub mod index_catalog;
 pub mod index_scan;
 pub mod information_schema;

@@ -15,7 +15,9 @@
 //!   (PostgreSQL's display scale for an average between 1 and 10,000;
 //!   PostgreSQL varies it with the value's magnitude, an Arrow column
 //!   cannot), and `sum` of an int8 argument `CAST(x AS NUMERIC(38,0))`
-//!   (exact; `sum` of int2/int4 stays int8 as in PostgreSQL). Aggregate and
+//!   (exact; `sum` of int2/int4 stays int8 as in PostgreSQL); `sum` of a
+//!   float argument becomes `crate::float_sum`'s, which fails on overflow
+//!   as PostgreSQL's does (DataFusion's gives Infinity). Aggregate and
 //!   window uses alike. The GPU offload (`eddy-gpu`) computes decimals of at
 //!   most 18 digits, so it leaves these two aggregates to the CPU;
 //! * computes a real (float4) operand mixed with an integer or numeric one
@@ -211,6 +213,9 @@ fn numeric_aggregate(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
     let Ok(ty) = arg.get_type(input) else {
         return Ok(Transformed::no(e));
     };
+    if name == "sum" && matches!(ty, DataType::Float64 | DataType::Float32) {
+        return Ok(Transformed::yes(checked_float_sum(e)));
+    }
     let target = match (name, ty) {
         (
             "avg",
@@ -240,6 +245,22 @@ fn numeric_aggregate(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
         }
         e => e,
     }))
+}
+
+/// `sum` of a float argument as `crate::float_sum`'s checked sum.
+fn checked_float_sum(e: Expr) -> Expr {
+    let udaf = Arc::new(crate::float_sum::float_sum_udaf());
+    match e {
+        Expr::AggregateFunction(mut f) => {
+            f.func = udaf;
+            Expr::AggregateFunction(f)
+        }
+        Expr::WindowFunction(mut w) => {
+            w.fun = WindowFunctionDefinition::AggregateUDF(udaf);
+            Expr::WindowFunction(w)
+        }
+        e => e,
+    }
 }
 
 /// Whether `t` is a type PostgreSQL converts to float8 when it meets a
