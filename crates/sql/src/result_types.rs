@@ -20,6 +20,8 @@
 //!   as PostgreSQL's does (DataFusion's gives Infinity). Aggregate and
 //!   window uses alike. The GPU offload (`eddy-gpu`) computes decimals of at
 //!   most 18 digits, so it leaves these two aggregates to the CPU;
+//! * types a `VALUES` column that mixes floats with numerics as a float
+//!   (PostgreSQL's resolution; DataFusion makes it numeric);
 //! * computes a real (float4) operand mixed with an integer or numeric one
 //!   in double precision, both sides cast to float8, as PostgreSQL's
 //!   cross-type operators (`float48pl`, `float48eq`, ...) do: `real_col + 1`
@@ -320,6 +322,7 @@ fn real_widening(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
 /// A `VALUES` column whose every row is an int4-sized integer literal (or
 /// NULL of int8) becomes an int4 column.
 fn narrow_values(v: Values) -> DfResult<Values> {
+    let v = float_values(v)?;
     let Values { schema, mut values } = v;
     let width = schema.fields().len();
     let narrowable: Vec<bool> = (0..width)
@@ -365,6 +368,78 @@ fn narrow_values(v: Values) -> DfResult<Values> {
                 )
             } else {
                 Arc::clone(f)
+            };
+            (q.cloned(), f)
+        })
+        .collect();
+    let schema = DFSchema::new_with_metadata(fields, schema.metadata().clone())?;
+    Ok(Values {
+        schema: Arc::new(schema),
+        values,
+    })
+}
+
+/// `e` without a cast to `to` the planner put around it.
+fn uncast<'a>(e: &'a Expr, to: &DataType) -> Option<&'a Expr> {
+    match e {
+        Expr::Cast(c) if c.field.data_type() == to => Some(c.expr.as_ref()),
+        e => Some(e),
+    }
+}
+
+/// A `VALUES` column that mixes floats with numerics is a float column,
+/// as PostgreSQL resolves it (double precision is the preferred type of
+/// the numeric category; real where reals meet only numerics and
+/// integers). DataFusion makes it numeric, which changes the floats' values
+/// and fails on one beyond numeric's range. Type coercion then casts the
+/// other rows to the float type.
+fn float_values(v: Values) -> DfResult<Values> {
+    let Values { schema, values } = v;
+    let empty = DFSchema::empty();
+    let mut retyped: Vec<Option<DataType>> = Vec::with_capacity(schema.fields().len());
+    for (col, f) in schema.fields().iter().enumerate() {
+        if !matches!(
+            f.data_type(),
+            DataType::Decimal128(..) | DataType::Decimal256(..)
+        ) {
+            retyped.push(None);
+            continue;
+        }
+        // (the planner may have cast each row to the column's type already)
+        let types: Vec<DataType> = values
+            .iter()
+            .filter_map(|row| row.get(col).and_then(|e| uncast(e, f.data_type())))
+            .filter_map(|e| e.get_type(&empty).ok())
+            .collect();
+        retyped.push(if types.contains(&DataType::Float64) {
+            Some(DataType::Float64)
+        } else if types.contains(&DataType::Float32) {
+            Some(DataType::Float32)
+        } else {
+            None
+        });
+    }
+    if retyped.iter().all(Option::is_none) {
+        return Ok(Values { schema, values });
+    }
+    let mut values = values;
+    for row in &mut values {
+        for ((e, t), f) in row.iter_mut().zip(&retyped).zip(schema.fields()) {
+            let Some(t) = t else { continue };
+            let inner = uncast(e, f.data_type()).unwrap_or(e).clone();
+            *e = match inner.get_type(&empty) {
+                Ok(ty) if &ty == t => inner,
+                _ => Expr::Cast(Cast::new(Box::new(inner), t.clone())),
+            };
+        }
+    }
+    let fields = schema
+        .iter()
+        .zip(&retyped)
+        .map(|((q, f), t)| {
+            let f = match t {
+                Some(t) => Arc::new(f.as_ref().clone().with_data_type(t.clone())),
+                None => Arc::clone(f),
             };
             (q.cloned(), f)
         })
@@ -455,6 +530,17 @@ mod tests {
             types_of("SELECT * FROM (VALUES (1, 1), (2, 3000000000)) AS v(a, b)").await,
             [DataType::Int32, DataType::Int64]
         );
+        // a float among numerics makes the column a float (PostgreSQL's
+        // preferred type), where DataFusion would make it numeric
+        assert_eq!(
+            types_of("SELECT * FROM (VALUES (CAST(1.5 AS DOUBLE), CAST(1.5 AS DECIMAL(3, 2))), (CAST(2.25 AS DECIMAL(3, 2)), CAST(1 AS REAL))) AS v(a, b)").await,
+            [DataType::Float64, DataType::Float32]
+        );
+        let batch = first_batch(
+            "SELECT * FROM (VALUES (CAST(1e307 AS DOUBLE)), (CAST(2 AS DECIMAL(3, 0)))) AS v(a)",
+        )
+        .await;
+        assert_eq!(batch.num_rows(), 2);
     }
 
     #[tokio::test]
