@@ -62,18 +62,16 @@ struct JsonList {
     signature: Signature,
 }
 
-/// The name of the list function behind `part` (see [`srf_functions`]).
-pub(crate) fn list_function(part: Part, jsonb: bool) -> String {
-    let p = match part {
-        Part::Elements => "elements",
-        Part::ElementsText => "elements_text",
-        Part::Keys => "keys",
-        Part::Values => "values",
-        Part::TextValues => "text_values",
-        Part::Records => "records",
-        Part::TextRecords => "text_records",
+/// The name of the list function behind `part` of the PostgreSQL function
+/// `sql_name` (one per name, so that its errors name the function called).
+pub(crate) fn list_function(sql_name: &str, part: Part) -> String {
+    let suffix = match part {
+        Part::Elements | Part::ElementsText => "",
+        Part::Keys => "_keys",
+        Part::Values | Part::TextValues => "_values",
+        Part::Records | Part::TextRecords => "_records",
     };
-    format!("eddy_srf_{}_{p}", if jsonb { "jsonb" } else { "json" })
+    format!("eddy_srf_{sql_name}{suffix}")
 }
 
 /// `regexp_matches`' list function: a `text[]` per match.
@@ -103,20 +101,19 @@ pub(crate) const JSON_SRFS: [(&str, bool, &[Part]); 10] = [
 /// clause, an aggregate's argument).
 pub fn srf_functions() -> Vec<ScalarUDF> {
     let mut out = Vec::new();
-    for (sql_name, jsonb, _) in JSON_SRFS {
-        let parts: &[Part] = match sql_name {
-            "json_each" | "jsonb_each" => &[Part::Values, Part::Records],
-            "json_each_text" | "jsonb_each_text" => &[Part::TextValues, Part::TextRecords],
-            "json_object_keys" | "jsonb_object_keys" => &[Part::Keys],
-            "json_array_elements" | "jsonb_array_elements" => &[Part::Elements],
-            _ => &[Part::ElementsText],
+    for (sql_name, jsonb, parts) in JSON_SRFS {
+        // the each forms also give records in a select list
+        let record = match parts {
+            [Part::Keys, Part::Values] => Some(Part::Records),
+            [Part::Keys, _] => Some(Part::TextRecords),
+            _ => None,
         };
-        for &part in parts {
+        for &part in parts.iter().chain(record.as_ref()) {
             out.push(ScalarUDF::new_from_impl(JsonList {
                 part,
                 jsonb,
                 sql_name,
-                name: list_function(part, jsonb),
+                name: list_function(sql_name, part),
                 signature: Signature::any(1, Volatility::Immutable),
             }));
         }
@@ -149,8 +146,7 @@ fn all_scalar(args: &[ColumnarValue]) -> bool {
 }
 
 fn check_text_args(name: &str, fields: &[FieldRef], min: usize, max: usize) -> DfResult<()> {
-    if fields.len() < min || fields.len() > max || !fields.iter().all(|f| is_text(f.data_type()))
-    {
+    if fields.len() < min || fields.len() > max || !fields.iter().all(|f| is_text(f.data_type())) {
         let types: Vec<String> = fields.iter().map(|f| f.data_type().to_string()).collect();
         return Err(external(SqlError::UndefinedOperator(format!(
             "function {name}({}) does not exist",
@@ -184,8 +180,8 @@ impl ScalarUDFImpl for JsonList {
         let mut b = ListBuilder::new(StringBuilder::new());
         for row in 0..rows {
             if let Some(text) = text_at(&args.args, 0, row)? {
-                let items = json_items(self.part, self.jsonb, self.sql_name, &text)
-                    .map_err(external)?;
+                let items =
+                    json_items(self.part, self.jsonb, self.sql_name, &text).map_err(external)?;
                 for item in items {
                     b.values().append_option(item);
                 }
@@ -269,11 +265,20 @@ fn unquote(span: &str) -> Result<String, SqlError> {
         .map_err(|e| SqlError::InvalidText(format!("invalid input syntax for type json ({e})")))
 }
 
-fn json_text_items(part: Part, sql_name: &str, text: &str) -> Result<Vec<Option<String>>, SqlError> {
+fn json_text_items(
+    part: Part,
+    sql_name: &str,
+    text: &str,
+) -> Result<Vec<Option<String>>, SqlError> {
     let (kind, items) = spans(text);
     match (part, kind) {
-        (Part::Elements, Kind::Array) => Ok(items.into_iter().map(|(_, v)| Some(v.to_string())).collect()),
-        (Part::ElementsText, Kind::Array) => items.into_iter().map(|(_, v)| json_text_of(v)).collect(),
+        (Part::Elements, Kind::Array) => Ok(items
+            .into_iter()
+            .map(|(_, v)| Some(v.to_string()))
+            .collect()),
+        (Part::ElementsText, Kind::Array) => {
+            items.into_iter().map(|(_, v)| json_text_of(v)).collect()
+        }
         (Part::Elements | Part::ElementsText, k) => Err(not_array(k.name())),
         (_, Kind::Object) => items
             .into_iter()
@@ -500,7 +505,10 @@ impl ScalarUDFImpl for RegexpMatches {
 /// The regex of a pattern and PostgreSQL's flags, and whether `g` was
 /// given. Flags PostgreSQL knows but Eddy does not implement are 0A000;
 /// others are PostgreSQL's 22023.
-pub(crate) fn regex_for(pattern: &str, flags: Option<&str>) -> Result<(regex::Regex, bool), SqlError> {
+pub(crate) fn regex_for(
+    pattern: &str,
+    flags: Option<&str>,
+) -> Result<(regex::Regex, bool), SqlError> {
     let mut builder = regex::RegexBuilder::new(pattern);
     let mut global = false;
     for f in flags.unwrap_or("").chars() {
@@ -610,8 +618,17 @@ mod tests {
     #[test]
     fn json_keeps_each_elements_text() {
         assert_eq!(
-            items(Part::Elements, false, r#" [ 1.50 , {"b" : 2, "a":[1,"]"]},"x\"y" ,null] "#),
-            Ok(some(&["1.50", r#"{"b" : 2, "a":[1,"]"]}"#, r#""x\"y""#, "null"]))
+            items(
+                Part::Elements,
+                false,
+                r#" [ 1.50 , {"b" : 2, "a":[1,"]"]},"x\"y" ,null] "#
+            ),
+            Ok(some(&[
+                "1.50",
+                r#"{"b" : 2, "a":[1,"]"]}"#,
+                r#""x\"y""#,
+                "null"
+            ]))
         );
         assert_eq!(
             items(Part::ElementsText, false, r#"["a\nb", null, [1]]"#),
@@ -672,8 +689,17 @@ mod tests {
             matches(&re, global, "abcb"),
             vec![vec![Some("b".to_string())]]
         );
-        assert_eq!(regex_for("a", Some("z")).err().map(|e| e.sqlstate()), Some("22023"));
-        assert_eq!(regex_for("a", Some("x")).err().map(|e| e.sqlstate()), Some("0A000"));
-        assert_eq!(regex_for("(", None).err().map(|e| e.sqlstate()), Some("2201B"));
+        assert_eq!(
+            regex_for("a", Some("z")).err().map(|e| e.sqlstate()),
+            Some("22023")
+        );
+        assert_eq!(
+            regex_for("a", Some("x")).err().map(|e| e.sqlstate()),
+            Some("0A000")
+        );
+        assert_eq!(
+            regex_for("(", None).err().map(|e| e.sqlstate()),
+            Some("2201B")
+        );
     }
 }

@@ -96,7 +96,11 @@ fn lateral_subquery(right: &LogicalPlan) -> Option<&Subquery> {
 }
 
 fn passed_through(left: &LogicalPlan) -> Vec<Expr> {
-    left.schema().columns().into_iter().map(Expr::Column).collect()
+    left.schema()
+        .columns()
+        .into_iter()
+        .map(Expr::Column)
+        .collect()
 }
 
 /// `plan` (a lateral subquery) rebuilt over `left`, with the columns of the
@@ -171,7 +175,12 @@ fn rebuild(
             let built = LogicalPlanBuilder::from(input)
                 .unnest_columns_with_options(exec, options)?
                 .build()?;
-            let out: Vec<Column> = built.schema().columns().into_iter().skip(left_len).collect();
+            let out: Vec<Column> = built
+                .schema()
+                .columns()
+                .into_iter()
+                .skip(left_len)
+                .collect();
             if out.len() != u.schema.fields().len() {
                 return Ok(None);
             }

@@ -4,7 +4,7 @@
 //!
 //! * **In a select list** (the item, a cast of it, or an operand of an
 //!   operator such as `->>`): `jsonb_array_elements(j)` becomes
-//!   `eddy_jsonb_in(unnest(eddy_srf_jsonb_elements(j)))`, named
+//!   `eddy_jsonb_in(unnest(eddy_srf_jsonb_array_elements(j)))`, named
 //!   `jsonb_array_elements` when it is the whole item; several such calls
 //!   in one list are zipped, as PostgreSQL 10+ does. `json[b]_each[_text]`
 //!   gives one record text `(key,value)` per member, as PostgreSQL prints
@@ -28,10 +28,10 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions, CastKind, DataType as SqlType, Expr, Function, FunctionArg,
-    FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, ObjectName, ObjectNamePart, Query,
-    Select, SelectFlavor, SelectItem, SetExpr, TableAlias, TableAliasColumnDef, TableFactor,
-    Value as SqlValue, VisitMut, VisitorMut,
+    visit_expressions, CastKind, DataType as SqlType, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArguments, GroupByExpr, Ident, ObjectName, ObjectNamePart, Query, Select, SelectFlavor,
+    SelectItem, SetExpr, TableAlias, TableAliasColumnDef, TableFactor, Value as SqlValue, VisitMut,
+    VisitorMut,
 };
 
 use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
@@ -122,7 +122,7 @@ fn srf_call(name: &str, args: Vec<Expr>) -> Option<Srf> {
     if args.len() != 1 {
         return None;
     }
-    let list = |part: Part| call(&list_function(part, *jsonb), args.clone());
+    let list = |part: Part| call(&list_function(name, part), args.clone());
     let typed = |e: Expr| call(if *jsonb { JSONB_IN } else { JSON_IN }, vec![e]);
     let (columns, select_list) = match parts {
         [Part::Elements] => (
@@ -425,11 +425,11 @@ mod tests {
     fn select_list_calls_become_unnest() {
         assert_eq!(
             rewritten("SELECT jsonb_array_elements(j), id FROM t"),
-            "SELECT eddy_jsonb_in(unnest(eddy_srf_jsonb_elements(j))) AS \"jsonb_array_elements\", id FROM t"
+            "SELECT eddy_jsonb_in(unnest(eddy_srf_jsonb_array_elements(j))) AS \"jsonb_array_elements\", id FROM t"
         );
         assert_eq!(
             rewritten("SELECT json_each_text(j) AS e FROM t"),
-            "SELECT unnest(eddy_srf_json_text_records(j)) AS e FROM t"
+            "SELECT unnest(eddy_srf_json_each_text_records(j)) AS e FROM t"
         );
         assert_eq!(
             rewritten("SELECT regexp_matches(s, 'a', 'g')->>1 FROM t WHERE jsonb_object_keys(j) = 'a'"),
@@ -441,16 +441,16 @@ mod tests {
     fn from_calls_become_derived_tables() {
         assert_eq!(
             rewritten("SELECT * FROM t, jsonb_each_text(t.j) AS e(k, v)"),
-            "SELECT * FROM t, LATERAL (SELECT unnest(eddy_srf_jsonb_keys(t.j)) AS \"key\", \
-             unnest(eddy_srf_jsonb_text_values(t.j)) AS \"value\") AS e (k, v)"
+            "SELECT * FROM t, LATERAL (SELECT unnest(eddy_srf_jsonb_each_text_keys(t.j)) AS \"key\", \
+             unnest(eddy_srf_jsonb_each_text_values(t.j)) AS \"value\") AS e (k, v)"
         );
         assert_eq!(
             rewritten("SELECT * FROM jsonb_object_keys('{}') k"),
-            "SELECT * FROM (SELECT unnest(eddy_srf_jsonb_keys('{}')) AS \"k\") k"
+            "SELECT * FROM (SELECT unnest(eddy_srf_jsonb_object_keys_keys('{}')) AS \"k\") k"
         );
         assert_eq!(
             rewritten("SELECT * FROM json_array_elements('[]')"),
-            "SELECT * FROM (SELECT eddy_json_in(unnest(eddy_srf_json_elements('[]'))) AS \"value\") AS json_array_elements"
+            "SELECT * FROM (SELECT eddy_json_in(unnest(eddy_srf_json_array_elements('[]'))) AS \"value\") AS json_array_elements"
         );
     }
 }
