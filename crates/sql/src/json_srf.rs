@@ -20,7 +20,6 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ListBuilder, StringBuilder};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
-use datafusion::common::ScalarValue;
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
@@ -76,9 +75,6 @@ pub(crate) fn list_function(sql_name: &str, part: Part) -> String {
 
 /// `regexp_matches`' list function: a `text[]` per match.
 pub(crate) const REGEXP_MATCHES: &str = "eddy_srf_regexp_matches";
-/// A function that refuses with 0A000 and its constant argument's message
-/// when planned: what `crate::srf_rewrite` puts where a form is refused.
-pub(crate) const REFUSED: &str = "eddy_srf_refused";
 
 /// The set-returning functions' PostgreSQL names, whether each is jsonb,
 /// and what it lists (its `each` forms list keys and values).
@@ -96,7 +92,7 @@ pub(crate) const JSON_SRFS: [(&str, bool, &[Part]); 10] = [
 ];
 
 /// The functions of this module, for the session to register: the list
-/// functions, the refusal, and one refusing function under each
+/// functions and one refusing function under each
 /// PostgreSQL name for a call left where rows cannot be made (a WHERE
 /// clause, an aggregate's argument).
 pub fn srf_functions() -> Vec<ScalarUDF> {
@@ -123,10 +119,6 @@ pub fn srf_functions() -> Vec<ScalarUDF> {
         signature: Signature::variadic_any(Volatility::Immutable),
     }));
     out.push(refusing("regexp_matches"));
-    out.push(ScalarUDF::new_from_impl(Refused {
-        name: REFUSED.to_string(),
-        signature: Signature::variadic_any(Volatility::Immutable),
-    }));
     out
 }
 
@@ -559,9 +551,9 @@ pub(crate) fn matches(re: &regex::Regex, global: bool, s: &str) -> Vec<Vec<Optio
     out
 }
 
-/// Refuses with 0A000 when planned. Under [`REFUSED`] its message is its
-/// constant argument; under a set-returning function's name it is a call
-/// where PostgreSQL would make rows and Eddy cannot.
+/// Refuses with 0A000 when planned: registered under each set-returning
+/// function's name, it is a call left where PostgreSQL would make rows and
+/// Eddy cannot.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct Refused {
     name: String,
@@ -581,16 +573,12 @@ impl ScalarUDFImpl for Refused {
         Ok(DataType::Utf8)
     }
 
-    fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
-        let message = match args.scalar_arguments.first() {
-            Some(Some(ScalarValue::Utf8(Some(m)))) if self.name == REFUSED => m.clone(),
-            _ => format!(
-                "set-returning function {} is supported only in FROM and as a select-list item \
-                 (alone, cast, or in an operator expression)",
-                self.name
-            ),
-        };
-        Err(external(SqlError::FeatureNotSupported(message)))
+    fn return_field_from_args(&self, _args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        Err(external(SqlError::FeatureNotSupported(format!(
+            "set-returning function {} is supported only in FROM and as a select-list item \
+             (alone, cast, subscripted or an operand of an operator)",
+            self.name
+        ))))
     }
 
     fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {

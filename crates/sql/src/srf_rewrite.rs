@@ -12,7 +12,8 @@
 //! * **In FROM** (`f(args) [AS e[(cols)]]`, `LATERAL f(args)`, `WITH
 //!   ORDINALITY`): the call becomes a derived table `(SELECT
 //!   unnest(list1) AS key, unnest(list2) AS value) AS e`, lateral when an
-//!   argument names a column; `crate::lateral_unnest` then plans a lateral
+//!   argument names a column and the call is not first in its FROM list
+//!   (there a column is an outer query's: a correlated subquery); `crate::lateral_unnest` then plans a lateral
 //!   one as an unnest over the left side, since DataFusion cannot run a
 //!   correlated unnest. Columns are named as PostgreSQL names them: `value`
 //!   / `key, value` (the functions' OUT parameters) whatever the table
@@ -30,15 +31,14 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions, CastKind, DataType as SqlType, Expr, Function, FunctionArg, FunctionArgExpr,
     FunctionArguments, GroupByExpr, Ident, ObjectName, ObjectNamePart, Query, Select, SelectFlavor,
-    SelectItem, SetExpr, TableAlias, TableAliasColumnDef, TableFactor, Value as SqlValue, VisitMut,
-    VisitorMut,
+    SelectItem, SetExpr, TableAlias, TableFactor, Value as SqlValue, VisitMut, VisitorMut,
 };
 
 use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
 
 use crate::call_rewrites::call;
 use crate::json_functions::{JSONB_IN, JSON_IN};
-use crate::json_srf::{list_function, Part, JSON_SRFS, REFUSED, REGEXP_MATCHES};
+use crate::json_srf::{list_function, Part, JSON_SRFS, REGEXP_MATCHES};
 use crate::rewrite::ident_name;
 
 /// Applies the rewrites of the module doc to `stmt`.
@@ -179,42 +179,57 @@ impl VisitorMut for SrfRewrite {
     type Break = ();
 
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
-        let (name, args, alias, ordinality, lateral) = match factor {
-            TableFactor::Table {
-                name,
-                args: Some(args),
-                alias,
-                with_ordinality,
-                ..
-            } => (name, &args.args, alias, *with_ordinality, false),
-            TableFactor::Function {
-                lateral,
-                name,
-                args,
-                with_ordinality,
-                alias,
-            } => (name, &*args, alias, *with_ordinality, *lateral),
-            _ => return ControlFlow::Continue(()),
-        };
-        let Some(fname) = function_name(name) else {
-            return ControlFlow::Continue(());
-        };
-        let Some(args) = plain_args(args) else {
-            return ControlFlow::Continue(());
-        };
-        let lateral = lateral || args.iter().any(names_a_column);
-        let Some(srf) = srf_call(&fname, args) else {
-            return ControlFlow::Continue(());
-        };
-        let alias = alias.take();
-        *factor = from_form(srf, alias, ordinality, lateral);
+        rewrite_factor(factor, true);
         ControlFlow::Continue(())
     }
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        // the first item of a FROM list has no left side: a column it names
+        // is an outer query's, planned as a correlated subquery is (a
+        // lateral wrapper there would hide the reference from the
+        // subquery's binding, `crate::subquery`)
+        if let SetExpr::Select(select) = query.body.as_mut() {
+            if let Some(first) = select.from.first_mut() {
+                rewrite_factor(&mut first.relation, false);
+            }
+        }
         expand_items(&mut query.body);
         ControlFlow::Continue(())
     }
+}
+
+/// Rewrites `factor` when it calls a set-returning function of this
+/// module; `may_be_lateral`: whether it has a left side to refer to.
+fn rewrite_factor(factor: &mut TableFactor, may_be_lateral: bool) {
+    let (name, args, alias, ordinality, lateral) = match factor {
+        TableFactor::Table {
+            name,
+            args: Some(args),
+            alias,
+            with_ordinality,
+            ..
+        } => (name, &args.args, alias, *with_ordinality, false),
+        TableFactor::Function {
+            lateral,
+            name,
+            args,
+            with_ordinality,
+            alias,
+        } => (name, &*args, alias, *with_ordinality, *lateral),
+        _ => return,
+    };
+    let Some(fname) = function_name(name) else {
+        return;
+    };
+    let Some(args) = plain_args(args) else {
+        return;
+    };
+    let lateral = may_be_lateral && (lateral || args.iter().any(names_a_column));
+    let Some(srf) = srf_call(&fname, args) else {
+        return;
+    };
+    let alias = alias.take();
+    *factor = from_form(srf, alias, ordinality, lateral);
 }
 
 fn names_a_column(e: &Expr) -> bool {
@@ -285,26 +300,6 @@ fn from_form(srf: Srf, alias: Option<TableAlias>, ordinality: bool, lateral: boo
         lateral,
         subquery: Box::new(select_query(items)),
         alias: Some(alias),
-        sample: None,
-    }
-}
-
-/// A derived table that refuses with 0A000 and `message` when planned.
-#[allow(dead_code)]
-fn refused(message: &str) -> TableFactor {
-    let e = call(
-        REFUSED,
-        vec![Expr::value(SqlValue::SingleQuotedString(message.into()))],
-    );
-    TableFactor::Derived {
-        lateral: false,
-        subquery: Box::new(select_query(vec![SelectItem::UnnamedExpr(e)])),
-        alias: Some(TableAlias {
-            explicit: true,
-            name: Ident::new("refused"),
-            columns: vec![TableAliasColumnDef::from_name("refused")],
-            at: None,
-        }),
         sample: None,
     }
 }
@@ -447,6 +442,12 @@ mod tests {
         assert_eq!(
             rewritten("SELECT * FROM jsonb_object_keys('{}') k"),
             "SELECT * FROM (SELECT unnest(eddy_srf_jsonb_object_keys_keys('{}')) AS \"k\") k"
+        );
+        // first in its FROM: an outer reference, not a lateral one
+        assert_eq!(
+            rewritten("SELECT (SELECT count(*) FROM json_object_keys(t.j)) FROM t"),
+            "SELECT (SELECT count(*) FROM (SELECT unnest(eddy_srf_json_object_keys_keys(t.j)) \
+             AS \"json_object_keys\") AS json_object_keys) FROM t"
         );
         assert_eq!(
             rewritten("SELECT * FROM json_array_elements('[]')"),
