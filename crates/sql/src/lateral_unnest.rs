@@ -189,3 +189,59 @@ fn rebuild(
         _ => Ok(None),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::util::pretty::pretty_format_batches;
+    use datafusion::prelude::SessionContext;
+
+    /// `sql`'s answer as a table, planned with Eddy's analyzer rules.
+    async fn answer(sql: &str) -> String {
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_default_features()
+            .with_analyzer_rules(crate::result_types::analyzer_rules())
+            .build();
+        let batches = SessionContext::new_with_state(state)
+            .sql(sql)
+            .await
+            .expect("plans")
+            .collect()
+            .await
+            .expect("runs");
+        pretty_format_batches(&batches).expect("prints").to_string()
+    }
+
+    #[tokio::test]
+    async fn lateral_unnest_repeats_the_left_row_per_element() {
+        // a left column named as the subquery's own column: no clash
+        let got = answer(
+            "SELECT t.id, t.x, e.x FROM (VALUES (1, [10, 20]), (2, [30])) AS t(id, x), \
+             LATERAL (SELECT unnest(t.x) AS x) AS e ORDER BY e.x",
+        )
+        .await;
+        let want = "+----+----------+----+\n\
+                    | id | x        | x  |\n\
+                    +----+----------+----+\n\
+                    | 1  | [10, 20] | 10 |\n\
+                    | 1  | [10, 20] | 20 |\n\
+                    | 2  | [30]     | 30 |\n\
+                    +----+----------+----+";
+        assert_eq!(got, want);
+    }
+
+    #[tokio::test]
+    async fn a_join_condition_filters_the_rows() {
+        let got = answer(
+            "SELECT t.id, e.v FROM (VALUES (1, [1, 2, 3])) AS t(id, a) \
+             JOIN LATERAL (SELECT unnest(t.a) AS v) AS e ON e.v > t.id ORDER BY e.v",
+        )
+        .await;
+        let want = "+----+---+\n\
+                    | id | v |\n\
+                    +----+---+\n\
+                    | 1  | 2 |\n\
+                    | 1  | 3 |\n\
+                    +----+---+";
+        assert_eq!(got, want);
+    }
+}
