@@ -79,6 +79,9 @@ pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     use datafusion::optimizer::analyzer::resolve_grouping_function::ResolveGroupingFunction;
     use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
     vec![
+        // first: a lateral unnest planned before anything reads its
+        // outer references (crate::lateral_unnest)
+        Arc::new(crate::lateral_unnest::LateralUnnest),
         Arc::new(PgResultTypes),
         Arc::new(crate::uuid_type::UuidCoercion),
         Arc::new(ResolveGroupingFunction::new()),

@@ -368,6 +368,7 @@ fn last_ident(name: &ObjectName) -> Option<String> {
 pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
     // first: the catalog rewrites below use generate_series's list form
     crate::set_returning::rewrite(stmt);
+    crate::srf_rewrite::rewrite(stmt);
     match stmt {
         Statement::Query(q) => {
             empty_publication_query(q);

@@ -522,6 +522,7 @@ impl Session {
             .chain(crate::json_more::json_more_functions())
             .chain([crate::json_more::row_constructor()])
             .chain(crate::json_paths::json_path_functions())
+            .chain(crate::json_srf::srf_functions())
             .chain(crate::interval_type::interval_functions())
             .chain(crate::checked_arith::math_functions())
             .chain([crate::to_char::to_char_function()])
