@@ -599,6 +599,33 @@ fn source_oid(n: usize) -> i64 {
     1_000_000_000 + n as i64
 }
 
+/// A `pg_attribute` row of a view's (or stream source's) column number
+/// `index` (from 0): no default, nullability or identity.
+fn view_attribute(rel: i64, name: &str, type_oid: u32, index: usize, typmod: i32) -> Vec<S> {
+    let len = pg_typlen(type_oid);
+    vec![
+        i(rel),
+        s(name),
+        i(i64::from(type_oid)),
+        i2(len),
+        i2(i16::try_from(index).unwrap_or(i16::MAX).saturating_add(1)),
+        i4(typmod),
+        b(false),
+        b(false),
+        b(false),
+        s(""),
+        s(""),
+        b(false),
+        b(true),
+        i(0),
+        i4(0),
+        b(len > 0 && len <= 8),
+        s(if len > 0 { "p" } else { "x" }),
+        s(""),
+        i4(-1),
+    ]
+}
+
 /// The relations the catalog tables list.
 struct Relations<'a> {
     tables: &'a [Arc<Table>],
@@ -761,53 +788,18 @@ fn build_pg_table(
             for (n, src) in sources.iter().enumerate() {
                 for (a, (col, ty)) in src.columns.iter().enumerate() {
                     let o = oid_for_column_type(*ty);
-                    rows.push(vec![
-                        i(source_oid(n)),
-                        s(col),
-                        i(o as i64),
-                        i2(pg_typlen(o)),
-                        i2(a as i16 + 1),
-                        i4(typmod_of(*ty)),
-                        b(false),
-                        b(false),
-                        b(false),
-                        s(""),
-                        s(""),
-                        b(false),
-                        b(true),
-                        i(0),
-                        i4(0),
-                        b(pg_typlen(o) > 0 && pg_typlen(o) <= 8),
-                        s(if pg_typlen(o) > 0 { "p" } else { "x" }),
-                        s(""),
-                        i4(-1),
-                    ]);
+                    rows.push(view_attribute(source_oid(n), col, o, a, typmod_of(*ty)));
                 }
             }
             for v in views {
                 for (a, c) in v.columns.iter().enumerate() {
-                    let o = c.type_oid;
-                    rows.push(vec![
-                        i(view_oid(v)),
-                        s(&c.name),
-                        i(i64::from(o)),
-                        i2(pg_typlen(o)),
-                        i2(i16::try_from(a).unwrap_or(i16::MAX).saturating_add(1)),
-                        i4(c.typmod),
-                        b(false),
-                        b(false),
-                        b(false),
-                        s(""),
-                        s(""),
-                        b(false),
-                        b(true),
-                        i(0),
-                        i4(0),
-                        b(pg_typlen(o) > 0 && pg_typlen(o) <= 8),
-                        s(if pg_typlen(o) > 0 { "p" } else { "x" }),
-                        s(""),
-                        i4(-1),
-                    ]);
+                    rows.push(view_attribute(
+                        view_oid(v),
+                        &c.name,
+                        c.type_oid,
+                        a,
+                        c.typmod,
+                    ));
                 }
             }
             for t in tables {

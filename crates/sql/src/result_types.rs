@@ -359,25 +359,12 @@ fn narrow_values(v: Values) -> DfResult<Values> {
             }
         }
     }
-    let fields = schema
+    let types: Vec<Option<DataType>> = narrowable
         .iter()
-        .zip(&narrowable)
-        .map(|((q, f), narrow)| {
-            let f = if *narrow {
-                Arc::new(
-                    f.as_ref()
-                        .clone()
-                        .with_data_type(datafusion::arrow::datatypes::DataType::Int32),
-                )
-            } else {
-                Arc::clone(f)
-            };
-            (q.cloned(), f)
-        })
+        .map(|n| n.then_some(DataType::Int32))
         .collect();
-    let schema = DFSchema::new_with_metadata(fields, schema.metadata().clone())?;
     Ok(Values {
-        schema: Arc::new(schema),
+        schema: retyped_schema(&schema, &types)?,
         values,
     })
 }
@@ -436,9 +423,17 @@ fn float_values(v: Values) -> DfResult<Values> {
             };
         }
     }
+    Ok(Values {
+        schema: retyped_schema(&schema, &retyped)?,
+        values,
+    })
+}
+
+/// `schema` with column `k` of type `types[k]` where that is given.
+fn retyped_schema(schema: &DFSchema, types: &[Option<DataType>]) -> DfResult<Arc<DFSchema>> {
     let fields = schema
         .iter()
-        .zip(&retyped)
+        .zip(types)
         .map(|((q, f), t)| {
             let f = match t {
                 Some(t) => Arc::new(f.as_ref().clone().with_data_type(t.clone())),
@@ -447,11 +442,10 @@ fn float_values(v: Values) -> DfResult<Values> {
             (q.cloned(), f)
         })
         .collect();
-    let schema = DFSchema::new_with_metadata(fields, schema.metadata().clone())?;
-    Ok(Values {
-        schema: Arc::new(schema),
-        values,
-    })
+    Ok(Arc::new(DFSchema::new_with_metadata(
+        fields,
+        schema.metadata().clone(),
+    )?))
 }
 
 #[cfg(test)]

@@ -260,7 +260,8 @@ pub fn relations_read(query: &Query) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let _ = datafusion::sql::sqlparser::ast::visit_relations(query, |name| {
         if let Ok(n) = table_name(name) {
-            if !(name.0.len() == 1 && ctes.contains(&n)) && !out.contains(&n) {
+            let is_cte = name.0.len() == 1 && ctes.contains(&n);
+            if !is_cte && !out.contains(&n) {
                 out.push(n);
             }
         }
@@ -339,7 +340,7 @@ mod tests {
     fn a_view_becomes_its_query_with_its_column_names() {
         let v = view("v", "SELECT a + 1 FROM t", &["x"]);
         assert_eq!(
-            expanded("SELECT x FROM v WHERE x > 1", &[v.clone()]).unwrap(),
+            expanded("SELECT x FROM v WHERE x > 1", std::slice::from_ref(&v)).unwrap(),
             "SELECT x FROM (SELECT a + 1 FROM t) AS \"v\" (\"x\") WHERE x > 1"
         );
         // a user's alias and column aliases win
@@ -375,14 +376,18 @@ mod tests {
             "DELETE FROM v",
         ] {
             assert_eq!(
-                expanded(sql, &[v.clone()]).unwrap_err().sqlstate(),
+                expanded(sql, std::slice::from_ref(&v))
+                    .unwrap_err()
+                    .sqlstate(),
                 "0A000",
                 "{sql}"
             );
         }
         for sql in ["TRUNCATE v", "COPY v TO STDOUT"] {
             assert_eq!(
-                expanded(sql, &[v.clone()]).unwrap_err().sqlstate(),
+                expanded(sql, std::slice::from_ref(&v))
+                    .unwrap_err()
+                    .sqlstate(),
                 "42809",
                 "{sql}"
             );
