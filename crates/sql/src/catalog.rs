@@ -599,9 +599,9 @@ fn source_oid(n: usize) -> i64 {
     1_000_000_000 + n as i64
 }
 
-/// A `pg_attribute` row of a view's (or stream source's) column number
-/// `index` (from 0): no default, nullability or identity.
-fn view_attribute(rel: i64, name: &str, type_oid: u32, index: usize, typmod: i32) -> Vec<S> {
+/// A `pg_attribute` row of column number `index` (from 0) with no
+/// default, NOT NULL or identity: a view's, a stream source's, an index's.
+fn plain_attribute(rel: i64, name: &str, type_oid: u32, index: usize, typmod: i32) -> Vec<S> {
     let len = pg_typlen(type_oid);
     vec![
         i(rel),
@@ -788,12 +788,12 @@ fn build_pg_table(
             for (n, src) in sources.iter().enumerate() {
                 for (a, (col, ty)) in src.columns.iter().enumerate() {
                     let o = oid_for_column_type(*ty);
-                    rows.push(view_attribute(source_oid(n), col, o, a, typmod_of(*ty)));
+                    rows.push(plain_attribute(source_oid(n), col, o, a, typmod_of(*ty)));
                 }
             }
             for v in views {
                 for (a, c) in v.columns.iter().enumerate() {
-                    rows.push(view_attribute(
+                    rows.push(plain_attribute(
                         view_oid(v),
                         &c.name,
                         c.type_oid,
@@ -835,27 +835,13 @@ fn build_pg_table(
                 for (n, &ci) in d.primary_key.iter().enumerate() {
                     let Some(c) = d.columns.get(ci) else { continue };
                     let o = oid_for_column_type(c.ty);
-                    rows.push(vec![
-                        i(index_oid(t)),
-                        s(&c.name),
-                        i(o as i64),
-                        i2(pg_typlen(o)),
-                        i2(n as i16 + 1),
-                        i4(typmod_of(c.ty)),
-                        b(false),
-                        b(false),
-                        b(false),
-                        s(""),
-                        s(""),
-                        b(false),
-                        b(true),
-                        i(0),
-                        i4(0),
-                        b(pg_typlen(o) > 0 && pg_typlen(o) <= 8),
-                        s(if pg_typlen(o) > 0 { "p" } else { "x" }),
-                        s(""),
-                        i4(-1),
-                    ]);
+                    rows.push(plain_attribute(
+                        index_oid(t),
+                        &c.name,
+                        o,
+                        n,
+                        typmod_of(c.ty),
+                    ));
                 }
             }
             mem_table(

@@ -193,21 +193,10 @@ fn rebuild(
 #[cfg(test)]
 mod tests {
     use datafusion::arrow::util::pretty::pretty_format_batches;
-    use datafusion::prelude::SessionContext;
 
     /// `sql`'s answer as a table, planned with Eddy's analyzer rules.
     async fn answer(sql: &str) -> String {
-        let state = datafusion::execution::SessionStateBuilder::new()
-            .with_default_features()
-            .with_analyzer_rules(crate::result_types::analyzer_rules())
-            .build();
-        let batches = SessionContext::new_with_state(state)
-            .sql(sql)
-            .await
-            .expect("plans")
-            .collect()
-            .await
-            .expect("runs");
+        let batches = crate::result_types::answer_with_eddy_rules(sql).await;
         pretty_format_batches(&batches).expect("prints").to_string()
     }
 

@@ -448,6 +448,25 @@ fn retyped_schema(schema: &DFSchema, types: &[Option<DataType>]) -> DfResult<Arc
     )?))
 }
 
+/// `sql`'s answer, planned by a DataFusion session with Eddy's analyzer
+/// rules (the unit tests of the rules share it).
+#[cfg(test)]
+pub(crate) async fn answer_with_eddy_rules(
+    sql: &str,
+) -> Vec<datafusion::arrow::array::RecordBatch> {
+    let state = datafusion::execution::SessionStateBuilder::new()
+        .with_default_features()
+        .with_analyzer_rules(analyzer_rules())
+        .build();
+    datafusion::prelude::SessionContext::new_with_state(state)
+        .sql(sql)
+        .await
+        .expect("plans")
+        .collect()
+        .await
+        .expect("runs")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,13 +483,7 @@ mod tests {
 
     /// The first batch of `sql`'s answer.
     async fn first_batch(sql: &str) -> datafusion::arrow::array::RecordBatch {
-        let rows = session()
-            .sql(sql)
-            .await
-            .expect("plans")
-            .collect()
-            .await
-            .expect("runs");
+        let rows = answer_with_eddy_rules(sql).await;
         rows.into_iter().next().expect("a batch")
     }
 

@@ -155,21 +155,9 @@ pub fn text_out_function() -> ScalarUDF {
 #[cfg(test)]
 mod tests {
     use datafusion::arrow::array::AsArray;
-    use datafusion::prelude::SessionContext;
 
     async fn text_of(sql: &str) -> Vec<String> {
-        let state = datafusion::execution::SessionStateBuilder::new()
-            .with_default_features()
-            .with_analyzer_rules(crate::result_types::analyzer_rules())
-            .build();
-        let ctx = SessionContext::new_with_state(state);
-        let batches = ctx
-            .sql(sql)
-            .await
-            .expect("plans")
-            .collect()
-            .await
-            .expect("runs");
+        let batches = crate::result_types::answer_with_eddy_rules(sql).await;
         let batch = batches.first().expect("a batch");
         batch
             .columns()
