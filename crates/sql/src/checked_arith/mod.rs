@@ -19,7 +19,9 @@
 //!   and refuses `%` on them (42883);
 //! * a cast of double precision to real (`eddy_float8_to_float4`) and of
 //!   text to real or double precision (`eddy_text_to_float4/8`), which
-//!   check the range as `float4in`/`float8in` and PostgreSQL's casts do.
+//!   check the range as `float4in`/`float8in` and PostgreSQL's casts do;
+//! * `round` of one real or double precision argument, whose ties go to
+//!   the even neighbour as C's `rint` (`rounding`: `eddy_float_round`).
 //!
 //! Invariants: result types and output names do not change (names are
 //! preserved the way DataFusion's own type coercion preserves them), so
@@ -32,6 +34,7 @@
 mod float;
 mod integer;
 mod math;
+mod rounding;
 
 pub use math::math_functions;
 
@@ -99,6 +102,9 @@ fn rewrite_expr(
         (Expr::Cast(Cast { field, .. }), _, [Some(from)]) => {
             float::cast_udf(from, field.data_type())
         }
+        (Expr::ScalarFunction(f), _, [Some(arg)]) if f.func.name() == "round" => {
+            rounding::round_udf(arg)
+        }
         _ => None,
     };
     match (e, replacement) {
@@ -112,6 +118,13 @@ fn rewrite_expr(
             types.push(Some(field.data_type().clone()));
             Ok(Transformed::yes(Expr::ScalarFunction(
                 ScalarFunction::new_udf(udf, vec![*expr]),
+            )))
+        }
+        (Expr::ScalarFunction(ScalarFunction { args, .. }), Some(udf)) => {
+            // (the one argument's type: `eddy_float_round` keeps it)
+            types.push(child_types.into_iter().next().flatten());
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(udf, args),
             )))
         }
         (e, _) => {
@@ -163,6 +176,7 @@ pub fn checked_functions() -> Vec<Arc<ScalarUDF>> {
         Arc::clone(&integer::MUL),
     ];
     all.extend(float::all());
+    all.push(Arc::clone(&rounding::FLOAT_ROUND));
     all
 }
 

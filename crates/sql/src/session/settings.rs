@@ -5,7 +5,8 @@
 //! `standard_conforming_strings = on`, `extra_float_digits` 1 to 3), those
 //! that change nothing Eddy has (`application_name`, `client_min_messages`,
 //! `row_security`, `check_function_bodies`, `synchronous_commit`: Eddy
-//! always commits durably, which every value allows), and custom
+//! always commits durably, which every value allows), a `search_path` that
+//! resolves names in `public` as Eddy does, and custom
 //! `prefix.name` placeholders, which PostgreSQL also accepts freely.
 //! Anything else (`work_mem`, `enable_seqscan`, `DateStyle = German`) is
 //! refused with 0A000 instead of being stored and ignored.
@@ -32,7 +33,6 @@ const NO_EFFECT: &[&str] = &[
     "row_security",
     "check_function_bodies",
     "synchronous_commit",
-    "search_path",
 ];
 
 /// The value to store for `SET name = value`, or why it is refused.
@@ -55,6 +55,7 @@ pub(super) fn validate_setting(name: &str, value: &str) -> Result<String> {
                 "invalid value for parameter \"{name}\": \"{value}\" (a size such as 256MB)"
             ))),
         },
+        "search_path" => check_search_path(name, value),
         // applied by the session, which checks the group exists
         crate::scheduling::SCHEDULING_SETTING => Ok(lower),
         "client_encoding" | "names" => match lower.replace(['-', '_'], "").as_str() {
@@ -98,6 +99,45 @@ pub(super) fn validate_setting(name: &str, value: &str) -> Result<String> {
     }
 }
 
+/// Eddy has one schema for user relations, `public`, beside the system
+/// schemas: a search path is accepted only where it resolves names as
+/// Eddy does, i.e. it names `public` and otherwise only `"$user"` (a schema
+/// Eddy never has, so PostgreSQL skips it too) and, after `public`,
+/// `pg_catalog` (before it, PostgreSQL would create there). Any other
+/// schema, or a path without `public` (pg_dump's empty path), would make
+/// PostgreSQL resolve or create names elsewhere; storing it and resolving
+/// in `public` anyway would be accepting and ignoring it.
+fn check_search_path(name: &str, value: &str) -> Result<String> {
+    let mut has_public = false;
+    for element in value.split(',') {
+        let element = element.trim();
+        let schema = match element.strip_prefix('"').and_then(|e| e.strip_suffix('"')) {
+            Some(quoted) => quoted.replace("\"\"", "\""),
+            None => element.to_ascii_lowercase(),
+        };
+        match schema.as_str() {
+            "public" => has_public = true,
+            "$user" => {}
+            // after public only: before it, PostgreSQL would create new
+            // relations in pg_catalog (and refuse them)
+            "pg_catalog" if has_public => {}
+            _ => {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "{name} = {value} is not supported: schema \"{schema}\" does not exist \
+                     (Eddy has one schema, public, and CREATE SCHEMA is not supported)"
+                )))
+            }
+        }
+    }
+    if !has_public {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "{name} = {value} is not supported: Eddy resolves unqualified names in schema \
+             public, which the search path must name"
+        )));
+    }
+    Ok(value.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +152,14 @@ mod tests {
             "UTF8"
         );
         assert!(validate_setting("datestyle", "'ISO, MDY'").is_ok());
+        for path in [
+            "public",
+            "\"$user\", public",
+            "PUBLIC, pg_catalog",
+            "\"$user\", \"public\", pg_catalog",
+        ] {
+            assert!(validate_setting("search_path", path).is_ok(), "{path}");
+        }
         for (name, value) in [
             ("work_mem", "'1GB'"),
             ("enable_seqscan", "off"),
@@ -119,6 +167,13 @@ mod tests {
             ("client_encoding", "'LATIN1'"),
             ("extra_float_digits", "0"),
             ("eddy.nonsense", "1"),
+            ("search_path", "myschema"),
+            ("search_path", "myschema, public"),
+            ("search_path", "\"Public\""),
+            ("search_path", ""),
+            ("search_path", "\"$user\""),
+            ("search_path", "pg_catalog"),
+            ("search_path", "pg_catalog, public"),
         ] {
             let e = validate_setting(name, value).unwrap_err();
             assert_eq!(e.sqlstate(), "0A000", "{name}");
