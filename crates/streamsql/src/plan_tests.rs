@@ -498,3 +498,76 @@ fn windows_that_cannot_be_kept_are_refused() {
         other => panic!("a window on an integer: {other:?}"),
     }
 }
+
+/// q8's shape over sources `a` and `b`: two TUMBLE aggregates joined on
+/// their key and window bounds (`{join}`: the join keyword).
+fn q8_over_ab(join: &str, emit: &str) -> String {
+    format!(
+        "CREATE MATERIALIZED VIEW v AS SELECT p.k, p.n, p.starttime FROM (SELECT k, max(x) AS n, \
+         window_start AS starttime, window_end AS endtime FROM TUMBLE(a, ts, INTERVAL '10' \
+         SECOND) GROUP BY k, window_start, window_end) AS p {join} (SELECT k, window_start AS \
+         starttime, window_end AS endtime FROM TUMBLE(b, ts, INTERVAL '10' SECOND) GROUP BY k, \
+         window_start, window_end) AS q ON p.k = q.k AND p.starttime = q.starttime AND \
+         p.endtime = q.endtime {emit}"
+    )
+}
+
+#[test]
+fn a_join_of_two_window_aggregates_is_two_grouped_sides_under_an_equi_join() {
+    let p = plan_joined(&q8_over_ab("JOIN", "EMIT ON WINDOW CLOSE"), true).expect("plan");
+    assert!(p.append, "the pairs are appended");
+    let j = p.join.as_ref().expect("a join");
+    assert!(j.interval.is_none(), "an equi-join");
+    assert_eq!(
+        (j.left.source.as_str(), j.right.source.as_str()),
+        ("a", "b")
+    );
+    assert_eq!(j.left.keys.len(), 3, "the key and both window bounds");
+    assert!(j.left.stages.is_empty() && j.left.scan_projection.is_none());
+    let [left, right] = p.window_inputs.as_slice() else {
+        panic!("two window aggregates: {}", p.window_inputs.len());
+    };
+    for (side, source, aggregates) in [(left, "a", 1), (right, "b", 0)] {
+        assert_eq!(side.source, source);
+        assert!(!side.append && side.join.is_none());
+        assert_eq!(side.aggregates.len(), aggregates);
+        assert_eq!(side.time.emit, EmitMode::OnWindowClose);
+        assert!(
+            side.time.window_end.is_some(),
+            "{source} closes its windows"
+        );
+        assert!(side.time.watermark.is_some(), "by {source}'s watermark");
+    }
+    // the join's inputs are the sides' outputs
+    assert_eq!(j.left.schema.fields().len(), left.columns.len());
+    assert_eq!(j.right.schema.fields().len(), right.columns.len());
+    let names: Vec<&str> = p.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["k", "n", "starttime"]);
+}
+
+#[test]
+fn joins_of_window_aggregates_that_cannot_be_kept_are_refused() {
+    for (what, sql, right_watermark) in [
+        ("emit on update", q8_over_ab("JOIN", ""), true),
+        (
+            "an outer join",
+            q8_over_ab("LEFT JOIN", "EMIT ON WINDOW CLOSE"),
+            true,
+        ),
+        (
+            "a side without a watermark",
+            q8_over_ab("JOIN", "EMIT ON WINDOW CLOSE"),
+            false,
+        ),
+        (
+            "a condition other than equalities",
+            q8_over_ab("JOIN", "EMIT ON WINDOW CLOSE").replace("p.k = q.k", "p.k > q.k"),
+            true,
+        ),
+    ] {
+        match plan_joined(&sql, right_watermark) {
+            Err(StreamSqlError::NotSupported(why)) => eprintln!("{what}: {why}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+}
