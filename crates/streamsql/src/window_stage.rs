@@ -64,12 +64,6 @@ impl ViewOperator {
         Ok(Some(filter_record_batch(&out, &mask)?))
     }
 
-    /// The watermark below which the stage has emitted every window (no
-    /// later row of it can carry a window ending at or before it).
-    pub(crate) fn stage_closed_below(&self) -> Option<i64> {
-        self.clock.as_ref().and_then(EventClock::watermark)
-    }
-
     /// Rows the stage dropped as late.
     pub(crate) fn stage_late_rows(&self) -> u64 {
         self.clock.as_ref().map_or(0, |c| c.state().late_rows)
