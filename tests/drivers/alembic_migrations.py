@@ -13,7 +13,7 @@ PostgreSQL 15's answer (scripts/ci/drivers-against-postgres.sh runs this
 file against it); the script exits non-zero at the first difference.
 """
 import os
-import sys
+from sqlalchemy_common import check, server_url
 import tempfile
 import textwrap
 
@@ -22,17 +22,7 @@ from alembic.config import Config
 from sqlalchemy import create_engine, text
 
 
-def check(what, got, want):
-    if got != want:
-        print(f"FAIL: {what}: got {got!r}, PostgreSQL gives {want!r}", file=sys.stderr)
-        sys.exit(1)
-
-
-port = os.environ["EDDY_PORT"]
-user = os.environ.get("EDDY_USER", "eddy")
-password = os.environ.get("EDDY_PASSWORD", "secret")
-db = os.environ.get("EDDY_DB", "eddy")
-url = f"postgresql+psycopg://{user}:{password}@127.0.0.1:{port}/{db}?sslmode=disable"
+url = server_url()
 engine = create_engine(url)
 
 ENV_PY = """

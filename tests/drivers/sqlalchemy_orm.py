@@ -4,8 +4,7 @@ Run by crates/server/tests/drivers.rs with EDDY_PORT set. Each check states
 PostgreSQL 15's answer (scripts/ci/drivers-against-postgres.sh runs this
 file against it); the script exits non-zero at the first difference.
 """
-import os
-import sys
+from sqlalchemy_common import check, server_url
 
 from sqlalchemy import (
     Integer,
@@ -19,19 +18,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 
-def check(what, got, want):
-    if got != want:
-        print(f"FAIL: {what}: got {got!r}, PostgreSQL gives {want!r}", file=sys.stderr)
-        sys.exit(1)
-
-
-port = os.environ["EDDY_PORT"]
-user = os.environ.get("EDDY_USER", "eddy")
-password = os.environ.get("EDDY_PASSWORD", "secret")
-db = os.environ.get("EDDY_DB", "eddy")
-engine = create_engine(
-    f"postgresql+psycopg://{user}:{password}@127.0.0.1:{port}/{db}?sslmode=disable"
-)
+engine = create_engine(server_url())
 
 
 class Base(DeclarativeBase):

@@ -508,6 +508,43 @@ impl ColumnDef {
     }
 }
 
+/// A view as the catalog stores it (`CREATE VIEW`): the SQL layer expands
+/// its query wherever the view is named; storage only keeps it, in the
+/// same catalog and relation namespace as the tables.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewDef {
+    /// Drawn from the tables' id counter: a view's OID never equals a
+    /// table's.
+    pub id: TableId,
+    pub name: String,
+    /// The output columns, fixed when the view was created (as in
+    /// PostgreSQL, a later change of the tables does not add any).
+    pub columns: Vec<ViewColumn>,
+    /// The defining query, as the parser prints it.
+    pub query: String,
+    /// The relations (tables and views) the query reads: they cannot be
+    /// dropped or changed while the view exists (CASCADE drops it).
+    pub depends_on: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// Grows with every committed change: a transaction that replaces or
+    /// drops the view names the version it saw, and its commit fails if
+    /// another transaction changed the view first.
+    pub version: u64,
+}
+
+/// One output column of a view, typed as PostgreSQL's catalogs show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewColumn {
+    pub name: String,
+    /// PostgreSQL type OID.
+    pub type_oid: u32,
+    /// PostgreSQL type modifier (-1: none).
+    pub typmod: i32,
+}
+
 /// A table as the catalog stores it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableDef {

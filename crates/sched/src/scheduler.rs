@@ -561,6 +561,14 @@ impl Scheduler {
         self.shared.state.lock().slots
     }
 
+    /// Slots held now: by polling workers and by workers waiting to take
+    /// theirs back after a blocking section.
+    #[cfg(test)]
+    pub(crate) fn slots_held(&self) -> usize {
+        let st = self.shared.state.lock();
+        st.running + st.reacquiring
+    }
+
     /// Worker threads now (slots plus spares for blocked workers).
     pub fn threads(&self) -> usize {
         self.shared.state.lock().threads

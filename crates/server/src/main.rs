@@ -532,16 +532,19 @@ async fn serve(
     let backend = Arc::new(Backend::new(db, Arc::clone(&metrics), security));
     let idle = Arc::clone(&backend.idle);
     let handlers = Arc::new(Handlers::new(Arc::clone(&backend)));
-    let pg = TcpListener::bind(pg_addr)
-        .await
-        .map_err(|e| ServerError::Listen {
-            addr: pg_addr.to_string(),
-            source: e,
-        })?;
+    // the HTTP port first: once the PostgreSQL port accepts, nothing left
+    // can fail, so a client (or a start-up script) that sees it open never
+    // meets a server about to exit because its second port was taken
     let http = TcpListener::bind(http_addr)
         .await
         .map_err(|e| ServerError::Listen {
             addr: http_addr.to_string(),
+            source: e,
+        })?;
+    let pg = TcpListener::bind(pg_addr)
+        .await
+        .map_err(|e| ServerError::Listen {
+            addr: pg_addr.to_string(),
             source: e,
         })?;
     let pg_bound = pg.local_addr().unwrap_or(pg_addr);

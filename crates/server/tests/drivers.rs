@@ -41,6 +41,15 @@ fn sqlalchemy_inspector_reflection_and_pandas_read_sql_table() {
     python_script("sqlalchemy_inspector.py");
 }
 
+/// SQLAlchemy's `ForeignKey(..., use_alter=True)` between two tables that
+/// reference each other: `create_all` adds the constraint by ALTER TABLE
+/// ... ADD CONSTRAINT ... FOREIGN KEY (issue 14), it is enforced on both
+/// tables, and `drop_all` drops it by DROP CONSTRAINT first.
+#[test]
+fn sqlalchemy_use_alter_foreign_key_cycle() {
+    python_script("sqlalchemy_alter_fk.py");
+}
+
 /// Alembic runs all pending migrations in one transaction: a failing one
 /// rolls back the tables and columns of the others (transactional DDL).
 #[test]
@@ -63,6 +72,15 @@ fn server_side_cursors_psycopg2_and_psycopg3() {
 #[test]
 fn psycopg3_and_asyncpg_listen_notify() {
     python_script("listen_notify.py");
+}
+
+/// json_agg, jsonb_agg, jsonb_object_agg, to_json, row_to_json, jsonb_set
+/// and `#>>` results come back through psycopg 3 as Python lists, dicts
+/// and strings (json 114 / jsonb 3802 decoded by the driver), in text and
+/// binary results (issue 14).
+#[test]
+fn psycopg3_decodes_json_functions() {
+    python_script("psycopg_json.py");
 }
 
 #[test]

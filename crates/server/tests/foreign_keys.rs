@@ -24,6 +24,26 @@ fn detail(e: &tokio_postgres::Error) -> String {
         .to_string()
 }
 
+/// Runs `sql` on `waiter` in a task, checks that it is still waiting after
+/// 400 ms (`why`), ends `holder`'s transaction with `end` and returns what
+/// the statement then answered.
+async fn blocked_until(
+    waiter: &Arc<Client>,
+    sql: &'static str,
+    holder: &Client,
+    end: &str,
+    why: &str,
+) -> Result<u64, tokio_postgres::Error> {
+    let task = {
+        let waiter = Arc::clone(waiter);
+        tokio::spawn(async move { waiter.execute(sql, &[]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!task.is_finished(), "{why}");
+    holder.batch_execute(end).await.unwrap();
+    task.await.unwrap()
+}
+
 async fn count(c: &Client, sql: &str) -> i64 {
     c.query_one(sql, &[])
         .await
@@ -50,17 +70,15 @@ async fn parent_delete_waits_for_a_child_insert_then_fails() {
     a.batch_execute("BEGIN; INSERT INTO c VALUES (10, 1)")
         .await
         .unwrap();
-    let waiter = {
-        let b = Arc::clone(&b);
-        tokio::spawn(async move { b.execute("DELETE FROM p WHERE id = 1", &[]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(
-        !waiter.is_finished(),
-        "the DELETE waits for the child's txn"
-    );
-    a.batch_execute("COMMIT").await.unwrap();
-    let e = waiter.await.unwrap().unwrap_err();
+    let waited = blocked_until(
+        &b,
+        "DELETE FROM p WHERE id = 1",
+        &a,
+        "COMMIT",
+        "the DELETE waits for the child's txn",
+    )
+    .await;
+    let e = waited.unwrap_err();
     assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
     assert_eq!(
         e.as_db_error().map(|d| d.message().to_string()),
@@ -126,17 +144,15 @@ async fn child_insert_waits_for_a_parent_delete() {
     b.batch_execute("BEGIN; DELETE FROM p WHERE id = 4")
         .await
         .unwrap();
-    let waiter = {
-        let a = Arc::clone(&a);
-        tokio::spawn(async move { a.execute("INSERT INTO c VALUES (20, 4)", &[]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(
-        !waiter.is_finished(),
-        "the child insert waits for the delete"
-    );
-    b.batch_execute("COMMIT").await.unwrap();
-    let e = waiter.await.unwrap().unwrap_err();
+    let waited = blocked_until(
+        &a,
+        "INSERT INTO c VALUES (20, 4)",
+        &b,
+        "COMMIT",
+        "the child insert waits for the delete",
+    )
+    .await;
+    let e = waited.unwrap_err();
     assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
     assert_eq!(detail(&e), "Key (p_id)=(4) is not present in table \"p\".");
 
@@ -144,27 +160,29 @@ async fn child_insert_waits_for_a_parent_delete() {
     b.batch_execute("BEGIN; DELETE FROM p WHERE id = 5")
         .await
         .unwrap();
-    let waiter = {
-        let a = Arc::clone(&a);
-        tokio::spawn(async move { a.execute("INSERT INTO c VALUES (21, 5)", &[]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(!waiter.is_finished());
-    b.batch_execute("ROLLBACK").await.unwrap();
-    assert_eq!(waiter.await.unwrap().unwrap(), 1);
+    let waited = blocked_until(
+        &a,
+        "INSERT INTO c VALUES (21, 5)",
+        &b,
+        "ROLLBACK",
+        "the statement waits",
+    )
+    .await;
+    assert_eq!(waited.unwrap(), 1);
 
     // a child UPDATE onto a parent being deleted waits too
     b.batch_execute("INSERT INTO p VALUES (6, 0); BEGIN; DELETE FROM p WHERE id = 6")
         .await
         .unwrap();
-    let waiter = {
-        let a = Arc::clone(&a);
-        tokio::spawn(async move { a.execute("UPDATE c SET p_id = 6 WHERE id = 21", &[]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(!waiter.is_finished());
-    b.batch_execute("COMMIT").await.unwrap();
-    let e = waiter.await.unwrap().unwrap_err();
+    let waited = blocked_until(
+        &a,
+        "UPDATE c SET p_id = 6 WHERE id = 21",
+        &b,
+        "COMMIT",
+        "the statement waits",
+    )
+    .await;
+    let e = waited.unwrap_err();
     assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
 }
 
@@ -183,14 +201,15 @@ async fn cascade_deletes_children_committed_while_it_waited() {
     a.batch_execute("BEGIN; INSERT INTO cc VALUES (2, 1)")
         .await
         .unwrap();
-    let waiter = {
-        let b = Arc::clone(&b);
-        tokio::spawn(async move { b.execute("DELETE FROM p WHERE id = 1", &[]).await })
-    };
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(!waiter.is_finished());
-    a.batch_execute("COMMIT").await.unwrap();
-    assert_eq!(waiter.await.unwrap().unwrap(), 1);
+    let waited = blocked_until(
+        &b,
+        "DELETE FROM p WHERE id = 1",
+        &a,
+        "COMMIT",
+        "the statement waits",
+    )
+    .await;
+    assert_eq!(waited.unwrap(), 1);
     assert_eq!(count(&a, "SELECT count(*) FROM cc").await, 0);
 
     // REPEATABLE READ: a child committed after the snapshot fails the
@@ -239,4 +258,131 @@ async fn copy_is_refused_and_constraints_survive_a_restart() {
         "constraint c_p_id_fkey on table c depends on table p\nconstraint cc_p_id_fkey on table cc depends on table p"
     );
     drop(dir);
+}
+
+/// ALTER TABLE ADD FOREIGN KEY (issue 14): PostgreSQL's message and DETAIL
+/// for an orphan found by the validation, the refusals CREATE TABLE makes
+/// too, and no orphan committing around the validation (it holds the
+/// parent's table lock, so a parent DELETE waits for it, and it waits for
+/// a parent DELETE already running).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alter_add_foreign_key_validates_and_locks_the_parent() {
+    let srv = Server::start("trust");
+    let a = srv.connect().await;
+    let b = Arc::new(srv.connect().await);
+    a.batch_execute(
+        "CREATE TABLE p (id INT PRIMARY KEY, u INT UNIQUE);
+         CREATE TABLE c (id INT PRIMARY KEY, p_id INT);
+         INSERT INTO p VALUES (1, 1), (2, 2), (3, 3);
+         INSERT INTO c VALUES (10, 1), (11, 5)",
+    )
+    .await
+    .unwrap();
+
+    let e = a
+        .batch_execute("ALTER TABLE c ADD CONSTRAINT n FOREIGN KEY (p_id) REFERENCES p (id)")
+        .await
+        .unwrap_err();
+    assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
+    assert_eq!(
+        e.as_db_error()
+            .map(|d| d.message().to_string())
+            .unwrap_or_default(),
+        "insert or update on table \"c\" violates foreign key constraint \"n\""
+    );
+    assert_eq!(detail(&e), "Key (p_id)=(5) is not present in table \"p\".");
+    let e = a
+        .batch_execute("ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.as_db_error()
+            .map(|d| d.message().to_string())
+            .unwrap_or_default(),
+        "insert or update on table \"c\" violates foreign key constraint \"c_p_id_fkey\""
+    );
+    a.batch_execute("DELETE FROM c WHERE id = 11")
+        .await
+        .unwrap();
+
+    // what CREATE TABLE refuses, ALTER TABLE refuses the same way
+    for (sql, what) in [
+        (
+            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p MATCH FULL",
+            "MATCH FULL",
+        ),
+        (
+            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p DEFERRABLE",
+            "DEFERRABLE",
+        ),
+        (
+            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p NOT VALID",
+            "NOT VALID",
+        ),
+        (
+            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p (u)",
+            "UNIQUE",
+        ),
+        (
+            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p ON UPDATE CASCADE",
+            "ON UPDATE",
+        ),
+    ] {
+        let e = a.batch_execute(sql).await.unwrap_err();
+        assert_eq!(state(&e), SqlState::FEATURE_NOT_SUPPORTED, "{sql}: {e:?}");
+        let msg = e
+            .as_db_error()
+            .map(|d| d.message().to_string())
+            .unwrap_or_default();
+        assert!(msg.contains(what), "{sql}: {msg}");
+    }
+    assert_eq!(
+        count(&a, "SELECT count(*) FROM pg_constraint WHERE contype = 'f'").await,
+        0
+    );
+
+    // the ALTER holds the parent's lock: a DELETE of a referenced parent
+    // row waits for it, then sees the committed constraint
+    a.batch_execute("BEGIN; ALTER TABLE c ADD CONSTRAINT n FOREIGN KEY (p_id) REFERENCES p (id)")
+        .await
+        .unwrap();
+    let waited = blocked_until(
+        &b,
+        "DELETE FROM p WHERE id = 1",
+        &a,
+        "COMMIT",
+        "the parent DELETE waits for the ALTER",
+    )
+    .await;
+    let e = waited.unwrap_err();
+    assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
+    a.batch_execute("ALTER TABLE c DROP CONSTRAINT n")
+        .await
+        .unwrap();
+
+    // a DELETE running first: the ALTER waits for it, then finds the orphan
+    b.batch_execute("BEGIN; DELETE FROM p WHERE id = 1")
+        .await
+        .unwrap();
+    let a = Arc::new(a);
+    let alter = {
+        let a = Arc::clone(&a);
+        tokio::spawn(async move {
+            a.batch_execute("ALTER TABLE c ADD CONSTRAINT n FOREIGN KEY (p_id) REFERENCES p (id)")
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        !alter.is_finished(),
+        "the ALTER waits for the parent DELETE"
+    );
+    b.batch_execute("COMMIT").await.unwrap();
+    let e = alter.await.unwrap().unwrap_err();
+    assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
+    assert_eq!(detail(&e), "Key (p_id)=(1) is not present in table \"p\".");
+    assert_eq!(
+        count(&a, "SELECT count(*) FROM pg_constraint WHERE contype = 'f'").await,
+        0
+    );
 }

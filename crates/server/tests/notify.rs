@@ -168,7 +168,7 @@ async fn notifications_reach_idle_listeners_transactionally() {
 async fn notify_many(c: &Client, from: u32, count: u32) -> Result<(), String> {
     run(c, "BEGIN").await;
     c.simple_query(&format!(
-        "SELECT count(pg_notify('full', value::text)) FROM generate_series({from}, {})",
+        "SELECT count(pg_notify('full', g::text)) FROM generate_series({from}, {}) AS g",
         from + count - 1
     ))
     .await

@@ -95,7 +95,7 @@ async fn a_long_dependent_join_is_bounded() {
     client
         .batch_execute(
             "CREATE TABLE big (id INT PRIMARY KEY, c INT);
-             INSERT INTO big SELECT value, value FROM generate_series(1, 10000)",
+             INSERT INTO big SELECT g, g FROM generate_series(1, 10000) AS g",
         )
         .await
         .expect("setup");

@@ -53,7 +53,7 @@ async fn kill_during_a_rewrite_leaves_the_old_table_or_the_new() {
         let c = srv.connect().await;
         c.batch_execute(&format!(
             "CREATE TABLE big_t (id INT PRIMARY KEY, v INT, pad TEXT) WITH (shard_count = 3);
-             INSERT INTO big_t SELECT g, g, 'p' FROM generate_series(1, {BIG_ROWS}) AS g;
+             INSERT INTO big_t SELECT g, g, 'p' FROM generate_series(1, {BIG_ROWS}) AS s(g);
              CREATE TABLE done_t (id INT PRIMARY KEY, v INT, pad TEXT) WITH (shard_count = 2);
              INSERT INTO done_t VALUES (1, 10, 'a'), (2, 20, 'b');
              CREATE TABLE held_t (a INT, b TEXT);

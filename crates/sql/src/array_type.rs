@@ -435,11 +435,7 @@ impl ScalarUDFImpl for ArrayIn {
         let all_scalar = matches!(value, ColumnarValue::Scalar(_));
         let a = value.to_array(args.number_rows)?;
         let out = text_to_array(&a, ty).map_err(external)?;
-        if all_scalar && out.len() == 1 {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        crate::udf_args::scalar_if(all_scalar, out)
     }
 }
 
@@ -587,11 +583,7 @@ impl ScalarUDFImpl for ArrayLength {
             }
         }
         let out: ArrayRef = Arc::new(out.finish());
-        if all_scalar && out.len() == 1 {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        crate::udf_args::scalar_if(all_scalar, out)
     }
 }
 
@@ -738,11 +730,7 @@ impl ScalarUDFImpl for ArrayOut {
             }
         }
         let out: ArrayRef = Arc::new(out.finish());
-        if all_scalar {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        crate::udf_args::scalar_if(all_scalar, out)
     }
 }
 

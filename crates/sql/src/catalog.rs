@@ -223,7 +223,14 @@ impl SchemaProvider for PgCatalogSchema {
             .as_ref()
             .map(|s| s.relations())
             .unwrap_or_default();
-        let t = build_pg_table(name, &tables, &sequences, &sources, &self.database, user)?;
+        let views = self.engine.views();
+        let relations = Relations {
+            tables: &tables,
+            views: &views,
+            sequences: &sequences,
+            sources: &sources,
+        };
+        let t = build_pg_table(name, relations, &self.database, user)?;
         Ok(Some(Arc::new(t)))
     }
 
@@ -459,7 +466,7 @@ pub fn format_type(o: i64, typmod: i64) -> Option<String> {
     })
 }
 
-fn typmod_of(t: ColumnType) -> i32 {
+pub(crate) fn typmod_of(t: ColumnType) -> i32 {
     match t {
         ColumnType::Array(e) => typmod_of(e.column_type()),
         ColumnType::Decimal(p, s) => (((p as i32) << 16) | (s.max(0) as i32)) + 4,
@@ -592,14 +599,59 @@ fn source_oid(n: usize) -> i64 {
     1_000_000_000 + n as i64
 }
 
+/// A `pg_attribute` row of column number `index` (from 0) with no
+/// default, NOT NULL or identity: a view's, a stream source's, an index's.
+fn plain_attribute(rel: i64, name: &str, type_oid: u32, index: usize, typmod: i32) -> Vec<S> {
+    let len = pg_typlen(type_oid);
+    vec![
+        i(rel),
+        s(name),
+        i(i64::from(type_oid)),
+        i2(len),
+        i2(i16::try_from(index).unwrap_or(i16::MAX).saturating_add(1)),
+        i4(typmod),
+        b(false),
+        b(false),
+        b(false),
+        s(""),
+        s(""),
+        b(false),
+        b(true),
+        i(0),
+        i4(0),
+        b(len > 0 && len <= 8),
+        s(if len > 0 { "p" } else { "x" }),
+        s(""),
+        i4(-1),
+    ]
+}
+
+/// The relations the catalog tables list.
+struct Relations<'a> {
+    tables: &'a [Arc<Table>],
+    views: &'a [eddy_common::ViewDef],
+    sequences: &'a [(SequenceDef, Option<i64>)],
+    sources: &'a [crate::streams::StreamRelation],
+}
+
+/// OID of a view: its id comes from the tables' counter, so it never
+/// equals a table's (or a table's primary-key index's).
+pub fn view_oid(v: &eddy_common::ViewDef) -> i64 {
+    16_384 + 2 * i64::from(v.id.0)
+}
+
 fn build_pg_table(
     name: &str,
-    tables: &[Arc<Table>],
-    sequences: &[(SequenceDef, Option<i64>)],
-    sources: &[crate::streams::StreamRelation],
+    relations: Relations<'_>,
     database: &str,
     current: CurrentUser<'_>,
 ) -> datafusion::error::Result<MemTable> {
+    let Relations {
+        tables,
+        views,
+        sequences,
+        sources,
+    } = relations;
     match name {
         "pg_namespace" => mem_table(
             &[
@@ -642,6 +694,21 @@ fn build_pg_table(
                         filenode: 0,
                         natts: src.columns.len() as i16,
                         ..PgClassRow::new(source_oid(n), &src.name, "v")
+                    }
+                    .cells(),
+                );
+            }
+            for v in views {
+                rows.push(
+                    PgClassRow {
+                        owner: current.oid_of(
+                            v.owner
+                                .as_deref()
+                                .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER),
+                        ),
+                        filenode: 0,
+                        natts: i16::try_from(v.columns.len()).unwrap_or(i16::MAX),
+                        ..PgClassRow::new(view_oid(v), &v.name, "v")
                     }
                     .cells(),
                 );
@@ -721,27 +788,18 @@ fn build_pg_table(
             for (n, src) in sources.iter().enumerate() {
                 for (a, (col, ty)) in src.columns.iter().enumerate() {
                     let o = oid_for_column_type(*ty);
-                    rows.push(vec![
-                        i(source_oid(n)),
-                        s(col),
-                        i(o as i64),
-                        i2(pg_typlen(o)),
-                        i2(a as i16 + 1),
-                        i4(typmod_of(*ty)),
-                        b(false),
-                        b(false),
-                        b(false),
-                        s(""),
-                        s(""),
-                        b(false),
-                        b(true),
-                        i(0),
-                        i4(0),
-                        b(pg_typlen(o) > 0 && pg_typlen(o) <= 8),
-                        s(if pg_typlen(o) > 0 { "p" } else { "x" }),
-                        s(""),
-                        i4(-1),
-                    ]);
+                    rows.push(plain_attribute(source_oid(n), col, o, a, typmod_of(*ty)));
+                }
+            }
+            for v in views {
+                for (a, c) in v.columns.iter().enumerate() {
+                    rows.push(plain_attribute(
+                        view_oid(v),
+                        &c.name,
+                        c.type_oid,
+                        a,
+                        c.typmod,
+                    ));
                 }
             }
             for t in tables {
@@ -777,27 +835,13 @@ fn build_pg_table(
                 for (n, &ci) in d.primary_key.iter().enumerate() {
                     let Some(c) = d.columns.get(ci) else { continue };
                     let o = oid_for_column_type(c.ty);
-                    rows.push(vec![
-                        i(index_oid(t)),
-                        s(&c.name),
-                        i(o as i64),
-                        i2(pg_typlen(o)),
-                        i2(n as i16 + 1),
-                        i4(typmod_of(c.ty)),
-                        b(false),
-                        b(false),
-                        b(false),
-                        s(""),
-                        s(""),
-                        b(false),
-                        b(true),
-                        i(0),
-                        i4(0),
-                        b(pg_typlen(o) > 0 && pg_typlen(o) <= 8),
-                        s(if pg_typlen(o) > 0 { "p" } else { "x" }),
-                        s(""),
-                        i4(-1),
-                    ]);
+                    rows.push(plain_attribute(
+                        index_oid(t),
+                        &c.name,
+                        o,
+                        n,
+                        typmod_of(c.ty),
+                    ));
                 }
             }
             mem_table(
@@ -1486,12 +1530,32 @@ fn build_pg_table(
             ],
             vec![],
         ),
-        "pg_views" | "pg_matviews" => mem_table(
+        "pg_views" => mem_table(
             &[
                 ("schemaname", T),
                 ("viewname", T),
-                ("matviewname", T),
                 ("viewowner", T),
+                ("definition", T),
+            ],
+            views
+                .iter()
+                .map(|v| {
+                    vec![
+                        s("public"),
+                        s(&v.name),
+                        s(v.owner
+                            .as_deref()
+                            .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER)),
+                        s(&v.query),
+                    ]
+                })
+                .collect(),
+        ),
+        "pg_matviews" => mem_table(
+            &[
+                ("schemaname", T),
+                ("matviewname", T),
+                ("matviewowner", T),
                 ("definition", T),
             ],
             vec![],
@@ -2018,7 +2082,9 @@ pub fn pg_functions(
     user: &str,
     backend_pid: i32,
     roles: Arc<crate::roles::Roles>,
+    started_at: &str,
 ) -> Vec<ScalarUDF> {
+    let started_at = started_at.to_string();
     let privilege_functions = privilege_functions(Arc::clone(&engine), roles, user);
     let db = database.to_string();
     let usr = user.to_string();
@@ -2029,6 +2095,7 @@ pub fn pg_functions(
     let eng4 = Arc::clone(&engine);
     let eng5 = Arc::clone(&engine);
     let eng6 = Arc::clone(&engine);
+    let eng7 = Arc::clone(&engine);
     vec![
         // the sequence a SERIAL or identity column draws from
         udf("pg_get_serial_sequence", T, move |v| {
@@ -2090,7 +2157,17 @@ pub fn pg_functions(
             arg_str(v, 0).map(|e| s(&e)).unwrap_or(null_text())
         }),
         udf("pg_get_partkeydef", T, |_| null_text()),
-        udf("pg_get_viewdef", T, |_| null_text()),
+        // a view's definition by OID or name (the parser's text of its
+        // query, not PostgreSQL's deparsed one)
+        udf("pg_get_viewdef", T, move |v| {
+            let by_oid = arg_i64(v, 0);
+            let by_name = arg_str(v, 0);
+            eng7.views()
+                .into_iter()
+                .find(|d| Some(view_oid(d)) == by_oid || by_name.as_deref() == Some(&d.name))
+                .map(|d| s(&d.query))
+                .unwrap_or(null_text())
+        }),
         udf("pg_get_statisticsobjdef_columns", T, |_| null_text()),
         udf("pg_size_pretty", T, |v| match arg_i64(v, 0) {
             Some(n) => s(&size_pretty(n)),
@@ -2201,6 +2278,11 @@ pub fn pg_functions(
             eng3.table(&bare)
                 .or_else(|| eng3.table(&bare.to_lowercase()))
                 .map(|t| i(table_oid(&t)))
+                .or_else(|| {
+                    eng3.view(&bare)
+                        .or_else(|| eng3.view(&bare.to_lowercase()))
+                        .map(|v| i(view_oid(&v)))
+                })
                 // an index (`'t_pkey'::regclass`, pgjdbc and psql name them)
                 .or_else(|| {
                     let lower = bare.to_lowercase();
@@ -2224,20 +2306,7 @@ pub fn pg_functions(
         // PostgreSQL's to_regtype: the type's OID, NULL when there is none
         // (psycopg's TypeInfo.fetch, SQLAlchemy's dialect start-up)
         udf("to_regtype", I8, regtype_oid),
-        udf("quote_ident", T, |v| match arg_str(v, 0) {
-            Some(x)
-                if x.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') =>
-            {
-                s(&x)
-            }
-            Some(x) => s(&format!("\"{}\"", x.replace('"', "\"\""))),
-            None => null_text(),
-        }),
-        udf("pg_postmaster_start_time", T, |_| {
-            s("2024-01-01 00:00:00+00")
-        }),
-        udf("txid_current", I8, |_| i(1)),
+        udf("pg_postmaster_start_time", T, move |_| s(&started_at)),
         udf("pg_is_in_recovery", B, |_| b(false)),
     ]
     .into_iter()

@@ -188,7 +188,7 @@ pub async fn start(
             CopySource::Query(q) => q.to_string(),
         };
         let mut stmt = crate::rewrite::parse_statement(&query)?;
-        session.compat(&mut stmt);
+        session.compat(&mut stmt)?;
         let Output::Rows { schema, stream, .. } = session.run_query(stmt).await? else {
             return Err(SqlError::Internal("COPY TO query produced no rows".into()));
         };

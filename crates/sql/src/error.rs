@@ -20,6 +20,9 @@ pub enum SqlError {
     // ---- the user's fault ----
     #[error("syntax error: {0}")]
     Syntax(String),
+    /// 42601 with PostgreSQL's own words (no "syntax error" prefix).
+    #[error("{0}")]
+    SyntaxMessage(String),
     #[error("relation \"{0}\" does not exist")]
     UndefinedTable(String),
     #[error("column \"{0}\" does not exist")]
@@ -59,6 +62,10 @@ pub enum SqlError {
     InvalidText(String),
     #[error("{0}")]
     InvalidParameter(String),
+    /// A NULL where PostgreSQL forbids one (a NULL jsonb path element,
+    /// `format('%I', NULL)`).
+    #[error("{0}")]
+    NullValueNotAllowed(String),
     /// A binary-format value whose bytes are not a valid encoding (22P03).
     #[error("{0}")]
     InvalidBinary(String),
@@ -94,6 +101,15 @@ pub enum SqlError {
     },
     #[error("relation \"{0}\" already exists")]
     DuplicateTable(String),
+    /// 42P10: e.g. more column aliases than a relation has columns.
+    #[error("{0}")]
+    InvalidColumnReference(String),
+    /// 42P01 with PostgreSQL's own words (`view "v" does not exist`).
+    #[error("{0}")]
+    UndefinedRelation(String),
+    /// 42P17: e.g. a view whose definition reads itself.
+    #[error("{0}")]
+    InvalidObjectDefinition(String),
     #[error("{0}")]
     InvalidName(String),
     /// 2200H: `nextval` past a sequence's bound without CYCLE.
@@ -130,6 +146,12 @@ pub enum SqlError {
     /// `power(0, -1)`).
     #[error("{0}")]
     InvalidPowerArgument(String),
+    /// `width_bucket`'s count or bounds out of its domain.
+    #[error("{0}")]
+    InvalidArgumentForWidthBucket(String),
+    /// A regular expression that does not compile.
+    #[error("invalid regular expression: {0}")]
+    InvalidRegularExpression(String),
     /// A string longer than its column's `varchar(n)` / `char(n)`.
     #[error("value too long for type {0}")]
     StringTooLong(String),
@@ -223,8 +245,8 @@ impl SqlError {
             SqlError::InContext { inner, .. } | SqlError::WithDetail { inner, .. } => {
                 inner.sqlstate()
             }
-            SqlError::Syntax(_) => "42601",
-            SqlError::UndefinedTable(_) => "42P01",
+            SqlError::Syntax(_) | SqlError::SyntaxMessage(_) => "42601",
+            SqlError::UndefinedTable(_) | SqlError::UndefinedRelation(_) => "42P01",
             SqlError::UndefinedColumn(_) => "42703",
             SqlError::DuplicateColumn(_) => "42701",
             SqlError::FeatureNotSupported(_) => "0A000",
@@ -239,6 +261,7 @@ impl SqlError {
             SqlError::DatatypeMismatch(_) => "42804",
             SqlError::InvalidText(_) => "22P02",
             SqlError::InvalidParameter(_) => "22023",
+            SqlError::NullValueNotAllowed(_) => "22004",
             SqlError::InvalidBinary(_) => "22P03",
             SqlError::InvalidDatetime(_) => "22007",
             SqlError::DatetimeOverflow(_) => "22008",
@@ -250,6 +273,8 @@ impl SqlError {
             SqlError::ForeignKeyViolation(_) => "23503",
             SqlError::InvalidForeignKey(_) => "42830",
             SqlError::DuplicateTable(_) => "42P07",
+            SqlError::InvalidObjectDefinition(_) => "42P17",
+            SqlError::InvalidColumnReference(_) => "42P10",
             SqlError::InvalidName(_) => "42602",
             SqlError::InsufficientPrivilege(_) => "42501",
             SqlError::CardinalityViolation => "21000",
@@ -266,6 +291,8 @@ impl SqlError {
             SqlError::NumericOutOfRange(_) => "22003",
             SqlError::InvalidLogArgument(_) => "2201E",
             SqlError::InvalidPowerArgument(_) => "2201F",
+            SqlError::InvalidArgumentForWidthBucket(_) => "2201G",
+            SqlError::InvalidRegularExpression(_) => "2201B",
             SqlError::StringTooLong(_) => "22001",
             SqlError::QueryCanceled | SqlError::StatementTimeout => "57014",
             SqlError::StatementTooDeep(_) => "54001",

@@ -72,7 +72,9 @@ impl SchemaProvider for InformationSchema {
             .filter(|d| !crate::temp_tables::is_reserved(&d.name))
             .collect();
         defs.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(Some(Arc::new(build(name, &defs, &self.database)?)))
+        let mut views = self.engine.views();
+        views.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Some(Arc::new(build(name, &defs, &views, &self.database)?)))
     }
 
     fn table_exist(&self, name: &str) -> bool {
@@ -221,6 +223,7 @@ fn opt(v: Option<i64>) -> S {
 fn build(
     name: &str,
     defs: &[Arc<TableDef>],
+    views: &[eddy_common::ViewDef],
     db: &str,
 ) -> datafusion::error::Result<datafusion::datasource::MemTable> {
     match name {
@@ -256,6 +259,22 @@ fn build(
                         null(),
                     ]
                 })
+                .chain(views.iter().map(|v| {
+                    vec![
+                        s(db),
+                        s("public"),
+                        s(&v.name),
+                        s("VIEW"),
+                        null(),
+                        null(),
+                        null(),
+                        null(),
+                        null(),
+                        s("NO"),
+                        s("NO"),
+                        null(),
+                    ]
+                }))
                 .collect(),
         ),
         "columns" => {
@@ -362,7 +381,23 @@ fn build(
                 ("is_trigger_deletable", T),
                 ("is_trigger_insertable_into", T),
             ],
-            Vec::new(),
+            views
+                .iter()
+                .map(|v| {
+                    vec![
+                        s(db),
+                        s("public"),
+                        s(&v.name),
+                        s(&v.query),
+                        s("NONE"),
+                        s("NO"),
+                        s("NO"),
+                        s("NO"),
+                        s("NO"),
+                        s("NO"),
+                    ]
+                })
+                .collect(),
         ),
         "table_constraints" => {
             let mut rows: Vec<Vec<S>> = defs

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, AsArray, IntervalMonthDayNanoBuilder};
 use datafusion::arrow::datatypes::{DataType, IntervalUnit};
-use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -56,11 +55,7 @@ impl ScalarUDFImpl for IntervalIn {
             }
         }
         let out: ArrayRef = Arc::new(out.finish());
-        if all_scalar && out.len() == 1 {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        crate::udf_args::scalar_if(all_scalar, out)
     }
 }
 

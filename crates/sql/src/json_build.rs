@@ -34,23 +34,32 @@ enum Shape {
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct JsonBuild {
     shape: Shape,
+    /// `jsonb_build_*`: the json text is read back into jsonb's normal
+    /// form (keys sorted, last duplicate kept, `", "` / `": "` layout).
+    jsonb: bool,
     signature: Signature,
 }
 
-/// The two constructors, for the session to register.
+/// The constructors (json and jsonb), for the session to register.
 pub fn json_build_functions() -> Vec<ScalarUDF> {
-    [Shape::Object, Shape::Array]
-        .into_iter()
-        .map(|shape| {
-            ScalarUDF::new_from_impl(JsonBuild {
-                shape,
-                signature: Signature::one_of(
-                    vec![TypeSignature::VariadicAny, TypeSignature::Nullary],
-                    Volatility::Stable,
-                ),
-            })
+    [
+        (Shape::Object, false),
+        (Shape::Array, false),
+        (Shape::Object, true),
+        (Shape::Array, true),
+    ]
+    .into_iter()
+    .map(|(shape, jsonb)| {
+        ScalarUDF::new_from_impl(JsonBuild {
+            shape,
+            jsonb,
+            signature: Signature::one_of(
+                vec![TypeSignature::VariadicAny, TypeSignature::Nullary],
+                Volatility::Stable,
+            ),
         })
-        .collect()
+    })
+    .collect()
 }
 
 fn external(e: SqlError) -> DataFusionError {
@@ -59,9 +68,11 @@ fn external(e: SqlError) -> DataFusionError {
 
 impl ScalarUDFImpl for JsonBuild {
     fn name(&self) -> &str {
-        match self.shape {
-            Shape::Object => "json_build_object",
-            Shape::Array => "json_build_array",
+        match (self.shape, self.jsonb) {
+            (Shape::Object, false) => "json_build_object",
+            (Shape::Array, false) => "json_build_array",
+            (Shape::Object, true) => "jsonb_build_object",
+            (Shape::Array, true) => "jsonb_build_array",
         }
     }
 
@@ -80,8 +91,13 @@ impl ScalarUDFImpl for JsonBuild {
             )));
         }
         Ok(Arc::new(
-            Field::new(self.name(), DataType::Utf8, false)
-                .with_metadata(declared_type_metadata(ColumnType::Json)),
+            Field::new(self.name(), DataType::Utf8, false).with_metadata(declared_type_metadata(
+                if self.jsonb {
+                    ColumnType::Jsonb
+                } else {
+                    ColumnType::Json
+                },
+            )),
         ))
     }
 
@@ -135,7 +151,11 @@ impl ScalarUDFImpl for JsonBuild {
                     text.push(']');
                 }
             }
-            out.append_value(&text);
+            if self.jsonb {
+                out.append_value(crate::json::normalize_jsonb(&text).map_err(external)?);
+            } else {
+                out.append_value(&text);
+            }
         }
         let array: ArrayRef = Arc::new(out.finish());
         if scalar {
@@ -167,8 +187,14 @@ fn push_string(out: &mut String, s: &str) {
     }
 }
 
-/// The JSON form of `array[row]` (module doc).
-fn push_value(out: &mut String, array: &ArrayRef, field: &Field, row: usize) -> DfResult<()> {
+/// The JSON form of `array[row]` (module doc); also `to_json`'s and the
+/// json aggregates' conversion of a value.
+pub(crate) fn push_value(
+    out: &mut String,
+    array: &ArrayRef,
+    field: &Field,
+    row: usize,
+) -> DfResult<()> {
     // a NULL literal is a NullArray, which has no validity bitmap
     if array.logical_nulls().is_some_and(|n| n.is_null(row)) {
         out.push_str("null");
@@ -191,6 +217,31 @@ fn push_value(out: &mut String, array: &ArrayRef, field: &Field, row: usize) -> 
                 push_value(out, &element, inner, i)?;
             }
             out.push(']');
+            return Ok(());
+        }
+        DataType::Struct(fields) => {
+            // a composite is composite_to_json's: no spaces; a ROW(...)
+            // constructor's fields (DataFusion's c0, c1, ...) are
+            // PostgreSQL's f1, f2, ...
+            let positional = fields
+                .iter()
+                .enumerate()
+                .all(|(i, f)| f.name() == &format!("c{i}"));
+            let s = array.as_struct();
+            out.push('{');
+            for (i, f) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                if positional {
+                    push_string(out, &format!("f{}", i + 1));
+                } else {
+                    push_string(out, f.name());
+                }
+                out.push(':');
+                push_value(out, s.column(i), f, row)?;
+            }
+            out.push('}');
             return Ok(());
         }
         DataType::Boolean => {

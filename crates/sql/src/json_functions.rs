@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanBuilder, StringBuilder};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
-use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::common::DFSchema;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
@@ -50,11 +50,11 @@ struct JsonFunction {
     signature: Signature,
 }
 
-fn external(e: SqlError) -> DataFusionError {
+pub(crate) fn external(e: SqlError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
-fn is_text(t: &DataType) -> bool {
+pub(crate) fn is_text(t: &DataType) -> bool {
     matches!(
         t,
         DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 | DataType::Null
@@ -62,7 +62,7 @@ fn is_text(t: &DataType) -> bool {
 }
 
 /// The strings of a text array (NULLs as `None`).
-fn strings(a: &ArrayRef) -> DfResult<Vec<Option<String>>> {
+pub(crate) fn strings(a: &ArrayRef) -> DfResult<Vec<Option<String>>> {
     Ok(match a.data_type() {
         DataType::Utf8 => a
             .as_string::<i32>()
@@ -89,7 +89,7 @@ fn strings(a: &ArrayRef) -> DfResult<Vec<Option<String>>> {
 }
 
 /// The keys of `->`'s right operand: text names or integer indexes.
-fn keys(a: &ArrayRef) -> DfResult<Vec<Option<Key>>> {
+pub(crate) fn keys(a: &ArrayRef) -> DfResult<Vec<Option<Key>>> {
     let ints = |v: Vec<Option<i64>>| v.into_iter().map(|x| x.map(Key::Index)).collect();
     Ok(match a.data_type() {
         DataType::Int16 => ints(
@@ -113,7 +113,7 @@ fn keys(a: &ArrayRef) -> DfResult<Vec<Option<Key>>> {
     })
 }
 
-fn parse_cell(s: &str) -> DfResult<JNode> {
+pub(crate) fn parse_cell(s: &str) -> DfResult<JNode> {
     json::parse(s, "json").map_err(external)
 }
 
@@ -242,11 +242,7 @@ impl ScalarUDFImpl for JsonFunction {
                 )))
             }
         };
-        if all_scalar && out.len() == 1 {
-            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-        } else {
-            Ok(ColumnarValue::Array(out))
-        }
+        crate::udf_args::scalar_if(all_scalar, out)
     }
 }
 
@@ -267,7 +263,9 @@ pub fn json_functions() -> Vec<ScalarUDF> {
 }
 
 /// Plans `->`, `->>`, `@>` and `?` whose left operand is text (a json or
-/// jsonb column, or a cast to one); anything else is left to DataFusion.
+/// jsonb column, or a cast to one), and through
+/// [`crate::json_paths::plan_path_op`] `#>`, `#>>`, `?|`, `?&`, and `-`,
+/// `||` on jsonb; anything else is left to DataFusion.
 #[derive(Debug, Default)]
 pub struct JsonPlanner;
 
@@ -316,6 +314,10 @@ impl ExprPlanner for JsonPlanner {
                 ));
             }
         }
+        let expr = match crate::json_paths::plan_path_op(expr, schema)? {
+            PlannerResult::Planned(e) => return Ok(PlannerResult::Planned(e)),
+            PlannerResult::Original(expr) => expr,
+        };
         let op = match expr.op {
             BinaryOperator::Arrow => Op::Get,
             BinaryOperator::LongArrow => Op::GetText,
@@ -335,7 +337,7 @@ impl ExprPlanner for JsonPlanner {
     }
 }
 
-fn schema_type(e: &Expr, schema: &DFSchema) -> Option<DataType> {
+pub(crate) fn schema_type(e: &Expr, schema: &DFSchema) -> Option<DataType> {
     use datafusion::logical_expr::ExprSchemable;
     e.get_type(schema).ok()
 }

@@ -19,6 +19,14 @@ use crate::error::SqlError;
 /// The function's name.
 pub const GET_KEYWORDS: &str = "pg_get_keywords";
 
+/// Whether `word` (lower case) is a keyword PostgreSQL reserves in some
+/// way (any category but unreserved), so `quote_ident` quotes it.
+pub fn is_reserved_in_some_way(word: &str) -> bool {
+    KEYWORDS
+        .iter()
+        .any(|(w, code, _)| *w == word && *code != b'U')
+}
+
 /// (word, category code, may be a bare column label).
 const KEYWORDS: &[(&str, u8, bool)] = &[
     ("abort", b'U', true),

@@ -15,9 +15,13 @@
 //!   (PostgreSQL's display scale for an average between 1 and 10,000;
 //!   PostgreSQL varies it with the value's magnitude, an Arrow column
 //!   cannot), and `sum` of an int8 argument `CAST(x AS NUMERIC(38,0))`
-//!   (exact; `sum` of int2/int4 stays int8 as in PostgreSQL). Aggregate and
+//!   (exact; `sum` of int2/int4 stays int8 as in PostgreSQL); `sum` of a
+//!   float argument becomes `crate::float_sum`'s, which fails on overflow
+//!   as PostgreSQL's does (DataFusion's gives Infinity). Aggregate and
 //!   window uses alike. The GPU offload (`eddy-gpu`) computes decimals of at
 //!   most 18 digits, so it leaves these two aggregates to the CPU;
+//! * types a `VALUES` column that mixes floats with numerics as a float
+//!   (PostgreSQL's resolution; DataFusion makes it numeric);
 //! * computes a real (float4) operand mixed with an integer or numeric one
 //!   in double precision, both sides cast to float8, as PostgreSQL's
 //!   cross-type operators (`float48pl`, `float48eq`, ...) do: `real_col + 1`
@@ -46,11 +50,13 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::Transformed;
-use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Column, DFSchema, ScalarValue};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::expr::WindowFunctionDefinition;
-use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, Operator, Values};
+use datafusion::logical_expr::{
+    Cast, Expr, ExprSchemable, LogicalPlan, Operator, Projection, RecursiveQuery, Values,
+};
 use datafusion::optimizer::AnalyzerRule;
 
 /// The analyzer rule; it must run before DataFusion's `TypeCoercion`.
@@ -73,11 +79,15 @@ pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     use datafusion::optimizer::analyzer::resolve_grouping_function::ResolveGroupingFunction;
     use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
     vec![
+        // first: a lateral unnest planned before anything reads its
+        // outer references (crate::lateral_unnest)
+        Arc::new(crate::lateral_unnest::LateralUnnest),
         Arc::new(PgResultTypes),
         Arc::new(crate::uuid_type::UuidCoercion),
         Arc::new(ResolveGroupingFunction::new()),
         Arc::new(TypeCoercion::new()),
         Arc::new(crate::numeric_division::PgNumericDivision),
+        Arc::new(crate::text_casts::PgTextCasts),
         Arc::new(crate::checked_arith::CheckedArithmetic),
         // last: it takes what the analyzer's final check would refuse
         Arc::new(crate::subquery::ApplyUncheckedSubqueries),
@@ -90,6 +100,7 @@ fn narrow_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
         LogicalPlan::Values(v) => {
             narrow_values(v).map(|v| Transformed::yes(LogicalPlan::Values(v)))
         }
+        LogicalPlan::RecursiveQuery(q) => align_recursive_terms(q),
         plan => crate::node_rewrite::rewrite_node_expressions(plan, |e, input| {
             narrow_literal(e)?
                 .transform_data(|e| numeric_aggregate(e, input))?
@@ -114,6 +125,82 @@ fn narrow_literal(e: Expr) -> DfResult<Transformed<Expr>> {
     }
 }
 
+/// A recursive query's two terms after narrowing, cast back to the types
+/// of its work table. The planner typed the work table (what the recursive
+/// term reads) by the static term before any narrowing: `SELECT 1 UNION
+/// ALL SELECT n + 1 FROM t` has an int8 work table, so `n + 1` stays int8
+/// while the static `1` became int4, and the two terms no longer agree.
+/// Each term's column whose type differs from the work table's is cast to
+/// it (PostgreSQL would make both int4; the values are the same).
+fn align_recursive_terms(q: RecursiveQuery) -> DfResult<Transformed<LogicalPlan>> {
+    let Some(work_table) = work_table_schema(&q.recursive_term, &q.name)? else {
+        return Ok(Transformed::no(LogicalPlan::RecursiveQuery(q)));
+    };
+    let static_term = cast_to_fields(&q.static_term, &work_table)?;
+    let recursive_term = cast_to_fields(&q.recursive_term, &work_table)?;
+    if static_term.is_none() && recursive_term.is_none() {
+        return Ok(Transformed::no(LogicalPlan::RecursiveQuery(q)));
+    }
+    RecursiveQuery::try_new(
+        q.name,
+        static_term.unwrap_or(q.static_term),
+        recursive_term.unwrap_or(q.recursive_term),
+        q.is_distinct,
+    )
+    .map(|q| Transformed::yes(LogicalPlan::RecursiveQuery(q)))
+}
+
+/// The schema of the scan of work table `name` inside `recursive_term`.
+fn work_table_schema(
+    recursive_term: &LogicalPlan,
+    name: &str,
+) -> DfResult<Option<datafusion::arrow::datatypes::SchemaRef>> {
+    let mut found = None;
+    recursive_term.apply(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            if scan.table_name.table() == name {
+                found = Some(scan.source.schema());
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    Ok(found)
+}
+
+/// `plan` under a projection casting each column whose type differs from
+/// `fields`' to it; None when every type is already equal (or the widths
+/// differ, which DataFusion reports itself).
+fn cast_to_fields(
+    plan: &Arc<LogicalPlan>,
+    fields: &datafusion::arrow::datatypes::Schema,
+) -> DfResult<Option<Arc<LogicalPlan>>> {
+    let schema = plan.schema();
+    if schema.fields().len() != fields.fields().len()
+        || schema
+            .fields()
+            .iter()
+            .zip(fields.fields())
+            .all(|(a, b)| a.data_type() == b.data_type())
+    {
+        return Ok(None);
+    }
+    let exprs = schema
+        .iter()
+        .zip(fields.fields())
+        .map(|((qualifier, field), want)| {
+            let column = Expr::Column(Column::from((qualifier, field)));
+            if field.data_type() == want.data_type() {
+                column
+            } else {
+                Expr::Cast(Cast::new(Box::new(column), want.data_type().clone()))
+                    .alias_qualified(qualifier.cloned(), field.name())
+            }
+        })
+        .collect();
+    Projection::try_new(exprs, Arc::clone(plan)).map(|p| Some(Arc::new(LogicalPlan::Projection(p))))
+}
+
 /// `avg(integer)` and `sum(int8)` over a numeric argument (module doc).
 fn numeric_aggregate(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
     let (name, args) = match &e {
@@ -131,6 +218,9 @@ fn numeric_aggregate(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
     let Ok(ty) = arg.get_type(input) else {
         return Ok(Transformed::no(e));
     };
+    if name == "sum" && matches!(ty, DataType::Float64 | DataType::Float32) {
+        return Ok(Transformed::yes(checked_float_sum(e)));
+    }
     let target = match (name, ty) {
         (
             "avg",
@@ -160,6 +250,22 @@ fn numeric_aggregate(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
         }
         e => e,
     }))
+}
+
+/// `sum` of a float argument as `crate::float_sum`'s checked sum.
+fn checked_float_sum(e: Expr) -> Expr {
+    let udaf = Arc::new(crate::float_sum::float_sum_udaf());
+    match e {
+        Expr::AggregateFunction(mut f) => {
+            f.func = udaf;
+            Expr::AggregateFunction(f)
+        }
+        Expr::WindowFunction(mut w) => {
+            w.fun = WindowFunctionDefinition::AggregateUDF(udaf);
+            Expr::WindowFunction(w)
+        }
+        e => e,
+    }
 }
 
 /// Whether `t` is a type PostgreSQL converts to float8 when it meets a
@@ -219,6 +325,7 @@ fn real_widening(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
 /// A `VALUES` column whose every row is an int4-sized integer literal (or
 /// NULL of int8) becomes an int4 column.
 fn narrow_values(v: Values) -> DfResult<Values> {
+    let v = float_values(v)?;
     let Values { schema, mut values } = v;
     let width = schema.fields().len();
     let narrowable: Vec<bool> = (0..width)
@@ -252,27 +359,112 @@ fn narrow_values(v: Values) -> DfResult<Values> {
             }
         }
     }
+    let types: Vec<Option<DataType>> = narrowable
+        .iter()
+        .map(|n| n.then_some(DataType::Int32))
+        .collect();
+    Ok(Values {
+        schema: retyped_schema(&schema, &types)?,
+        values,
+    })
+}
+
+/// `e` without a cast to `to` the planner put around it.
+fn uncast<'a>(e: &'a Expr, to: &DataType) -> Option<&'a Expr> {
+    match e {
+        Expr::Cast(c) if c.field.data_type() == to => Some(c.expr.as_ref()),
+        e => Some(e),
+    }
+}
+
+/// A `VALUES` column that mixes floats with numerics is a float column,
+/// as PostgreSQL resolves it (double precision is the preferred type of
+/// the numeric category; real where reals meet only numerics and
+/// integers). DataFusion makes it numeric, which changes the floats' values
+/// and fails on one beyond numeric's range. Type coercion then casts the
+/// other rows to the float type.
+fn float_values(v: Values) -> DfResult<Values> {
+    let Values { schema, values } = v;
+    let empty = DFSchema::empty();
+    let mut retyped: Vec<Option<DataType>> = Vec::with_capacity(schema.fields().len());
+    for (col, f) in schema.fields().iter().enumerate() {
+        if !matches!(
+            f.data_type(),
+            DataType::Decimal128(..) | DataType::Decimal256(..)
+        ) {
+            retyped.push(None);
+            continue;
+        }
+        // (the planner may have cast each row to the column's type already)
+        let types: Vec<DataType> = values
+            .iter()
+            .filter_map(|row| row.get(col).and_then(|e| uncast(e, f.data_type())))
+            .filter_map(|e| e.get_type(&empty).ok())
+            .collect();
+        retyped.push(if types.contains(&DataType::Float64) {
+            Some(DataType::Float64)
+        } else if types.contains(&DataType::Float32) {
+            Some(DataType::Float32)
+        } else {
+            None
+        });
+    }
+    if retyped.iter().all(Option::is_none) {
+        return Ok(Values { schema, values });
+    }
+    let mut values = values;
+    for row in &mut values {
+        for ((e, t), f) in row.iter_mut().zip(&retyped).zip(schema.fields()) {
+            let Some(t) = t else { continue };
+            let inner = uncast(e, f.data_type()).unwrap_or(e).clone();
+            *e = match inner.get_type(&empty) {
+                Ok(ty) if &ty == t => inner,
+                _ => Expr::Cast(Cast::new(Box::new(inner), t.clone())),
+            };
+        }
+    }
+    Ok(Values {
+        schema: retyped_schema(&schema, &retyped)?,
+        values,
+    })
+}
+
+/// `schema` with column `k` of type `types[k]` where that is given.
+fn retyped_schema(schema: &DFSchema, types: &[Option<DataType>]) -> DfResult<Arc<DFSchema>> {
     let fields = schema
         .iter()
-        .zip(&narrowable)
-        .map(|((q, f), narrow)| {
-            let f = if *narrow {
-                Arc::new(
-                    f.as_ref()
-                        .clone()
-                        .with_data_type(datafusion::arrow::datatypes::DataType::Int32),
-                )
-            } else {
-                Arc::clone(f)
+        .zip(types)
+        .map(|((q, f), t)| {
+            let f = match t {
+                Some(t) => Arc::new(f.as_ref().clone().with_data_type(t.clone())),
+                None => Arc::clone(f),
             };
             (q.cloned(), f)
         })
         .collect();
-    let schema = DFSchema::new_with_metadata(fields, schema.metadata().clone())?;
-    Ok(Values {
-        schema: Arc::new(schema),
-        values,
-    })
+    Ok(Arc::new(DFSchema::new_with_metadata(
+        fields,
+        schema.metadata().clone(),
+    )?))
+}
+
+/// `sql`'s answer, planned by a DataFusion session with Eddy's analyzer
+/// rules (the unit tests of the rules share it).
+#[cfg(test)]
+pub(crate) async fn answer_with_eddy_rules(
+    sql: &str,
+) -> Vec<datafusion::arrow::array::RecordBatch> {
+    let state = datafusion::execution::SessionStateBuilder::new()
+        .with_default_features()
+        .with_analyzer_rules(analyzer_rules())
+        .build();
+    datafusion::prelude::SessionContext::new_with_state(state)
+        .sql(sql)
+        .await
+        .expect("plans")
+        .collect()
+        .await
+        .expect("runs")
 }
 
 #[cfg(test)]
@@ -280,12 +472,23 @@ mod tests {
     use super::*;
     use datafusion::prelude::SessionContext;
 
-    async fn types_of(sql: &str) -> Vec<DataType> {
+    /// A DataFusion session with Eddy's analyzer rules.
+    fn session() -> SessionContext {
         let state = datafusion::execution::SessionStateBuilder::new()
             .with_default_features()
             .with_analyzer_rules(analyzer_rules())
             .build();
-        let ctx = SessionContext::new_with_state(state);
+        SessionContext::new_with_state(state)
+    }
+
+    /// The first batch of `sql`'s answer.
+    async fn first_batch(sql: &str) -> datafusion::arrow::array::RecordBatch {
+        let rows = answer_with_eddy_rules(sql).await;
+        rows.into_iter().next().expect("a batch")
+    }
+
+    async fn types_of(sql: &str) -> Vec<DataType> {
+        let ctx = session();
         let df = ctx.sql(sql).await.expect("plans");
         let plan = ctx.state().optimize(df.logical_plan()).expect("analyses");
         plan.schema()
@@ -337,24 +540,32 @@ mod tests {
             types_of("SELECT * FROM (VALUES (1, 1), (2, 3000000000)) AS v(a, b)").await,
             [DataType::Int32, DataType::Int64]
         );
+        // a float among numerics makes the column a float (PostgreSQL's
+        // preferred type), where DataFusion would make it numeric
+        assert_eq!(
+            types_of("SELECT * FROM (VALUES (CAST(1.5 AS DOUBLE), CAST(1.5 AS DECIMAL(3, 2))), (CAST(2.25 AS DECIMAL(3, 2)), CAST(1 AS REAL))) AS v(a, b)").await,
+            [DataType::Float64, DataType::Float32]
+        );
+        let batch = first_batch(
+            "SELECT * FROM (VALUES (CAST(1e307 AS DOUBLE)), (CAST(2 AS DECIMAL(3, 0)))) AS v(a)",
+        )
+        .await;
+        assert_eq!(batch.num_rows(), 2);
     }
 
     #[tokio::test]
     async fn names_and_limits_survive() {
-        let state = datafusion::execution::SessionStateBuilder::new()
-            .with_default_features()
-            .with_analyzer_rules(analyzer_rules())
-            .build();
-        let ctx = SessionContext::new_with_state(state);
-        let rows = ctx
-            .sql("SELECT x + 1, count(*) FROM (VALUES (1), (2), (2)) AS v(x) GROUP BY x + 1 ORDER BY 1 LIMIT 1")
-            .await
-            .expect("plans")
-            .collect()
-            .await
-            .expect("runs");
-        let batch = rows.first().expect("a batch");
+        let batch = first_batch("SELECT x + 1, count(*) FROM (VALUES (1), (2), (2)) AS v(x) GROUP BY x + 1 ORDER BY 1 LIMIT 1").await;
         assert_eq!(batch.num_rows(), 1);
         assert_eq!(batch.schema().field(0).data_type(), &DataType::Int32);
+    }
+
+    #[tokio::test]
+    async fn recursive_terms_agree_after_narrowing() {
+        let batch = first_batch("WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 5) SELECT max(n), count(*) FROM t").await;
+        let max = datafusion::arrow::array::AsArray::as_primitive::<
+            datafusion::arrow::datatypes::Int64Type,
+        >(batch.column(0));
+        assert_eq!(max.value(0), 5);
     }
 }

@@ -12,15 +12,15 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions, visit_expressions_mut, visit_relations_mut, AccessExpr, BinaryOperator,
     CastKind, CharacterLength, DataType as SqlType, ExactNumberInfo, Expr, Function, FunctionArg,
-    FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident, ObjectName, ObjectNamePart,
-    Statement, Subscript, TimezoneInfo, TypedString, Value as SqlValue, ValueWithSpan, VisitMut,
-    VisitorMut,
+    FunctionArgExpr, FunctionArguments, Ident, ObjectName, ObjectNamePart, Statement, Subscript,
+    TimezoneInfo, TypedString, Value as SqlValue, ValueWithSpan, VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::Span;
 use eddy_common::{ColumnType, Value};
 
+use crate::call_rewrites::call;
 use crate::error::{Result, SqlError};
 use crate::pgtypes::{self, format_decimal, numeric_from_text, value_text, NumericText};
 
@@ -362,30 +362,13 @@ fn last_ident(name: &ObjectName) -> Option<String> {
     }
 }
 
-fn call(name: &str, args: Vec<Expr>) -> Expr {
-    Expr::Function(Function {
-        name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new(name))]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::List(FunctionArgumentList {
-            duplicate_treatment: None,
-            args: args
-                .into_iter()
-                .map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a)))
-                .collect(),
-            clauses: vec![],
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: vec![],
-    })
-}
-
 /// Rewrite PostgreSQL catalog idioms into what DataFusion understands.
 /// `is_user_table` says whether a bare name is one of the user's tables
 /// (then `pg_*` names are left alone).
 pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
+    // first: the catalog rewrites below use generate_series's list form
+    crate::set_returning::rewrite(stmt);
+    crate::srf_rewrite::rewrite(stmt);
     match stmt {
         Statement::Query(q) => {
             empty_publication_query(q);
@@ -461,7 +444,56 @@ impl VisitorMut for CatalogTableFunctions {
     }
 }
 
+/// A literal such as `1e308` or `1.5e-300`: beyond what DataFusion's
+/// decimal literals hold (38 digits, scale at least -128), but at most 15
+/// significant digits, which a double holds exactly as written. It is typed
+/// double precision (PostgreSQL types it numeric and prints every digit;
+/// the value is the same, and where it is stored into a float column or
+/// compared with one, so is the result). Any other such literal is left for
+/// the planner to refuse.
+fn float_literal_beyond_numeric(written: &str, digits: &str) -> Option<Expr> {
+    if fits_decimal_literal(written) {
+        return None;
+    }
+    let significant = digits
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .skip_while(|b| *b == b'0')
+        .collect::<Vec<u8>>();
+    let trailing_zeros = significant.iter().rev().take_while(|b| **b == b'0').count();
+    if significant.len() - trailing_zeros > 15 {
+        return None;
+    }
+    let value: f64 = written.parse().ok()?;
+    if !value.is_normal() {
+        return None;
+    }
+    Some(cast_to(
+        string_expr(written.to_string()),
+        SqlType::DoublePrecision,
+    ))
+}
+
+/// Whether DataFusion's decimal literal takes `written` (`1e38` is
+/// `Decimal128(1, -38)`): at most 38 digits and a scale of at least -128.
+fn fits_decimal_literal(written: &str) -> bool {
+    let (mantissa, exponent) = match written.split_once(['e', 'E']) {
+        Some((m, e)) => match e.parse::<i64>() {
+            Ok(e) => (m, e),
+            Err(_) => return false,
+        },
+        None => (written, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = format!("{int}{frac}");
+    let digits = digits.trim_start_matches('0').len().max(1) as i64;
+    let scale = frac.len() as i64 - exponent;
+    let precision = if scale > 0 { digits.max(scale) } else { digits };
+    scale >= -128 && precision <= 38
+}
+
 fn rewrite_expr(e: &mut Expr) {
+    crate::call_rewrites::rewrite(e);
     match e {
         // PostgreSQL's `1.50` is a numeric, not a float: keep its digits
         // and scale (DataFusion would read a Float64)
@@ -472,6 +504,8 @@ fn rewrite_expr(e: &mut Expr) {
             if let Ok(NumericText::Finite(text)) = numeric_from_text(n) {
                 if let Some(typed) = decimal_literal(&text) {
                     *e = typed;
+                } else if let Some(float) = float_literal_beyond_numeric(n, &text) {
+                    *e = float;
                 }
             }
         }

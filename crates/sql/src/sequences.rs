@@ -273,21 +273,16 @@ impl Sequences {
 
     /// Sequences owned by a column of `table`.
     pub fn owned_by_table(&self, table: &str) -> Vec<String> {
-        let seqs: Vec<_> = self.seqs.lock().values().cloned().collect();
-        seqs.iter()
-            .filter_map(|s| {
-                let s = s.lock();
-                s.def
-                    .owned_by
-                    .as_ref()
-                    .filter(|o| o.table == table)
-                    .map(|_| s.def.name.clone())
-            })
-            .collect()
+        self.owned_where(|o| o.table == table)
     }
 
     /// Sequences owned by column `column` of `table` (dropped with it).
     pub fn owned_by_column(&self, table: &str, column: &str) -> Vec<String> {
+        self.owned_where(|o| o.table == table && o.column == column)
+    }
+
+    /// Sequences whose owning column `owner` accepts.
+    fn owned_where(&self, owner: impl Fn(&OwnedBy) -> bool) -> Vec<String> {
         let seqs: Vec<_> = self.seqs.lock().values().cloned().collect();
         seqs.iter()
             .filter_map(|s| {
@@ -295,7 +290,7 @@ impl Sequences {
                 s.def
                     .owned_by
                     .as_ref()
-                    .filter(|o| o.table == table && o.column == column)
+                    .filter(|o| owner(o))
                     .map(|_| s.def.name.clone())
             })
             .collect()

@@ -54,6 +54,7 @@ mod ddl_txn;
 pub(crate) mod defaults;
 mod dml;
 mod fast;
+mod fk_alter;
 mod foreign_keys;
 mod gpu_explain;
 mod index_ddl;
@@ -67,6 +68,7 @@ mod settings;
 mod sql_prepare;
 mod table_rewrite;
 mod temp;
+mod view_ddl;
 
 /// Session settings reported by SHOW and pg_settings, with their defaults.
 pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
@@ -127,6 +129,9 @@ pub struct Database {
     /// How many analytical statements run and wait at once
     /// (`crate::admission`); `None`: no limit. The front end sets it.
     pub admission: Option<Arc<crate::admission::Admission>>,
+    /// When the database was opened, as `pg_postmaster_start_time()`
+    /// reports it.
+    pub started_at: String,
 }
 
 /// The setting that bounds one query's memory (`crate::memory`).
@@ -165,6 +170,9 @@ impl Database {
             scheduling: Default::default(),
             scheduler: None,
             admission: None,
+            started_at: chrono::Utc::now()
+                .format("%Y-%m-%d %H:%M:%S%.6f+00")
+                .to_string(),
         })
     }
 }
@@ -376,6 +384,9 @@ impl Session {
         // `1.5` is numeric, as in PostgreSQL, not float8: `price * 1.05`
         // stays exact on a numeric column.
         config.options_mut().sql_parser.parse_float_as_decimal = true;
+        // `now()` and `current_timestamp` are timestamp with time zone, as in
+        // PostgreSQL (sessions run in UTC): DataFusion types them by this
+        config.options_mut().execution.time_zone = Some("+00:00".into());
         let config = eddy_gpu::session::with_gpu_options(config);
         // queries reserve from the session's share of the server budget and
         // spill under the data directory (crate::memory)
@@ -461,6 +472,7 @@ impl Session {
             user,
             backend_pid,
             Arc::clone(&db.roles),
+            &db.started_at,
         );
         let drawn = Arc::new(parking_lot::Mutex::new(
             crate::sequence_functions::SessionSequences::default(),
@@ -507,11 +519,29 @@ impl Session {
             .chain([crate::expand_array::expand_array_udf()])
             .chain(crate::json_functions::json_functions())
             .chain(crate::json_build::json_build_functions())
+            .chain(crate::json_more::json_more_functions())
+            .chain([crate::json_more::row_constructor()])
+            .chain(crate::json_paths::json_path_functions())
+            .chain(crate::json_srf::srf_functions())
             .chain(crate::interval_type::interval_functions())
             .chain(crate::checked_arith::math_functions())
+            .chain([crate::to_char::to_char_function()])
+            .chain(crate::pg_functions::pg_functions())
+            .chain([crate::at_time_zone::at_time_zone_function()])
+            .chain(crate::date_functions::date_functions())
+            .chain(crate::to_timestamp::to_timestamp_functions())
             .chain(time_functions)
         {
             ctx.register_udf(f);
+        }
+        // PostgreSQL's other names for two of DataFusion's aggregates
+        for (name, alias) in [("bool_and", "every"), ("var_samp", "variance")] {
+            if let Ok(f) = datafusion::execution::FunctionRegistry::udaf(&ctx, name) {
+                ctx.register_udaf(f.as_ref().clone().with_aliases([alias]));
+            }
+        }
+        for f in crate::json_aggregates::json_aggregates() {
+            ctx.register_udaf(f);
         }
         datafusion::execution::FunctionRegistry::register_expr_planner(
             &mut *ctx.state_ref().write(),
@@ -1041,12 +1071,15 @@ impl Session {
 
     /// PostgreSQL's result names and idioms on a statement about to be
     /// planned (`output_names`, `rewrite::pg_compat`).
-    pub(crate) fn compat(&self, stmt: &mut Statement) {
+    /// Views are expanded first, so their queries get the same treatment.
+    pub(crate) fn compat(&self, stmt: &mut Statement) -> Result<()> {
+        self.expand_views(stmt)?;
         let engine = Arc::clone(&self.db.engine);
         crate::notify::rewrite_listening_channels(stmt);
         output_names::name_columns(stmt);
         rewrite::pg_compat(stmt, &|n| engine.table(n).is_some());
         self.bind_current_settings(stmt);
+        Ok(())
     }
 
     /// `current_setting('name' [, missing_ok])` with a constant name is the
@@ -1193,18 +1226,20 @@ impl Session {
                 None => self.run_replanned(&stmt, &bound).await,
             };
         }
+        // every path below plans with the views replaced by their queries
+        self.expand_views(&mut stmt)?;
         match stmt {
             Statement::Query(ref q) => {
                 if !q.locks.is_empty() {
                     return self.select_locking(q.as_ref().clone()).await;
                 }
                 self.install_view(&stmt)?;
-                self.compat(&mut stmt);
+                self.compat(&mut stmt)?;
                 self.run_query(stmt).await
             }
             Statement::Explain { .. } => {
                 self.install_view(&stmt)?;
-                self.compat(&mut stmt);
+                self.compat(&mut stmt)?;
                 let out = self.run_query(stmt).await?;
                 self.with_gpu_decisions(out)
             }
@@ -1212,6 +1247,7 @@ impl Session {
             Statement::Update(upd) => self.update(upd).await,
             Statement::Delete(del) => self.delete(del).await,
             Statement::CreateTable(ct) => self.create_table(ct).await,
+            Statement::CreateView(cv) => self.create_view(cv).await,
             Statement::Declare { stmts } => self.declare(stmts).await,
             Statement::Comment {
                 object_type,
@@ -1250,6 +1286,9 @@ impl Session {
                 if object_type == ObjectType::Index {
                     return self.drop_indexes(&names, if_exists);
                 }
+                if object_type == ObjectType::View {
+                    return self.drop_views(&names, if_exists, cascade);
+                }
                 if object_type != ObjectType::Table {
                     return Err(SqlError::FeatureNotSupported(format!(
                         "DROP {object_type} is not supported"
@@ -1258,6 +1297,9 @@ impl Session {
                 let in_block = self.txn.as_ref().is_some_and(|t| t.explicit);
                 let dropping: Vec<String> =
                     names.iter().filter_map(|n| table_name(n).ok()).collect();
+                // views reading them: refused, or dropped with them (CASCADE)
+                let views = self.dependent_views(&dropping, "table", cascade)?;
+                self.drop_views_cascaded(&views)?;
                 // referencing tables before the tables they reference: an
                 // autocommit DROP drops each at once, and none may be left
                 // naming a table already gone
@@ -1265,6 +1307,11 @@ impl Session {
                 for n in &names {
                     let name = table_name(n)?;
                     if self.table(&name).is_err() {
+                        if self.view(&name).is_some() {
+                            return Err(SqlError::WrongObjectType(format!(
+                                "\"{name}\" is not a table\nHINT:  Use DROP VIEW to remove a view."
+                            )));
+                        }
                         if if_exists {
                             continue;
                         }
@@ -1392,7 +1439,7 @@ impl Session {
         table: Arc<dyn datafusion::catalog::TableProvider>,
         mut stmt: Statement,
     ) -> Result<datafusion::logical_expr::LogicalPlan> {
-        self.compat(&mut stmt);
+        self.compat(&mut stmt)?;
         self.dml_schema.register_table(name.to_string(), table)?;
         let plan = self
             .planning_state()
@@ -1453,7 +1500,7 @@ impl Session {
     /// Plan a SELECT written as text and collect its batches.
     pub async fn query_batches(&self, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         let mut stmt = rewrite::parse_statement(sql)?;
-        self.compat(&mut stmt);
+        self.compat(&mut stmt)?;
         collect_rows(self.run_query(stmt).await?).await
     }
 
@@ -1913,7 +1960,7 @@ impl Session {
         opts: TableOptions,
     ) -> Result<Output> {
         let mut stmt = Statement::Query(Box::new(q));
-        self.compat(&mut stmt);
+        self.compat(&mut stmt)?;
         let (schema, batches) = match self.run_query(stmt).await? {
             Output::Rows {
                 schema, mut stream, ..
@@ -1996,6 +2043,9 @@ impl Session {
             }
             return Err(SqlError::UndefinedTable(name));
         };
+        for op in &at.operations {
+            self.check_alter_under_views(&name, op)?;
+        }
         let _locked = self.lock_for_ddl(&table, "ALTER TABLE")?;
         for op in at.operations {
             match op {

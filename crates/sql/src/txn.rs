@@ -35,6 +35,8 @@ use eddy_storage::{
     WriteOp, TABLE_LOCK_KEY,
 };
 
+use eddy_storage::views::ViewChange;
+
 use crate::error::{Result, SqlError};
 
 /// Isolation levels Eddy honours. SERIALIZABLE is refused, never weakened.
@@ -118,6 +120,9 @@ pub struct Transaction {
     /// or column that owns sequences was renamed): sequences live outside
     /// the catalog's transactions, so they follow only a committed rename.
     pub sequence_owner_renames: Vec<OwnerRename>,
+    /// Views created, replaced or dropped in this transaction, in order:
+    /// its own until it commits (`eddy_storage::views`).
+    pub view_changes: Vec<ViewChange>,
     next_own_key: u64,
     /// Whether this transaction ever asked for a row lock (most read-only
     /// statements never do, and then skip the lock table at the end).
@@ -154,6 +159,7 @@ struct Savepoint {
     /// The transaction's catalog changes so far (`Engine::ddl_mark`).
     ddl_mark: usize,
     owner_renames: usize,
+    view_changes: usize,
 }
 
 impl Drop for Transaction {
@@ -192,6 +198,7 @@ impl Transaction {
             created_sequences: Vec::new(),
             dropped_sequences: Vec::new(),
             sequence_owner_renames: Vec::new(),
+            view_changes: Vec::new(),
             next_own_key: 0,
             locked: std::sync::atomic::AtomicBool::new(false),
             ddl: false,
@@ -531,6 +538,7 @@ impl Transaction {
                 0
             },
             owner_renames: self.sequence_owner_renames.len(),
+            view_changes: self.view_changes.len(),
         });
     }
 
@@ -548,12 +556,14 @@ impl Transaction {
             dropped_sequences,
             ddl_mark,
             owner_renames,
+            view_changes,
             ..
         }) = self.savepoints.get(pos)
         else {
             return Err(SqlError::NoSuchSavepoint(name.to_string()));
         };
         self.sequence_owner_renames.truncate(*owner_renames);
+        self.view_changes.truncate(*view_changes);
         if self.ddl {
             self.engine.rollback_ddl(self.id, *ddl_mark)?;
         }
@@ -633,6 +643,11 @@ impl Transaction {
             .collect();
         if !dropped.is_empty() {
             self.ddl().drop_at_commit(&dropped)?;
+        }
+        // and the view changes, checked against others' (42P07, 40001)
+        if !self.view_changes.is_empty() {
+            let changes = std::mem::take(&mut self.view_changes);
+            self.ddl().views_at_commit(&changes)?;
         }
         if self.ddl {
             // commit_txn settles the catalog changes whatever happens

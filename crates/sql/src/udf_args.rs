@@ -1,6 +1,8 @@
 //! Reading the arguments of a scalar function row by row, for Eddy's own
-//! functions that act per row (sequences, advisory locks).
+//! functions that act per row (sequences, advisory locks), and giving back
+//! a result computed as an array.
 
+use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::error::Result as DfResult;
@@ -35,4 +37,14 @@ pub fn text_at(args: &[ColumnarValue], i: usize, row: usize) -> DfResult<Option<
         Some(v) if v.is_null() => None,
         Some(v) => Some(v.to_string()),
     })
+}
+
+/// `out` as the function's result: a scalar when every argument was one
+/// (DataFusion then expects a scalar back), else the array.
+pub fn scalar_if(all_scalar: bool, out: ArrayRef) -> DfResult<ColumnarValue> {
+    if all_scalar && out.len() == 1 {
+        Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
+    } else {
+        Ok(ColumnarValue::Array(out))
+    }
 }

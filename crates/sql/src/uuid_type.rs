@@ -21,7 +21,7 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, FixedSizeBinaryBuilder,
 use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
-use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::common::DFSchema;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::expr::{InList, ScalarFunction};
 use datafusion::logical_expr::{
@@ -79,14 +79,6 @@ fn single_arg(args: &ScalarFunctionArgs, name: &str) -> DfResult<ArrayRef> {
     }
 }
 
-fn scalar_if(all_scalar: bool, out: ArrayRef) -> DfResult<ColumnarValue> {
-    if all_scalar && out.len() == 1 {
-        Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?))
-    } else {
-        Ok(ColumnarValue::Array(out))
-    }
-}
-
 impl ScalarUDFImpl for UuidIn {
     fn name(&self) -> &str {
         UUID_IN
@@ -109,7 +101,7 @@ impl ScalarUDFImpl for UuidIn {
         let all_scalar = matches!(args.args.as_slice(), [ColumnarValue::Scalar(_)]);
         let a = single_arg(&args, UUID_IN)?;
         if *a.data_type() == UUID_ARROW {
-            return scalar_if(all_scalar, a);
+            return crate::udf_args::scalar_if(all_scalar, a);
         }
         let mut out = FixedSizeBinaryBuilder::with_capacity(a.len(), 16);
         let mut put = |s: Option<&str>| -> DfResult<()> {
@@ -130,7 +122,7 @@ impl ScalarUDFImpl for UuidIn {
                 ))))
             }
         }
-        scalar_if(all_scalar, Arc::new(out.finish()))
+        crate::udf_args::scalar_if(all_scalar, Arc::new(out.finish()))
     }
 }
 
@@ -172,7 +164,7 @@ impl ScalarUDFImpl for UuidOut {
                 ))))
             }
         }
-        scalar_if(all_scalar, Arc::new(out.finish()))
+        crate::udf_args::scalar_if(all_scalar, Arc::new(out.finish()))
     }
 }
 
@@ -200,7 +192,7 @@ impl ScalarUDFImpl for GenRandomUuid {
             u[8] = (u[8] & 0x3f) | 0x80;
             out.append_value(u)?;
         }
-        scalar_if(args.number_rows <= 1, Arc::new(out.finish()))
+        crate::udf_args::scalar_if(args.number_rows <= 1, Arc::new(out.finish()))
     }
 }
 

@@ -58,6 +58,10 @@ pub(crate) struct InFlightDdl {
     /// drops with everything else).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) drops: Vec<TableId>,
+    /// The owner's changes to views, applied when it commits (recorded
+    /// just before its commit point, as `drops`: see [`crate::views`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) views: Vec<crate::views::ViewChange>,
 }
 
 /// What undoes one change: `prior` is the table's definition before it,
@@ -74,7 +78,7 @@ impl CatalogData {
         self.entry(owner).undo.push(undo);
     }
 
-    fn entry(&mut self, owner: TxnId) -> &mut InFlightDdl {
+    pub(crate) fn entry(&mut self, owner: TxnId) -> &mut InFlightDdl {
         let pos = match self.in_flight.iter().position(|d| d.txn == owner) {
             Some(p) => p,
             None => {
@@ -82,6 +86,7 @@ impl CatalogData {
                     txn: owner,
                     undo: Vec::new(),
                     drops: Vec::new(),
+                    views: Vec::new(),
                 });
                 self.in_flight.len() - 1
             }
@@ -96,6 +101,7 @@ impl CatalogData {
             return Vec::new();
         };
         let entry = self.in_flight.remove(pos);
+        crate::views::apply(&mut self.views, &entry.views);
         let (dropped, kept): (Vec<TableDef>, Vec<TableDef>) = std::mem::take(&mut self.tables)
             .into_iter()
             .partition(|t| entry.drops.contains(&t.id));
@@ -274,12 +280,24 @@ impl Engine {
         let inner = self.inner();
         let mut cat = inner.catalog.lock();
         let mut next = cat.clone();
+        let view_changes = cat
+            .in_flight
+            .iter()
+            .find(|d| d.txn == txn)
+            .map(|d| d.views.clone())
+            .unwrap_or_default();
         let dropped = next.settle_committed(txn);
         if let Err(e) = manifest::write_atomic(&inner.cfg.data_dir.join("catalog.json"), &next) {
             tracing::warn!(txn = txn.0, error = %e, "could not settle the catalog changes of a committed transaction; recovery will");
+            // the views it changed are applied in memory all the same (a
+            // committed change must show; applying again is harmless);
+            // recovery writes them
+            crate::views::apply(&mut cat.views, &view_changes);
+            self.count_views(&cat);
             return;
         }
         *cat = next;
+        self.count_views(&cat);
         for def in dropped {
             let Some(t) = inner.tables.write().remove(&def.name) else {
                 continue;
@@ -293,7 +311,15 @@ impl Engine {
     }
 }
 
-impl Ddl<'_> {
+impl<'a> Ddl<'a> {
+    pub(crate) fn owner(&self) -> Option<TxnId> {
+        self.owner
+    }
+
+    pub(crate) fn engine(&self) -> &'a Engine {
+        self.engine
+    }
+
     fn catalog_path(&self) -> std::path::PathBuf {
         self.engine.inner().cfg.data_dir.join("catalog.json")
     }
@@ -337,7 +363,9 @@ impl Ddl<'_> {
         inner.check_open()?;
         validate_spec(&spec)?;
         let mut cat = inner.catalog.lock();
-        if inner.tables.read().contains_key(&spec.name) {
+        if inner.tables.read().contains_key(&spec.name)
+            || cat.views.iter().any(|v| v.name == spec.name)
+        {
             return Err(StorageError::TableExists(spec.name));
         }
         let group_name = match (&spec.table_group, spec.shard_count) {
@@ -420,6 +448,10 @@ impl Ddl<'_> {
 
     /// Renames a table.
     pub fn rename_table(&self, from: &str, to: &str) -> Result<Arc<Table>> {
+        // (a view's name is checked apart: `change_def` holds the catalog)
+        if self.engine.inner().catalog.lock().names_view(to) {
+            return Err(StorageError::TableExists(to.to_string()));
+        }
         self.change_def(from, |def| {
             if self.engine.inner().tables.read().contains_key(to) {
                 return Err(StorageError::TableExists(to.to_string()));

@@ -88,6 +88,9 @@ pub(crate) struct CatalogData {
     /// with what undoes them (see [`crate::ddl`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) in_flight: Vec<InFlightDdl>,
+    /// The committed views (see [`crate::views`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) views: Vec<eddy_common::ViewDef>,
 }
 
 /// What CREATE TABLE asks for.
@@ -128,6 +131,9 @@ pub(crate) struct EngineInner {
     /// Serialises the writers of tables with a cross-shard UNIQUE index.
     pub(crate) unique_locks: crate::global_unique::UniqueLocks,
     rowids: Mutex<(u64, u64)>,
+    /// How many committed views there are: statements skip looking for
+    /// view names when there are none, without taking the catalog lock.
+    pub(crate) view_count: std::sync::atomic::AtomicUsize,
     closed: AtomicBool,
     _lock: std::fs::File,
 }
@@ -208,6 +214,7 @@ impl Engine {
                     tables: Vec::new(),
                     rowid_limit: 0,
                     in_flight: Vec::new(),
+                    views: Vec::new(),
                 };
                 manifest::write_atomic(&cat_path, &c)?;
                 c
@@ -273,6 +280,7 @@ impl Engine {
                 }),
             );
         }
+        let view_count = catalog.views.len();
         let inner = Arc::new(EngineInner {
             store,
             catalog: Mutex::new(catalog),
@@ -285,6 +293,7 @@ impl Engine {
             locks: LockManager::default(),
             unique_locks: Default::default(),
             rowids: Mutex::new((rowid_start, rowid_start + (1 << 24))),
+            view_count: std::sync::atomic::AtomicUsize::new(view_count),
             closed: AtomicBool::new(false),
             _lock: lock,
             cfg,

@@ -44,6 +44,7 @@ pub mod row_tablet;
 pub mod shard;
 pub mod snapshot;
 pub mod stats;
+pub mod views;
 pub mod wal;
 
 pub use arrow_conv::{ColumnStats, RowGroupStats, KEY_COLUMN};

@@ -579,28 +579,13 @@ fn append_plan(
     if scan.limit.is_some() {
         return Err(unsupported("LIMIT"));
     }
-    if stages.iter().any(|s| matches!(s, Stage::Lookup(_))) {
-        return Err(StreamSqlError::NotSupported(
-            "a lookup join in a materialized view without GROUP BY is not supported yet".into(),
-        ));
-    }
-    Ok(ViewPlan {
-        source: scan.source.clone(),
-        scan_projection: scan.projection.clone(),
-        pre: stages,
-        group_exprs: Vec::new(),
-        aggregates: Vec::new(),
-        aggregate_schema: Arc::clone(output_schema),
-        post: Vec::new(),
-        columns: output_columns(output_schema)?,
-        primary_key: Vec::new(),
-        time: EventTimePlan::default(),
-        retract_refusal: None,
-        retractions: false,
-        join: None,
-        append: true,
-        window_inputs: Vec::new(),
-    })
+    appended(
+        scan.source.clone(),
+        scan.projection.clone(),
+        None,
+        stages,
+        output_schema,
+    )
 }
 
 /// The plan of a view without an aggregate over a join of two sources:
@@ -611,14 +596,27 @@ pub(crate) fn append_join_plan(
     stages: Vec<Stage>,
     output_schema: &SchemaRef,
 ) -> Result<ViewPlan> {
+    let source = join.left.source.clone();
+    appended(source, None, Some(Arc::new(join)), stages, output_schema)
+}
+
+/// What [`append_plan`] and [`append_join_plan`] share: an append-only
+/// view of `stages` over `source` (or the join's output).
+fn appended(
+    source: String,
+    scan_projection: Option<Vec<usize>>,
+    join: Option<Arc<IntervalJoin>>,
+    stages: Vec<Stage>,
+    output_schema: &SchemaRef,
+) -> Result<ViewPlan> {
     if stages.iter().any(|s| matches!(s, Stage::Lookup(_))) {
         return Err(StreamSqlError::NotSupported(
             "a lookup join in a materialized view without GROUP BY is not supported yet".into(),
         ));
     }
     Ok(ViewPlan {
-        source: join.left.source.clone(),
-        scan_projection: None,
+        source,
+        scan_projection,
         pre: stages,
         group_exprs: Vec::new(),
         aggregates: Vec::new(),
@@ -629,7 +627,7 @@ pub(crate) fn append_join_plan(
         time: EventTimePlan::default(),
         retract_refusal: None,
         retractions: false,
-        join: Some(Arc::new(join)),
+        join,
         append: true,
         window_inputs: Vec::new(),
     })

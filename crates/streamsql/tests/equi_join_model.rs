@@ -300,25 +300,7 @@ fn run(append: bool, steps: Vec<Step>) {
                     None => (0, 0),
                 };
                 check(&logs, &positions);
-                // each source replays from its own position, in batches of
-                // two rows, b first this time
-                let (ra, rb) = (&logs[0][fa..], &logs[1][fb..]);
-                let mut ca = ra.chunks(2);
-                let mut cb = rb.chunks(2);
-                loop {
-                    let nb = cb.next();
-                    let na = ca.next();
-                    if na.is_none() && nb.is_none() {
-                        break;
-                    }
-                    for (side, chunk) in [(1, nb), (0, na)] {
-                        if let Some(c) = chunk {
-                            op.op()
-                                .process(side, Box::new(vec![ArrowBatch(batch(c))]), &mut NoOutput)
-                                .expect("replay");
-                        }
-                    }
-                }
+                replay_two_sources(op.op(), &logs[0][fa..], &logs[1][fb..]);
             }
         }
     }

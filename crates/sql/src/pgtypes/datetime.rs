@@ -76,13 +76,21 @@ pub(super) fn write_date(days: i64, out: &mut String) {
     }
 }
 
-pub(super) fn write_timestamp(micros: i64, out: &mut String) {
+/// Writes the timestamp without its era; true when it is BC, for the
+/// caller to write ` BC` after the zone offset, as PostgreSQL does
+/// (`0001-01-01 00:00:00+00 BC`).
+#[must_use]
+pub(super) fn write_timestamp(micros: i64, out: &mut String) -> bool {
     use std::fmt::Write;
     let days = micros.div_euclid(MICROS_PER_DAY);
     let tod = micros.rem_euclid(MICROS_PER_DAY);
     let (y, m, d) = civil_from_days(days);
-    let _ = write!(out, "{y:04}-{m:02}-{d:02} ");
+    // year 0 is 1 BC; y comes from a bounded day count, far from i64::MIN
+    #[allow(clippy::arithmetic_side_effects)]
+    let (year, bc) = if y <= 0 { (1 - y, true) } else { (y, false) };
+    let _ = write!(out, "{year:04}-{m:02}-{d:02} ");
     write_time(tod, out);
+    bc
 }
 
 /// Why date/time text was refused: the SQLSTATE differs.
@@ -434,7 +442,8 @@ mod tests {
         assert_eq!(parse_date("2024-02-29"), Some(19_782));
         assert_eq!(parse_date("2023-02-29"), None);
         let mut s = String::new();
-        write_timestamp(parse_timestamp("2024-01-02 03:04:05.25").unwrap(), &mut s);
+        let bc = write_timestamp(parse_timestamp("2024-01-02 03:04:05.25").unwrap(), &mut s);
+        assert!(!bc);
         assert_eq!(s, "2024-01-02 03:04:05.25");
     }
 

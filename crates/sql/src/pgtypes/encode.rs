@@ -129,9 +129,12 @@ pub fn cell_text(array: &dyn Array, row: usize, out: &mut String) -> Result<()> 
         DataType::BinaryView => hex_bytea(array.as_binary_view().value(row), out),
         DataType::Date32 => write_date(array.as_primitive::<Date32Type>().value(row) as i64, out),
         DataType::Timestamp(unit, tz) => {
-            write_timestamp(timestamp_micros(array, *unit, row)?, out);
+            let bc = write_timestamp(timestamp_micros(array, *unit, row)?, out);
             if tz.is_some() {
                 out.push_str("+00");
+            }
+            if bc {
+                out.push_str(" BC");
             }
         }
         DataType::FixedSizeBinary(16) => out.push_str(&format_uuid(&uuid_cell(array, row)?)),

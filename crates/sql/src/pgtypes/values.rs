@@ -107,7 +107,11 @@ pub fn value_text(v: &Value, scale: Option<i8>) -> String {
         Value::Decimal(x) => out = format_decimal(*x, scale.unwrap_or(0)),
         Value::Text(s) => out = s.clone(),
         Value::Date(d) => write_date(*d as i64, &mut out),
-        Value::Timestamp(t) => write_timestamp(*t, &mut out),
+        Value::Timestamp(t) => {
+            if write_timestamp(*t, &mut out) {
+                out.push_str(" BC");
+            }
+        }
         Value::Bytea(b) => hex_bytea(b, &mut out),
         Value::Uuid(u) => out = format_uuid(u),
         Value::Interval(iv) => out = format_interval(*iv),

@@ -1,4 +1,4 @@
-//! `ALTER TABLE ... ADD CONSTRAINT` (CHECK, UNIQUE; PRIMARY KEY is
+//! `ALTER TABLE ... ADD CONSTRAINT` (CHECK, UNIQUE, FOREIGN KEY; PRIMARY KEY is
 //! `session.rs`'s rewrite) and `DROP CONSTRAINT`, as PostgreSQL runs them.
 //!
 //! Both run under ALTER TABLE's exclusive lock, held to the transaction's
@@ -11,6 +11,8 @@
 //!   held no row can arrive between that count and the change. `NOT
 //!   VALID` (skip the existing rows) is refused: Eddy keeps no
 //!   "not validated" mark for the catalog to show.
+//! * ADD FOREIGN KEY checks the existing rows with one anti join and
+//!   locks the referenced table too (`fk_alter.rs`).
 //! * ADD UNIQUE is a unique index marked as a constraint
 //!   (`index_ddl::add_unique_constraints`, as CREATE TABLE's UNIQUE).
 //! * DROP CONSTRAINT finds the name among the CHECKs, the UNIQUE
@@ -30,7 +32,8 @@ use crate::rewrite::ident_name;
 use crate::temp_tables::shown_name;
 
 impl Session {
-    /// `ALTER TABLE table ADD [CONSTRAINT name] CHECK (...) | UNIQUE (...)`.
+    /// `ALTER TABLE table ADD [CONSTRAINT name] CHECK (...) | UNIQUE (...) |
+    /// FOREIGN KEY (...) REFERENCES ...`.
     pub(super) async fn add_constraint(
         &mut self,
         table: &str,
@@ -59,6 +62,7 @@ impl Session {
                 }
                 self.add_unique_constraints(table, vec![(name, columns)])
             }
+            TableConstraint::ForeignKey(fk) => self.add_foreign_key(table, &fk).await,
             other => Err(SqlError::FeatureNotSupported(format!(
                 "ALTER TABLE ... ADD {other} is not supported"
             ))),

@@ -44,6 +44,7 @@ pub(super) fn read_only_refusal(stmt: &Statement) -> Option<String> {
         Statement::Truncate(_) => Some("TRUNCATE TABLE"),
         Statement::CreateTable(_) => Some("CREATE TABLE"),
         Statement::CreateSequence { .. } => Some("CREATE SEQUENCE"),
+        Statement::CreateView(_) => Some("CREATE VIEW"),
         Statement::Drop { .. } => Some("DROP"),
         Statement::AlterTable(_) => Some("ALTER TABLE"),
         Statement::Copy { to: false, .. } => Some("COPY FROM"),

@@ -211,7 +211,7 @@ impl Session {
                 .ok_or_else(|| SqlError::Syntax("DECLARE CURSOR needs FOR query".into()))?;
             let mut stmt = Statement::Query(query);
             self.install_view(&stmt)?;
-            self.compat(&mut stmt);
+            self.compat(&mut stmt)?;
             let Output::Rows { schema, stream, .. } = self.run_query(stmt).await? else {
                 return Err(SqlError::Internal("a cursor's query gave no rows".into()));
             };

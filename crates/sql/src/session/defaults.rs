@@ -191,7 +191,7 @@ impl Session {
             )];
         }
         let mut stmt = datafusion::sql::sqlparser::ast::Statement::Query(Box::new(q));
-        self.compat(&mut stmt);
+        self.compat(&mut stmt)?;
         let plan = self
             .ctx
             .state()

@@ -248,7 +248,7 @@ impl Session {
         // Evaluate the source rows through DataFusion.
         let mut stmt = Statement::Query(source);
         self.install_view(&stmt)?;
-        self.compat(&mut stmt);
+        self.compat(&mut stmt)?;
         let batches = match self.run_query(stmt).await? {
             Output::Rows { mut stream, .. } => {
                 let mut v = Vec::new();

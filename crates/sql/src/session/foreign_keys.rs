@@ -158,7 +158,7 @@ fn to_parent(v: &Value, ty: ColumnType) -> Option<Value> {
 }
 
 /// What a referencing row points at.
-enum Target {
+pub(super) enum Target {
     /// A key column is NULL: MATCH SIMPLE lets the row pass.
     Null,
     /// No referenced row can match (a value out of the key's range).
@@ -168,7 +168,7 @@ enum Target {
     Key(Key, Row),
 }
 
-fn target_of(fk: &ForeignKeyDef, parent: &TableDef, row: &[Value]) -> Target {
+pub(super) fn target_of(fk: &ForeignKeyDef, parent: &TableDef, row: &[Value]) -> Target {
     let mut prow = vec![Value::Null; parent.columns.len()];
     for (&c, &p) in fk.columns.iter().zip(&fk.ref_columns) {
         let Some(v) = row.get(c) else {
@@ -188,7 +188,12 @@ fn target_of(fk: &ForeignKeyDef, parent: &TableDef, row: &[Value]) -> Target {
     Target::Key(key_for_row(parent, &prow, 0), prow)
 }
 
-fn not_present(child: &TableDef, fk: &ForeignKeyDef, parent: &TableDef, row: &[Value]) -> SqlError {
+pub(super) fn not_present(
+    child: &TableDef,
+    fk: &ForeignKeyDef,
+    parent: &TableDef,
+    row: &[Value],
+) -> SqlError {
     SqlError::ForeignKeyViolation(format!(
         "insert or update on table \"{}\" violates foreign key constraint \"{}\"",
         child.name, fk.name
@@ -296,13 +301,13 @@ fn referencing_rows(
 }
 
 impl Session {
-    fn fk_txn(&mut self) -> Result<&mut Transaction> {
+    pub(super) fn fk_txn(&mut self) -> Result<&mut Transaction> {
         self.txn
             .as_mut()
             .ok_or_else(|| SqlError::Internal("statement outside a transaction".into()))
     }
 
-    fn table_by_id(&self, id: TableId) -> Result<Arc<Table>> {
+    pub(super) fn table_by_id(&self, id: TableId) -> Result<Arc<Table>> {
         self.db
             .engine
             .tables()
@@ -350,8 +355,9 @@ impl Session {
         }
     }
 
-    /// CREATE TABLE: the constraints of the table `child` (just created in
-    /// this transaction), named and checked as PostgreSQL checks them.
+    /// CREATE TABLE and ALTER TABLE ADD FOREIGN KEY: the constraints of the
+    /// table `child` (created or locked by this transaction), named and
+    /// checked as PostgreSQL checks them.
     /// Each referenced table is locked exclusively until the transaction
     /// ends, so it cannot be dropped meanwhile.
     pub(super) fn resolve_foreign_keys(
@@ -362,6 +368,15 @@ impl Session {
         let mut out: Vec<ForeignKeyDef> = Vec::new();
         let mut taken: Vec<String> = child.checks.iter().map(|c| c.name.clone()).collect();
         taken.extend(child.indexes.iter().map(|i| i.name.clone()));
+        // ALTER TABLE ADD FOREIGN KEY: the table's own foreign keys, and
+        // its primary key (PostgreSQL's constraint `<table>_pkey`)
+        taken.extend(child.foreign_keys.iter().map(|f| f.name.clone()));
+        if child.has_primary_key() {
+            taken.push(format!(
+                "{}_pkey",
+                crate::temp_tables::shown_name(&child.name)
+            ));
+        }
         // explicit names first, as PostgreSQL reserves them
         for p in pending.iter().filter_map(|p| p.name.as_ref()) {
             if taken.contains(p) {

@@ -493,7 +493,7 @@ impl Session {
             );
             self.dml_schema.register_table(l.target.clone(), provider)?;
         }
-        self.compat(&mut stmt);
+        self.compat(&mut stmt)?;
         let result = self.collect_query(stmt).await;
         for l in locked {
             let _ = self.dml_schema.deregister_table(&l.target);

@@ -88,7 +88,7 @@ impl Session {
         param_types: &mut [u32],
     ) -> Result<Described> {
         let mut s = stmt.clone();
-        self.compat(&mut s);
+        self.compat(&mut s)?;
         let state = self.planning_state();
         let plan = match state
             .statement_to_plan(DFStatement::Statement(Box::new(s)))
@@ -144,7 +144,12 @@ impl Session {
         };
         let columns = ResultColumn::of_schema(analysed.schema().as_arrow());
         let plannable = match stmt {
-            Statement::Query(q) => q.locks.is_empty() && !calls_current_setting(stmt),
+            // a view may be replaced or dropped after Parse, and a kept plan
+            // would go on reading its old query: the text path expands it
+            // at every Execute
+            Statement::Query(q) => {
+                q.locks.is_empty() && !calls_current_setting(stmt) && !self.reads_views(stmt)
+            }
             _ => false,
         };
         Ok(Described {
@@ -177,7 +182,7 @@ impl Session {
         }
         let mut s = stmt.clone();
         rewrite::substitute_params(&mut s, &vec![Value::Null; param_types.len()])?;
-        self.compat(&mut s);
+        self.compat(&mut s)?;
         let state = self.planning_state();
         let Ok(plan) = state
             .statement_to_plan(DFStatement::Statement(Box::new(s)))
@@ -230,7 +235,7 @@ impl Session {
         let mut s = stmt.clone();
         rewrite::bind_numeric_params(&mut s, &bound.params, &bound.param_types);
         rewrite::substitute_params(&mut s, &bound.params)?;
-        self.compat(&mut s);
+        self.compat(&mut s)?;
         self.run_query(s).await
     }
 

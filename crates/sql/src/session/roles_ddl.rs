@@ -45,6 +45,9 @@ impl Session {
         let mine = roles.effective_roles(&self.user);
         for (name, need) in &needs.tables {
             let Some(t) = self.named_table(name) else {
+                if let Some(v) = table_name(name).ok().and_then(|n| self.view(&n)) {
+                    self.may_read_view(&v)?;
+                }
                 continue;
             };
             if !table_privileges(&mine, t.def()).contains(*need) {
@@ -271,7 +274,13 @@ impl Session {
             Some(GrantObjects::Tables(names)) => {
                 let privs = table_privileges_of(privileges)?;
                 for n in names {
-                    let t = self.table(&table_name(n)?)?;
+                    let name = table_name(n)?;
+                    if self.view(&name).is_some() {
+                        return Err(SqlError::FeatureNotSupported(format!(
+                            "{tag} on a view is not supported (only its owner and superusers read view \"{name}\")"
+                        )));
+                    }
+                    let t = self.table(&name)?;
                     self.change_grants(&t, privs, &grantees, revoke)?;
                 }
             }

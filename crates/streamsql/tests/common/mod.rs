@@ -8,8 +8,9 @@ use std::sync::Arc;
 use datafusion::arrow::array::TimestampMicrosecondArray;
 use datafusion::arrow::array::{Int32Array, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use eddy_stream::operator::Emitter;
+use eddy_stream::operator::{Emitter, Operator};
 use eddy_stream::types::AnyBatch;
+use eddy_streamsql::batch::ArrowBatch;
 use eddy_streamsql::plan::{plan_view_with, ViewPlan};
 use eddy_streamsql::statements::{parse, StreamStatement};
 use eddy_streamsql::watermark::WatermarkDef;
@@ -91,4 +92,25 @@ pub fn plan_over_src(sql: &str) -> ViewPlan {
         emit,
     )
     .expect("plan")
+}
+
+/// After a crash, the two sources of a join replay from their own
+/// positions, interleaved in batches of two rows, `b` (input 1) first: the
+/// order differs from the first run's on purpose.
+pub fn replay_two_sources(op: &mut dyn Operator, a: &[Row], b: &[Row]) {
+    let mut ca = a.chunks(2);
+    let mut cb = b.chunks(2);
+    loop {
+        let nb = cb.next();
+        let na = ca.next();
+        if na.is_none() && nb.is_none() {
+            break;
+        }
+        for (side, chunk) in [(1, nb), (0, na)] {
+            if let Some(c) = chunk {
+                op.process(side, Box::new(vec![ArrowBatch(batch(c))]), &mut NoOutput)
+                    .expect("replay");
+            }
+        }
+    }
 }
