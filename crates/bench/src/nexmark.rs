@@ -363,6 +363,8 @@ mod tests {
             rates: vec![3.0, 1.0, 2.0],
         };
         assert_eq!(r.median(), 2.0);
-        assert!(source_sql("b", "bid", 10).contains("nexmark.event.num = 10"));
+        assert!(source_sql("b", "bid", 10, false).contains("nexmark.event.num = 10"));
+        assert!(!source_sql("b", "bid", 10, false).contains("WATERMARK"));
+        assert!(source_sql("p", "person", 10, true).contains("WATERMARK FOR date_time"));
     }
 }

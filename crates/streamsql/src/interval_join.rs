@@ -28,12 +28,31 @@
 //!   snapshot (Arrow IPC per side): after a restore both sources replay
 //!   from their checkpointed positions, in any interleaving, and every
 //!   pair not yet counted is emitted exactly once.
+//!
+//! A **semi join** (`JoinKind::LeftSemi` / `RightSemi`: `WHERE k IN
+//! (SELECT k FROM s2)`, or an inner join whose other side DataFusion's
+//! `EliminateJoin` proved contributes no column and no duplicate, as in
+//! Nexmark q8) is the equi-join in a semi mode, no interval. Invariants:
+//! * **A kept-side row is emitted exactly once, when it and a matching
+//!   row of the other (existence) side have both been seen**, whatever
+//!   the interleaving; its columns only. The answer is the batch semi join
+//!   of the two prefixes (NULL keys match nothing).
+//! * **No key is held on both sides at once**: an arriving kept row whose
+//!   key the existence side holds is emitted at once and never held; the
+//!   others are held until their key arrives. The existence side holds
+//!   one row per distinct key; a key's first arrival releases (emits and
+//!   un-indexes) the kept rows waiting for it, a later arrival does
+//!   nothing.
+//! * **The snapshot holds exactly the indexed rows** (released rows are
+//!   not written), so after a restore no released row is emitted again;
+//!   released rows' memory is reclaimed at checkpoints once they outnumber
+//!   the waiting ones.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, BooleanArray, RecordBatch, TimestampMicrosecondArray,
+    Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, TimestampMicrosecondArray,
 };
 use datafusion::arrow::compute::{concat_batches, filter_record_batch, interleave};
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef, TimeUnit};
@@ -74,15 +93,59 @@ pub struct JoinInput {
     pub watermark: Option<(usize, i64)>,
 }
 
+/// Which rows a join of two inputs emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinKind {
+    /// Every pair with equal keys: the left then the right columns.
+    Inner,
+    /// Each left row once, when a right row with its key has been seen:
+    /// the left columns only (a semi join, see the module doc).
+    LeftSemi,
+    /// Each right row once, when a left row with its key has been seen.
+    RightSemi,
+}
+
+impl JoinKind {
+    /// The kind of a join of `join_type`; `None`: a join type the stream
+    /// joins do not build (outer, anti, mark joins).
+    pub(crate) fn of(join_type: JoinType) -> Option<JoinKind> {
+        match join_type {
+            JoinType::Inner => Some(JoinKind::Inner),
+            JoinType::LeftSemi => Some(JoinKind::LeftSemi),
+            JoinType::RightSemi => Some(JoinKind::RightSemi),
+            _ => None,
+        }
+    }
+
+    /// The join's schema before its projection: both sides' columns for
+    /// an inner join, the kept side's for a semi join (as DataFusion's).
+    pub(crate) fn joined_schema(self, left: &Schema, right: &Schema) -> SchemaRef {
+        let fields: Vec<_> = match self {
+            JoinKind::Inner => left
+                .fields()
+                .iter()
+                .chain(right.fields().iter())
+                .cloned()
+                .collect(),
+            JoinKind::LeftSemi => left.fields().iter().cloned().collect(),
+            JoinKind::RightSemi => right.fields().iter().cloned().collect(),
+        };
+        Arc::new(Schema::new(fields))
+    }
+}
+
 /// A join of two sources: pairs with equal keys and, for an interval
-/// join, `right.time - left.time` in `[lower, upper]` (µs).
+/// join, `right.time - left.time` in `[lower, upper]` (µs); or a semi
+/// join's rows of one side (`kind`).
 #[derive(Debug, Clone)]
 pub struct IntervalJoin {
+    pub kind: JoinKind,
     pub left: JoinInput,
     pub right: JoinInput,
     /// `(lower, upper)` in µs; `None`: an equi-join without an interval.
     pub interval: Option<(i64, i64)>,
-    /// The left then right columns (the join's schema before projection).
+    /// The left then right columns, or a semi join's kept side's (the
+    /// join's schema before projection).
     pub joined_schema: SchemaRef,
     pub projection: Option<Vec<usize>>,
 }
@@ -91,7 +154,8 @@ fn refuse(why: impl std::fmt::Display) -> StreamSqlError {
     StreamSqlError::NotSupported(format!(
         "{why} (supported stream-stream joins: an inner equi-join of two append-only \
          sources, `JOIN s2 ON s1.k = s2.k`, optionally with a time interval on both sources' \
-         watermark columns, `AND s2.ts BETWEEN s1.ts - INTERVAL 'a' AND s1.ts + INTERVAL 'b'`)"
+         watermark columns, `AND s2.ts BETWEEN s1.ts - INTERVAL 'a' AND s1.ts + INTERVAL 'b'`; \
+         a semi equi-join, `WHERE s1.k IN (SELECT k FROM s2)`, without an interval)"
     ))
 }
 
@@ -158,12 +222,9 @@ impl IntervalJoin {
         else {
             return Ok(None);
         };
-        if *join.join_type() != JoinType::Inner {
-            return Err(refuse(format!(
-                "a {} join of two streams",
-                join.join_type()
-            )));
-        }
+        let kind = JoinKind::of(*join.join_type()).ok_or_else(|| {
+            refuse(format!("a {} join of two streams", join.join_type()))
+        })?;
         if lscan.source == rscan.source {
             return Err(refuse(
                 "a join of a source with itself (both sides would need one reader)",
@@ -188,12 +249,7 @@ impl IntervalJoin {
             .unzip();
         let lschema = join.left().schema();
         let rschema = join.right().schema();
-        let fields: Vec<_> = lschema
-            .fields()
-            .iter()
-            .chain(rschema.fields().iter())
-            .cloned()
-            .collect();
+        let joined_schema = kind.joined_schema(&lschema, &rschema);
         let input = |scan: &SourceScanExec,
                      stages: Vec<Stage>,
                      schema: SchemaRef,
@@ -210,13 +266,20 @@ impl IntervalJoin {
         let Some(filter) = join.filter() else {
             // an equi-join: every pair with equal keys, state unbounded
             return Ok(Some(IntervalJoin {
+                kind,
                 left: input(lscan, lstages, lschema, lkeys, None),
                 right: input(rscan, rstages, rschema, rkeys, None),
                 interval: None,
-                joined_schema: Arc::new(Schema::new(fields)),
+                joined_schema,
                 projection: join.projection.as_ref().map(|p| p.to_vec()),
             }));
         };
+        if kind != JoinKind::Inner {
+            return Err(refuse(format!(
+                "a {} join with a condition other than equalities",
+                join.join_type()
+            )));
+        }
         let indices = filter.column_indices();
         let mut lower: Option<i64> = None;
         let mut upper: Option<i64> = None;
@@ -276,10 +339,11 @@ impl IntervalJoin {
             }
         }
         Ok(Some(IntervalJoin {
+            kind,
             left: input(lscan, lstages, lschema, lkeys, Some(ltime)),
             right: input(rscan, rstages, rschema, rkeys, Some(rtime)),
             interval: Some((lower, upper)),
-            joined_schema: Arc::new(Schema::new(fields)),
+            joined_schema,
             projection: join.projection.as_ref().map(|p| p.to_vec()),
         }))
     }
@@ -453,7 +517,12 @@ impl Held {
         Ok(())
     }
 
-    fn state(&self, input: &JoinInput) -> Result<Option<Vec<u8>>> {
+    /// The held rows as IPC bytes: all of them, or (a semi join, whose
+    /// released rows stay in `batches` until reclaimed) only the indexed.
+    fn state(&self, input: &JoinInput, indexed_only: bool) -> Result<Option<Vec<u8>>> {
+        if indexed_only {
+            return self.indexed_rows(input)?.map(|b| to_ipc(&b)).transpose();
+        }
         if self.batches.is_empty() {
             return Ok(None);
         }
@@ -462,6 +531,140 @@ impl Held {
             &self.batches,
         )?)?))
     }
+
+    /// How many rows the index holds.
+    fn indexed(&self) -> usize {
+        self.index.values().map(BTreeSet::len).sum()
+    }
+
+    /// The rows at `at` ((held batch, row)) as columns of `input`'s schema.
+    fn rows_at(&self, input: &JoinInput, at: &[(usize, usize)]) -> Result<Vec<ArrayRef>> {
+        if self.batches.is_empty() {
+            return Ok(empty_columns(&input.schema));
+        }
+        let held: Vec<&RecordBatch> = self.batches.iter().collect();
+        gather(&held, at, input.schema.fields().len())
+    }
+
+    /// The indexed rows, in arrival order, as one batch (`None`: none).
+    fn indexed_rows(&self, input: &JoinInput) -> Result<Option<RecordBatch>> {
+        let mut at: Vec<(usize, usize)> = self
+            .index
+            .values()
+            .flatten()
+            .map(|(_, b, r)| (*b, *r))
+            .collect();
+        if at.is_empty() {
+            return Ok(None);
+        }
+        at.sort_unstable();
+        let columns = self.rows_at(input, &at)?;
+        Ok(Some(RecordBatch::try_new_with_options(
+            Arc::clone(&input.schema),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(at.len())),
+        )?))
+    }
+
+    /// Frees a semi join's released rows once they outnumber the waiting
+    /// ones (so each row is copied O(1) times on average): the indexed
+    /// rows become one batch.
+    fn reclaim(&mut self, input: &JoinInput) -> Result<()> {
+        let all: usize = self.batches.iter().map(RecordBatch::num_rows).sum();
+        if all <= 2 * self.indexed() {
+            return Ok(());
+        }
+        let kept = self.indexed_rows(input)?;
+        self.batches.clear();
+        self.index.clear();
+        if let Some(kept) = kept {
+            self.hold(input, kept)?;
+        }
+        Ok(())
+    }
+}
+
+/// Empty columns of `schema`.
+fn empty_columns(schema: &Schema) -> Vec<ArrayRef> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| datafusion::arrow::array::new_empty_array(f.data_type()))
+        .collect()
+}
+
+/// The first `width` columns of the rows `at` ((batch, row)) of `batches`.
+fn gather(
+    batches: &[&RecordBatch],
+    at: &[(usize, usize)],
+    width: usize,
+) -> Result<Vec<ArrayRef>> {
+    (0..width)
+        .map(|c| {
+            let arrays = batches
+                .iter()
+                .map(|b| b.columns().get(c).map(|a| a.as_ref() as &dyn Array))
+                .collect::<Option<Vec<&dyn Array>>>()
+                .ok_or_else(|| {
+                    StreamSqlError::Internal("a held join row of another shape".into())
+                })?;
+            Ok(interleave(&arrays, at)?)
+        })
+        .collect()
+}
+
+/// One batch of a semi join's side `me` (its rows after its stages) met
+/// with the other side's held rows: the kept side's rows it makes (as
+/// columns, and how many), holding what must wait (module doc).
+fn semi(
+    (me, mine): (&mut Held, &JoinInput),
+    (other, theirs): (&mut Held, &JoinInput),
+    kept_is_me: bool,
+    batch: &RecordBatch,
+) -> Result<(Vec<ArrayRef>, usize)> {
+    let keys = me.keys_and_times(mine, batch)?;
+    if kept_is_me {
+        // matched now: emitted, never held; unmatched: held until their
+        // key arrives; a NULL key: neither (it matches nothing)
+        let matched = |kt: &KeyTime| kt.as_ref().map(|(k, _)| other.index.contains_key(k));
+        let emit: BooleanArray = keys.iter().map(|kt| Some(matched(kt) == Some(true))).collect();
+        let wait: BooleanArray = keys
+            .iter()
+            .map(|kt| Some(matched(kt) == Some(false)))
+            .collect();
+        let out = filter_record_batch(batch, &emit)?;
+        let waiting = filter_record_batch(batch, &wait)?;
+        if waiting.num_rows() > 0 {
+            me.hold(mine, waiting)?;
+        }
+        let n = out.num_rows();
+        return Ok((out.columns().to_vec(), n));
+    }
+    // the existence side: a key's first arrival releases the kept rows
+    // waiting for it (they leave the index: emitted once) and is held once
+    let mut new_keys: HashSet<Box<[u8]>> = HashSet::new();
+    let mut released: Vec<(usize, usize)> = Vec::new();
+    let mut first = Vec::with_capacity(keys.len());
+    for kt in keys {
+        let is_first = match kt {
+            Some((key, _)) if !me.index.contains_key(&key) && !new_keys.contains(&key) => {
+                if let Some(waiting) = other.index.remove(&key) {
+                    released.extend(waiting.into_iter().map(|(_, b, r)| (b, r)));
+                }
+                new_keys.insert(key);
+                true
+            }
+            _ => false,
+        };
+        first.push(Some(is_first));
+    }
+    let firsts = filter_record_batch(batch, &BooleanArray::from(first))?;
+    if firsts.num_rows() > 0 {
+        me.hold(mine, firsts)?;
+    }
+    // in the kept side's arrival order
+    released.sort_unstable();
+    Ok((other.rows_at(theirs, &released)?, released.len()))
 }
 
 impl JoinState {
@@ -490,9 +693,9 @@ impl JoinState {
         let plan = Arc::clone(&self.plan);
         let left_side = input == 0;
         let (me, other, mine, theirs) = if left_side {
-            (&mut self.left, &self.right, &plan.left, &plan.right)
+            (&mut self.left, &mut self.right, &plan.left, &plan.right)
         } else {
-            (&mut self.right, &self.left, &plan.right, &plan.left)
+            (&mut self.right, &mut self.left, &plan.right, &plan.left)
         };
         let batch = match &mut me.clock {
             Some(clock) => clock.admit(batch)?,
@@ -504,6 +707,19 @@ impl JoinState {
         };
         for stage in &mine.stages {
             batch = run_stage(stage, batch)?;
+        }
+        if plan.kind != JoinKind::Inner {
+            let kept_is_me = (plan.kind == JoinKind::LeftSemi) == left_side;
+            let (columns, rows) = semi((me, mine), (other, theirs), kept_is_me, &batch)?;
+            let joined = RecordBatch::try_new_with_options(
+                Arc::clone(&plan.joined_schema),
+                columns,
+                &RecordBatchOptions::new().with_row_count(Some(rows)),
+            )?;
+            return Ok(match &plan.projection {
+                Some(p) => joined.project(p)?,
+                None => joined,
+            });
         }
         // pairs: (row of the new batch, (held batch, held row))
         let mut pairs: Vec<(usize, (usize, usize))> = Vec::new();
@@ -530,33 +746,9 @@ impl JoinState {
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(plan.joined_schema.fields().len());
         let new_rows: Vec<(usize, usize)> = pairs.iter().map(|(i, _)| (0, *i)).collect();
         let held_rows: Vec<(usize, usize)> = pairs.iter().map(|(_, h)| *h).collect();
-        let side_columns = |batches: &[&RecordBatch], at: &[(usize, usize)], width: usize| {
-            (0..width)
-                .map(|c| {
-                    let arrays = batches
-                        .iter()
-                        .map(|b| b.columns().get(c).map(|a| a.as_ref() as &dyn Array))
-                        .collect::<Option<Vec<&dyn Array>>>()
-                        .ok_or_else(|| {
-                            StreamSqlError::Internal("a held join row of another shape".into())
-                        })?;
-                    Ok(interleave(&arrays, at)?)
-                })
-                .collect::<Result<Vec<ArrayRef>>>()
-        };
-        let held: Vec<&RecordBatch> = other.batches.iter().collect();
-        let new = side_columns(&[&batch], &new_rows, batch.num_columns())?;
-        let old = if held.is_empty() {
-            // no pairs: empty columns of the other side
-            theirs
-                .schema
-                .fields()
-                .iter()
-                .map(|f| datafusion::arrow::array::new_empty_array(f.data_type()))
-                .collect()
-        } else {
-            side_columns(&held, &held_rows, theirs.schema.fields().len())?
-        };
+        let new = gather(&[&batch], &new_rows, batch.num_columns())?;
+        // (no held rows: no pairs, empty columns of the other side)
+        let old = other.rows_at(theirs, &held_rows)?;
         if left_side {
             columns.extend(new);
             columns.extend(old);
@@ -567,7 +759,7 @@ impl JoinState {
         let joined = RecordBatch::try_new_with_options(
             Arc::clone(&plan.joined_schema),
             columns,
-            &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(pairs.len())),
+            &RecordBatchOptions::new().with_row_count(Some(pairs.len())),
         )?;
         me.hold(mine, batch)?;
         Ok(match &plan.projection {
@@ -577,9 +769,14 @@ impl JoinState {
     }
 
     /// Drops the held rows no future row can match (see the module doc).
-    /// An equi-join expires nothing: any future row may match.
+    /// An equi-join expires nothing: any future row may match; a semi
+    /// join frees the rows it has released.
     pub(crate) fn expire(&mut self) -> Result<()> {
         let plan = Arc::clone(&self.plan);
+        if plan.kind != JoinKind::Inner {
+            self.left.reclaim(&plan.left)?;
+            return self.right.reclaim(&plan.right);
+        }
         let Some((lower, upper)) = plan.interval else {
             // nothing to drop; not compacted either (that would copy the
             // whole, ever growing state at every checkpoint: the snapshot
@@ -597,8 +794,12 @@ impl JoinState {
         Ok(())
     }
 
-    /// How many rows both sides hold.
+    /// How many rows both sides hold (a semi join: that may still be
+    /// emitted or match, not the released rows not yet reclaimed).
     pub(crate) fn held_rows(&self) -> usize {
+        if self.plan.kind != JoinKind::Inner {
+            return self.left.indexed() + self.right.indexed();
+        }
         self.left
             .batches
             .iter()
@@ -608,11 +809,12 @@ impl JoinState {
     }
 
     pub(crate) fn snapshot(&self) -> Result<JoinSnapshot> {
+        let semi = self.plan.kind != JoinKind::Inner;
         Ok(JoinSnapshot {
             left_clock: self.left.clock.as_ref().map(EventClock::state),
             right_clock: self.right.clock.as_ref().map(EventClock::state),
-            left: self.left.state(&self.plan.left)?,
-            right: self.right.state(&self.plan.right)?,
+            left: self.left.state(&self.plan.left, semi)?,
+            right: self.right.state(&self.plan.right, semi)?,
         })
     }
 

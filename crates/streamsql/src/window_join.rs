@@ -13,6 +13,11 @@
 //! * **The join is the unbounded equi-join** (`interval_join.rs`) over the
 //!   two sides' output rows, each pair emitted once, and the view is an
 //!   append-only view over it (`append_op.rs`: each pair under its number).
+//!   q8 itself reaches the planner as a **semi join** (DataFusion's
+//!   `EliminateJoin` rewrites the inner join: no column of the auction
+//!   side is selected and that side is unique on the join keys, a GROUP
+//!   BY without aggregates), run by the same join in its semi mode: each
+//!   person row once, when its window's auction row has been seen.
 //!   No second join or window aggregate exists: the sides run
 //!   `view_op.rs`'s groups (`window_stage.rs`).
 //! * Anything else (outer joins, non-equi conditions, an aggregate over
@@ -20,21 +25,22 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
-use datafusion::common::{JoinType, NullEquality};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::NullEquality;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::error::{Result, StreamSqlError};
-use crate::interval_join::{IntervalJoin, JoinInput};
+use crate::interval_join::{IntervalJoin, JoinInput, JoinKind};
 use crate::plan::{skip_neutral, stage_of, Stage, ViewPlan};
 
 fn refuse(why: impl std::fmt::Display) -> StreamSqlError {
     StreamSqlError::NotSupported(format!(
         "{why} (supported join of two aggregates: an inner equi-join of two TUMBLE or HOP \
-         window aggregates, each over one source, with EMIT ON WINDOW CLOSE)"
+         window aggregates, each over one source, with EMIT ON WINDOW CLOSE, or the semi join \
+         DataFusion makes of it when one side's columns are not selected)"
     ))
 }
 
@@ -64,12 +70,8 @@ pub(crate) fn plan(
     output_schema: &SchemaRef,
     cut: fn(&Arc<dyn ExecutionPlan>) -> Result<ViewPlan>,
 ) -> Result<ViewPlan> {
-    if *join.join_type() != JoinType::Inner {
-        return Err(refuse(format!(
-            "a {} join of two aggregates",
-            join.join_type()
-        )));
-    }
+    let kind = JoinKind::of(*join.join_type())
+        .ok_or_else(|| refuse(format!("a {} join of two aggregates", join.join_type())))?;
     if join.null_equality() != NullEquality::NullEqualsNothing {
         return Err(refuse("a join on IS NOT DISTINCT FROM"));
     }
@@ -104,12 +106,7 @@ pub(crate) fn plan(
         .unzip();
     let lschema = join.left().schema();
     let rschema = join.right().schema();
-    let fields: Vec<_> = lschema
-        .fields()
-        .iter()
-        .chain(rschema.fields().iter())
-        .cloned()
-        .collect();
+    let joined_schema = kind.joined_schema(&lschema, &rschema);
     // the join reads the sides' output rows: no scan projection, no stage,
     // no time (an equi-join), no watermark of its own (the sides keep them)
     let input = |side: &ViewPlan, schema: SchemaRef, keys: Keys| JoinInput {
@@ -122,10 +119,11 @@ pub(crate) fn plan(
         watermark: None,
     };
     let j = IntervalJoin {
+        kind,
         left: input(&left, lschema, lkeys),
         right: input(&right, rschema, rkeys),
         interval: None,
-        joined_schema: Arc::new(Schema::new(fields)),
+        joined_schema,
         projection: join.projection.as_ref().map(|p| p.to_vec()),
     };
     let mut plan = crate::plan::append_join_plan(j, stages, output_schema)?;
