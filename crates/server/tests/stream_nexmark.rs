@@ -410,11 +410,12 @@ async fn nexmark_views_equal_the_queries_over_the_same_events() {
             "CREATE MATERIALIZED VIEW refused AS {}",
             // (selecting a column of a: otherwise DataFusion drops the
             // LEFT JOIN, a being unique on the join keys)
-            Q8.replacen(") AS p JOIN (", ") AS p LEFT JOIN (", 1).replacen(
-                "SELECT p.id, p.name, p.starttime",
-                "SELECT p.id, p.name, a.seller",
-                1
-            )
+            Q8.replacen(") AS p JOIN (", ") AS p LEFT JOIN (", 1)
+                .replacen(
+                    "SELECT p.id, p.name, p.starttime",
+                    "SELECT p.id, p.name, a.seller",
+                    1
+                )
         ),
         "0A000",
     )

@@ -29,26 +29,9 @@
 //!   from their checkpointed positions, in any interleaving, and every
 //!   pair not yet counted is emitted exactly once.
 //!
-//! A **semi join** (`JoinKind::LeftSemi` / `RightSemi`: `WHERE k IN
-//! (SELECT k FROM s2)`, or an inner join whose other side DataFusion's
-//! `EliminateJoin` proved contributes no column and no duplicate, as in
-//! Nexmark q8) is the equi-join in a semi mode, no interval. Invariants:
-//! * **A kept-side row is emitted exactly once, when it and a matching
-//!   row of the other (existence) side have both been seen**, whatever
-//!   the interleaving; its columns only. The answer is the batch semi join
-//!   of the two prefixes (NULL keys match nothing).
-//! * **No key is held on both sides at once**: an arriving kept row whose
-//!   key the existence side holds is emitted at once and never held; the
-//!   others are held until their key arrives. The existence side holds
-//!   one row per distinct key; a key's first arrival releases (emits and
-//!   un-indexes) the kept rows waiting for it, a later arrival does
-//!   nothing.
-//! * **The snapshot holds exactly the indexed rows** (released rows are
-//!   not written), so after a restore no released row is emitted again;
-//!   released rows' memory is reclaimed at checkpoints once they outnumber
-//!   the waiting ones.
+//! A **semi join** is the equi-join in a semi mode: `semi_join.rs`.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -72,6 +55,10 @@ use crate::plan::{skip_neutral, stage_of, Stage};
 use crate::source_scan::SourceScanExec;
 use crate::stages::{eval, run_stage};
 use crate::watermark::{ClockState, EventClock};
+
+#[path = "semi_join.rs"]
+mod semi_join;
+use semi_join::semi;
 
 /// One input of a join of two sources.
 #[derive(Debug, Clone)]
@@ -222,9 +209,8 @@ impl IntervalJoin {
         else {
             return Ok(None);
         };
-        let kind = JoinKind::of(*join.join_type()).ok_or_else(|| {
-            refuse(format!("a {} join of two streams", join.join_type()))
-        })?;
+        let kind = JoinKind::of(*join.join_type())
+            .ok_or_else(|| refuse(format!("a {} join of two streams", join.join_type())))?;
         if lscan.source == rscan.source {
             return Err(refuse(
                 "a join of a source with itself (both sides would need one reader)",
@@ -532,11 +518,6 @@ impl Held {
         )?)?))
     }
 
-    /// How many rows the index holds.
-    fn indexed(&self) -> usize {
-        self.index.values().map(BTreeSet::len).sum()
-    }
-
     /// The rows at `at` ((held batch, row)) as columns of `input`'s schema.
     fn rows_at(&self, input: &JoinInput, at: &[(usize, usize)]) -> Result<Vec<ArrayRef>> {
         if self.batches.is_empty() {
@@ -544,43 +525,6 @@ impl Held {
         }
         let held: Vec<&RecordBatch> = self.batches.iter().collect();
         gather(&held, at, input.schema.fields().len())
-    }
-
-    /// The indexed rows, in arrival order, as one batch (`None`: none).
-    fn indexed_rows(&self, input: &JoinInput) -> Result<Option<RecordBatch>> {
-        let mut at: Vec<(usize, usize)> = self
-            .index
-            .values()
-            .flatten()
-            .map(|(_, b, r)| (*b, *r))
-            .collect();
-        if at.is_empty() {
-            return Ok(None);
-        }
-        at.sort_unstable();
-        let columns = self.rows_at(input, &at)?;
-        Ok(Some(RecordBatch::try_new_with_options(
-            Arc::clone(&input.schema),
-            columns,
-            &RecordBatchOptions::new().with_row_count(Some(at.len())),
-        )?))
-    }
-
-    /// Frees a semi join's released rows once they outnumber the waiting
-    /// ones (so each row is copied O(1) times on average): the indexed
-    /// rows become one batch.
-    fn reclaim(&mut self, input: &JoinInput) -> Result<()> {
-        let all: usize = self.batches.iter().map(RecordBatch::num_rows).sum();
-        if all <= 2 * self.indexed() {
-            return Ok(());
-        }
-        let kept = self.indexed_rows(input)?;
-        self.batches.clear();
-        self.index.clear();
-        if let Some(kept) = kept {
-            self.hold(input, kept)?;
-        }
-        Ok(())
     }
 }
 
@@ -594,11 +538,7 @@ fn empty_columns(schema: &Schema) -> Vec<ArrayRef> {
 }
 
 /// The first `width` columns of the rows `at` ((batch, row)) of `batches`.
-fn gather(
-    batches: &[&RecordBatch],
-    at: &[(usize, usize)],
-    width: usize,
-) -> Result<Vec<ArrayRef>> {
+fn gather(batches: &[&RecordBatch], at: &[(usize, usize)], width: usize) -> Result<Vec<ArrayRef>> {
     (0..width)
         .map(|c| {
             let arrays = batches
@@ -611,60 +551,6 @@ fn gather(
             Ok(interleave(&arrays, at)?)
         })
         .collect()
-}
-
-/// One batch of a semi join's side `me` (its rows after its stages) met
-/// with the other side's held rows: the kept side's rows it makes (as
-/// columns, and how many), holding what must wait (module doc).
-fn semi(
-    (me, mine): (&mut Held, &JoinInput),
-    (other, theirs): (&mut Held, &JoinInput),
-    kept_is_me: bool,
-    batch: &RecordBatch,
-) -> Result<(Vec<ArrayRef>, usize)> {
-    let keys = me.keys_and_times(mine, batch)?;
-    if kept_is_me {
-        // matched now: emitted, never held; unmatched: held until their
-        // key arrives; a NULL key: neither (it matches nothing)
-        let matched = |kt: &KeyTime| kt.as_ref().map(|(k, _)| other.index.contains_key(k));
-        let emit: BooleanArray = keys.iter().map(|kt| Some(matched(kt) == Some(true))).collect();
-        let wait: BooleanArray = keys
-            .iter()
-            .map(|kt| Some(matched(kt) == Some(false)))
-            .collect();
-        let out = filter_record_batch(batch, &emit)?;
-        let waiting = filter_record_batch(batch, &wait)?;
-        if waiting.num_rows() > 0 {
-            me.hold(mine, waiting)?;
-        }
-        let n = out.num_rows();
-        return Ok((out.columns().to_vec(), n));
-    }
-    // the existence side: a key's first arrival releases the kept rows
-    // waiting for it (they leave the index: emitted once) and is held once
-    let mut new_keys: HashSet<Box<[u8]>> = HashSet::new();
-    let mut released: Vec<(usize, usize)> = Vec::new();
-    let mut first = Vec::with_capacity(keys.len());
-    for kt in keys {
-        let is_first = match kt {
-            Some((key, _)) if !me.index.contains_key(&key) && !new_keys.contains(&key) => {
-                if let Some(waiting) = other.index.remove(&key) {
-                    released.extend(waiting.into_iter().map(|(_, b, r)| (b, r)));
-                }
-                new_keys.insert(key);
-                true
-            }
-            _ => false,
-        };
-        first.push(Some(is_first));
-    }
-    let firsts = filter_record_batch(batch, &BooleanArray::from(first))?;
-    if firsts.num_rows() > 0 {
-        me.hold(mine, firsts)?;
-    }
-    // in the kept side's arrival order
-    released.sort_unstable();
-    Ok((other.rows_at(theirs, &released)?, released.len()))
 }
 
 impl JoinState {

@@ -28,7 +28,8 @@
 //! * [`interval_join`]: joins of two sources (the stream-stream joins):
 //!   interval joins, whose state the watermarks expire, and equi-joins
 //!   without an interval, whose state grows with the input; both emit
-//!   each pair once;
+//!   each pair once; and semi equi-joins (`IN`/`EXISTS`, or an inner join
+//!   DataFusion turns into one), emitting each kept row once;
 //! * [`lookup`]: stream-table lookup joins (each source row joined with the
 //!   table's row under its key when it is processed, never revised);
 //! * [`view_op`]: the operator that runs a view in the stream engine

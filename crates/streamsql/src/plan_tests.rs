@@ -2,8 +2,8 @@
 //! refusals.
 
 use super::*;
-use crate::statements::{parse, StreamStatement};
 use crate::interval_join::JoinKind;
+use crate::statements::{parse, StreamStatement};
 use crate::watermark::WatermarkDef;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 
@@ -606,7 +606,10 @@ fn a_join_of_window_aggregates_selecting_both_sides_stays_inner() {
 #[test]
 fn in_and_exists_over_two_sources_are_semi_equi_joins() {
     for (sql, append) in [
-        ("SELECT a.k, a.x FROM a WHERE a.k IN (SELECT k FROM b WHERE y > 0)", true),
+        (
+            "SELECT a.k, a.x FROM a WHERE a.k IN (SELECT k FROM b WHERE y > 0)",
+            true,
+        ),
         (
             "SELECT a.k, a.x FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.k AND b.y = a.x)",
             true,
@@ -622,7 +625,10 @@ fn in_and_exists_over_two_sources_are_semi_equi_joins() {
         let j = p.join.as_ref().expect("a join");
         assert_eq!(j.kind, JoinKind::LeftSemi, "{sql}");
         assert_eq!(j.interval, None);
-        assert_eq!((j.left.source.as_str(), j.right.source.as_str()), ("a", "b"));
+        assert_eq!(
+            (j.left.source.as_str(), j.right.source.as_str()),
+            ("a", "b")
+        );
         assert_eq!(
             j.joined_schema.fields().len(),
             j.left.schema.fields().len(),
