@@ -576,6 +576,16 @@ fn joins_of_window_aggregates_that_cannot_be_kept_are_refused() {
             q8_over_ab("JOIN", "EMIT ON WINDOW CLOSE").replace("p.k = q.k", "p.k > q.k"),
             true,
         ),
+        (
+            "an anti join",
+            "CREATE MATERIALIZED VIEW v AS SELECT p.k, p.n FROM (SELECT k, max(x) AS n, \
+             window_start AS starttime FROM TUMBLE(a, ts, INTERVAL '10' SECOND) GROUP BY k, \
+             window_start) AS p WHERE NOT EXISTS (SELECT 1 FROM (SELECT k, window_start AS \
+             starttime FROM TUMBLE(b, ts, INTERVAL '10' SECOND) GROUP BY k, window_start) AS q \
+             WHERE q.k = p.k AND q.starttime = p.starttime) EMIT ON WINDOW CLOSE"
+                .to_string(),
+            true,
+        ),
     ] {
         match plan_joined(&sql, right_watermark) {
             Err(StreamSqlError::NotSupported(why)) if what == "an outer join" => {
