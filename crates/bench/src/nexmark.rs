@@ -21,8 +21,10 @@
 //! over two sources (auction and person, an unbounded stream-stream
 //! equi-join into an append-only view: the rate counts both sources'
 //! rows); q7w is q7's window aggregate
-//! (the highest bid of each 10 s tumbling window) without q7's join. q4-q8
-//! are refused by the engine (see `docs/design/streams-into-tables.md`).
+//! (the highest bid of each 10 s tumbling window) without q7's join; q8
+//! joins a TUMBLE aggregate of the persons with one of the auctions, both
+//! emitting on window close, over watermarked sources (the rate counts
+//! both sources' rows). q4-q7 are refused by the engine (see `docs/design/streams-into-tables.md`).
 
 use std::time::{Duration, Instant};
 
@@ -43,7 +45,7 @@ pub struct NexmarkArgs {
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
     /// Queries, comma-separated (supported: q0, q1, q2, q3, q3s: q3 over two sources, q7w:
-    /// q7's window aggregate; q0g, q1g, q2g: q0-q2 grouped with count(*), as before
+    /// q7's window aggregate, q8: two window aggregates joined; q0g, q1g, q2g: q0-q2 grouped with count(*), as before
     /// append-only views).
     #[arg(long, default_value = "q0,q1,q2,q3,q7w")]
     pub queries: String,
@@ -62,6 +64,9 @@ struct NexmarkQuery {
     reads: &'static str,
     /// The second source's type, for a join of two sources (`{src2}`).
     joins: Option<&'static str>,
+    /// The sources carry a watermark on `date_time` (a view that emits on
+    /// window close needs one).
+    watermarked: bool,
     sql: &'static str,
 }
 
@@ -70,24 +75,28 @@ const QUERIES: &[NexmarkQuery] = &[
         name: "q0",
         reads: "bid",
         joins: None,
+        watermarked: false,
         sql: "SELECT auction, bidder, price, date_time FROM {src}",
     },
     NexmarkQuery {
         name: "q1",
         reads: "bid",
         joins: None,
+        watermarked: false,
         sql: "SELECT auction, bidder, 0.908 * price AS price_eur, date_time FROM {src}",
     },
     NexmarkQuery {
         name: "q2",
         reads: "bid",
         joins: None,
+        watermarked: false,
         sql: "SELECT auction, price FROM {src} WHERE auction % 123 = 0",
     },
     NexmarkQuery {
         name: "q0g",
         reads: "bid",
         joins: None,
+        watermarked: false,
         sql: "SELECT auction, bidder, price, date_time, count(*) AS n FROM {src} \
               GROUP BY auction, bidder, price, date_time",
     },
@@ -95,6 +104,7 @@ const QUERIES: &[NexmarkQuery] = &[
         name: "q1g",
         reads: "bid",
         joins: None,
+        watermarked: false,
         sql: "SELECT auction, bidder, price, 0.908 * price AS price_eur, date_time, \
               count(*) AS n FROM {src} GROUP BY auction, bidder, price, date_time",
     },
@@ -102,6 +112,7 @@ const QUERIES: &[NexmarkQuery] = &[
         name: "q2g",
         reads: "bid",
         joins: None,
+        watermarked: false,
         sql: "SELECT auction, price, count(*) AS n FROM {src} WHERE auction % 123 = 0 \
               GROUP BY auction, price",
     },
@@ -109,6 +120,7 @@ const QUERIES: &[NexmarkQuery] = &[
         name: "q3",
         reads: "auction",
         joins: None,
+        watermarked: false,
         sql: "SELECT p.name, p.city, p.state, a.id, count(*) AS n FROM {src} AS a \
               JOIN nexmark_person AS p ON a.seller = p.id WHERE a.category = 10 AND \
               (p.state = 'or' OR p.state = 'id' OR p.state = 'ca') \
@@ -118,6 +130,7 @@ const QUERIES: &[NexmarkQuery] = &[
         name: "q3s",
         reads: "auction",
         joins: Some("person"),
+        watermarked: false,
         sql: "SELECT p.name, p.city, p.state, a.id FROM {src} AS a JOIN {src2} AS p \
               ON a.seller = p.id WHERE a.category = 10 AND p.state IN ('or', 'id', 'ca')",
     },
@@ -125,8 +138,24 @@ const QUERIES: &[NexmarkQuery] = &[
         name: "q7w",
         reads: "bid",
         joins: None,
+        watermarked: false,
         sql: "SELECT window_end, max(price) AS maxprice, count(*) AS n \
               FROM TUMBLE({src}, date_time, INTERVAL '10' SECOND) GROUP BY window_end",
+    },
+    // q8: a join of two TUMBLE aggregates emitting on window close; done,
+    // like every view, at its final commit (which closes every window)
+    NexmarkQuery {
+        name: "q8",
+        reads: "person",
+        joins: Some("auction"),
+        watermarked: true,
+        sql: "SELECT p.id, p.name, p.starttime FROM (SELECT id, name, window_start AS \
+              starttime, window_end AS endtime FROM TUMBLE({src}, date_time, INTERVAL '10' \
+              SECOND) GROUP BY id, name, window_start, window_end) AS p JOIN (SELECT seller, \
+              window_start AS starttime, window_end AS endtime FROM TUMBLE({src2}, date_time, \
+              INTERVAL '10' SECOND) GROUP BY seller, window_start, window_end) AS a ON p.id = \
+              a.seller AND p.starttime = a.starttime AND p.endtime = a.endtime \
+              EMIT ON WINDOW CLOSE",
     },
 ];
 
@@ -139,14 +168,19 @@ const PERSON_COLUMNS: &str = "id bigint, name varchar, email_address varchar, \
                               credit_card varchar, city varchar, state varchar, \
                               date_time timestamp, extra varchar";
 
-fn source_sql(name: &str, table: &str, events: u64) -> String {
+fn source_sql(name: &str, table: &str, events: u64, watermarked: bool) -> String {
     let columns = match table {
         "bid" => BID_COLUMNS,
         "auction" => AUCTION_COLUMNS,
         _ => PERSON_COLUMNS,
     };
+    let watermark = if watermarked {
+        ", WATERMARK FOR date_time AS date_time - INTERVAL '1 second'"
+    } else {
+        ""
+    };
     format!(
-        "CREATE SOURCE {name} ({columns}) WITH (connector = 'nexmark', \
+        "CREATE SOURCE {name} ({columns}{watermark}) WITH (connector = 'nexmark', \
          nexmark.table.type = '{table}', nexmark.event.num = {events}, \
          nexmark.min.event.gap.in.ns = 0)"
     )
@@ -195,7 +229,7 @@ impl NexmarkRun {
 /// persons among the first `events` events (through a view of a `person`
 /// source and `INSERT ... SELECT`).
 async fn load_persons(c: &Client, events: u64) -> Result<()> {
-    c.batch_execute(&source_sql("nexmark_person_src", "person", events))
+    c.batch_execute(&source_sql("nexmark_person_src", "person", events, false))
         .await?;
     c.batch_execute(
         "CREATE MATERIALIZED VIEW nexmark_person_v AS SELECT id, name, city, state, \
@@ -229,8 +263,8 @@ pub fn run(a: NexmarkArgs) -> Result<()> {
     for name in a.queries.split(',').map(str::trim) {
         let q = QUERIES.iter().find(|q| q.name == name).ok_or_else(|| {
             BenchError::InvalidArgument(format!(
-                "--queries: {name:?} is not one of q0, q1, q2, q3, q3s, q7w, q0g, q1g, q2g \
-                 (q4-q8 are refused by the engine)"
+                "--queries: {name:?} is not one of q0, q1, q2, q3, q3s, q7w, q8, q0g, q1g, q2g \
+                 (q4-q7 are refused by the engine)"
             ))
         })?;
         queries.push(q);
@@ -253,11 +287,12 @@ pub fn run(a: NexmarkArgs) -> Result<()> {
             };
             for r in 0..args.runs {
                 let (src, mv) = (format!("nx_{}_{r}", q.reads), format!("{}_{r}", q.name));
-                c.batch_execute(&source_sql(&src, q.reads, args.events))
+                c.batch_execute(&source_sql(&src, q.reads, args.events, q.watermarked))
                     .await?;
                 let src2 = q.joins.map(|t| (format!("nx_{t}_{r}"), t));
                 if let Some((name, t)) = &src2 {
-                    c.batch_execute(&source_sql(name, t, args.events)).await?;
+                    c.batch_execute(&source_sql(name, t, args.events, q.watermarked))
+                        .await?;
                 }
                 let sql = q.sql.replace("{src}", &src).replace(
                     "{src2}",
@@ -328,6 +363,8 @@ mod tests {
             rates: vec![3.0, 1.0, 2.0],
         };
         assert_eq!(r.median(), 2.0);
-        assert!(source_sql("b", "bid", 10).contains("nexmark.event.num = 10"));
+        assert!(source_sql("b", "bid", 10, false).contains("nexmark.event.num = 10"));
+        assert!(!source_sql("b", "bid", 10, false).contains("WATERMARK"));
+        assert!(source_sql("p", "person", 10, true).contains("WATERMARK FOR date_time"));
     }
 }

@@ -63,7 +63,9 @@ use crate::interval_join::{JoinSnapshot, JoinState};
 use crate::plan::{Stage, ViewPlan};
 use crate::stages::{as_mask, eval, project};
 use crate::view_commit::{commit_view_write, ViewWrite};
-use crate::view_op::{now_micros, Pending, ViewTarget, INJECT_PANIC_ENV};
+use crate::view_op::{
+    now_micros, Pending, StageSnapshot, ViewOperator, ViewTarget, INJECT_PANIC_ENV,
+};
 
 /// The first bytes of an append-only view's snapshot.
 const MAGIC: &[u8; 8] = b"EDDYAPV1";
@@ -89,6 +91,10 @@ struct Header {
     /// Over a join: its held rows (and clocks, for an interval join).
     #[serde(default)]
     join: Option<JoinSnapshot>,
+    /// Over a join of two windowed aggregates: each side's open windows
+    /// and clock.
+    #[serde(default)]
+    sides: Vec<StageSnapshot>,
 }
 
 /// Maintains one append-only view (parallelism 1).
@@ -103,6 +109,10 @@ pub struct AppendOperator {
     /// the pairs it has emitted, the next pair's row id.
     join: Option<JoinState>,
     pairs: u64,
+    /// Over a join of two windowed aggregates (`window_join.rs`): the
+    /// sides' window aggregates (input 0 the left, 1 the right), whose
+    /// closed windows' rows are the join's inputs.
+    sides: Vec<ViewOperator>,
     /// View rows since the last snapshot, with their source positions.
     buffered: Vec<(RecordBatch, ArrayRef)>,
     /// (arrival µs, source rows) since the last snapshot (freshness).
@@ -124,7 +134,13 @@ impl AppendOperator {
             Some(j) => Some(JoinState::new(Arc::clone(j))?),
             None => None,
         };
+        let sides = plan
+            .window_inputs
+            .iter()
+            .map(|side| ViewOperator::new(Arc::new(side.clone()), target.clone()))
+            .collect::<Result<Vec<_>>>()?;
         Ok(AppendOperator {
+            sides,
             join,
             pairs: 0,
             types: plan.columns.iter().map(|c| c.ty).collect(),
@@ -179,23 +195,40 @@ impl AppendOperator {
         {
             self.position = Some(position.clone());
         }
-        let (mut batch, mut positions): (RecordBatch, ArrayRef) = match &mut self.join {
-            Some(join) => {
-                let pairs = join.push(input, batch)?;
-                let first = self.pairs;
-                self.pairs += pairs.num_rows() as u64;
-                let ids: ArrayRef = Arc::new(UInt64Array::from_iter_values(first..self.pairs));
-                (pairs, ids)
-            }
-            None => {
-                let batch = match &self.plan.scan_projection {
-                    Some(p) => batch.project(p)?,
-                    None => batch,
-                };
-                let ids: ArrayRef = Arc::new(UInt64Array::from_iter_values(first..first + n));
-                (batch, ids)
-            }
+        // a windowed side holds its rows until their window closes
+        if let Some(side) = self.sides.get_mut(input) {
+            return side.stage_feed(batch);
+        }
+        if self.join.is_some() {
+            return self.join_rows(input, batch);
+        }
+        let batch = match &self.plan.scan_projection {
+            Some(p) => batch.project(p)?,
+            None => batch,
         };
+        let ids: ArrayRef = Arc::new(UInt64Array::from_iter_values(first..first + n));
+        self.keep(batch, ids)
+    }
+
+    /// Joins rows of `input` (a source's batch, or a side's closed
+    /// windows) with the other side's held rows, numbering the pairs, and
+    /// keeps the view rows they make.
+    fn join_rows(&mut self, input: usize, rows: RecordBatch) -> Result<()> {
+        let Some(join) = &mut self.join else {
+            return Err(StreamSqlError::Internal(
+                "join rows for a view without a join".into(),
+            ));
+        };
+        let pairs = join.push(input, rows)?;
+        let first = self.pairs;
+        self.pairs += pairs.num_rows() as u64;
+        let ids: ArrayRef = Arc::new(UInt64Array::from_iter_values(first..self.pairs));
+        self.keep(pairs, ids)
+    }
+
+    /// Runs the stages on `batch` (rows under `positions`) and buffers the
+    /// rows they keep.
+    fn keep(&mut self, mut batch: RecordBatch, mut positions: ArrayRef) -> Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
@@ -237,7 +270,12 @@ impl AppendOperator {
             upserts: Vec::new(),
             deletes: Vec::new(),
             arrivals: std::mem::take(&mut self.arrivals),
-            late_rows: self.join.as_ref().map_or(0, JoinState::late_rows),
+            late_rows: self.join.as_ref().map_or(0, JoinState::late_rows)
+                + self
+                    .sides
+                    .iter()
+                    .map(ViewOperator::stage_late_rows)
+                    .sum::<u64>(),
             position: self.position.clone(),
             held_rows: self.held_join_rows() as u64,
         };
@@ -315,7 +353,7 @@ impl AppendOperator {
         })
     }
 
-    fn encode(&self) -> Result<Vec<u8>> {
+    fn encode(&mut self) -> Result<Vec<u8>> {
         let mut blobs = Vec::with_capacity(self.pending.len());
         for c in &self.pending {
             blobs.push(match &c.rows {
@@ -333,6 +371,11 @@ impl AppendOperator {
                 Some(j) => Some(j.snapshot()?),
                 None => None,
             },
+            sides: self
+                .sides
+                .iter_mut()
+                .map(ViewOperator::stage_snapshot)
+                .collect::<Result<_>>()?,
         };
         let header = serde_json::to_vec(&header).map_err(|e| {
             StreamSqlError::Internal(format!("an append-only view's snapshot: {e}"))
@@ -393,6 +436,18 @@ impl Operator for AppendOperator {
     }
 
     fn snapshot(&mut self, id: CheckpointId) -> eddy_stream::Result<Option<Vec<u8>>> {
+        // windowed sides: the windows their watermarks closed (at the end
+        // of the sources, all) go into the join now, each once
+        let end = id.0 == FINAL_TAG;
+        for input in 0..self.sides.len() {
+            let closed = match self.sides.get_mut(input) {
+                Some(side) => side.stage_take_closed(end)?,
+                None => None,
+            };
+            if let Some(rows) = closed.filter(|r| r.num_rows() > 0) {
+                self.join_rows(input, rows)?;
+            }
+        }
         if let Some(join) = &mut self.join {
             join.expire()?;
         }
@@ -423,6 +478,16 @@ impl Operator for AppendOperator {
                 }
                 None => {}
             }
+        }
+        if header.sides.len() == self.sides.len() {
+            for (side, state) in self.sides.iter_mut().zip(header.sides) {
+                side.stage_restore(state)?;
+            }
+        } else if header.source_rows > 0 {
+            return Err(StreamSqlError::State(
+                "the checkpoint's window aggregates do not match the view's".into(),
+            )
+            .into());
         }
         for (meta, rows) in header.pending.into_iter().zip(rows) {
             self.commit(&Change { meta, rows })?;

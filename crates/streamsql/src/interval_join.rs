@@ -28,12 +28,14 @@
 //!   snapshot (Arrow IPC per side): after a restore both sources replay
 //!   from their checkpointed positions, in any interleaving, and every
 //!   pair not yet counted is emitted exactly once.
+//!
+//! A **semi join** is the equi-join in a semi mode: `semi_join.rs`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, BooleanArray, RecordBatch, TimestampMicrosecondArray,
+    Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, TimestampMicrosecondArray,
 };
 use datafusion::arrow::compute::{concat_batches, filter_record_batch, interleave};
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef, TimeUnit};
@@ -53,6 +55,10 @@ use crate::plan::{skip_neutral, stage_of, Stage};
 use crate::source_scan::SourceScanExec;
 use crate::stages::{eval, run_stage};
 use crate::watermark::{ClockState, EventClock};
+
+#[path = "semi_join.rs"]
+mod semi_join;
+use semi_join::semi;
 
 /// One input of a join of two sources.
 #[derive(Debug, Clone)]
@@ -74,15 +80,59 @@ pub struct JoinInput {
     pub watermark: Option<(usize, i64)>,
 }
 
+/// Which rows a join of two inputs emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinKind {
+    /// Every pair with equal keys: the left then the right columns.
+    Inner,
+    /// Each left row once, when a right row with its key has been seen:
+    /// the left columns only (a semi join, see the module doc).
+    LeftSemi,
+    /// Each right row once, when a left row with its key has been seen.
+    RightSemi,
+}
+
+impl JoinKind {
+    /// The kind of a join of `join_type`; `None`: a join type the stream
+    /// joins do not build (outer, anti, mark joins).
+    pub(crate) fn of(join_type: JoinType) -> Option<JoinKind> {
+        match join_type {
+            JoinType::Inner => Some(JoinKind::Inner),
+            JoinType::LeftSemi => Some(JoinKind::LeftSemi),
+            JoinType::RightSemi => Some(JoinKind::RightSemi),
+            _ => None,
+        }
+    }
+
+    /// The join's schema before its projection: both sides' columns for
+    /// an inner join, the kept side's for a semi join (as DataFusion's).
+    pub(crate) fn joined_schema(self, left: &Schema, right: &Schema) -> SchemaRef {
+        let fields: Vec<_> = match self {
+            JoinKind::Inner => left
+                .fields()
+                .iter()
+                .chain(right.fields().iter())
+                .cloned()
+                .collect(),
+            JoinKind::LeftSemi => left.fields().iter().cloned().collect(),
+            JoinKind::RightSemi => right.fields().iter().cloned().collect(),
+        };
+        Arc::new(Schema::new(fields))
+    }
+}
+
 /// A join of two sources: pairs with equal keys and, for an interval
-/// join, `right.time - left.time` in `[lower, upper]` (µs).
+/// join, `right.time - left.time` in `[lower, upper]` (µs); or a semi
+/// join's rows of one side (`kind`).
 #[derive(Debug, Clone)]
 pub struct IntervalJoin {
+    pub kind: JoinKind,
     pub left: JoinInput,
     pub right: JoinInput,
     /// `(lower, upper)` in µs; `None`: an equi-join without an interval.
     pub interval: Option<(i64, i64)>,
-    /// The left then right columns (the join's schema before projection).
+    /// The left then right columns, or a semi join's kept side's (the
+    /// join's schema before projection).
     pub joined_schema: SchemaRef,
     pub projection: Option<Vec<usize>>,
 }
@@ -91,7 +141,8 @@ fn refuse(why: impl std::fmt::Display) -> StreamSqlError {
     StreamSqlError::NotSupported(format!(
         "{why} (supported stream-stream joins: an inner equi-join of two append-only \
          sources, `JOIN s2 ON s1.k = s2.k`, optionally with a time interval on both sources' \
-         watermark columns, `AND s2.ts BETWEEN s1.ts - INTERVAL 'a' AND s1.ts + INTERVAL 'b'`)"
+         watermark columns, `AND s2.ts BETWEEN s1.ts - INTERVAL 'a' AND s1.ts + INTERVAL 'b'`; \
+         a semi equi-join, `WHERE s1.k IN (SELECT k FROM s2)`, without an interval)"
     ))
 }
 
@@ -158,12 +209,8 @@ impl IntervalJoin {
         else {
             return Ok(None);
         };
-        if *join.join_type() != JoinType::Inner {
-            return Err(refuse(format!(
-                "a {} join of two streams",
-                join.join_type()
-            )));
-        }
+        let kind = JoinKind::of(*join.join_type())
+            .ok_or_else(|| refuse(format!("a {} join of two streams", join.join_type())))?;
         if lscan.source == rscan.source {
             return Err(refuse(
                 "a join of a source with itself (both sides would need one reader)",
@@ -188,12 +235,7 @@ impl IntervalJoin {
             .unzip();
         let lschema = join.left().schema();
         let rschema = join.right().schema();
-        let fields: Vec<_> = lschema
-            .fields()
-            .iter()
-            .chain(rschema.fields().iter())
-            .cloned()
-            .collect();
+        let joined_schema = kind.joined_schema(&lschema, &rschema);
         let input = |scan: &SourceScanExec,
                      stages: Vec<Stage>,
                      schema: SchemaRef,
@@ -210,13 +252,20 @@ impl IntervalJoin {
         let Some(filter) = join.filter() else {
             // an equi-join: every pair with equal keys, state unbounded
             return Ok(Some(IntervalJoin {
+                kind,
                 left: input(lscan, lstages, lschema, lkeys, None),
                 right: input(rscan, rstages, rschema, rkeys, None),
                 interval: None,
-                joined_schema: Arc::new(Schema::new(fields)),
+                joined_schema,
                 projection: join.projection.as_ref().map(|p| p.to_vec()),
             }));
         };
+        if kind != JoinKind::Inner {
+            return Err(refuse(format!(
+                "a {} join with a condition other than equalities",
+                join.join_type()
+            )));
+        }
         let indices = filter.column_indices();
         let mut lower: Option<i64> = None;
         let mut upper: Option<i64> = None;
@@ -276,10 +325,11 @@ impl IntervalJoin {
             }
         }
         Ok(Some(IntervalJoin {
+            kind,
             left: input(lscan, lstages, lschema, lkeys, Some(ltime)),
             right: input(rscan, rstages, rschema, rkeys, Some(rtime)),
             interval: Some((lower, upper)),
-            joined_schema: Arc::new(Schema::new(fields)),
+            joined_schema,
             projection: join.projection.as_ref().map(|p| p.to_vec()),
         }))
     }
@@ -453,7 +503,12 @@ impl Held {
         Ok(())
     }
 
-    fn state(&self, input: &JoinInput) -> Result<Option<Vec<u8>>> {
+    /// The held rows as IPC bytes: all of them, or (a semi join, whose
+    /// released rows stay in `batches` until reclaimed) only the indexed.
+    fn state(&self, input: &JoinInput, indexed_only: bool) -> Result<Option<Vec<u8>>> {
+        if indexed_only {
+            return self.indexed_rows(input)?.map(|b| to_ipc(&b)).transpose();
+        }
         if self.batches.is_empty() {
             return Ok(None);
         }
@@ -462,6 +517,40 @@ impl Held {
             &self.batches,
         )?)?))
     }
+
+    /// The rows at `at` ((held batch, row)) as columns of `input`'s schema.
+    fn rows_at(&self, input: &JoinInput, at: &[(usize, usize)]) -> Result<Vec<ArrayRef>> {
+        if self.batches.is_empty() {
+            return Ok(empty_columns(&input.schema));
+        }
+        let held: Vec<&RecordBatch> = self.batches.iter().collect();
+        gather(&held, at, input.schema.fields().len())
+    }
+}
+
+/// Empty columns of `schema`.
+fn empty_columns(schema: &Schema) -> Vec<ArrayRef> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| datafusion::arrow::array::new_empty_array(f.data_type()))
+        .collect()
+}
+
+/// The first `width` columns of the rows `at` ((batch, row)) of `batches`.
+fn gather(batches: &[&RecordBatch], at: &[(usize, usize)], width: usize) -> Result<Vec<ArrayRef>> {
+    (0..width)
+        .map(|c| {
+            let arrays = batches
+                .iter()
+                .map(|b| b.columns().get(c).map(|a| a.as_ref() as &dyn Array))
+                .collect::<Option<Vec<&dyn Array>>>()
+                .ok_or_else(|| {
+                    StreamSqlError::Internal("a held join row of another shape".into())
+                })?;
+            Ok(interleave(&arrays, at)?)
+        })
+        .collect()
 }
 
 impl JoinState {
@@ -490,9 +579,9 @@ impl JoinState {
         let plan = Arc::clone(&self.plan);
         let left_side = input == 0;
         let (me, other, mine, theirs) = if left_side {
-            (&mut self.left, &self.right, &plan.left, &plan.right)
+            (&mut self.left, &mut self.right, &plan.left, &plan.right)
         } else {
-            (&mut self.right, &self.left, &plan.right, &plan.left)
+            (&mut self.right, &mut self.left, &plan.right, &plan.left)
         };
         let batch = match &mut me.clock {
             Some(clock) => clock.admit(batch)?,
@@ -504,6 +593,19 @@ impl JoinState {
         };
         for stage in &mine.stages {
             batch = run_stage(stage, batch)?;
+        }
+        if plan.kind != JoinKind::Inner {
+            let kept_is_me = (plan.kind == JoinKind::LeftSemi) == left_side;
+            let (columns, rows) = semi((me, mine), (other, theirs), kept_is_me, &batch)?;
+            let joined = RecordBatch::try_new_with_options(
+                Arc::clone(&plan.joined_schema),
+                columns,
+                &RecordBatchOptions::new().with_row_count(Some(rows)),
+            )?;
+            return Ok(match &plan.projection {
+                Some(p) => joined.project(p)?,
+                None => joined,
+            });
         }
         // pairs: (row of the new batch, (held batch, held row))
         let mut pairs: Vec<(usize, (usize, usize))> = Vec::new();
@@ -530,33 +632,9 @@ impl JoinState {
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(plan.joined_schema.fields().len());
         let new_rows: Vec<(usize, usize)> = pairs.iter().map(|(i, _)| (0, *i)).collect();
         let held_rows: Vec<(usize, usize)> = pairs.iter().map(|(_, h)| *h).collect();
-        let side_columns = |batches: &[&RecordBatch], at: &[(usize, usize)], width: usize| {
-            (0..width)
-                .map(|c| {
-                    let arrays = batches
-                        .iter()
-                        .map(|b| b.columns().get(c).map(|a| a.as_ref() as &dyn Array))
-                        .collect::<Option<Vec<&dyn Array>>>()
-                        .ok_or_else(|| {
-                            StreamSqlError::Internal("a held join row of another shape".into())
-                        })?;
-                    Ok(interleave(&arrays, at)?)
-                })
-                .collect::<Result<Vec<ArrayRef>>>()
-        };
-        let held: Vec<&RecordBatch> = other.batches.iter().collect();
-        let new = side_columns(&[&batch], &new_rows, batch.num_columns())?;
-        let old = if held.is_empty() {
-            // no pairs: empty columns of the other side
-            theirs
-                .schema
-                .fields()
-                .iter()
-                .map(|f| datafusion::arrow::array::new_empty_array(f.data_type()))
-                .collect()
-        } else {
-            side_columns(&held, &held_rows, theirs.schema.fields().len())?
-        };
+        let new = gather(&[&batch], &new_rows, batch.num_columns())?;
+        // (no held rows: no pairs, empty columns of the other side)
+        let old = other.rows_at(theirs, &held_rows)?;
         if left_side {
             columns.extend(new);
             columns.extend(old);
@@ -567,7 +645,7 @@ impl JoinState {
         let joined = RecordBatch::try_new_with_options(
             Arc::clone(&plan.joined_schema),
             columns,
-            &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(pairs.len())),
+            &RecordBatchOptions::new().with_row_count(Some(pairs.len())),
         )?;
         me.hold(mine, batch)?;
         Ok(match &plan.projection {
@@ -577,9 +655,14 @@ impl JoinState {
     }
 
     /// Drops the held rows no future row can match (see the module doc).
-    /// An equi-join expires nothing: any future row may match.
+    /// An equi-join expires nothing: any future row may match; a semi
+    /// join frees the rows it has released.
     pub(crate) fn expire(&mut self) -> Result<()> {
         let plan = Arc::clone(&self.plan);
+        if plan.kind != JoinKind::Inner {
+            self.left.reclaim(&plan.left)?;
+            return self.right.reclaim(&plan.right);
+        }
         let Some((lower, upper)) = plan.interval else {
             // nothing to drop; not compacted either (that would copy the
             // whole, ever growing state at every checkpoint: the snapshot
@@ -597,8 +680,12 @@ impl JoinState {
         Ok(())
     }
 
-    /// How many rows both sides hold.
+    /// How many rows both sides hold (a semi join: that may still be
+    /// emitted or match, not the released rows not yet reclaimed).
     pub(crate) fn held_rows(&self) -> usize {
+        if self.plan.kind != JoinKind::Inner {
+            return self.left.indexed() + self.right.indexed();
+        }
         self.left
             .batches
             .iter()
@@ -608,11 +695,12 @@ impl JoinState {
     }
 
     pub(crate) fn snapshot(&self) -> Result<JoinSnapshot> {
+        let semi = self.plan.kind != JoinKind::Inner;
         Ok(JoinSnapshot {
             left_clock: self.left.clock.as_ref().map(EventClock::state),
             right_clock: self.right.clock.as_ref().map(EventClock::state),
-            left: self.left.state(&self.plan.left)?,
-            right: self.right.state(&self.plan.right)?,
+            left: self.left.state(&self.plan.left, semi)?,
+            right: self.right.state(&self.plan.right, semi)?,
         })
     }
 

@@ -28,7 +28,8 @@
 //! * [`interval_join`]: joins of two sources (the stream-stream joins):
 //!   interval joins, whose state the watermarks expire, and equi-joins
 //!   without an interval, whose state grows with the input; both emit
-//!   each pair once;
+//!   each pair once; and semi equi-joins (`IN`/`EXISTS`, or an inner join
+//!   DataFusion turns into one), emitting each kept row once;
 //! * [`lookup`]: stream-table lookup joins (each source row joined with the
 //!   table's row under its key when it is processed, never revised);
 //! * [`view_op`]: the operator that runs a view in the stream engine
@@ -37,6 +38,9 @@
 //!   each kept source row is appended under its position in the source
 //!   (over a join of two sources: each pair under its number among the
 //!   join's pairs), through the same commit;
+//! * [`window_join`]: a join of two windowed aggregates (Nexmark q8):
+//!   each side a window aggregate emitting on window close, feeding the
+//!   equi-join, feeding an append-only view;
 //! * [`manager`]: the catalog of sources and views (tables
 //!   `eddy_stream_jobs` and `eddy_stream_checkpoints`) and the running jobs;
 //!   it implements `eddy_sql::StreamStatements` for the SQL layer.
@@ -75,6 +79,7 @@ pub mod view_stats;
 pub mod view_tables;
 pub mod watermark;
 pub mod window;
+pub mod window_join;
 
 pub use error::{Result, StreamSqlError};
 pub use manager::StreamManager;

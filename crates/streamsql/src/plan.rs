@@ -121,6 +121,10 @@ pub struct ViewPlan {
     /// are the whole query, there is no aggregate, no post stage and no
     /// primary key (each row is stored under its source row's position).
     pub append: bool,
+    /// A join of two windowed aggregates (`window_join.rs`): the left and
+    /// right sides, each a grouped view's plan emitting on window close,
+    /// whose output rows are `join`'s inputs; empty otherwise.
+    pub window_inputs: Vec<ViewPlan>,
 }
 
 /// What a view does with event time (all `None`: nothing).
@@ -256,6 +260,20 @@ pub fn plan_view_literals(
         state.create_physical_plan(&logical).await
     })?;
     let mut plan = cut(&physical)?;
+    if !plan.window_inputs.is_empty() {
+        if emit != EmitMode::OnWindowClose {
+            return Err(StreamSqlError::NotSupported(
+                "a join of two window aggregates needs EMIT ON WINDOW CLOSE (emitting on \
+                 update, each side would revise its rows, and the join takes no retractions)"
+                    .into(),
+            ));
+        }
+        // each side closes its windows by its own source's watermark; the
+        // join over their final rows drops nothing as late
+        for side in &mut plan.window_inputs {
+            plan_event_time(side, sources, watermarks, EmitMode::OnWindowClose)?;
+        }
+    }
     plan_event_time(&mut plan, sources, watermarks, emit)?;
     Ok(plan)
 }
@@ -339,7 +357,7 @@ fn plan_event_time(
         );
     }
     let closes = plan.time.window_end.is_some() || plan.time.session.is_some();
-    if emit == EmitMode::OnWindowClose && !closes {
+    if emit == EmitMode::OnWindowClose && !closes && plan.window_inputs.is_empty() {
         let why = if plan.time.window.is_none() {
             "the view has no TUMBLE, HOP or SESSION window"
         } else if plan.time.watermark.is_none() {
@@ -395,7 +413,7 @@ fn only_child(plan: &Arc<dyn ExecutionPlan>) -> Result<&Arc<dyn ExecutionPlan>> 
     }
 }
 
-fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
+pub(crate) fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
     let output_schema = physical.schema();
     // post stages, top down
     let mut post = Vec::new();
@@ -412,6 +430,12 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
             if let Some(j) = IntervalJoin::of(join)? {
                 post.reverse();
                 return append_join_plan(j, post, &output_schema);
+            }
+            if crate::window_join::is_aggregate(join.left())
+                && crate::window_join::is_aggregate(join.right())
+            {
+                post.reverse();
+                return crate::window_join::plan(join, post, &output_schema, cut);
             }
         }
         if node.name().contains("Join") {
@@ -534,6 +558,7 @@ fn cut(physical: &Arc<dyn ExecutionPlan>) -> Result<ViewPlan> {
         retractions: false,
         join,
         append: false,
+        window_inputs: Vec::new(),
     })
 }
 
@@ -566,7 +591,7 @@ fn append_plan(
 /// The plan of a view without an aggregate over a join of two sources:
 /// `stages` (bottom up) over the join's output, appended pair by pair
 /// (`append_op.rs`: each pair stored under its number among the pairs).
-fn append_join_plan(
+pub(crate) fn append_join_plan(
     join: IntervalJoin,
     stages: Vec<Stage>,
     output_schema: &SchemaRef,
@@ -604,6 +629,7 @@ fn appended(
         retractions: false,
         join,
         append: true,
+        window_inputs: Vec::new(),
     })
 }
 

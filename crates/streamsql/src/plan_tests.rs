@@ -2,6 +2,7 @@
 //! refusals.
 
 use super::*;
+use crate::interval_join::JoinKind;
 use crate::statements::{parse, StreamStatement};
 use crate::watermark::WatermarkDef;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
@@ -496,5 +497,166 @@ fn windows_that_cannot_be_kept_are_refused() {
     ) {
         Err(StreamSqlError::Sql(_)) => {}
         other => panic!("a window on an integer: {other:?}"),
+    }
+}
+
+/// q8's shape over sources `a` and `b`: two TUMBLE aggregates joined on
+/// their key and window bounds (`{join}`: the join keyword).
+fn q8_over_ab(join: &str, emit: &str) -> String {
+    format!(
+        "CREATE MATERIALIZED VIEW v AS SELECT p.k, p.n, p.starttime FROM (SELECT k, max(x) AS n, \
+         window_start AS starttime, window_end AS endtime FROM TUMBLE(a, ts, INTERVAL '10' \
+         SECOND) GROUP BY k, window_start, window_end) AS p {join} (SELECT k, window_start AS \
+         starttime, window_end AS endtime FROM TUMBLE(b, ts, INTERVAL '10' SECOND) GROUP BY k, \
+         window_start, window_end) AS q ON p.k = q.k AND p.starttime = q.starttime AND \
+         p.endtime = q.endtime {emit}"
+    )
+}
+
+#[test]
+fn a_join_of_two_window_aggregates_is_two_grouped_sides_under_an_equi_join() {
+    let p = plan_joined(&q8_over_ab("JOIN", "EMIT ON WINDOW CLOSE"), true).expect("plan");
+    assert!(p.append, "the pairs are appended");
+    let j = p.join.as_ref().expect("a join");
+    assert!(j.interval.is_none(), "an equi-join");
+    // no column of q is selected and q is unique on the join keys:
+    // DataFusion's EliminateJoin makes the inner join a semi join
+    assert_eq!(j.kind, JoinKind::LeftSemi);
+    assert_eq!(
+        j.joined_schema.fields().len(),
+        left_width(&p),
+        "p's columns only"
+    );
+    assert_eq!(
+        (j.left.source.as_str(), j.right.source.as_str()),
+        ("a", "b")
+    );
+    assert_eq!(j.left.keys.len(), 3, "the key and both window bounds");
+    assert!(j.left.stages.is_empty() && j.left.scan_projection.is_none());
+    let [left, right] = p.window_inputs.as_slice() else {
+        panic!("two window aggregates: {}", p.window_inputs.len());
+    };
+    for (side, source, aggregates) in [(left, "a", 1), (right, "b", 0)] {
+        assert_eq!(side.source, source);
+        assert!(!side.append && side.join.is_none());
+        assert_eq!(side.aggregates.len(), aggregates);
+        assert_eq!(side.time.emit, EmitMode::OnWindowClose);
+        assert!(
+            side.time.window_end.is_some(),
+            "{source} closes its windows"
+        );
+        assert!(side.time.watermark.is_some(), "by {source}'s watermark");
+    }
+    // the join's inputs are the sides' outputs
+    assert_eq!(j.left.schema.fields().len(), left.columns.len());
+    assert_eq!(j.right.schema.fields().len(), right.columns.len());
+    let names: Vec<&str> = p.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["k", "n", "starttime"]);
+}
+
+#[test]
+fn joins_of_window_aggregates_that_cannot_be_kept_are_refused() {
+    for (what, sql, right_watermark) in [
+        ("emit on update", q8_over_ab("JOIN", ""), true),
+        (
+            // (selecting a column of q: without one, q unique on the keys,
+            // DataFusion's EliminateJoin drops the LEFT JOIN altogether)
+            "an outer join",
+            q8_over_ab("LEFT JOIN", "EMIT ON WINDOW CLOSE")
+                .replace("SELECT p.k, p.n, p.starttime", "SELECT p.k, p.n, q.endtime"),
+            true,
+        ),
+        (
+            "a side without a watermark",
+            q8_over_ab("JOIN", "EMIT ON WINDOW CLOSE"),
+            false,
+        ),
+        (
+            "a condition other than equalities",
+            q8_over_ab("JOIN", "EMIT ON WINDOW CLOSE").replace("p.k = q.k", "p.k > q.k"),
+            true,
+        ),
+        (
+            "an anti join",
+            "CREATE MATERIALIZED VIEW v AS SELECT p.k, p.n FROM (SELECT k, max(x) AS n, \
+             window_start AS starttime FROM TUMBLE(a, ts, INTERVAL '10' SECOND) GROUP BY k, \
+             window_start) AS p WHERE NOT EXISTS (SELECT 1 FROM (SELECT k, window_start AS \
+             starttime FROM TUMBLE(b, ts, INTERVAL '10' SECOND) GROUP BY k, window_start) AS q \
+             WHERE q.k = p.k AND q.starttime = p.starttime) EMIT ON WINDOW CLOSE"
+                .to_string(),
+            true,
+        ),
+    ] {
+        match plan_joined(&sql, right_watermark) {
+            Err(StreamSqlError::NotSupported(why)) if what == "an outer join" => {
+                assert!(why.contains("Left"), "{why}")
+            }
+            Err(StreamSqlError::NotSupported(why)) => eprintln!("{what}: {why}"),
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+}
+
+/// The width of the left window aggregate's output (a semi join's rows).
+fn left_width(p: &ViewPlan) -> usize {
+    p.window_inputs.first().map_or(0, |l| l.columns.len())
+}
+
+#[test]
+fn a_join_of_window_aggregates_selecting_both_sides_stays_inner() {
+    let sql = q8_over_ab("JOIN", "EMIT ON WINDOW CLOSE")
+        .replace("SELECT p.k, p.n, p.starttime", "SELECT p.k, p.n, q.endtime");
+    let p = plan_joined(&sql, true).expect("plan");
+    let j = p.join.as_ref().expect("a join");
+    assert_eq!(j.kind, JoinKind::Inner);
+    let names: Vec<&str> = p.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["k", "n", "endtime"]);
+}
+
+#[test]
+fn in_and_exists_over_two_sources_are_semi_equi_joins() {
+    for (sql, append) in [
+        (
+            "SELECT a.k, a.x FROM a WHERE a.k IN (SELECT k FROM b WHERE y > 0)",
+            true,
+        ),
+        (
+            "SELECT a.k, a.x FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.k AND b.y = a.x)",
+            true,
+        ),
+        (
+            "SELECT a.k, count(*) AS n FROM a WHERE a.k IN (SELECT k FROM b) GROUP BY a.k",
+            false,
+        ),
+    ] {
+        let p = plan_joined(&format!("CREATE MATERIALIZED VIEW v AS {sql}"), false)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        assert_eq!(p.append, append, "{sql}");
+        let j = p.join.as_ref().expect("a join");
+        assert_eq!(j.kind, JoinKind::LeftSemi, "{sql}");
+        assert_eq!(j.interval, None);
+        assert_eq!(
+            (j.left.source.as_str(), j.right.source.as_str()),
+            ("a", "b")
+        );
+        assert_eq!(
+            j.joined_schema.fields().len(),
+            j.left.schema.fields().len(),
+            "{sql}: a's columns only"
+        );
+    }
+}
+
+#[test]
+fn anti_joins_and_semi_joins_with_other_conditions_are_refused() {
+    for sql in [
+        "SELECT a.k, a.x FROM a WHERE a.k NOT IN (SELECT k FROM b)",
+        "SELECT a.k, a.x FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.k = a.k)",
+        "SELECT a.k, a.x FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.k AND b.y > a.x)",
+    ] {
+        match plan_joined(&format!("CREATE MATERIALIZED VIEW v AS {sql}"), true) {
+            Err(StreamSqlError::NotSupported(why)) => eprintln!("{sql}: {why}"),
+            other => panic!("{sql}: {other:?}"),
+        }
     }
 }

@@ -64,6 +64,10 @@ use crate::watermark::{ClockState, EventClock};
 use crate::window::{assign, EmitMode};
 use eddy_sql::SqlError;
 
+#[path = "window_stage.rs"]
+mod window_stage;
+pub(crate) use window_stage::StageSnapshot;
+
 /// Changes of one checkpoint, not yet committed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Pending {
@@ -513,9 +517,17 @@ impl ViewOperator {
                 !self.plan.retractions || self.groups.get(*g).is_some_and(|group| group.rows > 0)
             })
             .collect();
+        let (columns, values) = self.group_values(&dirty)?;
+        self.write_rows(columns, values, &live, deletes, &mut pending)?;
+        Ok(pending)
+    }
+
+    /// The GROUP BY columns and each aggregate's values (one list per
+    /// aggregate) of `groups`, which are marked clean.
+    fn group_values(&mut self, dirty: &[usize]) -> Result<(Vec<ArrayRef>, Vec<Vec<ScalarValue>>)> {
         let parser = self.converter.parser();
         let mut key_rows = Vec::with_capacity(dirty.len());
-        for g in &dirty {
+        for g in dirty {
             let key = self
                 .keys
                 .get(*g)
@@ -533,7 +545,7 @@ impl ViewOperator {
             .saturating_sub(group_count)
         {
             let mut per_group = Vec::with_capacity(dirty.len());
-            for g in &dirty {
+            for g in dirty {
                 let group = self
                     .groups
                     .get_mut(*g)
@@ -547,8 +559,13 @@ impl ViewOperator {
             }
             values.push(per_group);
         }
-        self.write_rows(columns, values, &live, deletes, &mut pending)?;
-        Ok(pending)
+        // a view without aggregates (GROUP BY only) marks its groups here
+        for g in dirty {
+            if let Some(group) = self.groups.get_mut(*g) {
+                group.dirty = false;
+            }
+        }
+        Ok((columns, values))
     }
 
     /// The view rows of groups whose GROUP BY columns are `columns` and
@@ -557,29 +574,13 @@ impl ViewOperator {
     /// stages keep is an upsert; otherwise, if `deletes`, a delete.
     fn write_rows(
         &self,
-        mut columns: Vec<ArrayRef>,
+        columns: Vec<ArrayRef>,
         values: Vec<Vec<ScalarValue>>,
         live: &[bool],
         deletes: bool,
         pending: &mut Pending,
     ) -> Result<()> {
-        let schema = Arc::clone(&self.plan.aggregate_schema);
-        let group_count = self.plan.group_exprs.len();
-        for (field, values) in schema.fields().iter().skip(group_count).zip(values) {
-            let array = ScalarValue::iter_to_array(values)?;
-            columns.push(if array.data_type() == field.data_type() {
-                array
-            } else {
-                cast(&array, field.data_type())?
-            });
-        }
-        let fields: Vec<Field> = schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect();
-        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-        let (out, mask) = run_masked(&self.plan.post, batch)?;
+        let (out, mask) = self.output_batch(columns, values)?;
         let mut stored = Vec::with_capacity(out.num_columns());
         for (c, def) in out.columns().iter().zip(&self.plan.columns) {
             stored.push(eddy_sql::session::cast_column(c, def.ty, &def.name)?);
@@ -605,6 +606,33 @@ impl ViewOperator {
             }
         }
         Ok(())
+    }
+
+    /// The post stages' output for groups whose GROUP BY columns are
+    /// `columns` and whose aggregates' values are `values`, and the mask
+    /// of the rows they keep (HAVING).
+    fn output_batch(
+        &self,
+        mut columns: Vec<ArrayRef>,
+        values: Vec<Vec<ScalarValue>>,
+    ) -> Result<(RecordBatch, datafusion::arrow::array::BooleanArray)> {
+        let schema = Arc::clone(&self.plan.aggregate_schema);
+        let group_count = self.plan.group_exprs.len();
+        for (field, values) in schema.fields().iter().skip(group_count).zip(values) {
+            let array = ScalarValue::iter_to_array(values)?;
+            columns.push(if array.data_type() == field.data_type() {
+                array
+            } else {
+                cast(&array, field.data_type())?
+            });
+        }
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+        run_masked(&self.plan.post, batch)
     }
 
     /// A SESSION view's change at checkpoint `tag`: the sessions that
