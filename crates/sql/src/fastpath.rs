@@ -20,16 +20,15 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions, visit_relations, Assignment, AssignmentTarget, BinaryOperator, Expr,
-    FromTable, ObjectNamePart, OnConflictAction, OnInsert, SelectItem, SetExpr, Statement,
-    TableFactor, TableObject, UnaryOperator, Value as SqlValue,
+    visit_expressions, visit_relations, AssignmentTarget, BinaryOperator, Expr, FromTable,
+    ObjectNamePart, OnConflictAction, OnInsert, SelectItem, SetExpr, Statement, TableFactor,
+    TableObject, UnaryOperator, Value as SqlValue,
 };
 use eddy_common::{ColumnType, Row, TableDef, Value};
 use eddy_storage::{ConflictUpdateFn, Engine, Key, LockMode, LockWait, OnConflict, Table, WriteOp};
 
 use crate::error::{Result, SqlError};
 use crate::pgtypes::{self, coerce_value, oid_for_column_type, parse_text};
-use crate::provider::cmp_values;
 use crate::rewrite::{ident_name, placeholder_index, table_name};
 use crate::session::{batches_output, Output, ResultColumn};
 
@@ -286,7 +285,11 @@ fn key_equalities(
 }
 
 /// Recognise a fixed-plan shape.
-pub fn recognise(stmt: &Statement, engine: &Arc<Engine>) -> Option<FastPlan> {
+pub fn recognise(
+    stmt: &Statement,
+    engine: &Arc<Engine>,
+    ctx: &datafusion::prelude::SessionContext,
+) -> Option<FastPlan> {
     match stmt {
         Statement::Query(q) => {
             if q.with.is_some()
@@ -452,9 +455,13 @@ pub fn recognise(stmt: &Statement, engine: &Arc<Engine>) -> Option<FastPlan> {
                         }
                         (
                             OnConflict::Update(
-                                conflict_updater(
+                                crate::session::conflict_update::conflict_updater(
+                                    &ctx.state(),
                                     &def,
-                                    &tname,
+                                    &ins.table_alias
+                                        .as_ref()
+                                        .map(|a| ident_name(&a.alias))
+                                        .unwrap_or_else(|| tname.clone()),
                                     &du.assignments,
                                     du.selection.as_ref(),
                                 )
@@ -1031,245 +1038,6 @@ pub(crate) fn key_values(key: &[Src], def: &TableDef, params: &[Value]) -> Resul
             resolve(s, params, ty)
         })
         .collect()
-}
-
-// ---------------------------------------------------------------------------
-// ON CONFLICT DO UPDATE expressions
-
-#[derive(Clone, Debug)]
-enum Ev {
-    Existing(usize),
-    Excluded(usize),
-    Lit(Value),
-    Bin(Box<Ev>, BinaryOperator, Box<Ev>),
-    Not(Box<Ev>),
-    Neg(Box<Ev>),
-    IsNull(Box<Ev>, bool),
-}
-
-fn compile(e: &Expr, def: &TableDef, tname: &str) -> Result<Ev> {
-    let unsupported = || {
-        SqlError::FeatureNotSupported(format!(
-            "ON CONFLICT DO UPDATE expression not supported: {e}"
-        ))
-    };
-    let col = |n: &str| {
-        def.column_index(n)
-            .ok_or_else(|| SqlError::UndefinedColumn(n.to_string()))
-    };
-    Ok(match e {
-        Expr::Identifier(id) => Ev::Existing(col(&ident_name(id))?),
-        Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
-            let q = ident_name(&parts[0]);
-            let c = col(&ident_name(&parts[1]))?;
-            if q == "excluded" {
-                Ev::Excluded(c)
-            } else if q == tname {
-                Ev::Existing(c)
-            } else {
-                return Err(SqlError::UndefinedTable(q));
-            }
-        }
-        Expr::Nested(inner) => compile(inner, def, tname)?,
-        Expr::BinaryOp { left, op, right } => match op {
-            BinaryOperator::Plus
-            | BinaryOperator::Minus
-            | BinaryOperator::Multiply
-            | BinaryOperator::Divide
-            | BinaryOperator::StringConcat
-            | BinaryOperator::Eq
-            | BinaryOperator::NotEq
-            | BinaryOperator::Lt
-            | BinaryOperator::LtEq
-            | BinaryOperator::Gt
-            | BinaryOperator::GtEq
-            | BinaryOperator::And
-            | BinaryOperator::Or => Ev::Bin(
-                Box::new(compile(left, def, tname)?),
-                op.clone(),
-                Box::new(compile(right, def, tname)?),
-            ),
-            _ => return Err(unsupported()),
-        },
-        Expr::UnaryOp {
-            op: UnaryOperator::Not,
-            expr,
-        } => Ev::Not(Box::new(compile(expr, def, tname)?)),
-        Expr::UnaryOp {
-            op: UnaryOperator::Minus,
-            expr,
-        } => match literal_value(e) {
-            Some(v) => Ev::Lit(v),
-            None => Ev::Neg(Box::new(compile(expr, def, tname)?)),
-        },
-        // a bound parameter of the text path: `CAST(5 AS BIGINT)`, `CAST('5' AS INT)`
-        Expr::Cast {
-            expr, data_type, ..
-        } => {
-            let ty = crate::pgtypes::column_type_from_sql(data_type).map_err(|_| unsupported())?;
-            match literal_value(expr) {
-                Some(Value::Null) => Ev::Lit(Value::Null),
-                Some(Value::BigInt(x)) => Ev::Lit(crate::pgtypes::parse_text(&x.to_string(), ty)?),
-                Some(Value::Text(t)) => Ev::Lit(crate::pgtypes::parse_text(&t, ty)?),
-                _ => return Err(unsupported()),
-            }
-        }
-        Expr::IsNull(inner) => Ev::IsNull(Box::new(compile(inner, def, tname)?), true),
-        Expr::IsNotNull(inner) => Ev::IsNull(Box::new(compile(inner, def, tname)?), false),
-        other => match literal_value(other) {
-            Some(v) => Ev::Lit(v),
-            None => return Err(unsupported()),
-        },
-    })
-}
-
-fn num(v: &Value) -> Option<(Option<i128>, f64)> {
-    match v {
-        Value::SmallInt(x) => Some((Some(*x as i128), *x as f64)),
-        Value::Int(x) => Some((Some(*x as i128), *x as f64)),
-        Value::BigInt(x) => Some((Some(*x as i128), *x as f64)),
-        Value::Real(x) => Some((None, *x as f64)),
-        Value::Double(x) => Some((None, *x)),
-        Value::Text(t) => t.parse::<f64>().ok().map(|f| (None, f)),
-        _ => None,
-    }
-}
-
-fn eval(ev: &Ev, existing: &Row, excluded: &Row) -> std::result::Result<Value, String> {
-    Ok(match ev {
-        Ev::Existing(i) => existing.get(*i).cloned().unwrap_or(Value::Null),
-        Ev::Excluded(i) => excluded.get(*i).cloned().unwrap_or(Value::Null),
-        Ev::Lit(v) => v.clone(),
-        Ev::Not(inner) => match eval(inner, existing, excluded)? {
-            Value::Boolean(b) => Value::Boolean(!b),
-            Value::Null => Value::Null,
-            _ => return Err("argument of NOT must be boolean".into()),
-        },
-        Ev::Neg(inner) => match num(&eval(inner, existing, excluded)?) {
-            Some((Some(i), _)) => {
-                Value::BigInt(i64::try_from(-i).map_err(|_| "integer out of range")?)
-            }
-            Some((None, f)) => Value::Double(-f),
-            None => Value::Null,
-        },
-        Ev::IsNull(inner, want) => {
-            Value::Boolean(eval(inner, existing, excluded)?.is_null() == *want)
-        }
-        Ev::Bin(l, op, r) => {
-            let a = eval(l, existing, excluded)?;
-            let b = eval(r, existing, excluded)?;
-            match op {
-                BinaryOperator::And | BinaryOperator::Or => {
-                    let (x, y) = (
-                        matches!(a, Value::Boolean(true)),
-                        matches!(b, Value::Boolean(true)),
-                    );
-                    Value::Boolean(if *op == BinaryOperator::And {
-                        x && y
-                    } else {
-                        x || y
-                    })
-                }
-                _ if a.is_null() || b.is_null() => Value::Null,
-                BinaryOperator::StringConcat => Value::Text(format!(
-                    "{}{}",
-                    pgtypes::value_text(&a, None),
-                    pgtypes::value_text(&b, None)
-                )),
-                BinaryOperator::Eq
-                | BinaryOperator::NotEq
-                | BinaryOperator::Lt
-                | BinaryOperator::LtEq
-                | BinaryOperator::Gt
-                | BinaryOperator::GtEq => {
-                    let ord = match (num(&a), num(&b)) {
-                        (Some((_, x)), Some((_, y))) => x.partial_cmp(&y),
-                        _ => cmp_values(&a, &b),
-                    }
-                    .ok_or("cannot compare values of different types")?;
-                    use std::cmp::Ordering::*;
-                    Value::Boolean(match op {
-                        BinaryOperator::Eq => ord == Equal,
-                        BinaryOperator::NotEq => ord != Equal,
-                        BinaryOperator::Lt => ord == Less,
-                        BinaryOperator::LtEq => ord != Greater,
-                        BinaryOperator::Gt => ord == Greater,
-                        _ => ord != Less,
-                    })
-                }
-                _ => {
-                    let (Some((ia, fa)), Some((ib, fb))) = (num(&a), num(&b)) else {
-                        return Err("arithmetic on non-numeric values".into());
-                    };
-                    match (ia, ib) {
-                        (Some(x), Some(y)) => {
-                            let r = match op {
-                                BinaryOperator::Plus => x.checked_add(y),
-                                BinaryOperator::Minus => x.checked_sub(y),
-                                BinaryOperator::Multiply => x.checked_mul(y),
-                                _ if y == 0 => return Err("division by zero".into()),
-                                _ => x.checked_div(y),
-                            }
-                            .ok_or("integer out of range")?;
-                            Value::BigInt(i64::try_from(r).map_err(|_| "integer out of range")?)
-                        }
-                        _ => Value::Double(match op {
-                            BinaryOperator::Plus => fa + fb,
-                            BinaryOperator::Minus => fa - fb,
-                            BinaryOperator::Multiply => fa * fb,
-                            _ => fa / fb,
-                        }),
-                    }
-                }
-            }
-        }
-    })
-}
-
-/// Compile `DO UPDATE SET ... [WHERE ...]` into the storage callback.
-pub fn conflict_updater(
-    def: &TableDef,
-    tname: &str,
-    assignments: &[Assignment],
-    selection: Option<&Expr>,
-) -> Result<ConflictUpdateFn> {
-    let mut sets = Vec::new();
-    for a in assignments {
-        let AssignmentTarget::ColumnName(n) = &a.target else {
-            return Err(SqlError::FeatureNotSupported(
-                "tuple assignment in ON CONFLICT".into(),
-            ));
-        };
-        let name = match n.0.last() {
-            Some(ObjectNamePart::Identifier(id)) => ident_name(id),
-            _ => return Err(SqlError::Syntax(format!("bad column {n}"))),
-        };
-        let idx = def
-            .column_index(&name)
-            .ok_or_else(|| SqlError::UndefinedColumn(name.clone()))?;
-        if def.primary_key.contains(&idx) {
-            return Err(SqlError::FeatureNotSupported(
-                "ON CONFLICT DO UPDATE cannot change the primary key".into(),
-            ));
-        }
-        sets.push((idx, compile(&a.value, def, tname)?));
-    }
-    let filter = selection.map(|e| compile(e, def, tname)).transpose()?;
-    let def = def.clone();
-    Ok(Arc::new(move |existing: &Row, excluded: &Row| {
-        if let Some(f) = &filter {
-            if !matches!(eval(f, existing, excluded)?, Value::Boolean(true)) {
-                return Ok(None);
-            }
-        }
-        let mut row = existing.clone();
-        for (idx, ev) in &sets {
-            let v = eval(ev, existing, excluded)?;
-            let ty = def.columns[*idx].ty;
-            row[*idx] = coerce_value(v, ty).map_err(|e| e.to_string())?;
-        }
-        Ok(Some(row))
-    }))
 }
 
 /// Fill unknown parameter types from the columns they are compared with or

@@ -47,6 +47,7 @@ use crate::txn::Transaction;
 
 mod alter_columns;
 mod checks;
+pub(crate) mod conflict_update;
 mod constraint_ddl;
 mod control;
 mod cursors;
@@ -710,7 +711,7 @@ impl Session {
                     .unwrap_or(0)
             })
             .collect();
-        let fast = fastpath::recognise(&stmt, &self.db.engine);
+        let fast = fastpath::recognise(&stmt, &self.db.engine, &self.ctx);
         let mut columns = Vec::new();
         let mut planned = None;
         if let Some(f) = &fast {
@@ -1142,7 +1143,7 @@ impl Session {
         // (recognised once: the fixed plan, if any, is run below)
         let fixed = bound
             .is_none()
-            .then(|| fastpath::recognise(&stmt, &self.db.engine))
+            .then(|| fastpath::recognise(&stmt, &self.db.engine, &self.ctx))
             .flatten();
         // only a context can move; off the scheduler the plan gets its
         // group when it is executed (`execute_plan`)
@@ -2367,6 +2368,11 @@ pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef>
         safe: false,
         ..Default::default()
     };
+    // a float or numeric into an integer column rounds as PostgreSQL's
+    // assignment cast does (Arrow's cast truncates)
+    if let Some(out) = crate::checked_arith::to_integers(a, &target)? {
+        return Ok(out);
+    }
     if ty == ColumnType::Real && a.data_type() == &DataType::Float64 {
         // Arrow's cast turns an out-of-range float8 into infinity or zero;
         // PostgreSQL refuses it (22003)

@@ -54,8 +54,10 @@ pub enum StorageError {
     /// Something storage does not do (yet), refused rather than done wrong.
     #[error("{0}")]
     Unsupported(String),
-    #[error("ON CONFLICT DO UPDATE failed: {0}")]
-    ConflictUpdate(String),
+    /// An ON CONFLICT DO UPDATE callback refused the row, with the
+    /// SQLSTATE its caller gave.
+    #[error("{}", .0.message)]
+    ConflictUpdate(crate::shard::ConflictUpdateError),
 
     // ---- concurrency ----
     #[error("deadlock detected: transaction {waiter} waits for transaction {holder}, which waits for it")]
@@ -148,7 +150,7 @@ impl StorageError {
             StorageError::NotNull { .. } => "23502",
             StorageError::WrongType { .. } => "42804",
             StorageError::WrongArity { .. } => "42601",
-            StorageError::ConflictUpdate(_) => "22000",
+            StorageError::ConflictUpdate(e) => e.sqlstate,
             StorageError::Unsupported(_) => "0A000",
             StorageError::Deadlock { .. } => "40P01",
             StorageError::LockNotAvailable(_) | StorageError::LockTimeout => "55P03",

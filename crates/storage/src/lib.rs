@@ -54,5 +54,8 @@ pub use ddl::Ddl;
 pub use engine::{CreateTable, Engine, EngineConfig, Table, TableGroupInfo, WriteOp};
 pub use error::{Result, StorageError};
 pub use locks::{LockManager, LockMode, LockWait, TABLE_LOCK_KEY};
-pub use shard::{BackgroundHook, BackgroundStage, ConflictUpdateFn, OnConflict, WriteSummary};
+pub use shard::{
+    BackgroundHook, BackgroundStage, ConflictUpdateError, ConflictUpdateFn, OnConflict,
+    WriteSummary,
+};
 pub use snapshot::{scan_schema, Overlay, ScanPartition, TableSnapshot};

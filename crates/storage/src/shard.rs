@@ -70,7 +70,16 @@ pub enum OnConflict {
 }
 
 pub type ConflictUpdateFn =
-    Arc<dyn Fn(&Row, &Row) -> std::result::Result<Option<Row>, String> + Send + Sync>;
+    Arc<dyn Fn(&Row, &Row) -> std::result::Result<Option<Row>, ConflictUpdateError> + Send + Sync>;
+
+/// Why a conflict-update callback refused a row: the SQLSTATE of the
+/// caller's error (storage does not interpret expressions, so it cannot
+/// name one itself) and its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConflictUpdateError {
+    pub sqlstate: &'static str,
+    pub message: String,
+}
 
 impl std::fmt::Debug for OnConflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -401,8 +410,12 @@ impl Shard {
                                     let new_key = crate::engine::key_for_row(&op.table, &new, 0);
                                     if new_key.0 != op.key.0 {
                                         return Err(StorageError::ConflictUpdate(
-                                            "ON CONFLICT DO UPDATE cannot change the primary key"
-                                                .into(),
+                                            ConflictUpdateError {
+                                                sqlstate: "0A000",
+                                                message: "ON CONFLICT DO UPDATE cannot change \
+                                                          the primary key"
+                                                    .into(),
+                                            },
                                         ));
                                     }
                                     sum.updated += 1;

@@ -20,6 +20,10 @@
 //! * a cast of double precision to real (`eddy_float8_to_float4`) and of
 //!   text to real or double precision (`eddy_text_to_float4/8`), which
 //!   check the range as `float4in`/`float8in` and PostgreSQL's casts do;
+//! * a cast of real, double precision or numeric to smallint, integer or
+//!   bigint (`to_integer`: `eddy_to_int2/4/8`), which rounds as PostgreSQL
+//!   does (floats ties to even, numerics ties away from zero) where Arrow
+//!   truncates, and checks the range (22003);
 //! * `round` of one real or double precision argument, whose ties go to
 //!   the even neighbour as C's `rint` (`rounding`: `eddy_float_round`).
 //!
@@ -35,8 +39,10 @@ mod float;
 mod integer;
 mod math;
 mod rounding;
+mod to_integer;
 
 pub use math::math_functions;
+pub use to_integer::to_integers;
 
 use std::sync::Arc;
 
@@ -101,6 +107,7 @@ fn rewrite_expr(
         (Expr::BinaryExpr(BinaryExpr { op, .. }), Some(t), _) => binary_udf(*op, t)?,
         (Expr::Cast(Cast { field, .. }), _, [Some(from)]) => {
             float::cast_udf(from, field.data_type())
+                .or_else(|| to_integer::cast_udf(from, field.data_type()))
         }
         (Expr::ScalarFunction(f), _, [Some(arg)]) if f.func.name() == "round" => {
             rounding::round_udf(arg)
@@ -177,6 +184,7 @@ pub fn checked_functions() -> Vec<Arc<ScalarUDF>> {
     ];
     all.extend(float::all());
     all.push(Arc::clone(&rounding::FLOAT_ROUND));
+    all.extend(to_integer::all());
     all
 }
 

@@ -72,6 +72,12 @@ pub fn coerce_value(v: Value, ty: ColumnType) -> Result<Value> {
             Value::Decimal(parse_decimal(&x.to_string(), p, s).ok_or_else(range)?)
         }
         _ => match (ty, &v) {
+            (ColumnType::SmallInt | ColumnType::Int | ColumnType::BigInt, Value::Double(f)) => {
+                float_to_integer(*f, ty)?
+            }
+            (ColumnType::SmallInt | ColumnType::Int | ColumnType::BigInt, Value::Real(f)) => {
+                float_to_integer(f64::from(*f), ty)?
+            }
             (ColumnType::Double, Value::Real(f)) => Value::Double(*f as f64),
             (ColumnType::Real, Value::Double(f)) => Value::Real(float4_from_float8(*f)?),
             (ColumnType::Timestamp | ColumnType::TimestampTz, Value::Date(d)) => Value::Timestamp(
@@ -90,6 +96,46 @@ pub fn coerce_value(v: Value, ty: ColumnType) -> Result<Value> {
                 })?
             }
         },
+    })
+}
+
+/// A float rounded to a bigint as PostgreSQL's float-to-integer casts
+/// round (`rint`: ties to even); `None` for NaN, infinities and values
+/// beyond bigint (the caller narrows further and names its type's range).
+pub fn float_to_bigint(x: f64) -> Option<i64> {
+    let r = x.round_ties_even();
+    // 2^63 is exact in a double; -2^63 fits in bigint, 2^63 does not
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if r.is_nan() || r < -LIMIT || r >= LIMIT {
+        return None;
+    }
+    // integral and within bigint: exact
+    #[allow(clippy::cast_possible_truncation)]
+    Some(r as i64)
+}
+
+/// PostgreSQL's 22003 for a value beyond integer type `ty`.
+pub fn integer_out_of_range(ty: ColumnType) -> SqlError {
+    SqlError::NumericOutOfRange(
+        match ty {
+            ColumnType::SmallInt => "smallint out of range",
+            ColumnType::Int => "integer out of range",
+            _ => "bigint out of range",
+        }
+        .into(),
+    )
+}
+
+/// A float as an integer column's value, as PostgreSQL's assignment cast
+/// computes it (`dtoi4`): rounded to the nearest integer, ties to even;
+/// NaN, infinities and values beyond the type are 22003.
+fn float_to_integer(x: f64, ty: ColumnType) -> Result<Value> {
+    let range = || integer_out_of_range(ty);
+    let wide = float_to_bigint(x).ok_or_else(range)?;
+    Ok(match ty {
+        ColumnType::SmallInt => Value::SmallInt(i16::try_from(wide).map_err(|_| range())?),
+        ColumnType::Int => Value::Int(i32::try_from(wide).map_err(|_| range())?),
+        _ => Value::BigInt(wide),
     })
 }
 
@@ -209,6 +255,31 @@ mod tests {
         }
         let v = coerce_value(Value::Double(1e300), ColumnType::Real).unwrap_err();
         assert_eq!(v.sqlstate(), "22003");
+    }
+
+    #[test]
+    fn floats_into_integer_columns_round_as_postgresql() {
+        for (x, ty, want) in [
+            (2.5, ColumnType::Int, Value::Int(2)),
+            (3.5, ColumnType::Int, Value::Int(4)),
+            (-2.7, ColumnType::SmallInt, Value::SmallInt(-3)),
+            (1e10, ColumnType::BigInt, Value::BigInt(10_000_000_000)),
+        ] {
+            assert_eq!(coerce_value(Value::Double(x), ty).unwrap(), want, "{x}");
+        }
+        for (x, ty) in [
+            (1e10, ColumnType::Int),
+            (32767.5, ColumnType::SmallInt),
+            (f64::NAN, ColumnType::BigInt),
+            (9.3e18, ColumnType::BigInt),
+        ] {
+            let e = coerce_value(Value::Double(x), ty).unwrap_err();
+            assert_eq!(e.sqlstate(), "22003", "{x}");
+        }
+        assert_eq!(
+            float_to_bigint(-9_223_372_036_854_775_808.0),
+            Some(i64::MIN)
+        );
     }
 
     use super::*;

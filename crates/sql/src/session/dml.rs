@@ -23,7 +23,6 @@ use futures::StreamExt;
 
 use super::{cast_column, defaults, relation_of, run_blocking, Output, Session};
 use crate::error::{Result, SqlError};
-use crate::fastpath;
 use crate::provider::{EddyTable, KEY_COLUMN};
 use crate::rewrite::{ident_name, table_name};
 use crate::txn::{Isolation, Transaction};
@@ -301,9 +300,10 @@ impl Session {
                             "there is no unique or exclusion constraint matching the ON CONFLICT specification".into(),
                         ));
                     }
-                    OnConflict::Update(fastpath::conflict_updater(
+                    OnConflict::Update(super::conflict_update::conflict_updater(
+                        &self.ctx.state(),
                         &def,
-                        &tname,
+                        &alias,
                         &du.assignments,
                         du.selection.as_ref(),
                     )?)
@@ -697,10 +697,9 @@ pub(super) fn insert_rows(
                     Some(new) => {
                         eddy_storage::codec::check_row(&def, &new)?;
                         if key_for_row(&def, &new, 0) != key {
-                            return Err(StorageError::ConflictUpdate(
+                            return Err(SqlError::FeatureNotSupported(
                                 "ON CONFLICT DO UPDATE cannot change the primary key".into(),
-                            )
-                            .into());
+                            ));
                         }
                         Some(new)
                     }
