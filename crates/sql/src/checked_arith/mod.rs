@@ -24,12 +24,16 @@
 //!   bigint (`to_integer`: `eddy_to_int2/4/8`), which rounds as PostgreSQL
 //!   does (floats ties to even, numerics ties away from zero) where Arrow
 //!   truncates, and checks the range (22003);
+//! * `-` of two timestamps, whose result is an interval of days and time
+//!   as PostgreSQL's (`timestamp_diff`: `eddy_timestamp_diff`) where
+//!   DataFusion's is an Arrow duration;
 //! * `round` of one real or double precision argument, whose ties go to
 //!   the even neighbour as C's `rint` (`rounding`: `eddy_float_round`).
 //!
-//! Invariants: result types and output names do not change (names are
-//! preserved the way DataFusion's own type coercion preserves them), so
-//! nothing above the rewritten expression notices; only operands of one
+//! Invariants: result types (except a timestamp difference's, the point of
+//! that rewrite) and output names do not change (names are preserved the
+//! way DataFusion's own type coercion preserves them), so nothing above
+//! the rewritten expression notices; only operands of one
 //! type are rewritten (coercion has made them so); everything else is left
 //! to DataFusion. Infinity and NaN operands still give Infinity and NaN
 //! (`'inf'::float8 * 2`), as in PostgreSQL: only a non-finite result of
@@ -39,6 +43,7 @@ mod float;
 mod integer;
 mod math;
 mod rounding;
+mod timestamp_diff;
 mod to_integer;
 
 pub use math::math_functions;
@@ -75,8 +80,15 @@ impl AnalyzerRule for CheckedArithmetic {
 
 fn rewrite_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
     let schema = merge_schema(&plan.inputs());
+    // a timestamp difference changes its expression's type, so a node whose
+    // input's schema changed must recompute its own (bottom-up, as visited)
+    let input_changed = plan.inputs().iter().any(|i| {
+        i.schema()
+            .iter()
+            .any(|(_, f)| f.data_type() == &timestamp_diff::INTERVAL)
+    });
     let names = NamePreserver::new(&plan);
-    plan.map_expressions(|expr| {
+    let rewritten = plan.map_expressions(|expr| {
         let original = names.save(&expr);
         // Types are computed bottom-up, once per node: the post-order walk
         // leaves each child's type on `types`, so a chain of n operators
@@ -85,7 +97,12 @@ fn rewrite_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
         let mut types: Vec<Option<DataType>> = Vec::new();
         expr.transform_up(|e| rewrite_expr(e, &schema, &mut types))
             .map(|t| t.update_data(|e| original.restore(e)))
-    })
+    })?;
+    if rewritten.transformed || input_changed {
+        rewritten.map_data(|p| p.recompute_schema())
+    } else {
+        Ok(rewritten)
+    }
 }
 
 fn rewrite_expr(
@@ -116,7 +133,12 @@ fn rewrite_expr(
     };
     match (e, replacement) {
         (Expr::BinaryExpr(BinaryExpr { left, right, .. }), Some(udf)) => {
-            types.push(operands);
+            // the result has the operands' type, except a timestamp
+            // difference, which is an interval
+            types.push(match operands {
+                Some(DataType::Timestamp(..)) => Some(timestamp_diff::INTERVAL),
+                other => other,
+            });
             Ok(Transformed::yes(Expr::ScalarFunction(
                 ScalarFunction::new_udf(udf, vec![*left, *right]),
             )))
@@ -185,6 +207,7 @@ pub fn checked_functions() -> Vec<Arc<ScalarUDF>> {
     all.extend(float::all());
     all.push(Arc::clone(&rounding::FLOAT_ROUND));
     all.extend(to_integer::all());
+    all.push(Arc::clone(&timestamp_diff::TIMESTAMP_DIFF));
     all
 }
 
@@ -201,6 +224,7 @@ fn binary_udf(op: Operator, t: &DataType) -> DfResult<Option<Arc<ScalarUDF>>> {
         (Operator::Multiply, DataType::Int16 | DataType::Int32 | DataType::Int64) => {
             Some(Arc::clone(&integer::MUL))
         }
+        (Operator::Minus, DataType::Timestamp(..)) => timestamp_diff::minus_udf(t),
         (Operator::Modulo, DataType::Float32 | DataType::Float64) => {
             let name = float::type_name(t);
             return Err(DataFusionError::External(Box::new(
