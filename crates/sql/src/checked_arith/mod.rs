@@ -27,6 +27,8 @@
 //! * `-` of two timestamps, whose result is an interval of days and time
 //!   as PostgreSQL's (`timestamp_diff`: `eddy_timestamp_diff`) where
 //!   DataFusion's is an Arrow duration;
+//! * comparisons of two intervals and ORDER BY an interval, by length as
+//!   PostgreSQL orders intervals (`interval_order`: `eddy_interval_key`);
 //! * `round` of one real or double precision argument, whose ties go to
 //!   the even neighbour as C's `rint` (`rounding`: `eddy_float_round`).
 //!
@@ -41,6 +43,7 @@
 
 mod float;
 mod integer;
+mod interval_order;
 mod math;
 mod rounding;
 mod timestamp_diff;
@@ -98,6 +101,28 @@ fn rewrite_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
         expr.transform_up(|e| rewrite_expr(e, &schema, &mut types))
             .map(|t| t.update_data(|e| original.restore(e)))
     })?;
+    // ORDER BY an interval sorts by its length
+    let rewritten = rewritten.transform_data(|p| match p {
+        LogicalPlan::Sort(mut sort) => {
+            let input_schema = sort.input.schema().clone();
+            let mut changed = false;
+            for s in sort.expr.iter_mut() {
+                if s.expr
+                    .get_type(&input_schema)
+                    .is_ok_and(|t| interval_order::is_interval(&t))
+                {
+                    s.expr = interval_order::key(s.expr.clone());
+                    changed = true;
+                }
+            }
+            Ok(if changed {
+                Transformed::yes(LogicalPlan::Sort(sort))
+            } else {
+                Transformed::no(LogicalPlan::Sort(sort))
+            })
+        }
+        other => Ok(Transformed::no(other)),
+    })?;
     if rewritten.transformed || input_changed {
         rewritten.map_data(|p| p.recompute_schema())
     } else {
@@ -120,6 +145,33 @@ fn rewrite_expr(
         [Some(l), Some(r)] if l == r => Some(l.clone()),
         _ => None,
     };
+    // a comparison of two intervals compares their lengths
+    if let (
+        Expr::BinaryExpr(BinaryExpr {
+            op:
+                Operator::Eq
+                | Operator::NotEq
+                | Operator::Lt
+                | Operator::LtEq
+                | Operator::Gt
+                | Operator::GtEq,
+            ..
+        }),
+        Some(t),
+    ) = (&e, &operands)
+    {
+        if interval_order::is_interval(t) {
+            let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
+                return Ok(Transformed::no(e));
+            };
+            types.push(Some(DataType::Boolean));
+            return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(interval_order::key(*left)),
+                op,
+                Box::new(interval_order::key(*right)),
+            ))));
+        }
+    }
     let replacement = match (&e, &operands, child_types.as_slice()) {
         (Expr::BinaryExpr(BinaryExpr { op, .. }), Some(t), _) => binary_udf(*op, t)?,
         (Expr::Cast(Cast { field, .. }), _, [Some(from)]) => {
@@ -208,6 +260,7 @@ pub fn checked_functions() -> Vec<Arc<ScalarUDF>> {
     all.push(Arc::clone(&rounding::FLOAT_ROUND));
     all.extend(to_integer::all());
     all.push(Arc::clone(&timestamp_diff::TIMESTAMP_DIFF));
+    all.push(interval_order::udf());
     all
 }
 
