@@ -109,4 +109,34 @@ with psycopg.connect(DSN) as ser:
     except errors.FeatureNotSupported:
         pass
 
+# A prepared upsert adding numeric amounts (the fixed-plan path), with the
+# parameters in text and in binary, and a float bound to an integer column:
+# the sums are exact decimals and the float rounds as PostgreSQL's cast.
+with psycopg.connect(DSN, autocommit=True) as conn:
+    conn.execute("DROP TABLE IF EXISTS py3_bal")
+    conn.execute("CREATE TABLE py3_bal (id int PRIMARY KEY, amount numeric(12,2), n int)")
+    upsert = (
+        "INSERT INTO py3_bal VALUES (%s, %s, 1) ON CONFLICT (id) DO UPDATE "
+        "SET amount = py3_bal.amount + excluded.amount, n = py3_bal.n + 1"
+    )
+    for amount in ["10.10", "0.20", "5.005", "-1.11"]:
+        conn.execute(upsert, (1, Decimal(amount)), prepare=True)
+        conn.cursor(binary=True).execute(upsert.replace("%s", "%b"), (2, Decimal(amount)))
+    got = rows(conn, "SELECT id, amount, n FROM py3_bal ORDER BY id")
+    check(got == [(1, Decimal("14.20"), 4), (2, Decimal("14.20"), 4)], f"numeric upserts exact: {got}")
+    try:
+        conn.execute(
+            "INSERT INTO py3_bal VALUES (%s, %s, 1) ON CONFLICT (id) DO UPDATE SET n = py3_bal.n / (excluded.n - 1)",
+            (1, Decimal(1)),
+            prepare=True,
+        )
+        check(False, "division by zero in DO UPDATE accepted")
+    except errors.DivisionByZero:
+        pass
+    conn.execute("INSERT INTO py3_bal VALUES (%s, 0, %s)", (3, 2.5), prepare=True)
+    conn.execute("INSERT INTO py3_bal VALUES (%s, 0, %s)", (4, 3.5), prepare=True)
+    got = rows(conn, "SELECT id, n FROM py3_bal WHERE id > 2 ORDER BY id")
+    check(got == [(3, 2), (4, 4)], f"floats into an int column round to even: {got}")
+    conn.execute("DROP TABLE py3_bal")
+
 print("psycopg3: ok")

@@ -17,16 +17,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, Int32Array, Int64Array};
-use eddy_common::Value;
 use eddy_storage::{Engine, EngineConfig, Table};
 use eddy_stream::operator::sink::FINAL_TAG;
-use eddy_stream::operator::Operator;
 use eddy_stream::types::CheckpointId;
-use eddy_streamsql::append_op::AppendOperator;
 use eddy_streamsql::batch::ArrowBatch;
 use eddy_streamsql::plan::{plan_view_with, ViewPlan};
 use eddy_streamsql::statements::{parse, StreamStatement};
-use eddy_streamsql::view_op::{checkpoint_table, view_table, ViewOperator, ViewTarget};
+use eddy_streamsql::view_op::{checkpoint_table, view_table, ViewTarget};
 use eddy_streamsql::watermark::WatermarkDef;
 use proptest::prelude::*;
 
@@ -125,19 +122,6 @@ fn table_rows(table: &Table, append: bool) -> Answer {
     out
 }
 
-/// The checkpoint tag the view's table records (0: none).
-fn recorded_tag(target: &ViewTarget) -> u64 {
-    match target
-        .checkpoints
-        .get(&[Value::Text(target.job.clone())])
-        .expect("get")
-        .as_deref()
-    {
-        Some([_, Value::BigInt(tag), ..]) => *tag as u64,
-        _ => 0,
-    }
-}
-
 fn plan(append: bool) -> ViewPlan {
     let sql = if append {
         "CREATE MATERIALIZED VIEW joined AS SELECT a.id AS aid, b.id AS bid, a.k \
@@ -168,38 +152,6 @@ fn plan(append: bool) -> ViewPlan {
     .expect("plan");
     assert_eq!(plan.append, append);
     plan
-}
-
-/// The view's operator, which is either kind.
-enum Op {
-    Grouped(Box<ViewOperator>),
-    Append(Box<AppendOperator>),
-}
-
-impl Op {
-    fn new(plan: &Arc<ViewPlan>, target: &ViewTarget) -> Op {
-        if plan.append {
-            Op::Append(Box::new(
-                AppendOperator::new(Arc::clone(plan), target.clone()).expect("operator"),
-            ))
-        } else {
-            Op::Grouped(Box::new(
-                ViewOperator::new(Arc::clone(plan), target.clone()).expect("operator"),
-            ))
-        }
-    }
-    fn op(&mut self) -> &mut dyn Operator {
-        match self {
-            Op::Grouped(o) => o.as_mut(),
-            Op::Append(o) => o.as_mut(),
-        }
-    }
-    fn held(&self) -> usize {
-        match self {
-            Op::Grouped(o) => o.held_join_rows(),
-            Op::Append(o) => o.held_join_rows(),
-        }
-    }
 }
 
 fn run(append: bool, steps: Vec<Step>) {

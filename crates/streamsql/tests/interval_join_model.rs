@@ -14,7 +14,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, Int32Array, Int64Array};
-use eddy_common::Value;
 use eddy_storage::{Engine, EngineConfig, Table};
 use eddy_stream::operator::sink::FINAL_TAG;
 use eddy_stream::operator::Operator;
@@ -112,19 +111,6 @@ fn table_rows(table: &Table) -> Answer {
         }
     }
     out
-}
-
-/// The checkpoint tag the view's table records (0: none).
-fn recorded_tag(target: &ViewTarget) -> u64 {
-    match target
-        .checkpoints
-        .get(&[Value::Text(target.job.clone())])
-        .expect("get")
-        .as_deref()
-    {
-        Some([_, Value::BigInt(tag), ..]) => *tag as u64,
-        _ => 0,
-    }
 }
 
 fn run(lower_ms: i64, upper_ms: i64, steps: Vec<Step>) {

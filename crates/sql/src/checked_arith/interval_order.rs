@@ -53,11 +53,13 @@ const NANOS_PER_DAY: i128 = 86_400_000_000_000;
 
 /// PostgreSQL's `interval_cmp_value` in nanoseconds; cannot overflow: the
 /// months and days are 32-bit, the nanoseconds 64-bit.
+#[allow(
+    clippy::arithmetic_side_effects,
+    reason = "|months| * 30 * 8.64e13 + |days| * 8.64e13 + |nanos| < 2^100"
+)]
 fn cmp_value(iv: IntervalMonthDayNano) -> i128 {
     let days = i128::from(iv.months) * 30 + i128::from(iv.days);
-    #[allow(clippy::arithmetic_side_effects)]
-    let total = days * NANOS_PER_DAY + i128::from(iv.nanoseconds);
-    total
+    days * NANOS_PER_DAY + i128::from(iv.nanoseconds)
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -110,6 +112,7 @@ impl ScalarUDFImpl for IntervalKey {
 mod tests {
     use super::*;
 
+    #[allow(clippy::arithmetic_side_effects, reason = "small test values")]
     fn iv(months: i32, days: i32, hours: i64) -> IntervalMonthDayNano {
         IntervalMonthDayNano {
             months,

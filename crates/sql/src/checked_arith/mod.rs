@@ -146,21 +146,8 @@ fn rewrite_expr(
         _ => None,
     };
     // a comparison of two intervals compares their lengths
-    if let (
-        Expr::BinaryExpr(BinaryExpr {
-            op:
-                Operator::Eq
-                | Operator::NotEq
-                | Operator::Lt
-                | Operator::LtEq
-                | Operator::Gt
-                | Operator::GtEq,
-            ..
-        }),
-        Some(t),
-    ) = (&e, &operands)
-    {
-        if interval_order::is_interval(t) {
+    if let (Expr::BinaryExpr(BinaryExpr { op, .. }), Some(t)) = (&e, &operands) {
+        if is_comparison(*op) && interval_order::is_interval(t) {
             let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
                 return Ok(Transformed::no(e));
             };
@@ -225,27 +212,29 @@ fn rewrite_expr(
                 {
                     Some(t)
                 }
-                (
-                    Expr::BinaryExpr(BinaryExpr {
-                        op:
-                            Operator::Eq
-                            | Operator::NotEq
-                            | Operator::Lt
-                            | Operator::LtEq
-                            | Operator::Gt
-                            | Operator::GtEq
-                            | Operator::And
-                            | Operator::Or,
-                        ..
-                    }),
-                    _,
-                ) => Some(DataType::Boolean),
+                (Expr::BinaryExpr(BinaryExpr { op, .. }), _)
+                    if is_comparison(*op) || matches!(op, Operator::And | Operator::Or) =>
+                {
+                    Some(DataType::Boolean)
+                }
                 _ => e.get_type(schema).ok(),
             };
             types.push(own);
             Ok(Transformed::no(e))
         }
     }
+}
+
+fn is_comparison(op: Operator) -> bool {
+    matches!(
+        op,
+        Operator::Eq
+            | Operator::NotEq
+            | Operator::Lt
+            | Operator::LtEq
+            | Operator::Gt
+            | Operator::GtEq
+    )
 }
 
 /// Every function this rule plans, for contexts that parse them by name

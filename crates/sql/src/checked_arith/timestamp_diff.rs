@@ -162,6 +162,7 @@ impl ScalarUDFImpl for TimestampDiff {
 mod tests {
     use super::*;
 
+    #[allow(clippy::arithmetic_side_effects, reason = "small test values")]
     fn iv(days: i32, micros: i64) -> IntervalMonthDayNano {
         IntervalMonthDayNano {
             months: 0,

@@ -106,7 +106,7 @@ pub fn float_to_bigint(x: f64) -> Option<i64> {
     let r = x.round_ties_even();
     // 2^63 is exact in a double; -2^63 fits in bigint, 2^63 does not
     const LIMIT: f64 = 9_223_372_036_854_775_808.0;
-    if r.is_nan() || r < -LIMIT || r >= LIMIT {
+    if !(-LIMIT..LIMIT).contains(&r) {
         return None;
     }
     // integral and within bigint: exact

@@ -1,6 +1,7 @@
-//! What the stream model tests (window, session, interval join, append)
-//! share: their source rows, the operator output they ignore, the
-//! watermark model, and the plan of a view over their source.
+//! What the stream model tests (window, session, interval, equi and semi
+//! join, append) share: their source rows, the operator output they
+//! ignore, the watermark model, the plan of a view over their source, the
+//! checkpoint a view's table records and the view operator of either kind.
 #![allow(dead_code, reason = "each test binary uses a part")]
 
 use std::sync::Arc;
@@ -8,11 +9,14 @@ use std::sync::Arc;
 use datafusion::arrow::array::TimestampMicrosecondArray;
 use datafusion::arrow::array::{Int32Array, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use eddy_common::Value;
 use eddy_stream::operator::{Emitter, Operator};
 use eddy_stream::types::AnyBatch;
+use eddy_streamsql::append_op::AppendOperator;
 use eddy_streamsql::batch::ArrowBatch;
 use eddy_streamsql::plan::{plan_view_with, ViewPlan};
 use eddy_streamsql::statements::{parse, StreamStatement};
+use eddy_streamsql::view_op::{ViewOperator, ViewTarget};
 use eddy_streamsql::watermark::WatermarkDef;
 
 pub const MS: i64 = 1000;
@@ -111,6 +115,51 @@ pub fn replay_two_sources(op: &mut dyn Operator, a: &[Row], b: &[Row]) {
                 op.process(side, Box::new(vec![ArrowBatch(batch(c))]), &mut NoOutput)
                     .expect("replay");
             }
+        }
+    }
+}
+
+/// The checkpoint tag the view's table records (0: none).
+pub fn recorded_tag(target: &ViewTarget) -> u64 {
+    match target
+        .checkpoints
+        .get(&[Value::Text(target.job.clone())])
+        .expect("get")
+        .as_deref()
+    {
+        Some([_, Value::BigInt(tag), ..]) => *tag as u64,
+        _ => 0,
+    }
+}
+
+/// The view's operator, which is either kind.
+pub enum Op {
+    Grouped(Box<ViewOperator>),
+    Append(Box<AppendOperator>),
+}
+
+impl Op {
+    pub fn new(plan: &Arc<ViewPlan>, target: &ViewTarget) -> Op {
+        if plan.append {
+            Op::Append(Box::new(
+                AppendOperator::new(Arc::clone(plan), target.clone()).expect("operator"),
+            ))
+        } else {
+            Op::Grouped(Box::new(
+                ViewOperator::new(Arc::clone(plan), target.clone()).expect("operator"),
+            ))
+        }
+    }
+    pub fn op(&mut self) -> &mut dyn Operator {
+        match self {
+            Op::Grouped(o) => o.as_mut(),
+            Op::Append(o) => o.as_mut(),
+        }
+    }
+    pub fn held(&self) -> usize {
+        match self {
+            Op::Grouped(o) => o.held_join_rows(),
+            Op::Append(o) => o.held_join_rows(),
         }
     }
 }
