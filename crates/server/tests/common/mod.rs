@@ -56,7 +56,7 @@ fn wait_listening(child: &mut Child, port: u16) -> Result<(), std::process::Exit
         }
         if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
             let self_connected = s.local_addr().ok() == s.peer_addr().ok();
-            if !self_connected {
+            if !self_connected && listens_on(child.id(), port) != Some(false) {
                 return Ok(());
             }
         }
@@ -66,6 +66,38 @@ fn wait_listening(child: &mut Child, port: u16) -> Result<(), std::process::Exit
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Whether process `pid` holds the socket listening on loopback `port`
+/// (Linux: `/proc/net/tcp` names the listener's inode, `/proc/<pid>/fd`
+/// the process's sockets); `None` where that cannot be read. A probe once
+/// succeeded on a port the new server had not bound yet (the server never
+/// printed its banner and the test's first connection was refused), so a
+/// connection alone does not prove the server is up.
+fn listens_on(pid: u32, port: u16) -> Option<bool> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let want = format!("0100007F:{port:04X}");
+    // fields: sl local_address rem_address st ... inode (the 10th)
+    let inodes: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(1) == Some(&want.as_str()) && f.get(3) == Some(&"0A"))
+                .then(|| f.get(9).map(|i| format!("socket:[{i}]")))
+                .flatten()
+        })
+        .collect();
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let ours = fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .ok()
+            .is_some_and(|t| inodes.iter().any(|i| t.as_os_str() == i.as_str()))
+    });
+    if !ours {
+        eprintln!("port {port} answered, but not by eddy (pid {pid}); waiting for it");
+    }
+    Some(ours)
 }
 
 impl Server {
