@@ -29,6 +29,9 @@
 //!   DataFusion's is an Arrow duration;
 //! * comparisons of two intervals and ORDER BY an interval, by length as
 //!   PostgreSQL orders intervals (`interval_order`: `eddy_interval_key`);
+//! * a date plus or minus an interval, computed as a timestamp at the
+//!   date's midnight, as PostgreSQL's `date + interval` is (DataFusion's
+//!   answer was a date: the hours were lost);
 //! * `round` of one real or double precision argument, whose ties go to
 //!   the even neighbour as C's `rint` (`rounding`: `eddy_float_round`).
 //!
@@ -83,13 +86,6 @@ impl AnalyzerRule for CheckedArithmetic {
 
 fn rewrite_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
     let schema = merge_schema(&plan.inputs());
-    // a timestamp difference changes its expression's type, so a node whose
-    // input's schema changed must recompute its own (bottom-up, as visited)
-    let input_changed = plan.inputs().iter().any(|i| {
-        i.schema()
-            .iter()
-            .any(|(_, f)| f.data_type() == &timestamp_diff::INTERVAL)
-    });
     let names = NamePreserver::new(&plan);
     let rewritten = plan.map_expressions(|expr| {
         let original = names.save(&expr);
@@ -123,11 +119,10 @@ fn rewrite_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
         }
         other => Ok(Transformed::no(other)),
     })?;
-    if rewritten.transformed || input_changed {
-        rewritten.map_data(|p| p.recompute_schema())
-    } else {
-        Ok(rewritten)
-    }
+    // a timestamp difference and a date shifted by an interval change
+    // their expression's type, so every node recomputes its schema
+    // (bottom-up, as visited), as DataFusion's type coercion does
+    rewritten.map_data(|p| p.recompute_schema())
 }
 
 fn rewrite_expr(
@@ -156,6 +151,47 @@ fn rewrite_expr(
                 Box::new(interval_order::key(*left)),
                 op,
                 Box::new(interval_order::key(*right)),
+            ))));
+        }
+    }
+    // a date shifted by an interval is a timestamp, as in PostgreSQL
+    // (`date + interval '1 hour'` kept the date and lost the hour)
+    if let (
+        Expr::BinaryExpr(BinaryExpr {
+            op,
+            left: le,
+            right: re,
+        }),
+        [Some(l), Some(r)],
+    ) = (&e, child_types.as_slice())
+    {
+        let date_first =
+            l == &DataType::Date32 && interval_order::is_interval(r) && !integer_days(re);
+        let date_second = interval_order::is_interval(l)
+            && r == &DataType::Date32
+            && *op == Operator::Plus
+            && !integer_days(le);
+        if matches!(op, Operator::Plus | Operator::Minus) && (date_first || date_second) {
+            let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
+                return Ok(Transformed::no(e));
+            };
+            let at_midnight = |d: Box<Expr>| {
+                Box::new(Expr::Cast(Cast::new(
+                    d,
+                    DataType::Timestamp(datafusion::arrow::datatypes::TimeUnit::Microsecond, None),
+                )))
+            };
+            let (left, right) = if date_first {
+                (at_midnight(left), right)
+            } else {
+                (left, at_midnight(right))
+            };
+            types.push(Some(DataType::Timestamp(
+                datafusion::arrow::datatypes::TimeUnit::Microsecond,
+                None,
+            )));
+            return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                left, op, right,
             ))));
         }
     }
@@ -222,6 +258,19 @@ fn rewrite_expr(
             types.push(own);
             Ok(Transformed::no(e))
         }
+    }
+}
+
+/// Whether `e` is DataFusion's coercion of an integer to an interval of
+/// days (`date + 1`: `CAST(CAST(n * 86400 AS Duration) AS Interval)`),
+/// which is PostgreSQL's `date + integer` and stays a date.
+fn integer_days(e: &Expr) -> bool {
+    match e {
+        Expr::Cast(Cast { expr, .. }) => matches!(
+            expr.as_ref(),
+            Expr::Cast(Cast { field, .. }) if matches!(field.data_type(), DataType::Duration(_))
+        ),
+        _ => false,
     }
 }
 
