@@ -227,19 +227,14 @@ impl IntervalJoin {
                 return Err(refuse("LIMIT"));
             }
         }
-        type Keys = Vec<Arc<dyn PhysicalExpr>>;
-        let (lkeys, rkeys): (Keys, Keys) = join
-            .on()
-            .iter()
-            .map(|(l, r)| (Arc::clone(l), Arc::clone(r)))
-            .unzip();
+        let (lkeys, rkeys) = join_keys(join);
         let lschema = join.left().schema();
         let rschema = join.right().schema();
         let joined_schema = kind.joined_schema(&lschema, &rschema);
         let input = |scan: &SourceScanExec,
                      stages: Vec<Stage>,
                      schema: SchemaRef,
-                     keys: Keys,
+                     keys: JoinKeys,
                      time: Option<usize>| JoinInput {
             source: scan.source.clone(),
             scan_projection: scan.projection.clone(),
@@ -727,4 +722,15 @@ impl JoinState {
         }
         Ok(())
     }
+}
+
+/// One side's key expressions of an equi-join.
+pub(crate) type JoinKeys = Vec<Arc<dyn PhysicalExpr>>;
+
+/// The equi-join's key expressions, left side and right side.
+pub(crate) fn join_keys(join: &HashJoinExec) -> (JoinKeys, JoinKeys) {
+    join.on()
+        .iter()
+        .map(|(l, r)| (Arc::clone(l), Arc::clone(r)))
+        .unzip()
 }

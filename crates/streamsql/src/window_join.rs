@@ -27,7 +27,6 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::NullEquality;
-use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::ExecutionPlan;
@@ -98,26 +97,22 @@ pub(crate) fn plan(
             "a join of two aggregates of one source (both sides would need one reader)",
         ));
     }
-    type Keys = Vec<Arc<dyn PhysicalExpr>>;
-    let (lkeys, rkeys): (Keys, Keys) = join
-        .on()
-        .iter()
-        .map(|(l, r)| (Arc::clone(l), Arc::clone(r)))
-        .unzip();
+    let (lkeys, rkeys) = crate::interval_join::join_keys(join);
     let lschema = join.left().schema();
     let rschema = join.right().schema();
     let joined_schema = kind.joined_schema(&lschema, &rschema);
     // the join reads the sides' output rows: no scan projection, no stage,
     // no time (an equi-join), no watermark of its own (the sides keep them)
-    let input = |side: &ViewPlan, schema: SchemaRef, keys: Keys| JoinInput {
-        source: side.source.clone(),
-        scan_projection: None,
-        stages: Vec::new(),
-        schema,
-        keys,
-        time: None,
-        watermark: None,
-    };
+    let input =
+        |side: &ViewPlan, schema: SchemaRef, keys: crate::interval_join::JoinKeys| JoinInput {
+            source: side.source.clone(),
+            scan_projection: None,
+            stages: Vec::new(),
+            schema,
+            keys,
+            time: None,
+            watermark: None,
+        };
     let j = IntervalJoin {
         kind,
         left: input(&left, lschema, lkeys),

@@ -13,33 +13,17 @@
 //! no pair twice, none lost), and after every checkpoint the join holds
 //! every row of both prefixes (nothing can be expired).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
-
 use datafusion::arrow::array::{Array, Int32Array, Int64Array};
-use eddy_storage::{Engine, EngineConfig, Table};
-use eddy_stream::operator::sink::FINAL_TAG;
-use eddy_stream::types::CheckpointId;
-use eddy_streamsql::batch::ArrowBatch;
+use eddy_storage::Table;
 use eddy_streamsql::plan::{plan_view_with, ViewPlan};
 use eddy_streamsql::statements::{parse, StreamStatement};
-use eddy_streamsql::view_op::{checkpoint_table, view_table, ViewTarget};
+use eddy_streamsql::view_op::ViewTarget;
 use eddy_streamsql::watermark::WatermarkDef;
 use proptest::prelude::*;
 
 mod common;
+use common::JoinStep as Step;
 use common::*;
-
-#[derive(Debug, Clone)]
-enum Step {
-    /// Rows of source 0 (a) or 1 (b): (k, time in ms, any order).
-    Batch(usize, Vec<(i32, i64)>),
-    Checkpoint {
-        durable: bool,
-        committed: bool,
-    },
-    Crash,
-}
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
@@ -54,7 +38,7 @@ fn step() -> impl Strategy<Value = Step> {
 /// The view's rows in a comparable form: the grouped view's
 /// `k → (pairs, sum of a.id * 1000 + b.id)`, or the plain view's pairs
 /// `(a.id, b.id, k) → how many times stored`.
-type Answer = BTreeMap<(i64, i64, i32), i64>;
+type Answer = JoinAnswer;
 
 /// Rows of `a` the plain view's WHERE keeps (pushed below the join).
 fn kept_by_where(id: i64) -> bool {
@@ -154,120 +138,40 @@ fn plan(append: bool) -> ViewPlan {
     plan
 }
 
-fn run(append: bool, steps: Vec<Step>) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut cfg = EngineConfig::new(dir.path());
-    cfg.sync = false;
-    let engine = Engine::open(cfg).expect("engine");
-    let checkpoints = engine
-        .create_table(checkpoint_table())
-        .expect("checkpoints");
-    let plan = Arc::new(plan(append));
-    let target = ViewTarget {
-        table: engine
-            .create_table(view_table("joined", &plan))
-            .expect("view table"),
-        checkpoints: Arc::clone(&checkpoints),
-        engine: Arc::clone(&engine),
-        job: "joined".into(),
-        stats: Arc::default(),
-    };
-    let mut op = Op::new(&plan, &target);
-    let mut logs: [Vec<Row>; 2] = [Vec::new(), Vec::new()];
-    let mut next_id = 1u64;
-    // checkpoint tag → the source positions it covers
-    let mut positions: HashMap<u64, (usize, usize)> = HashMap::new();
-    let mut durable: Option<(Vec<u8>, usize, usize)> = None;
-    let check = |logs: &[Vec<Row>; 2], positions: &HashMap<u64, (usize, usize)>| {
-        let (na, nb) = positions
-            .get(&recorded_tag(&target))
-            .copied()
-            .unwrap_or((0, 0));
-        assert_eq!(
-            table_rows(&target.table, append),
-            answer(&logs[0][..na], &logs[1][..nb], append),
-            "over the {na} + {nb} recorded rows"
-        );
-    };
-    for s in steps {
-        match s {
-            Step::Batch(side, rows) => {
-                let rows: Vec<Row> = rows
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, (k, ms))| ((logs[side].len() + i) as i64, k, ms * MS))
-                    .collect();
-                logs[side].extend_from_slice(&rows);
-                op.op()
-                    .process(
-                        side,
-                        Box::new(vec![ArrowBatch(batch(&rows))]),
-                        &mut NoOutput,
-                    )
-                    .expect("process");
-            }
-            Step::Checkpoint {
-                durable: keep,
-                committed,
-            } => {
-                let id = CheckpointId(next_id);
-                next_id += 1;
-                positions.insert(id.0, (logs[0].len(), logs[1].len()));
-                let snap = op.op().snapshot(id).expect("snapshot").expect("state");
-                // nothing expires: every row of a (the plain view's WHERE
-                // keeps some) and of b is held
-                let held_a = logs[0]
-                    .iter()
-                    .filter(|r| !append || kept_by_where(r.0))
-                    .count();
-                assert_eq!(
-                    op.held(),
-                    held_a + logs[1].len(),
-                    "the join holds every row"
-                );
-                if keep {
-                    durable = Some((snap, logs[0].len(), logs[1].len()));
-                    if committed {
-                        let commits = target.stats.report().commits;
-                        op.op().checkpoint_complete(id, false).expect("commit");
-                        check(&logs, &positions);
-                        // the held rows reach the view's stats with a commit
-                        // (a checkpoint without a change commits nothing)
-                        let stats = target.stats.report();
-                        // (as of the snapshot the commit carries: rows
-                        // that arrived since are not in it yet)
-                        if stats.commits > commits {
-                            assert!(stats.held_rows <= (held_a + logs[1].len()) as u64);
-                        }
-                    }
-                }
-            }
-            Step::Crash => {
-                op = Op::new(&plan, &target);
-                let (fa, fb) = match &durable {
-                    Some((snap, fa, fb)) => {
-                        op.op().restore(snap).expect("restore");
-                        (*fa, *fb)
-                    }
-                    None => (0, 0),
-                };
-                check(&logs, &positions);
-                replay_two_sources(op.op(), &logs[0][fa..], &logs[1][fb..]);
-            }
+/// The view: plain (append-only pairs) or grouped.
+#[derive(Debug)]
+struct EquiView {
+    append: bool,
+}
+
+impl JoinModel for EquiView {
+    fn answer(&self, a: &[Row], b: &[Row]) -> JoinAnswer {
+        answer(a, b, self.append)
+    }
+    fn table_rows(&self, table: &Table) -> JoinAnswer {
+        table_rows(table, self.append)
+    }
+    /// Nothing expires: every row of a (the plain view's WHERE keeps some)
+    /// and of b is held.
+    fn held(&self, a: &[Row], b: &[Row]) -> usize {
+        a.iter()
+            .filter(|r| !self.append || kept_by_where(r.0))
+            .count()
+            + b.len()
+    }
+    /// The held rows reach the view's stats with a commit (a checkpoint
+    /// without a change commits nothing), as of the snapshot the commit
+    /// carries: rows that arrived since are not in it yet.
+    fn after_commit(&self, target: &ViewTarget, commits_before: u64, held: usize) {
+        let stats = target.stats.report();
+        if stats.commits > commits_before {
+            assert!(stats.held_rows <= held as u64);
         }
     }
-    positions.insert(FINAL_TAG, (logs[0].len(), logs[1].len()));
-    op.op()
-        .snapshot(CheckpointId(FINAL_TAG))
-        .expect("final snapshot");
-    op.op()
-        .checkpoint_complete(CheckpointId(FINAL_TAG), true)
-        .expect("final commit");
-    assert_eq!(
-        table_rows(&target.table, append),
-        answer(&logs[0], &logs[1], append),
-        "the finished view"
-    );
+}
+
+fn run(append: bool, steps: Vec<Step>) {
+    run_join_model(&EquiView { append }, plan(append), steps);
 }
 
 proptest! {

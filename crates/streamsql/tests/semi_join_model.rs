@@ -15,33 +15,19 @@
 //! every checkpoint the join holds exactly the kept rows still waiting for
 //! their key and one row per distinct key of the other side.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeSet;
 
 use datafusion::arrow::array::{Array, Int32Array, Int64Array};
-use eddy_storage::{Engine, EngineConfig, Table};
-use eddy_stream::operator::sink::FINAL_TAG;
-use eddy_stream::types::CheckpointId;
+use eddy_storage::Table;
 use eddy_streamsql::interval_join::JoinKind;
 use eddy_streamsql::plan::{plan_view_with, ViewPlan};
 use eddy_streamsql::statements::{parse, StreamStatement};
-use eddy_streamsql::view_op::{checkpoint_table, view_table, ViewTarget};
 use eddy_streamsql::watermark::WatermarkDef;
 use proptest::prelude::*;
 
 mod common;
+use common::JoinStep as Step;
 use common::*;
-
-#[derive(Debug, Clone)]
-enum Step {
-    /// Rows of source 0 (a) or 1 (b): (k, time in ms, any order).
-    Batch(usize, Vec<(i32, i64)>),
-    Checkpoint {
-        durable: bool,
-        committed: bool,
-    },
-    Crash,
-}
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
@@ -68,7 +54,7 @@ enum View {
 
 /// The view's rows in a comparable form: `(id, 0, k) → times stored`
 /// (Plain, DistinctRight), or `(k, 0, 0) → count, (k, 1, 0) → sum`.
-type Answer = BTreeMap<(i64, i64, i32), i64>;
+type Answer = JoinAnswer;
 
 /// Rows of `a` the plain view's WHERE keeps (pushed below the join).
 fn kept_by_where(id: i64) -> bool {
@@ -210,105 +196,20 @@ fn plan(view: View) -> ViewPlan {
     plan
 }
 
-fn run(view: View, steps: Vec<Step>) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut cfg = EngineConfig::new(dir.path());
-    cfg.sync = false;
-    let engine = Engine::open(cfg).expect("engine");
-    let checkpoints = engine
-        .create_table(checkpoint_table())
-        .expect("checkpoints");
-    let plan = Arc::new(plan(view));
-    let target = ViewTarget {
-        table: engine
-            .create_table(view_table("joined", &plan))
-            .expect("view table"),
-        checkpoints: Arc::clone(&checkpoints),
-        engine: Arc::clone(&engine),
-        job: "joined".into(),
-        stats: Arc::default(),
-    };
-    let mut op = Op::new(&plan, &target);
-    let mut logs: [Vec<Row>; 2] = [Vec::new(), Vec::new()];
-    let mut next_id = 1u64;
-    // checkpoint tag → the source positions it covers
-    let mut positions: HashMap<u64, (usize, usize)> = HashMap::new();
-    let mut durable: Option<(Vec<u8>, usize, usize)> = None;
-    let check = |logs: &[Vec<Row>; 2], positions: &HashMap<u64, (usize, usize)>| {
-        let (na, nb) = positions
-            .get(&recorded_tag(&target))
-            .copied()
-            .unwrap_or((0, 0));
-        assert_eq!(
-            table_rows(&target.table, view),
-            answer(&logs[0][..na], &logs[1][..nb], view),
-            "{view:?} over the {na} + {nb} recorded rows"
-        );
-    };
-    for s in steps {
-        match s {
-            Step::Batch(side, rows) => {
-                let rows: Vec<Row> = rows
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, (k, ms))| ((logs[side].len() + i) as i64, k, ms * MS))
-                    .collect();
-                logs[side].extend_from_slice(&rows);
-                op.op()
-                    .process(
-                        side,
-                        Box::new(vec![eddy_streamsql::batch::ArrowBatch(batch(&rows))]),
-                        &mut NoOutput,
-                    )
-                    .expect("process");
-            }
-            Step::Checkpoint {
-                durable: keep,
-                committed,
-            } => {
-                let id = CheckpointId(next_id);
-                next_id += 1;
-                positions.insert(id.0, (logs[0].len(), logs[1].len()));
-                let snap = op.op().snapshot(id).expect("snapshot").expect("state");
-                assert_eq!(
-                    op.held(),
-                    held(&logs[0], &logs[1], view),
-                    "{view:?}: the waiting rows and the distinct keys"
-                );
-                if keep {
-                    durable = Some((snap, logs[0].len(), logs[1].len()));
-                    if committed {
-                        op.op().checkpoint_complete(id, false).expect("commit");
-                        check(&logs, &positions);
-                    }
-                }
-            }
-            Step::Crash => {
-                op = Op::new(&plan, &target);
-                let (fa, fb) = match &durable {
-                    Some((snap, fa, fb)) => {
-                        op.op().restore(snap).expect("restore");
-                        (*fa, *fb)
-                    }
-                    None => (0, 0),
-                };
-                check(&logs, &positions);
-                replay_two_sources(op.op(), &logs[0][fa..], &logs[1][fb..]);
-            }
-        }
+impl JoinModel for View {
+    fn answer(&self, a: &[Row], b: &[Row]) -> JoinAnswer {
+        answer(a, b, *self)
     }
-    positions.insert(FINAL_TAG, (logs[0].len(), logs[1].len()));
-    op.op()
-        .snapshot(CheckpointId(FINAL_TAG))
-        .expect("final snapshot");
-    op.op()
-        .checkpoint_complete(CheckpointId(FINAL_TAG), true)
-        .expect("final commit");
-    assert_eq!(
-        table_rows(&target.table, view),
-        answer(&logs[0], &logs[1], view),
-        "{view:?}: the finished view"
-    );
+    fn table_rows(&self, table: &Table) -> JoinAnswer {
+        table_rows(table, *self)
+    }
+    fn held(&self, a: &[Row], b: &[Row]) -> usize {
+        held(a, b, *self)
+    }
+}
+
+fn run(view: View, steps: Vec<Step>) {
+    run_join_model(&view, plan(view), steps);
 }
 
 fn view() -> impl Strategy<Value = View> {

@@ -163,3 +163,142 @@ impl Op {
         }
     }
 }
+
+/// A step of a two-source join model test.
+#[derive(Debug, Clone)]
+pub enum JoinStep {
+    /// Rows of source 0 (a) or 1 (b): (k, time in ms, any order).
+    Batch(usize, Vec<(i32, i64)>),
+    Checkpoint {
+        durable: bool,
+        committed: bool,
+    },
+    Crash,
+}
+
+/// The view's rows in a comparable form (each model says how it fills it).
+pub type JoinAnswer = std::collections::BTreeMap<(i64, i64, i32), i64>;
+
+/// What a two-source join model test checks of its view.
+pub trait JoinModel: std::fmt::Debug {
+    /// The view by batch recomputation over the sources' prefixes.
+    fn answer(&self, a: &[Row], b: &[Row]) -> JoinAnswer;
+    /// The view's table in the same form.
+    fn table_rows(&self, table: &eddy_storage::Table) -> JoinAnswer;
+    /// The rows the join holds once it has seen both prefixes.
+    fn held(&self, a: &[Row], b: &[Row]) -> usize;
+    /// Checks of the view's statistics after a checkpoint committed (with
+    /// `commits_before` commits before it and `held` rows expected).
+    fn after_commit(&self, _target: &ViewTarget, _commits_before: u64, _held: usize) {}
+}
+
+/// Runs `steps` through the view `plan` over sources a and b, with
+/// checkpoints, commits and crashes (restore from the last durable
+/// snapshot, replay what followed it); after every commit and crash the
+/// view's table must equal `model`'s answer over the rows its recorded
+/// checkpoint covers, and at the end over every row.
+pub fn run_join_model(model: &dyn JoinModel, plan: ViewPlan, steps: Vec<JoinStep>) {
+    use eddy_storage::{Engine, EngineConfig};
+    use eddy_stream::operator::sink::FINAL_TAG;
+    use eddy_stream::types::CheckpointId;
+    use eddy_streamsql::view_op::{checkpoint_table, view_table};
+    use std::collections::HashMap;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = EngineConfig::new(dir.path());
+    cfg.sync = false;
+    let engine = Engine::open(cfg).expect("engine");
+    let checkpoints = engine
+        .create_table(checkpoint_table())
+        .expect("checkpoints");
+    let plan = Arc::new(plan);
+    let target = ViewTarget {
+        table: engine
+            .create_table(view_table("joined", &plan))
+            .expect("view table"),
+        checkpoints: Arc::clone(&checkpoints),
+        engine: Arc::clone(&engine),
+        job: "joined".into(),
+        stats: Arc::default(),
+    };
+    let mut op = Op::new(&plan, &target);
+    let mut logs: [Vec<Row>; 2] = [Vec::new(), Vec::new()];
+    let mut next_id = 1u64;
+    // checkpoint tag → the source positions it covers
+    let mut positions: HashMap<u64, (usize, usize)> = HashMap::new();
+    let mut durable: Option<(Vec<u8>, usize, usize)> = None;
+    let check = |logs: &[Vec<Row>; 2], positions: &HashMap<u64, (usize, usize)>| {
+        let (na, nb) = positions
+            .get(&recorded_tag(&target))
+            .copied()
+            .unwrap_or((0, 0));
+        assert_eq!(
+            model.table_rows(&target.table),
+            model.answer(&logs[0][..na], &logs[1][..nb]),
+            "{model:?} over the {na} + {nb} recorded rows"
+        );
+    };
+    for s in steps {
+        match s {
+            JoinStep::Batch(side, rows) => {
+                let rows: Vec<Row> = rows
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (k, ms))| ((logs[side].len() + i) as i64, k, ms * MS))
+                    .collect();
+                logs[side].extend_from_slice(&rows);
+                op.op()
+                    .process(
+                        side,
+                        Box::new(vec![ArrowBatch(batch(&rows))]),
+                        &mut NoOutput,
+                    )
+                    .expect("process");
+            }
+            JoinStep::Checkpoint {
+                durable: keep,
+                committed,
+            } => {
+                let id = CheckpointId(next_id);
+                next_id += 1;
+                positions.insert(id.0, (logs[0].len(), logs[1].len()));
+                let snap = op.op().snapshot(id).expect("snapshot").expect("state");
+                let held = model.held(&logs[0], &logs[1]);
+                assert_eq!(op.held(), held, "{model:?}: the rows the join holds");
+                if keep {
+                    durable = Some((snap, logs[0].len(), logs[1].len()));
+                    if committed {
+                        let commits = target.stats.report().commits;
+                        op.op().checkpoint_complete(id, false).expect("commit");
+                        check(&logs, &positions);
+                        model.after_commit(&target, commits, held);
+                    }
+                }
+            }
+            JoinStep::Crash => {
+                op = Op::new(&plan, &target);
+                let (fa, fb) = match &durable {
+                    Some((snap, fa, fb)) => {
+                        op.op().restore(snap).expect("restore");
+                        (*fa, *fb)
+                    }
+                    None => (0, 0),
+                };
+                check(&logs, &positions);
+                replay_two_sources(op.op(), &logs[0][fa..], &logs[1][fb..]);
+            }
+        }
+    }
+    positions.insert(FINAL_TAG, (logs[0].len(), logs[1].len()));
+    op.op()
+        .snapshot(CheckpointId(FINAL_TAG))
+        .expect("final snapshot");
+    op.op()
+        .checkpoint_complete(CheckpointId(FINAL_TAG), true)
+        .expect("final commit");
+    assert_eq!(
+        model.table_rows(&target.table),
+        model.answer(&logs[0], &logs[1]),
+        "{model:?}: the finished view"
+    );
+}
