@@ -35,8 +35,9 @@
 //! * `round` of one real or double precision argument, whose ties go to
 //!   the even neighbour as C's `rint` (`rounding`: `eddy_float_round`).
 //!
-//! Invariants: result types (except a timestamp difference's, the point of
-//! that rewrite) and output names do not change (names are preserved the
+//! Invariants: result types (except those of a timestamp difference and
+//! a date shifted by an interval, the point of those rewrites; every node
+//! recomputes its schema) and output names do not change (names are preserved the
 //! way DataFusion's own type coercion preserves them), so nothing above
 //! the rewritten expression notices; only operands of one
 //! type are rewritten (coercion has made them so); everything else is left
