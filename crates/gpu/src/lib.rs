@@ -50,7 +50,7 @@ pub mod session;
 
 pub use device::{discover, DeviceInfo, GpuInventory};
 pub use error::{GpuError, Result};
-pub use exec::{GpuJoinExec, GpuPreAggExec, GpuScanExec};
+pub use exec::{GpuJoinAggExec, GpuJoinExec, GpuPreAggExec, GpuScanExec};
 pub use metrics::{FallbackReason, GPU_METRICS};
 pub use mode::{GpuMode, GpuOptions};
 pub use optimizer::OffloadToGpu;

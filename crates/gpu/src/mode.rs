@@ -74,6 +74,42 @@ impl ConfigField for GpuMode {
     }
 }
 
+/// A boolean setting parsed as PostgreSQL parses one: `on`/`off`,
+/// `true`/`false`, `yes`/`no`, `1`/`0` (any case, quotes allowed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switch(pub bool);
+
+impl fmt::Display for Switch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0 { "on" } else { "off" })
+    }
+}
+
+impl ConfigField for Switch {
+    fn visit<V: Visit>(&self, v: &mut V, key: &str, description: &'static str) {
+        v.some(key, self, description)
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> DfResult<()> {
+        match value
+            .trim()
+            .trim_matches('\'')
+            .to_ascii_lowercase()
+            .as_str()
+        {
+            "on" | "true" | "yes" | "1" => self.0 = true,
+            "off" | "false" | "no" | "0" => self.0 = false,
+            _ => return config_err!("invalid value for {key}: \"{value}\" (expected on or off)"),
+        }
+        Ok(())
+    }
+
+    fn reset(&mut self, _key: &str) -> DfResult<()> {
+        self.0 = true;
+        Ok(())
+    }
+}
+
 datafusion::common::extensions_options! {
     /// GPU options of a session, keys under `eddy.`.
     pub struct GpuOptions {
@@ -89,6 +125,10 @@ datafusion::common::extensions_options! {
         /// across restarts; empty means memory only. The kernel cache is the
         /// process's, so setting it in one session sets it for all.
         pub gpu_kernel_cache_dir: String, default = String::new()
+        /// `eddy.gpu_fuse`: fuse a star join and the partial aggregation
+        /// above it into one kernel (GpuJoinAggExec); off plans them as two
+        /// operators (GpuJoinExec, GpuPreAggExec), for comparison.
+        pub gpu_fuse: Switch, default = Switch(true)
     }
 }
 
@@ -131,9 +171,18 @@ mod tests {
         cfg.extensions.insert(GpuOptions::default());
         cfg.set("eddy.gpu", "off").expect("set eddy.gpu");
         cfg.set("eddy.gpu_min_rows", "10").expect("set min rows");
+        assert!(
+            GpuOptions::from_config(&cfg).gpu_fuse,
+            "fusion on by default"
+        );
+        cfg.set("eddy.gpu_fuse", "false").expect("set fuse");
         let o = GpuOptions::from_config(&cfg);
         assert_eq!(o.gpu, GpuMode::Off);
         assert_eq!(o.gpu_min_rows, 10);
+        assert_eq!(o.gpu_fuse, Switch(false));
+        assert!(cfg.set("eddy.gpu_fuse", "sideways").is_err());
+        cfg.set("eddy.gpu_fuse", "'ON'").expect("set fuse");
+        assert_eq!(GpuOptions::from_config(&cfg).gpu_fuse, Switch(true));
         assert!(cfg.set("eddy.gpu", "sideways").is_err());
     }
 }

@@ -27,6 +27,7 @@ use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::ExecutionPlan;
 use parking_lot::Mutex;
 
@@ -144,8 +145,18 @@ impl OffloadToGpu {
         opts: &GpuOptions,
     ) -> (Option<Arc<dyn ExecutionPlan>>, Option<Decision>) {
         let attempt: Option<Attempt> = if let Some(agg) = node.downcast_ref::<AggregateExec>() {
-            (*agg.mode() == AggregateMode::Partial)
-                .then(|| ("GpuPreAggExec", plan_preagg(node), Arc::clone(agg.input())))
+            let fused = if opts.gpu_fuse.0 {
+                plan_join_agg(node, opts)
+            } else {
+                Err(Unsupported::operator("eddy.gpu_fuse is off"))
+            };
+            (*agg.mode() == AggregateMode::Partial).then(|| match fused {
+                Ok((fused, fact)) => ("GpuJoinAggExec", Ok(fused), fact),
+                Err(why) => {
+                    tracing::debug!(reason = %why, "join and aggregate not fused");
+                    ("GpuPreAggExec", plan_preagg(node), Arc::clone(agg.input()))
+                }
+            })
         } else if let Some(j) = node.downcast_ref::<HashJoinExec>() {
             match fact_to_probe_side(j) {
                 Some((wrap, join, probe)) => {
@@ -530,6 +541,67 @@ pub fn plan_join(
     }
     let exec = GpuJoinExec::try_new(Arc::clone(node), depth).map_err(unsupported_to_df)?;
     Ok(Arc::new(exec))
+}
+
+/// A Partial AggregateExec over (projections over) a star join →
+/// GpuJoinAggExec, the join and the partial aggregation in one kernel.
+/// Returns the operator and its fact input (whose size decides `auto`
+/// mode). Any refusal leaves the plan to the unfused operators.
+pub fn plan_join_agg(
+    node: &Arc<dyn ExecutionPlan>,
+    opts: &GpuOptions,
+) -> Result<(Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>), Unsupported> {
+    use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
+    let agg = node
+        .downcast_ref::<AggregateExec>()
+        .ok_or_else(|| Unsupported::operator("not an AggregateExec"))?;
+    // Projections are inlined into the kernel's expressions; a repartition
+    // under a partial aggregate only spreads rows (any spread of rows gives
+    // the same final answer), so the fused operator keeps the fact side's
+    // own partitions instead.
+    let mut projections: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
+    let mut cur = Arc::clone(agg.input());
+    loop {
+        let next = if let Some(p) = cur.downcast_ref::<ProjectionExec>() {
+            projections.push(Arc::clone(&cur));
+            Arc::clone(p.input())
+        } else if let Some(r) = cur.downcast_ref::<RepartitionExec>() {
+            Arc::clone(r.input())
+        } else {
+            break;
+        };
+        cur = next;
+    }
+    let j = cur
+        .downcast_ref::<HashJoinExec>()
+        .ok_or_else(|| Unsupported::operator("aggregate input is not a join"))?;
+    let join = match fact_to_probe_side(j) {
+        Some((wrap, join, _)) => {
+            projections.extend(wrap);
+            join
+        }
+        None => Arc::clone(&cur),
+    };
+    // The aggregate rebuilt over its projections over the (swapped) join.
+    let mut chain = Arc::clone(&join);
+    let mut rebuilt_projections = Vec::with_capacity(projections.len());
+    for p in projections.iter().rev() {
+        chain = replace_children_if_necessary(Arc::clone(p), vec![chain])
+            .map_err(|e| Unsupported::operator(e.to_string()))?;
+        rebuilt_projections.push(Arc::clone(&chain));
+    }
+    rebuilt_projections.reverse();
+    let template = replace_children_if_necessary(Arc::clone(node), vec![chain])
+        .map_err(|e| Unsupported::operator(e.to_string()))?;
+    let gpu_join = plan_join(&join, opts)?;
+    let fact = gpu_join
+        .children()
+        .first()
+        .map(|c| Arc::clone(*c))
+        .ok_or_else(|| Unsupported::operator("join without a fact input"))?;
+    let exec = crate::exec::GpuJoinAggExec::try_new(template, &rebuilt_projections, gpu_join)
+        .map_err(unsupported_to_df)?;
+    Ok((Arc::new(exec), fact))
 }
 
 /// A Partial AggregateExec → GpuPreAggExec.

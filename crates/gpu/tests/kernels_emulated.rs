@@ -1454,3 +1454,282 @@ async fn planned_single_level_join_kernels_answer_like_nested_loops() {
         diffs.join("\n")
     );
 }
+
+/// The fused join + partial aggregation kernel over two levels (a direct
+/// table with unique keys, a hashed table with duplicate and NULL keys),
+/// grouping by build columns (one a string, read as codes) with aggregates
+/// over fact columns and over an expression mixing fact and build columns:
+/// its groups and accumulators equal a reference aggregation over the rows
+/// of a nested-loop join.
+#[test]
+fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
+    use arrow::array::{Float64Array, Int32Array, StringArray, UInt32Array};
+    use arrow::compute::take;
+    use eddy_gpu::codegen::JoinAggKernelSpec;
+    if !emulation::cxx_available() {
+        return;
+    }
+    let n = ROWS;
+    // Fact: a dense foreign key (some NULL, some missing), a key into a side
+    // with duplicates, a measure with NULLs, a float measure.
+    let fk0: Int64Array = (0..n)
+        .map(|i| (i % 13 != 5).then_some(((i * 7) % 60) as i64))
+        .collect();
+    let fk1: Int64Array = (0..n)
+        .map(|i| (i % 17 != 3).then_some(((i * 5) % 12) as i64))
+        .collect();
+    let m: Int64Array = (0..n)
+        .map(|i| (i % 11 != 0).then_some(i as i64 * 1_000_003 - 900_000_000))
+        .collect();
+    let f: Float64Array = (0..n).map(|i| Some(i as f64 * 0.25 - 7.0)).collect();
+    let fact_fields = vec![
+        Field::new("fk0", DataType::Int64, true),
+        Field::new("fk1", DataType::Int64, true),
+        Field::new("m", DataType::Int64, true),
+        Field::new("f", DataType::Float64, false),
+    ];
+    let fact = RecordBatch::try_new(
+        Arc::new(Schema::new(fact_fields.clone())),
+        vec![Arc::new(fk0), Arc::new(fk1), Arc::new(m), Arc::new(f)],
+    )
+    .expect("fact");
+    // Level 0: keys 0..50 unique and dense (direct table): year, name.
+    let k0: Int64Array = (0..50).map(Some).collect();
+    let year: Int32Array = (0..50).map(|i| Some(1992 + (i % 7) as i32)).collect();
+    let names: StringArray = (0..50)
+        .map(|i| Some(["ASIA", "EUROPE", "AMERICA"][(i % 3) as usize]))
+        .collect();
+    // Level 1: keys with duplicates and NULLs (hashed, chained): cat.
+    let k1: Int64Array = (0..30)
+        .map(|i| (i % 9 != 4).then_some((i % 10) as i64))
+        .collect();
+    let cat: Int32Array = (0..30).map(|i| (i % 4 != 1).then_some(i as i32)).collect();
+    let b0 = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("k0", DataType::Int64, false),
+            Field::new("year", DataType::Int32, false),
+            Field::new("name", DataType::Utf8, false),
+        ])),
+        vec![
+            Arc::new(k0.clone()),
+            Arc::new(year.clone()),
+            Arc::new(names.clone()),
+        ],
+    )
+    .expect("b0");
+    let b1 = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![
+            Field::new("k1", DataType::Int64, true),
+            Field::new("cat", DataType::Int32, true),
+        ])),
+        vec![Arc::new(k1.clone()), Arc::new(cat.clone())],
+    )
+    .expect("b1");
+    let t0 = HostTable::build(b0, &k0).expect("table 0");
+    let t1 = HostTable::build(b1, &k1).expect("table 1");
+    assert_eq!((t0.kind, t0.unique), (BuildTable::Direct, true));
+    assert_eq!((t1.kind, t1.unique), (BuildTable::Hash, false));
+    // The name column as the codes the operator interns it to.
+    let codes: UInt32Array = names
+        .iter()
+        .map(|s| {
+            s.map(|s| match s {
+                "ASIA" => 0u32,
+                "EUROPE" => 1,
+                _ => 2,
+            })
+        })
+        .collect();
+    let mut fields = fact_fields;
+    fields.extend([
+        Field::new("k0", DataType::Int64, false),
+        Field::new("year", DataType::Int32, false),
+        Field::new("name", DataType::UInt32, true),
+        Field::new("k1", DataType::Int64, true),
+        Field::new("cat", DataType::Int32, true),
+    ]);
+    let schema = Arc::new(Schema::new(fields));
+    let build_arrays: Vec<(usize, ArrayRef)> = vec![
+        (4, Arc::new(k0.clone())),
+        (5, Arc::new(year)),
+        (6, Arc::new(codes)),
+        (7, Arc::new(k1.clone())),
+        (8, Arc::new(cat)),
+    ];
+    let ctx = SessionContext::new();
+    let p = |s: &str| common::physical(&ctx, &schema, s);
+    let keys = vec![p("year"), p("name"), p("cat")];
+    let aggs = vec![
+        AggSpec {
+            func: AggFunc::CountStar,
+            arg: None,
+        },
+        AggSpec {
+            func: AggFunc::Sum,
+            arg: Some(p("m")),
+        },
+        AggSpec {
+            func: AggFunc::Sum,
+            arg: Some(p("f")),
+        },
+        AggSpec {
+            func: AggFunc::Min,
+            arg: Some(p("m")),
+        },
+        AggSpec {
+            func: AggFunc::Max,
+            arg: Some(p("f")),
+        },
+        AggSpec {
+            func: AggFunc::Count,
+            arg: Some(p("cat")),
+        },
+        AggSpec {
+            func: AggFunc::Avg,
+            arg: Some(p("m + year")),
+        },
+    ];
+    let spec = JoinAggKernelSpec {
+        schema: Arc::clone(&schema),
+        fact_columns: 4,
+        build_columns: vec![4..7, 7..9],
+        levels: vec![
+            JoinLevelSpec {
+                probe_key: p("fk0"),
+                table: BuildTable::Direct,
+            },
+            JoinLevelSpec {
+                probe_key: p("fk1"),
+                table: BuildTable::Hash,
+            },
+        ],
+        keys: keys.clone(),
+        aggs: aggs.clone(),
+    };
+    let k = spec.generate().expect("fused kernel");
+    assert_eq!(k.entry, "eddy_join_preagg");
+    let emu = EmuKernel::build(&k);
+
+    // Reference: the nested-loop join's rows in the virtual schema.
+    let (mut fi, mut r0, mut r1) = (Vec::new(), Vec::new(), Vec::new());
+    let fk0 = fact.column(0).as_primitive::<arrow::datatypes::Int64Type>();
+    let fk1 = fact.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+    for r in 0..n {
+        if fk0.is_null(r) || fk1.is_null(r) {
+            continue;
+        }
+        for a in t0.probe(fk0.value(r)) {
+            for b in t1.probe(fk1.value(r)) {
+                fi.push(r as u32);
+                r0.push(a as u32);
+                r1.push(b as u32);
+            }
+        }
+    }
+    let (fi, r0, r1) = (
+        UInt32Array::from(fi),
+        UInt32Array::from(r0),
+        UInt32Array::from(r1),
+    );
+    let mut vcols: Vec<ArrayRef> = fact
+        .columns()
+        .iter()
+        .map(|c| take(c, &fi, None).expect("take"))
+        .collect();
+    for (i, a) in &build_arrays {
+        let idx = if *i < 7 { &r0 } else { &r1 };
+        vcols.push(take(a, idx, None).expect("take"));
+    }
+    let joined = RecordBatch::try_new(Arc::clone(&schema), vcols).expect("joined");
+    assert!(joined.num_rows() > n, "the duplicate keys multiply rows");
+    let want = reference_preagg(&k, &keys, &aggs, &[joined]);
+
+    // The kernel, fed as GpuJoinAggExec feeds it: fact columns per chunk,
+    // build columns and tables resident.
+    let i32s = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let i64s = |v: &[i64]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let tables = [&t0, &t1];
+    let nkw = keys.len() + 1;
+    let nacc = k.aggs.iter().map(|a| a.words).sum::<usize>().max(1);
+    let mut init = Vec::new();
+    for a in &k.aggs {
+        init.extend(a.init());
+    }
+    init.resize(nacc, 0);
+    let cap = 1usize << 12;
+    let mut args: Vec<Arg> = k
+        .params
+        .iter()
+        .map(|p| {
+            let build = |i: usize| -> Option<&ArrayRef> {
+                build_arrays.iter().find(|(j, _)| *j == i).map(|(_, a)| a)
+            };
+            let ty = |i: usize| k.columns.iter().find(|c| c.index == i).expect("use").ty;
+            match p {
+                Param::Column(i) if *i >= 4 => Arg::bytes(
+                    &host_column(build(*i).expect("build"), ty(*i))
+                        .expect("layout")
+                        .values,
+                ),
+                Param::Validity(i) if *i >= 4 => {
+                    match host_column(build(*i).expect("build"), ty(*i))
+                        .expect("layout")
+                        .validity
+                    {
+                        Some(v) => Arg::bytes(&v),
+                        None => Arg::Null,
+                    }
+                }
+                Param::DirectRows(l) => Arg::bytes(&i32s(&tables[*l].dm_rows)),
+                Param::DirectMin(l) => Arg::Scalar(tables[*l].dm_min as u64),
+                Param::DirectLen(l) => Arg::Scalar(tables[*l].dm_rows.len() as u64),
+                Param::HashKeys(l) => Arg::bytes(&i64s(&tables[*l].ht_keys)),
+                Param::HashRows(l) => Arg::bytes(&i32s(&tables[*l].ht_rows)),
+                Param::HashNext(l) => Arg::bytes(&i32s(&tables[*l].next)),
+                Param::HashMask(l) => Arg::Scalar(tables[*l].ht_mask),
+                Param::GroupState => Arg::zeroed(cap * 4),
+                Param::GroupKeys => Arg::zeroed(cap * nkw * 8),
+                Param::GroupAcc => Arg::Buf((0..cap).flat_map(|_| init.iter().copied()).collect()),
+                Param::GroupMask => Arg::Scalar(cap as u64 - 1),
+                Param::Overflow | Param::Err => Arg::zeroed(4),
+                other => input_arg(other, &k, &fact, &[])
+                    .unwrap_or_else(|| panic!("fused parameter {other:?}")),
+            }
+        })
+        .collect();
+    emu.launch(&mut args, GRID, BLOCK_THREADS)
+        .unwrap_or_else(|e| panic!("emulator: {e}"));
+    let pos = |want: &Param| k.params.iter().position(|p| p == want).expect("param");
+    assert_eq!(
+        u32_at(args[pos(&Param::Overflow)].as_bytes(), 0),
+        0,
+        "overflow"
+    );
+    assert_eq!(u32_at(args[pos(&Param::Err)].as_bytes(), 0), 0, "row error");
+    let (st, kb, ab) = (
+        args[pos(&Param::GroupState)].as_bytes(),
+        args[pos(&Param::GroupKeys)].as_bytes(),
+        args[pos(&Param::GroupAcc)].as_bytes(),
+    );
+    let mut got = BTreeMap::new();
+    for s in 0..cap {
+        if u32_at(st, s) != 2 {
+            continue;
+        }
+        let key: Vec<u64> = (0..nkw).map(|i| u64_at(kb, s * nkw + i)).collect();
+        let words: Vec<u64> = (0..nacc).map(|i| u64_at(ab, s * nacc + i)).collect();
+        assert!(got.insert(key, words).is_none(), "a group has two slots");
+    }
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "the groups"
+    );
+    for (key, w) in &want {
+        assert!(
+            same_accumulators(&k, &got[key], w),
+            "group {key:?}: got {:?}, want {w:?}",
+            got[key]
+        );
+    }
+}

@@ -3,7 +3,7 @@
 //! GpuScanExec (NULLs, wrapping and checked overflow, division by zero,
 //! decimals, dates, dictionary strings, Eddy's `eddy_int_*` /
 //! `eddy_float_*`), and the SSB and TPC-H queries the rule offloads
-//! (GpuScan, GpuJoin, GpuPreAgg), each with `eddy.gpu = on` and `off` in
+//! (GpuScan, GpuJoin, GpuPreAgg, the fused GpuJoinAgg), each with `eddy.gpu = on` and `off` in
 //! the same session.
 //!
 //! The emulation tests (`kernels_emulated.rs`) check the kernels' logic on
@@ -90,6 +90,25 @@ async fn answer(ctx: &SessionContext, sql: &str, canon: fn(&[RecordBatch]) -> Ve
     }
 }
 
+/// The GPU operators of `sql`'s physical plan, in plan order.
+async fn gpu_operators(ctx: &SessionContext, sql: &str) -> Vec<String> {
+    fn walk(p: &Arc<dyn datafusion::physical_plan::ExecutionPlan>, out: &mut Vec<String>) {
+        if p.name().starts_with("Gpu") {
+            out.push(p.name().to_string());
+        }
+        for c in p.children() {
+            walk(c, out);
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(df) = ctx.sql(sql).await {
+        if let Ok(plan) = df.create_physical_plan().await {
+            walk(&plan, &mut out);
+        }
+    }
+    out
+}
+
 /// Runs `sql` with the GPU off, then on; reports and returns the
 /// difference, if any. A fall-back is a difference too where the CPU
 /// answered (no row error can explain it: the device failed).
@@ -107,6 +126,7 @@ async fn compare(
     if gpu.launches > 0 {
         *on_device += 1;
     }
+    let operators = gpu_operators(ctx, sql).await;
     let rows = cpu.out.as_ref().map(|r| r.len()).unwrap_or(0);
     let failed = cpu.out.is_ok() && gpu.fallbacks > 0;
     let verdict = if cpu.out != gpu.out {
@@ -117,8 +137,10 @@ async fn compare(
         "equal"
     };
     eprintln!(
-        "{verdict}: {label} ({rows} rows, {} launches, {} fall-backs)",
-        gpu.launches, gpu.fallbacks
+        "{verdict}: {label} ({rows} rows, {} launches, {} fall-backs) [{}]",
+        gpu.launches,
+        gpu.fallbacks,
+        operators.join(", ")
     );
     if cpu.out != gpu.out {
         Some(format!("{label}: {}", difference(&cpu.out, &gpu.out)))
@@ -222,6 +244,23 @@ async fn ssb_and_tpch_answer_alike_on_the_device() {
     }
     eprintln!("SSB + TPC-H: {on_device} queries launched kernels");
     assert!(on_device > 0, "no query ran on the device");
+    // The star joins with their aggregation ran fused (one kernel).
+    let (ssb_ctx, ssb_queries) = &suites[0];
+    common::set(ssb_ctx, "SET eddy.gpu = 'on'").await;
+    let mut fused = 0;
+    for (_, sql) in ssb_queries {
+        fused += usize::from(
+            gpu_operators(ssb_ctx, sql)
+                .await
+                .iter()
+                .any(|o| o == "GpuJoinAggExec"),
+        );
+    }
+    eprintln!(
+        "SSB: {fused} of {} queries planned with GpuJoinAggExec",
+        ssb_queries.len()
+    );
+    assert!(fused > 0, "no SSB query was fused");
     assert!(
         diffs.is_empty(),
         "{} answers differ:\n{}",

@@ -241,13 +241,21 @@ async fn star_join_and_partial_aggregate_are_offloaded_and_correct() {
     set(&ctx, "SET eddy.gpu = 'on'").await;
     let p = plan(&ctx, STAR).await;
     let text = shown(&p);
-    assert!(text.contains("GpuPreAggExec"), "{text}");
     // DataFusion put the intermediate join (the fact side, size unknown) on
     // the build side of the top join. The rule swaps that join's inputs
     // (the dimension becomes the build side; a fact-sized host table made
     // GpuJoin 5-7x slower than the CPU on an H100), so both levels fuse into
-    // one kernel over the partitioned fact table.
-    assert!(text.contains("GpuJoinExec: levels=2"), "{text}");
+    // one kernel over the partitioned fact table, and the partial
+    // aggregation above them into the same kernel (the round robin
+    // repartition between them dropped: the fact side keeps its partitions).
+    assert!(
+        text.contains("GpuJoinAggExec: levels=2, gby=[d_year@"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("GpuPreAggExec") && !text.contains("GpuJoinExec"),
+        "fused, not two operators: {text}"
+    );
     assert!(
         !text.contains("HashJoinExec"),
         "no join left on the CPU: {text}"
@@ -258,9 +266,12 @@ async fn star_join_and_partial_aggregate_are_offloaded_and_correct() {
     );
     let d: Vec<Decision> = rule.last_decisions();
     assert!(
-        d.iter().any(|x| x.offloaded_as == Some("GpuJoinExec")),
+        d.iter()
+            .any(|x| x.operator == "AggregateExec" && x.offloaded_as == Some("GpuJoinAggExec")),
         "{d:?}"
     );
+    // Without a device the fused operator runs the CPU plan it keeps (the
+    // aggregate rebuilt over the swapped joins): the same answer.
     must_equal_cpu(&ctx, STAR).await;
 }
 

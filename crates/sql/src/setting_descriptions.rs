@@ -36,6 +36,9 @@ pub fn setting_description(name: &str) -> Option<&'static str> {
         "transaction_read_only" => "Sets the current transaction's read-only status.",
         "eddy.gpu" => "Whether analytical operators may run on a GPU: auto, on or off.",
         "eddy.gpu_min_rows" => "Fewest input rows for which an operator is offloaded to a GPU.",
+        "eddy.gpu_fuse" => {
+            "Whether a star join and the aggregation above it run as one GPU kernel."
+        }
         "eddy.gpu_kernel_cache_dir" => {
             "Directory of compiled GPU kernels (one for the whole server)."
         }

@@ -89,6 +89,56 @@ async fn explain_names_what_runs_on_the_gpu_and_why_the_rest_does_not() {
         "{gpu}"
     );
 
+    // A star join with its aggregation, over Eddy tables: one fused
+    // operator (a string group key from a dimension included), or two
+    // with `eddy.gpu_fuse = off`.
+    run(
+        &mut s,
+        "CREATE TABLE dim (dk INT PRIMARY KEY, yr INT, region TEXT)",
+    )
+    .await;
+    run(
+        &mut s,
+        "CREATE TABLE fact (id INT PRIMARY KEY, dk INT, amount BIGINT)",
+    )
+    .await;
+    run(
+        &mut s,
+        "INSERT INTO dim VALUES (1, 1997, 'ASIA'), (2, 1998, 'EUROPE')",
+    )
+    .await;
+    run(
+        &mut s,
+        "INSERT INTO fact VALUES (1, 1, 10), (2, 2, 20), (3, 1, 30)",
+    )
+    .await;
+    let star = "SELECT yr, region, sum(amount), count(*) FROM fact JOIN dim ON fact.dk = dim.dk \
+                WHERE yr > 1990 GROUP BY yr, region";
+    let rows = explain(&mut s, star).await;
+    let text = |rows: &[(String, String)], kind: &str| {
+        rows.iter()
+            .find(|(k, _)| k == kind)
+            .map(|(_, p)| p.clone())
+            .unwrap_or_else(|| panic!("no {kind} row: {rows:?}"))
+    };
+    let physical = text(&rows, "physical_plan");
+    assert!(
+        physical.contains("GpuJoinAggExec: levels=1") && !physical.contains("GpuPreAggExec"),
+        "{physical}\n{}",
+        text(&rows, "gpu_decisions")
+    );
+    assert!(
+        text(&rows, "gpu_decisions").contains("AggregateExec -> GpuJoinAggExec"),
+        "{rows:?}"
+    );
+    run(&mut s, "SET eddy.gpu_fuse = off").await;
+    let physical = text(&explain(&mut s, star).await, "physical_plan");
+    assert!(
+        physical.contains("GpuPreAggExec") && !physical.contains("GpuJoinAggExec"),
+        "{physical}"
+    );
+    run(&mut s, "SET eddy.gpu_fuse = on").await;
+
     // GPU off: DataFusion's EXPLAIN, unchanged.
     run(&mut s, "SET eddy.gpu = off").await;
     let rows = explain(&mut s, "SELECT id, v * 2 FROM g WHERE v > 5").await;

@@ -245,17 +245,23 @@ fn run_pgwire_passes(
     })
 }
 
-/// The two passes of `eddy-gpu`: Eddy's CPU path, then the GPU path, over
-/// one server and one load. The GPU pass forces offload (`on`, not the
-/// size-gated `auto`) so every operator the rule accepts runs on the device.
-const EDDY_GPU_PASSES: [(&str, &[&str]); 2] = [
+/// The passes of `eddy-gpu`: Eddy's CPU path, the GPU path, and the GPU
+/// path with the star join and the partial aggregation as two operators
+/// (`eddy.gpu_fuse = off`), over one server and one load. The GPU passes
+/// force offload (`on`, not the size-gated `auto`) so every operator the
+/// rule accepts runs on the device.
+const EDDY_GPU_PASSES: [(&str, &[&str]); 3] = [
     ("eddy", &["SET eddy.gpu = off"]),
     ("eddy-gpu", &["SET eddy.gpu = on"]),
+    (
+        "eddy-gpu-unfused",
+        &["SET eddy.gpu = on", "SET eddy.gpu_fuse = off"],
+    ),
 ];
 
 /// `eddy-gpu`: one Eddy server (started or at --eddy-addr), loaded once,
-/// queried with the GPU off and on; two engine runs whose answers the
-/// report compares.
+/// queried with the GPU off, on, and on without fusion; three engine runs
+/// whose answers the report compares.
 fn run_eddy_gpu_pair(w: &Workload, opts: &HarnessOptions) -> Result<Vec<EngineRun>> {
     with_eddy(opts, |t| {
         run_pgwire_passes(

@@ -93,6 +93,11 @@ pub struct ExprCompiler<'a> {
     out: CompiledExpr,
     tmp: usize,
     indent: usize,
+    /// Columns read at another row than the kernel's `row` (a fused join's
+    /// build-side columns, read at the matched build row `r{level}`). Their
+    /// loads go into `body` where first used, not into `loads`, because
+    /// that row is only known after the probe.
+    row_sources: HashMap<usize, String>,
 }
 
 const FLAG_ERR: &str = "eddy_set_error(err)";
@@ -106,7 +111,16 @@ impl<'a> ExprCompiler<'a> {
             out: CompiledExpr::default(),
             tmp: 0,
             indent: 2,
+            row_sources: HashMap::new(),
         }
+    }
+
+    /// Reads column `index` at row `row_expr` (a C expression) instead of
+    /// `row`; its load is emitted into `body` at first use. A caller that
+    /// compiles conditional code (CASE) must load such columns first, at
+    /// the top level, with [`ExprCompiler::column`].
+    pub fn set_row_source(&mut self, index: usize, row_expr: &str) {
+        self.row_sources.insert(index, row_expr.to_string());
     }
 
     /// Declares the dictionary of column `index` as known at generation time.
@@ -168,16 +182,30 @@ impl<'a> ExprCompiler<'a> {
         let nullable = field.is_nullable();
         if !self.out.columns.contains_key(&index) {
             let v = format!("c{index}");
-            let load = match ty {
-                DevType::Bool => format!("    const bool {v} = eddy_bit(col{index}, row);\n"),
-                _ => format!("    const {} {v} = col{index}[row];\n", ty.c_type()),
-            };
-            let _ = write!(self.out.loads, "{load}");
-            if nullable {
-                let _ = writeln!(
-                    self.out.loads,
-                    "    const bool {v}_n = eddy_is_null(valid{index}, row);"
-                );
+            if let Some(row) = self.row_sources.get(&index).cloned() {
+                match ty {
+                    DevType::Bool => {
+                        self.line(&format!("const bool {v} = eddy_bit(col{index}, {row});"))
+                    }
+                    _ => self.line(&format!("const {} {v} = col{index}[{row}];", ty.c_type())),
+                }
+                if nullable {
+                    self.line(&format!(
+                        "const bool {v}_n = eddy_is_null(valid{index}, {row});"
+                    ));
+                }
+            } else {
+                let load = match ty {
+                    DevType::Bool => format!("    const bool {v} = eddy_bit(col{index}, row);\n"),
+                    _ => format!("    const {} {v} = col{index}[row];\n", ty.c_type()),
+                };
+                let _ = write!(self.out.loads, "{load}");
+                if nullable {
+                    let _ = writeln!(
+                        self.out.loads,
+                        "    const bool {v}_n = eddy_is_null(valid{index}, row);"
+                    );
+                }
             }
             self.out.columns.insert(
                 index,

@@ -139,7 +139,7 @@ pub fn hash64(mut x: u64) -> u64 {
     x
 }
 
-fn common_params(c: &super::expr::CompiledExpr) -> (Vec<Param>, Vec<String>) {
+pub(crate) fn common_params(c: &super::expr::CompiledExpr) -> (Vec<Param>, Vec<String>) {
     let mut params = vec![Param::Rows];
     let mut decl = vec!["const long long nrows".to_string()];
     for col in c.columns.values() {
@@ -175,7 +175,7 @@ fn common_params(c: &super::expr::CompiledExpr) -> (Vec<Param>, Vec<String>) {
     (params, decl)
 }
 
-fn signature(entry: &str, decl: &[String]) -> String {
+pub(crate) fn signature(entry: &str, decl: &[String]) -> String {
     let mut s =
         format!("extern \"C\" __global__ void __launch_bounds__({BLOCK_THREADS}) {entry}(\n");
     for (i, d) in decl.iter().enumerate() {
@@ -292,7 +292,7 @@ impl ScanKernelSpec {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn finish(
+pub(crate) fn finish(
     entry: &'static str,
     source: String,
     params: Vec<Param>,
@@ -316,9 +316,87 @@ fn finish(
     }
 }
 
-fn indent_block(s: &str, levels: usize) -> String {
+pub(crate) fn indent_block(s: &str, levels: usize) -> String {
     let pad = "  ".repeat(levels);
     s.lines().map(|l| format!("{pad}{l}\n")).collect()
+}
+
+/// The build-table parameters of every join level (a hash level always
+/// takes its duplicate chain, `ht_next`).
+pub(crate) fn join_table_params(
+    levels: &[JoinLevelSpec],
+    params: &mut Vec<Param>,
+    decl: &mut Vec<String>,
+) {
+    for (l, lv) in levels.iter().enumerate() {
+        match lv.table {
+            BuildTable::Direct => {
+                params.extend([
+                    Param::DirectRows(l),
+                    Param::DirectMin(l),
+                    Param::DirectLen(l),
+                ]);
+                decl.push(format!("const int* __restrict__ dm_rows{l}"));
+                decl.push(format!("const long long dm_min{l}"));
+                decl.push(format!("const long long dm_len{l}"));
+            }
+            BuildTable::Hash => {
+                params.extend([
+                    Param::HashKeys(l),
+                    Param::HashRows(l),
+                    Param::HashNext(l),
+                    Param::HashMask(l),
+                ]);
+                decl.push(format!("const long long* __restrict__ ht_keys{l}"));
+                decl.push(format!("const int* __restrict__ ht_rows{l}"));
+                decl.push(format!("const int* __restrict__ ht_next{l}"));
+                decl.push(format!("const unsigned long long ht_mask{l}"));
+            }
+        }
+    }
+}
+
+/// Lookup helpers per level: the first matching build row, or -1.
+pub(crate) fn probe_helpers(levels: &[JoinLevelSpec]) -> String {
+    let mut src = String::new();
+    for (l, lv) in levels.iter().enumerate() {
+        match lv.table {
+            BuildTable::Direct => {
+                let _ = writeln!(
+                    src,
+                    "__device__ __forceinline__ int eddy_probe{l}(const int* __restrict__ dm_rows{l}, long long dm_min{l}, long long dm_len{l}, long long k) {{\n  const long long i = k - dm_min{l};\n  return (i >= 0 && i < dm_len{l}) ? dm_rows{l}[i] : -1;\n}}"
+                );
+            }
+            BuildTable::Hash => {
+                let _ = writeln!(
+                    src,
+                    "__device__ __forceinline__ int eddy_probe{l}(const long long* __restrict__ ht_keys{l}, const int* __restrict__ ht_rows{l}, unsigned long long ht_mask{l}, long long k) {{\n  for (unsigned long long s = eddy_hash64((unsigned long long)k) & ht_mask{l};; s = (s + 1) & ht_mask{l}) {{\n    const int r = ht_rows{l}[s];\n    if (r < 0) return -1;\n    if (ht_keys{l}[s] == k) return r;\n  }}\n}}"
+                );
+            }
+        }
+    }
+    src
+}
+
+/// The call probing level `l` with key `k`.
+pub(crate) fn probe_call(l: usize, lv: &JoinLevelSpec, k: &str) -> String {
+    match lv.table {
+        BuildTable::Direct => {
+            format!("eddy_probe{l}(dm_rows{l}, dm_min{l}, dm_len{l}, (long long){k})")
+        }
+        BuildTable::Hash => {
+            format!("eddy_probe{l}(ht_keys{l}, ht_rows{l}, ht_mask{l}, (long long){k})")
+        }
+    }
+}
+
+/// The step to the next build row with the same key (a direct level has
+/// unique keys: none).
+pub(crate) fn chain_next(l: usize, lv: &JoinLevelSpec) -> String {
+    match lv.table {
+        BuildTable::Direct => format!("r{l} = -1"),
+        BuildTable::Hash => format!("r{l} = ht_next{l}[r{l}]"),
+    }
 }
 
 /// How one join level's build side is laid out on the device.
@@ -375,32 +453,7 @@ impl JoinKernelSpec {
         }
         let c = cx.finish();
         let (mut params, mut decl) = common_params(&c);
-        for (l, lv) in self.levels.iter().enumerate() {
-            match lv.table {
-                BuildTable::Direct => {
-                    params.extend([
-                        Param::DirectRows(l),
-                        Param::DirectMin(l),
-                        Param::DirectLen(l),
-                    ]);
-                    decl.push(format!("const int* __restrict__ dm_rows{l}"));
-                    decl.push(format!("const long long dm_min{l}"));
-                    decl.push(format!("const long long dm_len{l}"));
-                }
-                BuildTable::Hash => {
-                    params.extend([
-                        Param::HashKeys(l),
-                        Param::HashRows(l),
-                        Param::HashNext(l),
-                        Param::HashMask(l),
-                    ]);
-                    decl.push(format!("const long long* __restrict__ ht_keys{l}"));
-                    decl.push(format!("const int* __restrict__ ht_rows{l}"));
-                    decl.push(format!("const int* __restrict__ ht_next{l}"));
-                    decl.push(format!("const unsigned long long ht_mask{l}"));
-                }
-            }
-        }
+        join_table_params(&self.levels, &mut params, &mut decl);
         if self.unique {
             params.push(Param::KeepBits);
             decl.push("uint32_t* __restrict__ keep_bits".into());
@@ -419,23 +472,7 @@ impl JoinKernelSpec {
 
         let mut src = String::from(PRELUDE);
         src.push_str(&c.globals);
-        // Lookup helpers per level: first matching build row, or -1.
-        for (l, lv) in self.levels.iter().enumerate() {
-            match lv.table {
-                BuildTable::Direct => {
-                    let _ = writeln!(
-                        src,
-                        "__device__ __forceinline__ int eddy_probe{l}(const int* __restrict__ dm_rows{l}, long long dm_min{l}, long long dm_len{l}, long long k) {{\n  const long long i = k - dm_min{l};\n  return (i >= 0 && i < dm_len{l}) ? dm_rows{l}[i] : -1;\n}}"
-                    );
-                }
-                BuildTable::Hash => {
-                    let _ = writeln!(
-                        src,
-                        "__device__ __forceinline__ int eddy_probe{l}(const long long* __restrict__ ht_keys{l}, const int* __restrict__ ht_rows{l}, unsigned long long ht_mask{l}, long long k) {{\n  for (unsigned long long s = eddy_hash64((unsigned long long)k) & ht_mask{l};; s = (s + 1) & ht_mask{l}) {{\n    const int r = ht_rows{l}[s];\n    if (r < 0) return -1;\n    if (ht_keys{l}[s] == k) return r;\n  }}\n}}"
-                    );
-                }
-            }
-        }
+        src.push_str(&probe_helpers(&self.levels));
         src.push_str("\n// Star join: every level probed by the same thread, no sync points.\n");
         src.push_str(&signature("eddy_join", &decl));
         src.push_str("{\n");
@@ -446,14 +483,7 @@ impl JoinKernelSpec {
         src.push_str("    if (row < nrows) {\n");
         src.push_str(&indent_block(&c.loads, 1));
         src.push_str(&c.body);
-        let probe = |l: usize, lv: &JoinLevelSpec, k: &str| match lv.table {
-            BuildTable::Direct => {
-                format!("eddy_probe{l}(dm_rows{l}, dm_min{l}, dm_len{l}, (long long){k})")
-            }
-            BuildTable::Hash => {
-                format!("eddy_probe{l}(ht_keys{l}, ht_rows{l}, ht_mask{l}, (long long){k})")
-            }
-        };
+        let probe = probe_call;
         if self.unique {
             src.push_str("      keep = true;\n");
             for (l, (lv, k)) in self.levels.iter().zip(&keys).enumerate() {
@@ -483,10 +513,7 @@ impl JoinKernelSpec {
             for (l, (lv, k)) in self.levels.iter().zip(&keys).enumerate() {
                 let pad = "  ".repeat(depth);
                 let _ = writeln!(src, "{pad}if (!({})) {{", k.null);
-                let next = match lv.table {
-                    BuildTable::Direct => format!("r{l} = -1"),
-                    BuildTable::Hash => format!("r{l} = ht_next{l}[r{l}]"),
-                };
+                let next = chain_next(l, lv);
                 let _ = writeln!(
                     src,
                     "{pad}for (int r{l} = {}; r{l} >= 0; {next}) {{",
@@ -626,184 +653,28 @@ impl PreAggKernelSpec {
     pub fn generate(&self) -> Result<KernelSource, Unsupported> {
         let mut cx = ExprCompiler::new(&self.schema);
         cx.set_indent(3);
-        let mut keys = Vec::new();
-        for k in &self.keys {
-            let v = cx.compile(k)?;
-            if !v.ty.is_integer() || v.ty == DevType::Bool {
-                return Err(Unsupported::ty(format!("group key of {:?}", v.ty)));
-            }
-            keys.push(v);
-        }
-        let mut slots = Vec::new();
-        let mut args: Vec<Option<Value>> = Vec::new();
-        let mut offset = 0;
-        for a in &self.aggs {
-            let v = match (&a.arg, a.func) {
-                (_, AggFunc::CountStar) => None,
-                (Some(e), _) => Some(cx.compile(e)?),
-                (None, f) => return Err(Unsupported::operator(format!("{f:?} without argument"))),
-            };
-            let ty = v.as_ref().map(|v| v.ty);
-            if let Some(t) = ty {
-                let ok = match a.func {
-                    AggFunc::Count => true,
-                    _ => {
-                        (t.is_integer() && !matches!(t, DevType::DictCode { .. } | DevType::U64))
-                            || t.is_float()
-                    }
-                };
-                if !ok || (a.func != AggFunc::Count && t == DevType::Bool) {
-                    return Err(Unsupported::ty(format!("{:?} over {t:?}", a.func)));
-                }
-            }
-            let float = ty.is_some_and(|t| t.is_float());
-            let words = match a.func {
-                AggFunc::CountStar | AggFunc::Count => 1,
-                AggFunc::Sum | AggFunc::Avg if !float => 3,
-                _ => 2,
-            };
-            slots.push(AggSlot {
-                func: a.func,
-                arg_ty: ty,
-                offset,
-                words,
-            });
-            offset += words;
-            args.push(v);
-        }
-        let nacc = offset.max(1);
-        let nkw = keys.len() + 1;
-        let per_slot = (nkw + nacc) * 8 + 4;
-        let mut shared_slots = 1usize;
-        while shared_slots * 2 * per_slot <= SHARED_BYTES {
-            shared_slots *= 2;
-        }
+        let g = compile_group(&mut cx, &self.keys, &self.aggs)?;
         let c = cx.finish();
         let (mut params, mut decl) = common_params(&c);
-        params.extend([
-            Param::GroupState,
-            Param::GroupKeys,
-            Param::GroupAcc,
-            Param::GroupMask,
-            Param::Overflow,
-            Param::Err,
-        ]);
-        decl.push("uint32_t* __restrict__ g_state".into());
-        decl.push("unsigned long long* __restrict__ g_keys".into());
-        decl.push("unsigned long long* __restrict__ g_acc".into());
-        decl.push("const unsigned long long g_mask".into());
-        decl.push("int* __restrict__ overflow".into());
-        decl.push("int* __restrict__ err".into());
+        group_table_params(&mut params, &mut decl);
 
         let mut src = String::from(PRELUDE);
-        let _ = writeln!(src, "#define EDDY_NKW {nkw}\n#define EDDY_NACC {nacc}\n#define EDDY_SHARED_SLOTS {shared_slots}");
-        src.push_str(PREAGG_HELPERS);
+        src.push_str(&group_defines(&g));
         src.push_str(&c.globals);
-        // Accumulator initialisation (shared table).
-        src.push_str("__device__ __forceinline__ void eddy_acc_init(unsigned long long* a) {\n");
-        for s in &slots {
-            for (i, w) in s.init().iter().enumerate() {
-                let _ = writeln!(src, "  a[{}] = 0x{w:016x}ULL;", s.offset + i);
-            }
-        }
-        if slots.is_empty() {
-            src.push_str("  a[0] = 0ULL;\n");
-        }
-        src.push_str("}\n");
-        // Merge of a shared accumulator into the global one.
-        src.push_str("__device__ __forceinline__ void eddy_acc_merge(unsigned long long* g, const unsigned long long* s) {\n");
-        for s in &slots {
-            let o = s.offset;
-            let float = s.arg_ty.is_some_and(|t| t.is_float());
-            let line = match (s.func, float) {
-                (AggFunc::CountStar | AggFunc::Count, _) => format!("  atomicAdd(&g[{o}], s[{o}]);"),
-                (AggFunc::Sum | AggFunc::Avg, false) => {
-                    format!("  eddy_add_u128(&g[{o}], s[{o}], s[{}]); atomicAdd(&g[{}], s[{}]);", o + 1, o + 2, o + 2)
-                }
-                (AggFunc::Sum | AggFunc::Avg, true) => {
-                    format!("  atomicAdd((double*)&g[{o}], __longlong_as_double((long long)s[{o}])); atomicAdd(&g[{}], s[{}]);", o + 1, o + 1)
-                }
-                (AggFunc::Min, false) => format!("  if (s[{}]) {{ atomicMin((long long*)&g[{o}], (long long)s[{o}]); atomicAdd(&g[{}], s[{}]); }}", o + 1, o + 1, o + 1),
-                (AggFunc::Max, false) => format!("  if (s[{}]) {{ atomicMax((long long*)&g[{o}], (long long)s[{o}]); atomicAdd(&g[{}], s[{}]); }}", o + 1, o + 1, o + 1),
-                (AggFunc::Min, true) => format!("  if (s[{}]) {{ eddy_min_f64(&g[{o}], __longlong_as_double((long long)s[{o}])); atomicAdd(&g[{}], s[{}]); }}", o + 1, o + 1, o + 1),
-                (AggFunc::Max, true) => format!("  if (s[{}]) {{ eddy_max_f64(&g[{o}], __longlong_as_double((long long)s[{o}])); atomicAdd(&g[{}], s[{}]); }}", o + 1, o + 1, o + 1),
-            };
-            let _ = writeln!(src, "{line}");
-        }
-        src.push_str("}\n");
+        src.push_str(&acc_functions(&g.slots));
 
         src.push_str("\n// Partial GROUP BY: shared-memory table per block, global table with\n");
         src.push_str("// atomics behind it. Only __syncthreads(): no grid-wide sync.\n");
         src.push_str(&signature("eddy_preagg", &decl));
         src.push_str("{\n");
-        src.push_str("  __shared__ uint32_t s_state[EDDY_SHARED_SLOTS];\n");
-        src.push_str("  __shared__ unsigned long long s_keys[EDDY_SHARED_SLOTS * EDDY_NKW];\n");
-        src.push_str("  __shared__ unsigned long long s_acc[EDDY_SHARED_SLOTS * EDDY_NACC];\n");
-        src.push_str("  for (int i = threadIdx.x; i < EDDY_SHARED_SLOTS; i += blockDim.x) { s_state[i] = 0; eddy_acc_init(&s_acc[i * EDDY_NACC]); }\n");
-        src.push_str("  __syncthreads();\n");
+        src.push_str(GROUP_PROLOGUE);
         src.push_str("  const long long stride = (long long)gridDim.x * blockDim.x;\n");
         src.push_str("  for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < nrows; row += stride) {\n");
         src.push_str(&c.loads);
         src.push_str(&c.body);
-        src.push_str(
-            "      unsigned long long k[EDDY_NKW];\n      unsigned long long nullmask = 0;\n",
-        );
-        for (i, kv) in keys.iter().enumerate() {
-            let _ = writeln!(
-                src,
-                "      k[{i}] = ({}) ? 0ULL : (unsigned long long)(long long)({});",
-                kv.null, kv.val
-            );
-            let _ = writeln!(src, "      if ({}) nullmask |= 1ULL << {i};", kv.null);
-        }
-        let _ = writeln!(src, "      k[{}] = nullmask;", keys.len());
-        src.push_str("      const unsigned long long h = eddy_hash_keys(k);\n");
-        src.push_str(
-            "      long long s = eddy_ht_slot(s_state, s_keys, k, h, EDDY_SHARED_SLOTS - 1, 8);\n",
-        );
-        src.push_str("      unsigned long long* acc;\n");
-        src.push_str("      if (s >= 0) {\n        acc = &s_acc[s * EDDY_NACC];\n      } else {\n");
-        src.push_str("        const long long g = eddy_ht_slot(g_state, g_keys, k, h, g_mask, (long long)g_mask + 1);\n");
-        src.push_str("        if (g < 0) { atomicExch(overflow, 1); continue; }\n");
-        src.push_str("        acc = &g_acc[g * EDDY_NACC];\n      }\n");
-        for (s, v) in slots.iter().zip(&args) {
-            let o = s.offset;
-            let float = s.arg_ty.is_some_and(|t| t.is_float());
-            let line = match (s.func, v) {
-                (AggFunc::CountStar, _) => format!("atomicAdd(&acc[{o}], 1ULL);"),
-                (_, None) => String::new(),
-                (AggFunc::Count, Some(v)) => format!("if (!({})) atomicAdd(&acc[{o}], 1ULL);", v.null),
-                (AggFunc::Sum | AggFunc::Avg, Some(v)) if !float => format!(
-                    "if (!({})) {{ eddy_add_i128(&acc[{o}], (long long)({})); atomicAdd(&acc[{}], 1ULL); }}",
-                    v.null, v.val, o + 2
-                ),
-                (AggFunc::Sum | AggFunc::Avg, Some(v)) => format!(
-                    "if (!({})) {{ atomicAdd((double*)&acc[{o}], (double)({})); atomicAdd(&acc[{}], 1ULL); }}",
-                    v.null, v.val, o + 1
-                ),
-                (AggFunc::Min | AggFunc::Max, Some(v)) => {
-                    let f = match (s.func == AggFunc::Min, float) {
-                        (true, false) => format!("atomicMin((long long*)&acc[{o}], (long long)({}))", v.val),
-                        (false, false) => format!("atomicMax((long long*)&acc[{o}], (long long)({}))", v.val),
-                        (true, true) => format!("eddy_min_f64(&acc[{o}], (double)({}))", v.val),
-                        (false, true) => format!("eddy_max_f64(&acc[{o}], (double)({}))", v.val),
-                    };
-                    format!("if (!({})) {{ {f}; atomicAdd(&acc[{}], 1ULL); }}", v.null, o + 1)
-                }
-            };
-            if !line.is_empty() {
-                let _ = writeln!(src, "      {line}");
-            }
-        }
+        src.push_str(&group_update(&g));
         src.push_str("  }\n");
-        src.push_str("  __syncthreads();\n");
-        src.push_str("  for (int i = threadIdx.x; i < EDDY_SHARED_SLOTS; i += blockDim.x) {\n");
-        src.push_str("    if (s_state[i] != 2) continue;\n");
-        src.push_str("    const unsigned long long* k = &s_keys[i * EDDY_NKW];\n");
-        src.push_str("    const long long g = eddy_ht_slot(g_state, g_keys, k, eddy_hash_keys(k), g_mask, (long long)g_mask + 1);\n");
-        src.push_str("    if (g < 0) { atomicExch(overflow, 1); continue; }\n");
-        src.push_str("    eddy_acc_merge(&g_acc[g * EDDY_NACC], &s_acc[i * EDDY_NACC]);\n");
-        src.push_str("  }\n}\n");
+        src.push_str(GROUP_EPILOGUE);
         Ok(finish(
             "eddy_preagg",
             src,
@@ -811,10 +682,235 @@ impl PreAggKernelSpec {
             c.columns.into_values().collect(),
             c.dict_params,
             vec![],
-            slots,
-            shared_slots,
+            g.slots,
+            g.shared_slots,
         ))
     }
+}
+
+/// Group keys and aggregate arguments of a partial aggregation, compiled,
+/// with the accumulator layout of a group's slot.
+#[derive(Debug, Clone)]
+pub(crate) struct CompiledGroup {
+    keys: Vec<Value>,
+    pub(crate) slots: Vec<AggSlot>,
+    args: Vec<Option<Value>>,
+    nkw: usize,
+    nacc: usize,
+    pub(crate) shared_slots: usize,
+}
+
+/// Compiles `keys` and the arguments of `aggs` (at the compiler's current
+/// indentation) and lays out the accumulators.
+pub(crate) fn compile_group(
+    cx: &mut ExprCompiler<'_>,
+    key_exprs: &[Arc<dyn PhysicalExpr>],
+    aggs: &[AggSpec],
+) -> Result<CompiledGroup, Unsupported> {
+    let mut keys = Vec::new();
+    for k in key_exprs {
+        let v = cx.compile(k)?;
+        if !v.ty.is_integer() || v.ty == DevType::Bool {
+            return Err(Unsupported::ty(format!("group key of {:?}", v.ty)));
+        }
+        keys.push(v);
+    }
+    let mut slots = Vec::new();
+    let mut args: Vec<Option<Value>> = Vec::new();
+    let mut offset = 0;
+    for a in aggs {
+        let v = match (&a.arg, a.func) {
+            (_, AggFunc::CountStar) => None,
+            (Some(e), _) => Some(cx.compile(e)?),
+            (None, f) => return Err(Unsupported::operator(format!("{f:?} without argument"))),
+        };
+        let ty = v.as_ref().map(|v| v.ty);
+        if let Some(t) = ty {
+            let ok = match a.func {
+                AggFunc::Count => true,
+                _ => {
+                    (t.is_integer() && !matches!(t, DevType::DictCode { .. } | DevType::U64))
+                        || t.is_float()
+                }
+            };
+            if !ok || (a.func != AggFunc::Count && t == DevType::Bool) {
+                return Err(Unsupported::ty(format!("{:?} over {t:?}", a.func)));
+            }
+        }
+        let float = ty.is_some_and(|t| t.is_float());
+        let words = match a.func {
+            AggFunc::CountStar | AggFunc::Count => 1,
+            AggFunc::Sum | AggFunc::Avg if !float => 3,
+            _ => 2,
+        };
+        slots.push(AggSlot {
+            func: a.func,
+            arg_ty: ty,
+            offset,
+            words,
+        });
+        offset += words;
+        args.push(v);
+    }
+    let nacc = offset.max(1);
+    let nkw = keys.len() + 1;
+    let per_slot = (nkw + nacc) * 8 + 4;
+    let mut shared_slots = 1usize;
+    while shared_slots * 2 * per_slot <= SHARED_BYTES {
+        shared_slots *= 2;
+    }
+    Ok(CompiledGroup {
+        keys,
+        slots,
+        args,
+        nkw,
+        nacc,
+        shared_slots,
+    })
+}
+
+/// The global group table's parameters.
+pub(crate) fn group_table_params(params: &mut Vec<Param>, decl: &mut Vec<String>) {
+    params.extend([
+        Param::GroupState,
+        Param::GroupKeys,
+        Param::GroupAcc,
+        Param::GroupMask,
+        Param::Overflow,
+        Param::Err,
+    ]);
+    decl.push("uint32_t* __restrict__ g_state".into());
+    decl.push("unsigned long long* __restrict__ g_keys".into());
+    decl.push("unsigned long long* __restrict__ g_acc".into());
+    decl.push("const unsigned long long g_mask".into());
+    decl.push("int* __restrict__ overflow".into());
+    decl.push("int* __restrict__ err".into());
+}
+
+/// The table's sizes as macros, and the table helpers.
+pub(crate) fn group_defines(g: &CompiledGroup) -> String {
+    let mut src = String::new();
+    let _ = writeln!(
+        src,
+        "#define EDDY_NKW {}\n#define EDDY_NACC {}\n#define EDDY_SHARED_SLOTS {}",
+        g.nkw, g.nacc, g.shared_slots
+    );
+    src.push_str(PREAGG_HELPERS);
+    src
+}
+
+/// Accumulator initialisation (shared table) and the merge of a shared
+/// accumulator into the global one.
+pub(crate) fn acc_functions(slots: &[AggSlot]) -> String {
+    let mut src = String::new();
+    src.push_str("__device__ __forceinline__ void eddy_acc_init(unsigned long long* a) {\n");
+    for s in slots {
+        for (i, w) in s.init().iter().enumerate() {
+            let _ = writeln!(src, "  a[{}] = 0x{w:016x}ULL;", s.offset + i);
+        }
+    }
+    if slots.is_empty() {
+        src.push_str("  a[0] = 0ULL;\n");
+    }
+    src.push_str("}\n");
+    src.push_str("__device__ __forceinline__ void eddy_acc_merge(unsigned long long* g, const unsigned long long* s) {\n");
+    for s in slots {
+        let o = s.offset;
+        let float = s.arg_ty.is_some_and(|t| t.is_float());
+        let line = match (s.func, float) {
+            (AggFunc::CountStar | AggFunc::Count, _) => format!("  atomicAdd(&g[{o}], s[{o}]);"),
+            (AggFunc::Sum | AggFunc::Avg, false) => {
+                format!("  eddy_add_u128(&g[{o}], s[{o}], s[{}]); atomicAdd(&g[{}], s[{}]);", o + 1, o + 2, o + 2)
+            }
+            (AggFunc::Sum | AggFunc::Avg, true) => {
+                format!("  atomicAdd((double*)&g[{o}], __longlong_as_double((long long)s[{o}])); atomicAdd(&g[{}], s[{}]);", o + 1, o + 1)
+            }
+            (AggFunc::Min, false) => format!("  if (s[{}]) {{ atomicMin((long long*)&g[{o}], (long long)s[{o}]); atomicAdd(&g[{}], s[{}]); }}", o + 1, o + 1, o + 1),
+            (AggFunc::Max, false) => format!("  if (s[{}]) {{ atomicMax((long long*)&g[{o}], (long long)s[{o}]); atomicAdd(&g[{}], s[{}]); }}", o + 1, o + 1, o + 1),
+            (AggFunc::Min, true) => format!("  if (s[{}]) {{ eddy_min_f64(&g[{o}], __longlong_as_double((long long)s[{o}])); atomicAdd(&g[{}], s[{}]); }}", o + 1, o + 1, o + 1),
+            (AggFunc::Max, true) => format!("  if (s[{}]) {{ eddy_max_f64(&g[{o}], __longlong_as_double((long long)s[{o}])); atomicAdd(&g[{}], s[{}]); }}", o + 1, o + 1, o + 1),
+        };
+        let _ = writeln!(src, "{line}");
+    }
+    src.push_str("}\n");
+    src
+}
+
+/// Start of a grouping kernel's body: the block's shared table, emptied.
+pub(crate) const GROUP_PROLOGUE: &str = "  __shared__ uint32_t s_state[EDDY_SHARED_SLOTS];
+  __shared__ unsigned long long s_keys[EDDY_SHARED_SLOTS * EDDY_NKW];
+  __shared__ unsigned long long s_acc[EDDY_SHARED_SLOTS * EDDY_NACC];
+  for (int i = threadIdx.x; i < EDDY_SHARED_SLOTS; i += blockDim.x) { s_state[i] = 0; eddy_acc_init(&s_acc[i * EDDY_NACC]); }
+  __syncthreads();
+";
+
+/// End of a grouping kernel's body: the block's shared groups merged into
+/// the global table (after the block's only barrier).
+pub(crate) const GROUP_EPILOGUE: &str = "  __syncthreads();
+  for (int i = threadIdx.x; i < EDDY_SHARED_SLOTS; i += blockDim.x) {
+    if (s_state[i] != 2) continue;
+    const unsigned long long* k = &s_keys[i * EDDY_NKW];
+    const long long g = eddy_ht_slot(g_state, g_keys, k, eddy_hash_keys(k), g_mask, (long long)g_mask + 1);
+    if (g < 0) { atomicExch(overflow, 1); continue; }
+    eddy_acc_merge(&g_acc[g * EDDY_NACC], &s_acc[i * EDDY_NACC]);
+  }
+}
+";
+
+/// One row's update of its group: key words, the group's slot (shared
+/// table first, global behind it), the accumulators. On a full global table
+/// it sets `overflow` and `continue`s the enclosing loop.
+pub(crate) fn group_update(g: &CompiledGroup) -> String {
+    let mut src = String::new();
+    src.push_str("      unsigned long long k[EDDY_NKW];\n      unsigned long long nullmask = 0;\n");
+    for (i, kv) in g.keys.iter().enumerate() {
+        let _ = writeln!(
+            src,
+            "      k[{i}] = ({}) ? 0ULL : (unsigned long long)(long long)({});",
+            kv.null, kv.val
+        );
+        let _ = writeln!(src, "      if ({}) nullmask |= 1ULL << {i};", kv.null);
+    }
+    let _ = writeln!(src, "      k[{}] = nullmask;", g.keys.len());
+    src.push_str("      const unsigned long long h = eddy_hash_keys(k);\n");
+    src.push_str(
+        "      long long s = eddy_ht_slot(s_state, s_keys, k, h, EDDY_SHARED_SLOTS - 1, 8);\n",
+    );
+    src.push_str("      unsigned long long* acc;\n");
+    src.push_str("      if (s >= 0) {\n        acc = &s_acc[s * EDDY_NACC];\n      } else {\n");
+    src.push_str("        const long long g = eddy_ht_slot(g_state, g_keys, k, h, g_mask, (long long)g_mask + 1);\n");
+    src.push_str("        if (g < 0) { atomicExch(overflow, 1); continue; }\n");
+    src.push_str("        acc = &g_acc[g * EDDY_NACC];\n      }\n");
+    for (s, v) in g.slots.iter().zip(&g.args) {
+        let o = s.offset;
+        let float = s.arg_ty.is_some_and(|t| t.is_float());
+        let line = match (s.func, v) {
+            (AggFunc::CountStar, _) => format!("atomicAdd(&acc[{o}], 1ULL);"),
+            (_, None) => String::new(),
+            (AggFunc::Count, Some(v)) => format!("if (!({})) atomicAdd(&acc[{o}], 1ULL);", v.null),
+            (AggFunc::Sum | AggFunc::Avg, Some(v)) if !float => format!(
+                "if (!({})) {{ eddy_add_i128(&acc[{o}], (long long)({})); atomicAdd(&acc[{}], 1ULL); }}",
+                v.null, v.val, o + 2
+            ),
+            (AggFunc::Sum | AggFunc::Avg, Some(v)) => format!(
+                "if (!({})) {{ atomicAdd((double*)&acc[{o}], (double)({})); atomicAdd(&acc[{}], 1ULL); }}",
+                v.null, v.val, o + 1
+            ),
+            (AggFunc::Min | AggFunc::Max, Some(v)) => {
+                let f = match (s.func == AggFunc::Min, float) {
+                    (true, false) => format!("atomicMin((long long*)&acc[{o}], (long long)({}))", v.val),
+                    (false, false) => format!("atomicMax((long long*)&acc[{o}], (long long)({}))", v.val),
+                    (true, true) => format!("eddy_min_f64(&acc[{o}], (double)({}))", v.val),
+                    (false, true) => format!("eddy_max_f64(&acc[{o}], (double)({}))", v.val),
+                };
+                format!("if (!({})) {{ {f}; atomicAdd(&acc[{}], 1ULL); }}", v.null, o + 1)
+            }
+        };
+        if !line.is_empty() {
+            let _ = writeln!(src, "      {line}");
+        }
+    }
+    src
 }
 
 const PREAGG_HELPERS: &str = r#"

@@ -7,10 +7,12 @@
 
 pub mod dict;
 pub mod expr;
+pub mod join_agg;
 pub mod kernels;
 pub mod types;
 
 pub use expr::{CompiledExpr, ExprCompiler, Value};
+pub use join_agg::JoinAggKernelSpec;
 pub use kernels::{JoinKernelSpec, KernelSource, PreAggKernelSpec, ScanKernelSpec};
 pub use types::DevType;
 

@@ -192,13 +192,78 @@ impl HostTable {
 }
 
 /// One device's copy of the build tables: per level, its buffers.
-type DeviceTables = Vec<Vec<Arc<cudarc::driver::CudaSlice<u8>>>>;
+pub(crate) type DeviceTables = Vec<Vec<Arc<cudarc::driver::CudaSlice<u8>>>>;
 
 /// Build sides, on the host and (lazily) on each device.
 #[derive(Debug)]
-struct Tables {
-    host: Vec<HostTable>,
+pub(crate) struct Tables {
+    pub(crate) host: Vec<HostTable>,
     device: Mutex<HashMap<usize, Arc<DeviceTables>>>,
+}
+
+impl Tables {
+    /// The tables on `dev`, uploaded on first use and kept for every
+    /// partition that runs there.
+    pub(crate) fn on_device(&self, dev: &GpuDevice) -> Result<Arc<DeviceTables>> {
+        if let Some(t) = self.device.lock().get(&dev.info.ordinal) {
+            return Ok(Arc::clone(t));
+        }
+        let stream = &dev.streams[0];
+        let up = |b: Vec<u8>| -> Result<Arc<cudarc::driver::CudaSlice<u8>>> {
+            let b = if b.is_empty() { vec![0u8; 8] } else { b };
+            GpuMetrics::add(&GPU_METRICS.bytes_h2d, b.len() as u64);
+            Ok(Arc::new(
+                stream
+                    .clone_htod(&b)
+                    .map_err(GpuError::driver("upload join table"))?,
+            ))
+        };
+        let mut all = Vec::new();
+        for t in &self.host {
+            all.push(match t.kind {
+                BuildTable::Direct => vec![up(bytes_of(&t.dm_rows))?],
+                BuildTable::Hash => vec![
+                    up(bytes_of(&t.ht_keys))?,
+                    up(bytes_of(&t.ht_rows))?,
+                    up(bytes_of(&t.next))?,
+                ],
+            });
+        }
+        stream
+            .synchronize()
+            .map_err(GpuError::driver("cuStreamSynchronize"))?;
+        let all = Arc::new(all);
+        self.device
+            .lock()
+            .insert(dev.info.ordinal, Arc::clone(&all));
+        Ok(all)
+    }
+
+    /// The argument of a build-table parameter (`dt`: these tables on the
+    /// launching device), None for other parameters.
+    pub(crate) fn arg(&self, dt: &DeviceTables, p: &Param) -> Option<Result<Arg>> {
+        let t = |l: usize, i: usize| -> Result<Arg> {
+            dt.get(l)
+                .and_then(|v| v.get(i))
+                .map(|s| Arg::Dev(Arc::clone(s)))
+                .ok_or_else(|| GpuError::Internal("join table".into()))
+        };
+        let h = |l: usize| {
+            self.host
+                .get(l)
+                .ok_or_else(|| GpuError::Internal("join level".into()))
+        };
+        Some(match p {
+            Param::DirectRows(l) => t(*l, 0),
+            Param::DirectMin(l) => h(*l).map(|h| Arg::I64(h.dm_min)),
+            Param::DirectLen(l) => h(*l).map(|h| Arg::I64(h.dm_rows.len() as i64)),
+            Param::HashKeys(l) => t(*l, 0),
+            Param::HashRows(l) => t(*l, 1),
+            Param::HashNext(l) => t(*l, 2),
+            Param::HashMask(l) => h(*l).map(|h| Arg::U64(h.ht_mask)),
+            _ => return None,
+        })
+    }
 }
 
 /// A fused inner star join on the device; see the module doc.
@@ -373,6 +438,21 @@ impl GpuJoinExec {
         &self.sources
     }
 
+    /// Probe keys per level, over the fact input.
+    pub fn probe_keys(&self) -> &[Arc<dyn PhysicalExpr>] {
+        &self.probe_keys
+    }
+
+    /// Build keys per level, over each build side.
+    pub fn build_keys(&self) -> &[Arc<dyn PhysicalExpr>] {
+        &self.build_keys
+    }
+
+    /// Paths from the replaced top join to each child (fact first).
+    pub(crate) fn paths(&self) -> &[Vec<usize>] {
+        &self.paths
+    }
+
     /// The kernel for the given table layouts.
     pub fn kernel_for(
         &self,
@@ -420,7 +500,7 @@ impl DisplayAs for GpuJoinExec {
     }
 }
 
-async fn collect_all(
+pub(crate) async fn collect_all(
     plan: &Arc<dyn ExecutionPlan>,
     ctx: &Arc<TaskContext>,
 ) -> DfResult<RecordBatch> {
@@ -434,7 +514,8 @@ async fn collect_all(
 }
 
 impl GpuJoinExec {
-    async fn tables(&self, ctx: &Arc<TaskContext>) -> DfResult<Arc<Tables>> {
+    /// The build sides as host tables, collected once per operator.
+    pub(crate) async fn tables(&self, ctx: &Arc<TaskContext>) -> DfResult<Arc<Tables>> {
         let mut g = self.tables.lock().await;
         if let Some(t) = g.as_ref() {
             return Ok(Arc::clone(t));
@@ -559,39 +640,7 @@ struct JoinRun {
 
 impl JoinRun {
     fn device_tables(&self, dev: &GpuDevice) -> Result<Arc<DeviceTables>> {
-        if let Some(t) = self.tables.device.lock().get(&dev.info.ordinal) {
-            return Ok(Arc::clone(t));
-        }
-        let stream = &dev.streams[0];
-        let up = |b: Vec<u8>| -> Result<Arc<cudarc::driver::CudaSlice<u8>>> {
-            let b = if b.is_empty() { vec![0u8; 8] } else { b };
-            GpuMetrics::add(&GPU_METRICS.bytes_h2d, b.len() as u64);
-            Ok(Arc::new(
-                stream
-                    .clone_htod(&b)
-                    .map_err(GpuError::driver("upload join table"))?,
-            ))
-        };
-        let mut all = Vec::new();
-        for t in &self.tables.host {
-            all.push(match t.kind {
-                BuildTable::Direct => vec![up(bytes_of(&t.dm_rows))?],
-                BuildTable::Hash => vec![
-                    up(bytes_of(&t.ht_keys))?,
-                    up(bytes_of(&t.ht_rows))?,
-                    up(bytes_of(&t.next))?,
-                ],
-            });
-        }
-        stream
-            .synchronize()
-            .map_err(GpuError::driver("cuStreamSynchronize"))?;
-        let all = Arc::new(all);
-        self.tables
-            .device
-            .lock()
-            .insert(dev.info.ordinal, Arc::clone(&all));
-        Ok(all)
+        self.tables.on_device(dev)
     }
 
     fn run_chunk(&mut self, batches: &[RecordBatch]) -> Result<Vec<Matches>> {
@@ -647,21 +696,11 @@ impl JoinRun {
                     args.push(a);
                     continue;
                 }
-                let t = |l: usize, i: usize| -> Result<Arg> {
-                    dt.get(l)
-                        .and_then(|v| v.get(i))
-                        .map(|s| Arg::Dev(Arc::clone(s)))
-                        .ok_or_else(|| GpuError::Internal("join table".into()))
-                };
-                let h = |l: usize| &self.tables.host[l];
+                if let Some(a) = self.tables.arg(&dt, p) {
+                    args.push(a?);
+                    continue;
+                }
                 args.push(match p {
-                    Param::DirectRows(l) => t(*l, 0)?,
-                    Param::DirectMin(l) => Arg::I64(h(*l).dm_min),
-                    Param::DirectLen(l) => Arg::I64(h(*l).dm_rows.len() as i64),
-                    Param::HashKeys(l) => t(*l, 0)?,
-                    Param::HashRows(l) => t(*l, 1)?,
-                    Param::HashNext(l) => t(*l, 2)?,
-                    Param::HashMask(l) => Arg::U64(h(*l).ht_mask),
                     Param::KeepBits => Arg::Buf(keep),
                     Param::OutCount => Arg::Buf(count),
                     Param::OutCapacity => Arg::U64(cap as u64),

@@ -7,6 +7,7 @@
 //! and executed whenever the device path cannot run or fails.
 
 pub mod join;
+pub mod join_agg;
 pub mod preagg;
 pub mod scan;
 
@@ -18,6 +19,7 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 
 pub use join::GpuJoinExec;
+pub use join_agg::GpuJoinAggExec;
 pub use preagg::GpuPreAggExec;
 pub use scan::GpuScanExec;
 

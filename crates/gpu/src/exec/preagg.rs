@@ -33,7 +33,7 @@ use super::{
     common_arg, device_allowed, fallback, flag, grid_for, launch, rebuild, stage_batch, Arg,
     DictSets,
 };
-use crate::codegen::kernels::{AggFunc, AggSpec, KernelSource, Param, PreAggKernelSpec};
+use crate::codegen::kernels::{AggFunc, AggSlot, AggSpec, KernelSource, Param, PreAggKernelSpec};
 use crate::codegen::Unsupported;
 use crate::datapath::Pipeline;
 use crate::device::{runtime, GpuRuntime};
@@ -54,12 +54,92 @@ pub struct GpuPreAggExec {
     kernel_schema: SchemaRef,
 }
 
-fn is_string(dt: &DataType) -> bool {
+pub(crate) fn is_string(dt: &DataType) -> bool {
     match dt {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
         DataType::Dictionary(_, v) => is_string(v),
         _ => false,
     }
+}
+
+/// The group keys and aggregates of a Partial `AggregateExec` that the
+/// device can compute (no GROUPING SETS, DISTINCT, FILTER, ordered or
+/// limited aggregation; SUM/COUNT/MIN/MAX/AVG of one argument), over the
+/// aggregate's input schema.
+pub(crate) fn aggregate_specs(
+    agg: &AggregateExec,
+) -> Result<(Vec<Arc<dyn PhysicalExpr>>, Vec<AggSpec>)> {
+    if *agg.mode() != AggregateMode::Partial {
+        return Err(Unsupported::operator(format!("aggregate mode {:?}", agg.mode())).into());
+    }
+    if !agg.group_expr().is_single() {
+        return Err(Unsupported::operator("GROUPING SETS / ROLLUP / CUBE").into());
+    }
+    if *agg.input_order_mode() != datafusion::physical_plan::InputOrderMode::Linear {
+        // An ordered (streaming) partial aggregate promises an output order
+        // a hash table does not keep.
+        return Err(Unsupported::operator("ordered (streaming) aggregation").into());
+    }
+    if agg.limit_options().is_some() {
+        return Err(Unsupported::operator("aggregate with a limit").into());
+    }
+    if agg.filter_expr().iter().any(|f| f.is_some()) {
+        return Err(Unsupported::operator("aggregate FILTER clause").into());
+    }
+    let keys = agg
+        .group_expr()
+        .expr()
+        .iter()
+        .map(|(e, _)| Arc::clone(e))
+        .collect();
+    let mut aggs = Vec::new();
+    for a in agg.aggr_expr() {
+        if a.is_distinct() {
+            return Err(Unsupported::operator(format!("{}(DISTINCT)", a.fun().name())).into());
+        }
+        if !a.order_bys().is_empty() {
+            return Err(Unsupported::operator("ordered aggregate").into());
+        }
+        let args = a.expressions();
+        let arg = args
+            .first()
+            .map(|e| exact_integer_argument(e, &agg.input().schema()));
+        if args.len() > 1 {
+            return Err(Unsupported::operator(format!(
+                "{} with {} arguments",
+                a.fun().name(),
+                args.len()
+            ))
+            .into());
+        }
+        let func = AggFunc::from_planned(a.fun().name(), arg.as_ref())
+            .ok_or_else(|| Unsupported::operator(format!("aggregate {}", a.fun().name())))?;
+        aggs.push(AggSpec {
+            func,
+            arg: if func == AggFunc::CountStar {
+                None
+            } else {
+                arg
+            },
+        });
+    }
+    Ok((keys, aggs))
+}
+
+/// An aggregate argument `CAST(x AS DECIMAL(p, 0))` of an integer `x` (how
+/// Eddy plans `sum(bigint)`, whose PostgreSQL type is numeric) as `x`: the
+/// kernel's accumulators are exact 128-bit integers and the partial state
+/// is decoded into the aggregate's own decimal type, so the value is the
+/// same and the device needs no 38-digit decimals.
+fn exact_integer_argument(e: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Arc<dyn PhysicalExpr> {
+    use datafusion::physical_expr::expressions::CastExpr;
+    if let Some(c) = e.downcast_ref::<CastExpr>() {
+        let integer_input = c.expr().data_type(schema).is_ok_and(|t| t.is_integer());
+        if integer_input && matches!(c.cast_type(), DataType::Decimal128(_, 0)) {
+            return Arc::clone(c.expr());
+        }
+    }
+    Arc::clone(e)
 }
 
 impl GpuPreAggExec {
@@ -68,23 +148,7 @@ impl GpuPreAggExec {
         let agg = template
             .downcast_ref::<AggregateExec>()
             .ok_or_else(|| GpuError::Unsupported(Unsupported::operator("not an AggregateExec")))?;
-        if *agg.mode() != AggregateMode::Partial {
-            return Err(Unsupported::operator(format!("aggregate mode {:?}", agg.mode())).into());
-        }
-        if !agg.group_expr().is_single() {
-            return Err(Unsupported::operator("GROUPING SETS / ROLLUP / CUBE").into());
-        }
-        if *agg.input_order_mode() != datafusion::physical_plan::InputOrderMode::Linear {
-            // An ordered (streaming) partial aggregate promises an output order
-            // a hash table does not keep.
-            return Err(Unsupported::operator("ordered (streaming) aggregation").into());
-        }
-        if agg.limit_options().is_some() {
-            return Err(Unsupported::operator("aggregate with a limit").into());
-        }
-        if agg.filter_expr().iter().any(|f| f.is_some()) {
-            return Err(Unsupported::operator("aggregate FILTER clause").into());
-        }
+        let (keys, aggs) = aggregate_specs(agg)?;
         let input = Arc::clone(agg.input());
         let in_schema = input.schema();
         let mut fields: Vec<Field> = in_schema
@@ -92,9 +156,8 @@ impl GpuPreAggExec {
             .iter()
             .map(|f| f.as_ref().clone())
             .collect();
-        let mut keys = Vec::new();
         let mut string_keys = Vec::new();
-        for (e, _) in agg.group_expr().expr() {
+        for e in &keys {
             let dt = e
                 .data_type(&in_schema)
                 .map_err(|x| Unsupported::expr(x.to_string()))?;
@@ -105,36 +168,6 @@ impl GpuPreAggExec {
                 string_keys.push(c.index());
                 fields[c.index()] = Field::new(fields[c.index()].name(), DataType::UInt32, true);
             }
-            keys.push(Arc::clone(e));
-        }
-        let mut aggs = Vec::new();
-        for a in agg.aggr_expr() {
-            if a.is_distinct() {
-                return Err(Unsupported::operator(format!("{}(DISTINCT)", a.fun().name())).into());
-            }
-            if !a.order_bys().is_empty() {
-                return Err(Unsupported::operator("ordered aggregate").into());
-            }
-            let args = a.expressions();
-            let arg = args.first().cloned();
-            if args.len() > 1 {
-                return Err(Unsupported::operator(format!(
-                    "{} with {} arguments",
-                    a.fun().name(),
-                    args.len()
-                ))
-                .into());
-            }
-            let func = AggFunc::from_planned(a.fun().name(), arg.as_ref())
-                .ok_or_else(|| Unsupported::operator(format!("aggregate {}", a.fun().name())))?;
-            aggs.push(AggSpec {
-                func,
-                arg: if func == AggFunc::CountStar {
-                    None
-                } else {
-                    arg
-                },
-            });
         }
         let kernel_schema = Arc::new(Schema::new(fields));
         let kernel = Arc::new(
@@ -276,13 +309,13 @@ struct PreAggJob {
 
 /// Strings of one group key column ↔ dense codes.
 #[derive(Debug, Default)]
-struct Interner {
+pub(crate) struct Interner {
     codes: HashMap<String, u32>,
     strings: Vec<String>,
 }
 
 impl Interner {
-    fn encode(&mut self, a: &ArrayRef) -> Result<ArrayRef> {
+    pub(crate) fn encode(&mut self, a: &ArrayRef) -> Result<ArrayRef> {
         let s = cast(a, &DataType::Utf8)?;
         let s = s.as_string::<i32>();
         let mut out = Vec::with_capacity(s.len());
@@ -304,9 +337,12 @@ impl Interner {
     }
 }
 
-/// The device table of one partition.
-struct Table {
+/// The device group table of one partition: slot states, key words,
+/// accumulators, and the overflow and row-error flags.
+pub(crate) struct GroupTable {
     cap: usize,
+    nkw: usize,
+    nacc: usize,
     state: Arc<cudarc::driver::CudaSlice<u8>>,
     keys: Arc<cudarc::driver::CudaSlice<u8>>,
     acc: Arc<cudarc::driver::CudaSlice<u8>>,
@@ -314,7 +350,125 @@ struct Table {
     err: Arc<cudarc::driver::CudaSlice<u8>>,
 }
 
-const INITIAL_SLOTS: usize = 1 << 16;
+/// What a group table holds at the end: the ready slots, all key words and
+/// all accumulator words.
+pub(crate) struct GroupContents {
+    slots: Vec<usize>,
+    keys: Vec<u64>,
+    acc: Vec<u64>,
+}
+
+impl GroupTable {
+    /// An empty table of `cap` slots (a power of two) for `nkeys` group
+    /// keys and the accumulators `aggs`, uploaded on `stream` (synchronised).
+    pub(crate) fn alloc(
+        stream: &Arc<cudarc::driver::CudaStream>,
+        cap: usize,
+        nkeys: usize,
+        aggs: &[AggSlot],
+    ) -> Result<GroupTable> {
+        let nkw = nkeys + 1;
+        let nacc: usize = aggs.iter().map(|a| a.words).sum::<usize>().max(1);
+        let mut init = Vec::with_capacity(nacc);
+        for a in aggs {
+            init.extend(a.init());
+        }
+        init.resize(nacc, 0);
+        let acc_host: Vec<u8> = (0..cap)
+            .flat_map(|_| init.iter().flat_map(|w| w.to_le_bytes()))
+            .collect();
+        let up = |b: Vec<u8>| -> Result<Arc<cudarc::driver::CudaSlice<u8>>> {
+            Ok(Arc::new(stream.clone_htod(&b).map_err(
+                GpuError::driver("cuMemcpyHtoD (preagg table)"),
+            )?))
+        };
+        let table = GroupTable {
+            cap,
+            nkw,
+            nacc,
+            state: up(vec![0u8; cap * 4])?,
+            keys: up(vec![0u8; cap * nkw * 8])?,
+            acc: up(acc_host)?,
+            overflow: up(vec![0u8; 4])?,
+            err: up(vec![0u8; 4])?,
+        };
+        stream
+            .synchronize()
+            .map_err(GpuError::driver("cuStreamSynchronize"))?;
+        Ok(table)
+    }
+
+    /// The argument of a group-table parameter, None for other parameters.
+    pub(crate) fn arg(&self, p: &Param) -> Option<Arg> {
+        Some(match p {
+            Param::GroupState => Arg::Dev(Arc::clone(&self.state)),
+            Param::GroupKeys => Arg::Dev(Arc::clone(&self.keys)),
+            Param::GroupAcc => Arg::Dev(Arc::clone(&self.acc)),
+            Param::GroupMask => Arg::U64(self.cap as u64 - 1),
+            Param::Overflow => Arg::Dev(Arc::clone(&self.overflow)),
+            Param::Err => Arg::Dev(Arc::clone(&self.err)),
+            _ => return None,
+        })
+    }
+
+    /// Reads the table back once every kernel that adds into it has
+    /// finished. `Ok(None)`: it overflowed (retry larger); an error when a
+    /// row raised an SQL error (the CPU plan then raises it).
+    pub(crate) fn read(
+        &self,
+        stream: &Arc<cudarc::driver::CudaStream>,
+        kernel: &str,
+    ) -> Result<Option<GroupContents>> {
+        let down = |b: &Arc<cudarc::driver::CudaSlice<u8>>| -> Result<Vec<u8>> {
+            let v = stream
+                .clone_dtoh(b.as_ref())
+                .map_err(GpuError::driver("cuMemcpyDtoH (preagg table)"))?;
+            GpuMetrics::add(&GPU_METRICS.bytes_d2h, v.len() as u64);
+            Ok(v)
+        };
+        if flag(&down(&self.err)?) {
+            return Err(GpuError::Internal(format!(
+                "row error flagged by the {kernel} kernel"
+            )));
+        }
+        if flag(&down(&self.overflow)?) {
+            return Ok(None);
+        }
+        let state = down(&self.state)?;
+        let keys = u64s(&down(&self.keys)?);
+        let acc = u64s(&down(&self.acc)?);
+        let slots: Vec<usize> = (0..self.cap)
+            .filter(|s| state.get(s * 4).copied() == Some(2))
+            .collect();
+        Ok(Some(GroupContents { slots, keys, acc }))
+    }
+
+    /// Partial states in `schema` (the Partial AggregateExec's output):
+    /// group keys first (key `k` a string when `string_key[k]` names its
+    /// interner), then each aggregate's state columns.
+    pub(crate) fn decode(
+        &self,
+        contents: &GroupContents,
+        schema: &SchemaRef,
+        string_key: &[Option<usize>],
+        aggs: &[AggSlot],
+        interners: &[Interner],
+    ) -> Result<RecordBatch> {
+        decode_partial(
+            schema,
+            string_key,
+            aggs,
+            &contents.slots,
+            &contents.keys,
+            &contents.acc,
+            self.nkw,
+            self.nacc,
+            interners,
+        )
+    }
+}
+
+pub(crate) const INITIAL_SLOTS: usize = 1 << 16;
 
 impl PreAggJob {
     async fn run(
@@ -361,39 +515,8 @@ impl PreAggJob {
             &self.kernel,
             dev.info.compute_capability,
         )?;
-        let nkw = self.keys.len() + 1;
-        let nacc: usize = self
-            .kernel
-            .aggs
-            .iter()
-            .map(|a| a.words)
-            .sum::<usize>()
-            .max(1);
         let stream = &dev.streams[0];
-        let mut init = Vec::with_capacity(nacc);
-        for a in &self.kernel.aggs {
-            init.extend(a.init());
-        }
-        init.resize(nacc, 0);
-        let acc_host: Vec<u8> = (0..cap)
-            .flat_map(|_| init.iter().flat_map(|w| w.to_le_bytes()))
-            .collect();
-        let up = |b: Vec<u8>| -> Result<Arc<cudarc::driver::CudaSlice<u8>>> {
-            Ok(Arc::new(stream.clone_htod(&b).map_err(
-                GpuError::driver("cuMemcpyHtoD (preagg table)"),
-            )?))
-        };
-        let table = Table {
-            cap,
-            state: up(vec![0u8; cap * 4])?,
-            keys: up(vec![0u8; cap * nkw * 8])?,
-            acc: up(acc_host)?,
-            overflow: up(vec![0u8; 4])?,
-            err: up(vec![0u8; 4])?,
-        };
-        stream
-            .synchronize()
-            .map_err(GpuError::driver("cuStreamSynchronize"))?;
+        let table = GroupTable::alloc(stream, cap, self.keys.len(), &self.kernel.aggs)?;
         let mut pipeline = Pipeline::for_device(dev)?;
         let mut interners: Vec<Interner> = self
             .string_keys
@@ -428,20 +551,11 @@ impl PreAggJob {
                     args.push(a);
                     continue;
                 }
-                args.push(match p {
-                    Param::GroupState => Arg::Dev(Arc::clone(&table.state)),
-                    Param::GroupKeys => Arg::Dev(Arc::clone(&table.keys)),
-                    Param::GroupAcc => Arg::Dev(Arc::clone(&table.acc)),
-                    Param::GroupMask => Arg::U64(table.cap as u64 - 1),
-                    Param::Overflow => Arg::Dev(Arc::clone(&table.overflow)),
-                    Param::Err => Arg::Dev(Arc::clone(&table.err)),
-                    other => {
-                        return Err(GpuError::Internal(format!(
-                            "preagg kernel parameter {other:?}"
-                        ))
-                        .into())
-                    }
-                });
+                args.push(
+                    table.arg(p).ok_or_else(|| {
+                        GpuError::Internal(format!("preagg kernel parameter {p:?}"))
+                    })?,
+                );
             }
             launch(slot, &func, grid_for(dev, kb.num_rows()), &args)?;
             GpuMetrics::add(&GPU_METRICS.rows_processed, kb.num_rows() as u64);
@@ -452,145 +566,143 @@ impl PreAggJob {
         for s in &mut pipeline.slots {
             s.reset()?;
         }
-        let down = |b: &Arc<cudarc::driver::CudaSlice<u8>>| -> Result<Vec<u8>> {
-            let v = stream
-                .clone_dtoh(b.as_ref())
-                .map_err(GpuError::driver("cuMemcpyDtoH (preagg table)"))?;
-            GpuMetrics::add(&GPU_METRICS.bytes_d2h, v.len() as u64);
-            Ok(v)
-        };
-        if flag(&down(&table.err)?) {
-            return Err(GpuError::Internal("row error flagged by the preagg kernel".into()).into());
-        }
-        if flag(&down(&table.overflow)?) {
+        let Some(contents) = table.read(stream, "preagg")? else {
             return Ok(None);
-        }
-        let state = down(&table.state)?;
-        let keys = u64s(&down(&table.keys)?);
-        let acc = u64s(&down(&table.acc)?);
+        };
         GpuMetrics::add_elapsed(&GPU_METRICS.complete_ns, complete_started);
-        let slots: Vec<usize> = (0..cap)
-            .filter(|s| state.get(s * 4).copied() == Some(2))
+        let string_key: Vec<Option<usize>> = self
+            .keys
+            .iter()
+            .map(|k| {
+                k.downcast_ref::<Column>()
+                    .and_then(|c| self.string_keys.iter().position(|i| *i == c.index()))
+            })
             .collect();
-        Ok(Some(
-            self.decode(&slots, &keys, &acc, nkw, nacc, &interners)?,
-        ))
-    }
-
-    /// Partial states, in the Partial AggregateExec's output schema.
-    fn decode(
-        &self,
-        slots: &[usize],
-        keys: &[u64],
-        acc: &[u64],
-        nkw: usize,
-        nacc: usize,
-        interners: &[Interner],
-    ) -> Result<RecordBatch> {
-        let mut cols: Vec<ArrayRef> = Vec::new();
-        let fields = self.schema.fields();
-        for (k, _) in self.keys.iter().enumerate() {
-            let dt = fields[k].data_type();
-            let vals: Vec<Option<i128>> = slots
-                .iter()
-                .map(|s| {
-                    let null = keys[s * nkw + nkw - 1] & (1 << k) != 0;
-                    (!null).then(|| i128::from(keys[s * nkw + k] as i64))
-                })
-                .collect();
-            let string_pos = self.keys[k]
-                .downcast_ref::<Column>()
-                .and_then(|c| self.string_keys.iter().position(|i| *i == c.index()));
-            cols.push(match string_pos {
-                Some(p) => {
-                    let strings: StringArray = vals
-                        .iter()
-                        .map(|v| {
-                            v.and_then(|c| interners[p].strings.get(c as usize).map(|s| s.as_str()))
-                        })
-                        .collect();
-                    cast(&(Arc::new(strings) as ArrayRef), dt)?
-                }
-                None => typed(vals.into_iter().map(|v| v.map(Num::I)).collect(), dt)?,
-            });
-        }
-        let mut f = self.keys.len();
-        for a in &self.kernel.aggs {
-            let w = |s: usize, i: usize| acc[s * nacc + a.offset + i];
-            let float = a.arg_ty.is_some_and(|t| t.is_float());
-            let sum = |s: usize| -> Num {
-                if float {
-                    Num::F(f64::from_bits(w(s, 0)))
-                } else {
-                    Num::I((i128::from(w(s, 1) as i64) << 64) | i128::from(w(s, 0)))
-                }
-            };
-            let cnt_word = match (a.func, float) {
-                (AggFunc::Sum | AggFunc::Avg, false) => 2,
-                _ => 1,
-            };
-            match a.func {
-                AggFunc::CountStar | AggFunc::Count => {
-                    cols.push(typed(
-                        slots
-                            .iter()
-                            .map(|s| Some(Num::I(i128::from(w(*s, 0)))))
-                            .collect(),
-                        fields[f].data_type(),
-                    )?);
-                    f += 1;
-                }
-                AggFunc::Sum => {
-                    cols.push(typed(
-                        slots
-                            .iter()
-                            .map(|s| (w(*s, cnt_word) > 0).then(|| sum(*s)))
-                            .collect(),
-                        fields[f].data_type(),
-                    )?);
-                    f += 1;
-                }
-                AggFunc::Min | AggFunc::Max => {
-                    let v = |s: usize| {
-                        if float {
-                            Num::F(f64::from_bits(w(s, 0)))
-                        } else {
-                            Num::I(i128::from(w(s, 0) as i64))
-                        }
-                    };
-                    cols.push(typed(
-                        slots
-                            .iter()
-                            .map(|s| (w(*s, 1) > 0).then(|| v(*s)))
-                            .collect(),
-                        fields[f].data_type(),
-                    )?);
-                    f += 1;
-                }
-                AggFunc::Avg => {
-                    cols.push(typed(
-                        slots
-                            .iter()
-                            .map(|s| Some(Num::I(i128::from(w(*s, cnt_word)))))
-                            .collect(),
-                        fields[f].data_type(),
-                    )?);
-                    cols.push(typed(
-                        slots
-                            .iter()
-                            .map(|s| (w(*s, cnt_word) > 0).then(|| sum(*s)))
-                            .collect(),
-                        fields[f + 1].data_type(),
-                    )?);
-                    f += 2;
-                }
-            }
-        }
-        Ok(RecordBatch::try_new(Arc::clone(&self.schema), cols)?)
+        Ok(Some(table.decode(
+            &contents,
+            &self.schema,
+            &string_key,
+            &self.kernel.aggs,
+            &interners,
+        )?))
     }
 }
 
-enum AttemptError {
+/// Partial states, in the Partial AggregateExec's output schema; see
+/// [`GroupTable::decode`].
+#[allow(clippy::too_many_arguments)]
+fn decode_partial(
+    schema: &SchemaRef,
+    string_key: &[Option<usize>],
+    aggs: &[AggSlot],
+    slots: &[usize],
+    keys: &[u64],
+    acc: &[u64],
+    nkw: usize,
+    nacc: usize,
+    interners: &[Interner],
+) -> Result<RecordBatch> {
+    let mut cols: Vec<ArrayRef> = Vec::new();
+    let fields = schema.fields();
+    for (k, string_pos) in string_key.iter().enumerate() {
+        let dt = fields[k].data_type();
+        let vals: Vec<Option<i128>> = slots
+            .iter()
+            .map(|s| {
+                let null = keys[s * nkw + nkw - 1] & (1 << k) != 0;
+                (!null).then(|| i128::from(keys[s * nkw + k] as i64))
+            })
+            .collect();
+        cols.push(match string_pos {
+            Some(p) => {
+                let p = *p;
+                let strings: StringArray = vals
+                    .iter()
+                    .map(|v| {
+                        v.and_then(|c| interners[p].strings.get(c as usize).map(|s| s.as_str()))
+                    })
+                    .collect();
+                cast(&(Arc::new(strings) as ArrayRef), dt)?
+            }
+            None => typed(vals.into_iter().map(|v| v.map(Num::I)).collect(), dt)?,
+        });
+    }
+    let mut f = string_key.len();
+    for a in aggs {
+        let w = |s: usize, i: usize| acc[s * nacc + a.offset + i];
+        let float = a.arg_ty.is_some_and(|t| t.is_float());
+        let sum = |s: usize| -> Num {
+            if float {
+                Num::F(f64::from_bits(w(s, 0)))
+            } else {
+                Num::I((i128::from(w(s, 1) as i64) << 64) | i128::from(w(s, 0)))
+            }
+        };
+        let cnt_word = match (a.func, float) {
+            (AggFunc::Sum | AggFunc::Avg, false) => 2,
+            _ => 1,
+        };
+        match a.func {
+            AggFunc::CountStar | AggFunc::Count => {
+                cols.push(typed(
+                    slots
+                        .iter()
+                        .map(|s| Some(Num::I(i128::from(w(*s, 0)))))
+                        .collect(),
+                    fields[f].data_type(),
+                )?);
+                f += 1;
+            }
+            AggFunc::Sum => {
+                cols.push(typed(
+                    slots
+                        .iter()
+                        .map(|s| (w(*s, cnt_word) > 0).then(|| sum(*s)))
+                        .collect(),
+                    fields[f].data_type(),
+                )?);
+                f += 1;
+            }
+            AggFunc::Min | AggFunc::Max => {
+                let v = |s: usize| {
+                    if float {
+                        Num::F(f64::from_bits(w(s, 0)))
+                    } else {
+                        Num::I(i128::from(w(s, 0) as i64))
+                    }
+                };
+                cols.push(typed(
+                    slots
+                        .iter()
+                        .map(|s| (w(*s, 1) > 0).then(|| v(*s)))
+                        .collect(),
+                    fields[f].data_type(),
+                )?);
+                f += 1;
+            }
+            AggFunc::Avg => {
+                cols.push(typed(
+                    slots
+                        .iter()
+                        .map(|s| Some(Num::I(i128::from(w(*s, cnt_word)))))
+                        .collect(),
+                    fields[f].data_type(),
+                )?);
+                cols.push(typed(
+                    slots
+                        .iter()
+                        .map(|s| (w(*s, cnt_word) > 0).then(|| sum(*s)))
+                        .collect(),
+                    fields[f + 1].data_type(),
+                )?);
+                f += 2;
+            }
+        }
+    }
+    Ok(RecordBatch::try_new(Arc::clone(schema), cols)?)
+}
+
+pub(crate) enum AttemptError {
     Df(DataFusionError),
     Gpu(GpuError),
 }

@@ -17,7 +17,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use eddy_gpu::codegen::kernels::BuildTable;
 use eddy_gpu::codegen::KernelSource;
-use eddy_gpu::{GpuJoinExec, GpuOptions, GpuPreAggExec, GpuScanExec, OffloadToGpu};
+use eddy_gpu::{GpuJoinAggExec, GpuJoinExec, GpuOptions, GpuPreAggExec, GpuScanExec, OffloadToGpu};
 
 /// NVRTC and ptxas as `scripts/ci/install-cuda-tools.sh` lays them out.
 pub struct CudaTools {
@@ -226,6 +226,16 @@ fn collect(plan: &Arc<dyn ExecutionPlan>, out: &mut Vec<PlannedKernel>) {
             label: "GpuPreAggExec".into(),
             kernel: p.kernel().clone(),
         });
+    } else if let Some(f) = plan.downcast_ref::<GpuJoinAggExec>() {
+        for layout in join_layouts(f.levels()) {
+            let k = f
+                .kernel_for(&layout)
+                .unwrap_or_else(|e| panic!("planned fused join has no kernel: {e}"));
+            out.push(PlannedKernel {
+                label: format!("GpuJoinAggExec{layout:?}"),
+                kernel: k,
+            });
+        }
     } else if let Some(j) = plan.downcast_ref::<GpuJoinExec>() {
         for layout in join_layouts(j.levels()) {
             for unique in [true, false] {

@@ -1,0 +1,654 @@
+//! `GpuJoinAggExec`: a star join and the partial aggregation above it,
+//! fused into one kernel per chunk (`eddy_join_preagg`).
+//!
+//! Replaces `AggregateExec(Partial)` over (column or computed projections
+//! over) a chain of inner hash joins that [`GpuJoinExec`] accepts. As two
+//! operators, every chunk of fact rows made two round trips: the join's
+//! matched build row ids came back, the host gathered the joined rows with
+//! Arrow `take`, and GpuPreAgg copied them to the device again. Fused, the
+//! fact chunk goes to the device once; build columns the grouping reads
+//! (`d_year`, `p_brand1` as codes, ...) are uploaded once per device next to
+//! the build tables; the group table is read back once per partition.
+//!
+//! Invariants:
+//! * The answer is the CPU plan's: the partial states have exactly the
+//!   replaced aggregate's output schema, and anything the device path cannot
+//!   do (a device error, a row error such as division by zero, a group table
+//!   still full after two enlargements) runs the whole partition's CPU plan.
+//! * String group keys must be build-side columns; they are interned to
+//!   dense codes once, when the build sides are collected, and decoded at the
+//!   end. A string key from the fact side is a planning refusal (the
+//!   unfused operators then handle the plan).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
+};
+use futures::{StreamExt, TryStreamExt};
+use parking_lot::Mutex;
+
+use super::join::{JoinSource, Tables};
+use super::preagg::{aggregate_specs, is_string, AttemptError, GroupTable, Interner};
+use super::{
+    common_arg, device_allowed, fallback, grid_for, launch, rebuild, stage_batch, Arg, DictSets,
+    GpuJoinExec,
+};
+use crate::codegen::kernels::{AggSpec, BuildTable, JoinLevelSpec, KernelSource};
+use crate::codegen::{JoinAggKernelSpec, Unsupported};
+use crate::datapath::Pipeline;
+use crate::device::{runtime, GpuDevice, GpuRuntime};
+use crate::error::{GpuError, Result};
+use crate::metrics::{GpuMetrics, GPU_METRICS};
+
+/// A build column on one device: values and validity (None: no NULLs).
+type DeviceColumn = (
+    Arc<cudarc::driver::CudaSlice<u8>>,
+    Option<Arc<cudarc::driver::CudaSlice<u8>>>,
+);
+
+/// What every partition shares once the build sides are collected.
+struct BuildState {
+    tables: Arc<Tables>,
+    /// Per string group key (in key order), its codes.
+    interners: Vec<Interner>,
+    /// Virtual column → the build column as the kernel reads it (string
+    /// keys as their codes).
+    columns: HashMap<usize, ArrayRef>,
+    /// Per device ordinal: the build columns uploaded there.
+    device: Mutex<HashMap<usize, Arc<HashMap<usize, DeviceColumn>>>>,
+}
+
+/// The fused operator; see the module doc.
+#[derive(Debug)]
+pub struct GpuJoinAggExec {
+    /// The star join this replaces with its aggregate (a [`GpuJoinExec`]):
+    /// its children are this operator's children.
+    join: Arc<dyn ExecutionPlan>,
+    template: Arc<dyn ExecutionPlan>,
+    paths: Vec<Vec<usize>>,
+    cpu: Arc<dyn ExecutionPlan>,
+    spec: JoinAggKernelSpec,
+    /// Per group key: the index of its interner when it is a string.
+    string_key: Vec<Option<usize>>,
+    /// Virtual columns of the string keys, in interner order.
+    string_columns: Vec<usize>,
+    /// Build columns the kernel reads (virtual indices).
+    build_reads: Vec<usize>,
+    display: String,
+    state: Arc<futures::lock::Mutex<Option<Arc<BuildState>>>>,
+}
+
+impl fmt::Debug for BuildState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BuildState")
+            .field("levels", &self.tables.host.len())
+            .finish()
+    }
+}
+
+/// `e` with every column of `p`'s output replaced by its expression over
+/// `p`'s input.
+fn inline_projection(
+    e: &Arc<dyn PhysicalExpr>,
+    p: &ProjectionExec,
+) -> std::result::Result<Arc<dyn PhysicalExpr>, Unsupported> {
+    Arc::clone(e)
+        .transform(|n| {
+            if let Some(c) = n.downcast_ref::<Column>() {
+                return match p.expr().get(c.index()) {
+                    Some(pe) => Ok(Transformed::yes(Arc::clone(&pe.expr))),
+                    None => datafusion::common::internal_err!("projection column out of range"),
+                };
+            }
+            Ok(Transformed::no(n))
+        })
+        .map(|t| t.data)
+        .map_err(|e| Unsupported::expr(e.to_string()))
+}
+
+/// `e` over the join chain's output, rewritten over the virtual schema.
+fn to_virtual(
+    e: &Arc<dyn PhysicalExpr>,
+    sources: &[JoinSource],
+    offsets: &[usize],
+    schema: &Schema,
+) -> std::result::Result<Arc<dyn PhysicalExpr>, Unsupported> {
+    Arc::clone(e)
+        .transform(|n| {
+            if let Some(c) = n.downcast_ref::<Column>() {
+                let v = match sources.get(c.index()) {
+                    Some(JoinSource::Fact(i)) => *i,
+                    Some(JoinSource::Build { level, column }) => match offsets.get(*level) {
+                        Some(o) => o + column,
+                        None => return datafusion::common::internal_err!("join level"),
+                    },
+                    None => return datafusion::common::internal_err!("join column out of range"),
+                };
+                return Ok(Transformed::yes(
+                    Arc::new(Column::new(schema.field(v).name(), v)) as Arc<dyn PhysicalExpr>,
+                ));
+            }
+            Ok(Transformed::no(n))
+        })
+        .map(|t| t.data)
+        .map_err(|e| Unsupported::expr(e.to_string()))
+}
+
+impl GpuJoinAggExec {
+    /// Builds the operator from a Partial `AggregateExec` (`template`), its
+    /// projections down to the join chain (top first, each over the next),
+    /// and the [`GpuJoinExec`] planned for that chain (`join`, whose
+    /// `template` is the chain's top join).
+    pub fn try_new(
+        template: Arc<dyn ExecutionPlan>,
+        projections: &[Arc<dyn ExecutionPlan>],
+        join: Arc<dyn ExecutionPlan>,
+    ) -> Result<Self> {
+        let agg = template
+            .downcast_ref::<AggregateExec>()
+            .ok_or_else(|| GpuError::Unsupported(Unsupported::operator("not an AggregateExec")))?;
+        let (keys, aggs) = aggregate_specs(agg)?;
+        let j = join
+            .downcast_ref::<GpuJoinExec>()
+            .ok_or_else(|| GpuError::Internal("fused join is not a GpuJoinExec".into()))?;
+        let children = join.children();
+        let fact_schema = children
+            .first()
+            .ok_or_else(|| GpuError::Internal("join without a fact input".into()))?
+            .schema();
+        // The virtual schema: fact columns, then each level's build columns.
+        let mut fields: Vec<Field> = fact_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let nf = fields.len();
+        let mut offsets = Vec::new();
+        let mut build_columns: Vec<Range<usize>> = Vec::new();
+        for b in children.iter().skip(1) {
+            let start = fields.len();
+            offsets.push(start);
+            fields.extend(b.schema().fields().iter().map(|f| f.as_ref().clone()));
+            build_columns.push(start..fields.len());
+        }
+        let plain = Schema::new(fields.clone());
+        let map = |e: &Arc<dyn PhysicalExpr>| -> std::result::Result<_, Unsupported> {
+            let mut e = Arc::clone(e);
+            for p in projections {
+                let p = p
+                    .downcast_ref::<ProjectionExec>()
+                    .ok_or_else(|| Unsupported::operator("not a projection"))?;
+                e = inline_projection(&e, p)?;
+            }
+            to_virtual(&e, j.sources(), &offsets, &plain)
+        };
+        let keys = keys
+            .iter()
+            .map(map)
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let aggs = aggs
+            .iter()
+            .map(|a| {
+                Ok(AggSpec {
+                    func: a.func,
+                    arg: a.arg.as_ref().map(map).transpose()?,
+                })
+            })
+            .collect::<std::result::Result<Vec<_>, Unsupported>>()?;
+        // String keys: build columns, read as codes.
+        let mut string_key = Vec::new();
+        let mut string_columns = Vec::new();
+        for k in &keys {
+            let dt = k
+                .data_type(&plain)
+                .map_err(|x| Unsupported::expr(x.to_string()))?;
+            if !is_string(&dt) {
+                string_key.push(None);
+                continue;
+            }
+            let c = k
+                .downcast_ref::<Column>()
+                .filter(|c| c.index() >= nf)
+                .ok_or_else(|| {
+                    Unsupported::expr(format!("string group key {k} is not a build column"))
+                })?;
+            string_key.push(Some(string_columns.len()));
+            string_columns.push(c.index());
+            fields[c.index()] = Field::new(fields[c.index()].name(), DataType::UInt32, true);
+        }
+        let spec = JoinAggKernelSpec {
+            schema: Arc::new(Schema::new(fields)),
+            fact_columns: nf,
+            build_columns,
+            levels: j
+                .probe_keys()
+                .iter()
+                .map(|k| JoinLevelSpec {
+                    probe_key: Arc::clone(k),
+                    table: BuildTable::Hash,
+                })
+                .collect(),
+            keys,
+            aggs,
+        };
+        let kernel = spec.generate()?;
+        let build_reads = kernel
+            .columns
+            .iter()
+            .map(|c| c.index)
+            .filter(|i| *i >= nf)
+            .collect();
+        let prefix = vec![0usize; 1 + projections.len()];
+        let paths: Vec<Vec<usize>> = j
+            .paths()
+            .iter()
+            .map(|p| prefix.iter().chain(p).copied().collect())
+            .collect();
+        let kids: Vec<Arc<dyn ExecutionPlan>> = children.into_iter().cloned().collect();
+        let cpu = rebuild(&template, &paths, &kids)?;
+        let display = format!(
+            "GpuJoinAggExec: levels={}, gby=[{}], aggr=[{}], join and partial aggregation fused in one kernel, final aggregation on CPU",
+            j.levels(),
+            spec.keys
+                .iter()
+                .map(|k| k.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            spec.aggs
+                .iter()
+                .map(|a| match &a.arg {
+                    Some(x) => format!("{:?}({x})", a.func),
+                    None => format!("{:?}", a.func),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Ok(GpuJoinAggExec {
+            join,
+            template,
+            paths,
+            cpu,
+            spec,
+            string_key,
+            string_columns,
+            build_reads,
+            display,
+            state: Arc::new(futures::lock::Mutex::new(None)),
+        })
+    }
+
+    /// The kernel's specification (build layouts as planned: hashed).
+    pub fn spec(&self) -> &JoinAggKernelSpec {
+        &self.spec
+    }
+
+    /// Number of fused join levels.
+    pub fn levels(&self) -> usize {
+        self.spec.levels.len()
+    }
+
+    /// The kernel for the build layouts the run picks (`kinds`, one per
+    /// level).
+    pub fn kernel_for(
+        &self,
+        kinds: &[BuildTable],
+    ) -> std::result::Result<KernelSource, Unsupported> {
+        let mut spec = self.spec.clone();
+        for (lv, k) in spec.levels.iter_mut().zip(kinds) {
+            lv.table = *k;
+        }
+        spec.generate()
+    }
+}
+
+impl DisplayAs for GpuJoinAggExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}", self.display)
+    }
+}
+
+impl ExecutionPlan for GpuJoinAggExec {
+    fn name(&self) -> &str {
+        "GpuJoinAggExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.cpu.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        self.join.children()
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        self.join.apply_expressions(f)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let join = datafusion::physical_plan::execution_plan::replace_children_if_necessary(
+            Arc::clone(&self.join),
+            children.clone(),
+        )?;
+        let cpu = rebuild(&self.template, &self.paths, &children)?;
+        Ok(Arc::new(GpuJoinAggExec {
+            join,
+            template: Arc::clone(&self.template),
+            paths: self.paths.clone(),
+            cpu,
+            spec: self.spec.clone(),
+            string_key: self.string_key.clone(),
+            string_columns: self.string_columns.clone(),
+            build_reads: self.build_reads.clone(),
+            display: self.display.clone(),
+            state: Arc::new(futures::lock::Mutex::new(None)),
+        }))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        if !device_allowed(&context) {
+            return self.cpu.execute(partition, context);
+        }
+        let rt = match runtime() {
+            Ok(rt) => rt,
+            Err(e) => return fallback("GpuJoinAggExec", &self.cpu, partition, context, &e),
+        };
+        let job = JoinAggJob {
+            join: Arc::clone(&self.join),
+            cpu: Arc::clone(&self.cpu),
+            spec: self.spec.clone(),
+            string_key: self.string_key.clone(),
+            string_columns: self.string_columns.clone(),
+            build_reads: self.build_reads.clone(),
+            state: Arc::clone(&self.state),
+            schema: self.schema(),
+        };
+        let schema = self.schema();
+        let s = futures::stream::once(async move { job.run(partition, context, rt).await })
+            .try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, s)))
+    }
+}
+
+/// What a running partition needs of the operator.
+struct JoinAggJob {
+    join: Arc<dyn ExecutionPlan>,
+    cpu: Arc<dyn ExecutionPlan>,
+    spec: JoinAggKernelSpec,
+    string_key: Vec<Option<usize>>,
+    string_columns: Vec<usize>,
+    build_reads: Vec<usize>,
+    state: Arc<futures::lock::Mutex<Option<Arc<BuildState>>>>,
+    schema: SchemaRef,
+}
+
+impl JoinAggJob {
+    fn gpu_join(&self) -> DfResult<&GpuJoinExec> {
+        self.join
+            .downcast_ref::<GpuJoinExec>()
+            .ok_or_else(|| DataFusionError::Internal("fused join is not a GpuJoinExec".into()))
+    }
+
+    /// The build sides and the build columns the kernel reads, collected
+    /// once for all partitions.
+    async fn build_state(&self, ctx: &Arc<TaskContext>) -> DfResult<Arc<BuildState>> {
+        let mut g = self.state.lock().await;
+        if let Some(s) = g.as_ref() {
+            return Ok(Arc::clone(s));
+        }
+        let tables = self.gpu_join()?.tables(ctx).await?;
+        let mut interners: Vec<Interner> = self
+            .string_columns
+            .iter()
+            .map(|_| Interner::default())
+            .collect();
+        let mut columns = HashMap::new();
+        for v in &self.build_reads {
+            let level = self
+                .spec
+                .level_of(*v)
+                .ok_or_else(|| DataFusionError::Internal("build column level".into()))?;
+            let start = self.spec.build_columns[level].start;
+            let host = tables
+                .host
+                .get(level)
+                .ok_or_else(|| DataFusionError::Internal("build level".into()))?;
+            let array = Arc::clone(host.batch.column(v - start));
+            let array = match self.string_columns.iter().position(|c| c == v) {
+                Some(i) => interners[i]
+                    .encode(&array)
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?,
+                None => array,
+            };
+            columns.insert(*v, array);
+        }
+        let s = Arc::new(BuildState {
+            tables,
+            interners,
+            columns,
+            device: Mutex::new(HashMap::new()),
+        });
+        *g = Some(Arc::clone(&s));
+        Ok(s)
+    }
+
+    async fn run(
+        self,
+        partition: usize,
+        ctx: Arc<TaskContext>,
+        rt: Arc<GpuRuntime>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let state = self.build_state(&ctx).await?;
+        let mut spec = self.spec.clone();
+        for (lv, t) in spec.levels.iter_mut().zip(&state.tables.host) {
+            lv.table = t.kind;
+        }
+        let kernel = match spec.generate() {
+            Ok(k) => Arc::new(k),
+            Err(u) => {
+                return fallback(
+                    "GpuJoinAggExec",
+                    &self.cpu,
+                    partition,
+                    ctx,
+                    &GpuError::Unsupported(u),
+                )
+            }
+        };
+        let mut cap = super::preagg::INITIAL_SLOTS;
+        for _attempt in 0..3 {
+            match self
+                .attempt(partition, &ctx, &rt, &state, &kernel, cap)
+                .await
+            {
+                Ok(Some(batch)) => {
+                    let s = futures::stream::iter(vec![Ok(batch)]);
+                    return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                        Arc::clone(&self.schema),
+                        s,
+                    )));
+                }
+                Ok(None) => cap *= 8,
+                Err(AttemptError::Df(e)) => return Err(e),
+                Err(AttemptError::Gpu(e)) => {
+                    return fallback("GpuJoinAggExec", &self.cpu, partition, ctx, &e)
+                }
+            }
+        }
+        let e = GpuError::Overflow {
+            kernel: "eddy_join_preagg".into(),
+            retries: 3,
+        };
+        fallback("GpuJoinAggExec", &self.cpu, partition, ctx, &e)
+    }
+
+    /// The build columns on `dev`, uploaded on first use.
+    fn device_columns(
+        &self,
+        state: &BuildState,
+        kernel: &KernelSource,
+        dev: &GpuDevice,
+    ) -> Result<Arc<HashMap<usize, DeviceColumn>>> {
+        if let Some(c) = state.device.lock().get(&dev.info.ordinal) {
+            return Ok(Arc::clone(c));
+        }
+        let stream = &dev.streams[0];
+        let up = |b: &[u8]| -> Result<Arc<cudarc::driver::CudaSlice<u8>>> {
+            let b = if b.is_empty() { &[0u8; 8][..] } else { b };
+            GpuMetrics::add(&GPU_METRICS.bytes_h2d, b.len() as u64);
+            Ok(Arc::new(
+                stream
+                    .clone_htod(b)
+                    .map_err(GpuError::driver("upload build column"))?,
+            ))
+        };
+        let mut out = HashMap::new();
+        for c in kernel
+            .columns
+            .iter()
+            .filter(|c| c.index >= self.spec.fact_columns)
+        {
+            let array = state
+                .columns
+                .get(&c.index)
+                .ok_or_else(|| GpuError::Internal("build column not collected".into()))?;
+            let host = crate::datapath::host_column(array, c.ty)?;
+            let values = up(&host.values)?;
+            let validity = host.validity.as_deref().map(up).transpose()?;
+            out.insert(c.index, (values, validity));
+        }
+        stream
+            .synchronize()
+            .map_err(GpuError::driver("cuStreamSynchronize"))?;
+        let out = Arc::new(out);
+        state
+            .device
+            .lock()
+            .insert(dev.info.ordinal, Arc::clone(&out));
+        Ok(out)
+    }
+
+    /// One pass over the partition's fact rows. `Ok(None)`: the group
+    /// table overflowed.
+    async fn attempt(
+        &self,
+        partition: usize,
+        ctx: &Arc<TaskContext>,
+        rt: &Arc<GpuRuntime>,
+        state: &BuildState,
+        kernel: &Arc<KernelSource>,
+        cap: usize,
+    ) -> std::result::Result<Option<RecordBatch>, AttemptError> {
+        let dev = rt.device_for(partition)?;
+        let func =
+            crate::compile::cache().function(&dev.ctx, kernel, dev.info.compute_capability)?;
+        let tables = state.tables.on_device(dev)?;
+        let build_cols = self.device_columns(state, kernel, dev)?;
+        let stream = &dev.streams[0];
+        let table = GroupTable::alloc(stream, cap, self.spec.keys.len(), &kernel.aggs)?;
+        // What is staged per chunk: the fact columns only.
+        let mut fact_view = (**kernel).clone();
+        fact_view
+            .columns
+            .retain(|c| c.index < self.spec.fact_columns);
+        let fact = self
+            .join
+            .children()
+            .first()
+            .map(|c| Arc::clone(*c))
+            .ok_or_else(|| AttemptError::Df(DataFusionError::Internal("no fact input".into())))?;
+        let fact_schema = fact.schema();
+        let mut pipeline = Pipeline::for_device(dev)?;
+        let mut dict_sets = DictSets::default();
+        let mut input = super::coalesced(
+            fact.execute(partition, Arc::clone(ctx))
+                .map_err(AttemptError::Df)?,
+        );
+        let mut submit_ns = 0u64;
+        while let Some(batch) = input.next().await {
+            let batch = batch.map_err(AttemptError::Df)?;
+            let started = std::time::Instant::now();
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let sets = dict_sets.for_batch(&fact_view, &fact_schema, &batch)?;
+            let si = pipeline.next_slot()?;
+            let slot = &mut pipeline.slots[si];
+            let inputs = stage_batch(slot, dev, &fact_view, &batch, &sets, 0)?;
+            let mut args = Vec::with_capacity(kernel.params.len());
+            for p in &kernel.params {
+                use crate::codegen::kernels::Param;
+                let build = match p {
+                    Param::Column(i) if *i >= self.spec.fact_columns => {
+                        Some(build_cols.get(i).map(|c| Arg::Dev(Arc::clone(&c.0))))
+                    }
+                    Param::Validity(i) if *i >= self.spec.fact_columns => Some(
+                        build_cols
+                            .get(i)
+                            .map(|c| c.1.as_ref().map_or(Arg::Null, |v| Arg::Dev(Arc::clone(v)))),
+                    ),
+                    _ => None,
+                };
+                if let Some(a) = build {
+                    args.push(a.ok_or_else(|| GpuError::Internal("build column missing".into()))?);
+                    continue;
+                }
+                if let Some(a) = common_arg(p, &inputs)? {
+                    args.push(a);
+                    continue;
+                }
+                if let Some(a) = state.tables.arg(&tables, p) {
+                    args.push(a?);
+                    continue;
+                }
+                args.push(
+                    table.arg(p).ok_or_else(|| {
+                        GpuError::Internal(format!("fused kernel parameter {p:?}"))
+                    })?,
+                );
+            }
+            launch(slot, &func, grid_for(dev, batch.num_rows()), &args)?;
+            GpuMetrics::add(&GPU_METRICS.rows_processed, batch.num_rows() as u64);
+            submit_ns += u64::try_from(started.elapsed().as_nanos()).unwrap_or(0);
+        }
+        GpuMetrics::add(&GPU_METRICS.submit_ns, submit_ns);
+        let complete_started = std::time::Instant::now();
+        for s in &mut pipeline.slots {
+            s.reset()?;
+        }
+        let Some(contents) = table.read(stream, "join_preagg")? else {
+            return Ok(None);
+        };
+        GpuMetrics::add_elapsed(&GPU_METRICS.complete_ns, complete_started);
+        Ok(Some(table.decode(
+            &contents,
+            &self.schema,
+            &self.string_key,
+            &kernel.aggs,
+            &state.interners,
+        )?))
+    }
+}
