@@ -88,6 +88,18 @@ impl KernelCache {
         src: &KernelSource,
         cc: (i32, i32),
     ) -> Result<CudaFunction> {
+        self.function_named(ctx, src, cc, src.entry)
+    }
+
+    /// Entry point `entry` of `src`'s module (a translation unit may hold
+    /// helper kernels beside its main one: the group table's).
+    pub fn function_named(
+        &self,
+        ctx: &Arc<CudaContext>,
+        src: &KernelSource,
+        cc: (i32, i32),
+        entry: &str,
+    ) -> Result<CudaFunction> {
         let key = (ctx.ordinal(), src.hash);
         let module = self.modules.lock().get(&key).cloned();
         let module = match module {
@@ -96,7 +108,7 @@ impl KernelCache {
                 let _loading = self.loading.lock();
                 if let Some(m) = self.modules.lock().get(&key).cloned() {
                     return m
-                        .load_function(src.entry)
+                        .load_function(entry)
                         .map_err(GpuError::driver("cuModuleGetFunction"));
                 }
                 let ptx = self.ptx(src, &arch_for(cc))?;
@@ -108,7 +120,7 @@ impl KernelCache {
             }
         };
         module
-            .load_function(src.entry)
+            .load_function(entry)
             .map_err(GpuError::driver("cuModuleGetFunction"))
     }
 }

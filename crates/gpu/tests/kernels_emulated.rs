@@ -1732,4 +1732,45 @@ fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
             got[key]
         );
     }
+
+    // The group table's own kernels, from the same module: initialisation
+    // on the device equals the host's, and the gather returns exactly the
+    // ready groups.
+    let helper = |entry: &'static str, n: usize| {
+        let mut h = k.clone();
+        h.entry = entry;
+        h.params = vec![Param::Rows; n];
+        EmuKernel::build(&h)
+    };
+    let mut init_args = vec![Arg::zeroed(cap * nacc * 8), Arg::Scalar(cap as u64)];
+    helper("eddy_group_init", 2)
+        .launch(&mut init_args, GRID, BLOCK_THREADS)
+        .unwrap_or_else(|e| panic!("emulator: {e}"));
+    let initialised = init_args[0].as_bytes();
+    for s in [0, 1, cap / 2, cap - 1] {
+        for (i, w) in init.iter().enumerate() {
+            assert_eq!(u64_at(initialised, s * nacc + i), *w, "slot {s} word {i}");
+        }
+    }
+    let width = nkw + nacc;
+    let mut compact_args = vec![
+        Arg::bytes(st),
+        Arg::bytes(kb),
+        Arg::bytes(ab),
+        Arg::Scalar(cap as u64),
+        Arg::zeroed(cap * width * 8),
+        Arg::zeroed(8),
+    ];
+    helper("eddy_group_compact", 6)
+        .launch(&mut compact_args, GRID, BLOCK_THREADS)
+        .unwrap_or_else(|e| panic!("emulator: {e}"));
+    let n = u64_at(compact_args[5].as_bytes(), 0) as usize;
+    assert_eq!(n, got.len(), "gathered groups");
+    let out = compact_args[4].as_bytes();
+    let mut gathered = BTreeMap::new();
+    for g in 0..n {
+        let words: Vec<u64> = (0..width).map(|i| u64_at(out, g * width + i)).collect();
+        gathered.insert(words[..nkw].to_vec(), words[nkw..].to_vec());
+    }
+    assert_eq!(gathered, got, "the gathered groups are the table's");
 }

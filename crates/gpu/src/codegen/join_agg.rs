@@ -32,7 +32,8 @@ use super::expr::ExprCompiler;
 use super::kernels::{
     acc_functions, chain_next, common_params, compile_group, finish, group_defines,
     group_table_params, group_update, indent_block, join_table_params, probe_call, probe_helpers,
-    signature, AggSpec, JoinLevelSpec, KernelSource, GROUP_EPILOGUE, GROUP_PROLOGUE, PRELUDE,
+    signature, AggSpec, JoinLevelSpec, KernelSource, GROUP_EPILOGUE, GROUP_PROLOGUE,
+    GROUP_TABLE_KERNELS, PRELUDE,
 };
 use super::types::DevType;
 use super::Unsupported;
@@ -170,6 +171,7 @@ impl JoinAggKernelSpec {
         }
         src.push_str("  }\n");
         src.push_str(GROUP_EPILOGUE);
+        src.push_str(GROUP_TABLE_KERNELS);
         Ok(finish(
             "eddy_join_preagg",
             src,

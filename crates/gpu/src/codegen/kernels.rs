@@ -675,6 +675,7 @@ impl PreAggKernelSpec {
         src.push_str(&group_update(&g));
         src.push_str("  }\n");
         src.push_str(GROUP_EPILOGUE);
+        src.push_str(GROUP_TABLE_KERNELS);
         Ok(finish(
             "eddy_preagg",
             src,
@@ -853,6 +854,40 @@ pub(crate) const GROUP_EPILOGUE: &str = "  __syncthreads();
     const long long g = eddy_ht_slot(g_state, g_keys, k, eddy_hash_keys(k), g_mask, (long long)g_mask + 1);
     if (g < 0) { atomicExch(overflow, 1); continue; }
     eddy_acc_merge(&g_acc[g * EDDY_NACC], &s_acc[i * EDDY_NACC]);
+  }
+}
+";
+
+/// Kernels of the group table itself, in the same module as the grouping
+/// kernel (they share its `EDDY_NKW`/`EDDY_NACC` and `eddy_acc_init`): the
+/// accumulators initialised on the device (no table built and copied from
+/// the host), and the ready groups gathered into a dense array, so only the
+/// groups come back, not the whole table (the first fused device run read
+/// back 3 MB of a 65,536-slot table per partition for a few hundred groups).
+pub const GROUP_TABLE_KERNELS: &str = "
+// Group table: accumulators initialised on the device.
+extern \"C\" __global__ void __launch_bounds__(256) eddy_group_init(
+    unsigned long long* __restrict__ g_acc,
+    const unsigned long long cap)
+{
+  for (unsigned long long s = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; s < cap; s += (unsigned long long)gridDim.x * blockDim.x)
+    eddy_acc_init(&g_acc[s * EDDY_NACC]);
+}
+// Group table: ready groups gathered densely (keys, then accumulators), in
+// any order; count says how many.
+extern \"C\" __global__ void __launch_bounds__(256) eddy_group_compact(
+    const uint32_t* __restrict__ g_state,
+    const unsigned long long* __restrict__ g_keys,
+    const unsigned long long* __restrict__ g_acc,
+    const unsigned long long cap,
+    unsigned long long* __restrict__ out,
+    unsigned long long* __restrict__ count)
+{
+  for (unsigned long long s = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; s < cap; s += (unsigned long long)gridDim.x * blockDim.x) {
+    if (g_state[s] != 2) continue;
+    unsigned long long* o = &out[atomicAdd(count, 1ULL) * (EDDY_NKW + EDDY_NACC)];
+    for (int w = 0; w < EDDY_NKW; w++) o[w] = g_keys[s * EDDY_NKW + w];
+    for (int w = 0; w < EDDY_NACC; w++) o[EDDY_NKW + w] = g_acc[s * EDDY_NACC + w];
   }
 }
 ";

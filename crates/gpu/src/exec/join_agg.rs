@@ -568,7 +568,7 @@ impl JoinAggJob {
         let tables = state.tables.on_device(dev)?;
         let build_cols = self.device_columns(state, kernel, dev)?;
         let stream = &dev.streams[0];
-        let table = GroupTable::alloc(stream, cap, self.spec.keys.len(), &kernel.aggs)?;
+        let table = GroupTable::alloc(dev, kernel, cap, self.spec.keys.len())?;
         // What is staged per chunk: the fact columns only.
         let mut fact_view = (**kernel).clone();
         fact_view

@@ -17,6 +17,7 @@ use arrow::array::{
 };
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use cudarc::driver::PushKernelArg;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::TaskContext;
@@ -348,6 +349,8 @@ pub(crate) struct GroupTable {
     acc: Arc<cudarc::driver::CudaSlice<u8>>,
     overflow: Arc<cudarc::driver::CudaSlice<u8>>,
     err: Arc<cudarc::driver::CudaSlice<u8>>,
+    compact: cudarc::driver::CudaFunction,
+    blocks: u32,
 }
 
 /// What a group table holds at the end: the ready slots, all key words and
@@ -360,42 +363,66 @@ pub(crate) struct GroupContents {
 
 impl GroupTable {
     /// An empty table of `cap` slots (a power of two) for `nkeys` group
-    /// keys and the accumulators `aggs`, uploaded on `stream` (synchronised).
+    /// keys and the accumulators of `kernel` (whose module holds the
+    /// table's kernels, [`crate::codegen::kernels::GROUP_TABLE_KERNELS`]),
+    /// zeroed and initialised on the device (synchronised).
     pub(crate) fn alloc(
-        stream: &Arc<cudarc::driver::CudaStream>,
+        dev: &crate::device::GpuDevice,
+        kernel: &KernelSource,
         cap: usize,
         nkeys: usize,
-        aggs: &[AggSlot],
     ) -> Result<GroupTable> {
+        let stream = &dev.streams[0];
+        let aggs = &kernel.aggs;
         let nkw = nkeys + 1;
         let nacc: usize = aggs.iter().map(|a| a.words).sum::<usize>().max(1);
-        let mut init = Vec::with_capacity(nacc);
-        for a in aggs {
-            init.extend(a.init());
-        }
-        init.resize(nacc, 0);
-        let acc_host: Vec<u8> = (0..cap)
-            .flat_map(|_| init.iter().flat_map(|w| w.to_le_bytes()))
-            .collect();
-        let up = |b: Vec<u8>| -> Result<Arc<cudarc::driver::CudaSlice<u8>>> {
-            Ok(Arc::new(stream.clone_htod(&b).map_err(
-                GpuError::driver("cuMemcpyHtoD (preagg table)"),
-            )?))
+        let zeros = |len: usize| -> Result<Arc<cudarc::driver::CudaSlice<u8>>> {
+            Ok(Arc::new(
+                stream
+                    .alloc_zeros::<u8>(len)
+                    .map_err(GpuError::driver("cuMemAlloc (group table)"))?,
+            ))
         };
+        let cache = crate::compile::cache();
+        let cc = dev.info.compute_capability;
+        let init = cache.function_named(&dev.ctx, kernel, cc, "eddy_group_init")?;
+        let compact = cache.function_named(&dev.ctx, kernel, cc, "eddy_group_compact")?;
         let table = GroupTable {
             cap,
             nkw,
             nacc,
-            state: up(vec![0u8; cap * 4])?,
-            keys: up(vec![0u8; cap * nkw * 8])?,
-            acc: up(acc_host)?,
-            overflow: up(vec![0u8; 4])?,
-            err: up(vec![0u8; 4])?,
+            state: zeros(cap * 4)?,
+            keys: zeros(cap * nkw * 8)?,
+            acc: zeros(cap * nacc * 8)?,
+            overflow: zeros(4)?,
+            err: zeros(4)?,
+            compact,
+            blocks: grid_for(dev, cap),
         };
+        // MIN/MAX start from the extremes; sums and counts from zero.
+        if aggs.iter().any(|a| a.init().iter().any(|w| *w != 0)) {
+            let cap64 = cap as u64;
+            let mut b = stream.launch_builder(&init);
+            b.arg(table.acc.as_ref());
+            b.arg(&cap64);
+            // SAFETY: `eddy_group_init(acc, cap)` writes cap * EDDY_NACC words,
+            // the size of `acc`.
+            unsafe { b.launch(table.config()) }
+                .map_err(GpuError::driver("cuLaunchKernel (group init)"))?;
+            GpuMetrics::add(&GPU_METRICS.kernel_launches, 1);
+        }
         stream
             .synchronize()
             .map_err(GpuError::driver("cuStreamSynchronize"))?;
         Ok(table)
+    }
+
+    fn config(&self) -> cudarc::driver::LaunchConfig {
+        cudarc::driver::LaunchConfig {
+            grid_dim: (self.blocks, 1, 1),
+            block_dim: (crate::codegen::kernels::BLOCK_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        }
     }
 
     /// The argument of a group-table parameter, None for other parameters.
@@ -412,35 +439,69 @@ impl GroupTable {
     }
 
     /// Reads the table back once every kernel that adds into it has
-    /// finished. `Ok(None)`: it overflowed (retry larger); an error when a
+    /// finished: the flags, then only the ready groups, gathered on the
+    /// device. `Ok(None)`: it overflowed (retry larger); an error when a
     /// row raised an SQL error (the CPU plan then raises it).
     pub(crate) fn read(
         &self,
         stream: &Arc<cudarc::driver::CudaStream>,
         kernel: &str,
     ) -> Result<Option<GroupContents>> {
-        let down = |b: &Arc<cudarc::driver::CudaSlice<u8>>| -> Result<Vec<u8>> {
+        let down = |b: &cudarc::driver::CudaView<'_, u8>| -> Result<Vec<u8>> {
             let v = stream
-                .clone_dtoh(b.as_ref())
-                .map_err(GpuError::driver("cuMemcpyDtoH (preagg table)"))?;
+                .clone_dtoh(b)
+                .map_err(GpuError::driver("cuMemcpyDtoH (group table)"))?;
             GpuMetrics::add(&GPU_METRICS.bytes_d2h, v.len() as u64);
             Ok(v)
         };
-        if flag(&down(&self.err)?) {
+        if flag(&down(&self.err.slice(..))?) {
             return Err(GpuError::Internal(format!(
                 "row error flagged by the {kernel} kernel"
             )));
         }
-        if flag(&down(&self.overflow)?) {
+        if flag(&down(&self.overflow.slice(..))?) {
             return Ok(None);
         }
-        let state = down(&self.state)?;
-        let keys = u64s(&down(&self.keys)?);
-        let acc = u64s(&down(&self.acc)?);
-        let slots: Vec<usize> = (0..self.cap)
-            .filter(|s| state.get(s * 4).copied() == Some(2))
-            .collect();
-        Ok(Some(GroupContents { slots, keys, acc }))
+        let width = self.nkw + self.nacc;
+        let out = stream
+            .alloc_zeros::<u8>(self.cap * width * 8)
+            .map_err(GpuError::driver("cuMemAlloc (group gather)"))?;
+        let count = stream
+            .alloc_zeros::<u8>(8)
+            .map_err(GpuError::driver("cuMemAlloc (group count)"))?;
+        let cap64 = self.cap as u64;
+        let mut b = stream.launch_builder(&self.compact);
+        b.arg(self.state.as_ref());
+        b.arg(self.keys.as_ref());
+        b.arg(self.acc.as_ref());
+        b.arg(&cap64);
+        b.arg(&out);
+        b.arg(&count);
+        // SAFETY: `eddy_group_compact` reads the table's cap slots and writes
+        // at most cap groups of `width` words into `out`, sized for that.
+        unsafe { b.launch(self.config()) }
+            .map_err(GpuError::driver("cuLaunchKernel (group compact)"))?;
+        GpuMetrics::add(&GPU_METRICS.kernel_launches, 1);
+        let n = u64s(&down(&count.slice(..))?).first().copied().unwrap_or(0) as usize;
+        if n > self.cap {
+            return Err(GpuError::Internal("group count past the table".into()));
+        }
+        let words = if n == 0 {
+            Vec::new()
+        } else {
+            u64s(&down(&out.slice(..n * width * 8))?)
+        };
+        let mut keys = Vec::with_capacity(n * self.nkw);
+        let mut acc = Vec::with_capacity(n * self.nacc);
+        for g in words.chunks_exact(width) {
+            keys.extend_from_slice(&g[..self.nkw]);
+            acc.extend_from_slice(&g[self.nkw..]);
+        }
+        Ok(Some(GroupContents {
+            slots: (0..n).collect(),
+            keys,
+            acc,
+        }))
     }
 
     /// Partial states in `schema` (the Partial AggregateExec's output):
@@ -516,7 +577,7 @@ impl PreAggJob {
             dev.info.compute_capability,
         )?;
         let stream = &dev.streams[0];
-        let table = GroupTable::alloc(stream, cap, self.keys.len(), &self.kernel.aggs)?;
+        let table = GroupTable::alloc(dev, &self.kernel, cap, self.keys.len())?;
         let mut pipeline = Pipeline::for_device(dev)?;
         let mut interners: Vec<Interner> = self
             .string_keys

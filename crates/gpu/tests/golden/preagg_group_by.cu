@@ -173,3 +173,29 @@ extern "C" __global__ void __launch_bounds__(256) eddy_preagg(
     eddy_acc_merge(&g_acc[g * EDDY_NACC], &s_acc[i * EDDY_NACC]);
   }
 }
+
+// Group table: accumulators initialised on the device.
+extern "C" __global__ void __launch_bounds__(256) eddy_group_init(
+    unsigned long long* __restrict__ g_acc,
+    const unsigned long long cap)
+{
+  for (unsigned long long s = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; s < cap; s += (unsigned long long)gridDim.x * blockDim.x)
+    eddy_acc_init(&g_acc[s * EDDY_NACC]);
+}
+// Group table: ready groups gathered densely (keys, then accumulators), in
+// any order; count says how many.
+extern "C" __global__ void __launch_bounds__(256) eddy_group_compact(
+    const uint32_t* __restrict__ g_state,
+    const unsigned long long* __restrict__ g_keys,
+    const unsigned long long* __restrict__ g_acc,
+    const unsigned long long cap,
+    unsigned long long* __restrict__ out,
+    unsigned long long* __restrict__ count)
+{
+  for (unsigned long long s = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; s < cap; s += (unsigned long long)gridDim.x * blockDim.x) {
+    if (g_state[s] != 2) continue;
+    unsigned long long* o = &out[atomicAdd(count, 1ULL) * (EDDY_NKW + EDDY_NACC)];
+    for (int w = 0; w < EDDY_NKW; w++) o[w] = g_keys[s * EDDY_NKW + w];
+    for (int w = 0; w < EDDY_NACC; w++) o[EDDY_NKW + w] = g_acc[s * EDDY_NACC + w];
+  }
+}
