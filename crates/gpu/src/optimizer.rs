@@ -599,7 +599,29 @@ pub fn plan_join_agg(
         .first()
         .map(|c| Arc::clone(*c))
         .ok_or_else(|| Unsupported::operator("join without a fact input"))?;
-    let exec = crate::exec::GpuJoinAggExec::try_new(template, &rebuilt_projections, gpu_join)
+    // The fact side's filter goes into the same kernel when it can (one
+    // copy of the fact columns instead of a GpuScan round trip first);
+    // otherwise the filter stays a child, offloaded on its own.
+    if let Some(ff) = crate::exec::join_agg::FactFilter::of(&fact) {
+        let filtered = crate::exec::GpuJoinAggExec::try_new(
+            Arc::clone(&template),
+            &rebuilt_projections,
+            Arc::clone(&gpu_join),
+            Some(ff),
+        );
+        match filtered {
+            Ok(exec) => {
+                let input = exec
+                    .children()
+                    .first()
+                    .map(|c| Arc::clone(*c))
+                    .unwrap_or(fact);
+                return Ok((Arc::new(exec), input));
+            }
+            Err(e) => tracing::debug!(reason = %e, "fact filter not fused"),
+        }
+    }
+    let exec = crate::exec::GpuJoinAggExec::try_new(template, &rebuilt_projections, gpu_join, None)
         .map_err(unsupported_to_df)?;
     Ok((Arc::new(exec), fact))
 }

@@ -1458,7 +1458,8 @@ async fn planned_single_level_join_kernels_answer_like_nested_loops() {
 /// The fused join + partial aggregation kernel over two levels (a direct
 /// table with unique keys, a hashed table with duplicate and NULL keys),
 /// grouping by build columns (one a string, read as codes) with aggregates
-/// over fact columns and over an expression mixing fact and build columns:
+/// over fact columns and over an expression mixing fact and build columns,
+/// the fact side's filter evaluated in the same kernel:
 /// its groups and accumulators equal a reference aggregation over the rows
 /// of a nested-loop join.
 #[test]
@@ -1559,6 +1560,8 @@ fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
     let ctx = SessionContext::new();
     let p = |s: &str| common::physical(&ctx, &schema, s);
     let keys = vec![p("year"), p("name"), p("cat")];
+    // The fact side's own filter, evaluated before the probe.
+    let filter = p("fk0 <> 7 AND f > -6.5");
     let aggs = vec![
         AggSpec {
             func: AggFunc::CountStar,
@@ -1593,6 +1596,7 @@ fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
         schema: Arc::clone(&schema),
         fact_columns: 4,
         build_columns: vec![4..7, 7..9],
+        filter: Some(filter.clone()),
         levels: vec![
             JoinLevelSpec {
                 probe_key: p("fk0"),
@@ -1614,8 +1618,11 @@ fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
     let (mut fi, mut r0, mut r1) = (Vec::new(), Vec::new(), Vec::new());
     let fk0 = fact.column(0).as_primitive::<arrow::datatypes::Int64Type>();
     let fk1 = fact.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+    let kept = eval(&filter, &fact);
+    let kept = kept.as_boolean();
+    assert!(kept.false_count() > 0, "the filter drops rows");
     for r in 0..n {
-        if fk0.is_null(r) || fk1.is_null(r) {
+        if fk0.is_null(r) || fk1.is_null(r) || !kept.is_valid(r) || !kept.value(r) {
             continue;
         }
         for a in t0.probe(fk0.value(r)) {

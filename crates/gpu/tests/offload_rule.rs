@@ -367,3 +367,34 @@ fn discovery_reports_cpu_only_without_panicking() {
         assert!(line.contains("CPU-only"), "{line}");
     }
 }
+
+/// SSB Q1.1's shape: the fact side's own filter goes into the fused kernel
+/// (one copy of the fact columns, no GpuScan round trip first); the CPU
+/// plan the operator keeps still filters, so the answers agree.
+#[tokio::test]
+async fn the_fact_filter_is_fused_with_the_join_and_the_aggregate() {
+    let (ctx, _rule) = gpu_ctx(true);
+    set(&ctx, "SET eddy.gpu = 'on'").await;
+    let sql = "select d_year, sum(lo_revenue) as rev, count(*) as n \
+               from lineorder, dwdate where lo_orderdate = d_datekey \
+               and lo_discount between 1 and 3 and lo_quantity < 25 \
+               group by d_year order by d_year";
+    let p = plan(&ctx, sql).await;
+    let text = shown(&p);
+    assert!(
+        text.contains("GpuJoinAggExec: levels=1, fact filter=") && text.contains("lo_quantity"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("FilterExec") && !text.contains("GpuScanExec"),
+        "the fact filter runs in the fused kernel: {text}"
+    );
+    must_equal_cpu(&ctx, sql).await;
+    set(&ctx, "SET eddy.gpu_fuse = off").await;
+    let text = shown(&plan(&ctx, sql).await);
+    assert!(
+        text.contains("GpuPreAggExec") && text.contains("GpuScanExec"),
+        "{text}"
+    );
+    must_equal_cpu(&ctx, sql).await;
+}

@@ -113,7 +113,7 @@ async fn explain_names_what_runs_on_the_gpu_and_why_the_rest_does_not() {
     )
     .await;
     let star = "SELECT yr, region, sum(amount), count(*) FROM fact JOIN dim ON fact.dk = dim.dk \
-                WHERE yr > 1990 GROUP BY yr, region";
+                WHERE yr > 1990 AND amount > 5 GROUP BY yr, region";
     let rows = explain(&mut s, star).await;
     let text = |rows: &[(String, String)], kind: &str| {
         rows.iter()
@@ -123,7 +123,8 @@ async fn explain_names_what_runs_on_the_gpu_and_why_the_rest_does_not() {
     };
     let physical = text(&rows, "physical_plan");
     assert!(
-        physical.contains("GpuJoinAggExec: levels=1") && !physical.contains("GpuPreAggExec"),
+        physical.contains("GpuJoinAggExec: levels=1, fact filter=amount@")
+            && !physical.contains("GpuPreAggExec"),
         "{physical}\n{}",
         text(&rows, "gpu_decisions")
     );

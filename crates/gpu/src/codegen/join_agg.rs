@@ -48,6 +48,10 @@ pub struct JoinAggKernelSpec {
     pub fact_columns: usize,
     /// Virtual-schema indices of each level's build columns.
     pub build_columns: Vec<Range<usize>>,
+    /// The fact side's own filter (over fact columns): rows it does not
+    /// keep are dropped before they probe, as the CPU filters before it
+    /// joins.
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
     /// Levels: probe keys over fact columns, table layouts.
     pub levels: Vec<JoinLevelSpec>,
     /// Group keys over the virtual schema.
@@ -85,6 +89,26 @@ impl JoinAggKernelSpec {
             }
         }
         cx.set_indent(3);
+        let keep = match &self.filter {
+            Some(f) => {
+                let mut cols = Vec::new();
+                columns_of(f, &mut cols);
+                if cols.iter().any(|c| *c >= self.fact_columns) {
+                    return Err(Unsupported::operator("fact filter over a build column"));
+                }
+                let v = cx.compile(f)?;
+                if v.ty != DevType::Bool {
+                    return Err(Unsupported::expr("filter is not boolean"));
+                }
+                Some(if v.null == "false" {
+                    v.val
+                } else {
+                    format!("{} && !{}", v.val, v.null)
+                })
+            }
+            None => None,
+        };
+        let filter_len = cx.compiled().body.len();
         let mut probe_keys = Vec::new();
         for lv in &self.levels {
             let mut cols = Vec::new();
@@ -146,7 +170,14 @@ impl JoinAggKernelSpec {
         src.push_str("  const long long stride = (long long)gridDim.x * blockDim.x;\n");
         src.push_str("  for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < nrows; row += stride) {\n");
         src.push_str(&c.loads);
-        let (probe_body, group_body) = c.body.split_at(probe_len.min(c.body.len()));
+        let (head, group_body) = c.body.split_at(probe_len.min(c.body.len()));
+        let (filter_body, probe_body) = head.split_at(filter_len.min(head.len()));
+        src.push_str(filter_body);
+        if let Some(keep) = &keep {
+            // Nothing below is evaluated for a dropped row (`WHERE b <> 0`
+            // guards `a / b` in an aggregate, as on the CPU).
+            let _ = writeln!(src, "      if (!({keep})) continue;");
+        }
         src.push_str(probe_body);
         // One nested loop per level over its matching build rows (a direct
         // level, or a hash level with unique keys, loops at most once).

@@ -75,9 +75,13 @@ struct BuildState {
 /// The fused operator; see the module doc.
 #[derive(Debug)]
 pub struct GpuJoinAggExec {
-    /// The star join this replaces with its aggregate (a [`GpuJoinExec`]):
-    /// its children are this operator's children.
+    /// The star join this replaces with its aggregate (a [`GpuJoinExec`]);
+    /// its build sides are this operator's children after the fact input.
     join: Arc<dyn ExecutionPlan>,
+    /// The fact input, then each build side.
+    children: Vec<Arc<dyn ExecutionPlan>>,
+    /// The fact side's filter taken into the kernel, if any.
+    fact_filter: Option<FactFilter>,
     template: Arc<dyn ExecutionPlan>,
     paths: Vec<Vec<usize>>,
     cpu: Arc<dyn ExecutionPlan>,
@@ -90,6 +94,94 @@ pub struct GpuJoinAggExec {
     build_reads: Vec<usize>,
     display: String,
     state: Arc<futures::lock::Mutex<Option<Arc<BuildState>>>>,
+}
+
+/// A filter on the join's fact side (`[ProjectionExec of columns]
+/// FilterExec input`) evaluated by the fused kernel: the operator then reads
+/// the filter's input.
+#[derive(Debug, Clone)]
+pub struct FactFilter {
+    /// The filter subtree (its top node), kept for the CPU plan.
+    pub chain: Arc<dyn ExecutionPlan>,
+    /// Child steps from `chain` to the filter's input.
+    pub depth: usize,
+    /// The predicate, over the filter's input.
+    pub predicate: Arc<dyn PhysicalExpr>,
+    /// For each output column of `chain`, its column of the filter's input.
+    pub columns: Vec<usize>,
+}
+
+impl FactFilter {
+    /// The filter of `fact`, when it is `[ProjectionExec of columns]
+    /// FilterExec` without a row limit.
+    pub fn of(fact: &Arc<dyn ExecutionPlan>) -> Option<FactFilter> {
+        use datafusion::physical_plan::filter::FilterExec;
+        let (projection, filter_node) = match fact.downcast_ref::<ProjectionExec>() {
+            Some(p) => (Some(p), p.input()),
+            None => (None, fact),
+        };
+        let f = filter_node.downcast_ref::<FilterExec>()?;
+        if f.fetch().is_some() {
+            return None;
+        }
+        let n = f.input().schema().fields().len();
+        let filter_columns: Vec<usize> = match f.projection() {
+            Some(p) => p.to_vec(),
+            None => (0..n).collect(),
+        };
+        let columns = match projection {
+            Some(p) => p
+                .expr()
+                .iter()
+                .map(|e| {
+                    e.expr
+                        .downcast_ref::<Column>()
+                        .and_then(|c| filter_columns.get(c.index()).copied())
+                })
+                .collect::<Option<Vec<_>>>()?,
+            None => filter_columns,
+        };
+        Some(FactFilter {
+            chain: Arc::clone(fact),
+            depth: 1 + usize::from(projection.is_some()),
+            predicate: Arc::clone(f.predicate()),
+            columns,
+        })
+    }
+
+    /// The filter's input.
+    fn input(&self) -> Option<Arc<dyn ExecutionPlan>> {
+        let mut cur = Arc::clone(&self.chain);
+        for _ in 0..self.depth {
+            let next = cur.children().first().map(|c| Arc::clone(*c))?;
+            cur = next;
+        }
+        Some(cur)
+    }
+}
+
+/// `e` over the chain's output, rewritten over the filter's input.
+fn through_filter(
+    e: &Arc<dyn PhysicalExpr>,
+    columns: &[usize],
+    schema: &Schema,
+) -> std::result::Result<Arc<dyn PhysicalExpr>, Unsupported> {
+    Arc::clone(e)
+        .transform(|n| {
+            if let Some(c) = n.downcast_ref::<Column>() {
+                return match columns.get(c.index()) {
+                    Some(i) => Ok(Transformed::yes(Arc::new(Column::new(
+                        schema.field(*i).name(),
+                        *i,
+                    ))
+                        as Arc<dyn PhysicalExpr>)),
+                    None => datafusion::common::internal_err!("fact column out of range"),
+                };
+            }
+            Ok(Transformed::no(n))
+        })
+        .map(|t| t.data)
+        .map_err(|e| Unsupported::expr(e.to_string()))
 }
 
 impl fmt::Debug for BuildState {
@@ -124,6 +216,7 @@ fn inline_projection(
 fn to_virtual(
     e: &Arc<dyn PhysicalExpr>,
     sources: &[JoinSource],
+    fact_columns: &[usize],
     offsets: &[usize],
     schema: &Schema,
 ) -> std::result::Result<Arc<dyn PhysicalExpr>, Unsupported> {
@@ -131,7 +224,10 @@ fn to_virtual(
         .transform(|n| {
             if let Some(c) = n.downcast_ref::<Column>() {
                 let v = match sources.get(c.index()) {
-                    Some(JoinSource::Fact(i)) => *i,
+                    Some(JoinSource::Fact(i)) => match fact_columns.get(*i) {
+                        Some(f) => *f,
+                        None => return datafusion::common::internal_err!("fact column"),
+                    },
                     Some(JoinSource::Build { level, column }) => match offsets.get(*level) {
                         Some(o) => o + column,
                         None => return datafusion::common::internal_err!("join level"),
@@ -157,6 +253,7 @@ impl GpuJoinAggExec {
         template: Arc<dyn ExecutionPlan>,
         projections: &[Arc<dyn ExecutionPlan>],
         join: Arc<dyn ExecutionPlan>,
+        fact_filter: Option<FactFilter>,
     ) -> Result<Self> {
         let agg = template
             .downcast_ref::<AggregateExec>()
@@ -166,10 +263,25 @@ impl GpuJoinAggExec {
             .downcast_ref::<GpuJoinExec>()
             .ok_or_else(|| GpuError::Internal("fused join is not a GpuJoinExec".into()))?;
         let children = join.children();
-        let fact_schema = children
+        let join_fact = children
             .first()
-            .ok_or_else(|| GpuError::Internal("join without a fact input".into()))?
-            .schema();
+            .map(|c| Arc::clone(*c))
+            .ok_or_else(|| GpuError::Internal("join without a fact input".into()))?;
+        // The fact input the kernel reads: the filter's input when the
+        // fact side's filter is taken in, and each join fact column's place
+        // in it.
+        let (fact, fact_columns) = match &fact_filter {
+            Some(ff) => (
+                ff.input()
+                    .ok_or_else(|| GpuError::Internal("fact filter without input".into()))?,
+                ff.columns.clone(),
+            ),
+            None => {
+                let n = join_fact.schema().fields().len();
+                (Arc::clone(&join_fact), (0..n).collect())
+            }
+        };
+        let fact_schema = fact.schema();
         // The virtual schema: fact columns, then each level's build columns.
         let mut fields: Vec<Field> = fact_schema
             .fields()
@@ -194,7 +306,7 @@ impl GpuJoinAggExec {
                     .ok_or_else(|| Unsupported::operator("not a projection"))?;
                 e = inline_projection(&e, p)?;
             }
-            to_virtual(&e, j.sources(), &offsets, &plain)
+            to_virtual(&e, j.sources(), &fact_columns, &offsets, &plain)
         };
         let keys = keys
             .iter()
@@ -234,14 +346,17 @@ impl GpuJoinAggExec {
             schema: Arc::new(Schema::new(fields)),
             fact_columns: nf,
             build_columns,
+            filter: fact_filter.as_ref().map(|f| Arc::clone(&f.predicate)),
             levels: j
                 .probe_keys()
                 .iter()
-                .map(|k| JoinLevelSpec {
-                    probe_key: Arc::clone(k),
-                    table: BuildTable::Hash,
+                .map(|k| {
+                    Ok(JoinLevelSpec {
+                        probe_key: through_filter(k, &fact_columns, &plain)?,
+                        table: BuildTable::Hash,
+                    })
                 })
-                .collect(),
+                .collect::<std::result::Result<Vec<_>, Unsupported>>()?,
             keys,
             aggs,
         };
@@ -253,16 +368,26 @@ impl GpuJoinAggExec {
             .filter(|i| *i >= nf)
             .collect();
         let prefix = vec![0usize; 1 + projections.len()];
-        let paths: Vec<Vec<usize>> = j
+        let mut paths: Vec<Vec<usize>> = j
             .paths()
             .iter()
             .map(|p| prefix.iter().chain(p).copied().collect())
             .collect();
-        let kids: Vec<Arc<dyn ExecutionPlan>> = children.into_iter().cloned().collect();
+        if let (Some(ff), Some(p)) = (&fact_filter, paths.first_mut()) {
+            p.extend(std::iter::repeat_n(0, ff.depth));
+        }
+        let mut kids: Vec<Arc<dyn ExecutionPlan>> = children.into_iter().cloned().collect();
+        if let Some(k) = kids.first_mut() {
+            *k = Arc::clone(&fact);
+        }
         let cpu = rebuild(&template, &paths, &kids)?;
         let display = format!(
-            "GpuJoinAggExec: levels={}, gby=[{}], aggr=[{}], join and partial aggregation fused in one kernel, final aggregation on CPU",
+            "GpuJoinAggExec: levels={}, {}gby=[{}], aggr=[{}], join and partial aggregation fused in one kernel, final aggregation on CPU",
             j.levels(),
+            spec.filter
+                .as_ref()
+                .map(|f| format!("fact filter={f}, "))
+                .unwrap_or_default(),
             spec.keys
                 .iter()
                 .map(|k| k.to_string())
@@ -279,6 +404,8 @@ impl GpuJoinAggExec {
         );
         Ok(GpuJoinAggExec {
             join,
+            children: kids,
+            fact_filter,
             template,
             paths,
             cpu,
@@ -331,7 +458,7 @@ impl ExecutionPlan for GpuJoinAggExec {
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        self.join.children()
+        self.children.iter().collect()
     }
 
     fn apply_expressions(
@@ -345,13 +472,22 @@ impl ExecutionPlan for GpuJoinAggExec {
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if children.len() != self.children.len() {
+            return datafusion::common::internal_err!("GpuJoinAggExec: wrong number of children");
+        }
+        let mut join_children = children.clone();
+        if let (Some(ff), Some(first)) = (&self.fact_filter, join_children.first_mut()) {
+            *first = rebuild(&ff.chain, &[vec![0; ff.depth]], std::slice::from_ref(first))?;
+        }
         let join = datafusion::physical_plan::execution_plan::replace_children_if_necessary(
             Arc::clone(&self.join),
-            children.clone(),
+            join_children,
         )?;
         let cpu = rebuild(&self.template, &self.paths, &children)?;
         Ok(Arc::new(GpuJoinAggExec {
             join,
+            children,
+            fact_filter: self.fact_filter.clone(),
             template: Arc::clone(&self.template),
             paths: self.paths.clone(),
             cpu,
@@ -378,6 +514,7 @@ impl ExecutionPlan for GpuJoinAggExec {
         };
         let job = JoinAggJob {
             join: Arc::clone(&self.join),
+            fact: Arc::clone(&self.children[0]),
             cpu: Arc::clone(&self.cpu),
             spec: self.spec.clone(),
             string_key: self.string_key.clone(),
@@ -396,6 +533,7 @@ impl ExecutionPlan for GpuJoinAggExec {
 /// What a running partition needs of the operator.
 struct JoinAggJob {
     join: Arc<dyn ExecutionPlan>,
+    fact: Arc<dyn ExecutionPlan>,
     cpu: Arc<dyn ExecutionPlan>,
     spec: JoinAggKernelSpec,
     string_key: Vec<Option<usize>>,
@@ -574,12 +712,7 @@ impl JoinAggJob {
         fact_view
             .columns
             .retain(|c| c.index < self.spec.fact_columns);
-        let fact = self
-            .join
-            .children()
-            .first()
-            .map(|c| Arc::clone(*c))
-            .ok_or_else(|| AttemptError::Df(DataFusionError::Internal("no fact input".into())))?;
+        let fact = Arc::clone(&self.fact);
         let fact_schema = fact.schema();
         let mut pipeline = Pipeline::for_device(dev)?;
         let mut dict_sets = DictSets::default();
