@@ -171,11 +171,8 @@ mod tests {
         cfg.extensions.insert(GpuOptions::default());
         cfg.set("eddy.gpu", "off").expect("set eddy.gpu");
         cfg.set("eddy.gpu_min_rows", "10").expect("set min rows");
-        assert!(
-            GpuOptions::from_config(&cfg).gpu_fuse,
-            "fusion on by default"
-        );
-        cfg.set("eddy.gpu_fuse", "false").expect("set fuse");
+        assert_eq!(GpuOptions::from_config(&cfg).gpu_fuse, Switch(true));
+        cfg.set("eddy.gpu_fuse", "off").expect("set fuse");
         let o = GpuOptions::from_config(&cfg);
         assert_eq!(o.gpu, GpuMode::Off);
         assert_eq!(o.gpu_min_rows, 10);
