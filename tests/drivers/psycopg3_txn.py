@@ -139,4 +139,37 @@ with psycopg.connect(DSN, autocommit=True) as conn:
     check(got == [(3, 2), (4, 4)], f"floats into an int column round to even: {got}")
     conn.execute("DROP TABLE py3_bal")
 
+# NUMERIC parameters (Python's Decimal) meeting integer columns, in text and
+# binary, prepared: assigned, they round as PostgreSQL's numeric-to-integer
+# cast (ties away from zero; 22003 past the type; NaN 0A000); compared with
+# a key or added to a column, they are not rounded first.
+with psycopg.connect(DSN, autocommit=True) as conn:
+    conn.execute("DROP TABLE IF EXISTS py3_ints")
+    conn.execute("CREATE TABLE py3_ints (id int PRIMARY KEY, i int, b bigint, s smallint)")
+    for n, v in enumerate(["2.5", "-2.5", "3.49", "2147483647.4"]):
+        conn.execute("INSERT INTO py3_ints VALUES (%s, %s, %s, %s)", (2 * n, Decimal(v), Decimal(v), Decimal("1.5")), prepare=True)
+        conn.cursor(binary=True).execute(
+            "INSERT INTO py3_ints VALUES (%b, %b, %b, %b)", (2 * n + 1, Decimal(v), Decimal(v), Decimal("-1.5"))
+        )
+    got = rows(conn, "SELECT i, b, s FROM py3_ints ORDER BY id")
+    want = [(3, 3, 2), (3, 3, -2), (-3, -3, 2), (-3, -3, -2), (3, 3, 2), (3, 3, -2),
+            (2147483647, 2147483647, 2), (2147483647, 2147483647, -2)]
+    check(got == want, f"numeric parameters into integer columns: {got}")
+    for v, state in [("2147483647.5", errors.NumericValueOutOfRange), ("NaN", errors.FeatureNotSupported)]:
+        try:
+            conn.execute("INSERT INTO py3_ints VALUES (%s, %s, 0, 0)", (100, Decimal(v)), prepare=True)
+            check(False, f"numeric {v} into an int column accepted")
+        except state:
+            pass
+    conn.execute("UPDATE py3_ints SET i = %s WHERE id = %s", (Decimal("7.5"), 0), prepare=True)
+    conn.execute("UPDATE py3_ints SET i = i + %s WHERE id = %s", (Decimal("0.5"), 1), prepare=True)
+    conn.execute("UPDATE py3_ints SET i = i + %s WHERE id = %s", (Decimal("0.5"), 2), prepare=True)
+    got = rows(conn, "SELECT id, i FROM py3_ints WHERE id < 3 ORDER BY id")
+    check(got == [(0, 8), (1, 4), (2, -3)], f"numeric set and increments: {got}")
+    got = rows(conn, "SELECT id FROM py3_ints WHERE id = %s", (Decimal("2.5"),))
+    check(got == [], f"2.5 matches no integer key: {got}")
+    got = rows(conn, "SELECT id FROM py3_ints WHERE id = %s", (Decimal("2.0"),))
+    check(got == [(2,)], f"2.0 matches key 2: {got}")
+    conn.execute("DROP TABLE py3_ints")
+
 print("psycopg3: ok")

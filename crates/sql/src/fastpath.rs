@@ -97,6 +97,88 @@ pub enum FastPlan {
     },
 }
 
+impl FastPlan {
+    /// The type (oid) the plan inferred for each parameter.
+    pub fn param_oids(&self) -> &[u32] {
+        match self {
+            FastPlan::Get { params, .. }
+            | FastPlan::Insert { params, .. }
+            | FastPlan::Update { params, .. }
+            | FastPlan::Delete { params, .. } => params,
+        }
+    }
+}
+
+/// `params` with each parameter the client declared NUMERIC that this plan
+/// only assigns to integer columns (`INSERT ... VALUES ($n)`, `UPDATE ...
+/// SET c = $n`) converted as PostgreSQL's assignment cast converts it:
+/// rounded, ties away from zero (`numeric_int4`). A NUMERIC parameter stays
+/// its exact text elsewhere. `None` when a NUMERIC parameter meets an
+/// integer column in a comparison or an addition (`WHERE id = $1`, `SET n
+/// = n + $1`): there PostgreSQL computes in numeric (2.5 matches no
+/// integer key; `n + 0.5` rounds after the sum), which the fixed plan's
+/// integer arithmetic cannot, so the statement takes the general path.
+pub(crate) fn numeric_params_to_integers<'a>(
+    plan: &FastPlan,
+    declared: &[u32],
+    params: &'a [Value],
+) -> Result<Option<std::borrow::Cow<'a, [Value]>>> {
+    use pgtypes::oid;
+    if !declared.contains(&oid::NUMERIC) {
+        return Ok(Some(std::borrow::Cow::Borrowed(params)));
+    }
+    let integer_type = |i: usize| match plan.param_oids().get(i).copied() {
+        Some(oid::INT2) => Some(ColumnType::SmallInt),
+        Some(oid::INT4) => Some(ColumnType::Int),
+        Some(oid::INT8) => Some(ColumnType::BigInt),
+        _ => None,
+    };
+    let numeric = |i: usize| declared.get(i) == Some(&oid::NUMERIC);
+    let param = |s: &Src| match s {
+        Src::Param(i) => Some(*i),
+        _ => None,
+    };
+    let (assigned, elsewhere): (Vec<usize>, Vec<usize>) = match plan {
+        FastPlan::Insert { values, .. } => (values.iter().filter_map(param).collect(), vec![]),
+        FastPlan::Update {
+            sets, adds, key, ..
+        } => (
+            sets.iter().filter_map(|(_, s)| param(s)).collect(),
+            adds.iter()
+                .map(|a| &a.delta)
+                .chain(key)
+                .filter_map(param)
+                .collect(),
+        ),
+        FastPlan::Get { keys, .. } => (
+            vec![],
+            match keys {
+                Keys::One(k) | Keys::Many(k) => k.iter().filter_map(param).collect(),
+                Keys::AnyArray(i) => vec![*i],
+            },
+        ),
+        FastPlan::Delete { key, .. } => (vec![], key.iter().filter_map(param).collect()),
+    };
+    if elsewhere
+        .iter()
+        .any(|i| numeric(*i) && integer_type(*i).is_some())
+    {
+        return Ok(None);
+    }
+    let mut out = params.to_vec();
+    for i in assigned {
+        let Some(ty) = integer_type(i).filter(|_| numeric(i)) else {
+            continue;
+        };
+        if let Some(slot) = out.get_mut(i) {
+            if let Value::Text(t) = slot {
+                *slot = pgtypes::numeric_text_to_integer(t, ty)?;
+            }
+        }
+    }
+    Ok(Some(std::borrow::Cow::Owned(out)))
+}
+
 impl std::fmt::Debug for FastPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -786,8 +786,12 @@ impl Session {
             crate::streams::check_writable(self.db.streams.as_deref(), stmt)?;
         }
         if let (Some(f), Some(stmt)) = (&p.fast, &p.stmt) {
-            if let Some(out) = self.execute_fast(f, stmt, params)? {
-                return Ok(out);
+            let fast_params = fastpath::numeric_params_to_integers(f, &p.param_types, params)
+                .inspect_err(|_| self.note_error())?;
+            if let Some(fast_params) = fast_params {
+                if let Some(out) = self.execute_fast(f, stmt, &fast_params)? {
+                    return Ok(out);
+                }
             }
         }
         match &p.stmt {

@@ -636,3 +636,89 @@ pub(super) mod tests {
         assert!(start.elapsed() < std::time::Duration::from_secs(1));
     }
 }
+
+/// A numeric (its text, as a NUMERIC parameter carries it) as a value of
+/// integer column type `ty`, as PostgreSQL's assignment cast computes it
+/// (`numeric_int2/4/8`): rounded to the nearest integer, ties away from
+/// zero; 22003 beyond the type; NaN and the infinities are 0A000.
+pub fn numeric_text_to_integer(
+    text: &str,
+    ty: eddy_common::ColumnType,
+) -> Result<eddy_common::Value> {
+    use eddy_common::{ColumnType, Value};
+    let name = ty.pg_name();
+    let t = match numeric_from_text(text)? {
+        NumericText::Finite(t) => t,
+        NumericText::NaN => {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "cannot convert NaN to {name}"
+            )))
+        }
+        NumericText::Infinity | NumericText::NegInfinity => {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "cannot convert infinity to {name}"
+            )))
+        }
+    };
+    let range = || super::integer_out_of_range(ty);
+    let (neg, magnitude) = match t.strip_prefix('-') {
+        Some(m) => (true, m),
+        None => (false, t.as_str()),
+    };
+    let (whole, fraction) = magnitude.split_once('.').unwrap_or((magnitude, ""));
+    // more digits than any integer type holds: out of range before parsing
+    if whole.len() > 20 {
+        return Err(range());
+    }
+    let mut v: i128 = whole.parse().map_err(|_| range())?;
+    if fraction.as_bytes().first().is_some_and(|d| *d >= b'5') {
+        v = v.checked_add(1).ok_or_else(range)?;
+    }
+    if neg {
+        v = v.checked_neg().ok_or_else(range)?;
+    }
+    Ok(match ty {
+        ColumnType::SmallInt => Value::SmallInt(i16::try_from(v).map_err(|_| range())?),
+        ColumnType::Int => Value::Int(i32::try_from(v).map_err(|_| range())?),
+        _ => Value::BigInt(i64::try_from(v).map_err(|_| range())?),
+    })
+}
+
+#[cfg(test)]
+mod integer_tests {
+    use super::*;
+    use eddy_common::{ColumnType, Value};
+
+    #[test]
+    fn numerics_round_into_integers_as_postgresql_assigns_them() {
+        let int = |s: &str| numeric_text_to_integer(s, ColumnType::Int);
+        assert_eq!(int("2.5").ok(), Some(Value::Int(3)));
+        assert_eq!(int("-2.5").ok(), Some(Value::Int(-3)));
+        assert_eq!(int("2.49999").ok(), Some(Value::Int(2)));
+        assert_eq!(int("-0.4").ok(), Some(Value::Int(0)));
+        assert_eq!(int("2147483647.4").ok(), Some(Value::Int(i32::MAX)));
+        assert_eq!(
+            int("2147483647.5").map_err(|e| e.sqlstate()).err(),
+            Some("22003")
+        );
+        assert_eq!(int("NaN").map_err(|e| e.sqlstate()).err(), Some("0A000"));
+        assert_eq!(
+            int("-Infinity").map_err(|e| e.sqlstate()).err(),
+            Some("0A000")
+        );
+        assert_eq!(
+            numeric_text_to_integer("1e30", ColumnType::BigInt)
+                .map_err(|e| e.sqlstate())
+                .err(),
+            Some("22003")
+        );
+        assert_eq!(
+            numeric_text_to_integer("-32768.4", ColumnType::SmallInt).ok(),
+            Some(Value::SmallInt(i16::MIN))
+        );
+        assert_eq!(
+            numeric_text_to_integer("9223372036854775807", ColumnType::BigInt).ok(),
+            Some(Value::BigInt(i64::MAX))
+        );
+    }
+}
