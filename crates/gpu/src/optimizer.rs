@@ -543,6 +543,9 @@ pub fn plan_join(
     Ok(Arc::new(exec))
 }
 
+/// A planned GPU operator and the input whose size decides `auto` mode.
+pub type PlannedWithInput = (Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>);
+
 /// A Partial AggregateExec over (projections over) a star join →
 /// GpuJoinAggExec, the join and the partial aggregation in one kernel.
 /// Returns the operator and its fact input (whose size decides `auto`
@@ -550,7 +553,7 @@ pub fn plan_join(
 pub fn plan_join_agg(
     node: &Arc<dyn ExecutionPlan>,
     opts: &GpuOptions,
-) -> Result<(Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>), Unsupported> {
+) -> Result<PlannedWithInput, Unsupported> {
     use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
     let agg = node
         .downcast_ref::<AggregateExec>()

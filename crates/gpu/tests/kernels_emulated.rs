@@ -1496,7 +1496,7 @@ fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
     .expect("fact");
     // Level 0: keys 0..50 unique and dense (direct table): year, name.
     let k0: Int64Array = (0..50).map(Some).collect();
-    let year: Int32Array = (0..50).map(|i| Some(1992 + (i % 7) as i32)).collect();
+    let year: Int32Array = (0..50).map(|i| Some(1992 + (i % 7))).collect();
     let names: StringArray = (0..50)
         .map(|i| Some(["ASIA", "EUROPE", "AMERICA"][(i % 3) as usize]))
         .collect();
@@ -1504,7 +1504,7 @@ fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
     let k1: Int64Array = (0..30)
         .map(|i| (i % 9 != 4).then_some((i % 10) as i64))
         .collect();
-    let cat: Int32Array = (0..30).map(|i| (i % 4 != 1).then_some(i as i32)).collect();
+    let cat: Int32Array = (0..30).map(|i| (i % 4 != 1).then_some(i)).collect();
     let b0 = RecordBatch::try_new(
         Arc::new(Schema::new(vec![
             Field::new("k0", DataType::Int64, false),

@@ -63,13 +63,14 @@ pub(crate) fn is_string(dt: &DataType) -> bool {
     }
 }
 
+/// Group key expressions.
+pub(crate) type GroupKeys = Vec<Arc<dyn PhysicalExpr>>;
+
 /// The group keys and aggregates of a Partial `AggregateExec` that the
 /// device can compute (no GROUPING SETS, DISTINCT, FILTER, ordered or
 /// limited aggregation; SUM/COUNT/MIN/MAX/AVG of one argument), over the
 /// aggregate's input schema.
-pub(crate) fn aggregate_specs(
-    agg: &AggregateExec,
-) -> Result<(Vec<Arc<dyn PhysicalExpr>>, Vec<AggSpec>)> {
+pub(crate) fn aggregate_specs(agg: &AggregateExec) -> Result<(GroupKeys, Vec<AggSpec>)> {
     if *agg.mode() != AggregateMode::Partial {
         return Err(Unsupported::operator(format!("aggregate mode {:?}", agg.mode())).into());
     }
