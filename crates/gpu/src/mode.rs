@@ -99,7 +99,12 @@ impl ConfigField for Switch {
         {
             "on" | "true" | "yes" | "1" => self.0 = true,
             "off" | "false" | "no" | "0" => self.0 = false,
-            _ => return config_err!("invalid value for {key}: \"{value}\" (expected on or off)"),
+            _ => {
+                return config_err!(
+                    "a Boolean value is required, not \"{value}\" (on, off, true, false, yes, no, 1 or 0){}",
+                    if key.is_empty() { String::new() } else { format!(" for {key}") }
+                )
+            }
         }
         Ok(())
     }

@@ -30,9 +30,9 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use super::expr::ExprCompiler;
 use super::kernels::{
-    acc_functions, chain_next, common_params, compile_group, finish, group_defines,
-    group_table_params, group_update, indent_block, join_table_params, probe_call, probe_helpers,
-    signature, AggSpec, JoinLevelSpec, KernelSource, GROUP_EPILOGUE, GROUP_PROLOGUE,
+    acc_functions, chain_next, common_params, compile_group, compile_probe_key, finish,
+    group_defines, group_table_params, group_update, indent_block, join_table_params, probe_call,
+    probe_helpers, signature, AggSpec, JoinLevelSpec, KernelSource, GROUP_EPILOGUE, GROUP_PROLOGUE,
     GROUP_TABLE_KERNELS, PRELUDE,
 };
 use super::types::DevType;
@@ -118,14 +118,7 @@ impl JoinAggKernelSpec {
                     "probe key from a build side (snowflake)",
                 ));
             }
-            let v = cx.compile(&lv.probe_key)?;
-            if !v.ty.is_integer()
-                || matches!(v.ty, DevType::DictCode { .. })
-                || v.ty == DevType::U64
-            {
-                return Err(Unsupported::ty(format!("join key of {:?}", v.ty)));
-            }
-            probe_keys.push(v);
+            probe_keys.push(compile_probe_key(&mut cx, &lv.probe_key)?);
         }
         let probe_len = cx.compiled().body.len();
         // Build columns are loaded once, at the top of the innermost loop,

@@ -321,6 +321,19 @@ pub(crate) fn indent_block(s: &str, levels: usize) -> String {
     s.lines().map(|l| format!("{pad}{l}\n")).collect()
 }
 
+/// A join level's probe key, compiled: an integer-like value the build
+/// table's keys (int64) can be compared with.
+pub(crate) fn compile_probe_key(
+    cx: &mut ExprCompiler<'_>,
+    key: &Arc<dyn PhysicalExpr>,
+) -> Result<Value, Unsupported> {
+    let v = cx.compile(key)?;
+    if !v.ty.is_integer() || matches!(v.ty, DevType::DictCode { .. }) || v.ty == DevType::U64 {
+        return Err(Unsupported::ty(format!("join key of {:?}", v.ty)));
+    }
+    Ok(v)
+}
+
 /// The build-table parameters of every join level (a hash level always
 /// takes its duplicate chain, `ht_next`).
 pub(crate) fn join_table_params(
@@ -442,14 +455,7 @@ impl JoinKernelSpec {
         cx.set_indent(3);
         let mut keys = Vec::new();
         for l in &self.levels {
-            let v = cx.compile(&l.probe_key)?;
-            if !v.ty.is_integer()
-                || matches!(v.ty, DevType::DictCode { .. })
-                || v.ty == DevType::U64
-            {
-                return Err(Unsupported::ty(format!("join key of {:?}", v.ty)));
-            }
-            keys.push(v);
+            keys.push(compile_probe_key(&mut cx, &l.probe_key)?);
         }
         let c = cx.finish();
         let (mut params, mut decl) = common_params(&c);

@@ -767,15 +767,9 @@ impl JoinAggJob {
             GpuMetrics::add(&GPU_METRICS.rows_processed, batch.num_rows() as u64);
             submit_ns += u64::try_from(started.elapsed().as_nanos()).unwrap_or(0);
         }
-        GpuMetrics::add(&GPU_METRICS.submit_ns, submit_ns);
-        let complete_started = std::time::Instant::now();
-        for s in &mut pipeline.slots {
-            s.reset()?;
-        }
-        let Some(contents) = table.read(stream, "join_preagg")? else {
+        let Some(contents) = table.finish(&mut pipeline, stream, "join_preagg", submit_ns)? else {
             return Ok(None);
         };
-        GpuMetrics::add_elapsed(&GPU_METRICS.complete_ns, complete_started);
         Ok(Some(table.decode(
             &contents,
             &self.schema,

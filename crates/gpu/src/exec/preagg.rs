@@ -439,6 +439,26 @@ impl GroupTable {
         })
     }
 
+    /// Ends a pass: records the host time spent submitting, waits for
+    /// every slot of `pipeline` (the kernels that add into the table), and
+    /// reads the table back ([`GroupTable::read`]).
+    pub(crate) fn finish(
+        &self,
+        pipeline: &mut crate::datapath::Pipeline,
+        stream: &Arc<cudarc::driver::CudaStream>,
+        kernel: &str,
+        submit_ns: u64,
+    ) -> Result<Option<GroupContents>> {
+        GpuMetrics::add(&GPU_METRICS.submit_ns, submit_ns);
+        let complete_started = std::time::Instant::now();
+        for s in &mut pipeline.slots {
+            s.reset()?;
+        }
+        let contents = self.read(stream, kernel)?;
+        GpuMetrics::add_elapsed(&GPU_METRICS.complete_ns, complete_started);
+        Ok(contents)
+    }
+
     /// Reads the table back once every kernel that adds into it has
     /// finished: the flags, then only the ready groups, gathered on the
     /// device. `Ok(None)`: it overflowed (retry larger); an error when a
@@ -623,15 +643,9 @@ impl PreAggJob {
             GpuMetrics::add(&GPU_METRICS.rows_processed, kb.num_rows() as u64);
             submit_ns += u64::try_from(batch_started.elapsed().as_nanos()).unwrap_or(0);
         }
-        GpuMetrics::add(&GPU_METRICS.submit_ns, submit_ns);
-        let complete_started = std::time::Instant::now();
-        for s in &mut pipeline.slots {
-            s.reset()?;
-        }
-        let Some(contents) = table.read(stream, "preagg")? else {
+        let Some(contents) = table.finish(&mut pipeline, stream, "preagg", submit_ns)? else {
             return Ok(None);
         };
-        GpuMetrics::add_elapsed(&GPU_METRICS.complete_ns, complete_started);
         let string_key: Vec<Option<usize>> = self
             .keys
             .iter()
