@@ -196,6 +196,27 @@ fn rewrite_expr(
             ))));
         }
     }
+    // ceil, floor and trunc of a numeric have PostgreSQL's scale (none, or
+    // trunc's second argument); DataFusion kept the argument's
+    if let (Expr::ScalarFunction(f), Some(Some(arg))) = (&e, child_types.first()) {
+        if let Some((to, wide)) = rounding::numeric_result_type(f, arg) {
+            let Expr::ScalarFunction(ScalarFunction { func, mut args }) = e else {
+                return Ok(Transformed::no(e));
+            };
+            if let Some(x) = args.first_mut() {
+                let inner = std::mem::replace(
+                    x,
+                    Expr::Literal(datafusion::common::ScalarValue::Null, None),
+                );
+                *x = Expr::Cast(Cast::new(Box::new(inner), wide));
+            }
+            types.push(Some(to.clone()));
+            return Ok(Transformed::yes(Expr::Cast(Cast::new(
+                Box::new(Expr::ScalarFunction(ScalarFunction { func, args })),
+                to,
+            ))));
+        }
+    }
     let replacement = match (&e, &operands, child_types.as_slice()) {
         (Expr::BinaryExpr(BinaryExpr { op, .. }), Some(t), _) => binary_udf(*op, t)?,
         (Expr::Cast(Cast { field, .. }), _, [Some(from)]) => {

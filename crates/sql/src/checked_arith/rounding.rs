@@ -13,8 +13,10 @@ use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{ArrayRef, AsArray, Float32Array, Float64Array};
 use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
-use datafusion::common::DataFusionError;
+use datafusion::common::{DataFusionError, ScalarValue};
 use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
     Volatility,
@@ -82,6 +84,56 @@ impl ScalarUDFImpl for FloatRound {
             ));
         };
         result(out, scalar)
+    }
+}
+
+/// The type PostgreSQL gives `ceil(x)`, `floor(x)`, `trunc(x)` and
+/// `trunc(x, n)` (a constant `n`) of a numeric `x` of type `arg`: scale 0,
+/// or `n` (at least 0), with the digits the integer part needs. None when
+/// DataFusion's own type is already that, or for other calls. DataFusion
+/// keeps the argument's scale (`ceil(2.1)` printed `3.0`, `trunc(2.15, 5)`
+/// `2.15`); the values it computes are integral at the new scale, so a
+/// cast to it is exact.
+///
+/// Returns the result type and the type the argument is widened to first:
+/// one more digit, so that `ceil(9.9::numeric(2,1))` has room for 10
+/// (DataFusion failed with "Decimal overflow while applying ceil").
+pub(super) fn numeric_result_type(
+    f: &ScalarFunction,
+    arg: &DataType,
+) -> Option<(DataType, DataType)> {
+    let DataType::Decimal128(p, s) = arg else {
+        return None;
+    };
+    let scale: i8 = match (f.func.name(), f.args.as_slice()) {
+        ("ceil" | "floor" | "trunc", [_]) => 0,
+        ("trunc", [_, n]) => i8::try_from(constant_integer(n)?.clamp(0, 38)).ok()?,
+        _ => return None,
+    };
+    if scale == *s {
+        return None;
+    }
+    // one more integer digit: ceil and floor can carry (9.9 -> 10)
+    let digits = (i16::from(*p) - i16::from(*s) + i16::from(scale) + 1).clamp(1, 38);
+    Some((
+        DataType::Decimal128(u8::try_from(digits).ok()?, scale),
+        DataType::Decimal128((*p).saturating_add(1).min(38), *s),
+    ))
+}
+
+/// An integer constant, possibly under casts (type coercion casts a
+/// literal to the parameter type it meets).
+fn constant_integer(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Literal(v, _) => match v {
+            ScalarValue::Int64(Some(n)) => Some(*n),
+            ScalarValue::Int32(Some(n)) => Some(i64::from(*n)),
+            ScalarValue::Int16(Some(n)) => Some(i64::from(*n)),
+            ScalarValue::Int8(Some(n)) => Some(i64::from(*n)),
+            _ => None,
+        },
+        Expr::Cast(c) => constant_integer(&c.expr),
+        _ => None,
     }
 }
 
