@@ -196,6 +196,12 @@ fn rewrite_expr(
             ))));
         }
     }
+    if let Expr::ScalarFunction(f) = &e {
+        if let Some(with_fraction) = rounding::fractional_date_part(f) {
+            types.push(with_fraction.get_type(schema).ok());
+            return Ok(Transformed::yes(with_fraction));
+        }
+    }
     // ceil, floor and trunc of a numeric have PostgreSQL's scale (none, or
     // trunc's second argument); DataFusion kept the argument's
     if let (Expr::ScalarFunction(f), Some(Some(arg))) = (&e, child_types.first()) {

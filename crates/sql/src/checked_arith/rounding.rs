@@ -137,6 +137,51 @@ fn constant_integer(e: &Expr) -> Option<i64> {
     }
 }
 
+/// `extract(second | millisecond from x)` (EXTRACT plans as `date_part`)
+/// with the fraction PostgreSQL keeps: DataFusion answered whole seconds
+/// (`extract(second from '10:00:05.5')` was 5; PostgreSQL 5.500000).
+/// Rebuilt from the microseconds within the minute as a numeric of
+/// EXTRACT's scale (6 for seconds, 3 for milliseconds), exactly: the
+/// integer times 0.000001 (or 0.001). An explicit `date_part` gets the
+/// same numeric (PostgreSQL's is a double of the same value). None for
+/// other calls.
+pub(super) fn fractional_date_part(f: &ScalarFunction) -> Option<Expr> {
+    if f.func.name() != "date_part" {
+        return None;
+    }
+    let [Expr::Literal(
+        ScalarValue::Utf8(Some(field))
+        | ScalarValue::LargeUtf8(Some(field))
+        | ScalarValue::Utf8View(Some(field)),
+        _,
+    ), x] = f.args.as_slice()
+    else {
+        return None;
+    };
+    let scale: i8 = match field.to_ascii_lowercase().as_str() {
+        "second" | "seconds" | "s" | "sec" | "secs" => 6,
+        "millisecond" | "milliseconds" | "ms" | "msec" | "msecs" => 3,
+        _ => return None,
+    };
+    let micros = Expr::ScalarFunction(ScalarFunction::new_udf(
+        Arc::clone(&f.func),
+        vec![
+            Expr::Literal(ScalarValue::Utf8(Some("microsecond".into())), None),
+            x.clone(),
+        ],
+    ));
+    // 0.000001 or 0.001: one unit of the last digit kept
+    let unit = ScalarValue::Decimal128(Some(1), u8::try_from(scale).ok()?.saturating_add(1), scale);
+    Some(Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(
+        Box::new(Expr::Cast(datafusion::logical_expr::expr::Cast::new(
+            Box::new(micros),
+            DataType::Decimal128(10, 0),
+        ))),
+        datafusion::logical_expr::Operator::Multiply,
+        Box::new(Expr::Literal(unit, None)),
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
