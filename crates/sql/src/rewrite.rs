@@ -1404,6 +1404,33 @@ fn is_bad_param_number(p: &str) -> bool {
         && param_number(p).is_none()
 }
 
+/// Refuse a scalar or IN subquery that returns no column (`(SELECT FROM
+/// t)`) with PostgreSQL's 42601: DataFusion indexed its empty schema and
+/// panicked. (EXISTS (SELECT FROM t) is fine: it reads no column.)
+pub fn check_columnless_subqueries(stmt: &Statement) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::SetExpr;
+    let columnless = |q: &datafusion::sql::sqlparser::ast::Query| matches!(q.body.as_ref(), SetExpr::Select(s) if s.projection.is_empty());
+    let mut bad: Option<&'static str> = None;
+    let _ = visit_expressions(stmt, |e| {
+        bad = match e {
+            Expr::Subquery(q) if columnless(q) => Some("subquery must return only one column"),
+            Expr::InSubquery { subquery, .. } if columnless(subquery) => {
+                Some("subquery has too few columns")
+            }
+            _ => None,
+        };
+        if bad.is_some() {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    match bad {
+        Some(m) => Err(SqlError::SyntaxMessage(m.into())),
+        None => Ok(()),
+    }
+}
+
 /// Refuse placeholders `$0` and above `$65535` with 42P02, as PostgreSQL does.
 pub fn check_params(stmt: &Statement) -> Result<()> {
     let mut bad: Option<String> = None;

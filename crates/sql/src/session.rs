@@ -1078,6 +1078,7 @@ impl Session {
     /// planned (`output_names`, `rewrite::pg_compat`).
     /// Views are expanded first, so their queries get the same treatment.
     pub(crate) fn compat(&self, stmt: &mut Statement) -> Result<()> {
+        rewrite::check_columnless_subqueries(stmt)?;
         self.expand_views(stmt)?;
         let engine = Arc::clone(&self.db.engine);
         crate::notify::rewrite_listening_channels(stmt);
