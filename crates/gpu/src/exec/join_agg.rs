@@ -70,6 +70,10 @@ struct BuildState {
     columns: HashMap<usize, ArrayRef>,
     /// Per device ordinal: the build columns uploaded there.
     device: Mutex<HashMap<usize, Arc<HashMap<usize, DeviceColumn>>>>,
+    /// The kernel for the build layouts the tables took, generated once
+    /// for every partition, and the same kernel's view staged per chunk
+    /// (its fact columns only); why not, if the layouts cannot be served.
+    kernel: std::result::Result<(Arc<KernelSource>, Arc<KernelSource>), Unsupported>,
 }
 
 /// The fused operator; see the module doc.
@@ -583,11 +587,23 @@ impl JoinAggJob {
             };
             columns.insert(*v, array);
         }
+        let mut spec = self.spec.clone();
+        for (lv, t) in spec.levels.iter_mut().zip(&tables.host) {
+            lv.table = t.kind;
+        }
+        let kernel = spec.generate().map(|k| {
+            let mut fact_view = k.clone();
+            fact_view
+                .columns
+                .retain(|c| c.index < self.spec.fact_columns);
+            (Arc::new(k), Arc::new(fact_view))
+        });
         let s = Arc::new(BuildState {
             tables,
             interners,
             columns,
             device: Mutex::new(HashMap::new()),
+            kernel,
         });
         *g = Some(Arc::clone(&s));
         Ok(s)
@@ -600,26 +616,22 @@ impl JoinAggJob {
         rt: Arc<GpuRuntime>,
     ) -> DfResult<SendableRecordBatchStream> {
         let state = self.build_state(&ctx).await?;
-        let mut spec = self.spec.clone();
-        for (lv, t) in spec.levels.iter_mut().zip(&state.tables.host) {
-            lv.table = t.kind;
-        }
-        let kernel = match spec.generate() {
-            Ok(k) => Arc::new(k),
+        let (kernel, fact_view) = match &state.kernel {
+            Ok((k, v)) => (Arc::clone(k), Arc::clone(v)),
             Err(u) => {
                 return fallback(
                     "GpuJoinAggExec",
                     &self.cpu,
                     partition,
                     ctx,
-                    &GpuError::Unsupported(u),
+                    &GpuError::Unsupported(u.clone()),
                 )
             }
         };
         let mut cap = super::preagg::INITIAL_SLOTS;
         for _attempt in 0..3 {
             match self
-                .attempt(partition, &ctx, &rt, &state, &kernel, cap)
+                .attempt(partition, &ctx, &rt, &state, (&kernel, &fact_view), cap)
                 .await
             {
                 Ok(Some(batch)) => {
@@ -697,7 +709,7 @@ impl JoinAggJob {
         ctx: &Arc<TaskContext>,
         rt: &Arc<GpuRuntime>,
         state: &BuildState,
-        kernel: &Arc<KernelSource>,
+        (kernel, fact_view): (&Arc<KernelSource>, &KernelSource),
         cap: usize,
     ) -> std::result::Result<Option<RecordBatch>, AttemptError> {
         let dev = rt.device_for(partition)?;
@@ -707,11 +719,6 @@ impl JoinAggJob {
         let build_cols = self.device_columns(state, kernel, dev)?;
         let stream = &dev.streams[0];
         let table = GroupTable::alloc(dev, kernel, cap, self.spec.keys.len())?;
-        // What is staged per chunk: the fact columns only.
-        let mut fact_view = (**kernel).clone();
-        fact_view
-            .columns
-            .retain(|c| c.index < self.spec.fact_columns);
         let fact = Arc::clone(&self.fact);
         let fact_schema = fact.schema();
         let mut pipeline = Pipeline::for_device(dev)?;
@@ -727,10 +734,10 @@ impl JoinAggJob {
             if batch.num_rows() == 0 {
                 continue;
             }
-            let sets = dict_sets.for_batch(&fact_view, &fact_schema, &batch)?;
+            let sets = dict_sets.for_batch(fact_view, &fact_schema, &batch)?;
             let si = pipeline.next_slot()?;
             let slot = &mut pipeline.slots[si];
-            let inputs = stage_batch(slot, dev, &fact_view, &batch, &sets, 0)?;
+            let inputs = stage_batch(slot, dev, fact_view, &batch, &sets, 0)?;
             let mut args = Vec::with_capacity(kernel.params.len());
             for p in &kernel.params {
                 use crate::codegen::kernels::Param;
