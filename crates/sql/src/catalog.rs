@@ -525,6 +525,10 @@ struct PgClassRow {
     has_index: bool,
     natts: i16,
     checks: i16,
+    /// PostgreSQL enforces foreign keys by triggers, so a table that has
+    /// or is referenced by one has triggers (psql's `\d` lists foreign
+    /// keys only then).
+    has_triggers: bool,
     replident: &'static str,
     acl: S,
     options: S,
@@ -544,6 +548,7 @@ impl PgClassRow {
             has_index: false,
             natts: 0,
             checks: 0,
+            has_triggers: false,
             replident: "n",
             acl: null_text(),
             options: null_text(),
@@ -573,7 +578,7 @@ impl PgClassRow {
             i2(self.natts),
             i2(self.checks),
             b(false),
-            b(false),
+            b(self.has_triggers),
             b(false),
             b(false),
             b(false),
@@ -724,6 +729,14 @@ fn build_pg_table(
                         has_index: has_pk || !d.indexes.is_empty(),
                         natts: d.columns.len() as i16,
                         checks: d.checks.len() as i16,
+                        has_triggers: !d.foreign_keys.is_empty()
+                            || tables.iter().any(|other| {
+                                other
+                                    .def()
+                                    .foreign_keys
+                                    .iter()
+                                    .any(|fk| fk.ref_table == d.id)
+                            }),
                         replident: "d",
                         acl: crate::privileges::acl_items(d)
                             .map_or_else(null_text, |a| text_list(&a)),
@@ -2071,6 +2084,84 @@ fn privilege_functions(
     ]
 }
 
+/// The oid `::regclass` gives `name`: an oid's digits as they are, else
+/// the catalog relation, table, view, index or sequence of that name.
+fn relation_oid(engine: &Engine, sequences: &Sequences, name: &str) -> Option<i64> {
+    if let Ok(n) = name.trim().parse::<i64>() {
+        return Some(n);
+    }
+    if let Some(o) = catalog_relation_oid(name) {
+        return Some(o);
+    }
+    let bare = name
+        .trim()
+        .trim_start_matches("public.")
+        .trim_matches('"')
+        .to_string();
+    let lower = bare.to_lowercase();
+    engine
+        .table(&bare)
+        .or_else(|| engine.table(&lower))
+        .map(|t| table_oid(&t))
+        .or_else(|| {
+            engine
+                .view(&bare)
+                .or_else(|| engine.view(&lower))
+                .map(|v| view_oid(&v))
+        })
+        // an index (`'t_pkey'::regclass`, pgjdbc and psql name them)
+        .or_else(|| {
+            engine.tables().iter().find_map(|t| {
+                let ixs = indexes_of(t);
+                ixs.iter()
+                    .find(|ix| ix.name == bare)
+                    .or_else(|| ixs.iter().find(|ix| ix.name == lower))
+                    .map(|ix| ix.oid)
+            })
+        })
+        .or_else(|| {
+            crate::sequences::resolve_name(name)
+                .ok()
+                .filter(|n| sequences.exists(n))
+                .map(|n| sequence_oid(&n))
+        })
+}
+
+/// The name PostgreSQL prints for relation `oid` as a regclass: the
+/// relation's name, or the oid's digits where no relation has it.
+fn relation_name(engine: &Engine, sequences: &Sequences, oid: i64) -> String {
+    if let Some((name, _)) = CATALOG_RELATION_OIDS.iter().find(|(_, o)| *o == oid) {
+        return (*name).to_string();
+    }
+    let tables = engine.tables();
+    tables
+        .iter()
+        .find(|t| table_oid(t) == oid)
+        .map(|t| crate::temp_tables::shown_name(&t.def().name).to_string())
+        .or_else(|| {
+            engine
+                .views()
+                .into_iter()
+                .find(|v| view_oid(v) == oid)
+                .map(|v| v.name)
+        })
+        .or_else(|| {
+            tables.iter().find_map(|t| {
+                indexes_of(t)
+                    .into_iter()
+                    .find(|ix| ix.oid == oid)
+                    .map(|ix| ix.name)
+            })
+        })
+        .or_else(|| {
+            sequences
+                .names()
+                .into_iter()
+                .find(|n| sequence_oid(n) == oid)
+        })
+        .unwrap_or_else(|| oid.to_string())
+}
+
 /// Everything `version()` and `server_version` report.
 pub const SERVER_VERSION: &str = "15.0";
 
@@ -2096,6 +2187,8 @@ pub fn pg_functions(
     let eng5 = Arc::clone(&engine);
     let eng6 = Arc::clone(&engine);
     let eng7 = Arc::clone(&engine);
+    let eng8 = Arc::clone(&engine);
+    let sequences2 = Arc::clone(&sequences);
     vec![
         // the sequence a SERIAL or identity column draws from
         udf("pg_get_serial_sequence", T, move |v| {
@@ -2139,6 +2232,16 @@ pub fn pg_functions(
         udf("session_user", T, move |_| s(&usr2)),
         udf("pg_backend_pid", I4, move |_| i4(backend_pid)),
         udf("pg_table_is_visible", B, |_| b(true)),
+        // Eddy has no partitions, and `pg_partition_ancestors` lists no
+        // row for a relation that is not a partition (nor partitioned):
+        // the list the rewritten call unnests is empty
+        // (`crate::srf_rewrite`)
+        udf(crate::srf_rewrite::PARTITION_ANCESTORS_LIST, int8_array(), |_| {
+            int8_list(Vec::new())
+        }),
+        // `pg_trigger` has no rows (Eddy has no user triggers): no oid
+        // ever reaches this, but psql's `\d` names it in its query
+        udf("pg_get_triggerdef", T, |_| null_text()),
         udf("pg_type_is_visible", B, |_| b(true)),
         udf("pg_function_is_visible", B, |_| b(true)),
         udf("has_database_privilege", B, |_| b(true)),
@@ -2260,47 +2363,20 @@ pub fn pg_functions(
                 .map(|d| s(&d))
                 .unwrap_or(null_text())
         }),
-        udf("eddy_regclass", I8, move |v| {
-            let Some(name) = arg_str(v, 0) else {
-                return S::Int64(None);
+        udf("eddy_regclass", I8, move |v| match arg_str(v, 0) {
+            Some(name) => relation_oid(&eng3, &sequences, &name).map_or(S::Int64(None), i),
+            None => S::Int64(None),
+        }),
+        // a regclass as PostgreSQL prints it: the relation's name
+        // (`crate::rewrite`, for a regclass in a query's result columns)
+        udf("eddy_regclass_name", T, move |v| {
+            let Some(arg) = arg_str(v, 0) else {
+                return null_text();
             };
-            if let Ok(n) = name.trim().parse::<i64>() {
-                return i(n);
+            match relation_oid(&eng8, &sequences2, &arg) {
+                Some(o) => s(&relation_name(&eng8, &sequences2, o)),
+                None => null_text(),
             }
-            if let Some(o) = catalog_relation_oid(&name) {
-                return i(o);
-            }
-            let bare = name
-                .trim()
-                .trim_start_matches("public.")
-                .trim_matches('"')
-                .to_string();
-            eng3.table(&bare)
-                .or_else(|| eng3.table(&bare.to_lowercase()))
-                .map(|t| i(table_oid(&t)))
-                .or_else(|| {
-                    eng3.view(&bare)
-                        .or_else(|| eng3.view(&bare.to_lowercase()))
-                        .map(|v| i(view_oid(&v)))
-                })
-                // an index (`'t_pkey'::regclass`, pgjdbc and psql name them)
-                .or_else(|| {
-                    let lower = bare.to_lowercase();
-                    eng3.tables().iter().find_map(|t| {
-                        let ixs = indexes_of(t);
-                        ixs.iter()
-                            .find(|ix| ix.name == bare)
-                            .or_else(|| ixs.iter().find(|ix| ix.name == lower))
-                            .map(|ix| i(ix.oid))
-                    })
-                })
-                .or_else(|| {
-                    crate::sequences::resolve_name(&name)
-                        .ok()
-                        .filter(|n| sequences.exists(n))
-                        .map(|n| i(sequence_oid(&n)))
-                })
-                .unwrap_or(S::Int64(None))
         }),
         udf("eddy_regtype", I8, regtype_oid),
         // PostgreSQL's to_regtype: the type's OID, NULL when there is none

@@ -119,6 +119,7 @@ pub fn srf_functions() -> Vec<ScalarUDF> {
         signature: Signature::variadic_any(Volatility::Immutable),
     }));
     out.push(refusing("regexp_matches"));
+    out.push(refusing(crate::srf_rewrite::PARTITION_ANCESTORS));
     out
 }
 

@@ -373,6 +373,7 @@ pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
         Statement::Query(q) => {
             empty_publication_query(q);
             values_literals(q);
+            regclass_results_by_name(q);
         }
         Statement::Insert(datafusion::sql::sqlparser::ast::Insert {
             source: Some(q), ..
@@ -402,6 +403,70 @@ pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
     // after the expressions: `array(select ... from pg_catalog.f(...))`
     // is recognised by its qualified table function (`reads_qualified_catalog`)
     let _ = stmt.visit(&mut CatalogTableFunctions);
+}
+
+/// `text`, `varchar` or `name`, however spelled (`pg_catalog.text`).
+fn names_text_type(t: &SqlType) -> bool {
+    match t {
+        SqlType::Text | SqlType::Varchar(_) | SqlType::String(_) => true,
+        SqlType::Custom(name, _) => {
+            matches!(
+                last_ident(name).as_deref(),
+                Some("text" | "varchar" | "name")
+            )
+        }
+        _ => false,
+    }
+}
+
+/// `X` of `eddy_regclass(X)`, the rewritten `X::regclass`.
+fn regclass_lookup_argument(e: &Expr) -> Option<Expr> {
+    let Expr::Function(f) = e else {
+        return None;
+    };
+    if last_ident(&f.name).as_deref() != Some("eddy_regclass") {
+        return None;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    match list.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))] => Some(arg.clone()),
+        _ => None,
+    }
+}
+
+/// A regclass that a query returns is printed by PostgreSQL as the
+/// relation's name (`conrelid::regclass AS ontable`, psql's `\d`), while
+/// Eddy computes with regclass as the relation's oid (a bigint, so that
+/// `c.oid = 't'::regclass` compares). So a `::regclass` cast that is a
+/// whole result column of the statement's own select list becomes the
+/// name; one in a subquery, a condition or an expression stays the oid.
+fn regclass_results_by_name(q: &mut datafusion::sql::sqlparser::ast::Query) {
+    use datafusion::sql::sqlparser::ast::{SelectItem, SetExpr};
+    let SetExpr::Select(select) = q.body.as_mut() else {
+        return;
+    };
+    for item in select.projection.iter_mut() {
+        let (SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item else {
+            continue;
+        };
+        let Expr::Cast {
+            expr, data_type, ..
+        } = e
+        else {
+            continue;
+        };
+        let regclass = match data_type {
+            SqlType::Regclass => true,
+            SqlType::Custom(name, _) => last_ident(&*name).as_deref() == Some("regclass"),
+            _ => false,
+        };
+        if regclass {
+            let inner = std::mem::replace(expr.as_mut(), Expr::Value(SqlValue::Null.into()));
+            *e = call("eddy_regclass_name", vec![inner]);
+        }
+    }
 }
 
 /// `FROM pg_catalog.generate_series(1, 32) pos(n)` (pgjdbc's
@@ -559,6 +624,15 @@ fn rewrite_expr(e: &mut Expr) {
             let inner = std::mem::replace(expr.as_mut(), Expr::Value(SqlValue::Null.into()));
             *e = inner;
             rewrite_expr(e);
+        }
+        // `oid::regclass::text`: the relation's name, as PostgreSQL prints
+        // a regclass (the inner cast is already Eddy's oid lookup)
+        Expr::Cast {
+            expr, data_type, ..
+        } if names_text_type(data_type) && regclass_lookup_argument(expr).is_some() => {
+            if let Some(arg) = regclass_lookup_argument(expr) {
+                *e = call("eddy_regclass_name", vec![arg]);
+            }
         }
         Expr::Cast {
             expr, data_type, ..

@@ -45,6 +45,7 @@ use crate::pgtypes::{self, column_type_from_sql, oid};
 use crate::rewrite::{self, ident_name, table_name};
 use crate::txn::Transaction;
 
+mod add_column;
 mod alter_columns;
 mod checks;
 pub(crate) mod conflict_update;
@@ -2059,39 +2060,7 @@ impl Session {
                     column_def,
                     if_not_exists,
                     ..
-                } => {
-                    let cname = ident_name(&column_def.name);
-                    let table = self.table(&name)?;
-                    if table.def().column_index(&cname).is_some() && if_not_exists {
-                        continue;
-                    }
-                    let ty = column_type_from_sql(&column_def.data_type)?;
-                    let mut nullable = true;
-                    for o in &column_def.options {
-                        match &o.option {
-                            ColumnOption::NotNull => nullable = false,
-                            ColumnOption::Default(_) => {
-                                return Err(SqlError::FeatureNotSupported(
-                                    "column defaults are not supported".into(),
-                                ))
-                            }
-                            ColumnOption::PrimaryKey(_) => {
-                                return Err(SqlError::FeatureNotSupported(
-                                    "ADD COLUMN ... PRIMARY KEY is not supported".into(),
-                                ))
-                            }
-                            _ => {}
-                        }
-                    }
-                    if !nullable && table.approx_row_count() > 0 {
-                        return Err(SqlError::NotNullViolation(format!(
-                            "column \"{cname}\" of relation \"{name}\" contains null values"
-                        )));
-                    }
-                    self.ddl_change(|ddl| {
-                        ddl.add_column(&name, ColumnDef::new(cname, ty, nullable))
-                    })?;
-                }
+                } => self.add_column(&name, &column_def, if_not_exists).await?,
                 AlterTableOperation::AddConstraint {
                     constraint: TableConstraint::PrimaryKey(p),
                     ..

@@ -1,5 +1,5 @@
-//! PostgreSQL's set-returning json functions and `regexp_matches` on the
-//! AST: each call becomes `unnest` of a list function of
+//! PostgreSQL's set-returning json functions, `regexp_matches` and
+//! `pg_partition_ancestors` on the AST: each call becomes `unnest` of a list function of
 //! [`crate::json_srf`], which DataFusion expands into rows.
 //!
 //! * **In a select list** (the item, a cast of it, or an operand of an
@@ -40,6 +40,13 @@ use crate::call_rewrites::call;
 use crate::json_functions::{JSONB_IN, JSON_IN};
 use crate::json_srf::{list_function, Part, JSON_SRFS, REGEXP_MATCHES};
 use crate::rewrite::ident_name;
+
+/// `pg_partition_ancestors(regclass)`: a partition and its ancestors.
+pub(crate) const PARTITION_ANCESTORS: &str = "pg_partition_ancestors";
+
+/// The list function `pg_partition_ancestors` unnests
+/// (`crate::catalog`: always empty, Eddy has no partitions).
+pub(crate) const PARTITION_ANCESTORS_LIST: &str = "eddy_partition_ancestors";
 
 /// Applies the rewrites of the module doc to `stmt`.
 pub fn rewrite<S: VisitMut>(stmt: &mut S) {
@@ -104,6 +111,20 @@ fn unnest(e: Expr) -> Expr {
 }
 
 fn srf_call(name: &str, args: Vec<Expr>) -> Option<Srf> {
+    if name == PARTITION_ANCESTORS {
+        // (psql's `\d` asks for the foreign keys that reference a table
+        // through it)
+        let [relation] = <[Expr; 1]>::try_from(args).ok()?;
+        let list = call(PARTITION_ANCESTORS_LIST, vec![relation]);
+        return Some(Srf {
+            name: name.to_string(),
+            columns: vec![Column {
+                name: Some("relid"),
+                list: list.clone(),
+            }],
+            select_list: unnest(list),
+        });
+    }
     if name == "regexp_matches" {
         if !(2..=3).contains(&args.len()) {
             return None;
@@ -179,18 +200,29 @@ impl VisitorMut for SrfRewrite {
     type Break = ();
 
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
-        rewrite_factor(factor, true);
+        rewrite_factor(factor, LeftSide::Unknown);
         ControlFlow::Continue(())
     }
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        // the first item of a FROM list has no left side: a column it names
-        // is an outer query's, planned as a correlated subquery is (a
-        // lateral wrapper there would hide the reference from the
-        // subquery's binding, `crate::subquery`)
+        // the first item of a FROM list has no left side, and a column
+        // that names none of the items before a call is an outer query's:
+        // planned as a correlated subquery is (a lateral wrapper there
+        // would hide the reference from the subquery's binding,
+        // `crate::subquery`)
         if let SetExpr::Select(select) = query.body.as_mut() {
-            if let Some(first) = select.from.first_mut() {
-                rewrite_factor(&mut first.relation, false);
+            let mut left: Vec<String> = Vec::new();
+            for (i, item) in select.from.iter_mut().enumerate() {
+                let side = if i == 0 {
+                    LeftSide::None
+                } else {
+                    LeftSide::Named(&left)
+                };
+                rewrite_factor(&mut item.relation, side);
+                left.extend(relation_name(&item.relation));
+                for join in &item.joins {
+                    left.extend(relation_name(&join.relation));
+                }
             }
         }
         expand_items(&mut query.body);
@@ -198,9 +230,21 @@ impl VisitorMut for SrfRewrite {
     }
 }
 
+/// What a call in FROM may refer to on its left.
+#[derive(Clone, Copy)]
+enum LeftSide<'a> {
+    /// Nothing: the call is first in its FROM list.
+    None,
+    /// The relations of the FROM list before it, by name or alias: a
+    /// column qualified by another name is an outer query's.
+    Named(&'a [String]),
+    /// Unknown: any column may be the left side's.
+    Unknown,
+}
+
 /// Rewrites `factor` when it calls a set-returning function of this
-/// module; `may_be_lateral`: whether it has a left side to refer to.
-fn rewrite_factor(factor: &mut TableFactor, may_be_lateral: bool) {
+/// module, lateral where an argument may name a column of `left`.
+fn rewrite_factor(factor: &mut TableFactor, left: LeftSide<'_>) {
     let (name, args, alias, ordinality, lateral) = match factor {
         TableFactor::Table {
             name,
@@ -224,7 +268,11 @@ fn rewrite_factor(factor: &mut TableFactor, may_be_lateral: bool) {
     let Some(args) = plain_args(args) else {
         return;
     };
-    let lateral = may_be_lateral && (lateral || args.iter().any(names_a_column));
+    let lateral = match left {
+        LeftSide::None => false,
+        LeftSide::Unknown => lateral || args.iter().any(names_a_column),
+        LeftSide::Named(names) => lateral || args.iter().any(|a| names_a_left_column(a, names)),
+    };
     let Some(srf) = srf_call(&fname, args) else {
         return;
     };
@@ -241,6 +289,39 @@ fn names_a_column(e: &Expr) -> bool {
         }
     })
     .is_break()
+}
+
+/// Whether `e` names a column that may be one of the relations `left`:
+/// an unqualified column, or one qualified by one of their names.
+fn names_a_left_column(e: &Expr, left: &[String]) -> bool {
+    visit_expressions(e, |e| match e {
+        Expr::Identifier(_) => ControlFlow::Break(()),
+        Expr::CompoundIdentifier(parts) => {
+            let qualifier = parts.len().checked_sub(2).and_then(|i| parts.get(i));
+            match qualifier {
+                Some(q) if !left.contains(&ident_name(q)) => ControlFlow::Continue(()),
+                _ => ControlFlow::Break(()),
+            }
+        }
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
+}
+
+/// The name a FROM item's columns are qualified by: its alias, else the
+/// last part of its table name.
+fn relation_name(factor: &TableFactor) -> Option<String> {
+    match factor {
+        TableFactor::Table { alias: Some(a), .. }
+        | TableFactor::Derived { alias: Some(a), .. }
+        | TableFactor::Function { alias: Some(a), .. }
+        | TableFactor::UNNEST { alias: Some(a), .. } => Some(ident_name(&a.name)),
+        TableFactor::Table { name, .. } => match name.0.last() {
+            Some(ObjectNamePart::Identifier(i)) => Some(ident_name(i)),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 fn item(expr: Expr, name: &str) -> SelectItem {

@@ -69,7 +69,7 @@ impl Session {
         }
     }
 
-    async fn add_check(
+    pub(super) async fn add_check(
         &mut self,
         table: &str,
         name: Option<&Ident>,
@@ -125,7 +125,7 @@ impl Session {
     }
 
     /// 42710 when the table already has a constraint (or index) `name`.
-    fn refuse_taken_constraint_name(&self, table: &str, name: &str) -> Result<()> {
+    pub(super) fn refuse_taken_constraint_name(&self, table: &str, name: &str) -> Result<()> {
         let def = self.table(table)?.def().clone();
         let taken = def.checks.iter().any(|c| c.name == name)
             || def.foreign_keys.iter().any(|f| f.name == name)

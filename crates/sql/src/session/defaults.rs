@@ -67,6 +67,36 @@ fn template(sql: &str) -> Result<Query> {
     Ok(*p.parse_query()?)
 }
 
+/// How many columns an INSERT's source gives, where the AST says it
+/// without planning: a VALUES list whose rows agree in length, or a
+/// select list without `*` (of the first arm of a set operation). `None`
+/// otherwise.
+pub(super) fn source_width(source: &Query) -> Option<usize> {
+    fn width(body: &SetExpr) -> Option<usize> {
+        match body {
+            SetExpr::Values(v) => {
+                let first = v.rows.first()?.len();
+                v.rows.iter().all(|r| r.len() == first).then_some(first)
+            }
+            SetExpr::Select(sel) => sel
+                .projection
+                .iter()
+                .all(|item| {
+                    matches!(
+                        item,
+                        datafusion::sql::sqlparser::ast::SelectItem::UnnamedExpr(_)
+                            | datafusion::sql::sqlparser::ast::SelectItem::ExprWithAlias { .. }
+                    )
+                })
+                .then_some(sel.projection.len()),
+            SetExpr::SetOperation { left, .. } => width(left),
+            SetExpr::Query(q) => width(&q.body),
+            _ => None,
+        }
+    }
+    width(&source.body)
+}
+
 /// Rewrites an INSERT's targets and source so that every column gets a
 /// value: the given ones, `DEFAULT` replaced, and the default of each
 /// column the statement leaves out that has one. `targets` are column
@@ -172,17 +202,19 @@ impl Session {
     /// (no column references) and its type must cast to the column's.
     pub(super) async fn check_default(&self, col: &ColumnDef, text: &str) -> Result<()> {
         let expr = parse_default(text)?;
-        let refers_to_column = datafusion::sql::sqlparser::ast::visit_expressions(&expr, |e| {
-            if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
-                std::ops::ControlFlow::Break(())
-            } else {
-                std::ops::ControlFlow::Continue(())
+        let refused = datafusion::sql::sqlparser::ast::visit_expressions(&expr, |e| match e {
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) => {
+                std::ops::ControlFlow::Break("column reference")
             }
+            Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => {
+                std::ops::ControlFlow::Break("subquery")
+            }
+            _ => std::ops::ControlFlow::Continue(()),
         });
-        if refers_to_column.is_break() {
-            return Err(SqlError::FeatureNotSupported(
-                "cannot use column reference in default expression".into(),
-            ));
+        if let std::ops::ControlFlow::Break(what) = refused {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "cannot use {what} in DEFAULT expression"
+            )));
         }
         let mut q = template("SELECT NULL")?;
         if let SetExpr::Select(sel) = q.body.as_mut() {

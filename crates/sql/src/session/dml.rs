@@ -231,7 +231,14 @@ impl Session {
         let table = self.table(&tname)?;
         let def = table.def().clone();
         let mut targets: Vec<usize> = if ins.columns.is_empty() {
-            (0..def.columns.len()).collect()
+            // PostgreSQL's implicit target list: the first columns, as many
+            // as the source gives (the rest get their defaults)
+            let given = ins
+                .source
+                .as_deref()
+                .and_then(defaults::source_width)
+                .unwrap_or(def.columns.len());
+            (0..def.columns.len().min(given)).collect()
         } else {
             ins.columns
                 .iter()

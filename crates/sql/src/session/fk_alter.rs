@@ -30,7 +30,7 @@ use datafusion::sql::sqlparser::ast::ForeignKeyConstraint;
 use eddy_common::{ColumnType, ForeignKeyDef, TableDef};
 use eddy_storage::{LockMode, Table};
 
-use super::foreign_keys::{not_present, pending, target_of, Target};
+use super::foreign_keys::{not_present, pending, target_of, PendingFk, Target};
 use super::{collect_rows, Session};
 use crate::error::{Result, SqlError};
 use crate::provider::EddyTable;
@@ -48,7 +48,16 @@ impl Session {
         table: &str,
         fk: &ForeignKeyConstraint,
     ) -> Result<()> {
-        let wanted = pending(fk, None, None)?;
+        self.add_pending_foreign_key(table, pending(fk, None, None)?)
+            .await
+    }
+
+    /// Adds the foreign key `wanted` to `table` once its rows are checked.
+    pub(super) async fn add_pending_foreign_key(
+        &mut self,
+        table: &str,
+        wanted: PendingFk,
+    ) -> Result<()> {
         let child = self.table(table)?;
         let def = child.def().as_ref().clone();
         let Some(new_fk) = self.resolve_foreign_keys(&def, vec![wanted])?.pop() else {

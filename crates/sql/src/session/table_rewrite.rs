@@ -1,5 +1,6 @@
 //! Schema changes that rewrite a table's stored rows: `DROP COLUMN`,
-//! `ALTER COLUMN ... TYPE` and `ADD PRIMARY KEY`
+//! `ALTER COLUMN ... TYPE`, `ADD PRIMARY KEY` and `ADD COLUMN` with a
+//! default
 //! (`docs/design/schema-changes.md`).
 //!
 //! A rewrite builds a new table beside the old one and swaps names, every
@@ -71,6 +72,18 @@ struct Rewrite {
 }
 
 impl Rewrite {
+    /// Whether every column of `def` stays where it is, with its type and
+    /// its values (columns may only be added after them): what a foreign
+    /// key that references the table needs to move to the rewritten one.
+    fn keeps_columns_of(&self, def: &TableDef) -> bool {
+        def.columns.iter().enumerate().all(|(i, c)| {
+            self.columns
+                .get(i)
+                .is_some_and(|n| n.name == c.name && n.ty == c.ty)
+                && self.sources.get(i) == Some(&column_ref(&c.name))
+        })
+    }
+
     /// The table as it is: every column read as itself.
     fn same_as(def: &TableDef) -> Rewrite {
         Rewrite {
@@ -371,14 +384,36 @@ impl Session {
         self.rewrite_table(name, rw).await
     }
 
+    /// ADD COLUMN with a default over existing rows: the table rebuilt
+    /// with `column` computed, per row, from its default
+    /// (`session/add_column.rs`).
+    pub(super) async fn add_column_by_rewrite(
+        &mut self,
+        name: &str,
+        column: ColumnDef,
+    ) -> Result<()> {
+        let def = self.table(name)?.def().as_ref().clone();
+        let source = match &column.default {
+            Some(text) => super::defaults::parse_default(text)?,
+            None => Expr::Value(datafusion::sql::sqlparser::ast::Value::Null.into()),
+        };
+        let mut rw = Rewrite::same_as(&def);
+        rw.columns.push(column);
+        rw.sources.push(source);
+        self.rewrite_table(name, rw).await
+    }
+
     /// Builds the table `rw` describes from `name`'s rows and puts it
     /// under the name, in the session's transaction (module doc).
     async fn rewrite_table(&mut self, name: &str, rw: Rewrite) -> Result<()> {
         let old = self.table(name)?;
         let def = old.def().as_ref().clone();
         let shown = shown_name(name).to_string();
-        if let Some((child, fk)) = self.referencing(def.id).into_iter().next() {
-            // the constraint names the table by id; the rewrite makes a new one
+        // a foreign key names its table by id, and the rewrite makes a new
+        // table: the constraints that reference this one are moved to it
+        // after the swap, where the referenced columns keep their positions
+        let referencing = self.referencing(def.id);
+        if let Some((child, fk)) = referencing.iter().find(|_| !rw.keeps_columns_of(&def)) {
             return Err(SqlError::FeatureNotSupported(format!(
                 "this ALTER TABLE rewrites table \"{shown}\", which is not supported while foreign key \"{}\" of table \"{}\" references it",
                 fk.name,
@@ -536,6 +571,55 @@ impl Session {
         })?;
         t.forget_writes(def.id);
         t.dropped_tables.push(hidden);
+        self.repoint_foreign_keys(name, def.id, referencing)
+    }
+
+    /// After a rewrite of `name` (once table `old`): every foreign key
+    /// that referenced `old` references the new table, the table's own
+    /// (self-referencing) ones included. Each referencing table is locked
+    /// for the change, as ADD FOREIGN KEY locks it.
+    fn repoint_foreign_keys(
+        &mut self,
+        name: &str,
+        old: eddy_common::TableId,
+        referencing: Vec<(Arc<Table>, ForeignKeyDef)>,
+    ) -> Result<()> {
+        if referencing.is_empty() {
+            return Ok(());
+        }
+        let new = self.table(name)?.def().id;
+        let mut children: Vec<String> = Vec::new();
+        for (child, _) in &referencing {
+            let child_name = if child.def().id == old {
+                name.to_string()
+            } else {
+                child.def().name.clone()
+            };
+            if !children.contains(&child_name) {
+                children.push(child_name);
+            }
+        }
+        for child_name in children {
+            let child = self.table(&child_name)?;
+            let child = if child_name == name {
+                child
+            } else {
+                self.lock_for_ddl(&child, "ALTER TABLE")?
+            };
+            let fks: Vec<ForeignKeyDef> = child
+                .def()
+                .foreign_keys
+                .iter()
+                .cloned()
+                .map(|mut fk| {
+                    if fk.ref_table == old {
+                        fk.ref_table = new;
+                    }
+                    fk
+                })
+                .collect();
+            self.ddl_change(|ddl| ddl.set_foreign_keys(&child_name, fks))?;
+        }
         Ok(())
     }
 }
