@@ -733,6 +733,17 @@ fn rewrite_expr(e: &mut Expr) {
                 format: None,
             };
         }
+        // `ARRAY(SELECT ...)` of Eddy's own tables (`crate::array_subquery`)
+        Expr::Function(f)
+            if last_ident(&f.name).as_deref() == Some("array")
+                && matches!(&f.args, FunctionArguments::Subquery(_)) =>
+        {
+            if let FunctionArguments::Subquery(q) = &f.args {
+                if let Some(new) = crate::array_subquery::array_of_subquery(q) {
+                    *e = new;
+                }
+            }
+        }
         Expr::Function(f)
             if matches!(
                 last_ident(&f.name).as_deref(),

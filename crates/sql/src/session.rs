@@ -518,6 +518,7 @@ impl Session {
             .chain([notify_function, listening_scalar])
             .chain(crate::uuid_type::uuid_functions())
             .chain(crate::array_type::array_functions())
+            .chain([crate::array_subquery::array_or_empty_udf()])
             .chain([crate::expand_array::expand_array_udf()])
             .chain(crate::json_functions::json_functions())
             .chain(crate::json_build::json_build_functions())
