@@ -30,6 +30,7 @@ pub mod array_subquery;
 pub mod array_type;
 pub mod at_time_zone;
 pub mod call_rewrites;
+pub mod cast_names;
 pub mod catalog;
 pub mod checked_arith;
 pub mod copy;

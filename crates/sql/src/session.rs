@@ -518,7 +518,10 @@ impl Session {
             .chain([notify_function, listening_scalar])
             .chain(crate::uuid_type::uuid_functions())
             .chain(crate::array_type::array_functions())
-            .chain([crate::array_subquery::array_or_empty_udf()])
+            .chain([
+                crate::array_subquery::array_or_empty_udf(),
+                crate::cast_names::same_udf(),
+            ])
             .chain([crate::expand_array::expand_array_udf()])
             .chain(crate::json_functions::json_functions())
             .chain(crate::json_build::json_build_functions())
@@ -1086,6 +1089,8 @@ impl Session {
         crate::notify::rewrite_listening_channels(stmt);
         output_names::name_columns(stmt);
         rewrite::pg_compat(stmt, &|n| engine.table(n).is_some());
+        // (after the rewrites that turn casts into Eddy's functions)
+        crate::cast_names::separate_cast_names(stmt);
         self.bind_current_settings(stmt);
         Ok(())
     }
