@@ -60,6 +60,7 @@ pub mod lateral_unnest;
 pub mod memory;
 mod node_rewrite;
 pub mod notify;
+pub mod numeric_cast;
 pub mod numeric_division;
 pub mod output_names;
 pub mod pg_functions;

@@ -13,12 +13,18 @@
 //! (PostgreSQL's `select_div_scale` with a quotient weight of 0; it varies
 //! the scale with the values, an Arrow column cannot).
 //!
+//! The dividend gets one digit more than the quotient needs, and the
+//! quotient is cast back to its scale, which rounds the last digit as
+//! PostgreSQL does (`2 / 3.0` is `0.6666666666666667`; Arrow's division
+//! alone truncates).
+//!
 //! Invariants:
 //! * Only `Decimal128 / Decimal128` changes, and only by a cast of the
-//!   dividend to a larger scale with the same integer digits, so no value
-//!   is rounded or refused that was not before: where 38 digits do not
-//!   leave room for the wider scale, the dividend keeps what fits (or is
-//!   left as it was).
+//!   dividend to a larger scale with the same integer digits and a cast of
+//!   the quotient to one digit less scale (one more integer digit, for a
+//!   rounding carry), so no value is refused that was not before: where 38
+//!   digits do not leave room for the wider scale, the dividend keeps what
+//!   fits (or is left as it was), and the quotient is then not rounded.
 //! * Output names do not change (as in [`crate::result_types`]).
 
 use datafusion::arrow::datatypes::DataType;
@@ -70,11 +76,13 @@ fn widen_division(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
         return Ok(Transformed::no(e));
     };
     let types = (left.get_type(input), right.get_type(input));
-    let target = match types {
+    let (target, want) = match types {
         (Ok(DataType::Decimal128(p1, s1)), Ok(DataType::Decimal128(_, s2))) => {
-            dividend_type(p1, s1, s2)
+            let want = quotient_scale(s1, s2);
+            // one digit more than wanted, rounded away below
+            (dividend_type(p1, s1, want.saturating_add(1)), want)
         }
-        _ => None,
+        _ => (None, 0),
     };
     let left = match target {
         Some(ty) => Box::new(Expr::Cast(Cast::new(left, ty))),
@@ -86,18 +94,32 @@ fn widen_division(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
             })))
         }
     };
-    Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr {
+    let quotient = Expr::BinaryExpr(BinaryExpr {
         left,
         op: Operator::Divide,
         right,
-    })))
+    });
+    // Arrow's division truncates; PostgreSQL rounds the last digit (half
+    // away from zero, as Arrow's cast to a smaller scale does). The cast
+    // keeps the quotient's integer digits and one more, for the carry.
+    Ok(Transformed::yes(match quotient.get_type(input)? {
+        DataType::Decimal128(p, s) if s == want.saturating_add(1) => {
+            Expr::Cast(Cast::new(Box::new(quotient), DataType::Decimal128(p, want)))
+        }
+        _ => quotient,
+    }))
 }
 
-/// The dividend's type for a quotient of scale at least
-/// `max(MIN_QUOTIENT_SCALE, s1, s2)`, keeping its integer digits; `None`
-/// when it needs no change or has no room.
-fn dividend_type(p1: u8, s1: i8, s2: i8) -> Option<DataType> {
-    let want = MIN_QUOTIENT_SCALE.max(s1).max(s2);
+/// The scale PostgreSQL gives a quotient of scales `s1` and `s2` whose
+/// weight is 0 (module doc).
+fn quotient_scale(s1: i8, s2: i8) -> i8 {
+    MIN_QUOTIENT_SCALE.max(s1).max(s2)
+}
+
+/// The dividend's type for a quotient of scale `want` (or as close to it
+/// as 38 digits allow), keeping its integer digits; `None` when it needs
+/// no change or has no room.
+fn dividend_type(p1: u8, s1: i8, want: i8) -> Option<DataType> {
     let integer_digits = i16::from(p1) - i16::from(s1);
     let room = i16::from(MAX_PRECISION) - integer_digits;
     let scale = i16::from(want - ARROW_DIV_SCALE_INCREMENT).min(room);
@@ -116,17 +138,19 @@ mod tests {
     #[test]
     fn dividends_widen_to_sixteen_quotient_digits_within_38() {
         // 1 / 3.0: Decimal(10,0) / Decimal(2,1) -> dividend scale 12
-        assert_eq!(dividend_type(10, 0, 1), Some(DataType::Decimal128(22, 12)));
+        assert_eq!(quotient_scale(0, 1), 16);
+        assert_eq!(dividend_type(10, 0, 16), Some(DataType::Decimal128(22, 12)));
         // (15,2) columns keep 13 integer digits
-        assert_eq!(dividend_type(15, 2, 2), Some(DataType::Decimal128(25, 12)));
+        assert_eq!(dividend_type(15, 2, 16), Some(DataType::Decimal128(25, 12)));
         // a divisor of scale 20 asks for a quotient of scale 20
+        assert_eq!(quotient_scale(0, 20), 20);
         assert_eq!(dividend_type(5, 0, 20), Some(DataType::Decimal128(21, 16)));
         // no room: 38 integer digits
-        assert_eq!(dividend_type(38, 0, 0), None);
+        assert_eq!(dividend_type(38, 0, 16), None);
         // some room: 30 integer digits leave 8
-        assert_eq!(dividend_type(30, 0, 0), Some(DataType::Decimal128(38, 8)));
+        assert_eq!(dividend_type(30, 0, 16), Some(DataType::Decimal128(38, 8)));
         // already wide enough
-        assert_eq!(dividend_type(30, 14, 2), None);
+        assert_eq!(dividend_type(30, 14, 16), None);
     }
 
     #[tokio::test]
@@ -141,7 +165,7 @@ mod tests {
             .build();
         let ctx = datafusion::prelude::SessionContext::new_with_state(state);
         let batches = ctx
-            .sql("SELECT 1 / 3.0, 10.0 / 4, CAST(7 AS NUMERIC(15,2)) / CAST(3 AS NUMERIC(15,2)), 1.0 / 8 AS q")
+            .sql("SELECT 1 / 3.0, 10.0 / 4, CAST(7 AS NUMERIC(15,2)) / CAST(3 AS NUMERIC(15,2)), 1.0 / 8 AS q, 2 / 3.0")
             .await
             .expect("plans")
             .collect()
@@ -154,15 +178,17 @@ mod tests {
             .map(|c| array_value_to_string(c, 0).expect("prints"))
             .collect();
         // PostgreSQL 15: 0.33333333333333333333, 2.5000000000000000,
-        // 2.3333333333333333, 0.12500000000000000000 (its scale follows the
-        // values; at least 16 digits here, always)
+        // 2.3333333333333333, 0.12500000000000000000,
+        // 0.66666666666666666667 (its scale follows the values; at least 16
+        // digits here, always, the last one rounded)
         assert_eq!(
             cells,
             [
                 "0.3333333333333333",
                 "2.5000000000000000",
                 "2.3333333333333333",
-                "0.1250000000000000"
+                "0.1250000000000000",
+                "0.6666666666666667"
             ]
         );
         assert_eq!(batch.schema().field(3).name(), "q");

@@ -1023,7 +1023,21 @@ fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
                     return Some(expr.clone());
                 }
             }
-            match numeric_from_text(string_literal(expr)?).ok()? {
+            let Some(literal) = string_literal(expr) else {
+                // a parameter's cast types the parameter: left to DataFusion
+                if matches!(
+                    expr,
+                    Expr::Value(ValueWithSpan {
+                        value: SqlValue::Placeholder(_),
+                        ..
+                    })
+                ) {
+                    return None;
+                }
+                // typed by what it casts (`crate::numeric_cast`)
+                return Some(call(crate::numeric_cast::NUMERIC_CAST, vec![expr.clone()]));
+            };
+            match numeric_from_text(literal).ok()? {
                 NumericText::Finite(text) => decimal_literal(&text),
                 _ => None,
             }

@@ -521,6 +521,7 @@ impl Session {
             .chain([
                 crate::array_subquery::array_or_empty_udf(),
                 crate::cast_names::same_udf(),
+                crate::numeric_cast::numeric_cast_udf(),
             ])
             .chain([crate::expand_array::expand_array_udf()])
             .chain(crate::json_functions::json_functions())
