@@ -45,6 +45,7 @@ pub mod index_catalog;
 pub mod index_scan;
 pub mod information_schema;
 pub mod int2vector;
+pub mod interval_arith;
 pub mod interval_type;
 pub mod join_filter;
 pub mod join_order;

@@ -625,6 +625,22 @@ fn rewrite_expr(e: &mut Expr) {
             *e = inner;
             rewrite_expr(e);
         }
+        // `INTERVAL '1 day 01:00'` read as `'1 day 01:00'::interval` is
+        // (PostgreSQL's input forms; DataFusion's parser refused this one)
+        Expr::Interval(iv)
+            if iv.leading_field.is_none()
+                && iv.leading_precision.is_none()
+                && iv.last_field.is_none()
+                && iv.fractional_seconds_precision.is_none()
+                && string_literal(&iv.value).is_some() =>
+        {
+            if let Some(text) = string_literal(&iv.value) {
+                *e = call(
+                    crate::interval_type::INTERVAL_IN,
+                    vec![string_expr(text.to_string())],
+                );
+            }
+        }
         // `oid::regclass::text`: the relation's name, as PostgreSQL prints
         // a regclass (the inner cast is already Eddy's oid lookup)
         Expr::Cast {

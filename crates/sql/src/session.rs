@@ -523,6 +523,7 @@ impl Session {
                 crate::cast_names::same_udf(),
                 crate::numeric_cast::numeric_cast_udf(),
             ])
+            .chain(crate::interval_arith::interval_arith_functions())
             .chain([crate::expand_array::expand_array_udf()])
             .chain(crate::json_functions::json_functions())
             .chain(crate::json_build::json_build_functions())
@@ -553,6 +554,10 @@ impl Session {
         datafusion::execution::FunctionRegistry::register_expr_planner(
             &mut *ctx.state_ref().write(),
             Arc::new(crate::json_functions::JsonPlanner),
+        )?;
+        datafusion::execution::FunctionRegistry::register_expr_planner(
+            &mut *ctx.state_ref().write(),
+            Arc::new(crate::interval_arith::IntervalArithPlanner),
         )?;
         let settings = DEFAULT_SETTINGS
             .iter()
