@@ -133,6 +133,9 @@ pub enum SqlError {
     NotNullViolation(String),
     #[error("division by zero")]
     DivisionByZero,
+    /// 22025: a bad ESCAPE of LIKE or SIMILAR TO.
+    #[error("{0}")]
+    InvalidEscapeSequence(String),
     /// 42883: an operator PostgreSQL does not have for these operand types
     /// (`%` on floats).
     #[error("{0}")]
@@ -287,6 +290,7 @@ impl SqlError {
             SqlError::UndefinedPreparedStatement(_) => "26000",
             SqlError::NotNullViolation(_) => "23502",
             SqlError::DivisionByZero => "22012",
+            SqlError::InvalidEscapeSequence(_) => "22025",
             SqlError::UndefinedOperator(_) => "42883",
             SqlError::NumericOutOfRange(_) => "22003",
             SqlError::InvalidLogArgument(_) => "2201E",

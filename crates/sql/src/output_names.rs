@@ -21,7 +21,7 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     ArrayElemTypeDef, DataType as SqlType, Expr, Ident, ObjectName, ObjectNamePart, Query,
-    SelectItem, SetExpr, Statement, TimezoneInfo, VisitMut, VisitorMut,
+    SelectItem, SetExpr, Statement, TimezoneInfo, TrimWhereField, VisitMut, VisitorMut,
 };
 
 use crate::rewrite::ident_name;
@@ -147,6 +147,8 @@ fn figure_name(e: &Expr) -> (String, u8) {
         Expr::TypedString(t) => (type_name(&t.data_type), 1),
         Expr::Interval(_) => named("interval", 1),
         Expr::Case { .. } => named("case", 1),
+        // (`NOT EXISTS` is an operator over it, unnamed)
+        Expr::Exists { negated: true, .. } => named("?column?", 0),
         Expr::Exists { .. } => named("exists", 2),
         Expr::Array(_) => named("array", 2),
         Expr::Tuple(_) => named("row", 2),
@@ -155,11 +157,24 @@ fn figure_name(e: &Expr) -> (String, u8) {
             None => named("?column?", 0),
         },
         Expr::Extract { .. } => named("extract", 2),
+        // (PostgreSQL's `timezone(zone, ts)`)
+        Expr::AtTimeZone { .. } => named("timezone", 2),
+        Expr::Substring {
+            shorthand: true, ..
+        } => named("substr", 2),
         Expr::Substring { .. } => named("substring", 2),
         Expr::Position { .. } => named("position", 2),
         Expr::Overlay { .. } => named("overlay", 2),
         Expr::Ceil { .. } => named("ceil", 2),
         Expr::Floor { .. } => named("floor", 2),
+        Expr::Trim {
+            trim_where: Some(TrimWhereField::Leading),
+            ..
+        } => named("ltrim", 2),
+        Expr::Trim {
+            trim_where: Some(TrimWhereField::Trailing),
+            ..
+        } => named("rtrim", 2),
         Expr::Trim { .. } => named("btrim", 2),
         _ => named("?column?", 0),
     }

@@ -524,6 +524,7 @@ impl Session {
                 crate::numeric_cast::numeric_cast_udf(),
             ])
             .chain(crate::interval_arith::interval_arith_functions())
+            .chain([crate::similar_to::similar_escape_udf()])
             .chain([crate::expand_array::expand_array_udf()])
             .chain(crate::json_functions::json_functions())
             .chain(crate::json_build::json_build_functions())

@@ -28,7 +28,7 @@ use crate::rewrite::ident_name;
 /// The constraints a new column carries, added once it exists.
 enum ColumnConstraint {
     Unique(Option<String>),
-    Check(Option<String>, Expr),
+    Check(Option<String>, Box<Expr>),
     ForeignKey(foreign_keys::PendingFk),
 }
 
@@ -84,7 +84,7 @@ impl Session {
                     }
                     constraints.push(ColumnConstraint::Check(
                         constraint_name.or(check.name.as_ref().map(ident_name)),
-                        (*check.expr).clone(),
+                        check.expr.clone(),
                     ));
                 }
                 ColumnOption::ForeignKey(fk) => constraints.push(ColumnConstraint::ForeignKey(
@@ -175,7 +175,7 @@ impl Session {
                 ColumnConstraint::Check(constraint_name, expr) => {
                     let ident = constraint_name
                         .map(|n| datafusion::sql::sqlparser::ast::Ident::with_quote('"', n));
-                    self.add_check(table, ident.as_ref(), expr).await?;
+                    self.add_check(table, ident.as_ref(), *expr).await?;
                 }
                 ColumnConstraint::ForeignKey(fk) => {
                     self.add_pending_foreign_key(table, fk).await?;

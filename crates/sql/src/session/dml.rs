@@ -394,6 +394,7 @@ impl Session {
             ));
         }
         let returning = upd.returning.take();
+        upd.assignments = single_column_assignments(std::mem::take(&mut upd.assignments))?;
         let (tname, alias) = relation_of(&upd.table.relation)?;
         let ret_alias = alias.clone();
         let table = self.table(&tname)?;
@@ -723,4 +724,45 @@ pub(super) fn insert_rows(
         }
     }
     Ok(n)
+}
+
+/// `SET (a, b) = (x, y)` as `SET a = x, b = y` (PostgreSQL's multiple-column
+/// assignment from a row constructor); a list of another length is
+/// PostgreSQL's 42601, one from a subquery is refused (0A000).
+fn single_column_assignments(
+    assignments: Vec<datafusion::sql::sqlparser::ast::Assignment>,
+) -> Result<Vec<datafusion::sql::sqlparser::ast::Assignment>> {
+    use datafusion::sql::sqlparser::ast::Assignment;
+    let mut out = Vec::with_capacity(assignments.len());
+    for a in assignments {
+        let AssignmentTarget::Tuple(columns) = a.target else {
+            out.push(a);
+            continue;
+        };
+        let values = match a.value {
+            Expr::Tuple(values) => values,
+            other => {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "UPDATE SET ({}) = {other} is not supported; assign a list of values",
+                    columns
+                        .iter()
+                        .map(|c| c.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            }
+        };
+        if values.len() != columns.len() {
+            return Err(SqlError::Syntax(
+                "number of columns does not match number of values".into(),
+            ));
+        }
+        for (column, value) in columns.into_iter().zip(values) {
+            out.push(Assignment {
+                target: AssignmentTarget::ColumnName(column),
+                value,
+            });
+        }
+    }
+    Ok(out)
 }
