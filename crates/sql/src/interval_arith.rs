@@ -121,10 +121,7 @@ impl ScalarUDFImpl for IntervalArith {
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let n = args.number_rows;
-        let all_scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let all_scalar = crate::udf_args::all_scalar(&args.args);
         let [interval, factor] = args.args.as_slice() else {
             return Err(DataFusionError::Plan(format!(
                 "{} takes two arguments",
@@ -146,15 +143,7 @@ impl ScalarUDFImpl for IntervalArith {
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
             out.push(Some(result));
         }
-        let array: Arc<dyn Array> = Arc::new(IntervalMonthDayNanoArray::from(out));
-        Ok(if all_scalar {
-            ColumnarValue::Scalar(datafusion::common::ScalarValue::try_from_array(
-                array.as_ref(),
-                0,
-            )?)
-        } else {
-            ColumnarValue::Array(array)
-        })
+        crate::udf_args::scalar_if(all_scalar, Arc::new(IntervalMonthDayNanoArray::from(out)))
     }
 }
 

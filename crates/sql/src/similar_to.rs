@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, AsArray, StringArray};
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -119,10 +118,7 @@ impl ScalarUDFImpl for SimilarEscape {
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let n = args.number_rows;
-        let all_scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let all_scalar = crate::udf_args::all_scalar(&args.args);
         let [pattern, escape] = args.args.as_slice() else {
             return Err(DataFusionError::Plan(format!(
                 "{SIMILAR_ESCAPE} takes two arguments"
@@ -147,12 +143,7 @@ impl ScalarUDFImpl for SimilarEscape {
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
             out.push(Some(regex));
         }
-        let array: Arc<dyn Array> = Arc::new(StringArray::from(out));
-        Ok(if all_scalar {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(array.as_ref(), 0)?)
-        } else {
-            ColumnarValue::Array(array)
-        })
+        crate::udf_args::scalar_if(all_scalar, Arc::new(StringArray::from(out)))
     }
 }
 

@@ -39,6 +39,11 @@ pub fn text_at(args: &[ColumnarValue], i: usize, row: usize) -> DfResult<Option<
     })
 }
 
+/// Whether every argument is a scalar (then the result must be one).
+pub fn all_scalar(args: &[ColumnarValue]) -> bool {
+    args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)))
+}
+
 /// `out` as the function's result: a scalar when every argument was one
 /// (DataFusion then expects a scalar back), else the array.
 pub fn scalar_if(all_scalar: bool, out: ArrayRef) -> DfResult<ColumnarValue> {
