@@ -48,6 +48,8 @@ REVISIONS = {
     """),
     "b2_balance": ("'a1_accounts'", """
         op.add_column("mig_accounts", sa.Column("balance", sa.Numeric(12, 2)))
+        # a NOT NULL column with a server default over existing rows
+        op.add_column("mig_accounts", sa.Column("tier", sa.Integer, nullable=False, server_default="1"))
         op.alter_column("mig_accounts", "owner", new_column_name="holder")
         op.execute("UPDATE mig_accounts SET balance = 10.50")
     """),
@@ -114,9 +116,9 @@ with tempfile.TemporaryDirectory() as root:
     command.upgrade(cfg, "head")
     check("version after upgrade", version(), "b2_balance")
     with engine.connect() as c:
-        rows = c.execute(text("SELECT id, holder, balance FROM mig_accounts ORDER BY id")).all()
-    check("rows after the migrations", [(r[0], r[1], str(r[2])) for r in rows],
-          [(1, "ann", "10.50"), (2, "bob", "10.50")])
+        rows = c.execute(text("SELECT id, holder, balance, tier FROM mig_accounts ORDER BY id")).all()
+    check("rows after the migrations", [(r[0], r[1], str(r[2]), r[3]) for r in rows],
+          [(1, "ann", "10.50", 1), (2, "bob", "10.50", 1)])
 
 with tempfile.TemporaryDirectory() as root:
     # 3. the broken one on top: rolled back alone, version unchanged

@@ -6,6 +6,7 @@ a message on the first broken expectation. PostgreSQL 15 passes every check
 """
 import os
 import sys
+from datetime import timedelta
 from decimal import Decimal
 
 import psycopg
@@ -171,5 +172,14 @@ with psycopg.connect(DSN, autocommit=True) as conn:
     got = rows(conn, "SELECT id FROM py3_ints WHERE id = %s", (Decimal("2.0"),))
     check(got == [(2,)], f"2.0 matches key 2: {got}")
     conn.execute("DROP TABLE py3_ints")
+
+    # parameters in interval arithmetic, FETCH FIRST and SIMILAR TO
+    # (server-side binding: each is a typed parameter of the statement)
+    got = rows(conn, "SELECT %s * interval '1 hour', interval '1 day' / %s", (3, 4))
+    check(got == [(timedelta(hours=3), timedelta(hours=6))], f"interval * and / a parameter: {got}")
+    got = rows(conn, "SELECT x FROM generate_series(1, 9) AS g(x) ORDER BY x OFFSET %s ROWS FETCH FIRST %s ROWS ONLY", (2, 3))
+    check(got == [(3,), (4,), (5,)], f"OFFSET / FETCH FIRST parameters: {got}")
+    got = rows(conn, "SELECT 'v12' SIMILAR TO %s, 'v12' SIMILAR TO %s", ("v1%", "1%"))
+    check(got == [(True, False)], f"SIMILAR TO a parameter: {got}")
 
 print("psycopg3: ok")

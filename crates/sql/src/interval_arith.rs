@@ -49,7 +49,11 @@ impl ExprPlanner for IntervalArithPlanner {
                 Ok(DataType::Interval(IntervalUnit::MonthDayNano))
             )
         };
-        let is_number = |e: &Expr| e.get_type(schema).is_ok_and(|t| t.is_numeric());
+        // an untyped parameter beside an interval is a float8, as PostgreSQL
+        // resolves it (its interval * and / take one)
+        let untyped_parameter = |e: &Expr| matches!(e, Expr::Placeholder(p) if p.field.is_none());
+        let is_number =
+            |e: &Expr| untyped_parameter(e) || e.get_type(schema).is_ok_and(|t| t.is_numeric());
         let (function, interval, factor) = match expr.op {
             BinaryOperator::Multiply if is_interval(&expr.left) && is_number(&expr.right) => {
                 (INTERVAL_MUL, expr.left, expr.right)
@@ -61,6 +65,17 @@ impl ExprPlanner for IntervalArithPlanner {
                 (INTERVAL_DIV, expr.left, expr.right)
             }
             _ => return Ok(PlannerResult::Original(expr)),
+        };
+        let factor = match factor {
+            Expr::Placeholder(mut p) if p.field.is_none() => {
+                p.field = Some(Arc::new(datafusion::arrow::datatypes::Field::new(
+                    "",
+                    DataType::Float64,
+                    true,
+                )));
+                Expr::Placeholder(p)
+            }
+            other => other,
         };
         let udf = Arc::new(if function == INTERVAL_MUL {
             udf(Operation::Multiply)

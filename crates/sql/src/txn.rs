@@ -386,6 +386,12 @@ impl Transaction {
         self.writes.remove(&table);
     }
 
+    /// Whether this transaction has written to `table` (rows that no
+    /// count of the table's stored rows includes yet).
+    pub fn has_writes_to(&self, table: TableId) -> bool {
+        self.writes.contains_key(&table)
+    }
+
     /// Whether this transaction truncated any table.
     pub fn truncated_any(&self) -> bool {
         self.writes.values().any(|w| w.truncated)

@@ -128,7 +128,12 @@ impl Session {
                 crate::temp_tables::shown_name(table)
             )));
         }
-        let has_rows = current.approx_row_count() > 0;
+        // (the transaction's own rows are not among the stored ones yet)
+        let has_rows = current.approx_row_count() > 0
+            || self
+                .txn
+                .as_ref()
+                .is_some_and(|t| t.has_writes_to(current.def().id));
         if has_rows && col.default.is_some() {
             // every existing row gets the default: a rewrite of the table
             self.add_column_by_rewrite(table, col).await?;
