@@ -46,6 +46,19 @@ impl VisitorMut for Separate {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        // (planning runs this for every statement: without a cast in the
+        // query there is nothing to separate, and nothing is printed)
+        let has_cast = visit_expressions(&*query, |e| {
+            if matches!(e, Expr::Cast { .. }) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .is_break();
+        if !has_cast {
+            return ControlFlow::Continue(());
+        }
         let SetExpr::Select(select) = query.body.as_mut() else {
             return ControlFlow::Continue(());
         };

@@ -54,15 +54,15 @@ impl ExprPlanner for IntervalArithPlanner {
         let untyped_parameter = |e: &Expr| matches!(e, Expr::Placeholder(p) if p.field.is_none());
         let is_number =
             |e: &Expr| untyped_parameter(e) || e.get_type(schema).is_ok_and(|t| t.is_numeric());
-        let (function, interval, factor) = match expr.op {
+        let (operation, interval, factor) = match expr.op {
             BinaryOperator::Multiply if is_interval(&expr.left) && is_number(&expr.right) => {
-                (INTERVAL_MUL, expr.left, expr.right)
+                (Operation::Multiply, expr.left, expr.right)
             }
             BinaryOperator::Multiply if is_number(&expr.left) && is_interval(&expr.right) => {
-                (INTERVAL_MUL, expr.right, expr.left)
+                (Operation::Multiply, expr.right, expr.left)
             }
             BinaryOperator::Divide if is_interval(&expr.left) && is_number(&expr.right) => {
-                (INTERVAL_DIV, expr.left, expr.right)
+                (Operation::Divide, expr.left, expr.right)
             }
             _ => return Ok(PlannerResult::Original(expr)),
         };
@@ -77,14 +77,9 @@ impl ExprPlanner for IntervalArithPlanner {
             }
             other => other,
         };
-        let udf = Arc::new(if function == INTERVAL_MUL {
-            udf(Operation::Multiply)
-        } else {
-            udf(Operation::Divide)
-        });
         Ok(PlannerResult::Planned(Expr::ScalarFunction(
             datafusion::logical_expr::expr::ScalarFunction::new_udf(
-                udf,
+                Arc::new(udf(operation)),
                 vec![interval, factor.cast_to(&DataType::Float64, schema)?],
             ),
         )))

@@ -649,15 +649,12 @@ fn rewrite_expr(e: &mut Expr) {
                 // (`ESCAPE NULL`: the default)
                 Some(_) => None,
             };
-            let regex = match string_literal(pattern) {
-                Some(p) => match crate::similar_to::similar_to_regex(p, escape.as_deref()) {
-                    Ok(r) => string_expr(r),
-                    // refused where it runs, with its SQLSTATE
-                    Err(_) => call(
-                        crate::similar_to::SIMILAR_ESCAPE,
-                        vec![pattern.as_ref().clone(), escape_expr(escape.as_deref())],
-                    ),
-                },
+            // a literal pattern translated now; any other, or one that
+            // fails (refused where it runs, with its SQLSTATE), at run time
+            let translated = string_literal(pattern)
+                .and_then(|p| crate::similar_to::similar_to_regex(p, escape.as_deref()).ok());
+            let regex = match translated {
+                Some(r) => string_expr(r),
                 None => call(
                     crate::similar_to::SIMILAR_ESCAPE,
                     vec![pattern.as_ref().clone(), escape_expr(escape.as_deref())],
