@@ -5,9 +5,9 @@ runs the same files against Eddy).
     EDDY_PORT=<port of a PostgreSQL 15> target/drivers/venv/bin/python \
         scripts/ci/slt-against-postgres.py tests/slt/sequences.slt
 
-Understands the records Eddy's files use: `statement ok`, `statement error
-<SQLSTATE>`, `query <types> [rowsort]` with `----` and expected rows. A
-fresh database is created for each file.
+Understands the records Eddy's files use: `statement ok`, `statement count
+<rows>`, `statement error <SQLSTATE>`, `query <types> [rowsort]` with `----`
+and expected rows. A fresh database is created for each file.
 
 `--extended` (first argument) sends each record over the extended protocol
 (libpq's PQexecParams: Parse, Bind with text results, Describe portal,
@@ -78,6 +78,14 @@ def run(path):
         res = execute(conn, sql)
         state = res.error_field(psycopg.pq.DiagnosticField.SQLSTATE)
         state = state.decode() if state else None
+        if head[0] == "statement" and head[1] == "count":
+            if state:
+                failures += 1
+                print(f"FAIL {sql!r}: error {state} {res.error_message.decode().strip()}")
+            elif (res.command_tuples or 0) != int(head[2]):
+                failures += 1
+                print(f"FAIL {sql!r}: PostgreSQL counts {res.command_tuples}, file {head[2]}")
+            continue
         if head[0] == "statement" and head[1] == "ok" or head[0] == "query":
             if state:
                 failures += 1

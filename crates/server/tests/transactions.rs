@@ -280,12 +280,22 @@ async fn concurrent_increments_are_never_lost() {
         let srv = Arc::clone(&srv);
         tasks.push(tokio::spawn(async move {
             let c = srv.connect().await;
-            for _ in 0..EACH {
-                if i % 2 == 0 {
+            for j in 0..EACH {
+                if i % 2 == 0 && j % 2 == 0 {
                     // autocommit
                     c.execute("UPDATE counters SET n = n + 1 WHERE id = 1", &[])
                         .await
                         .unwrap();
+                } else if i % 2 == 0 {
+                    // autocommit, the increment joined from a VALUES list
+                    // (UPDATE ... FROM: its rows are re-checked too)
+                    c.execute(
+                        "UPDATE counters SET n = counters.n + d.inc \
+                         FROM (VALUES (1, 1)) AS d(id, inc) WHERE counters.id = d.id",
+                        &[],
+                    )
+                    .await
+                    .unwrap();
                 } else {
                     // in a block, touching both rows in a fixed order
                     c.batch_execute(

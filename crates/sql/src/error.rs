@@ -101,6 +101,9 @@ pub enum SqlError {
     },
     #[error("relation \"{0}\" already exists")]
     DuplicateTable(String),
+    /// 42712: two FROM items known by one name.
+    #[error("table name \"{0}\" specified more than once")]
+    DuplicateAlias(String),
     /// 42P10: e.g. more column aliases than a relation has columns.
     #[error("{0}")]
     InvalidColumnReference(String),
@@ -276,6 +279,7 @@ impl SqlError {
             SqlError::ForeignKeyViolation(_) => "23503",
             SqlError::InvalidForeignKey(_) => "42830",
             SqlError::DuplicateTable(_) => "42P07",
+            SqlError::DuplicateAlias(_) => "42712",
             SqlError::InvalidObjectDefinition(_) => "42P17",
             SqlError::InvalidColumnReference(_) => "42P10",
             SqlError::InvalidName(_) => "42602",

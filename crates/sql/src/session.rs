@@ -55,6 +55,7 @@ mod cursors;
 mod ddl_txn;
 pub(crate) mod defaults;
 mod dml;
+mod dml_scan;
 mod fast;
 mod fk_alter;
 mod foreign_keys;

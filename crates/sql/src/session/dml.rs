@@ -11,19 +11,18 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, BinaryArray, RecordBatch};
-use datafusion::catalog::SchemaProvider;
 use datafusion::sql::sqlparser::ast::{
-    AssignmentTarget, Delete, Expr, FromTable, Insert, ObjectNamePart, OnConflictAction, OnInsert,
-    Statement, TableObject, Update,
+    AssignmentTarget, Delete, Expr, FromTable, Ident, Insert, ObjectNamePart, OnConflictAction,
+    OnInsert, SelectItem, Statement, TableObject, Update, UpdateTableFromKind,
 };
 use eddy_common::{Lsn, Row, TableDef, Value};
 use eddy_storage::engine::key_for_row;
 use eddy_storage::{LockMode, OnConflict, StorageError, Table, TableSnapshot, WriteOp};
 use futures::StreamExt;
 
+use super::dml_scan::ScanShape;
 use super::{cast_column, defaults, relation_of, run_blocking, Output, Session};
 use crate::error::{Result, SqlError};
-use crate::provider::{EddyTable, KEY_COLUMN};
 use crate::rewrite::{ident_name, table_name};
 use crate::txn::{Isolation, Transaction};
 
@@ -122,26 +121,6 @@ impl Session {
         Ok(snaps)
     }
 
-    /// Runs `SELECT <items>, _eddy_key FROM <table> AS alias WHERE ...` over
-    /// the statement's snapshot of the table; returns the batches.
-    async fn dml_scan(
-        &mut self,
-        table: &Arc<Table>,
-        alias: &str,
-        items: &str,
-        selection: Option<&Expr>,
-    ) -> Result<Vec<RecordBatch>> {
-        let reg = "__target";
-        let provider =
-            Arc::new(EddyTable::new(Arc::clone(table), true).with_view(Arc::clone(&self.view)));
-        self.dml_schema.register_table(reg.to_string(), provider)?;
-        let where_clause = selection.map(|e| format!(" WHERE {e}")).unwrap_or_default();
-        let sql = format!("SELECT {items} FROM eddy_dml.{reg} AS \"{alias}\"{where_clause}");
-        let result = self.query_batches(&sql).await;
-        let _ = self.dml_schema.deregister_table(reg);
-        Ok(result?.1)
-    }
-
     /// Finds the rows an UPDATE or DELETE writes, PostgreSQL's way: `run`
     /// scans the statement's snapshot and returns (key, new row or `None`
     /// for a delete) per matching row; the rows are locked; rows that
@@ -151,16 +130,26 @@ impl Session {
     /// alone, one that still does gets its new values from the newest
     /// version; rows that only now match are not added) or fail the
     /// statement with 40001 (REPEATABLE READ).
+    ///
+    /// `reads` are the other tables the statement reads, snapshotted with
+    /// the target on one cut; `reads_target_again` says the statement reads
+    /// the target elsewhere too (a self-join, a subquery over it), where a
+    /// re-check cannot restrict the target's snapshot and scans it whole.
     async fn locked_scan(
         &mut self,
         table: &Arc<Table>,
+        reads: &[Arc<Table>],
+        reads_target_again: bool,
         run: impl for<'a> Fn(
             &'a mut Session,
         )
             -> futures::future::BoxFuture<'a, Result<Vec<(Vec<u8>, Option<Row>)>>>,
     ) -> Result<Vec<(Vec<u8>, Option<Row>)>> {
         let id = table.def().id;
-        let snaps = self.install_tables(std::slice::from_ref(table))?;
+        let tables: Vec<Arc<Table>> = std::iter::once(Arc::clone(table))
+            .chain(reads.iter().cloned())
+            .collect();
+        let snaps = self.install_tables(&tables)?;
         let mut snap = snaps
             .get(&id)
             .cloned()
@@ -192,20 +181,27 @@ impl Session {
             }
             tracing::debug!(table = %table.def().name, rows = changed.len(), "rows changed under the statement; re-checking their newest versions");
             // The locks are held: the newest versions cannot change again.
-            let fresh = self.install_tables(std::slice::from_ref(table))?;
+            let fresh = self.install_tables(&tables)?;
             let base = fresh
                 .get(&id)
                 .cloned()
                 .ok_or_else(|| SqlError::Internal("no snapshot for the target".into()))?;
-            let keys: std::collections::HashSet<Vec<u8>> = changed.iter().cloned().collect();
-            let restricted = Arc::new(base.restricted_to(Arc::new(keys)));
-            let mut view = fresh;
-            view.insert(id, Arc::clone(&restricted));
-            self.view.set(view);
+            let keys: Arc<std::collections::HashSet<Vec<u8>>> =
+                Arc::new(changed.iter().cloned().collect());
+            if !reads_target_again {
+                let restricted = Arc::new(base.restricted_to(Arc::clone(&keys)));
+                let mut view = fresh;
+                view.insert(id, restricted);
+                self.view.set(view);
+            }
             for k in &changed {
                 found.remove(k);
             }
-            let again = run(self).await?;
+            let again: Vec<(Vec<u8>, Option<Row>)> = run(self)
+                .await?
+                .into_iter()
+                .filter(|(k, _)| keys.contains(k))
+                .collect();
             check = again.iter().map(|(k, _)| k.clone()).collect();
             found.extend(again);
             snap = base;
@@ -388,17 +384,36 @@ impl Session {
     }
 
     pub(super) async fn update(&mut self, mut upd: Update) -> Result<Output> {
-        if upd.from.is_some() {
-            return Err(SqlError::FeatureNotSupported(
-                "UPDATE ... FROM is not supported".into(),
+        if !upd.table.joins.is_empty() || !upd.order_by.is_empty() || upd.limit.is_some() {
+            return Err(SqlError::Syntax(
+                "UPDATE takes one target table, without JOIN, ORDER BY or LIMIT".into(),
             ));
         }
-        let returning = upd.returning.take();
-        upd.assignments = single_column_assignments(std::mem::take(&mut upd.assignments))?;
         let (tname, alias) = relation_of(&upd.table.relation)?;
         let ret_alias = alias.clone();
         let table = self.table(&tname)?;
         let def = table.def().clone();
+        let (reads, reads_target_again) = self.statement_tables(&upd, &table);
+        let joined = match upd.from.take() {
+            None => Vec::new(),
+            Some(UpdateTableFromKind::AfterSet(from)) => from,
+            Some(UpdateTableFromKind::BeforeSet(_)) => {
+                return Err(SqlError::Syntax(
+                    "syntax error at or near \"FROM\": FROM follows SET".into(),
+                ))
+            }
+        };
+        let returning = upd.returning.take();
+        upd.assignments = single_column_assignments(std::mem::take(&mut upd.assignments))?;
+        let shape = Arc::new(ScanShape {
+            alias,
+            joined,
+            selection: upd.selection.take(),
+        });
+        shape.check_names()?;
+        if let Some(items) = &returning {
+            shape.check_returning(items)?;
+        }
         let mut exprs: Vec<Option<Expr>> = vec![None; def.columns.len()];
         for a in &upd.assignments {
             let cname = match &a.target {
@@ -419,31 +434,29 @@ impl Session {
                 a.value.clone()
             });
         }
-        let items: Vec<String> = def
+        let items: Vec<SelectItem> = def
             .columns
             .iter()
-            .zip(&exprs)
+            .zip(exprs.iter().cloned())
             .map(|(c, e)| match e {
-                Some(e) => format!("({e}) AS \"{}\"", c.name),
-                None => format!("\"{alias}\".\"{}\"", c.name),
+                Some(e) => SelectItem::ExprWithAlias {
+                    expr: Expr::Nested(Box::new(e)),
+                    alias: Ident::with_quote('"', c.name.as_str()),
+                },
+                None => SelectItem::UnnamedExpr(shape.column(&c.name)),
             })
-            .chain(std::iter::once(format!("\"{alias}\".\"{KEY_COLUMN}\"")))
+            .chain(std::iter::once(shape.key_item()))
             .collect();
-        let items = items.join(", ");
-        let selection = upd.selection.clone();
         let scan_def = def.clone();
         let target = Arc::clone(&table);
         let rows: Vec<(Vec<u8>, Row)> = self
-            .locked_scan(&table, move |s| {
+            .locked_scan(&table, &reads, reads_target_again, move |s| {
                 let items = items.clone();
-                let selection = selection.clone();
                 let def = scan_def.clone();
                 let target = Arc::clone(&target);
-                let alias = alias.clone();
+                let shape = Arc::clone(&shape);
                 Box::pin(async move {
-                    let batches = s
-                        .dml_scan(&target, &alias, &items, selection.as_ref())
-                        .await?;
+                    let batches = s.dml_scan(&target, &shape, items).await?;
                     Ok(rows_with_keys(&def, &batches)?
                         .into_iter()
                         .map(|(k, r)| (k, Some(r)))
@@ -515,50 +528,59 @@ impl Session {
     }
 
     pub(super) async fn delete(&mut self, mut del: Delete) -> Result<Output> {
-        if del.using.is_some() {
-            return Err(SqlError::FeatureNotSupported(
-                "DELETE ... USING is not supported".into(),
-            ));
-        }
-        let returning = del.returning.take();
         let from = match &del.from {
             FromTable::WithFromKeyword(v) | FromTable::WithoutKeyword(v) => v,
         };
-        let rel = from
-            .first()
-            .ok_or_else(|| SqlError::Syntax("DELETE needs a table".into()))?;
+        let rel = match from.as_slice() {
+            [one] if one.joins.is_empty() => one,
+            [] => return Err(SqlError::Syntax("DELETE needs a table".into())),
+            _ => {
+                return Err(SqlError::Syntax(
+                    "DELETE FROM takes one table; name the others in USING".into(),
+                ))
+            }
+        };
+        if !del.tables.is_empty() || !del.order_by.is_empty() || del.limit.is_some() {
+            return Err(SqlError::Syntax(
+                "DELETE takes one target table, without ORDER BY or LIMIT".into(),
+            ));
+        }
+        let returning = del.returning.take();
         let (tname, alias) = relation_of(&rel.relation)?;
         let ret_alias = alias.clone();
         let table = self.table(&tname)?;
         let def = table.def().clone();
-        let selection = del.selection.clone();
+        let (reads, reads_target_again) = self.statement_tables(&del, &table);
+        let shape = Arc::new(ScanShape {
+            alias,
+            joined: del.using.take().unwrap_or_default(),
+            selection: del.selection.take(),
+        });
+        shape.check_names()?;
+        if let Some(items) = &returning {
+            shape.check_returning(items)?;
+        }
         let target = Arc::clone(&table);
         let with_rows = returning.is_some();
         let scan_def = def.clone();
         // (key, the deleted row where RETURNING needs it)
         let found: Vec<(Vec<u8>, Option<Row>)> = self
-            .locked_scan(&table, move |s| {
-                let selection = selection.clone();
+            .locked_scan(&table, &reads, reads_target_again, move |s| {
                 let target = Arc::clone(&target);
-                let alias = alias.clone();
+                let shape = Arc::clone(&shape);
                 let def = scan_def.clone();
                 Box::pin(async move {
-                    let key = format!("\"{alias}\".\"{KEY_COLUMN}\"");
                     if !with_rows {
-                        let batches = s
-                            .dml_scan(&target, &alias, &key, selection.as_ref())
-                            .await?;
+                        let batches = s.dml_scan(&target, &shape, vec![shape.key_item()]).await?;
                         return Ok(keys_of(&batches)?.into_iter().map(|k| (k, None)).collect());
                     }
-                    let items: Vec<String> = def
+                    let items: Vec<SelectItem> = def
                         .columns
                         .iter()
-                        .map(|c| format!("\"{alias}\".\"{}\"", c.name))
-                        .chain(std::iter::once(key))
+                        .map(|c| SelectItem::UnnamedExpr(shape.column(&c.name)))
+                        .chain(std::iter::once(shape.key_item()))
                         .collect();
-                    let batches = s
-                        .dml_scan(&target, &alias, &items.join(", "), selection.as_ref())
-                        .await?;
+                    let batches = s.dml_scan(&target, &shape, items).await?;
                     Ok(rows_with_keys(&def, &batches)?
                         .into_iter()
                         .map(|(k, r)| (k, Some(r)))
