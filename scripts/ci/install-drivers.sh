@@ -3,7 +3,7 @@
 # (crates/server/tests/drivers.rs), from the package registries, into
 # target/drivers/ (git-ignored). Idempotent: a second run only checks.
 #
-#   python: psycopg 3, psycopg2, asyncpg, SQLAlchemy 2, pandas, Alembic -> target/drivers/venv
+#   python: psycopg 3, psycopg2, asyncpg, SQLAlchemy 2, pandas, Alembic, Django -> target/drivers/venv
 #   node:   node-postgres (pg)                          -> target/drivers/node
 #   java:   pgjdbc                                      -> target/drivers/jars
 #
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.."
 DEST=target/drivers
 mkdir -p "$DEST"
 
-PY_PKGS=("psycopg[binary]==3.2.10" "psycopg2-binary==2.9.10" "asyncpg==0.30.0" "SQLAlchemy==2.0.43" "pandas==2.2.3" "alembic==1.14.0")
+PY_PKGS=("psycopg[binary]==3.2.10" "psycopg2-binary==2.9.10" "asyncpg==0.30.0" "SQLAlchemy==2.0.43" "pandas==2.2.3" "alembic==1.14.0" "Django==5.1.4")
 NODE_PKGS=("pg@8.16.3")
 PGJDBC=org.postgresql:postgresql:42.7.14
 
@@ -22,7 +22,7 @@ if command -v python3 >/dev/null 2>&1; then
   if [ ! -x "$DEST/venv/bin/python" ]; then
     python3 -m venv "$DEST/venv"
   fi
-  if ! "$DEST/venv/bin/python" -c 'import psycopg, psycopg2, asyncpg, sqlalchemy, pandas, alembic' 2>/dev/null; then
+  if ! "$DEST/venv/bin/python" -c 'import psycopg, psycopg2, asyncpg, sqlalchemy, pandas, alembic, django' 2>/dev/null; then
     "$DEST/venv/bin/pip" install --quiet --disable-pip-version-check "${PY_PKGS[@]}"
   fi
   echo "python drivers: $DEST/venv/bin/python"

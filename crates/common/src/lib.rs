@@ -606,6 +606,13 @@ pub struct ForeignKeyDef {
     pub on_delete: FkAction,
     #[serde(default)]
     pub on_update: FkAction,
+    /// DEFERRABLE: `SET CONSTRAINTS` may defer its check to commit.
+    #[serde(default)]
+    pub deferrable: bool,
+    /// INITIALLY DEFERRED: checked at commit unless `SET CONSTRAINTS`
+    /// says otherwise (only with `deferrable`).
+    #[serde(default)]
+    pub initially_deferred: bool,
 }
 
 /// What a referenced row's DELETE or key UPDATE does to referencing rows.

@@ -57,6 +57,16 @@ fn alembic_migrations_roll_back_together() {
     python_script("alembic_migrations.py");
 }
 
+/// Django 5: `migrate` for its own apps and a small one (deferred foreign
+/// keys, `varchar_pattern_ops` indexes, DROP COLUMN, ALTER COLUMN TYPE),
+/// then the ORM: annotations grouped by the key, many-to-many `add` (ON
+/// CONFLICT DO NOTHING over a UNIQUE index), `bulk_update`, atomic blocks
+/// and savepoints, a deferred foreign key failing at COMMIT.
+#[test]
+fn django_migrations_and_orm() {
+    python_script("django_orm.py");
+}
+
 #[test]
 fn asyncpg_pool_resets_and_advisory_locks() {
     python_script("asyncpg_pool.py");

@@ -312,10 +312,6 @@ async fn alter_add_foreign_key_validates_and_locks_the_parent() {
             "MATCH FULL",
         ),
         (
-            "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p DEFERRABLE",
-            "DEFERRABLE",
-        ),
-        (
             "ALTER TABLE c ADD FOREIGN KEY (p_id) REFERENCES p NOT VALID",
             "NOT VALID",
         ),
@@ -384,5 +380,55 @@ async fn alter_add_foreign_key_validates_and_locks_the_parent() {
     assert_eq!(
         count(&a, "SELECT count(*) FROM pg_constraint WHERE contype = 'f'").await,
         0
+    );
+}
+
+/// A deferred constraint takes its locks at COMMIT, not at the insert: a
+/// child inserted by A (deferred) does not stop B deleting the parent, and
+/// then A's COMMIT finds the parent gone (23503, nothing of A kept); a
+/// parent deleted by B while A's COMMIT check holds the parent's lock
+/// waits for it and then finds A's committed child. Either way no orphan
+/// is committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_checks_lock_at_commit_and_leave_no_orphan() {
+    let srv = Server::start("trust");
+    let a = srv.connect().await;
+    let b = Arc::new(srv.connect().await);
+    a.batch_execute(
+        "CREATE TABLE dp (id INT PRIMARY KEY);
+         CREATE TABLE dc (id INT PRIMARY KEY, p_id INT REFERENCES dp DEFERRABLE INITIALLY DEFERRED);
+         INSERT INTO dp VALUES (1), (2)",
+    )
+    .await
+    .unwrap();
+    a.batch_execute("BEGIN; INSERT INTO dc VALUES (10, 1)")
+        .await
+        .unwrap();
+    // no lock yet: the DELETE does not wait
+    assert_eq!(
+        b.execute("DELETE FROM dp WHERE id = 1", &[]).await.unwrap(),
+        1
+    );
+    let e = a.batch_execute("COMMIT").await.unwrap_err();
+    assert_eq!(state(&e), SqlState::FOREIGN_KEY_VIOLATION);
+    assert_eq!(count(&a, "SELECT count(*) FROM dc").await, 0);
+
+    // the commit's check holds p=2's lock: a DELETE that comes after waits
+    // for the commit, then sees the child
+    a.batch_execute("BEGIN; INSERT INTO dc VALUES (11, 2); SET CONSTRAINTS ALL IMMEDIATE")
+        .await
+        .unwrap();
+    let waited = blocked_until(
+        &b,
+        "DELETE FROM dp WHERE id = 2",
+        &a,
+        "COMMIT",
+        "the DELETE waits for the checked child's txn",
+    )
+    .await;
+    assert_eq!(state(&waited.unwrap_err()), SqlState::FOREIGN_KEY_VIOLATION);
+    assert_eq!(
+        count(&a, "SELECT count(*) FROM dc JOIN dp ON dp.id = dc.p_id").await,
+        count(&a, "SELECT count(*) FROM dc").await
     );
 }

@@ -45,6 +45,12 @@ pub enum CustomCommand {
         members: Vec<String>,
         revoke: bool,
     },
+    /// `SET CONSTRAINTS {ALL | name [, ...]} {DEFERRED | IMMEDIATE}`
+    /// (`names`: `None` for ALL).
+    SetConstraints {
+        names: Option<Vec<String>>,
+        deferred: bool,
+    },
     /// `FETCH` (rows) or `MOVE` (`is_move`: the position only).
     Fetch {
         cursor: String,
@@ -198,6 +204,9 @@ pub fn recognise(sql: &str) -> Result<Option<CustomCommand>> {
         }
         Keyword::FETCH => fetch(&t, false)?,
         _ if name(t.first()) == Some("move") => fetch(&t, true)?,
+        Keyword::SET if name(t.get(1)) == Some("constraints") && !is_assignment(&t) => {
+            set_constraints(&t)?
+        }
         Keyword::CLOSE => match (t.get(1), t.len()) {
             (Some(w), 2) if keyword(Some(w)) == Some(Keyword::ALL) => CustomCommand::CloseAll,
             (Some(w), 2) => CustomCommand::Close(name(Some(w)).unwrap_or_default().to_string()),
@@ -214,6 +223,56 @@ pub fn recognise(sql: &str) -> Result<Option<CustomCommand>> {
         _ => return Ok(None),
     };
     Ok(Some(cmd))
+}
+
+/// `SET constraints = ...` / `SET constraints TO ...` would set a
+/// parameter of that name: not the command.
+fn is_assignment(t: &[Tok]) -> bool {
+    matches!(t.get(2), Some(Tok::Other(Token::Eq))) || keyword(t.get(2)) == Some(Keyword::TO)
+}
+
+/// `SET CONSTRAINTS {ALL | name [, ...]} {DEFERRED | IMMEDIATE}`; a
+/// schema-qualified name is refused (Eddy has one schema).
+fn set_constraints(t: &[Tok]) -> Result<CustomCommand> {
+    let syntax = || {
+        SqlError::Syntax(
+            "expected SET CONSTRAINTS {ALL | name [, ...]} {DEFERRED | IMMEDIATE}".into(),
+        )
+    };
+    let deferred = match t.last().and_then(|w| name(Some(w))) {
+        Some("deferred") if t.len() > 3 => true,
+        Some("immediate") if t.len() > 3 => false,
+        _ => return Err(syntax()),
+    };
+    let list = &t[2..t.len() - 1];
+    if let [only] = list {
+        if keyword(Some(only)) == Some(Keyword::ALL) {
+            return Ok(CustomCommand::SetConstraints {
+                names: None,
+                deferred,
+            });
+        }
+    }
+    let mut names = Vec::new();
+    for (k, w) in list.iter().enumerate() {
+        match (k % 2, w) {
+            (0, Tok::Word { name, .. }) => names.push(name.clone()),
+            (1, Tok::Other(Token::Comma)) => {}
+            (1, Tok::Other(Token::Period)) => {
+                return Err(SqlError::FeatureNotSupported(
+                    "SET CONSTRAINTS with a schema-qualified name is not supported".into(),
+                ))
+            }
+            _ => return Err(syntax()),
+        }
+    }
+    if names.is_empty() || list.len().is_multiple_of(2) {
+        return Err(syntax());
+    }
+    Ok(CustomCommand::SetConstraints {
+        names: Some(names),
+        deferred,
+    })
 }
 
 /// `GRANT a, b TO c, d` / `REVOKE a, b FROM c, d` (a GRANT without ON

@@ -524,8 +524,10 @@ pub fn recognise(
             let (on_conflict, count_updates) = match &ins.on {
                 None => (OnConflict::Error, false),
                 // an arbiter storage cannot honour: the general path refuses it
+                // (or one that skips rows on UNIQUE indexes: the general
+                // path skips them)
                 Some(OnInsert::OnConflict(oc))
-                    if crate::arbiter::check_arbiter(&def, oc).is_err() =>
+                    if !crate::arbiter::arbiters(&def, oc).is_ok_and(|a| a.is_key_only()) =>
                 {
                     return None
                 }

@@ -52,6 +52,12 @@ pub fn definition(child: &TableDef, fk: &ForeignKeyDef, parent: &TableDef) -> St
     if fk.on_delete != FkAction::NoAction {
         out.push_str(&format!(" ON DELETE {}", fk.on_delete.sql()));
     }
+    if fk.deferrable {
+        out.push_str(" DEFERRABLE");
+    }
+    if fk.initially_deferred {
+        out.push_str(" INITIALLY DEFERRED");
+    }
     out
 }
 

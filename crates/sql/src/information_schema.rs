@@ -429,8 +429,8 @@ fn build(
                         s("public"),
                         s(&d.name),
                         s("FOREIGN KEY"),
-                        s("NO"),
-                        s("NO"),
+                        s(if fk.deferrable { "YES" } else { "NO" }),
+                        s(if fk.initially_deferred { "YES" } else { "NO" }),
                         s("YES"),
                         null(),
                     ]);

@@ -54,13 +54,16 @@ mod control;
 mod cursors;
 mod ddl_txn;
 pub(crate) mod defaults;
+mod deferred_fk;
 mod dml;
 mod dml_scan;
 mod fast;
+mod fk_actions;
 mod fk_alter;
 mod foreign_keys;
 mod gpu_explain;
 mod index_ddl;
+mod insert_rows;
 mod listen;
 mod locking;
 pub mod prepared;
@@ -1067,6 +1070,7 @@ impl Session {
                 Output::Command("CLOSE CURSOR ALL".into())
             }
             C::Close(name) => self.close_cursor(Some(&name))?,
+            C::SetConstraints { names, deferred } => self.set_constraints(names, deferred)?,
             C::Fetch {
                 cursor,
                 direction,
@@ -1095,6 +1099,9 @@ impl Session {
         self.expand_views(stmt)?;
         let engine = Arc::clone(&self.db.engine);
         crate::notify::rewrite_listening_channels(stmt);
+        crate::group_by_key::add_dependent_columns(stmt, &|n| {
+            engine.table(n).map(|t| Arc::clone(t.def()))
+        });
         output_names::name_columns(stmt);
         rewrite::pg_compat(stmt, &|n| engine.table(n).is_some());
         // (after the rewrites that turn casts into Eddy's functions)
@@ -1223,7 +1230,11 @@ impl Session {
         let mut txn = Transaction::new(Arc::clone(&self.db.engine), isolation, read_only, false);
         txn.lock_timeout = self.lock_timeout()?;
         self.txn = Some(txn);
-        let r = self.dispatch(stmt, bound).await;
+        let r = match self.dispatch(stmt, bound).await {
+            // the statement's deferred foreign-key checks: at its end
+            Ok(out) => self.run_deferred_checks(None).map(|()| out),
+            Err(e) => Err(e),
+        };
         let txn = self.txn.take();
         match (r, txn) {
             (Ok(out), Some(txn)) => self.commit_transaction(txn).map(|()| out),

@@ -37,6 +37,7 @@ use eddy_storage::{
 
 use eddy_storage::views::ViewChange;
 
+use crate::deferred_fk::DeferredChecks;
 use crate::error::{Result, SqlError};
 
 /// Isolation levels Eddy honours. SERIALIZABLE is refused, never weakened.
@@ -123,6 +124,8 @@ pub struct Transaction {
     /// Views created, replaced or dropped in this transaction, in order:
     /// its own until it commits (`eddy_storage::views`).
     pub view_changes: Vec<ViewChange>,
+    /// Constraint modes and the foreign-key checks deferred to commit.
+    pub deferred: DeferredChecks,
     next_own_key: u64,
     /// Whether this transaction ever asked for a row lock (most read-only
     /// statements never do, and then skip the lock table at the end).
@@ -160,6 +163,7 @@ struct Savepoint {
     ddl_mark: usize,
     owner_renames: usize,
     view_changes: usize,
+    deferred: DeferredChecks,
 }
 
 impl Drop for Transaction {
@@ -199,6 +203,7 @@ impl Transaction {
             dropped_sequences: Vec::new(),
             sequence_owner_renames: Vec::new(),
             view_changes: Vec::new(),
+            deferred: DeferredChecks::default(),
             next_own_key: 0,
             locked: std::sync::atomic::AtomicBool::new(false),
             ddl: false,
@@ -513,6 +518,15 @@ impl Transaction {
         Ok(())
     }
 
+    /// The rows this transaction has written to `table`, as they stand
+    /// (rows it deleted left out).
+    pub fn own_rows(&self, table: &Table) -> Vec<Row> {
+        self.writes
+            .get(&table.def().id)
+            .map(|w| w.rows.values().flatten().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Records a row inserted into a table without a primary key.
     pub fn append(&mut self, table: &Arc<Table>, row: Row) -> Result<()> {
         let mut key = vec![OWN_ROW_KEY];
@@ -545,6 +559,7 @@ impl Transaction {
             },
             owner_renames: self.sequence_owner_renames.len(),
             view_changes: self.view_changes.len(),
+            deferred: self.deferred.clone(),
         });
     }
 
@@ -563,6 +578,7 @@ impl Transaction {
             ddl_mark,
             owner_renames,
             view_changes,
+            deferred,
             ..
         }) = self.savepoints.get(pos)
         else {
@@ -570,6 +586,7 @@ impl Transaction {
         };
         self.sequence_owner_renames.truncate(*owner_renames);
         self.view_changes.truncate(*view_changes);
+        self.deferred = deferred.clone();
         if self.ddl {
             self.engine.rollback_ddl(self.id, *ddl_mark)?;
         }

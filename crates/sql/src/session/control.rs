@@ -422,6 +422,14 @@ impl Session {
                         "COMMIT AND CHAIN is not supported".into(),
                     ));
                 }
+                if self.txn.as_ref().is_some_and(|t| t.explicit && !t.aborted) {
+                    // deferred foreign-key checks: a failure rolls back
+                    if let Err(e) = self.run_deferred_checks(None) {
+                        self.rollback_block();
+                        self.end_cursors(false);
+                        return Err(e);
+                    }
+                }
                 let Some(t) = self.txn.take().filter(|t| t.explicit) else {
                     // PostgreSQL: WARNING, there is no transaction in progress.
                     return Ok(Output::TxnEnd("COMMIT".into()));

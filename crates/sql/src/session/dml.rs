@@ -15,12 +15,13 @@ use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, Delete, Expr, FromTable, Ident, Insert, ObjectNamePart, OnConflictAction,
     OnInsert, SelectItem, Statement, TableObject, Update, UpdateTableFromKind,
 };
-use eddy_common::{Lsn, Row, TableDef, Value};
+use eddy_common::{Row, TableDef, Value};
 use eddy_storage::engine::key_for_row;
 use eddy_storage::{LockMode, OnConflict, StorageError, Table, TableSnapshot, WriteOp};
 use futures::StreamExt;
 
 use super::dml_scan::ScanShape;
+use super::insert_rows::{insert_rows, Conflicts};
 use super::{cast_column, defaults, relation_of, run_blocking, Output, Session};
 use crate::error::{Result, SqlError};
 use crate::rewrite::{ident_name, table_name};
@@ -290,9 +291,11 @@ impl Session {
                 rows.push(row);
             }
         }
-        if let Some(OnInsert::OnConflict(oc)) = &ins.on {
-            crate::arbiter::check_arbiter(&def, oc)?;
-        }
+        // what ON CONFLICT resolves (the UNIQUE indexes DO NOTHING skips on)
+        let arbiters = match &ins.on {
+            Some(OnInsert::OnConflict(oc)) => crate::arbiter::arbiters(&def, oc)?,
+            _ => crate::arbiter::Arbiters::default(),
+        };
         let on_conflict = match ins.on {
             None => OnConflict::Error,
             Some(OnInsert::OnConflict(oc)) => match oc.action {
@@ -365,7 +368,12 @@ impl Session {
             // files and memtables, which costs as much as the table is large).
             let lsns = txn.statement_lsns(&table);
             let n = run_blocking(|| {
-                insert_rows(txn, &table, &lsns, rows, &on_conflict, written.as_mut())
+                let conflicts = Conflicts {
+                    on_conflict: &on_conflict,
+                    on_key: arbiters.primary_key,
+                    skip_unique: &arbiters.unique,
+                };
+                insert_rows(txn, &table, &lsns, rows, conflicts, written.as_mut())
             })?;
             // the final rows (ON CONFLICT DO UPDATE's included), before commit
             if let Some(w) = &written {
@@ -510,7 +518,7 @@ impl Session {
             }
             let lsns = txn.statement_lsns(&table);
             let new_rows = rows.into_iter().map(|(_, r)| r).collect();
-            insert_rows(txn, &table, &lsns, new_rows, &OnConflict::Error, None)?;
+            insert_rows(txn, &table, &lsns, new_rows, Conflicts::error(), None)?;
             Ok(())
         })?;
         if fk_changed {
@@ -667,85 +675,12 @@ impl Session {
         }
         let txn = self.txn_mut()?;
         let lsns = txn.statement_lsns(table);
-        let r = run_blocking(|| insert_rows(txn, table, &lsns, rows, &OnConflict::Error, None));
+        let r = run_blocking(|| insert_rows(txn, table, &lsns, rows, Conflicts::error(), None));
         if r.is_err() {
             self.note_error();
         }
         r
     }
-}
-
-/// Inserts rows into the transaction: each key is locked, then checked
-/// against the transaction's own writes and the latest committed version.
-pub(super) fn insert_rows(
-    txn: &mut Transaction,
-    table: &Arc<Table>,
-    lsns: &[Lsn],
-    rows: Vec<Row>,
-    on_conflict: &OnConflict,
-    mut written: Option<&mut Vec<Row>>,
-) -> Result<u64> {
-    let def = table.def().clone();
-    let mut n = 0u64;
-    for row in rows {
-        eddy_storage::codec::check_row(&def, &row)?;
-        if !def.has_primary_key() {
-            if let Some(w) = written.as_mut() {
-                w.push(row.clone());
-            }
-            txn.append(table, row)?;
-            n += 1;
-            continue;
-        }
-        let key = key_for_row(&def, &row, 0);
-        txn.lock_rows(table, [key.as_bytes()], LockMode::Exclusive)?;
-        let existing = match txn.own_row(table, key.as_bytes()) {
-            Some(own) => own,
-            None if txn.truncated(table) => None,
-            None => {
-                if txn.isolation == Isolation::RepeatableRead
-                    && txn.changed_after(table, lsns, [key.as_bytes()])?
-                {
-                    return Err(StorageError::SerializationFailure.into());
-                }
-                table.get_by_key(&key)?
-            }
-        };
-        let new_row = match (existing, on_conflict) {
-            (None, _) => Some(row),
-            (Some(_), OnConflict::Error) => {
-                return Err(StorageError::DuplicateKey {
-                    table: def.name.clone(),
-                    key: eddy_storage::codec::describe_values(&def, &row),
-                }
-                .into())
-            }
-            (Some(_), OnConflict::DoNothing) => None,
-            (Some(_), OnConflict::Replace) => Some(row),
-            (Some(old), OnConflict::Update(f)) => {
-                match f(&old, &row).map_err(StorageError::ConflictUpdate)? {
-                    Some(new) => {
-                        eddy_storage::codec::check_row(&def, &new)?;
-                        if key_for_row(&def, &new, 0) != key {
-                            return Err(SqlError::FeatureNotSupported(
-                                "ON CONFLICT DO UPDATE cannot change the primary key".into(),
-                            ));
-                        }
-                        Some(new)
-                    }
-                    None => None,
-                }
-            }
-        };
-        if let Some(r) = new_row {
-            if let Some(w) = written.as_mut() {
-                w.push(r.clone());
-            }
-            txn.put(table, key.0, Some(r))?;
-            n += 1;
-        }
-    }
-    Ok(n)
 }
 
 /// `SET (a, b) = (x, y)` as `SET a = x, b = y` (PostgreSQL's multiple-column

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use eddy_common::{Row, Value};
 use eddy_storage::{Key, LockMode, StorageError, Table};
 
-use super::dml::insert_rows;
+use super::insert_rows::{insert_rows, Conflicts};
 use super::{run_blocking, Output, Session};
 use crate::error::{Result, SqlError};
 use crate::fastpath::{self, FastPlan};
@@ -83,7 +83,18 @@ impl Session {
                 let lsns = txn.statement_lsns(&t);
                 // ON CONFLICT DO UPDATE counts the rows it updated, as
                 // PostgreSQL does; DO NOTHING only those it inserted.
-                let n = insert_rows(txn, &t, &lsns, vec![row], on_conflict, None)?;
+                let n = insert_rows(
+                    txn,
+                    &t,
+                    &lsns,
+                    vec![row],
+                    Conflicts {
+                        on_conflict,
+                        on_key: true,
+                        skip_unique: &[],
+                    },
+                    None,
+                )?;
                 Ok(Some(Output::Command(format!("INSERT 0 {n}"))))
             }
             FastPlan::Update {

@@ -26,16 +26,15 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, BinaryArray};
 use datafusion::sql::sqlparser::ast::{
     ConstraintReferenceMatchKind, DeferrableInitial, ForeignKeyConstraint, ObjectName,
-    ReferentialAction, SelectItem, SetExpr, Statement,
+    ReferentialAction,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 use eddy_common::{ColumnType, FkAction, ForeignKeyDef, Row, TableDef, TableId, Value};
 use eddy_storage::codec::describe_columns;
 use eddy_storage::engine::key_for_row;
 use eddy_storage::{Key, LockMode, StorageError, Table, TableSnapshot};
 
-use super::{cast_column, collect_rows, run_blocking, Session};
+use super::{run_blocking, Session};
+use crate::deferred_fk::TableRef;
 use crate::error::{Result, SqlError};
 use crate::fastpath::FastPlan;
 use crate::pgtypes;
@@ -54,6 +53,8 @@ pub(super) struct PendingFk {
     pub ref_columns: Vec<String>,
     pub on_delete: FkAction,
     pub on_update: FkAction,
+    pub deferrable: bool,
+    pub initially_deferred: bool,
 }
 
 fn action(a: Option<&ReferentialAction>) -> FkAction {
@@ -81,10 +82,13 @@ pub(super) fn pending(
             )))
         }
     }
+    let (mut deferrable, mut initially_deferred) = (false, false);
     if let Some(c) = &fk.characteristics {
-        if c.deferrable == Some(true) || c.initially == Some(DeferrableInitial::Deferred) {
-            return Err(SqlError::FeatureNotSupported(
-                "DEFERRABLE foreign keys are not supported yet".into(),
+        initially_deferred = c.initially == Some(DeferrableInitial::Deferred);
+        deferrable = c.deferrable.unwrap_or(initially_deferred);
+        if initially_deferred && !deferrable {
+            return Err(SqlError::Syntax(
+                "constraint declared INITIALLY DEFERRED must be DEFERRABLE".into(),
             ));
         }
         if c.enforced == Some(false) {
@@ -111,6 +115,8 @@ pub(super) fn pending(
         ref_columns: fk.referred_columns.iter().map(ident_name).collect(),
         on_delete: action(fk.on_delete.as_ref()),
         on_update,
+        deferrable,
+        initially_deferred,
     })
 }
 
@@ -205,7 +211,7 @@ pub(super) fn not_present(
     ))
 }
 
-fn still_referenced(
+pub(super) fn still_referenced(
     parent: &TableDef,
     fk: &ForeignKeyDef,
     child: &TableDef,
@@ -269,7 +275,7 @@ fn matching_rows(
 /// `child` overlaid with the transaction's writes; with `lock`, locks them
 /// exclusively and re-scans until none changed after the scan (a cascade
 /// writes them: it must decide on their newest versions).
-fn referencing_rows(
+pub(super) fn referencing_rows(
     txn: &mut Transaction,
     child: &Arc<Table>,
     fk: &ForeignKeyDef,
@@ -519,6 +525,8 @@ impl Session {
                 ref_columns,
                 on_delete: p.on_delete,
                 on_update: p.on_update,
+                deferrable: p.deferrable,
+                initially_deferred: p.initially_deferred,
             });
         }
         Ok(out)
@@ -528,172 +536,71 @@ impl Session {
     /// `def`) whose key columns are all non-NULL has its referenced row.
     /// Takes each referenced row's lock shared, to the end of the
     /// transaction, and reads the row's latest committed version.
+    ///
+    /// A constraint deferred in this transaction is not checked here: the
+    /// table is recorded, and its rows are checked at commit
+    /// (`deferred_fk.rs`).
     pub(super) fn check_parents(&mut self, def: &TableDef, rows: &[Row]) -> Result<()> {
         if def.foreign_keys.is_empty() || rows.is_empty() {
             return Ok(());
         }
         for fk in &def.foreign_keys {
-            let parent = self.table_by_id(fk.ref_table)?;
-            let pdef = Arc::clone(parent.def());
-            let txn = self.fk_txn()?;
-            run_blocking(|| -> Result<()> {
-                let pinned = (txn.isolation == Isolation::RepeatableRead)
-                    .then(|| txn.statement_lsns(&parent));
-                let mut seen: HashSet<Vec<u8>> = HashSet::new();
-                for row in rows {
-                    let key = match target_of(fk, &pdef, row) {
-                        Target::Null => continue,
-                        Target::Impossible => return Err(not_present(def, fk, &pdef, row)),
-                        Target::Key(k, _) => k,
-                    };
-                    if !seen.insert(key.0.clone()) {
-                        continue;
-                    }
-                    txn.lock_rows(&parent, [key.as_bytes()], LockMode::Shared)?;
-                    let present = match txn.own_row(&parent, key.as_bytes()) {
-                        Some(own) => own.is_some(),
-                        None if txn.truncated(&parent) => false,
-                        None => {
-                            if let Some(lsns) = &pinned {
-                                if txn.changed_after(&parent, lsns, [key.as_bytes()])? {
-                                    return Err(StorageError::SerializationFailure.into());
-                                }
-                            }
-                            parent.get_by_key(&key)?.is_some()
-                        }
-                    };
-                    if !present {
-                        return Err(not_present(def, fk, &pdef, row));
-                    }
-                }
-                Ok(())
-            })?;
-        }
-        Ok(())
-    }
-
-    /// After a statement deleted rows of `table` (or, `update`, moved them
-    /// to other keys): the rows stored under `keys` before it. Applies each
-    /// referencing constraint's action, recursively through CASCADE, in
-    /// the same transaction.
-    pub(super) async fn parent_keys_removed(
-        &mut self,
-        table: &Arc<Table>,
-        keys: Vec<Vec<u8>>,
-        update: bool,
-    ) -> Result<()> {
-        let mut work: Vec<(Arc<Table>, Vec<Vec<u8>>, bool)> =
-            vec![(Arc::clone(table), keys, update)];
-        while let Some((parent, keys, update)) = work.pop() {
-            if keys.is_empty() || !parent.def().has_primary_key() {
-                continue;
-            }
-            let refs = self.referencing(parent.def().id);
-            if refs.is_empty() {
-                continue;
-            }
-            let pdef = Arc::clone(parent.def());
-            let all: HashSet<Vec<u8>> = keys.into_iter().collect();
-            // NO ACTION looks at the end of the statement: a key another
-            // row took over is still there
-            let txn = self.fk_txn()?;
-            let gone: HashSet<Vec<u8>> = all
-                .iter()
-                .filter(|k| !matches!(txn.own_row(&parent, k), Some(Some(_))))
-                .cloned()
-                .collect();
-            for (child, fk) in refs {
-                let act = if update { fk.on_update } else { fk.on_delete };
-                let keys = if act == FkAction::Restrict {
-                    &all
-                } else {
-                    &gone
+            if self.fk_deferred(fk) {
+                let child = TableRef {
+                    id: def.id,
+                    name: def.name.clone(),
                 };
-                if keys.is_empty() {
-                    continue;
-                }
-                let writes = matches!(
-                    act,
-                    FkAction::Cascade | FkAction::SetNull | FkAction::SetDefault
-                );
-                let txn = self.fk_txn()?;
-                let found =
-                    run_blocking(|| referencing_rows(txn, &child, &fk, &pdef, keys, writes))?;
-                if found.is_empty() {
-                    continue;
-                }
-                let cdef = Arc::clone(child.def());
-                match act {
-                    FkAction::NoAction | FkAction::Restrict => {
-                        return Err(still_referenced(&pdef, &fk, &cdef, &found[0].2));
-                    }
-                    FkAction::Cascade => {
-                        let txn = self.fk_txn()?;
-                        let mut removed = Vec::with_capacity(found.len());
-                        for (k, _, _) in found {
-                            txn.put(&child, k.clone(), None)?;
-                            removed.push(k);
-                        }
-                        work.push((Arc::clone(&child), removed, false));
-                    }
-                    FkAction::SetNull | FkAction::SetDefault => {
-                        let mut new_rows = Vec::with_capacity(found.len());
-                        for (k, mut row, _) in found {
-                            for &c in &fk.columns {
-                                row[c] = if act == FkAction::SetNull {
-                                    Value::Null
-                                } else {
-                                    self.column_default(&cdef, c).await?
-                                };
-                            }
-                            eddy_storage::codec::check_row(&cdef, &row)?;
-                            new_rows.push((k, row));
-                        }
-                        let rows: Vec<Row> = new_rows.iter().map(|(_, r)| r.clone()).collect();
-                        let txn = self.fk_txn()?;
-                        for (k, row) in new_rows {
-                            txn.put(&child, k, Some(row))?;
-                        }
-                        self.enforce_checks(&cdef, &rows).await?;
-                        if act == FkAction::SetDefault {
-                            self.check_parents(&cdef, &rows)?;
-                        }
-                    }
-                }
+                self.fk_txn()?.deferred.defer_child_check(child, &fk.name);
+                continue;
             }
+            self.check_parents_of(def, fk, rows)?;
         }
         Ok(())
     }
 
-    /// The value of column `col`'s DEFAULT (NULL without one), evaluated
-    /// through DataFusion as an INSERT would.
-    async fn column_default(&self, def: &TableDef, col: usize) -> Result<Value> {
-        let c = def
-            .columns
-            .get(col)
-            .ok_or_else(|| SqlError::Internal(format!("no column {col}")))?;
-        let Some(text) = &c.default else {
-            return Ok(Value::Null);
-        };
-        let expr = Parser::new(&PostgreSqlDialect {})
-            .try_with_sql(text)?
-            .parse_expr()?;
-        let mut q = Parser::new(&PostgreSqlDialect {})
-            .try_with_sql("SELECT NULL")?
-            .parse_query()?;
-        let SetExpr::Select(sel) = q.body.as_mut() else {
-            return Err(SqlError::Internal(
-                "default template is not a SELECT".into(),
-            ));
-        };
-        sel.projection = vec![SelectItem::UnnamedExpr(expr)];
-        let out = self.run_query(Statement::Query(q)).await?;
-        let (_, batches) = collect_rows(out).await?;
-        let Some(b) = batches.iter().find(|b| b.num_rows() > 0) else {
-            return Ok(Value::Null);
-        };
-        let a = cast_column(b.column(0), c.ty, &c.name)?;
-        Ok(eddy_storage::arrow_values::value_at(a.as_ref(), c.ty, 0)?)
+    /// [`Session::check_parents`] for one constraint, now.
+    pub(super) fn check_parents_of(
+        &mut self,
+        def: &TableDef,
+        fk: &ForeignKeyDef,
+        rows: &[Row],
+    ) -> Result<()> {
+        let parent = self.table_by_id(fk.ref_table)?;
+        let pdef = Arc::clone(parent.def());
+        let txn = self.fk_txn()?;
+        run_blocking(|| -> Result<()> {
+            let pinned =
+                (txn.isolation == Isolation::RepeatableRead).then(|| txn.statement_lsns(&parent));
+            let mut seen: HashSet<Vec<u8>> = HashSet::new();
+            for row in rows {
+                let key = match target_of(fk, &pdef, row) {
+                    Target::Null => continue,
+                    Target::Impossible => return Err(not_present(def, fk, &pdef, row)),
+                    Target::Key(k, _) => k,
+                };
+                if !seen.insert(key.0.clone()) {
+                    continue;
+                }
+                txn.lock_rows(&parent, [key.as_bytes()], LockMode::Shared)?;
+                let present = match txn.own_row(&parent, key.as_bytes()) {
+                    Some(own) => own.is_some(),
+                    None if txn.truncated(&parent) => false,
+                    None => {
+                        if let Some(lsns) = &pinned {
+                            if txn.changed_after(&parent, lsns, [key.as_bytes()])? {
+                                return Err(StorageError::SerializationFailure.into());
+                            }
+                        }
+                        parent.get_by_key(&key)?.is_some()
+                    }
+                };
+                if !present {
+                    return Err(not_present(def, fk, &pdef, row));
+                }
+            }
+            Ok(())
+        })?;
+        Ok(())
     }
 
     /// DROP TABLE of `name`: 2BP01 while a table outside `dropping` keeps

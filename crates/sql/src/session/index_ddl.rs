@@ -5,14 +5,16 @@
 //!
 //! What Eddy's indexes cannot be is refused with 0A000, never accepted and
 //! ignored: other access methods, partial and expression indexes, INCLUDE,
-//! CONCURRENTLY, operator classes, NULLS NOT DISTINCT, storage parameters
-//! and a NULLS order other than the default of its direction. DESC is
-//! accepted: lookups do not depend on the order, and the catalog shows it.
+//! CONCURRENTLY, operator classes other than the text pattern classes,
+//! NULLS NOT DISTINCT, storage parameters and a NULLS order other than the
+//! default of its direction. DESC is accepted: lookups do not depend on
+//! the order, and the catalog shows it.
 
 use std::collections::HashSet;
 
 use datafusion::sql::sqlparser::ast::{
-    CreateIndex, Expr, IndexColumn, NullsDistinctOption, ObjectName, UniqueConstraint,
+    CreateIndex, Expr, IndexColumn, NullsDistinctOption, ObjectName, ObjectNamePart,
+    UniqueConstraint,
 };
 use eddy_common::{IndexDef, TableDef};
 
@@ -272,15 +274,60 @@ pub(super) fn refuse_array_key(def: &TableDef, idx: usize) -> Result<()> {
     }
 }
 
+/// The operator classes an index column may name: those whose order and
+/// equality are the ones Eddy's index keys have. Text compares byte by
+/// byte (the database's collation is C), which is exactly what PostgreSQL's
+/// `text_pattern_ops`, `varchar_pattern_ops` and `bpchar_pattern_ops`
+/// compare by (Django names them for every indexed text column, so that
+/// LIKE 'prefix%' can use the index), and what the default text classes
+/// compare by under C. Any other class is refused (0A000); a text class on
+/// a column of another type is PostgreSQL's 42804.
+fn check_operator_class(def: &TableDef, idx: usize, class: &ObjectName) -> Result<()> {
+    use eddy_common::ColumnType;
+    let name = match class.0.last() {
+        Some(ObjectNamePart::Identifier(id)) => ident_name(id),
+        _ => class.to_string(),
+    };
+    let text_class = matches!(
+        name.as_str(),
+        "text_pattern_ops"
+            | "varchar_pattern_ops"
+            | "bpchar_pattern_ops"
+            | "text_ops"
+            | "varchar_ops"
+            | "bpchar_ops"
+    );
+    if !text_class {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "operator class \"{name}\" is not supported for indexes (the text pattern classes are)"
+        )));
+    }
+    let column = def
+        .columns
+        .get(idx)
+        .ok_or_else(|| SqlError::Internal(format!("no column {idx}")))?;
+    let fits = match column.ty {
+        ColumnType::Char(_) => name.starts_with("bpchar"),
+        ColumnType::Text | ColumnType::Varchar(_) => !name.starts_with("bpchar"),
+        _ => false,
+    };
+    if !fits {
+        return Err(SqlError::DatatypeMismatch(format!(
+            "operator class \"{name}\" does not accept data type {}",
+            crate::catalog::format_type(
+                i64::from(crate::pgtypes::oid_for_column_type(column.ty)),
+                -1
+            )
+            .unwrap_or_else(|| format!("{:?}", column.ty))
+        )));
+    }
+    Ok(())
+}
+
 fn index_columns(def: &TableDef, cols: &[IndexColumn]) -> Result<(Vec<usize>, Vec<bool>)> {
     let mut columns = Vec::with_capacity(cols.len());
     let mut descending = Vec::with_capacity(cols.len());
     for ic in cols {
-        if ic.operator_class.is_some() {
-            return Err(SqlError::FeatureNotSupported(
-                "operator classes are not supported for indexes yet".into(),
-            ));
-        }
         let name = match &ic.column.expr {
             Expr::Identifier(id) => ident_name(id),
             other => {
@@ -301,6 +348,9 @@ fn index_columns(def: &TableDef, cols: &[IndexColumn]) -> Result<(Vec<usize>, Ve
             SqlError::UndefinedColumn(format!("{name}\" of relation \"{}", def.name))
         })?;
         refuse_array_key(def, idx)?;
+        if let Some(class) = &ic.operator_class {
+            check_operator_class(def, idx, class)?;
+        }
         if columns.contains(&idx) {
             // PostgreSQL allows it; Eddy's key would hold the column twice
             return Err(SqlError::FeatureNotSupported(format!(

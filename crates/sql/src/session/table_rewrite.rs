@@ -72,16 +72,15 @@ struct Rewrite {
 }
 
 impl Rewrite {
-    /// Whether every column of `def` stays where it is, with its type and
-    /// its values (columns may only be added after them): what a foreign
-    /// key that references the table needs to move to the rewritten one.
-    fn keeps_columns_of(&self, def: &TableDef) -> bool {
-        def.columns.iter().enumerate().all(|(i, c)| {
-            self.columns
-                .get(i)
-                .is_some_and(|n| n.name == c.name && n.ty == c.ty)
-                && self.sources.get(i) == Some(&column_ref(&c.name))
-        })
+    /// Where column `i` of `def` is in the rewritten table, if it stays as
+    /// it is (its name, its type, its values): what a foreign key that
+    /// references the column needs to move to the rewritten table.
+    fn kept_position(&self, def: &TableDef, i: usize) -> Option<usize> {
+        let c = def.columns.get(i)?;
+        let p = self.columns.iter().position(|n| n.name == c.name)?;
+        let same = self.columns.get(p).is_some_and(|n| n.ty == c.ty)
+            && self.sources.get(p) == Some(&column_ref(&c.name));
+        same.then_some(p)
     }
 
     /// The table as it is: every column read as itself.
@@ -193,18 +192,25 @@ impl Session {
         if_exists: bool,
         behavior: Option<DropBehavior>,
     ) -> Result<()> {
-        if behavior == Some(DropBehavior::Cascade) {
-            return Err(SqlError::FeatureNotSupported(
-                "ALTER TABLE ... DROP COLUMN ... CASCADE is not supported".into(),
-            ));
-        }
+        let cascade = behavior == Some(DropBehavior::Cascade);
         for c in columns {
-            self.drop_column(table, &ident_name(c), if_exists).await?;
+            self.drop_column(table, &ident_name(c), if_exists, cascade)
+                .await?;
         }
         Ok(())
     }
 
-    async fn drop_column(&mut self, table: &str, cname: &str, if_exists: bool) -> Result<()> {
+    /// One column of DROP COLUMN. With CASCADE, foreign keys of other
+    /// tables (or of this one) that reference the column are dropped with
+    /// it (PostgreSQL's CASCADE drops them); views that read the table are
+    /// refused either way (they name columns by name: `view_ddl.rs`).
+    async fn drop_column(
+        &mut self,
+        table: &str,
+        cname: &str,
+        if_exists: bool,
+        cascade: bool,
+    ) -> Result<()> {
         let def = self.table(table)?.def().as_ref().clone();
         let shown = shown_name(table).to_string();
         let Some(idx) = def.column_index(cname) else {
@@ -225,8 +231,12 @@ impl Session {
                 "cannot drop column \"{cname}\" of table \"{shown}\": it is in the table's distribution key"
             )));
         }
+        let mut cascaded: Vec<String> = Vec::new();
         for (child, fk) in self.referencing(def.id) {
-            if fk.ref_columns.contains(&idx) {
+            if fk.ref_columns.contains(&idx) && cascade {
+                self.drop_foreign_key_of(&child, &fk.name, def.id)?;
+                cascaded.push(fk.name.clone());
+            } else if fk.ref_columns.contains(&idx) {
                 return Err(SqlError::DependentObjects(format!(
                     "cannot drop column {cname} of table {shown} because other objects depend on it (constraint {} on table {})",
                     fk.name,
@@ -269,6 +279,8 @@ impl Session {
         rw.foreign_keys = def
             .foreign_keys
             .iter()
+            // a self-reference to the column went with CASCADE
+            .filter(|fk| !(fk.ref_table == def.id && cascaded.contains(&fk.name)))
             .filter_map(|fk| {
                 moved(&fk.columns).map(|columns| ForeignKeyDef {
                     columns,
@@ -282,6 +294,31 @@ impl Session {
         if let Some(t) = self.txn.as_mut() {
             t.dropped_sequences.extend(owned);
         }
+        Ok(())
+    }
+
+    /// Drops constraint `fk` (which references table `parent`) of
+    /// `child` in this transaction; the table being altered keeps its own
+    /// until its rewrite leaves it out.
+    fn drop_foreign_key_of(
+        &mut self,
+        child: &Arc<Table>,
+        fk: &str,
+        parent: eddy_common::TableId,
+    ) -> Result<()> {
+        if child.def().id == parent {
+            return Ok(());
+        }
+        let child = self.lock_for_ddl(child, "ALTER TABLE ... DROP COLUMN ... CASCADE")?;
+        let name = child.def().name.clone();
+        let keep: Vec<ForeignKeyDef> = child
+            .def()
+            .foreign_keys
+            .iter()
+            .filter(|f| !(f.name == fk && f.ref_table == parent))
+            .cloned()
+            .collect();
+        self.ddl_change(|ddl| ddl.set_foreign_keys(&name, keep))?;
         Ok(())
     }
 
@@ -411,9 +448,18 @@ impl Session {
         let shown = shown_name(name).to_string();
         // a foreign key names its table by id, and the rewrite makes a new
         // table: the constraints that reference this one are moved to it
-        // after the swap, where the referenced columns keep their positions
+        // after the swap, where the referenced columns stay as they are
+        // (their positions may change: a column before them dropped)
         let referencing = self.referencing(def.id);
-        if let Some((child, fk)) = referencing.iter().find(|_| !rw.keeps_columns_of(&def)) {
+        let new_positions: Vec<Option<usize>> = (0..def.columns.len())
+            .map(|i| rw.kept_position(&def, i))
+            .collect();
+        let moves = |fk: &ForeignKeyDef| {
+            fk.ref_columns
+                .iter()
+                .all(|c| new_positions.get(*c).is_some_and(|p| p.is_some()))
+        };
+        if let Some((child, fk)) = referencing.iter().find(|(_, fk)| !moves(fk)) {
             return Err(SqlError::FeatureNotSupported(format!(
                 "this ALTER TABLE rewrites table \"{shown}\", which is not supported while foreign key \"{}\" of table \"{}\" references it",
                 fk.name,
@@ -571,18 +617,20 @@ impl Session {
         })?;
         t.forget_writes(def.id);
         t.dropped_tables.push(hidden);
-        self.repoint_foreign_keys(name, def.id, referencing)
+        self.repoint_foreign_keys(name, def.id, referencing, &new_positions)
     }
 
     /// After a rewrite of `name` (once table `old`): every foreign key
     /// that referenced `old` references the new table, the table's own
-    /// (self-referencing) ones included. Each referencing table is locked
-    /// for the change, as ADD FOREIGN KEY locks it.
+    /// (self-referencing) ones included, its referenced columns at their
+    /// new positions (`new_positions`, per old column). Each referencing
+    /// table is locked for the change, as ADD FOREIGN KEY locks it.
     fn repoint_foreign_keys(
         &mut self,
         name: &str,
         old: eddy_common::TableId,
         referencing: Vec<(Arc<Table>, ForeignKeyDef)>,
+        new_positions: &[Option<usize>],
     ) -> Result<()> {
         if referencing.is_empty() {
             return Ok(());
@@ -614,6 +662,11 @@ impl Session {
                 .map(|mut fk| {
                     if fk.ref_table == old {
                         fk.ref_table = new;
+                        fk.ref_columns = fk
+                            .ref_columns
+                            .iter()
+                            .map(|c| new_positions.get(*c).copied().flatten().unwrap_or(*c))
+                            .collect();
                     }
                     fk
                 })
