@@ -90,6 +90,7 @@ pub mod srf_rewrite;
 pub mod statement_limits;
 pub mod streams;
 pub mod subquery;
+pub mod table_command;
 pub mod temp_tables;
 pub mod text_casts;
 pub mod time_functions;

@@ -187,7 +187,7 @@ pub fn parse_statement(sql: &str) -> Result<Statement> {
     )
     .tokenize_with_location()
     .map_err(|e| SqlError::Syntax(e.to_string()))?;
-    let tokens = array_keyword_suffix(tokens);
+    let tokens = crate::table_command::table_as_select(array_keyword_suffix(tokens));
     crate::statement_limits::check_depth(&tokens)?;
     if crate::sequence_parse::is_create_sequence(&tokens) {
         let mut p = Parser::new(&dialect).with_tokens_with_locations(tokens);
@@ -205,6 +205,7 @@ pub fn parse_statement(sql: &str) -> Result<Statement> {
         0 => return Err(SqlError::Syntax("empty statement".into())),
         _ => return Err(SqlError::Syntax("expected one statement".into())),
     };
+    crate::table_command::refuse_table_queries(&stmt)?;
     // Refuse `$0` and `$70000` here, before anything sizes a vector by a
     // parameter number.
     if sql.contains('$') {
