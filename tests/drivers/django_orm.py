@@ -155,6 +155,33 @@ check("m2m filter", sorted(Order.objects.filter(tags__label="red").values_list("
 check("select_related", Order.objects.select_related("customer").get(pk=o3.pk).customer.name, "Bob")
 check("exists", Order.objects.filter(total__gt=99).exists(), True)
 
+# correlated subqueries, EXISTS, CASE, window functions, date truncation
+from django.db.models import Case, Exists, OuterRef, Q, Subquery, Value, When, Window
+from django.db.models.functions import ExtractYear, RowNumber, TruncMonth
+
+latest = Order.objects.filter(customer=OuterRef("pk")).order_by("-placed").values("total")[:1]
+check("Subquery(OuterRef) latest order",
+      list(Customer.objects.annotate(last=Subquery(latest)).order_by("pk").values_list("name", "last")),
+      [("Ann", decimal.Decimal("7.25")), ("Bob", decimal.Decimal("100.00"))])
+big = Order.objects.filter(customer=OuterRef("pk"), total__gt=50)
+check("Exists", list(Customer.objects.annotate(b=Exists(big)).order_by("pk").values_list("b", flat=True)), [False, True])
+check("Case/When", list(Order.objects.annotate(size=Case(When(total__gt=10, then=Value("big")), default=Value("small")))
+                        .order_by("pk").values_list("size", flat=True)), ["big", "small", "big"])
+check("Window(RowNumber)", list(Order.objects.annotate(rn=Window(RowNumber(), partition_by=[F("customer")], order_by=F("placed").asc()))
+                                .order_by("pk").values_list("rn", flat=True)), [1, 2, 1])
+check("TruncMonth", list(Order.objects.annotate(m=TruncMonth("placed")).values("m").annotate(n=Count("id")).order_by("m").values_list("m", "n")),
+      [(datetime.date(2023, 12, 1), 1), (datetime.date(2024, 3, 1), 1), (datetime.date(2024, 5, 1), 1)])
+check("ExtractYear", list(Order.objects.annotate(y=ExtractYear("placed")).order_by("pk").values_list("y", flat=True)), [2024, 2024, 2023])
+check("Q(...) | Q(...) across a join", Order.objects.filter(Q(total__lt=10) | Q(customer__vip=True)).count(), 2)
+check("union", Order.objects.filter(total__lt=10).union(Order.objects.filter(total__gt=50)).count(), 2)
+check("prefetch_related", [len(o.tags.all()) for o in Order.objects.prefetch_related("tags").order_by("pk")], [2, 0, 1])
+# iterator() reads through a server-side cursor (DECLARE ... WITH HOLD)
+check("iterator", sorted(o.pk for o in Order.objects.all().iterator(chunk_size=1)), sorted([o1.pk, o2.pk, o3.pk]))
+with transaction.atomic():
+    locked = sorted(o.pk for o in Order.objects.select_for_update(skip_locked=True).filter(total__gt=1))
+check("select_for_update(skip_locked)", locked, sorted([o1.pk, o2.pk, o3.pk]))
+check("raw", sorted(o.pk for o in Order.objects.raw("SELECT * FROM shop_order WHERE total > %s", [5])), sorted([o1.pk, o2.pk, o3.pk]))
+
 # UPDATE with F(), and bulk_update's CASE WHEN
 Order.objects.filter(customer=ann).update(total=F("total") + 1)
 check("F() update", sorted(Order.objects.filter(customer=ann).values_list("total", flat=True)),

@@ -18,8 +18,9 @@
 //! the key determines splits no group, so the answer is PostgreSQL's.
 //!
 //! Only plain tables of the SELECT's own FROM are considered (by alias or
-//! name); references inside subqueries are left alone; GROUPING SETS, CUBE
-//! and ROLLUP are left to the planner.
+//! name; a name a WITH clause in scope defines is a CTE, not the table);
+//! references inside subqueries are left alone; GROUPING SETS, CUBE and
+//! ROLLUP are left to the planner.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -36,21 +37,48 @@ use crate::rewrite::{ident_name, table_name};
 /// Adds the key-dependent columns to every GROUP BY of `stmt` (module
 /// doc); `table` finds a table's definition by name.
 pub fn add_dependent_columns(stmt: &mut Statement, table: &dyn Fn(&str) -> Option<Arc<TableDef>>) {
-    let _ = stmt.visit(&mut Grouping { table });
+    let _ = stmt.visit(&mut Grouping {
+        table,
+        ctes: Vec::new(),
+    });
 }
 
 struct Grouping<'a> {
     table: &'a dyn Fn(&str) -> Option<Arc<TableDef>>,
+    /// The names the WITH clauses in scope define, one list per query.
+    ctes: Vec<Vec<String>>,
 }
 
 impl VisitorMut for Grouping<'_> {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        self.ctes.push(
+            query
+                .with
+                .iter()
+                .flat_map(|w| w.cte_tables.iter())
+                .map(|c| ident_name(&c.alias.name))
+                .collect(),
+        );
+        let ctes: Vec<String> = self.ctes.iter().flatten().cloned().collect();
+        // a CTE shadows the table of its name
+        let table = |n: &str| {
+            if ctes.iter().any(|c| c == n) {
+                None
+            } else {
+                (self.table)(n)
+            }
+        };
         let Query { body, order_by, .. } = query;
         if let SetExpr::Select(select) = body.as_mut() {
-            complete_group_by(select, order_by.as_ref(), self.table);
+            complete_group_by(select, order_by.as_ref(), &table);
         }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+        self.ctes.pop();
         ControlFlow::Continue(())
     }
 }
@@ -312,6 +340,8 @@ mod tests {
             "SELECT o.total, count(*) FROM c JOIN o ON c.id = o.c_id GROUP BY c.id, o.c_id",
             // inside a subquery
             "SELECT c.id, (SELECT max(x.total) FROM o AS x WHERE x.c_id = 1) FROM c GROUP BY c.id",
+            // a CTE named like a table is not the table
+            "WITH c AS (SELECT 1 AS id, 2 AS name) SELECT c.name FROM c GROUP BY c.id",
             "SELECT c.name FROM c GROUP BY ROLLUP (c.id)",
         ] {
             let once = rewritten(sql);
