@@ -196,6 +196,9 @@ pub enum SqlError {
     /// superuser or `pg_*_server_files` role; see `server_files`).
     #[error("{0}")]
     InsufficientPrivilege(String),
+    /// 21000: two rows of one INSERT ... ON CONFLICT DO UPDATE for one key.
+    #[error("ON CONFLICT DO UPDATE command cannot affect row a second time")]
+    ConflictUpdateTwice,
     /// 21000: a scalar subquery that returned more than one row.
     #[error("more than one row returned by a subquery used as an expression")]
     CardinalityViolation,
@@ -284,7 +287,7 @@ impl SqlError {
             SqlError::InvalidColumnReference(_) => "42P10",
             SqlError::InvalidName(_) => "42602",
             SqlError::InsufficientPrivilege(_) => "42501",
-            SqlError::CardinalityViolation => "21000",
+            SqlError::CardinalityViolation | SqlError::ConflictUpdateTwice => "21000",
             SqlError::SequenceLimit(_) => "2200H",
             SqlError::NotInPrerequisiteState(_) => "55000",
             SqlError::GeneratedAlways(_) => "428C9",

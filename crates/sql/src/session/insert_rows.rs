@@ -6,6 +6,7 @@
 //! for DO NOTHING the UNIQUE indexes it names, whose violation skips the
 //! row instead of failing the statement.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use eddy_common::{Lsn, Row};
@@ -71,6 +72,10 @@ pub(crate) fn insert_rows(
     };
     let def = table.def().clone();
     let mut n = 0u64;
+    // DO UPDATE: the keys this statement inserted or updated; a second
+    // proposed row for one of them is PostgreSQL's 21000
+    let mut touched: HashSet<Vec<u8>> = HashSet::new();
+    let updates = matches!(on_conflict, OnConflict::Update(_));
     for row in rows {
         eddy_storage::codec::check_row(&def, &row)?;
         if !def.has_primary_key() {
@@ -85,6 +90,9 @@ pub(crate) fn insert_rows(
             continue;
         }
         let key = key_for_row(&def, &row, 0);
+        if updates && !touched.insert(key.as_bytes().to_vec()) {
+            return Err(SqlError::ConflictUpdateTwice);
+        }
         txn.lock_rows(table, [key.as_bytes()], LockMode::Exclusive)?;
         let existing = match txn.own_row(table, key.as_bytes()) {
             Some(own) => own,
