@@ -61,10 +61,10 @@ impl VisitorMut for Grouping<'_> {
                 .map(|c| ident_name(&c.alias.name))
                 .collect(),
         );
-        let ctes: Vec<String> = self.ctes.iter().flatten().cloned().collect();
+        let ctes = &self.ctes;
         // a CTE shadows the table of its name
         let table = |n: &str| {
-            if ctes.iter().any(|c| c == n) {
+            if ctes.iter().flatten().any(|c| c == n) {
                 None
             } else {
                 (self.table)(n)

@@ -90,19 +90,31 @@ impl Session {
     /// Installs, for the next statement, a snapshot of every table it names
     /// (one consistent cut), overlaid with the transaction's writes.
     pub(super) fn install_view(&mut self, stmt: &Statement) -> Result<()> {
-        let mut tables: Vec<Arc<Table>> = Vec::new();
-        let _ = datafusion::sql::sqlparser::ast::visit_relations(stmt, |name| {
-            if let Ok(n) = table_name(name) {
-                if let Some(t) = self.db.engine.table(&n) {
-                    if !tables.iter().any(|x| x.def().id == t.def().id) {
-                        tables.push(t);
-                    }
+        let tables: Vec<Arc<Table>> = self
+            .named_tables(stmt)
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect();
+        self.install_tables(&tables)?;
+        Ok(())
+    }
+
+    /// The tables `node` names, each once, with how many times it is named.
+    pub(super) fn named_tables<V: datafusion::sql::sqlparser::ast::Visit>(
+        &self,
+        node: &V,
+    ) -> Vec<(Arc<Table>, usize)> {
+        let mut tables: Vec<(Arc<Table>, usize)> = Vec::new();
+        let _ = datafusion::sql::sqlparser::ast::visit_relations(node, |name| {
+            if let Some(t) = table_name(name).ok().and_then(|n| self.db.engine.table(&n)) {
+                match tables.iter_mut().find(|(x, _)| x.def().id == t.def().id) {
+                    Some((_, mentions)) => *mentions += 1,
+                    None => tables.push((t, 1)),
                 }
             }
             std::ops::ControlFlow::<()>::Continue(())
         });
-        self.install_tables(&tables)?;
-        Ok(())
+        tables
     }
 
     /// Snapshots of `tables` for the next statement; returns them.
@@ -369,8 +381,12 @@ impl Session {
             let lsns = txn.statement_lsns(&table);
             let n = run_blocking(|| {
                 let conflicts = Conflicts {
-                    on_conflict: &on_conflict,
-                    on_key: arbiters.primary_key,
+                    // a key that does not arbitrate conflicts as an error
+                    on_conflict: if arbiters.primary_key {
+                        &on_conflict
+                    } else {
+                        &OnConflict::Error
+                    },
                     skip_unique: &arbiters.unique,
                 };
                 insert_rows(txn, &table, &lsns, rows, conflicts, written.as_mut())

@@ -34,7 +34,7 @@ use eddy_storage::Table;
 use super::{collect_rows, Session};
 use crate::error::{Result, SqlError};
 use crate::provider::{EddyTable, KEY_COLUMN};
-use crate::rewrite::{ident_name, table_name};
+use crate::rewrite::ident_name;
 
 /// The name the target is registered under in the `eddy_dml` schema.
 const TARGET_TABLE: &str = "__target";
@@ -193,26 +193,23 @@ impl Session {
         stmt: &V,
         target: &Arc<Table>,
     ) -> (Vec<Arc<Table>>, bool) {
-        let mut tables: Vec<Arc<Table>> = Vec::new();
-        let mut target_mentions = 0usize;
-        let target_id = target.def().id;
-        let _ = datafusion::sql::sqlparser::ast::visit_relations(stmt, |name| {
-            if let Some(t) = table_name(name).ok().and_then(|n| self.db.engine.table(&n)) {
-                if t.def().id == target_id {
-                    target_mentions += 1;
-                } else if !tables.iter().any(|x| x.def().id == t.def().id) {
-                    tables.push(t);
-                }
+        let mut again = false;
+        let mut tables = Vec::new();
+        for (t, mentions) in self.named_tables(stmt) {
+            if t.def().id == target.def().id {
+                again = mentions > 1;
+            } else {
+                tables.push(t);
             }
-            ControlFlow::<()>::Continue(())
-        });
-        (tables, target_mentions > 1)
+        }
+        (tables, again)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rewrite::table_name;
     use datafusion::sql::sqlparser::ast::{Update, UpdateTableFromKind};
 
     fn update(sql: &str) -> Update {

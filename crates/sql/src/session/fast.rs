@@ -90,7 +90,6 @@ impl Session {
                     vec![row],
                     Conflicts {
                         on_conflict,
-                        on_key: true,
                         skip_unique: &[],
                     },
                     None,

@@ -19,11 +19,9 @@ use crate::txn::{Isolation, Transaction};
 /// How an insert resolves conflicts.
 #[derive(Clone, Copy)]
 pub(crate) struct Conflicts<'a> {
-    /// On the primary key.
+    /// On the primary key (`Error` when the conflict target is a UNIQUE
+    /// index: a key conflict is then 23505).
     pub on_conflict: &'a OnConflict,
-    /// Whether `on_conflict` applies to the primary key (false when the
-    /// conflict target is a UNIQUE index: a key conflict is then 23505).
-    pub on_key: bool,
     /// UNIQUE indexes (by name) whose violation skips the row (DO NOTHING).
     pub skip_unique: &'a [String],
 }
@@ -33,7 +31,6 @@ impl Conflicts<'static> {
     pub fn error() -> Conflicts<'static> {
         Conflicts {
             on_conflict: &OnConflict::Error,
-            on_key: true,
             skip_unique: &[],
         }
     }
@@ -65,11 +62,7 @@ pub(crate) fn insert_rows(
     conflicts: Conflicts<'_>,
     mut written: Option<&mut Vec<Row>>,
 ) -> Result<u64> {
-    let on_conflict = if conflicts.on_key {
-        conflicts.on_conflict
-    } else {
-        &OnConflict::Error
-    };
+    let on_conflict = conflicts.on_conflict;
     let def = table.def().clone();
     let mut n = 0u64;
     // DO UPDATE: the keys this statement inserted or updated; a second
