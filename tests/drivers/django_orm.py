@@ -191,6 +191,17 @@ Order.objects.bulk_update([o1, o2], ["note"])
 check("bulk_update", list(Order.objects.order_by("pk").values_list("note", flat=True)), ["first", "second", ""])
 Tag.objects.bulk_create([Tag(label="green"), Tag(label="gold")])
 check("bulk_create", Tag.objects.count(), 4)
+# bulk_create(update_conflicts): ON CONFLICT ("email") DO UPDATE, arbitrated
+# by the unique index
+Customer.objects.bulk_create(
+    [Customer(email="ann@example.com", name="Ann B."), Customer(email="cid@example.com", name="Cid")],
+    update_conflicts=True, unique_fields=["email"], update_fields=["name"])
+check("bulk_create(update_conflicts)",
+      list(Customer.objects.filter(email__in=["ann@example.com", "cid@example.com"])
+           .order_by("email").values_list("email", "name")),
+      [("ann@example.com", "Ann B."), ("cid@example.com", "Cid")])
+Customer.objects.filter(email="cid@example.com").delete()
+Customer.objects.filter(email="ann@example.com").update(name="Ann")
 
 # unique and check constraints raise IntegrityError
 try:

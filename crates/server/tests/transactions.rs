@@ -268,8 +268,9 @@ async fn concurrent_increments_are_never_lost() {
     let srv = Arc::new(Server::start("trust"));
     let c = srv.connect().await;
     c.batch_execute(
-        "CREATE TABLE counters (id INT PRIMARY KEY, n BIGINT NOT NULL) WITH (shard_count = 2);
-         INSERT INTO counters VALUES (1, 0), (2, 0)",
+        "CREATE TABLE counters (id INT PRIMARY KEY, n BIGINT NOT NULL, name TEXT UNIQUE)
+           WITH (shard_count = 2);
+         INSERT INTO counters VALUES (1, 0, 'one'), (2, 0, 'two')",
     )
     .await
     .unwrap();
@@ -281,11 +282,21 @@ async fn concurrent_increments_are_never_lost() {
         tasks.push(tokio::spawn(async move {
             let c = srv.connect().await;
             for j in 0..EACH {
-                if i % 2 == 0 && j % 2 == 0 {
+                if i % 2 == 0 && j % 3 == 0 {
                     // autocommit
                     c.execute("UPDATE counters SET n = n + 1 WHERE id = 1", &[])
                         .await
                         .unwrap();
+                } else if i % 2 == 0 && j % 3 == 1 {
+                    // an upsert arbitrated by the UNIQUE column: the row
+                    // it finds is locked and read again before the update
+                    c.execute(
+                        "INSERT INTO counters VALUES ($1, 1, 'one') \
+                         ON CONFLICT (name) DO UPDATE SET n = counters.n + 1",
+                        &[&(100 + i as i32)],
+                    )
+                    .await
+                    .unwrap();
                 } else if i % 2 == 0 {
                     // autocommit, the increment joined from a VALUES list
                     // (UPDATE ... FROM: its rows are re-checked too)

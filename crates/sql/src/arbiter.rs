@@ -1,16 +1,18 @@
 //! The arbiter of `INSERT ... ON CONFLICT`: which conflicts the clause
-//! resolves. Eddy's storage resolves conflicts on the primary key; a
-//! conflict on a UNIQUE index is resolved for DO NOTHING (the row is
-//! skipped: [`arbiters`] names the indexes whose violation skips it), never for DO UPDATE, which is refused with 0A000 where PostgreSQL
-//! would update through a unique index, instead of raising 23505 where
-//! PostgreSQL would update.
+//! resolves. A conflict on the primary key is resolved in storage's terms
+//! (`eddy_storage::OnConflict`); a conflict on a UNIQUE index is resolved
+//! by the insert itself (`session::insert_rows`): DO NOTHING skips the row,
+//! DO UPDATE finds the row that holds the proposed row's index key and
+//! updates it.
 //!
 //! As in PostgreSQL: without a conflict target every unique index and the
-//! primary key arbitrate; a column list arbitrates on the index with
-//! exactly those columns (42P10 when none has them); `ON CONSTRAINT name`
-//! on that constraint. A conflict with another transaction's uncommitted
-//! row is found only when the rows commit (23505 at COMMIT, where
-//! PostgreSQL waits for the other transaction and then skips).
+//! primary key arbitrate DO NOTHING, and DO UPDATE is 42601; a column list
+//! arbitrates on the primary key or the unique indexes with exactly those
+//! columns (42P10 when none has them); `ON CONSTRAINT name` on that
+//! constraint (42704 when the table has none of that name). A conflict
+//! with another transaction's uncommitted row is found only when the rows
+//! commit (23505 at COMMIT, where PostgreSQL waits for the other
+//! transaction and then skips or updates).
 
 use std::collections::BTreeSet;
 
@@ -26,8 +28,8 @@ pub struct Arbiters {
     /// A conflict on the primary key is resolved by the clause (else it is
     /// 23505).
     pub primary_key: bool,
-    /// UNIQUE indexes (by name) whose violation makes DO NOTHING skip the
-    /// row.
+    /// UNIQUE indexes (by name) whose conflicts the clause resolves. When
+    /// the target names them they all have the same columns.
     pub unique: Vec<String>,
 }
 
@@ -39,6 +41,13 @@ impl Arbiters {
         }
     }
 
+    fn on_unique(unique: Vec<String>) -> Arbiters {
+        Arbiters {
+            primary_key: false,
+            unique,
+        }
+    }
+
     /// Only the primary key arbitrates: what storage resolves itself.
     pub fn is_key_only(&self) -> bool {
         self.primary_key && self.unique.is_empty()
@@ -46,21 +55,17 @@ impl Arbiters {
 }
 
 /// The arbiters of an ON CONFLICT (module doc), or the error PostgreSQL
-/// gives for its target, or 0A000 for one Eddy cannot use.
+/// gives for its target.
 pub fn arbiters(def: &TableDef, oc: &OnConflict) -> Result<Arbiters> {
-    if !def.indexes.iter().any(|i| i.unique) {
-        return Ok(Arbiters::key_only());
-    }
     let names = |cols: &[usize]| -> BTreeSet<String> {
         cols.iter()
             .filter_map(|&c| def.columns.get(c).map(|c| c.name.clone()))
             .collect()
     };
-    let pk = names(&def.primary_key);
-    let chosen: Option<Vec<String>> = match &oc.conflict_target {
+    match &oc.conflict_target {
         Some(ConflictTarget::Columns(cols)) => {
             let named: BTreeSet<String> = cols.iter().map(ident_name).collect();
-            if !pk.is_empty() && named == pk {
+            if def.has_primary_key() && named == names(&def.primary_key) {
                 return Ok(Arbiters::key_only());
             }
             let matching: Vec<String> = def
@@ -75,11 +80,11 @@ pub fn arbiters(def: &TableDef, oc: &OnConflict) -> Result<Arbiters> {
                         .into(),
                 ));
             }
-            Some(matching)
+            Ok(Arbiters::on_unique(matching))
         }
         Some(ConflictTarget::OnConstraint(name)) => {
             let n = table_name(name)?;
-            if n == format!("{}_pkey", def.name) {
+            if def.has_primary_key() && n == format!("{}_pkey", def.name) {
                 return Ok(Arbiters::key_only());
             }
             match def
@@ -87,29 +92,17 @@ pub fn arbiters(def: &TableDef, oc: &OnConflict) -> Result<Arbiters> {
                 .iter()
                 .find(|i| i.unique && i.constraint && i.name == n)
             {
-                Some(i) => Some(vec![i.name.clone()]),
-                None => {
-                    return Err(SqlError::UndefinedObject(format!(
-                        "constraint \"{n}\" for table \"{}\" does not exist",
-                        def.name
-                    )))
-                }
+                Some(i) => Ok(Arbiters::on_unique(vec![i.name.clone()])),
+                None => Err(SqlError::UndefinedObject(format!(
+                    "constraint \"{n}\" for table \"{}\" does not exist",
+                    def.name
+                ))),
             }
         }
-        None => None,
-    };
-    if matches!(oc.action, OnConflictAction::DoUpdate(_)) {
-        return Err(SqlError::FeatureNotSupported(format!(
-            "ON CONFLICT DO UPDATE on table \"{}\" with UNIQUE indexes must name its primary key as the conflict target: unique indexes cannot arbitrate an update yet",
-            def.name
-        )));
-    }
-    Ok(match chosen {
-        Some(unique) => Arbiters {
-            primary_key: false,
-            unique,
-        },
-        None => Arbiters {
+        None if matches!(oc.action, OnConflictAction::DoUpdate(_)) => Err(SqlError::Syntax(
+            "ON CONFLICT DO UPDATE requires inference specification or constraint name".into(),
+        )),
+        None => Ok(Arbiters {
             primary_key: true,
             unique: def
                 .indexes
@@ -117,6 +110,6 @@ pub fn arbiters(def: &TableDef, oc: &OnConflict) -> Result<Arbiters> {
                 .filter(|i| i.unique)
                 .map(|i| i.name.clone())
                 .collect(),
-        },
-    })
+        }),
+    }
 }

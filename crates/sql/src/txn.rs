@@ -527,12 +527,40 @@ impl Transaction {
             .unwrap_or_default()
     }
 
-    /// Records a row inserted into a table without a primary key.
-    pub fn append(&mut self, table: &Arc<Table>, row: Row) -> Result<()> {
+    /// Records a row inserted into a table without a primary key; returns
+    /// the key it is written under.
+    pub fn append(&mut self, table: &Arc<Table>, row: Row) -> Result<Vec<u8>> {
         let mut key = vec![OWN_ROW_KEY];
         key.extend_from_slice(&self.next_own_key.to_be_bytes());
         self.next_own_key += 1;
-        self.put(table, key, Some(row))
+        self.put(table, key.clone(), Some(row))?;
+        Ok(key)
+    }
+
+    /// The key of the row that holds `index_key` in the UNIQUE index
+    /// `index`, as this transaction would write next: its own rows first,
+    /// then the latest committed rows it has not overwritten or deleted.
+    /// Not locked: the caller locks the row and checks it again.
+    pub fn unique_owner(
+        &self,
+        table: &Table,
+        index: &str,
+        index_key: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let own = self.writes.get(&table.def().id);
+        if let Some(w) = own {
+            let held = w.unique.get(&(index.to_string(), index_key.to_vec()));
+            if let Some(k) = held.and_then(|s| s.iter().next()) {
+                return Ok(Some(k.clone()));
+            }
+            if w.truncated {
+                return Ok(None);
+            }
+        }
+        Ok(table
+            .index_owners(index, index_key)?
+            .into_iter()
+            .find(|k| !own.is_some_and(|w| w.rows.contains_key(k))))
     }
 
     /// TRUNCATE inside the transaction: the table reads as empty from now

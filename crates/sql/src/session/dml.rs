@@ -21,7 +21,7 @@ use eddy_storage::{LockMode, OnConflict, StorageError, Table, TableSnapshot, Wri
 use futures::StreamExt;
 
 use super::dml_scan::ScanShape;
-use super::insert_rows::{insert_rows, Conflicts};
+use super::insert_rows::{insert_rows, Conflicts, UniqueUpdate};
 use super::{cast_column, defaults, relation_of, run_blocking, Output, Session};
 use crate::error::{Result, SqlError};
 use crate::rewrite::{ident_name, table_name};
@@ -313,8 +313,8 @@ impl Session {
             Some(OnInsert::OnConflict(oc)) => match oc.action {
                 OnConflictAction::DoNothing => OnConflict::DoNothing,
                 OnConflictAction::DoUpdate(du) => {
-                    if !def.has_primary_key() {
-                        return Err(SqlError::InvalidDefinition(
+                    if arbiters.primary_key && !def.has_primary_key() {
+                        return Err(SqlError::InvalidColumnReference(
                             "there is no unique or exclusion constraint matching the ON CONFLICT specification".into(),
                         ));
                     }
@@ -380,6 +380,13 @@ impl Session {
             // files and memtables, which costs as much as the table is large).
             let lsns = txn.statement_lsns(&table);
             let n = run_blocking(|| {
+                let update_unique = match &on_conflict {
+                    OnConflict::Update(update) if !arbiters.primary_key => Some(UniqueUpdate {
+                        indexes: &arbiters.unique,
+                        update,
+                    }),
+                    _ => None,
+                };
                 let conflicts = Conflicts {
                     // a key that does not arbitrate conflicts as an error
                     on_conflict: if arbiters.primary_key {
@@ -387,7 +394,12 @@ impl Session {
                     } else {
                         &OnConflict::Error
                     },
-                    skip_unique: &arbiters.unique,
+                    skip_unique: if update_unique.is_some() {
+                        &[]
+                    } else {
+                        &arbiters.unique
+                    },
+                    update_unique,
                 };
                 insert_rows(txn, &table, &lsns, rows, conflicts, written.as_mut())
             })?;

@@ -91,6 +91,7 @@ impl Session {
                     Conflicts {
                         on_conflict,
                         skip_unique: &[],
+                        update_unique: None,
                     },
                     None,
                 )?;
