@@ -192,3 +192,86 @@ async fn unique_across_shards_admits_one_writer_per_value() {
         .expect_err("duplicate by update");
     assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
 }
+
+/// A write of a UNIQUE value waits for the transaction that writes the
+/// same value, then sees its outcome, as in PostgreSQL: ON CONFLICT DO
+/// UPDATE updates the committed row, DO NOTHING skips it, a plain INSERT
+/// fails with 23505, and after a ROLLBACK each of them inserts. (Before,
+/// both passed the check and the second failed at COMMIT.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_of_a_unique_value_wait_for_its_writer() {
+    let srv = Server::start("trust");
+    let a = srv.connect().await;
+    let mut b = srv.connect().await;
+    a.batch_execute(
+        "CREATE TABLE u (id INT PRIMARY KEY, k TEXT UNIQUE, n INT) WITH (shard_count = 2)",
+    )
+    .await
+    .expect("setup");
+    let cases: [(&str, &str, bool, Result<u64, &str>); 5] = [
+        (
+            "x",
+            "ON CONFLICT (k) DO UPDATE SET n = u.n + 10",
+            true,
+            Ok(1),
+        ),
+        ("y", "ON CONFLICT (k) DO NOTHING", true, Ok(0)),
+        ("z", "", true, Err("23505")),
+        (
+            "v",
+            "ON CONFLICT (k) DO UPDATE SET n = u.n + 10",
+            false,
+            Ok(1),
+        ),
+        (
+            "w",
+            "ON CONFLICT ON CONSTRAINT u_k_key DO NOTHING",
+            false,
+            Ok(1),
+        ),
+    ];
+    for (i, (value, clause, commit, expected)) in cases.into_iter().enumerate() {
+        let first = 10 * i as i32;
+        a.batch_execute(&format!(
+            "BEGIN; INSERT INTO u VALUES ({first}, '{value}', 1)"
+        ))
+        .await
+        .expect("first writer");
+        let sql = format!("INSERT INTO u VALUES ($1, '{value}', 1) {clause}");
+        let waiting = tokio::spawn(async move {
+            let r = b.execute(sql.as_str(), &[&(first + 1)]).await;
+            (b, r)
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        assert!(!waiting.is_finished(), "{value}: the second writer waits");
+        a.batch_execute(if commit { "COMMIT" } else { "ROLLBACK" })
+            .await
+            .expect("end of the first writer");
+        let (back, r) = waiting.await.expect("second writer");
+        b = back;
+        match (r, expected) {
+            (Ok(n), Ok(want)) => assert_eq!(n, want, "{value}"),
+            (Err(e), Err(code)) => assert_eq!(e.code().map(|c| c.code()), Some(code), "{e}"),
+            (r, want) => panic!("{value}: {r:?}, expected {want:?}"),
+        }
+    }
+    let rows: Vec<(i32, String, i32)> = a
+        .query("SELECT id, k, n FROM u ORDER BY id", &[])
+        .await
+        .expect("rows")
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let want = [
+        (0, "x", 11),
+        (10, "y", 1),
+        (20, "z", 1),
+        (31, "v", 1),
+        (41, "w", 1),
+    ];
+    let want: Vec<(i32, String, i32)> = want
+        .iter()
+        .map(|&(i, k, n)| (i, k.to_string(), n))
+        .collect();
+    assert_eq!(rows, want);
+}

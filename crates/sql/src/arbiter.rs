@@ -9,10 +9,9 @@
 //! primary key arbitrate DO NOTHING, and DO UPDATE is 42601; a column list
 //! arbitrates on the primary key or the unique indexes with exactly those
 //! columns (42P10 when none has them); `ON CONSTRAINT name` on that
-//! constraint (42704 when the table has none of that name). A conflict
-//! with another transaction's uncommitted row is found only when the rows
-//! commit (23505 at COMMIT, where PostgreSQL waits for the other
-//! transaction and then skips or updates).
+//! constraint (42704 when the table has none of that name). A
+//! transaction writing the same unique value is waited for
+//! (`Transaction::lock_unique_value`), as in PostgreSQL.
 
 use std::collections::BTreeSet;
 

@@ -883,6 +883,17 @@ impl Session {
             return r;
         }
         let engine = Arc::clone(&self.db.engine);
+        if !matches!(plan, FastPlan::Get { .. } | FastPlan::Delete { .. })
+            && plan
+                .written_table()
+                .and_then(|n| engine.table(n))
+                .is_some_and(|t| t.def().indexes.iter().any(|i| i.unique))
+        {
+            // an autocommit write of UNIQUE values locks them in a
+            // transaction (`Transaction::put`); the fixed plan writes
+            // straight to storage
+            return Ok(None);
+        }
         let timeout = self.lock_timeout()?;
         if let FastPlan::Get { .. } = plan {
             // A key lookup never waits for a lock and reads memtables or a

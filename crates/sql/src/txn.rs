@@ -505,8 +505,12 @@ impl Transaction {
     /// commit lock.
     pub fn put(&mut self, table: &Arc<Table>, key: Vec<u8>, row: Option<Row>) -> Result<()> {
         let def = Arc::clone(table.def());
+        let unique = def.indexes.iter().any(|i| i.unique);
+        if let (true, Some(r)) = (unique, &row) {
+            self.lock_unique_values(table, &def, r)?;
+        }
         let w = self.table_writes(table)?;
-        if def.indexes.iter().any(|i| i.unique) {
+        if unique {
             check_unique(w, &def, &key, row.as_ref())?;
         }
         if row.is_none() && key.first() == Some(&OWN_ROW_KEY) {
@@ -516,6 +520,30 @@ impl Transaction {
             w.rows.insert(key, row);
         }
         Ok(())
+    }
+
+    /// Locks the values `row` gives the table's UNIQUE indexes, until the
+    /// transaction ends: a second transaction that writes the same value
+    /// (an INSERT, an UPDATE, ON CONFLICT looking for its arbiter's row)
+    /// waits for this one and then sees its outcome, as in PostgreSQL,
+    /// instead of both passing the check and one failing at COMMIT.
+    fn lock_unique_values(&self, table: &Table, def: &TableDef, row: &Row) -> Result<()> {
+        for ix in def.indexes.iter().filter(|i| i.unique) {
+            if eddy_storage::index::has_null(&ix.columns, row) {
+                continue;
+            }
+            if let Some(k) = eddy_storage::index::index_key(&ix.columns, row) {
+                self.lock_unique_value(table, &ix.name, &k)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Locks `index_key` of the UNIQUE index `index` until the transaction
+    /// ends (see [`Transaction::lock_unique_values`]).
+    pub fn lock_unique_value(&self, table: &Table, index: &str, index_key: &[u8]) -> Result<()> {
+        let lock_key = unique_value_lock_key(index, index_key);
+        self.lock_rows(table, [lock_key.as_slice()], LockMode::Exclusive)
     }
 
     /// The rows this transaction has written to `table`, as they stand
@@ -709,6 +737,21 @@ impl Transaction {
         }
         Ok(())
     }
+}
+
+/// The first byte of a UNIQUE value's lock key: no row key starts with it
+/// (memcomparable keys start with a NULL/value/rowid tag, own rows with
+/// [`OWN_ROW_KEY`], the table lock is `TABLE_LOCK_KEY`).
+const UNIQUE_VALUE_LOCK: u8 = 0xFD;
+
+/// The lock key of `index_key` in the UNIQUE index `index`.
+fn unique_value_lock_key(index: &str, index_key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(2 + index.len() + index_key.len());
+    k.push(UNIQUE_VALUE_LOCK);
+    k.extend_from_slice(index.as_bytes());
+    k.push(0);
+    k.extend_from_slice(index_key);
+    k
 }
 
 /// The UNIQUE check of [`Transaction::put`]; records `key`'s new index

@@ -354,10 +354,12 @@ impl Session {
         // A plain autocommit INSERT is one atomic write: storage checks
         // duplicates under its commit lock, so it needs no row locks.
         // (Foreign keys need the referenced rows' locks: not direct.)
+        // (UNIQUE values need their locks: not direct either.)
         let direct = !txn.explicit
             && !txn.has_writes()
             && matches!(on_conflict, OnConflict::Error)
-            && def.foreign_keys.is_empty();
+            && def.foreign_keys.is_empty()
+            && !def.indexes.iter().any(|i| i.unique);
         if direct {
             // written at once below: checked first
             self.enforce_checks(&def, &rows).await?;

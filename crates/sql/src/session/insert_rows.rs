@@ -207,8 +207,9 @@ fn arbiter_index<'d>(def: &'d TableDef, names: &[String]) -> Result<&'d IndexDef
 }
 
 /// DO UPDATE through a UNIQUE index: finds the row that holds `row`'s key
-/// in `index` (the transaction's own rows first, then committed ones),
-/// locks it, reads it again under the lock (READ COMMITTED: a row that
+/// in `index` (the transaction's own rows first, then committed ones;
+/// where none does, after waiting for a transaction that writes the key),
+/// locks that row, reads it again under the lock (READ COMMITTED: a row that
 /// changed meanwhile is looked up anew; REPEATABLE READ: 40001), and writes
 /// the update of it. A proposed row with a NULL in the index's columns
 /// conflicts with nothing, as in PostgreSQL.
@@ -227,9 +228,19 @@ fn update_through_unique(
         return Ok(Found::None);
     };
     let def = Arc::clone(table.def());
+    let mut value_locked = false;
     for _ in 0..FIND_TRIES {
         let Some(key) = txn.unique_owner(table, &index.name, &index_key)? else {
-            return Ok(Found::None);
+            if value_locked {
+                return Ok(Found::None);
+            }
+            // no row holds the value: a transaction writing it now is
+            // waited for, and its row is then committed (found on the next
+            // look) or gone. Only now: an UPDATE locks its row before the
+            // value, so taking the value's lock first would deadlock.
+            txn.lock_unique_value(table, &index.name, &index_key)?;
+            value_locked = true;
+            continue;
         };
         txn.lock_rows(table, [key.as_slice()], LockMode::Exclusive)?;
         let current = match txn.own_row(table, &key) {
