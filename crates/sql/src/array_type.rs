@@ -13,9 +13,12 @@
 //!   `eddy_array_in(x, '<type>')`, which reads text by the element's input
 //!   rules (Arrow would wrap a string into a one-element list).
 //!
-//! Only one dimension with lower bound 1 exists: a literal or binary value
-//! with more dimensions, or another lower bound, is refused (0A000), never
-//! flattened or shifted.
+//! Columns, literals and parameters have one dimension with lower bound 1:
+//! a literal or binary value with more dimensions, or another lower bound,
+//! is refused (0A000), never flattened or shifted. The ARRAY constructor
+//! nests lists (`ARRAY[[1,2],[3,4]]`); such a value is written in
+//! PostgreSQL's multi-dimensional text and binary forms
+//! (`crate::array_dimensions` checks it is rectangular).
 
 #![deny(
     clippy::cast_possible_truncation,
@@ -305,6 +308,24 @@ pub fn push_element_text(t: &str, out: &mut String) {
 
 /// The text form of a list cell: `{1,NULL,"a b"}`.
 pub fn write_array_text(items: &dyn Array, out: &mut String) -> Result<()> {
+    if crate::array_dimensions::is_list(items.data_type()) {
+        // a multi-dimensional value: `{{1,2},{3,4}}`, checked rectangular
+        if crate::array_dimensions::array_shape(items)?.is_empty() {
+            out.push_str("{}");
+            return Ok(());
+        }
+        out.push('{');
+        for i in 0..items.len() {
+            if i > 0 {
+                out.push(',');
+            }
+            let sub = list_items(items, i)
+                .ok_or_else(|| SqlError::Internal("list cell out of range".into()))?;
+            write_array_text(sub.as_ref(), out)?;
+        }
+        out.push('}');
+        return Ok(());
+    }
     out.push('{');
     let mut buf = String::new();
     for i in 0..items.len() {
@@ -343,6 +364,9 @@ pub fn array_value_text(items: &[Value], scale: Option<i8>) -> String {
 /// 1), whether any element is NULL, the element type, the length and
 /// lower bound 1, then each element as a length-prefixed binary value.
 pub fn write_array_binary(items: &dyn Array, elem_oid: u32, out: &mut BytesMut) -> Result<()> {
+    if crate::array_dimensions::is_list(items.data_type()) {
+        return write_nested_binary(items, out);
+    }
     let n = i32::try_from(items.len())
         .map_err(|_| SqlError::ProgramLimitExceeded("array too large".into()))?;
     out.put_i32(i32::from(n > 0));
@@ -356,6 +380,32 @@ pub fn write_array_binary(items: &dyn Array, elem_oid: u32, out: &mut BytesMut) 
         pgtypes::encode_cell(items, i, pgtypes::Format::Binary, out)?;
     }
     Ok(())
+}
+
+/// `array_send` of a multi-dimensional value: one (length, lower bound 1)
+/// pair per dimension, then the innermost elements in row-major order.
+fn write_nested_binary(items: &dyn Array, out: &mut BytesMut) -> Result<()> {
+    let shape = crate::array_dimensions::array_shape(items)?;
+    let elem_oid = pgtypes::pg_oid(crate::array_dimensions::leaf_type(items.data_type()));
+    let mut has_null = false;
+    crate::array_dimensions::for_each_leaf(items, &mut |a, i| {
+        has_null |= a.is_null(i);
+        Ok(())
+    })?;
+    let too_large = || SqlError::ProgramLimitExceeded("array too large".into());
+    out.put_i32(i32::try_from(shape.len()).map_err(|_| too_large())?);
+    out.put_i32(i32::from(has_null));
+    out.put_u32(elem_oid);
+    for d in &shape {
+        out.put_i32(i32::try_from(*d).map_err(|_| too_large())?);
+        out.put_i32(1);
+    }
+    if shape.is_empty() {
+        return Ok(());
+    }
+    crate::array_dimensions::for_each_leaf(items, &mut |a, i| {
+        pgtypes::encode_cell(a, i, pgtypes::Format::Binary, out)
+    })
 }
 
 /// The elements of row `row` of a list array (`None` if it is not one).
@@ -474,116 +524,6 @@ pub fn text_to_array(a: &ArrayRef, ty: ColumnType) -> Result<ArrayRef> {
             other,
             ty.pg_name()
         ))),
-    }
-}
-
-/// Which of the dimension functions an [`ArrayLength`] is.
-#[derive(Debug, PartialEq, Eq, Hash, Clone, Copy)]
-enum Dimension {
-    /// `array_length(a, dim)`
-    Length,
-    /// `cardinality(a)`
-    Cardinality,
-    /// `array_upper(a, dim)`: the length, as every array's lower bound is 1
-    Upper,
-    /// `array_lower(a, dim)`: 1
-    Lower,
-}
-
-/// `array_length(a, dim)`, `cardinality(a)`, `array_upper(a, dim)` and
-/// `array_lower(a, dim)` as PostgreSQL's: integer results; all but
-/// `cardinality` are NULL for an empty array or a dimension the array lacks
-/// (DataFusion's `array_length` says 0 and is unsigned). Eddy's arrays have
-/// one dimension with lower bound 1 (others are refused on input).
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct ArrayLength {
-    signature: Signature,
-    kind: Dimension,
-}
-
-impl ScalarUDFImpl for ArrayLength {
-    fn name(&self) -> &str {
-        match self.kind {
-            Dimension::Length => "array_length",
-            Dimension::Cardinality => "cardinality",
-            Dimension::Upper => "array_upper",
-            Dimension::Lower => "array_lower",
-        }
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
-        match args.first() {
-            Some(DataType::List(_) | DataType::LargeList(_) | DataType::Null) => {
-                Ok(DataType::Int32)
-            }
-            Some(other) => Err(external(SqlError::DatatypeMismatch(format!(
-                "function {}({other}) does not exist",
-                self.name()
-            )))),
-            None => Err(DataFusionError::Plan(format!(
-                "{} needs an array",
-                self.name()
-            ))),
-        }
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let all_scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let n = args.number_rows;
-        let arrays = args
-            .args
-            .iter()
-            .map(|a| a.to_array(n))
-            .collect::<DfResult<Vec<_>>>()?;
-        let Some(list) = arrays.first() else {
-            return Err(DataFusionError::Plan(format!(
-                "{} needs an array",
-                self.name()
-            )));
-        };
-        let dims = match arrays.get(1) {
-            Some(d) => Some(cast_with_options(
-                d,
-                &DataType::Int64,
-                &CastOptions::default(),
-            )?),
-            None => None,
-        };
-        let mut out = datafusion::arrow::array::Int32Builder::with_capacity(list.len());
-        for row in 0..list.len() {
-            let dim_ok = match &dims {
-                None => true,
-                Some(d) => {
-                    let d = d.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
-                    !d.is_null(row) && d.value(row) == 1
-                }
-            };
-            let items = if list.is_null(row) {
-                None
-            } else {
-                list_items(list.as_ref(), row)
-            };
-            match items {
-                Some(items) if dim_ok => {
-                    let len = i32::try_from(items.len()).map_err(|_| {
-                        external(SqlError::ProgramLimitExceeded("array too large".into()))
-                    })?;
-                    match self.kind {
-                        Dimension::Cardinality => out.append_value(len),
-                        _ if len == 0 => out.append_null(),
-                        Dimension::Lower => out.append_value(1),
-                        Dimension::Length | Dimension::Upper => out.append_value(len),
-                    }
-                }
-                _ => out.append_null(),
-            }
-        }
-        let out: ArrayRef = Arc::new(out.finish());
-        crate::udf_args::scalar_if(all_scalar, out)
     }
 }
 
@@ -748,25 +688,9 @@ pub fn array_out(e: datafusion::logical_expr::Expr) -> datafusion::logical_expr:
 
 /// The array functions Eddy adds to DataFusion's (or replaces).
 pub fn array_functions() -> Vec<ScalarUDF> {
-    vec![
-        array_in_udf(),
-        ScalarUDF::new_from_impl(ArrayLength {
-            signature: Signature::any(2, Volatility::Immutable),
-            kind: Dimension::Length,
-        }),
-        ScalarUDF::new_from_impl(ArrayLength {
-            signature: Signature::any(1, Volatility::Immutable),
-            kind: Dimension::Cardinality,
-        }),
-        ScalarUDF::new_from_impl(ArrayLength {
-            signature: Signature::any(2, Volatility::Immutable),
-            kind: Dimension::Upper,
-        }),
-        ScalarUDF::new_from_impl(ArrayLength {
-            signature: Signature::any(2, Volatility::Immutable),
-            kind: Dimension::Lower,
-        }),
-    ]
+    let mut out = vec![array_in_udf()];
+    out.extend(crate::array_dimensions::shape_functions());
+    out
 }
 
 #[cfg(test)]

@@ -8,7 +8,13 @@
 //!   equivalent; DataFusion's own `AT TIME ZONE` keeps the instant,
 //!   `crate::at_time_zone`);
 //! * the keywords `localtimestamp` and `localtime` are `now()` as a
-//!   timestamp and as a time (Eddy's sessions run in UTC).
+//!   timestamp and as a time (Eddy's sessions run in UTC);
+//! * `div(a, b)` is `trunc(a::numeric / b::numeric)` (PostgreSQL has only
+//!   `div(numeric, numeric)`: the quotient truncated toward zero, 22012 on
+//!   a zero divisor);
+//! * `array_remove(a, x)` is DataFusion's `array_remove_all` (DataFusion's
+//!   `array_remove` removes the first match only; PostgreSQL's removes
+//!   every element equal to `x`).
 //!
 //! Only plain calls are rewritten: unqualified or `pg_catalog.`-qualified,
 //! two positional arguments, no DISTINCT, ORDER BY, FILTER or OVER (an
@@ -77,6 +83,16 @@ fn two_args(f: &Function) -> Option<(Expr, Expr)> {
     }
 }
 
+fn as_numeric(e: Expr) -> Expr {
+    Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(Expr::Nested(Box::new(e))),
+        data_type: DataType::Numeric(datafusion::sql::sqlparser::ast::ExactNumberInfo::None),
+        array: false,
+        format: None,
+    }
+}
+
 fn at_time_zone(ts: Expr, zone: Expr) -> Expr {
     call(crate::at_time_zone::AT_TIME_ZONE, vec![ts, zone])
 }
@@ -128,6 +144,17 @@ pub(crate) fn rewrite(e: &mut Expr) {
             right: Box::new(Expr::Nested(Box::new(b))),
         }),
         "timezone" => two_args(f).map(|(zone, ts)| at_time_zone(ts, zone)),
+        "div" => two_args(f).map(|(a, b)| {
+            call(
+                "trunc",
+                vec![Expr::BinaryOp {
+                    left: Box::new(as_numeric(a)),
+                    op: BinaryOperator::Divide,
+                    right: Box::new(as_numeric(b)),
+                }],
+            )
+        }),
+        "array_remove" => two_args(f).map(|(a, b)| call("array_remove_all", vec![a, b])),
         _ => None,
     };
     if let Some(new) = new {

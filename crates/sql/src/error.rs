@@ -161,6 +161,9 @@ pub enum SqlError {
     /// A string longer than its column's `varchar(n)` / `char(n)`.
     #[error("value too long for type {0}")]
     StringTooLong(String),
+    /// 2202E: an array whose sub-arrays do not have matching dimensions.
+    #[error("{0}")]
+    ArraySubscript(String),
     #[error("canceling statement due to user request")]
     QueryCanceled,
     #[error("canceling statement due to statement timeout")]
@@ -305,6 +308,7 @@ impl SqlError {
             SqlError::InvalidArgumentForWidthBucket(_) => "2201G",
             SqlError::InvalidRegularExpression(_) => "2201B",
             SqlError::StringTooLong(_) => "22001",
+            SqlError::ArraySubscript(_) => "2202E",
             SqlError::QueryCanceled | SqlError::StatementTimeout => "57014",
             SqlError::StatementTooDeep(_) => "54001",
             SqlError::TooManyStatements(_) => "53000",

@@ -26,6 +26,7 @@
 pub mod admission;
 pub mod advisory;
 pub mod arbiter;
+pub mod array_dimensions;
 pub mod array_subquery;
 pub mod array_type;
 pub mod at_time_zone;

@@ -60,9 +60,11 @@ pub(super) fn list_element(dt: &DataType) -> Option<&DataType> {
 
 /// The PostgreSQL type OID announced for an Arrow column.
 pub fn pg_oid(dt: &DataType) -> u32 {
-    if let Some(e) = list_element(dt) {
-        // a list of a type with no array type (a list of lists): text
-        return array_oid_of(pg_oid(e)).unwrap_or(oid::TEXT);
+    if list_element(dt).is_some() {
+        // a list of lists is one multi-dimensional array of its innermost
+        // type (`crate::array_dimensions`); a type with no array type: text
+        let leaf = crate::array_dimensions::leaf_type(dt);
+        return array_oid_of(pg_oid(leaf)).unwrap_or(oid::TEXT);
     }
     match dt {
         DataType::Boolean => oid::BOOL,
