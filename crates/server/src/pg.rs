@@ -477,7 +477,8 @@ where
             .cloned()
             .unwrap_or_else(|| "eddy".into());
         let pid = client.pid_and_secret_key().0;
-        let sess = Session::new(Arc::clone(&backend.db), &user, pid)?;
+        let mut sess = Session::new(Arc::clone(&backend.db), &user, pid)?;
+        sess.apply_startup_parameters(client.metadata());
         crate::notifications::register(client, sess.notification_mailbox());
         *guard = Some(sess);
     }

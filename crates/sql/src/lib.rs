@@ -84,6 +84,7 @@ pub mod sequences;
 pub mod series_args;
 pub mod server_files;
 pub mod session;
+pub mod set_config;
 pub mod set_returning;
 pub mod setting_descriptions;
 pub mod similar_to;

@@ -70,6 +70,7 @@ pub mod prepared;
 mod returning;
 mod roles_ddl;
 mod sequence_ddl;
+mod setting_changes;
 mod settings;
 mod sql_prepare;
 mod table_rewrite;
@@ -89,6 +90,7 @@ pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
     ("integer_datetimes", "on"),
     ("intervalstyle", "postgres"),
     ("is_superuser", "on"),
+    ("jit", "off"),
     ("lc_collate", "C"),
     ("lc_ctype", "C"),
     ("lock_timeout", "0"),
@@ -317,6 +319,13 @@ pub struct Session {
     /// This session's LISTENs and queued NOTIFYs (`crate::notify`); its
     /// registrations end with it.
     notify: crate::notify::SessionNotify,
+    /// What the open block did to the settings (`session/setting_changes.rs`).
+    setting_changes: setting_changes::SettingChanges,
+    /// Changes `set_config` queued for the session (`crate::set_config`).
+    pending_settings: crate::set_config::PendingSettings,
+    /// Settings the client's startup message gave (`application_name`...):
+    /// the session's defaults, which RESET returns to.
+    startup_settings: BTreeMap<String, String>,
 }
 
 impl Drop for Session {
@@ -495,6 +504,11 @@ impl Session {
             &statement_clock,
         );
         let advisory_functions = crate::advisory::advisory_functions(&db.advisory, advisory_owner);
+        let pending_settings = crate::set_config::PendingSettings::default();
+        let set_config = crate::set_config::set_config_function(
+            &pending_settings,
+            settings::validate_set_config,
+        );
         let notify = crate::notify::SessionNotify::new(&db.notifications, backend_pid);
         let (notify_function, listening_scalar, listening_table) = notify.functions();
         ctx.register_udtf(crate::notify::LISTENING_CHANNELS, listening_table);
@@ -518,7 +532,7 @@ impl Session {
             .chain(fault_injection_functions())
             .chain(sequence_functions)
             .chain(advisory_functions)
-            .chain([typeof_function, setting_fallback])
+            .chain([typeof_function, setting_fallback, set_config])
             .chain([notify_function, listening_scalar])
             .chain(crate::uuid_type::uuid_functions())
             .chain(crate::array_type::array_functions())
@@ -588,6 +602,9 @@ impl Session {
             temp_on_commit: Default::default(),
             gpu_rule,
             notify,
+            setting_changes: Default::default(),
+            pending_settings,
+            startup_settings: BTreeMap::new(),
         };
         session.settings.insert(
             MEMORY_SETTING.into(),
@@ -652,6 +669,7 @@ impl Session {
     }
 
     async fn execute_text(&mut self, text: &str, params: &[Value]) -> Result<Output> {
+        self.apply_pending_settings();
         if let Some(o) = self.stream_statement(text)? {
             return Ok(o);
         }
@@ -787,6 +805,7 @@ impl Session {
 
     /// Execute a prepared statement with decoded parameters.
     pub async fn execute_prepared(&mut self, p: &Prepared, params: &[Value]) -> Result<Output> {
+        self.apply_pending_settings();
         if params.len() != p.param_types.len() {
             return Err(SqlError::WrongParameterCount {
                 expected: p.param_types.len(),
@@ -939,10 +958,57 @@ impl Session {
         self.settings = DEFAULT_SETTINGS
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
+            .chain(self.startup_settings.clone())
             .collect();
         self.reset_memory_limit();
         self.reset_scheduling_group();
         self.show_privileges();
+    }
+
+    /// The settings of the client's startup message, as the session's
+    /// defaults: those that `set_config` may set (`application_name`,
+    /// custom `prefix.name` settings, `DateStyle`...). The others are not
+    /// applied, as before (`docs/design/pgwire.md`); the connection
+    /// parameters (`user`, `database`, `options`, `replication`) are not
+    /// settings.
+    pub fn apply_startup_parameters<'a>(
+        &mut self,
+        params: impl IntoIterator<Item = (&'a String, &'a String)>,
+    ) {
+        for (name, value) in params {
+            let name = name.to_ascii_lowercase();
+            if matches!(
+                name.as_str(),
+                "user" | "database" | "options" | "replication"
+            ) {
+                continue;
+            }
+            if let Ok(v) = settings::validate_set_config(&name, value) {
+                self.startup_settings.insert(name.clone(), v.clone());
+                self.settings.insert(name, v);
+            }
+        }
+    }
+
+    /// RESET name (`None`: RESET ALL).
+    fn reset(&mut self, name: Option<String>) -> Result<()> {
+        match name {
+            None => self.reset_all_settings(),
+            Some(name) if name == MEMORY_SETTING => self.reset_memory_limit(),
+            Some(name) if name == crate::scheduling::SCHEDULING_SETTING => {
+                self.reset_scheduling_group()
+            }
+            Some(name) => {
+                if let Some(v) = self.startup_settings.get(&name).cloned() {
+                    self.settings.insert(name, v);
+                } else if let Some((_, v)) = DEFAULT_SETTINGS.iter().find(|(k, _)| *k == name) {
+                    self.apply_gpu_setting(&name, v)?;
+                    self.settings.insert(name, v.to_string());
+                    self.show_privileges();
+                }
+            }
+        }
+        Ok(())
     }
 
     /// `eddy.scheduling_group` back to the role's group.
@@ -1056,24 +1122,12 @@ impl Session {
                 Output::Command(format!("DISCARD {what}"))
             }
             C::Deallocate(name) => self.deallocate(name.as_deref())?,
-            C::Reset(None) => {
-                self.reset_all_settings();
-                Output::Command("RESET".into())
-            }
-            C::Reset(Some(name)) if name == MEMORY_SETTING => {
-                self.reset_memory_limit();
-                Output::Command("RESET".into())
-            }
-            C::Reset(Some(name)) if name == crate::scheduling::SCHEDULING_SETTING => {
-                self.reset_scheduling_group();
-                Output::Command("RESET".into())
-            }
-            C::Reset(Some(name)) => {
-                if let Some((_, v)) = DEFAULT_SETTINGS.iter().find(|(k, _)| *k == name) {
-                    self.apply_gpu_setting(&name, v)?;
-                    self.settings.insert(name, v.to_string());
-                    self.show_privileges();
-                }
+            C::Reset(name) => {
+                // inside a block, undone by ROLLBACK as a SET is
+                let before = self.settings.clone();
+                let r = self.reset(name);
+                self.note_settings_changed(&before);
+                r?;
                 Output::Command("RESET".into())
             }
             C::CloseAll => {
@@ -1614,8 +1668,20 @@ impl Session {
         use datafusion::sql::sqlparser::ast::Set as S;
         match set {
             S::SingleAssignment {
-                variable, values, ..
+                variable,
+                values,
+                scope,
+                ..
             } => {
+                use datafusion::sql::sqlparser::ast::ContextModifier;
+                let local = match scope {
+                    None | Some(ContextModifier::Session) => false,
+                    Some(ContextModifier::Local) => true,
+                    Some(ContextModifier::Global) => {
+                        // not PostgreSQL's syntax
+                        return Err(SqlError::Syntax("SET GLOBAL".into()));
+                    }
+                };
                 let name = variable.to_string().to_ascii_lowercase();
                 let value = values
                     .iter()
@@ -1631,19 +1697,24 @@ impl Session {
                     .collect::<Vec<_>>()
                     .join(", ");
                 let value = settings::validate_setting(&name, &value)?;
+                if local && !self.in_transaction_block() {
+                    // PostgreSQL: a WARNING, and no effect
+                    return Ok(Output::Command("SET".into()));
+                }
                 self.apply_gpu_setting(&name, &value)?;
                 let value = self.check_transaction_setting(&name, value)?;
-                self.settings.insert(name, value);
+                self.store_setting(name, value, local);
             }
             S::SetTransaction {
                 modes,
                 snapshot,
                 session,
             } => return self.set_transaction(&modes, snapshot.is_some(), session),
-            S::SetTimeZone { value, .. } => {
-                self.settings.insert(
+            S::SetTimeZone { value, local } => {
+                self.store_setting(
                     "timezone".into(),
                     value.to_string().trim_matches('\'').to_string(),
+                    local,
                 );
             }
             S::SetNames { charset_name, .. }

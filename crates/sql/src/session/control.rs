@@ -285,6 +285,7 @@ impl Session {
         }
         let (iso, ro) = modes_of(modes)?;
         if session {
+            let before = self.settings.clone();
             if let Some(i) = iso {
                 self.settings
                     .insert("default_transaction_isolation".into(), i.name().into());
@@ -295,6 +296,7 @@ impl Session {
                     if r { "on" } else { "off" }.into(),
                 );
             }
+            self.note_settings_changed(&before);
         } else {
             if let Some(i) = iso {
                 self.set_current_isolation(i)?;
@@ -377,6 +379,7 @@ impl Session {
         if let Some(t) = self.txn.take() {
             self.discard(t);
         }
+        self.end_setting_changes(false);
         self.publish_dropped_sequences();
     }
 
@@ -414,6 +417,7 @@ impl Session {
                 );
                 t.lock_timeout = self.lock_timeout()?;
                 self.txn = Some(t);
+                self.begin_setting_changes();
                 Ok(Output::TxnStart("BEGIN".into()))
             }
             Statement::Commit { chain, .. } => {
@@ -442,10 +446,12 @@ impl Session {
                 match self.commit_transaction(t) {
                     Ok(()) => {
                         self.end_cursors(true);
+                        self.end_setting_changes(true);
                         Ok(Output::TxnEnd("COMMIT".into()))
                     }
                     Err(e) => {
                         self.end_cursors(false);
+                        self.end_setting_changes(false);
                         Err(e)
                     }
                 }
@@ -466,6 +472,7 @@ impl Session {
                         })?;
                         let undone = t.rollback_to(&name)?;
                         self.notify.rollback_to(&name);
+                        self.rollback_settings_to(&name);
                         self.drop_sequences(&undone);
                         // TxnEnd, not Command: the protocol layer must not
                         // keep an E status the session has left (the server
@@ -489,6 +496,7 @@ impl Session {
                 }
                 t.savepoint(&ident_name(&name));
                 self.notify.savepoint(&ident_name(&name));
+                self.savepoint_settings(&ident_name(&name));
                 Ok(Output::Command("SAVEPOINT".into()))
             }
             Statement::ReleaseSavepoint { name } => {
@@ -502,6 +510,7 @@ impl Session {
                 }
                 t.release(&ident_name(&name))?;
                 self.notify.release(&ident_name(&name));
+                self.release_settings(&ident_name(&name));
                 Ok(Output::Command("RELEASE".into()))
             }
             _ => Err(SqlError::Internal("not a transaction statement".into())),

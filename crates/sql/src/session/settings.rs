@@ -80,6 +80,16 @@ pub(super) fn validate_setting(name: &str, value: &str) -> Result<String> {
             "postgres" => Ok(lower),
             _ => refuse("intervals are written in postgres style only"),
         },
+        // Eddy compiles no query to machine code: with JIT off or on
+        // (PostgreSQL's "where available"), no query is JIT-compiled, as in
+        // a PostgreSQL built without LLVM, which accepts both
+        "jit" => match lower.as_str() {
+            "on" | "true" | "1" | "yes" => Ok("on".into()),
+            "off" | "false" | "0" | "no" => Ok("off".into()),
+            _ => Err(SqlError::InvalidParameter(format!(
+                "parameter \"{name}\" requires a Boolean value"
+            ))),
+        },
         "standard_conforming_strings" => match lower.as_str() {
             "on" | "true" | "1" | "yes" => Ok("on".into()),
             _ => refuse("backslashes in string literals are always literal"),
@@ -97,6 +107,24 @@ pub(super) fn validate_setting(name: &str, value: &str) -> Result<String> {
             "parameter \"{name}\" is not supported by Eddy"
         ))),
     }
+}
+
+/// `set_config(name, value, is_local)`'s check (`crate::set_config`): SET's,
+/// for the settings that check fully here. Those the session checks or acts
+/// on when they are set (timeouts, isolation, the time zone, memory,
+/// scheduling, GPU) are refused (0A000): the function's change is applied
+/// after its statement, too late to refuse a bad value.
+pub(crate) fn validate_set_config(name: &str, value: &str) -> Result<String> {
+    if HONOURED.contains(&name)
+        || name == super::MEMORY_SETTING
+        || name == crate::scheduling::SCHEDULING_SETTING
+        || name.starts_with("eddy.")
+    {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "set_config('{name}', ...) is not supported: use SET {name}"
+        )));
+    }
+    validate_setting(name, value)
 }
 
 /// Eddy has one schema for user relations, `public`, beside the system
