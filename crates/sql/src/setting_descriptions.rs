@@ -20,6 +20,7 @@ pub fn setting_description(name: &str) -> Option<&'static str> {
         "integer_datetimes" => "Shows whether datetimes are integer based.",
         "intervalstyle" => "Sets the display format for interval values.",
         "is_superuser" => "Shows whether the current user is a superuser.",
+        "jit" => "Allow JIT compilation (Eddy compiles no query, whatever the value).",
         "lc_collate" => "Shows the collation order locale.",
         "lc_ctype" => "Shows the character classification and case conversion locale.",
         "lock_timeout" => "Sets the maximum allowed duration of any wait for a lock.",
