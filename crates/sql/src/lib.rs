@@ -37,6 +37,7 @@ pub mod checked_arith;
 pub mod copy;
 pub mod custom_commands;
 pub mod date_functions;
+pub mod datetime_in;
 pub mod deferred_fk;
 pub mod error;
 pub mod expand_array;

@@ -587,8 +587,12 @@ fn rewrite_expr(e: &mut Expr) {
         }
         Expr::TypedString(TypedString {
             data_type, value, ..
-        }) if matches!(data_type, SqlType::Timestamp(..) | SqlType::Bytea) => {
-            // `TIMESTAMPTZ '...'`: the same as a cast of the string
+        }) if matches!(
+            data_type,
+            SqlType::Timestamp(..) | SqlType::Bytea | SqlType::Date
+        ) =>
+        {
+            // `TIMESTAMPTZ '...'`, `DATE '...'`: the same as a cast of the string
             let inner = Expr::Value(value.clone());
             let data_type = data_type.clone();
             *e = Expr::Cast {
@@ -1001,6 +1005,8 @@ const TIMESTAMPTZ_ARROW: &str = "Timestamp(Microsecond, Some(\"+00:00\"))";
 /// * `x::timestamptz`: an instant printed with `+00` (DataFusion's is a
 ///   timestamp without zone); a literal's zone suffix converts to UTC;
 /// * `'2024-01-01 12:30+02'::timestamp`: the suffix is ignored;
+/// * a `date`, `timestamp` or `timestamptz` literal Eddy's reader refuses:
+///   PostgreSQL's error (`crate::datetime_in`);
 /// * `x::varchar(n)`: an explicit cast truncates to n characters.
 fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
     let custom = match data_type {
@@ -1053,7 +1059,10 @@ fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
             let inner = match string_literal(expr) {
                 Some(s) => match pgtypes::timestamp_instant(s) {
                     Ok(t) => string_expr(value_text(&Value::Timestamp(t), None)),
-                    Err(_) => expr.clone(),
+                    // refused while planning, with PostgreSQL's error
+                    Err(_) => {
+                        return Some(call(crate::datetime_in::TIMESTAMPTZ_IN, vec![expr.clone()]))
+                    }
                 },
                 None => expr.clone(),
             };
@@ -1067,10 +1076,21 @@ fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
         }
         SqlType::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => {
             let s = string_literal(expr)?;
-            let t = pgtypes::timestamp_wall_clock(s).ok()?;
+            let Ok(t) = pgtypes::timestamp_wall_clock(s) else {
+                // refused while planning, with PostgreSQL's error
+                return Some(call(crate::datetime_in::TIMESTAMP_IN, vec![expr.clone()]));
+            };
             let canonical = value_text(&Value::Timestamp(t), None);
             // already canonical: leave it (and stop the rewrite repeating)
             (canonical != s).then(|| cast_to(string_expr(canonical), naive()))
+        }
+        SqlType::Date => {
+            let s = string_literal(expr)?;
+            match pgtypes::date_in(s) {
+                Ok(_) => None,
+                // refused while planning, with PostgreSQL's error
+                Err(_) => Some(call(crate::datetime_in::DATE_IN, vec![expr.clone()])),
+            }
         }
         SqlType::Numeric(ExactNumberInfo::None)
         | SqlType::Decimal(ExactNumberInfo::None)

@@ -536,6 +536,7 @@ impl Session {
             .chain([notify_function, listening_scalar])
             .chain(crate::uuid_type::uuid_functions())
             .chain(crate::array_type::array_functions())
+            .chain(crate::datetime_in::datetime_in_functions())
             .chain([
                 crate::array_subquery::array_or_empty_udf(),
                 crate::cast_names::same_udf(),

@@ -276,6 +276,12 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
     timestamp_from_text(s).ok()
 }
 
+/// `date` text as PostgreSQL reads it, with its SQLSTATEs (22007 for
+/// syntax, 22008 for a field out of range or an infinite date).
+pub fn date_in(s: &str) -> Result<i32> {
+    date_from_text(s.trim()).map_err(|e| e.to_sql("date", s))
+}
+
 /// `timestamp` text as PostgreSQL reads it: a zone suffix is ignored
 /// (`'2024-01-01 12:30+02'::timestamp` is 12:30).
 pub fn timestamp_wall_clock(s: &str) -> Result<i64> {
