@@ -98,6 +98,7 @@ pub mod temp_tables;
 pub mod text_casts;
 pub mod time_functions;
 pub mod to_char;
+pub mod to_char_number;
 pub mod to_timestamp;
 pub mod txn;
 pub mod udf_args;

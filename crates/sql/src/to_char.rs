@@ -16,8 +16,9 @@
 //! PostgreSQL resolves `to_char(date, text)`. Eddy's `TimeZone` is always
 //! UTC, so a timestamp with time zone is formatted in UTC (`TZ` is `UTC`);
 //! for a timestamp without time zone `TZ` is empty and `OF` is `+00`, as in
-//! PostgreSQL. Other first arguments (numeric, interval) are refused with
-//! 0A000: PostgreSQL formats them, Eddy does not yet.
+//! PostgreSQL. Integers, numerics and floats are formatted by
+//! `crate::to_char_number`. Intervals are refused with 0A000: PostgreSQL
+//! formats them, Eddy does not yet.
 
 use std::sync::Arc;
 
@@ -523,7 +524,7 @@ struct ToChar {
 
 fn refuse(what: &DataType) -> DataFusionError {
     DataFusionError::External(Box::new(SqlError::FeatureNotSupported(format!(
-        "to_char of {what} is not supported: Eddy's to_char formats timestamp, timestamp with time zone and date values"
+        "to_char of {what} is not supported: Eddy's to_char formats timestamp, timestamp with time zone, date and numeric values"
     ))))
 }
 
@@ -548,6 +549,9 @@ impl ScalarUDFImpl for ToChar {
                 DataType::Timestamp(TimeUnit::Microsecond, zone.clone())
             }
             DataType::Null => DataType::Timestamp(TimeUnit::Microsecond, None),
+            DataType::Decimal128(..) => value.clone(),
+            t if t.is_integer() => DataType::Int64,
+            t if t.is_floating() => DataType::Float64,
             // refused by `return_type`: an error here would be reported as
             // "no function matches" (42883), and PostgreSQL has one
             other => other.clone(),
@@ -567,7 +571,14 @@ impl ScalarUDFImpl for ToChar {
 
     fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
         match args.first() {
-            Some(DataType::Date32 | DataType::Timestamp(..)) | None => Ok(DataType::Utf8),
+            Some(
+                DataType::Date32
+                | DataType::Timestamp(..)
+                | DataType::Decimal128(..)
+                | DataType::Int64
+                | DataType::Float64,
+            )
+            | None => Ok(DataType::Utf8),
             Some(other) => Err(refuse(other)),
         }
     }
@@ -586,6 +597,13 @@ impl ScalarUDFImpl for ToChar {
         let templates = templates
             .as_string_opt::<i32>()
             .ok_or_else(|| DataFusionError::Internal("to_char's template is not text".into()))?;
+        if matches!(
+            values.data_type(),
+            DataType::Decimal128(..) | DataType::Int64 | DataType::Float64
+        ) {
+            let out = format_numbers(values.as_ref(), templates)?;
+            return crate::udf_args::scalar_if(all_scalar, out);
+        }
         let with_zone = match values.data_type() {
             DataType::Timestamp(_, zone) => zone.is_some(),
             _ => true,
@@ -627,6 +645,50 @@ impl ScalarUDFImpl for ToChar {
         let out: ArrayRef = Arc::new(out.finish());
         crate::udf_args::scalar_if(all_scalar, out)
     }
+}
+
+/// `to_char(number, template)` for a column of integers, numerics or
+/// floats (`crate::to_char_number`).
+fn format_numbers(
+    values: &dyn Array,
+    templates: &datafusion::arrow::array::StringArray,
+) -> DfResult<ArrayRef> {
+    use crate::to_char_number::{decimal_parts, float_parts, NumberTemplate};
+    use datafusion::arrow::datatypes::{Decimal128Type, Float64Type, Int64Type};
+    let external = |e: SqlError| DataFusionError::External(Box::new(e));
+    let mut out = StringBuilder::new();
+    let mut parsed: Option<(String, NumberTemplate)> = None;
+    for i in 0..values.len() {
+        if values.is_null(i) || templates.is_null(i) {
+            out.append_null();
+            continue;
+        }
+        let text = templates.value(i);
+        let template = match &parsed {
+            Some((seen, template)) if seen == text => template,
+            _ => {
+                let t = NumberTemplate::parse(text).map_err(external)?;
+                &parsed.insert((text.to_string(), t)).1
+            }
+        };
+        let places = template.fraction_places();
+        let (negative, int, frac) = match values.data_type() {
+            DataType::Decimal128(_, scale) => decimal_parts(
+                values.as_primitive::<Decimal128Type>().value(i),
+                *scale,
+                places,
+            ),
+            DataType::Int64 => decimal_parts(
+                i128::from(values.as_primitive::<Int64Type>().value(i)),
+                0,
+                places,
+            ),
+            _ => float_parts(values.as_primitive::<Float64Type>().value(i), places)
+                .map_err(external)?,
+        };
+        out.append_value(template.format(negative, &int, &frac));
+    }
+    Ok(Arc::new(out.finish()))
 }
 
 /// The function, registered over DataFusion's `to_char`.
