@@ -50,6 +50,15 @@ async def main():
         check(sorted(ids) == [r["id"] for r in await c.fetch("SELECT id FROM pool_items ORDER BY id")],
               "the ids RETURNING gave are the stored ones")
 
+    # set_config (asyncpg turns jit off with it before it introspects a
+    # type) and an oid[] parameter (its introspection query's): announced
+    # as oid[], which asyncpg encodes with its own codec
+    async with pool.acquire() as c:
+        check(await c.fetchval("SELECT set_config('jit', 'off', false)") == "off", "set_config")
+        check(await c.fetchval("SHOW jit") == "off", "jit is off")
+        check(await c.fetchval("SELECT 1007 = ANY($1::oid[])", [1007, 23]) is True, "oid[] parameter")
+        check(await c.fetchval("SELECT cardinality($1::oid[])", []) == 0, "empty oid[] parameter")
+
     # advisory locks: exclusive between sessions, re-entrant, released by
     # unlock_all and by the session's end
     a = await asyncpg.connect(**kw)

@@ -1018,6 +1018,18 @@ fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
     // PostgreSQL's array input instead (`array_type`)
     let is_array = matches!(data_type, SqlType::Array(_))
         || custom.as_deref().is_some_and(|c| c.starts_with('_'));
+    if is_oid_array_type(data_type) {
+        // oids are bigints in Eddy (as `x::oid` is)
+        return Some(call(
+            crate::array_type::ARRAY_IN,
+            vec![
+                expr.clone(),
+                string_expr(crate::array_type::type_arg(ColumnType::Array(
+                    eddy_common::ArrayElem::BigInt,
+                ))),
+            ],
+        ));
+    }
     if is_array {
         if let Ok(ty @ ColumnType::Array(_)) = pgtypes::column_type_from_sql(data_type) {
             return Some(call(
@@ -1687,6 +1699,63 @@ pub fn count_params(stmt: &mut Statement) -> usize {
         ControlFlow::<()>::Continue(())
     });
     max
+}
+
+/// Whether `t` names `oid[]` (or an array of another type Eddy reads as
+/// an oid: `regtype[]`, `regclass[]`).
+fn is_oid_array_type(t: &SqlType) -> bool {
+    use datafusion::sql::sqlparser::ast::ArrayElemTypeDef;
+    let oid_like = |name: Option<String>| {
+        matches!(
+            name.as_deref(),
+            Some("oid" | "regtype" | "regclass" | "regproc")
+        )
+    };
+    match t {
+        SqlType::Array(
+            ArrayElemTypeDef::SquareBracket(inner, _)
+            | ArrayElemTypeDef::AngleBracket(inner)
+            | ArrayElemTypeDef::Parenthesis(inner),
+        ) => match inner.as_ref() {
+            SqlType::Custom(name, _) => oid_like(last_ident(&name)),
+            SqlType::Regclass => true,
+            _ => false,
+        },
+        SqlType::Custom(name, _) => {
+            matches!(
+                last_ident(name).as_deref(),
+                Some("_oid" | "_regtype" | "_regclass")
+            )
+        }
+        _ => false,
+    }
+}
+
+/// The types PostgreSQL gives parameters cast to `oid[]` (`$1::oid[]`,
+/// asyncpg's type introspection): `oid[]` (1028), which clients encode
+/// with their own codec, where DataFusion would infer Eddy's `int8[]` that
+/// such a client has no codec for. Fills only unknown (0) slots.
+pub fn declared_oid_array_params(stmt: &Statement, types: &mut [u32]) {
+    let _ = visit_expressions(stmt, |e| {
+        if let Expr::Cast {
+            expr, data_type, ..
+        } = e
+        {
+            if let Expr::Value(ValueWithSpan {
+                value: SqlValue::Placeholder(p),
+                ..
+            }) = expr.as_ref()
+            {
+                let slot = param_number(p).and_then(|n| types.get_mut(n.wrapping_sub(1)));
+                if let Some(slot) = slot.filter(|s| **s == 0) {
+                    if is_oid_array_type(data_type) {
+                        *slot = pgtypes::oid::OID_ARRAY;
+                    }
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 /// `$n` -> n when the expression is a placeholder with n in `1..=MAX_PARAMS`.

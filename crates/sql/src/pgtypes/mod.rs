@@ -34,6 +34,7 @@ pub mod oid {
     pub const INT4: u32 = 23;
     pub const TEXT: u32 = 25;
     pub const OID: u32 = 26;
+    pub const OID_ARRAY: u32 = 1028;
     pub const FLOAT4: u32 = 700;
     pub const FLOAT8: u32 = 701;
     pub const UNKNOWN: u32 = 705;
