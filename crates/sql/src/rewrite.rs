@@ -1717,7 +1717,7 @@ fn is_oid_array_type(t: &SqlType) -> bool {
             | ArrayElemTypeDef::AngleBracket(inner)
             | ArrayElemTypeDef::Parenthesis(inner),
         ) => match inner.as_ref() {
-            SqlType::Custom(name, _) => oid_like(last_ident(&name)),
+            SqlType::Custom(name, _) => oid_like(last_ident(name)),
             SqlType::Regclass => true,
             _ => false,
         },
