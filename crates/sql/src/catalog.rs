@@ -2379,6 +2379,17 @@ pub fn pg_functions(
             }
         }),
         udf("eddy_regtype", I8, regtype_oid),
+        // a regtype as PostgreSQL prints it (`crate::rewrite`): the type's
+        // name, `-` for 0, the number for an OID that names no type
+        udf("eddy_regtype_name", T, |v| match regtype_oid(v) {
+            S::Int64(Some(0)) => s("-"),
+            // (705 is the type `unknown` itself)
+            S::Int64(Some(o)) => match format_type(o, -1) {
+                Some(name) if name != "unknown" || o == 705 => s(&name),
+                _ => s(&o.to_string()),
+            },
+            _ => null_text(),
+        }),
         // PostgreSQL's to_regtype: the type's OID, NULL when there is none
         // (psycopg's TypeInfo.fetch, SQLAlchemy's dialect start-up)
         udf("to_regtype", I8, regtype_oid),

@@ -432,10 +432,15 @@ fn names_text_type(t: &SqlType) -> bool {
 
 /// `X` of `eddy_regclass(X)`, the rewritten `X::regclass`.
 fn regclass_lookup_argument(e: &Expr) -> Option<Expr> {
+    lookup_argument(e, "eddy_regclass")
+}
+
+/// `X` of the call `function(X)`.
+fn lookup_argument(e: &Expr, function: &str) -> Option<Expr> {
     let Expr::Function(f) = e else {
         return None;
     };
-    if last_ident(&f.name).as_deref() != Some("eddy_regclass") {
+    if last_ident(&f.name).as_deref() != Some(function) {
         return None;
     }
     let FunctionArguments::List(list) = &f.args else {
@@ -700,6 +705,15 @@ fn rewrite_expr(e: &mut Expr) {
         } if names_text_type(data_type) && regclass_lookup_argument(expr).is_some() => {
             if let Some(arg) = regclass_lookup_argument(expr) {
                 *e = call("eddy_regclass_name", vec![arg]);
+            }
+        }
+        // `oid::regtype::text`: the type's name, as PostgreSQL prints a
+        // regtype (`-` for 0; asyncpg's type introspection reads it)
+        Expr::Cast {
+            expr, data_type, ..
+        } if names_text_type(data_type) && lookup_argument(expr, "eddy_regtype").is_some() => {
+            if let Some(arg) = lookup_argument(expr, "eddy_regtype") {
+                *e = call("eddy_regtype_name", vec![arg]);
             }
         }
         Expr::Cast {
