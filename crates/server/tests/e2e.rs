@@ -269,6 +269,19 @@ fn psql_describe_commands_work() {
         "INSERT INTO orders VALUES (1, 'ann', 10.50); SELECT customer, amount FROM orders",
     );
     assert!(ok && out.contains("ann") && out.contains("10.50"), "{out}");
+    // \du's "Member of" lists the role's grants (it was empty: an
+    // ARRAY(SELECT ...) over pg_catalog was taken for an empty catalog)
+    let (ok, out) = psql(
+        &server,
+        "CREATE ROLE readers; CREATE ROLE ann LOGIN; GRANT readers TO ann",
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = psql(&server, "\\du");
+    let ann = out.lines().find(|l| l.trim_start().starts_with("ann"));
+    assert!(
+        ok && ann.is_some_and(|l| l.contains("{readers}")),
+        "\\du: {out}"
+    );
 }
 
 #[test]

@@ -795,13 +795,15 @@ fn rewrite_expr(e: &mut Expr) {
         }
         Expr::Function(f)
             if last_ident(&f.name).as_deref() == Some("array")
-                && matches!(&f.args, FunctionArguments::Subquery(q) if reads_qualified_catalog(q)) =>
+                && matches!(&f.args, FunctionArguments::Subquery(q)
+                    if reads_qualified_catalog(q) && !reads_role_memberships(q)) =>
         {
             // psql's `array(select ...)` over catalog objects Eddy does not
             // have: TOAST options (`unnest(tc.reloptions)`, tc a LEFT JOIN
             // that never matches), policy roles (pg_policy is empty),
             // publications. Each is evaluated on no row or yields no element:
             // a NULL text[] (array_to_string and unnest still take it).
+            // Role memberships exist (`\du`'s "Member of"): planned below.
             *e = Expr::Cast {
                 kind: datafusion::sql::sqlparser::ast::CastKind::DoubleColon,
                 expr: Box::new(Expr::Value(SqlValue::Null.into())),
@@ -1379,6 +1381,20 @@ fn reads_qualified_catalog(q: &datafusion::sql::sqlparser::ast::Query) -> bool {
             && matches!(name.0.first(), Some(ObjectNamePart::Identifier(i))
                 if i.value.eq_ignore_ascii_case("pg_catalog"));
         if qualified {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .is_break()
+}
+
+/// Whether a query reads `pg_auth_members`, whose rows Eddy has (its role
+/// grants), unlike the catalogs of [`reads_qualified_catalog`]'s rule.
+fn reads_role_memberships(q: &datafusion::sql::sqlparser::ast::Query) -> bool {
+    use datafusion::sql::sqlparser::ast::visit_relations;
+    visit_relations(q, |name: &ObjectName| {
+        if last_ident(name).as_deref() == Some("pg_auth_members") {
             ControlFlow::Break(())
         } else {
             ControlFlow::Continue(())
