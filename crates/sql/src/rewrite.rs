@@ -1856,10 +1856,18 @@ mod tests {
         );
         assert!(toast.contains("NULL::TEXT[]"), "{toast}");
         // a catalog relation nested in a join inside the subquery
+        let publications = rewritten(
+            "SELECT ARRAY(SELECT p.pubname FROM pg_catalog.pg_publication p JOIN pg_catalog.pg_publication_rel pr ON (p.oid = pr.prpubid) WHERE pr.prrelid = c.oid) FROM pg_catalog.pg_class c",
+        );
+        assert!(publications.contains("NULL::TEXT[]"), "{publications}");
+        // role memberships exist (psql's `\du`): aggregated, not NULL
         let member_of = rewritten(
             "SELECT ARRAY(SELECT b.rolname FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles b ON (m.roleid = b.oid) WHERE m.member = r.oid) FROM pg_catalog.pg_roles r",
         );
-        assert!(member_of.contains("NULL::TEXT[]"), "{member_of}");
+        assert!(
+            member_of.contains("eddy_array_or_empty((SELECT array_agg(b.rolname)"),
+            "{member_of}"
+        );
         // a user's subquery is an aggregate of its rows
         // (`crate::array_subquery`), even one that mentions pg_catalog in
         // a string (the old check matched the printed text)
