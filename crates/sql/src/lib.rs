@@ -68,6 +68,7 @@ mod node_rewrite;
 pub mod notify;
 pub mod numeric_cast;
 pub mod numeric_division;
+pub mod ordered_set;
 pub mod output_names;
 pub mod pg_functions;
 pub mod pgtypes;

@@ -568,7 +568,10 @@ impl Session {
                 ctx.register_udaf(f.as_ref().clone().with_aliases([alias]));
             }
         }
-        for f in crate::json_aggregates::json_aggregates() {
+        for f in crate::json_aggregates::json_aggregates()
+            .into_iter()
+            .chain(crate::ordered_set::ordered_set_aggregates())
+        {
             ctx.register_udaf(f);
         }
         datafusion::execution::FunctionRegistry::register_expr_planner(
