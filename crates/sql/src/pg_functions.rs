@@ -1,5 +1,5 @@
 //! PostgreSQL scalar functions that DataFusion lacks and applications send:
-//! `md5`, `scale`, `sign`, `num_nulls`, `num_nonnulls`, `quote_literal`,
+//! `md5`, `scale`, `min_scale`, `sign`, `num_nulls`, `num_nonnulls`, `quote_literal`,
 //! `quote_nullable`, `quote_ident`, `width_bucket`, `format` and
 //! `regexp_split_to_array`. (`mod(a, b)` and `timezone(zone, ts)` are
 //! rewritten on the AST into `a % b` and `ts AT TIME ZONE zone`,
@@ -137,6 +137,12 @@ pub fn pg_functions() -> Vec<ScalarUDF> {
     vec![
         function("md5", coerce_md5, |_| Ok(DataType::Utf8), md5),
         function("scale", coerce_scale, |_| Ok(DataType::Int32), scale),
+        function(
+            "min_scale",
+            coerce_scale,
+            |_| Ok(DataType::Int32),
+            min_scale,
+        ),
         function("sign", coerce_sign, sign_type, sign),
         function("num_nulls", keep_types, |_| Ok(DataType::Int32), num_nulls),
         function(
@@ -265,6 +271,24 @@ fn coerce_scale(args: &[DataType]) -> Result<Vec<DataType>, SqlError> {
 fn scale(args: &[ScalarValue], _: &DataType) -> Result<ScalarValue, SqlError> {
     Ok(ScalarValue::Int32(match args.first() {
         Some(ScalarValue::Decimal128(Some(_), _, s)) => Some(i32::from(*s)),
+        Some(ScalarValue::Int64(Some(_))) => Some(0),
+        _ => None,
+    }))
+}
+
+/// The fewest fraction digits that write the value exactly: its scale
+/// less its trailing fractional zeros (0 for zero and for integers).
+fn min_scale(args: &[ScalarValue], _: &DataType) -> Result<ScalarValue, SqlError> {
+    Ok(ScalarValue::Int32(match args.first() {
+        Some(ScalarValue::Decimal128(Some(v), _, s)) => {
+            let mut digits = i32::from(*s).max(0);
+            let mut v = *v;
+            while digits > 0 && v % 10 == 0 {
+                v /= 10;
+                digits -= 1;
+            }
+            Some(if v == 0 { 0 } else { digits })
+        }
         Some(ScalarValue::Int64(Some(_))) => Some(0),
         _ => None,
     }))
