@@ -175,10 +175,7 @@ impl ScalarUDFImpl for ShapeFunction {
         }
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let all_scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let all_scalar = crate::udf_args::all_scalar(&args.args);
         let n = args.number_rows;
         let arrays = args
             .args

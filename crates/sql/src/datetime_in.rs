@@ -70,10 +70,7 @@ impl ScalarUDFImpl for DatetimeIn {
         })
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let all_scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let all_scalar = crate::udf_args::all_scalar(&args.args);
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let Some(text) = arrays.first() else {
             return Err(DataFusionError::Plan(format!("{} needs text", self.name())));

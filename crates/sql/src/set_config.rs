@@ -96,10 +96,7 @@ impl ScalarUDFImpl for SetConfig {
         })
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let all_scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let all_scalar = crate::udf_args::all_scalar(&args.args);
         let arrays: Vec<ArrayRef> = ColumnarValue::values_to_arrays(&args.args)?;
         let [names, values, locals] = arrays.as_slice() else {
             return Err(DataFusionError::Internal(

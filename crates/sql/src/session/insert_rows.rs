@@ -74,8 +74,9 @@ pub(crate) fn insert_rows(
     let on_conflict = conflicts.on_conflict;
     let def = table.def().clone();
     let mut n = 0u64;
-    // DO UPDATE: the keys this statement inserted or updated; a second
-    // proposed row for one of them is PostgreSQL's 21000
+    // DO UPDATE: the keys this statement inserted or updated (through a
+    // unique index: the rows it reached); a second proposed row for one of
+    // them is PostgreSQL's 21000
     let mut touched: HashSet<Vec<u8>> = HashSet::new();
     let updates = matches!(on_conflict, OnConflict::Update(_));
     let arbiter = match conflicts.update_unique {
@@ -85,21 +86,19 @@ pub(crate) fn insert_rows(
     for row in rows {
         eddy_storage::codec::check_row(&def, &row)?;
         if let Some((u, index)) = arbiter {
-            let found = update_through_unique(txn, table, lsns, u, index, &row)?;
-            match found {
-                Found::Updated { key, new } => {
-                    if !touched.insert(key) {
-                        return Err(SqlError::ConflictUpdateTwice);
-                    }
-                    if let Some(new) = new {
-                        if let Some(w) = written.as_mut() {
-                            w.push(new);
-                        }
-                        n += 1;
-                    }
-                    continue;
+            if let Found::Updated { key, new } =
+                update_through_unique(txn, table, lsns, u, index, &row)?
+            {
+                if !touched.insert(key) {
+                    return Err(SqlError::ConflictUpdateTwice);
                 }
-                Found::None => {}
+                if let Some(new) = new {
+                    if let Some(w) = written.as_mut() {
+                        w.push(new);
+                    }
+                    n += 1;
+                }
+                continue;
             }
         }
         if !def.has_primary_key() {
