@@ -72,6 +72,14 @@ fn asyncpg_pool_resets_and_advisory_locks() {
     python_script("asyncpg_pool.py");
 }
 
+/// asyncpg fetches and binds arrays of every stored element type (its
+/// type introspection needs the catalogs' oid columns typed `oid`) and
+/// reads oid columns as oids.
+#[test]
+fn asyncpg_arrays_and_oids() {
+    python_script("asyncpg_types.py");
+}
+
 #[test]
 fn server_side_cursors_psycopg2_and_psycopg3() {
     python_script("server_cursors.py");

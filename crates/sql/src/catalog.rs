@@ -316,7 +316,9 @@ fn mem_table_typed(
     MemTable::try_new(schema, vec![vec![batch]])
 }
 
-use DataType::{Boolean as B, Float32 as F4, Int16 as I2, Int32 as I4, Int64 as I8, Utf8 as T};
+use DataType::{
+    Boolean as B, Float32 as F4, Int16 as I2, Int32 as I4, Int64 as I8, UInt32 as O, Utf8 as T,
+};
 
 /// `text[]` columns (reloptions, stxkind): drivers apply `= any(...)`,
 /// `||` and `array_to_string` to them.
@@ -660,9 +662,9 @@ fn build_pg_table(
     match name {
         "pg_namespace" => mem_table(
             &[
-                ("oid", I8),
+                ("oid", O),
                 ("nspname", T),
-                ("nspowner", I8),
+                ("nspowner", O),
                 ("nspacl", text_array()),
             ],
             vec![
@@ -761,19 +763,19 @@ fn build_pg_table(
             }
             mem_table(
                 &[
-                    ("oid", I8),
+                    ("oid", O),
                     ("relname", T),
-                    ("relnamespace", I8),
-                    ("reltype", I8),
-                    ("reloftype", I8),
-                    ("relowner", I8),
-                    ("relam", I8),
-                    ("relfilenode", I8),
-                    ("reltablespace", I8),
+                    ("relnamespace", O),
+                    ("reltype", O),
+                    ("reloftype", O),
+                    ("relowner", O),
+                    ("relam", O),
+                    ("relfilenode", O),
+                    ("reltablespace", O),
                     ("relpages", I4),
                     ("reltuples", F4),
                     ("relallvisible", I4),
-                    ("reltoastrelid", I8),
+                    ("reltoastrelid", O),
                     ("relhasindex", B),
                     ("relisshared", B),
                     ("relpersistence", T),
@@ -788,7 +790,7 @@ fn build_pg_table(
                     ("relispopulated", B),
                     ("relreplident", T),
                     ("relispartition", B),
-                    ("relrewrite", I8),
+                    ("relrewrite", O),
                     ("relacl", text_array()),
                     ("relpartbound", T),
                     ("reloptions", text_array()),
@@ -859,9 +861,9 @@ fn build_pg_table(
             }
             mem_table(
                 &[
-                    ("attrelid", I8),
+                    ("attrelid", O),
                     ("attname", T),
-                    ("atttypid", I8),
+                    ("atttypid", O),
                     ("attlen", I2),
                     ("attnum", I2),
                     ("atttypmod", I4),
@@ -872,7 +874,7 @@ fn build_pg_table(
                     ("attgenerated", T),
                     ("attisdropped", B),
                     ("attislocal", B),
-                    ("attcollation", I8),
+                    ("attcollation", O),
                     ("attndims", I4),
                     ("attbyval", B),
                     ("attstorage", T),
@@ -956,10 +958,10 @@ fn build_pg_table(
             }
             mem_table(
                 &[
-                    ("oid", I8),
+                    ("oid", O),
                     ("typname", T),
-                    ("typnamespace", I8),
-                    ("typowner", I8),
+                    ("typnamespace", O),
+                    ("typowner", O),
                     ("typlen", I2),
                     ("typbyval", B),
                     ("typtype", T),
@@ -967,9 +969,9 @@ fn build_pg_table(
                     ("typispreferred", B),
                     ("typisdefined", B),
                     ("typdelim", T),
-                    ("typrelid", I8),
-                    ("typelem", I8),
-                    ("typarray", I8),
+                    ("typrelid", O),
+                    ("typelem", O),
+                    ("typarray", O),
                     ("typinput", T),
                     ("typoutput", T),
                     ("typreceive", T),
@@ -977,10 +979,10 @@ fn build_pg_table(
                     ("typalign", T),
                     ("typstorage", T),
                     ("typnotnull", B),
-                    ("typbasetype", I8),
+                    ("typbasetype", O),
                     ("typtypmod", I4),
                     ("typndims", I4),
-                    ("typcollation", I8),
+                    ("typcollation", O),
                     // NULL: no built-in type has a default (domains do)
                     ("typdefault", T),
                 ],
@@ -1030,8 +1032,8 @@ fn build_pg_table(
                 .collect();
             mem_table_typed(
                 &[
-                    ("indexrelid", I8),
-                    ("indrelid", I8),
+                    ("indexrelid", O),
+                    ("indrelid", O),
                     ("indnatts", I2),
                     ("indnkeyatts", I2),
                     ("indisunique", B),
@@ -1146,17 +1148,17 @@ fn build_pg_table(
             }
             mem_table(
                 &[
-                    ("oid", I8),
+                    ("oid", O),
                     ("conname", T),
-                    ("connamespace", I8),
+                    ("connamespace", O),
                     ("contype", T),
                     ("condeferrable", B),
                     ("condeferred", B),
                     ("convalidated", B),
-                    ("conrelid", I8),
-                    ("contypid", I8),
-                    ("conindid", I8),
-                    ("confrelid", I8),
+                    ("conrelid", O),
+                    ("contypid", O),
+                    ("conindid", O),
+                    ("confrelid", O),
                     ("confupdtype", T),
                     ("confdeltype", T),
                     ("confmatchtype", T),
@@ -1169,23 +1171,23 @@ fn build_pg_table(
                     ("conkey", int2_array()),
                     ("confkey", int2_array()),
                     ("conbin", T),
-                    ("conparentid", I8),
+                    ("conparentid", O),
                 ],
                 rows,
             )
         }
         "pg_database" => mem_table(
             &[
-                ("oid", I8),
+                ("oid", O),
                 ("datname", T),
-                ("datdba", I8),
+                ("datdba", O),
                 ("encoding", I4),
                 ("datcollate", T),
                 ("datctype", T),
                 ("datistemplate", B),
                 ("datallowconn", B),
                 ("datconnlimit", I4),
-                ("dattablespace", I8),
+                ("dattablespace", O),
                 ("datacl", text_array()),
                 ("datlocprovider", T),
                 ("daticulocale", T),
@@ -1241,7 +1243,7 @@ fn build_pg_table(
             )
         }
         "pg_am" => mem_table(
-            &[("oid", I8), ("amname", T), ("amhandler", T), ("amtype", T)],
+            &[("oid", O), ("amname", T), ("amhandler", T), ("amtype", T)],
             vec![
                 vec![i(2), s("heap"), s("heap_tableam_handler"), s("t")],
                 vec![i(403), s("btree"), s("bthandler"), s("i")],
@@ -1249,10 +1251,10 @@ fn build_pg_table(
         ),
         "pg_roles" | "pg_user" | "pg_authid" => mem_table(
             &[
-                ("oid", I8),
+                ("oid", O),
                 ("rolname", T),
                 ("usename", T),
-                ("usesysid", I8),
+                ("usesysid", O),
                 ("rolsuper", B),
                 ("usesuper", B),
                 ("rolinherit", B),
@@ -1299,9 +1301,9 @@ fn build_pg_table(
         ),
         "pg_auth_members" => mem_table(
             &[
-                ("roleid", I8),
-                ("member", I8),
-                ("grantor", I8),
+                ("roleid", O),
+                ("member", O),
+                ("grantor", O),
                 ("admin_option", B),
             ],
             current
@@ -1365,12 +1367,12 @@ fn build_pg_table(
         ),
         "pg_proc" => mem_table(
             &[
-                ("oid", I8),
+                ("oid", O),
                 ("proname", T),
-                ("pronamespace", I8),
-                ("proowner", I8),
+                ("pronamespace", O),
+                ("proowner", O),
                 ("prokind", T),
-                ("prorettype", I8),
+                ("prorettype", O),
                 ("proargtypes", T),
                 ("proretset", B),
             ],
@@ -1392,8 +1394,8 @@ fn build_pg_table(
             }
             mem_table(
                 &[
-                    ("objoid", I8),
-                    ("classoid", I8),
+                    ("objoid", O),
+                    ("classoid", O),
                     ("objsubid", I4),
                     ("description", T),
                 ],
@@ -1418,14 +1420,14 @@ fn build_pg_table(
                 }
             }
             mem_table(
-                &[("oid", I8), ("adrelid", I8), ("adnum", I2), ("adbin", T)],
+                &[("oid", O), ("adrelid", O), ("adnum", I2), ("adbin", T)],
                 rows,
             )
         }
         "pg_inherits" => mem_table(
             &[
-                ("inhrelid", I8),
-                ("inhparent", I8),
+                ("inhrelid", O),
+                ("inhparent", O),
                 ("inhseqno", I4),
                 ("inhdetachpending", B),
             ],
@@ -1433,20 +1435,20 @@ fn build_pg_table(
         ),
         "pg_trigger" => mem_table(
             &[
-                ("oid", I8),
-                ("tgrelid", I8),
+                ("oid", O),
+                ("tgrelid", O),
                 ("tgname", T),
                 ("tgenabled", T),
                 ("tgisinternal", B),
-                ("tgparentid", I8),
+                ("tgparentid", O),
             ],
             vec![],
         ),
         "pg_policy" => mem_table(
             &[
-                ("oid", I8),
+                ("oid", O),
                 ("polname", T),
-                ("polrelid", I8),
+                ("polrelid", O),
                 ("polcmd", T),
                 ("polpermissive", B),
                 ("polroles", T),
@@ -1457,10 +1459,10 @@ fn build_pg_table(
         ),
         "pg_statistic_ext" => mem_table(
             &[
-                ("oid", I8),
-                ("stxrelid", I8),
+                ("oid", O),
+                ("stxrelid", O),
                 ("stxname", T),
-                ("stxnamespace", I8),
+                ("stxnamespace", O),
                 ("stxkeys", T),
                 ("stxkind", text_array()),
                 ("stxstattarget", I4),
@@ -1469,7 +1471,7 @@ fn build_pg_table(
         ),
         "pg_publication" => mem_table(
             &[
-                ("oid", I8),
+                ("oid", O),
                 ("pubname", T),
                 ("puballtables", B),
                 ("pubinsert", B),
@@ -1482,9 +1484,9 @@ fn build_pg_table(
         ),
         "pg_publication_rel" => mem_table(
             &[
-                ("oid", I8),
-                ("prpubid", I8),
-                ("prrelid", I8),
+                ("oid", O),
+                ("prpubid", O),
+                ("prrelid", O),
                 ("prqual", T),
                 ("prattrs", T),
             ],
@@ -1496,18 +1498,18 @@ fn build_pg_table(
         ),
         "pg_rewrite" => mem_table(
             &[
-                ("oid", I8),
+                ("oid", O),
                 ("rulename", T),
-                ("ev_class", I8),
+                ("ev_class", O),
                 ("ev_type", T),
             ],
             vec![],
         ),
         "pg_collation" => mem_table(
             &[
-                ("oid", I8),
+                ("oid", O),
                 ("collname", T),
-                ("collnamespace", I8),
+                ("collnamespace", O),
                 ("collprovider", T),
                 ("collencoding", I4),
             ],
@@ -1517,27 +1519,27 @@ fn build_pg_table(
             ],
         ),
         "pg_tablespace" => mem_table(
-            &[("oid", I8), ("spcname", T), ("spcowner", I8)],
+            &[("oid", O), ("spcname", T), ("spcowner", O)],
             vec![vec![i(1663), s("pg_default"), i(SUPERUSER_OID)]],
         ),
         "pg_extension" => mem_table(
             &[
-                ("oid", I8),
+                ("oid", O),
                 ("extname", T),
-                ("extowner", I8),
-                ("extnamespace", I8),
+                ("extowner", O),
+                ("extnamespace", O),
                 ("extversion", T),
             ],
             vec![],
         ),
         "pg_range" => mem_table(
-            &[("rngtypid", I8), ("rngsubtype", I8), ("rngmultitypid", I8)],
+            &[("rngtypid", O), ("rngsubtype", O), ("rngmultitypid", O)],
             vec![],
         ),
         "pg_enum" => mem_table(
             &[
-                ("oid", I8),
-                ("enumtypid", I8),
+                ("oid", O),
+                ("enumtypid", O),
                 ("enumsortorder", F4),
                 ("enumlabel", T),
             ],
@@ -1575,8 +1577,8 @@ fn build_pg_table(
         ),
         "pg_sequence" => mem_table(
             &[
-                ("seqrelid", I8),
-                ("seqtypid", I8),
+                ("seqrelid", O),
+                ("seqtypid", O),
                 ("seqstart", I8),
                 ("seqincrement", I8),
                 ("seqmax", I8),
@@ -1628,11 +1630,11 @@ fn build_pg_table(
             }
             mem_table(
                 &[
-                    ("classid", I8),
-                    ("objid", I8),
+                    ("classid", O),
+                    ("objid", O),
                     ("objsubid", I4),
-                    ("refclassid", I8),
-                    ("refobjid", I8),
+                    ("refclassid", O),
+                    ("refobjid", O),
                     ("refobjsubid", I4),
                     ("deptype", T),
                 ],
@@ -1640,16 +1642,16 @@ fn build_pg_table(
             )
         }
         "pg_foreign_table" => mem_table(
-            &[("ftrelid", I8), ("ftserver", I8), ("ftoptions", T)],
+            &[("ftrelid", O), ("ftserver", O), ("ftoptions", T)],
             vec![],
         ),
         "pg_partitioned_table" => mem_table(
-            &[("partrelid", I8), ("partstrat", T), ("partnatts", I2)],
+            &[("partrelid", O), ("partstrat", T), ("partnatts", I2)],
             vec![],
         ),
         "pg_stat_activity" => mem_table(
             &[
-                ("datid", I8),
+                ("datid", O),
                 ("datname", T),
                 ("pid", I4),
                 ("usename", T),
@@ -1662,24 +1664,24 @@ fn build_pg_table(
         "pg_locks" => mem_table(
             &[
                 ("locktype", T),
-                ("relation", I8),
+                ("relation", O),
                 ("pid", I4),
                 ("mode", T),
                 ("granted", B),
             ],
             vec![],
         ),
-        "pg_event_trigger" => mem_table(&[("oid", I8), ("evtname", T), ("evtevent", T)], vec![]),
+        "pg_event_trigger" => mem_table(&[("oid", O), ("evtname", T), ("evtevent", T)], vec![]),
         // the default btree classes of the types Eddy indexes
         "pg_opclass" => mem_table(
             &[
-                ("oid", I8),
+                ("oid", O),
                 ("opcname", T),
-                ("opcmethod", I8),
-                ("opcnamespace", I8),
-                ("opcintype", I8),
+                ("opcmethod", O),
+                ("opcnamespace", O),
+                ("opcintype", O),
                 ("opcdefault", B),
-                ("opckeytype", I8),
+                ("opckeytype", O),
             ],
             crate::index_catalog::BTREE_OPCLASSES
                 .iter()
@@ -1698,21 +1700,21 @@ fn build_pg_table(
         ),
         "pg_operator" => mem_table(
             &[
-                ("oid", I8),
+                ("oid", O),
                 ("oprname", T),
-                ("oprnamespace", I8),
-                ("oprleft", I8),
-                ("oprright", I8),
-                ("oprresult", I8),
+                ("oprnamespace", O),
+                ("oprleft", O),
+                ("oprright", O),
+                ("oprresult", O),
             ],
             vec![],
         ),
         "pg_cast" => mem_table(
             &[
-                ("oid", I8),
-                ("castsource", I8),
-                ("casttarget", I8),
-                ("castfunc", I8),
+                ("oid", O),
+                ("castsource", O),
+                ("casttarget", O),
+                ("castfunc", O),
                 ("castcontext", T),
                 ("castmethod", T),
             ],

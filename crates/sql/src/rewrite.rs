@@ -751,8 +751,10 @@ fn rewrite_expr(e: &mut Expr) {
                         std::mem::replace(expr.as_mut(), Expr::Value(SqlValue::Null.into()));
                     *e = call("eddy_regtype", vec![inner]);
                 }
-                Some("oid") | Some("regrole") | Some("xid") | Some("int2vector")
-                | Some("oidvector") => {
+                // an oid is an unsigned 32-bit integer, announced as `oid`
+                // (`pgtypes::pg_oid`), as the catalogs' oid columns are
+                Some("oid") => *data_type = SqlType::IntUnsigned(None),
+                Some("regrole") | Some("xid") | Some("int2vector") | Some("oidvector") => {
                     *data_type = SqlType::BigInt(None);
                 }
                 Some("text") | Some("name") | Some("bpchar") | Some("varchar") | Some("char") => {
@@ -1762,10 +1764,12 @@ fn is_oid_array_type(t: &SqlType) -> bool {
 }
 
 /// The types PostgreSQL gives parameters cast to `oid[]` (`$1::oid[]`,
-/// asyncpg's type introspection): `oid[]` (1028), which clients encode
-/// with their own codec, where DataFusion would infer Eddy's `int8[]` that
-/// such a client has no codec for. Fills only unknown (0) slots.
-pub fn declared_oid_array_params(stmt: &Statement, types: &mut [u32]) {
+/// asyncpg's type introspection) and to `oid`: `oid[]` (1028) and `oid`
+/// (26), which clients encode with their own codecs, where DataFusion
+/// would infer Eddy's `int8[]` that such a client has no codec for (and
+/// `oid` has no `ColumnType` for `fastpath::infer_param_types` to find).
+/// Fills only unknown (0) slots.
+pub fn declared_oid_params(stmt: &Statement, types: &mut [u32]) {
     let _ = visit_expressions(stmt, |e| {
         if let Expr::Cast {
             expr, data_type, ..
@@ -1780,6 +1784,10 @@ pub fn declared_oid_array_params(stmt: &Statement, types: &mut [u32]) {
                 if let Some(slot) = slot.filter(|s| **s == 0) {
                     if is_oid_array_type(data_type) {
                         *slot = pgtypes::oid::OID_ARRAY;
+                    } else if matches!(data_type, SqlType::Custom(name, _)
+                        if last_ident(name).as_deref() == Some("oid"))
+                    {
+                        *slot = pgtypes::oid::OID;
                     }
                 }
             }

@@ -749,7 +749,7 @@ impl Session {
                     .unwrap_or(0)
             })
             .collect();
-        rewrite::declared_oid_array_params(&stmt, &mut param_types);
+        rewrite::declared_oid_params(&stmt, &mut param_types);
         let fast = fastpath::recognise(&stmt, &self.db.engine, &self.ctx);
         let mut columns = Vec::new();
         let mut planned = None;

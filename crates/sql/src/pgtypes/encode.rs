@@ -315,7 +315,8 @@ pub(super) fn encode_binary(array: &dyn Array, row: usize, out: &mut BytesMut) -
         DataType::Int32 => out.put_i32(array.as_primitive::<Int32Type>().value(row)),
         DataType::UInt16 => out.put_i32(array.as_primitive::<UInt16Type>().value(row) as i32),
         DataType::Int64 => out.put_i64(array.as_primitive::<Int64Type>().value(row)),
-        DataType::UInt32 => out.put_i64(array.as_primitive::<UInt32Type>().value(row) as i64),
+        // announced as `oid`: four bytes, unsigned
+        DataType::UInt32 => out.put_u32(array.as_primitive::<UInt32Type>().value(row)),
         DataType::UInt64 => out.put_i64(array.as_primitive::<UInt64Type>().value(row) as i64),
         DataType::Float32 => out.put_f32(array.as_primitive::<Float32Type>().value(row)),
         DataType::Float64 => out.put_f64(array.as_primitive::<Float64Type>().value(row)),

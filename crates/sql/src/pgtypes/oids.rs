@@ -70,7 +70,9 @@ pub fn pg_oid(dt: &DataType) -> u32 {
         DataType::Boolean => oid::BOOL,
         DataType::Int8 | DataType::Int16 | DataType::UInt8 => oid::INT2,
         DataType::Int32 | DataType::UInt16 => oid::INT4,
-        DataType::Int64 | DataType::UInt32 | DataType::UInt64 => oid::INT8,
+        // Eddy's oid type (the catalogs' oid columns, `x::oid`)
+        DataType::UInt32 => oid::OID,
+        DataType::Int64 | DataType::UInt64 => oid::INT8,
         DataType::Float16 | DataType::Float32 => oid::FLOAT4,
         DataType::Float64 => oid::FLOAT8,
         DataType::Decimal128(..) => oid::NUMERIC,
@@ -210,8 +212,9 @@ pub fn column_type_for_oid(o: u32) -> Option<ColumnType> {
     Some(match o {
         oid::BOOL => ColumnType::Boolean,
         oid::INT2 => ColumnType::SmallInt,
-        oid::INT4 | oid::OID => ColumnType::Int,
-        oid::INT8 => ColumnType::BigInt,
+        oid::INT4 => ColumnType::Int,
+        // an oid's range is u32's: read as a bigint, cast where it is used
+        oid::INT8 | oid::OID => ColumnType::BigInt,
         oid::FLOAT4 => ColumnType::Real,
         oid::FLOAT8 => ColumnType::Double,
         oid::NUMERIC => ColumnType::Decimal(38, 10),

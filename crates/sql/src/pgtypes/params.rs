@@ -72,7 +72,8 @@ pub fn parse_binary(b: &[u8], wire_oid: u32, ty: ColumnType) -> Result<Value> {
     let v = match wire_oid {
         oid::BOOL => Value::Boolean(fixed::<1>(b, bad)?[0] != 0),
         oid::INT2 => Value::SmallInt(i16::from_be_bytes(fixed(b, bad)?)),
-        oid::INT4 | oid::OID => Value::Int(i32::from_be_bytes(fixed(b, bad)?)),
+        oid::INT4 => Value::Int(i32::from_be_bytes(fixed(b, bad)?)),
+        oid::OID => Value::BigInt(i64::from(u32::from_be_bytes(fixed(b, bad)?))),
         oid::INT8 => Value::BigInt(i64::from_be_bytes(fixed(b, bad)?)),
         oid::FLOAT4 => Value::Real(f32::from_be_bytes(fixed(b, bad)?)),
         oid::FLOAT8 => Value::Double(f64::from_be_bytes(fixed(b, bad)?)),
