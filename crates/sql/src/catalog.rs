@@ -1497,12 +1497,7 @@ fn build_pg_table(
             vec![],
         ),
         "pg_rewrite" => mem_table(
-            &[
-                ("oid", O),
-                ("rulename", T),
-                ("ev_class", O),
-                ("ev_type", T),
-            ],
+            &[("oid", O), ("rulename", T), ("ev_class", O), ("ev_type", T)],
             vec![],
         ),
         "pg_collation" => mem_table(
@@ -1641,10 +1636,9 @@ fn build_pg_table(
                 rows,
             )
         }
-        "pg_foreign_table" => mem_table(
-            &[("ftrelid", O), ("ftserver", O), ("ftoptions", T)],
-            vec![],
-        ),
+        "pg_foreign_table" => {
+            mem_table(&[("ftrelid", O), ("ftserver", O), ("ftoptions", T)], vec![])
+        }
         "pg_partitioned_table" => mem_table(
             &[("partrelid", O), ("partstrat", T), ("partnatts", I2)],
             vec![],
