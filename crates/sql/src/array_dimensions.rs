@@ -136,12 +136,10 @@ struct ShapeFunction {
     report: Report,
 }
 
-fn external(e: SqlError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
-
 fn int(n: usize) -> DfResult<i32> {
-    i32::try_from(n).map_err(|_| external(SqlError::ProgramLimitExceeded("array too large".into())))
+    i32::try_from(n).map_err(|_| {
+        DataFusionError::from(SqlError::ProgramLimitExceeded("array too large".into()))
+    })
 }
 
 impl ScalarUDFImpl for ShapeFunction {
@@ -164,7 +162,7 @@ impl ScalarUDFImpl for ShapeFunction {
                 Report::Dims => DataType::Utf8,
                 _ => DataType::Int32,
             }),
-            Some(other) => Err(external(SqlError::UndefinedOperator(format!(
+            Some(other) => Err(DataFusionError::from(SqlError::UndefinedOperator(format!(
                 "function {}({other}) does not exist",
                 self.name()
             )))),
@@ -200,7 +198,9 @@ impl ScalarUDFImpl for ShapeFunction {
         let mut texts = StringBuilder::new();
         for row in 0..list.len() {
             let shape = match (list.is_null(row), list_items(list.as_ref(), row)) {
-                (false, Some(items)) => Some(array_shape(items.as_ref()).map_err(external)?),
+                (false, Some(items)) => {
+                    Some(array_shape(items.as_ref()).map_err(DataFusionError::from)?)
+                }
                 _ => None,
             };
             // the 1-based dimension asked for, when it exists
@@ -230,7 +230,9 @@ impl ScalarUDFImpl for ShapeFunction {
                         s.iter()
                             .try_fold(1usize, |acc, d| acc.checked_mul(*d))
                             .ok_or_else(|| {
-                                external(SqlError::ProgramLimitExceeded("array too large".into()))
+                                DataFusionError::from(SqlError::ProgramLimitExceeded(
+                                    "array too large".into(),
+                                ))
                             })?
                     };
                     ints.append_value(int(total)?);

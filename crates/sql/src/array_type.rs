@@ -446,10 +446,6 @@ fn type_of_arg(v: Option<&ScalarValue>) -> DfResult<ColumnType> {
     }
 }
 
-fn external(e: SqlError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
-
 /// `eddy_array_in(x, type)`: text read as an array of `type`; a list
 /// cast to it.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -484,7 +480,7 @@ impl ScalarUDFImpl for ArrayIn {
         };
         let all_scalar = matches!(value, ColumnarValue::Scalar(_));
         let a = value.to_array(args.number_rows)?;
-        let out = text_to_array(&a, ty).map_err(external)?;
+        let out = text_to_array(&a, ty).map_err(DataFusionError::from)?;
         crate::udf_args::scalar_if(all_scalar, out)
     }
 }
@@ -663,7 +659,7 @@ impl ScalarUDFImpl for ArrayOut {
             match list_items(list.as_ref(), row) {
                 Some(items) if !list.is_null(row) => {
                     text.clear();
-                    write_array_text(items.as_ref(), &mut text).map_err(external)?;
+                    write_array_text(items.as_ref(), &mut text).map_err(DataFusionError::from)?;
                     out.append_value(&text);
                 }
                 _ => out.append_null(),

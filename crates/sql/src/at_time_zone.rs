@@ -46,10 +46,6 @@ pub(crate) enum Zone {
     Fixed(FixedOffset),
 }
 
-fn external(e: SqlError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
-
 /// A POSIX numeric offset: `+05`, `-3:30`, `5`; hours west of Greenwich.
 fn posix_offset(s: &str) -> Option<FixedOffset> {
     let (sign, body) = match s.as_bytes().first()? {
@@ -170,7 +166,7 @@ impl ScalarUDFImpl for AtTimeZoneUdf {
             }
             DataType::Null => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC_LABEL.into())),
             other => {
-                return Err(external(SqlError::FeatureNotSupported(format!(
+                return Err(DataFusionError::from(SqlError::FeatureNotSupported(format!(
                     "AT TIME ZONE of a {other} value is not supported: Eddy converts timestamp, timestamp with time zone and date values"
                 ))))
             }
@@ -180,9 +176,11 @@ impl ScalarUDFImpl for AtTimeZoneUdf {
                 DataType::Utf8
             }
             other => {
-                return Err(external(SqlError::FeatureNotSupported(format!(
+                return Err(DataFusionError::from(SqlError::FeatureNotSupported(
+                    format!(
                     "AT TIME ZONE with a {other} zone is not supported: Eddy takes the zone as text"
-                ))))
+                ),
+                )))
             }
         };
         Ok(vec![ts, zone])
@@ -226,7 +224,7 @@ impl ScalarUDFImpl for AtTimeZoneUdf {
             let zone = match &cached {
                 Some((n, z)) if n == name => *z,
                 _ => {
-                    let z = resolve_zone(name).map_err(external)?;
+                    let z = resolve_zone(name).map_err(DataFusionError::from)?;
                     cached = Some((name.to_string(), z));
                     z
                 }
@@ -237,7 +235,7 @@ impl ScalarUDFImpl for AtTimeZoneUdf {
             } else {
                 to_instant(v, zone)
             }
-            .map_err(external)?;
+            .map_err(DataFusionError::from)?;
             out.append_value(converted);
         }
         let result_zone: Option<Arc<str>> = if from_instant {

@@ -14,7 +14,13 @@
 //!   a zero divisor);
 //! * `array_remove(a, x)` is DataFusion's `array_remove_all` (DataFusion's
 //!   `array_remove` removes the first match only; PostgreSQL's removes
-//!   every element equal to `x`).
+//!   every element equal to `x`);
+//! * `string_to_table(s, d [, null])` and `regexp_split_to_table(s, p
+//!   [, flags])` are `unnest` of `string_to_array` and of
+//!   `regexp_split_to_array` (PostgreSQL defines them so);
+//! * `make_interval(...)` with named or omitted arguments is
+//!   `eddy_make_interval` with all seven (`crate::make_interval`);
+//! * the literal `U&'...'` is a plain string literal of what it spells.
 //!
 //! Only plain calls are rewritten: unqualified or `pg_catalog.`-qualified,
 //! two positional arguments, no DISTINCT, ORDER BY, FILTER or OVER (an
@@ -83,6 +89,29 @@ fn two_args(f: &Function) -> Option<(Expr, Expr)> {
     }
 }
 
+/// The `min..=max` positional arguments of a plain call.
+fn positional_args(f: &Function, min: usize, max: usize) -> Option<Vec<Expr>> {
+    if f.filter.is_some() || f.over.is_some() || !f.within_group.is_empty() {
+        return None;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    if list.duplicate_treatment.is_some()
+        || !list.clauses.is_empty()
+        || !(min..=max).contains(&list.args.len())
+    {
+        return None;
+    }
+    list.args
+        .iter()
+        .map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn as_numeric(e: Expr) -> Expr {
     Expr::Cast {
         kind: CastKind::Cast,
@@ -99,6 +128,14 @@ fn at_time_zone(ts: Expr, zone: Expr) -> Expr {
 
 /// Rewrites `e` when it is one of the calls above.
 pub(crate) fn rewrite(e: &mut Expr) {
+    if let Expr::Value(v) = e {
+        // U&'...' is the string it spells (the parser decodes its escapes;
+        // DataFusion plans only plain string literals)
+        if let Value::UnicodeStringLiteral(s) = &mut v.value {
+            v.value = Value::SingleQuotedString(std::mem::take(s));
+        }
+        return;
+    }
     if let Expr::AtTimeZone {
         timestamp,
         time_zone,
@@ -155,6 +192,12 @@ pub(crate) fn rewrite(e: &mut Expr) {
             )
         }),
         "array_remove" => two_args(f).map(|(a, b)| call("array_remove_all", vec![a, b])),
+        "string_to_table" => {
+            positional_args(f, 2, 3).map(|args| call("unnest", vec![call("string_to_array", args)]))
+        }
+        "regexp_split_to_table" => positional_args(f, 2, 3)
+            .map(|args| call("unnest", vec![call("regexp_split_to_array", args)])),
+        "make_interval" => crate::make_interval::complete_call(f),
         _ => None,
     };
     if let Some(new) = new {

@@ -48,10 +48,6 @@ struct DatetimeIn {
     kind: Kind,
 }
 
-fn external(e: SqlError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
-
 impl ScalarUDFImpl for DatetimeIn {
     fn name(&self) -> &str {
         match self.kind {
@@ -84,7 +80,9 @@ impl ScalarUDFImpl for DatetimeIn {
                     if text.is_null(i) {
                         b.append_null();
                     } else {
-                        b.append_value(pgtypes::date_in(text.value(i)).map_err(external)?);
+                        b.append_value(
+                            pgtypes::date_in(text.value(i)).map_err(DataFusionError::from)?,
+                        );
                     }
                 }
                 Arc::new(b.finish())
@@ -101,9 +99,11 @@ impl ScalarUDFImpl for DatetimeIn {
                         Kind::TimestampTz => pgtypes::timestamp_instant(s),
                         _ => pgtypes::timestamp_wall_clock(s),
                     }
-                    .map_err(external)?;
+                    .map_err(DataFusionError::from)?;
                     let nanos = micros.checked_mul(1000).ok_or_else(|| {
-                        external(SqlError::DatetimeOverflow("timestamp out of range".into()))
+                        DataFusionError::from(SqlError::DatetimeOverflow(
+                            "timestamp out of range".into(),
+                        ))
                     })?;
                     b.append_value(nanos);
                 }

@@ -244,6 +244,14 @@ impl From<ParserError> for SqlError {
     }
 }
 
+/// A `SqlError` raised inside DataFusion (a function, an operator) travels
+/// as `External`, from which [`SqlError::sqlstate`] recovers its SQLSTATE.
+impl From<SqlError> for DataFusionError {
+    fn from(e: SqlError) -> DataFusionError {
+        DataFusionError::External(Box::new(e))
+    }
+}
+
 impl From<ArrowError> for SqlError {
     fn from(e: ArrowError) -> SqlError {
         SqlError::DataFusion(DataFusionError::ArrowError(Box::new(e), None))

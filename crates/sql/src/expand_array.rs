@@ -39,10 +39,6 @@ fn type_name(t: &DataType) -> String {
     crate::catalog::format_type(i64::from(oid), -1).unwrap_or_else(|| t.to_string())
 }
 
-fn external(e: SqlError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
-
 /// The record type `(x anyelement, n int4)` of an array of `elem`.
 fn record_fields(elem: &DataType) -> Fields {
     Fields::from(vec![
@@ -75,11 +71,11 @@ impl ScalarUDFImpl for ExpandArray {
             Some(DataType::List(f)) => Ok(record_list(f.data_type())),
             // NULL: no rows, of an int4 element
             Some(DataType::Null) => Ok(record_list(&DataType::Int32)),
-            Some(other) => Err(external(SqlError::UndefinedOperator(format!(
+            Some(other) => Err(DataFusionError::from(SqlError::UndefinedOperator(format!(
                 "function information_schema.{PG_NAME}({}) does not exist",
                 type_name(other)
             )))),
-            None => Err(external(SqlError::UndefinedOperator(format!(
+            None => Err(DataFusionError::from(SqlError::UndefinedOperator(format!(
                 "function information_schema.{PG_NAME}() does not exist"
             )))),
         }
@@ -91,7 +87,7 @@ impl ScalarUDFImpl for ExpandArray {
             .all(|a| matches!(a, ColumnarValue::Scalar(_)));
         let n = args.number_rows;
         let Some(arg) = args.args.first() else {
-            return Err(external(SqlError::UndefinedOperator(format!(
+            return Err(DataFusionError::from(SqlError::UndefinedOperator(format!(
                 "function information_schema.{PG_NAME}() does not exist"
             ))));
         };
@@ -128,7 +124,7 @@ fn expand(array: &ArrayRef) -> DfResult<ArrayRef> {
             )?));
         }
         other => {
-            return Err(external(SqlError::UndefinedOperator(format!(
+            return Err(DataFusionError::from(SqlError::UndefinedOperator(format!(
                 "function information_schema.{PG_NAME}({}) does not exist",
                 type_name(other)
             ))))
@@ -179,10 +175,12 @@ pub struct ExpandArrayRows;
 impl TableFunctionImpl for ExpandArrayRows {
     fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
         let [Expr::Literal(value, _)] = args.exprs() else {
-            return Err(external(SqlError::FeatureNotSupported(format!(
-                "information_schema.{PG_NAME} in FROM takes one constant array \
+            return Err(DataFusionError::from(SqlError::FeatureNotSupported(
+                format!(
+                    "information_schema.{PG_NAME} in FROM takes one constant array \
                  (use it in the select list to expand a column)"
-            ))));
+                ),
+            )));
         };
         let records = expand(&value.to_array()?)?;
         let list = records.as_list::<i32>();

@@ -28,10 +28,6 @@ pub const INT2VECTOR: &str = "int2vector";
 
 const ELEMENT: &str = "eddy_int2vector_element";
 
-fn external(e: SqlError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
-
 /// Plans a subscript of an int2vector column (see the module's comment);
 /// everything else is left to DataFusion.
 #[derive(Debug, Default)]
@@ -110,7 +106,7 @@ impl ScalarUDFImpl for Element {
         let vectors = cast_with_options(vectors, &DataType::Utf8, &CastOptions::default())?;
         let keys =
             cast_with_options(keys, &DataType::Int64, &CastOptions::default()).map_err(|_| {
-                external(SqlError::DatatypeMismatch(
+                DataFusionError::from(SqlError::DatatypeMismatch(
                     "array subscript must have type integer".into(),
                 ))
             })?;
@@ -122,7 +118,9 @@ impl ScalarUDFImpl for Element {
                 out.append_null();
                 continue;
             }
-            out.append_option(element(vectors.value(row), keys.value(row)).map_err(external)?);
+            out.append_option(
+                element(vectors.value(row), keys.value(row)).map_err(DataFusionError::from)?,
+            );
         }
         Ok(ColumnarValue::Array(Arc::new(out.finish())))
     }

@@ -30,7 +30,7 @@ use eddy_common::ColumnType;
 use crate::error::SqlError;
 use crate::json::{self, JNode};
 use crate::json_build::push_value;
-use crate::json_functions::{external, strings};
+use crate::json_functions::strings;
 use crate::pgtypes::{cell_text, declared_type_metadata};
 
 /// The four aggregates, for the session to register.
@@ -207,7 +207,7 @@ fn json_array_text(items: &ArrayRef, field: &Field, jsonb: bool) -> DfResult<Opt
     }
     text.push(']');
     if jsonb {
-        text = json::normalize_jsonb(&text).map_err(external)?;
+        text = json::normalize_jsonb(&text).map_err(DataFusionError::from)?;
     }
     Ok(Some(text))
 }
@@ -241,16 +241,14 @@ impl AggregateUDFImpl for ObjectAgg {
 
     fn accumulator(&self, acc_args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
         if !acc_args.order_bys.is_empty() {
-            return Err(external(SqlError::FeatureNotSupported(format!(
-                "ORDER BY inside {} is not supported",
-                self.name()
-            ))));
+            return Err(DataFusionError::from(SqlError::FeatureNotSupported(
+                format!("ORDER BY inside {} is not supported", self.name()),
+            )));
         }
         if acc_args.is_distinct {
-            return Err(external(SqlError::FeatureNotSupported(format!(
-                "DISTINCT inside {} is not supported",
-                self.name()
-            ))));
+            return Err(DataFusionError::from(SqlError::FeatureNotSupported(
+                format!("DISTINCT inside {} is not supported", self.name()),
+            )));
         }
         let value_field = acc_args
             .expr_fields
@@ -290,12 +288,12 @@ impl Accumulator for ObjectAggAccumulator {
         };
         for row in 0..keys.len() {
             if keys.logical_nulls().is_some_and(|n| n.is_null(row)) {
-                return Err(external(SqlError::InvalidParameter(
+                return Err(DataFusionError::from(SqlError::InvalidParameter(
                     "field name must not be null".into(),
                 )));
             }
             let mut k = String::new();
-            cell_text(keys.as_ref(), row, &mut k).map_err(external)?;
+            cell_text(keys.as_ref(), row, &mut k).map_err(DataFusionError::from)?;
             let mut v = String::new();
             push_value(&mut v, vals, &self.value_field, row)?;
             self.pairs.push((k, v));
@@ -357,7 +355,12 @@ fn object_text(pairs: &[(String, String)], jsonb: bool) -> DfResult<Option<Strin
     if jsonb {
         let members = pairs
             .iter()
-            .map(|(k, v)| Ok((k.clone(), json::parse(v, "jsonb").map_err(external)?)))
+            .map(|(k, v)| {
+                Ok((
+                    k.clone(),
+                    json::parse(v, "jsonb").map_err(DataFusionError::from)?,
+                ))
+            })
             .collect::<DfResult<Vec<_>>>()?;
         let mut node = JNode::Object(members);
         json::canonicalize(&mut node);

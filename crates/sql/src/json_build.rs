@@ -62,10 +62,6 @@ pub fn json_build_functions() -> Vec<ScalarUDF> {
     .collect()
 }
 
-fn external(e: SqlError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
-
 impl ScalarUDFImpl for JsonBuild {
     fn name(&self) -> &str {
         match (self.shape, self.jsonb) {
@@ -86,7 +82,7 @@ impl ScalarUDFImpl for JsonBuild {
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
         if self.shape == Shape::Object && !args.arg_fields.len().is_multiple_of(2) {
-            return Err(external(SqlError::InvalidParameter(
+            return Err(DataFusionError::from(SqlError::InvalidParameter(
                 "argument list must have even number of elements".into(),
             )));
         }
@@ -125,7 +121,7 @@ impl ScalarUDFImpl for JsonBuild {
                         let [key, value] = pair_of(keys)?;
                         let [_, value_field] = pair_of(values)?;
                         if key.logical_nulls().is_some_and(|n| n.is_null(row)) {
-                            return Err(external(SqlError::InvalidParameter(
+                            return Err(DataFusionError::from(SqlError::InvalidParameter(
                                 "null value not allowed for object key".into(),
                             )));
                         }
@@ -133,7 +129,7 @@ impl ScalarUDFImpl for JsonBuild {
                             text.push_str(", ");
                         }
                         let mut k = String::new();
-                        cell_text(key.as_ref(), row, &mut k).map_err(external)?;
+                        cell_text(key.as_ref(), row, &mut k).map_err(DataFusionError::from)?;
                         push_string(&mut text, &k);
                         text.push_str(" : ");
                         push_value(&mut text, value, value_field, row)?;
@@ -152,7 +148,9 @@ impl ScalarUDFImpl for JsonBuild {
                 }
             }
             if self.jsonb {
-                out.append_value(crate::json::normalize_jsonb(&text).map_err(external)?);
+                out.append_value(
+                    crate::json::normalize_jsonb(&text).map_err(DataFusionError::from)?,
+                );
             } else {
                 out.append_value(&text);
             }
@@ -172,7 +170,7 @@ impl ScalarUDFImpl for JsonBuild {
 fn pair_of<T>(chunk: &[T]) -> DfResult<[&T; 2]> {
     match chunk {
         [a, b] => Ok([a, b]),
-        _ => Err(external(SqlError::InvalidParameter(
+        _ => Err(DataFusionError::from(SqlError::InvalidParameter(
             "argument list must have even number of elements".into(),
         ))),
     }
@@ -254,7 +252,7 @@ pub(crate) fn push_value(
         }
         _ => {}
     }
-    cell_text(array.as_ref(), row, &mut text).map_err(external)?;
+    cell_text(array.as_ref(), row, &mut text).map_err(DataFusionError::from)?;
     match array.data_type() {
         DataType::Int8
         | DataType::Int16

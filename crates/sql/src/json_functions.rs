@@ -50,10 +50,6 @@ struct JsonFunction {
     signature: Signature,
 }
 
-pub(crate) fn external(e: SqlError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
-
 pub(crate) fn is_text(t: &DataType) -> bool {
     matches!(
         t,
@@ -81,7 +77,7 @@ pub(crate) fn strings(a: &ArrayRef) -> DfResult<Vec<Option<String>>> {
             .collect(),
         DataType::Null => vec![None; a.len()],
         other => {
-            return Err(external(SqlError::DatatypeMismatch(format!(
+            return Err(DataFusionError::from(SqlError::DatatypeMismatch(format!(
                 "operator does not exist for type {other}"
             ))))
         }
@@ -114,7 +110,7 @@ pub(crate) fn keys(a: &ArrayRef) -> DfResult<Vec<Option<Key>>> {
 }
 
 pub(crate) fn parse_cell(s: &str) -> DfResult<JNode> {
-    json::parse(s, "json").map_err(external)
+    json::parse(s, "json").map_err(DataFusionError::from)
 }
 
 impl JsonFunction {
@@ -161,7 +157,7 @@ impl ScalarUDFImpl for JsonFunction {
             .first()
             .is_some_and(|f| is_text(f.data_type()));
         if !first_text {
-            return Err(external(SqlError::DatatypeMismatch(format!(
+            return Err(DataFusionError::from(SqlError::DatatypeMismatch(format!(
                 "{} takes json or jsonb",
                 self.name()
             ))));
@@ -187,10 +183,12 @@ impl ScalarUDFImpl for JsonFunction {
                     match s {
                         None => b.append_null(),
                         Some(s) if self.op == Op::JsonIn => {
-                            json::check_json(&s).map_err(external)?;
+                            json::check_json(&s).map_err(DataFusionError::from)?;
                             b.append_value(s);
                         }
-                        Some(s) => b.append_value(json::normalize_jsonb(&s).map_err(external)?),
+                        Some(s) => b.append_value(
+                            json::normalize_jsonb(&s).map_err(DataFusionError::from)?,
+                        ),
                     }
                 }
                 Arc::new(b.finish())

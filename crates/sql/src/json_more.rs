@@ -24,7 +24,7 @@ use eddy_common::ColumnType;
 use crate::error::SqlError;
 use crate::json::{self, JNode};
 use crate::json_build::push_value;
-use crate::json_functions::{external, is_text, parse_cell, strings};
+use crate::json_functions::{is_text, parse_cell, strings};
 use crate::pgtypes::declared_type_metadata;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -110,7 +110,7 @@ impl ScalarUDFImpl for JsonScalar {
             (Fun::ToJson | Fun::ToJsonb, _) => {}
             (Fun::RowToJson, Some(DataType::Struct(_))) => {}
             (Fun::RowToJson, other) => {
-                return Err(external(SqlError::UndefinedOperator(format!(
+                return Err(DataFusionError::from(SqlError::UndefinedOperator(format!(
                     "function row_to_json({}) does not exist",
                     other
                         .as_ref()
@@ -119,7 +119,7 @@ impl ScalarUDFImpl for JsonScalar {
             }
             (_, Some(t)) if is_text(t) => {}
             (_, other) => {
-                return Err(external(SqlError::UndefinedOperator(format!(
+                return Err(DataFusionError::from(SqlError::UndefinedOperator(format!(
                     "function {}({}) does not exist",
                     self.name(),
                     other
@@ -161,7 +161,9 @@ impl ScalarUDFImpl for JsonScalar {
                     text.clear();
                     push_value(&mut text, &a, field, row)?;
                     if self.fun == Fun::ToJsonb {
-                        b.append_value(json::normalize_jsonb(&text).map_err(external)?);
+                        b.append_value(
+                            json::normalize_jsonb(&text).map_err(DataFusionError::from)?,
+                        );
                     } else {
                         b.append_value(&text);
                     }
@@ -202,7 +204,7 @@ impl ScalarUDFImpl for JsonScalar {
                         b.append_value(json::to_text(&node));
                     } else {
                         if !numbers_print_back(&s) {
-                            return Err(external(SqlError::FeatureNotSupported(
+                            return Err(DataFusionError::from(SqlError::FeatureNotSupported(
                                 "json_strip_nulls on json holding a number that is not a plain \
                                  integer is not supported (cast it to jsonb)"
                                     .into(),
@@ -331,14 +333,14 @@ impl ScalarUDFImpl for RowConstructor {
 fn array_length(node: &JNode) -> DfResult<i32> {
     match node {
         JNode::Array(items) => i32::try_from(items.len()).map_err(|_| {
-            external(SqlError::ProgramLimitExceeded(
+            DataFusionError::from(SqlError::ProgramLimitExceeded(
                 "array length exceeds the integer range".into(),
             ))
         }),
-        JNode::Object(_) => Err(external(SqlError::InvalidParameter(
+        JNode::Object(_) => Err(DataFusionError::from(SqlError::InvalidParameter(
             "cannot get array length of a non-array".into(),
         ))),
-        _ => Err(external(SqlError::InvalidParameter(
+        _ => Err(DataFusionError::from(SqlError::InvalidParameter(
             "cannot get array length of a scalar".into(),
         ))),
     }

@@ -28,7 +28,7 @@ use eddy_common::{ColumnType, Value};
 
 use crate::error::SqlError;
 use crate::json::{self, JNode, Key};
-use crate::json_functions::{external, is_text, keys, parse_cell, schema_type, strings};
+use crate::json_functions::{is_text, keys, parse_cell, schema_type, strings};
 use crate::pgtypes::{declared_type, declared_type_metadata};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -104,7 +104,7 @@ pub fn plan_path_op(
         BinaryOperator::QuestionAnd if left_text => Op::ExistsAll,
         BinaryOperator::Minus if left == Some(ColumnType::Jsonb) => Op::Delete,
         BinaryOperator::Minus if left == Some(ColumnType::Json) => {
-            return Err(external(SqlError::UndefinedOperator(
+            return Err(DataFusionError::from(SqlError::UndefinedOperator(
                 "operator does not exist: json - (delete works on jsonb)".into(),
             )))
         }
@@ -144,8 +144,8 @@ fn paths(a: &ArrayRef) -> DfResult<Vec<Option<Path>>> {
             .into_iter()
             .map(|s| {
                 let Some(s) = s else { return Ok(None) };
-                let items =
-                    crate::array_type::parse_array_text(&s, ColumnType::Text).map_err(external)?;
+                let items = crate::array_type::parse_array_text(&s, ColumnType::Text)
+                    .map_err(DataFusionError::from)?;
                 Ok(Some(
                     items
                         .into_iter()
@@ -352,7 +352,7 @@ impl ScalarUDFImpl for PathFunction {
             .take(texts)
             .all(|f| is_text(f.data_type()));
         if !all_text {
-            return Err(external(SqlError::UndefinedOperator(format!(
+            return Err(DataFusionError::from(SqlError::UndefinedOperator(format!(
                 "{} takes jsonb",
                 self.name()
             ))));
@@ -441,7 +441,7 @@ impl ScalarUDFImpl for PathFunction {
                             .flatten()
                             .try_for_each(|k| delete_key(&mut node, k)),
                     };
-                    done.map_err(external)?;
+                    done.map_err(DataFusionError::from)?;
                     b.append_value(json::to_text(&node));
                 }
                 Arc::new(b.finish())
@@ -466,7 +466,7 @@ impl ScalarUDFImpl for PathFunction {
                     }
                     [c] if matches!(c.data_type(), DataType::Null) => vec![None; rows],
                     _ => {
-                        return Err(external(SqlError::UndefinedOperator(
+                        return Err(DataFusionError::from(SqlError::UndefinedOperator(
                             "function jsonb_set: create_missing must be boolean".into(),
                         )))
                     }
@@ -486,11 +486,12 @@ impl ScalarUDFImpl for PathFunction {
                     };
                     let mut node = jsonb(&s)?;
                     if !matches!(node, JNode::Object(_) | JNode::Array(_)) {
-                        return Err(external(SqlError::InvalidParameter(
+                        return Err(DataFusionError::from(SqlError::InvalidParameter(
                             "cannot set path in scalar".into(),
                         )));
                     }
-                    set_path(&mut node, &path, 0, &jsonb(&new)?, create).map_err(external)?;
+                    set_path(&mut node, &path, 0, &jsonb(&new)?, create)
+                        .map_err(DataFusionError::from)?;
                     json::canonicalize(&mut node);
                     b.append_value(json::to_text(&node));
                 }

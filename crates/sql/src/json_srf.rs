@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ListBuilder, StringBuilder};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
-use datafusion::error::Result as DfResult;
+use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     Volatility,
@@ -28,7 +28,7 @@ use datafusion::logical_expr::{
 
 use crate::error::SqlError;
 use crate::json::{self, JNode};
-use crate::json_functions::{external, is_text};
+use crate::json_functions::is_text;
 use crate::udf_args::text_at;
 
 /// What one of the list functions gives for a row.
@@ -141,7 +141,7 @@ fn all_scalar(args: &[ColumnarValue]) -> bool {
 fn check_text_args(name: &str, fields: &[FieldRef], min: usize, max: usize) -> DfResult<()> {
     if fields.len() < min || fields.len() > max || !fields.iter().all(|f| is_text(f.data_type())) {
         let types: Vec<String> = fields.iter().map(|f| f.data_type().to_string()).collect();
-        return Err(external(SqlError::UndefinedOperator(format!(
+        return Err(DataFusionError::from(SqlError::UndefinedOperator(format!(
             "function {name}({}) does not exist",
             types.join(", ")
         ))));
@@ -173,8 +173,8 @@ impl ScalarUDFImpl for JsonList {
         let mut b = ListBuilder::new(StringBuilder::new());
         for row in 0..rows {
             if let Some(text) = text_at(&args.args, 0, row)? {
-                let items =
-                    json_items(self.part, self.jsonb, self.sql_name, &text).map_err(external)?;
+                let items = json_items(self.part, self.jsonb, self.sql_name, &text)
+                    .map_err(DataFusionError::from)?;
                 for item in items {
                     b.values().append_option(item);
                 }
@@ -477,7 +477,8 @@ impl ScalarUDFImpl for RegexpMatches {
             };
             let fresh = !matches!(&compiled, Some((p, f, _, _)) if *p == pattern && *f == flags);
             if fresh {
-                let (re, global) = regex_for(&pattern, flags.as_deref()).map_err(external)?;
+                let (re, global) =
+                    regex_for(&pattern, flags.as_deref()).map_err(DataFusionError::from)?;
                 compiled = Some((pattern, flags, re, global));
             }
             if let Some((_, _, re, global)) = &compiled {
@@ -575,18 +576,19 @@ impl ScalarUDFImpl for Refused {
     }
 
     fn return_field_from_args(&self, _args: ReturnFieldArgs) -> DfResult<FieldRef> {
-        Err(external(SqlError::FeatureNotSupported(format!(
-            "set-returning function {} is supported only in FROM and as a select-list item \
+        Err(DataFusionError::from(SqlError::FeatureNotSupported(
+            format!(
+                "set-returning function {} is supported only in FROM and as a select-list item \
              (alone, cast, subscripted or an operand of an operator)",
-            self.name
-        ))))
+                self.name
+            ),
+        )))
     }
 
     fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        Err(external(SqlError::FeatureNotSupported(format!(
-            "{} is not supported here",
-            self.name
-        ))))
+        Err(DataFusionError::from(SqlError::FeatureNotSupported(
+            format!("{} is not supported here", self.name),
+        )))
     }
 }
 

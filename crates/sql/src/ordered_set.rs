@@ -44,10 +44,6 @@ struct OrderedSet {
     kind: Kind,
 }
 
-fn external(e: SqlError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
-
 impl AggregateUDFImpl for OrderedSet {
     fn name(&self) -> &str {
         match self.kind {
@@ -66,13 +62,13 @@ impl AggregateUDFImpl for OrderedSet {
             Kind::PercentileDisc => 2,
         };
         if args.len() != want {
-            return Err(external(SqlError::Syntax(format!(
+            return Err(DataFusionError::from(SqlError::Syntax(format!(
                 "{}: WITHIN GROUP (ORDER BY one expression) is required",
                 self.name()
             ))));
         }
         if let (Kind::PercentileDisc, Some(DataType::List(_))) = (self.kind, args.get(1)) {
-            return Err(external(SqlError::FeatureNotSupported(
+            return Err(DataFusionError::from(SqlError::FeatureNotSupported(
                 "percentile_disc of an array of fractions is not supported".into(),
             )));
         }
@@ -99,7 +95,7 @@ impl AggregateUDFImpl for OrderedSet {
             Kind::PercentileDisc => {
                 // a constant: evaluated on no row
                 let constant = || {
-                    external(SqlError::FeatureNotSupported(
+                    DataFusionError::from(SqlError::FeatureNotSupported(
                         "percentile_disc takes a constant fraction".into(),
                     ))
                 };
@@ -112,13 +108,13 @@ impl AggregateUDFImpl for OrderedSet {
                 let f = match value.cast_to(&DataType::Float64)? {
                     ScalarValue::Float64(Some(f)) => f,
                     _ => {
-                        return Err(external(SqlError::FeatureNotSupported(
+                        return Err(DataFusionError::from(SqlError::FeatureNotSupported(
                             "percentile_disc of a NULL fraction is not supported".into(),
                         )))
                     }
                 };
                 if !(0.0..=1.0).contains(&f) {
-                    return Err(external(SqlError::NumericOutOfRange(format!(
+                    return Err(DataFusionError::from(SqlError::NumericOutOfRange(format!(
                         "percentile value {f} is not between 0 and 1"
                     ))));
                 }

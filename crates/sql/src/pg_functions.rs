@@ -64,10 +64,6 @@ impl std::hash::Hash for RowFunction {
     }
 }
 
-fn external(e: SqlError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
-
 impl ScalarUDFImpl for RowFunction {
     fn name(&self) -> &str {
         self.name
@@ -78,11 +74,11 @@ impl ScalarUDFImpl for RowFunction {
     }
 
     fn coerce_types(&self, args: &[DataType]) -> DfResult<Vec<DataType>> {
-        (self.coerce)(args).map_err(external)
+        (self.coerce)(args).map_err(DataFusionError::from)
     }
 
     fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
-        (self.returns)(args).map_err(external)
+        (self.returns)(args).map_err(DataFusionError::from)
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
@@ -100,7 +96,7 @@ impl ScalarUDFImpl for RowFunction {
             for a in &arrays {
                 row.push(ScalarValue::try_from_array(a, i)?);
             }
-            out.push((self.eval)(&row, &ret).map_err(external)?);
+            out.push((self.eval)(&row, &ret).map_err(DataFusionError::from)?);
         }
         if all_scalar {
             let one = out
@@ -786,7 +782,13 @@ fn format(args: &[ScalarValue], _: &DataType) -> Result<ScalarValue, SqlError> {
 
 // ---- regexp_split_to_array -------------------------------------------------
 
-fn regex_with_flags(pattern: &str, flags: Option<&str>) -> Result<regex::Regex, SqlError> {
+/// `pattern` compiled with PostgreSQL's flags `i` and `c` (`g` is 22023
+/// for `function`, which takes one match; any other flag 0A000).
+pub(crate) fn regex_with_flags(
+    function: &str,
+    pattern: &str,
+    flags: Option<&str>,
+) -> Result<regex::Regex, SqlError> {
     let mut builder = regex::RegexBuilder::new(pattern);
     for f in flags.unwrap_or("").chars() {
         match f {
@@ -797,9 +799,9 @@ fn regex_with_flags(pattern: &str, flags: Option<&str>) -> Result<regex::Regex, 
                 builder.case_insensitive(false);
             }
             'g' => {
-                return Err(SqlError::InvalidParameter(
-                    "regexp_split_to_array() does not support the \"global\" option".into(),
-                ))
+                return Err(SqlError::InvalidParameter(format!(
+                    "{function}() does not support the \"global\" option"
+                )))
             }
             other => {
                 return Err(SqlError::FeatureNotSupported(format!(
@@ -847,7 +849,7 @@ fn regexp_split_to_array(args: &[ScalarValue], _: &DataType) -> Result<ScalarVal
         Some(v) => as_str(v),
         None => None,
     };
-    let re = regex_with_flags(pattern, flags)?;
+    let re = regex_with_flags("regexp_split_to_array", pattern, flags)?;
     let items: Vec<ScalarValue> = split_like_postgres(&re, s)
         .into_iter()
         .map(|p| ScalarValue::Utf8(Some(p)))
@@ -939,12 +941,12 @@ mod tests {
 
     #[test]
     fn split_skips_degenerate_matches() {
-        let re = regex_with_flags("", None).expect("regex");
+        let re = regex_with_flags("t", "", None).expect("regex");
         assert_eq!(split_like_postgres(&re, "abc"), ["a", "b", "c"]);
-        let re = regex_with_flags("[0-9]+", None).expect("regex");
+        let re = regex_with_flags("t", "[0-9]+", None).expect("regex");
         assert_eq!(split_like_postgres(&re, "a1b22c"), ["a", "b", "c"]);
         assert_eq!(split_like_postgres(&re, "1a2"), ["", "a", ""]);
-        let re = regex_with_flags("x*", None).expect("regex");
+        let re = regex_with_flags("t", "x*", None).expect("regex");
         assert_eq!(split_like_postgres(&re, "axxb"), ["a", "b"]);
     }
 }

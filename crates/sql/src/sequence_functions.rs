@@ -84,17 +84,13 @@ impl std::hash::Hash for SequenceFunction {
     }
 }
 
-fn external(e: SqlError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
-
 fn bool_arg(args: &[ColumnarValue], i: usize, row: usize) -> DfResult<Option<bool>> {
     match scalar_at(args, i, row)? {
         // setval(name, value): is_called defaults to true
         None => Ok(Some(true)),
         Some(ScalarValue::Boolean(b)) => Ok(b),
         Some(v) if v.is_null() => Ok(None),
-        Some(_) => Err(external(SqlError::DatatypeMismatch(
+        Some(_) => Err(DataFusionError::from(SqlError::DatatypeMismatch(
             "setval's third argument must be boolean".into(),
         ))),
     }
@@ -105,7 +101,7 @@ impl SequenceFunction {
         let mut session = self.session.lock();
         match self.kind {
             Kind::Lastval => session.last.map(Some).ok_or_else(|| {
-                external(SqlError::NotInPrerequisiteState(
+                DataFusionError::from(SqlError::NotInPrerequisiteState(
                     "lastval is not yet defined in this session".into(),
                 ))
             }),
@@ -113,8 +109,11 @@ impl SequenceFunction {
                 let Some(text) = text_at(args, 0, row)? else {
                     return Ok(None);
                 };
-                let name = session.visible(&text).map_err(external)?;
-                let v = self.sequences.nextval(&name).map_err(external)?;
+                let name = session.visible(&text).map_err(DataFusionError::from)?;
+                let v = self
+                    .sequences
+                    .nextval(&name)
+                    .map_err(DataFusionError::from)?;
                 session.current.insert(name, v);
                 session.last = Some(v);
                 Ok(Some(v))
@@ -123,9 +122,9 @@ impl SequenceFunction {
                 let Some(text) = text_at(args, 0, row)? else {
                     return Ok(None);
                 };
-                let name = session.visible(&text).map_err(external)?;
+                let name = session.visible(&text).map_err(DataFusionError::from)?;
                 if !self.sequences.exists(&name) {
-                    return Err(external(SqlError::UndefinedTable(name)));
+                    return Err(DataFusionError::from(SqlError::UndefinedTable(name)));
                 }
                 session
                     .current
@@ -133,7 +132,7 @@ impl SequenceFunction {
                     .copied()
                     .map(Some)
                     .ok_or_else(|| {
-                        external(SqlError::NotInPrerequisiteState(format!(
+                        DataFusionError::from(SqlError::NotInPrerequisiteState(format!(
                             "currval of sequence \"{name}\" is not yet defined in this session"
                         )))
                     })
@@ -146,11 +145,11 @@ impl SequenceFunction {
                 ) else {
                     return Ok(None);
                 };
-                let name = session.visible(&text).map_err(external)?;
+                let name = session.visible(&text).map_err(DataFusionError::from)?;
                 let v = self
                     .sequences
                     .setval(&name, value, called)
-                    .map_err(external)?;
+                    .map_err(DataFusionError::from)?;
                 if called {
                     session.current.insert(name, v);
                     session.last = Some(v);

@@ -68,10 +68,6 @@ impl std::hash::Hash for SetConfig {
     }
 }
 
-fn external(e: SqlError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
-
 impl ScalarUDFImpl for SetConfig {
     fn name(&self) -> &str {
         "set_config"
@@ -82,7 +78,7 @@ impl ScalarUDFImpl for SetConfig {
     fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
         if args.len() != 3 {
             let types: Vec<String> = args.iter().map(|t| t.to_string()).collect();
-            return Err(external(SqlError::UndefinedOperator(format!(
+            return Err(DataFusionError::from(SqlError::UndefinedOperator(format!(
                 "function set_config({}) does not exist",
                 types.join(", ")
             ))));
@@ -113,18 +109,18 @@ impl ScalarUDFImpl for SetConfig {
         let mut out = StringBuilder::with_capacity(rows, 16);
         for row in 0..rows.min(names.len()) {
             if names.is_null(row) {
-                return Err(external(SqlError::NullValueNotAllowed(
+                return Err(DataFusionError::from(SqlError::NullValueNotAllowed(
                     "SET requires parameter name".into(),
                 )));
             }
             let name = names.value(row).to_ascii_lowercase();
             // a NULL value is RESET's: not supported through set_config
             if values.is_null(row) {
-                return Err(external(SqlError::FeatureNotSupported(format!(
-                    "set_config('{name}', NULL, ...) is not supported: use RESET {name}"
-                ))));
+                return Err(DataFusionError::from(SqlError::FeatureNotSupported(
+                    format!("set_config('{name}', NULL, ...) is not supported: use RESET {name}"),
+                )));
             }
-            let value = (self.validate)(&name, values.value(row)).map_err(external)?;
+            let value = (self.validate)(&name, values.value(row)).map_err(DataFusionError::from)?;
             let local = !locals.is_null(row) && locals.value(row);
             self.pending.lock().push(PendingSetting {
                 name,

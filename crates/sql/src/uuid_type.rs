@@ -49,10 +49,6 @@ fn is_text(t: &DataType) -> bool {
     )
 }
 
-fn external(e: SqlError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
-
 /// Text (or a uuid, unchanged) -> uuid.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct UuidIn {
@@ -89,7 +85,7 @@ impl ScalarUDFImpl for UuidIn {
     fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
         match args {
             [t] if is_text(t) || *t == UUID_ARROW => Ok(UUID_ARROW),
-            [t] => Err(external(SqlError::DatatypeMismatch(format!(
+            [t] => Err(DataFusionError::from(SqlError::DatatypeMismatch(format!(
                 "cannot cast type {t} to uuid"
             )))),
             _ => Err(DataFusionError::Plan(format!(
@@ -106,7 +102,7 @@ impl ScalarUDFImpl for UuidIn {
         let mut out = FixedSizeBinaryBuilder::with_capacity(a.len(), 16);
         let mut put = |s: Option<&str>| -> DfResult<()> {
             match s {
-                Some(s) => out.append_value(uuid_from_text(s).map_err(external)?)?,
+                Some(s) => out.append_value(uuid_from_text(s).map_err(DataFusionError::from)?)?,
                 None => out.append_null(),
             }
             Ok(())
@@ -117,7 +113,7 @@ impl ScalarUDFImpl for UuidIn {
             DataType::Utf8View => a.as_string_view().iter().try_for_each(&mut put)?,
             DataType::Null => (0..a.len()).try_for_each(|_| put(None))?,
             other => {
-                return Err(external(SqlError::DatatypeMismatch(format!(
+                return Err(DataFusionError::from(SqlError::DatatypeMismatch(format!(
                     "cannot cast type {other} to uuid"
                 ))))
             }
@@ -146,7 +142,7 @@ impl ScalarUDFImpl for UuidOut {
                     match v.map(<[u8; UUID_LEN]>::try_from) {
                         Some(Ok(u)) => out.append_value(format_uuid(&u)),
                         Some(Err(_)) => {
-                            return Err(external(SqlError::Internal(
+                            return Err(DataFusionError::from(SqlError::Internal(
                                 "uuid value is not 16 bytes".into(),
                             )))
                         }
@@ -158,7 +154,7 @@ impl ScalarUDFImpl for UuidOut {
                 (0..a.len()).for_each(|_| out.append_null())
             }
             None => {
-                return Err(external(SqlError::Internal(format!(
+                return Err(DataFusionError::from(SqlError::Internal(format!(
                     "{UUID_OUT} of {}",
                     a.data_type()
                 ))))
@@ -185,8 +181,9 @@ impl ScalarUDFImpl for GenRandomUuid {
         let mut out = FixedSizeBinaryBuilder::with_capacity(n, 16);
         for _ in 0..n {
             let mut u = [0u8; UUID_LEN];
-            rng.fill(&mut u)
-                .map_err(|_| external(SqlError::Internal("no random bytes for a uuid".into())))?;
+            rng.fill(&mut u).map_err(|_| {
+                DataFusionError::from(SqlError::Internal("no random bytes for a uuid".into()))
+            })?;
             // RFC 4122 version 4, variant 10xx
             u[6] = (u[6] & 0x0f) | 0x40;
             u[8] = (u[8] & 0x3f) | 0x80;

@@ -359,10 +359,6 @@ impl ScalarUDFImpl for FloatCast {
     }
 }
 
-fn external(e: SqlError) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
-
 /// Every string of `input` read as PostgreSQL reads a float of type `ty`
 /// (`pick` takes the number out of the parsed value).
 fn parse_floats<A, F>(input: &ArrayRef, ty: ColumnType, pick: fn(Value) -> Option<F>) -> DfResult<A>
@@ -376,7 +372,7 @@ where
                 .transpose()
         })
         .collect::<Result<A, SqlError>>()
-        .map_err(external)
+        .map_err(DataFusionError::from)
 }
 
 fn bad_float(s: &str, ty: ColumnType) -> SqlError {

@@ -105,7 +105,10 @@ pub(crate) fn insert_rows(
             let kept = row.clone();
             let key = match txn.append(table, row) {
                 Ok(key) => key,
-                Err(e) if conflicts.skips(&e) => continue,
+                Err(e) if conflicts.skips(&e) => {
+                    skip_seen_by_snapshot(txn, table, lsns, &kept, &e)?;
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
             if arbiter.is_some() {
@@ -164,7 +167,10 @@ pub(crate) fn insert_rows(
             let kept = r.clone();
             match txn.put(table, key.0.clone(), Some(r)) {
                 Ok(()) => {}
-                Err(e) if conflicts.skips(&e) => continue,
+                Err(e) if conflicts.skips(&e) => {
+                    skip_seen_by_snapshot(txn, table, lsns, &kept, &e)?;
+                    continue;
+                }
                 Err(e) => return Err(e),
             }
             if arbiter.is_some() {
@@ -177,6 +183,40 @@ pub(crate) fn insert_rows(
         }
     }
     Ok(n)
+}
+
+/// DO NOTHING skips a row for a conflict on a UNIQUE index (`e`). Under
+/// REPEATABLE READ the conflicting row must be one the snapshot sees: a
+/// row committed (or changed) after it is 40001, as in PostgreSQL, whose
+/// transaction could otherwise skip an insert because of a row it cannot
+/// read. The primary key has the same check before its lock
+/// ([`insert_rows`]).
+fn skip_seen_by_snapshot(
+    txn: &Transaction,
+    table: &Table,
+    lsns: &[Lsn],
+    row: &Row,
+    e: &SqlError,
+) -> Result<()> {
+    if txn.isolation != Isolation::RepeatableRead {
+        return Ok(());
+    }
+    let SqlError::Storage(StorageError::UniqueViolation { constraint, .. }) = e else {
+        return Ok(());
+    };
+    let def = table.def();
+    let Some(index) = def.indexes.iter().find(|i| &i.name == constraint) else {
+        return Ok(());
+    };
+    let Some(index_key) = eddy_storage::index::index_key(&index.columns, row) else {
+        return Ok(());
+    };
+    if let Some(owner) = txn.unique_owner(table, &index.name, &index_key)? {
+        if txn.changed_after(table, lsns, [owner.as_slice()])? {
+            return Err(StorageError::SerializationFailure.into());
+        }
+    }
+    Ok(())
 }
 
 /// What a proposed row found through the arbiter index of DO UPDATE.
