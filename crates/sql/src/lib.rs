@@ -102,6 +102,7 @@ pub mod text_casts;
 pub mod text_functions;
 pub mod time_functions;
 pub mod to_char;
+pub mod to_char_interval;
 pub mod to_char_number;
 pub mod to_timestamp;
 pub mod txn;

@@ -17,14 +17,16 @@
 //! UTC, so a timestamp with time zone is formatted in UTC (`TZ` is `UTC`);
 //! for a timestamp without time zone `TZ` is empty and `OF` is `+00`, as in
 //! PostgreSQL. Integers, numerics and floats are formatted by
-//! `crate::to_char_number`. Intervals are refused with 0A000: PostgreSQL
-//! formats them, Eddy does not yet.
+//! `crate::to_char_number`, intervals by `crate::to_char_interval`.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Timelike};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
-use datafusion::arrow::datatypes::{DataType, Date32Type, TimeUnit, TimestampMicrosecondType};
+use datafusion::arrow::datatypes::{
+    DataType, Date32Type, IntervalMonthDayNanoType, IntervalUnit, TimeUnit,
+    TimestampMicrosecondType,
+};
 use datafusion::common::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -329,7 +331,7 @@ fn month_name(date: NaiveDate) -> &'static str {
         .map_or("", |m| m.name())
 }
 
-fn cased(s: &str, case: Case) -> String {
+pub(crate) fn cased(s: &str, case: Case) -> String {
     match case {
         Case::Upper => s.to_uppercase(),
         Case::Capital => s.to_string(),
@@ -510,7 +512,7 @@ fn format_field(
     push_ordinal(out, value, ordinal);
 }
 
-fn push_ordinal(out: &mut String, value: i64, ordinal: Option<Case>) {
+pub(crate) fn push_ordinal(out: &mut String, value: i64, ordinal: Option<Case>) {
     if let Some(case) = ordinal {
         out.push_str(ordinal_suffix(value, case));
     }
@@ -524,7 +526,7 @@ struct ToChar {
 
 fn refuse(what: &DataType) -> DataFusionError {
     DataFusionError::External(Box::new(SqlError::FeatureNotSupported(format!(
-        "to_char of {what} is not supported: Eddy's to_char formats timestamp, timestamp with time zone, date and numeric values"
+        "to_char of {what} is not supported: Eddy's to_char formats timestamp, timestamp with time zone, date, interval and numeric values"
     ))))
 }
 
@@ -550,6 +552,7 @@ impl ScalarUDFImpl for ToChar {
             }
             DataType::Null => DataType::Timestamp(TimeUnit::Microsecond, None),
             DataType::Decimal128(..) => value.clone(),
+            DataType::Interval(_) => DataType::Interval(IntervalUnit::MonthDayNano),
             t if t.is_integer() => DataType::Int64,
             t if t.is_floating() => DataType::Float64,
             // refused by `return_type`: an error here would be reported as
@@ -576,7 +579,8 @@ impl ScalarUDFImpl for ToChar {
                 | DataType::Timestamp(..)
                 | DataType::Decimal128(..)
                 | DataType::Int64
-                | DataType::Float64,
+                | DataType::Float64
+                | DataType::Interval(IntervalUnit::MonthDayNano),
             )
             | None => Ok(DataType::Utf8),
             Some(other) => Err(refuse(other)),
@@ -602,6 +606,10 @@ impl ScalarUDFImpl for ToChar {
             DataType::Decimal128(..) | DataType::Int64 | DataType::Float64
         ) {
             let out = format_numbers(values.as_ref(), templates)?;
+            return crate::udf_args::scalar_if(all_scalar, out);
+        }
+        if let Some(intervals) = values.as_primitive_opt::<IntervalMonthDayNanoType>() {
+            let out = format_intervals(intervals, templates)?;
             return crate::udf_args::scalar_if(all_scalar, out);
         }
         let with_zone = match values.data_type() {
@@ -645,6 +653,32 @@ impl ScalarUDFImpl for ToChar {
         let out: ArrayRef = Arc::new(out.finish());
         crate::udf_args::scalar_if(all_scalar, out)
     }
+}
+
+/// `to_char(interval, template)` for a column of intervals
+/// (`crate::to_char_interval`).
+fn format_intervals(
+    values: &datafusion::arrow::array::IntervalMonthDayNanoArray,
+    templates: &datafusion::arrow::array::StringArray,
+) -> DfResult<ArrayRef> {
+    let mut out = StringBuilder::new();
+    let mut parsed: Option<(String, Template)> = None;
+    for i in 0..values.len() {
+        if values.is_null(i) || templates.is_null(i) {
+            out.append_null();
+            continue;
+        }
+        let text = templates.value(i);
+        let template = match &parsed {
+            Some((seen, template)) if seen == text => template,
+            _ => &parsed.insert((text.to_string(), Template::parse(text))).1,
+        };
+        out.append_value(crate::to_char_interval::format_interval(
+            template,
+            values.value(i),
+        )?);
+    }
+    Ok(Arc::new(out.finish()))
 }
 
 /// `to_char(number, template)` for a column of integers, numerics or
