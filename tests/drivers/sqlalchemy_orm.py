@@ -118,6 +118,46 @@ with engine.begin() as conn:
     check("NaN stored as NULL", conn.execute(text("SELECT count(*) FROM sa_frame WHERE c IS NULL")).scalar(), 2)
     conn.execute(text("DROP TABLE sa_frame"))
 
+# the PostgreSQL dialect's upserts: on_conflict_do_update through a
+# UNIQUE column (index_elements) and on the key, on_conflict_do_nothing
+from sqlalchemy import Column, MetaData, Table
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+meta = MetaData()
+users = Table(
+    "sa_users",
+    meta,
+    Column("id", Integer, primary_key=True),
+    Column("email", String(50), unique=True),
+    Column("name", String(50)),
+)
+meta.drop_all(engine)
+meta.create_all(engine)
+with engine.begin() as conn:
+    conn.execute(pg_insert(users).values(id=1, email="a@x", name="A"))
+    stmt = pg_insert(users).values(
+        [dict(id=2, email="a@x", name="A2"), dict(id=3, email="b@x", name="B")]
+    )
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[users.c.email], set_=dict(name=stmt.excluded.name)
+    ).returning(users.c.id, users.c.name)
+    check("upsert through email returns", sorted(conn.execute(stmt).all()), [(1, "A2"), (3, "B")])
+    stmt = pg_insert(users).values(id=3, email="c@x", name="C")
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[users.c.id],
+        set_=dict(email=stmt.excluded.email),
+        where=users.c.name == "B",
+    )
+    conn.execute(stmt)
+    # email c@x is taken now: the row is skipped
+    conn.execute(pg_insert(users).values(id=4, email="c@x", name="D").on_conflict_do_nothing())
+    check(
+        "upserted rows",
+        conn.execute(select(users).order_by(users.c.id)).all(),
+        [(1, "a@x", "A2"), (3, "c@x", "B")],
+    )
+meta.drop_all(engine)
+
 Base.metadata.drop_all(engine)
 check("drop_all", inspect(engine).has_table("sa_author"), False)
 print("sqlalchemy: ok")
