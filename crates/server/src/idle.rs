@@ -27,6 +27,8 @@ pub struct IdleWatch {
     /// The connection runs over TLS: bytes written straight to its socket
     /// would break the TLS stream, so it is closed without a message.
     encrypted: std::sync::atomic::AtomicBool,
+    /// `pg_terminate_backend` asked the connection to end.
+    terminate: Notify,
 }
 
 impl IdleWatch {
@@ -44,6 +46,18 @@ impl IdleWatch {
     pub fn arm(&self, timeout: Duration) {
         *self.deadline.lock() = Some(Instant::now() + timeout);
         self.changed.notify_one();
+    }
+
+    /// Ends the connection (`pg_terminate_backend`): the connection task
+    /// wakes from [`IdleWatch::terminated`], even if it is asked before it
+    /// waits.
+    pub fn terminate(&self) {
+        self.terminate.notify_one();
+    }
+
+    /// Resolves once [`IdleWatch::terminate`] was called.
+    pub async fn terminated(&self) {
+        self.terminate.notified().await
     }
 
     /// The client sent something: no longer idle.
@@ -174,16 +188,13 @@ impl Fd {
         }
     }
 
-    /// Sends `FATAL 25P03` and shuts the connection down (best effort: the
-    /// client may be gone already). Plaintext connections only.
-    pub fn send_fatal(&self) {
+    /// Sends `FATAL <code>: <message>` and shuts the connection down (best
+    /// effort: the client may be gone already). Plaintext connections only.
+    pub fn send_fatal(&self, code: &str, message: &str) {
         use std::io::Write;
         if let Some(s) = &self.0 {
             let mut w: &std::net::TcpStream = s;
-            let _ = w.write_all(&fatal_message(
-                "25P03",
-                "terminating connection due to idle-in-transaction timeout",
-            ));
+            let _ = w.write_all(&fatal_message(code, message));
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }

@@ -15,6 +15,7 @@
 //! Who may do what: `crate::auth`, `docs/design/security.md`.
 
 mod auth;
+mod backends;
 mod banner;
 mod config;
 mod console;
@@ -530,6 +531,10 @@ async fn serve(
     security.accounts.seed(&db.roles)?;
     let db = Arc::new(db);
     let backend = Arc::new(Backend::new(db, Arc::clone(&metrics), security));
+    // pg_stat_activity, pg_cancel_backend, pg_terminate_backend
+    let connections: Arc<dyn eddy_sql::backends::Backends> =
+        Arc::new(backends::ServerBackends::new(&backend));
+    let _ = backend.db.backends.set(connections);
     let idle = Arc::clone(&backend.idle);
     let handlers = Arc::new(Handlers::new(Arc::clone(&backend)));
     // the HTTP port first: once the PostgreSQL port accepts, nothing left
@@ -633,9 +638,21 @@ async fn serve(
                                     if watch.is_encrypted() {
                                         fd.shut_down();
                                     } else {
-                                        fd.send_fatal();
+                                        fd.send_fatal("25P03", "terminating connection due to idle-in-transaction timeout");
                                     }
                                     tracing::info!(%peer, "terminating connection due to idle-in-transaction timeout");
+                                }
+                                _ = watch.terminated() => {
+                                    // pg_terminate_backend: the protocol
+                                    // future ends with this select (its
+                                    // statement stops, its transaction
+                                    // rolls back); the client is told why
+                                    if watch.is_encrypted() {
+                                        fd.shut_down();
+                                    } else {
+                                        fd.send_fatal("57P01", "terminating connection due to administrator command");
+                                    }
+                                    tracing::info!(%peer, "terminating connection due to administrator command");
                                 }
                             }
                         };

@@ -429,7 +429,10 @@ pub(crate) fn slot<C: ClientInfo>(client: &C, backend: &Backend) -> Arc<SessionS
     s
 }
 
-fn new_or_existing_slot<C: ClientInfo>(client: &C, backend: &Backend) -> Arc<SessionSlot> {
+pub(crate) fn new_or_existing_slot<C: ClientInfo>(
+    client: &C,
+    backend: &Backend,
+) -> Arc<SessionSlot> {
     client.session_extensions().get_or_insert_with(|| {
         backend.metrics.connections.fetch_add(1, Ordering::Relaxed);
         let (pid, secret) = client.pid_and_secret_key();
@@ -439,9 +442,15 @@ fn new_or_existing_slot<C: ClientInfo>(client: &C, backend: &Backend) -> Arc<Ses
             .get("user")
             .cloned()
             .unwrap_or_else(|| "eddy".into());
-        let activity = backend
-            .activity
-            .register(pid, secret, user, client.socket_addr());
+        let application_name = client
+            .metadata()
+            .get("application_name")
+            .cloned()
+            .unwrap_or_default();
+        let activity =
+            backend
+                .activity
+                .register(pid, secret, user, application_name, client.socket_addr());
         let cancel = Arc::new(CancelSignal::default());
         backend
             .cancels

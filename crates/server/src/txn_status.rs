@@ -66,6 +66,17 @@ async fn arm_idle<C: ClientInfo>(client: &C, backend: &Backend, status: Transact
     }
 }
 
+/// Records the status a ReadyForQuery is about to carry, for
+/// `pg_stat_activity` (before it is sent: the client may ask another
+/// connection about this one as soon as it has it).
+fn show_status<C: ClientInfo>(client: &C, backend: &Backend, status: TransactionStatus) {
+    let s = crate::pg::new_or_existing_slot(client, backend);
+    s.activity.session.set_transaction(
+        status != TransactionStatus::Idle,
+        status == TransactionStatus::Error,
+    );
+}
+
 /// An error reached the client outside the session's own statement path.
 pub async fn note_error<C: ClientInfo>(client: &C, backend: &Backend) {
     let s = slot(client, backend);
@@ -95,7 +106,9 @@ where
         // client's status turned to E where it was not I.
         note_error(client, backend).await;
         sync_status(client, backend).await;
-        crate::notifications::ready_after_error(client, client.transaction_status());
+        let status = client.transaction_status();
+        crate::notifications::ready_after_error(client, status);
+        show_status(client, backend, status);
     }
     r
 }
@@ -166,6 +179,7 @@ where
         client.set_state(PgWireConnectionState::ReadyForQuery);
         let status = client.transaction_status();
         crate::notifications::before_ready(client, backend, status).await?;
+        show_status(client, backend, status);
         send_ready_for_query(client, status).await?;
         arm_idle(client, backend, status).await;
     }
@@ -191,6 +205,7 @@ where
     client.portal_store().rm_portal(DEFAULT_NAME);
     let status = client.transaction_status();
     crate::notifications::before_ready(client, backend, status).await?;
+    show_status(client, backend, status);
     client
         .send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(
             status,

@@ -125,9 +125,23 @@ pub struct PgCatalogSchema {
     roles: Arc<crate::roles::Roles>,
     /// The stream layer, whose sources `pg_class` lists.
     streams: Option<Arc<dyn crate::streams::StreamStatements>>,
+    /// The server's connections (`pg_stat_activity`) and the session's
+    /// user, who may see some of what they do (`crate::backends`).
+    backends: Option<(crate::backends::BackendsSlot, String)>,
 }
 
 impl PgCatalogSchema {
+    /// Lists the server's connections in `pg_stat_activity`, as `user`
+    /// may see them.
+    pub fn with_backends(
+        mut self,
+        backends: crate::backends::BackendsSlot,
+        user: &str,
+    ) -> PgCatalogSchema {
+        self.backends = Some((backends, user.to_string()));
+        self
+    }
+
     /// Lists the stream layer's sources too (as views).
     pub fn with_streams(
         mut self,
@@ -149,6 +163,7 @@ impl PgCatalogSchema {
             database: database.to_string(),
             roles,
             streams: None,
+            backends: None,
         }
     }
 }
@@ -208,6 +223,21 @@ impl SchemaProvider for PgCatalogSchema {
     async fn table(&self, name: &str) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
         if !PG_TABLES.contains(&name) {
             return Ok(None);
+        }
+        if name == "pg_stat_activity" {
+            let rows = match &self.backends {
+                Some((slot, user)) => crate::backends::activity_rows(
+                    slot,
+                    &self.roles,
+                    user,
+                    DATABASE_OID,
+                    &self.database,
+                ),
+                None => Vec::new(),
+            };
+            let columns = crate::backends::activity_columns();
+            let t = mem_table(&columns, rows)?;
+            return Ok(Some(Arc::new(t)));
         }
         // temporary tables are their sessions' own (`crate::temp_tables`)
         let mut tables = self.engine.tables();
@@ -1641,18 +1671,6 @@ fn build_pg_table(
         }
         "pg_partitioned_table" => mem_table(
             &[("partrelid", O), ("partstrat", T), ("partnatts", I2)],
-            vec![],
-        ),
-        "pg_stat_activity" => mem_table(
-            &[
-                ("datid", O),
-                ("datname", T),
-                ("pid", I4),
-                ("usename", T),
-                ("application_name", T),
-                ("state", T),
-                ("query", T),
-            ],
             vec![],
         ),
         "pg_locks" => mem_table(

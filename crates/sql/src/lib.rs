@@ -30,6 +30,7 @@ pub mod array_dimensions;
 pub mod array_subquery;
 pub mod array_type;
 pub mod at_time_zone;
+pub mod backends;
 pub mod bytea_functions;
 pub mod call_rewrites;
 pub mod cast_names;

@@ -6,7 +6,8 @@
 //!
 //! Invariants (see `docs/design/security.md`, "Roles and privileges"):
 //! * the bootstrap superuser `eddy` and the predefined roles
-//!   (`pg_read_server_files`, `pg_write_server_files`) always exist and
+//!   (`pg_read_server_files`, `pg_write_server_files`, `pg_monitor` and the
+//!   roles it includes, `pg_signal_backend`) always exist and
 //!   cannot be dropped, renamed or altered through SQL;
 //! * a password is kept only as a SCRAM-SHA-256 verifier in PostgreSQL's
 //!   format (`SCRAM-SHA-256$iterations:salt$StoredKey:ServerKey`), never in
@@ -41,8 +42,31 @@ pub const BOOTSTRAP_SUPERUSER: &str = "eddy";
 pub const BOOTSTRAP_SUPERUSER_OID: i64 = 10;
 pub const READ_SERVER_FILES: &str = "pg_read_server_files";
 pub const WRITE_SERVER_FILES: &str = "pg_write_server_files";
-/// The predefined roles and their PostgreSQL 15 oids.
-const PREDEFINED: [(&str, i64); 2] = [(READ_SERVER_FILES, 4569), (WRITE_SERVER_FILES, 4570)];
+/// Sees what every connection does in `pg_stat_activity`.
+pub const READ_ALL_STATS: &str = "pg_read_all_stats";
+/// May cancel and terminate other roles' (not superusers') backends.
+pub const SIGNAL_BACKEND: &str = "pg_signal_backend";
+pub const MONITOR: &str = "pg_monitor";
+/// The predefined roles, their PostgreSQL 15 oids and the predefined roles
+/// each is a member of (`pg_monitor` has the privileges of the reading
+/// roles, as in PostgreSQL).
+const PREDEFINED: [(&str, i64, &[&str]); 7] = [
+    (READ_SERVER_FILES, 4569, &[]),
+    (WRITE_SERVER_FILES, 4570, &[]),
+    ("pg_read_all_settings", 3374, &[]),
+    (READ_ALL_STATS, 3375, &[]),
+    ("pg_stat_scan_tables", 3377, &[]),
+    (
+        MONITOR,
+        3373,
+        &[
+            "pg_read_all_settings",
+            READ_ALL_STATS,
+            "pg_stat_scan_tables",
+        ],
+    ),
+    (SIGNAL_BACKEND, 4200, &[]),
+];
 
 /// SCRAM-SHA-256 iterations (PostgreSQL's default).
 pub const SCRAM_ITERATIONS: u32 = 4096;
@@ -125,7 +149,7 @@ impl RolesFile {
                 },
             );
         }
-        for (name, oid) in PREDEFINED {
+        for (name, oid, member_of) in PREDEFINED {
             if self.role(name).is_none() {
                 self.roles.push(RoleDef {
                     name: name.into(),
@@ -133,7 +157,7 @@ impl RolesFile {
                     superuser: false,
                     login: false,
                     password: None,
-                    member_of: Vec::new(),
+                    member_of: member_of.iter().map(|m| m.to_string()).collect(),
                     predefined: true,
                 });
             }

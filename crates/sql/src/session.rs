@@ -140,6 +140,8 @@ pub struct Database {
     /// When the database was opened, as `pg_postmaster_start_time()`
     /// reports it.
     pub started_at: String,
+    /// The front end's connections, once it serves (`crate::backends`).
+    pub backends: crate::backends::BackendsSlot,
 }
 
 /// The setting that bounds one query's memory (`crate::memory`).
@@ -181,6 +183,7 @@ impl Database {
             started_at: chrono::Utc::now()
                 .format("%Y-%m-%d %H:%M:%S%.6f+00")
                 .to_string(),
+            backends: Arc::default(),
         })
     }
 }
@@ -471,7 +474,8 @@ impl Session {
                     &db.name,
                     Arc::clone(&db.roles),
                 )
-                .with_streams(db.streams.clone()),
+                .with_streams(db.streams.clone())
+                .with_backends(Arc::clone(&db.backends), user),
             ),
         )?;
         let dml_schema = Arc::new(MemorySchemaProvider::new());
@@ -532,6 +536,11 @@ impl Session {
             .chain(fault_injection_functions())
             .chain(sequence_functions)
             .chain(advisory_functions)
+            .chain(crate::backends::signal_functions(
+                &db.backends,
+                &db.roles,
+                user,
+            ))
             .chain([typeof_function, setting_fallback, set_config])
             .chain([notify_function, listening_scalar])
             .chain(crate::uuid_type::uuid_functions())

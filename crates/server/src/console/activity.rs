@@ -12,11 +12,13 @@
 //!
 //! A statement is running from the moment its handler starts until its
 //! last row is sent (the guard travels with the row stream), which is when
-//! a cancel can still stop it.
+//! a cancel can still stop it. The last statement stays known after it
+//! ends, with the session's transaction state at its last ReadyForQuery,
+//! for `pg_stat_activity` ([`Activity::backends`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -53,7 +55,16 @@ struct RunningSlot {
     /// Statements begun on this session so far.
     seq: u64,
     current: Option<Running>,
+    /// The statement that ended last.
+    last: Option<Running>,
+    /// When a statement last began or ended.
+    changed: Option<Instant>,
 }
+
+/// [`SessionActivity::transaction`]'s values.
+const TXN_IDLE: u8 = 0;
+const TXN_IN_BLOCK: u8 = 1;
+const TXN_FAILED: u8 = 2;
 
 /// One client connection.
 pub struct SessionActivity {
@@ -64,9 +75,13 @@ pub struct SessionActivity {
     pub pid: i32,
     secret: SecretKey,
     pub user: String,
+    /// As the startup message set it ("" when it did not).
+    pub application_name: String,
     pub peer: SocketAddr,
     pub connected_at: SystemTime,
     running: Mutex<RunningSlot>,
+    /// The transaction state of the last ReadyForQuery (`TXN_*`).
+    transaction: AtomicU8,
 }
 
 impl SessionActivity {
@@ -77,10 +92,22 @@ impl SessionActivity {
         slot.seq += 1;
         let seq = slot.seq;
         slot.current = Some(Running { seq, text, started });
+        slot.changed = Some(started);
         RunningGuard {
             session: Arc::clone(self),
             seq,
         }
+    }
+
+    /// The session's transaction state as its ReadyForQuery just said it:
+    /// inside a block, and whether the block failed.
+    pub fn set_transaction(&self, in_block: bool, failed: bool) {
+        let v = match (in_block, failed) {
+            (_, true) => TXN_FAILED,
+            (true, false) => TXN_IN_BLOCK,
+            (false, false) => TXN_IDLE,
+        };
+        self.transaction.store(v, Ordering::Relaxed);
     }
 
     /// The backend key a CancelRequest for this session carries.
@@ -101,7 +128,8 @@ impl Drop for RunningGuard {
         // a later statement of the session may already have begun (a
         // suspended portal's rows outlive their Execute): leave it
         if slot.current.as_ref().is_some_and(|r| r.seq == self.seq) {
-            slot.current = None;
+            slot.last = slot.current.take();
+            slot.changed = Some(Instant::now());
         }
     }
 }
@@ -160,6 +188,7 @@ impl Activity {
         pid: i32,
         secret: SecretKey,
         user: String,
+        application_name: String,
         peer: SocketAddr,
     ) -> ActivityRegistration {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
@@ -168,9 +197,11 @@ impl Activity {
             pid,
             secret,
             user,
+            application_name,
             peer,
             connected_at: SystemTime::now(),
             running: Mutex::new(RunningSlot::default()),
+            transaction: AtomicU8::new(TXN_IDLE),
         });
         self.sessions.lock().insert(id, Arc::clone(&session));
         ActivityRegistration {
@@ -187,6 +218,53 @@ impl Activity {
     /// The session `id`.
     pub fn session(&self, id: u64) -> Option<Arc<SessionActivity>> {
         self.sessions.lock().get(&id).cloned()
+    }
+
+    /// The session whose backend pid is `pid`.
+    pub fn by_pid(&self, pid: i32) -> Option<Arc<SessionActivity>> {
+        self.sessions
+            .lock()
+            .values()
+            .find(|s| s.pid == pid)
+            .cloned()
+    }
+
+    /// Every open session as `pg_stat_activity` shows it.
+    pub fn backends(&self) -> Vec<eddy_sql::backends::BackendInfo> {
+        use eddy_sql::backends::{BackendInfo, BackendState};
+        let sessions: Vec<Arc<SessionActivity>> = self.sessions.lock().values().cloned().collect();
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        let at = |t: Instant| {
+            wall.checked_sub(now.saturating_duration_since(t))
+                .unwrap_or(wall)
+        };
+        sessions
+            .iter()
+            .map(|s| {
+                let slot = s.running.lock();
+                let state = match (&slot.current, s.transaction.load(Ordering::Relaxed)) {
+                    (Some(_), _) => BackendState::Active,
+                    (None, TXN_IN_BLOCK) => BackendState::IdleInTransaction,
+                    (None, TXN_FAILED) => BackendState::IdleInTransactionAborted,
+                    (None, _) => BackendState::Idle,
+                };
+                let shown = slot.current.as_ref().or(slot.last.as_ref());
+                BackendInfo {
+                    pid: s.pid,
+                    user: s.user.clone(),
+                    application_name: s.application_name.clone(),
+                    client: Some(s.peer),
+                    backend_start: s.connected_at,
+                    query_start: shown.map(|r| at(r.started)),
+                    state_change: slot.changed.map_or(s.connected_at, at),
+                    state,
+                    query: shown
+                        .map(|r| r.text.as_str().to_string())
+                        .unwrap_or_default(),
+                }
+            })
+            .collect()
     }
 
     /// Whether statement `seq` of session `session` is running now.
@@ -280,7 +358,7 @@ mod tests {
     fn registry() -> (Arc<Activity>, ActivityRegistration) {
         let a = Arc::new(Activity::default());
         let peer: SocketAddr = "127.0.0.1:4000".parse().unwrap();
-        let r = a.register(7, SecretKey::I32(1), "eddy".into(), peer);
+        let r = a.register(7, SecretKey::I32(1), "eddy".into(), "app".into(), peer);
         (a, r)
     }
 
