@@ -66,14 +66,22 @@ async fn arm_idle<C: ClientInfo>(client: &C, backend: &Backend, status: Transact
     }
 }
 
-/// Records the status a ReadyForQuery is about to carry, for
-/// `pg_stat_activity` (before it is sent: the client may ask another
-/// connection about this one as soon as it has it).
-fn show_status<C: ClientInfo>(client: &C, backend: &Backend, status: TransactionStatus) {
+/// Records the status a ReadyForQuery is about to carry and the session's
+/// `application_name`, for `pg_stat_activity` (before it is sent: the
+/// client may ask another connection about this one as soon as it has it).
+async fn show_status<C: ClientInfo>(client: &C, backend: &Backend, status: TransactionStatus) {
     let s = crate::pg::new_or_existing_slot(client, backend);
-    s.activity.session.set_transaction(
+    let name = s
+        .session
+        .lock()
+        .await
+        .as_ref()
+        .map(|sess| sess.application_name().to_string())
+        .unwrap_or_default();
+    s.activity.session.set_ready_state(
         status != TransactionStatus::Idle,
         status == TransactionStatus::Error,
+        &name,
     );
 }
 
@@ -108,7 +116,7 @@ where
         sync_status(client, backend).await;
         let status = client.transaction_status();
         crate::notifications::ready_after_error(client, status);
-        show_status(client, backend, status);
+        show_status(client, backend, status).await;
     }
     r
 }
@@ -179,7 +187,7 @@ where
         client.set_state(PgWireConnectionState::ReadyForQuery);
         let status = client.transaction_status();
         crate::notifications::before_ready(client, backend, status).await?;
-        show_status(client, backend, status);
+        show_status(client, backend, status).await;
         send_ready_for_query(client, status).await?;
         arm_idle(client, backend, status).await;
     }
@@ -205,7 +213,7 @@ where
     client.portal_store().rm_portal(DEFAULT_NAME);
     let status = client.transaction_status();
     crate::notifications::before_ready(client, backend, status).await?;
-    show_status(client, backend, status);
+    show_status(client, backend, status).await;
     client
         .send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(
             status,

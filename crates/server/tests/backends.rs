@@ -79,6 +79,17 @@ async fn pg_stat_activity_shows_each_connection_to_whom_postgres_shows_it() {
     assert_eq!(row.get::<_, String>(1), "eddy");
     assert!(row.get::<_, bool>(2) && row.get::<_, bool>(3));
 
+    // the block's start, its name as the client set it
+    let row = admin
+        .query_one(
+            "SELECT xact_start IS NOT NULL AND xact_start <= query_start, application_name \
+             FROM pg_stat_activity WHERE pid = $1",
+            &[&alice_pid],
+        )
+        .await
+        .expect("alice's block");
+    assert!(row.get::<_, bool>(0), "xact_start inside the block");
+    assert_eq!(row.get::<_, String>(1), "");
     // a failed block, then idle with the last statement
     let _ = alice.batch_execute("SELECT 1/0").await;
     assert_eq!(
@@ -90,6 +101,19 @@ async fn pg_stat_activity_shows_each_connection_to_whom_postgres_shows_it() {
         activity(&admin, alice_pid).await,
         (Some("idle".to_string()), Some("ROLLBACK".to_string()))
     );
+    alice
+        .batch_execute("SET application_name = 'renamed'")
+        .await
+        .expect("set");
+    let row = admin
+        .query_one(
+            "SELECT xact_start IS NULL, application_name FROM pg_stat_activity WHERE pid = $1",
+            &[&alice_pid],
+        )
+        .await
+        .expect("alice idle");
+    assert!(row.get::<_, bool>(0), "no transaction while idle");
+    assert_eq!(row.get::<_, String>(1), "renamed");
     // the asking session is active, running the query that asks (alice
     // sees her own)
     let (state, query) = activity(&alice, alice_pid).await;

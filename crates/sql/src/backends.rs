@@ -67,10 +67,12 @@ impl BackendState {
 pub struct BackendInfo {
     pub pid: i32,
     pub user: String,
-    /// As the client's startup message set it ("" when it did not).
+    /// The session's `application_name` at its last ReadyForQuery.
     pub application_name: String,
     pub client: Option<SocketAddr>,
     pub backend_start: SystemTime,
+    /// When the session's current transaction began (`None`: none).
+    pub xact_start: Option<SystemTime>,
     /// When the statement in `query` began (`None`: no statement yet).
     pub query_start: Option<SystemTime>,
     pub state_change: SystemTime,
@@ -176,8 +178,7 @@ pub(crate) fn activity_rows(
                         ScalarValue::Int32(Some(i32::from(c.port())))
                     }),
                     micros(b.backend_start),
-                    // the start of the open transaction is not tracked
-                    null.clone(),
+                    b.xact_start.map_or(null.clone(), micros),
                     b.query_start.map_or(null.clone(), micros),
                     micros(b.state_change),
                     null.clone(),
@@ -414,6 +415,7 @@ mod tests {
             application_name: "app".into(),
             client: "127.0.0.1:5000".parse().ok(),
             backend_start: SystemTime::now(),
+            xact_start: Some(SystemTime::now()),
             query_start: Some(SystemTime::now()),
             state_change: SystemTime::now(),
             state: BackendState::Active,

@@ -658,6 +658,14 @@ impl Session {
         &self.db
     }
 
+    /// The session's `application_name` ("" when not set).
+    pub fn application_name(&self) -> &str {
+        self.settings
+            .get("application_name")
+            .map(String::as_str)
+            .unwrap_or("")
+    }
+
     pub fn user(&self) -> &str {
         &self.user
     }

@@ -75,13 +75,16 @@ pub struct SessionActivity {
     pub pid: i32,
     secret: SecretKey,
     pub user: String,
-    /// As the startup message set it ("" when it did not).
-    pub application_name: String,
+    /// The session's `application_name` at its last ReadyForQuery.
+    application_name: Mutex<String>,
     pub peer: SocketAddr,
     pub connected_at: SystemTime,
     running: Mutex<RunningSlot>,
     /// The transaction state of the last ReadyForQuery (`TXN_*`).
     transaction: AtomicU8,
+    /// When the open transaction block began: the start of the statement
+    /// before the first ReadyForQuery inside it.
+    block_start: Mutex<Option<Instant>>,
 }
 
 impl SessionActivity {
@@ -99,15 +102,32 @@ impl SessionActivity {
         }
     }
 
-    /// The session's transaction state as its ReadyForQuery just said it:
-    /// inside a block, and whether the block failed.
-    pub fn set_transaction(&self, in_block: bool, failed: bool) {
+    /// The session's state as its ReadyForQuery is about to say it:
+    /// inside a block, whether the block failed, and its
+    /// `application_name` now.
+    pub fn set_ready_state(&self, in_block: bool, failed: bool, application_name: &str) {
         let v = match (in_block, failed) {
             (_, true) => TXN_FAILED,
             (true, false) => TXN_IN_BLOCK,
             (false, false) => TXN_IDLE,
         };
-        self.transaction.store(v, Ordering::Relaxed);
+        let was = self.transaction.swap(v, Ordering::Relaxed);
+        // `running` before `block_start`, never both at once here (the
+        // reader takes them in that order)
+        let last_started = self.running.lock().last.as_ref().map(|r| r.started);
+        {
+            let mut start = self.block_start.lock();
+            if v == TXN_IDLE {
+                *start = None;
+            } else if was == TXN_IDLE || start.is_none() {
+                // the block began with the statement that just ended
+                *start = last_started.or(Some(Instant::now()));
+            }
+        }
+        let mut name = self.application_name.lock();
+        if name.as_str() != application_name {
+            *name = application_name.to_string();
+        }
     }
 
     /// The backend key a CancelRequest for this session carries.
@@ -197,11 +217,12 @@ impl Activity {
             pid,
             secret,
             user,
-            application_name,
+            application_name: Mutex::new(application_name),
             peer,
             connected_at: SystemTime::now(),
             running: Mutex::new(RunningSlot::default()),
             transaction: AtomicU8::new(TXN_IDLE),
+            block_start: Mutex::new(None),
         });
         self.sessions.lock().insert(id, Arc::clone(&session));
         ActivityRegistration {
@@ -250,12 +271,18 @@ impl Activity {
                     (None, _) => BackendState::Idle,
                 };
                 let shown = slot.current.as_ref().or(slot.last.as_ref());
+                // inside a block: since the block began; outside one, a
+                // running statement is its own transaction
+                let xact_start = (*s.block_start.lock())
+                    .or_else(|| slot.current.as_ref().map(|r| r.started))
+                    .map(at);
                 BackendInfo {
                     pid: s.pid,
                     user: s.user.clone(),
-                    application_name: s.application_name.clone(),
+                    application_name: s.application_name.lock().clone(),
                     client: Some(s.peer),
                     backend_start: s.connected_at,
+                    xact_start,
                     query_start: shown.map(|r| at(r.started)),
                     state_change: slot.changed.map_or(s.connected_at, at),
                     state,
