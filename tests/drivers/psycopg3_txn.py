@@ -182,4 +182,28 @@ with psycopg.connect(DSN, autocommit=True) as conn:
     got = rows(conn, "SELECT 'v12' SIMILAR TO %s, 'v12' SIMILAR TO %s", ("v1%", "1%"))
     check(got == [(True, False)], f"SIMILAR TO a parameter: {got}")
 
+# PostgreSQL's WARNINGs for transaction statements out of place, as
+# NoticeResponses the driver hands to its notice handlers (simple and
+# extended protocol)
+with psycopg.connect(DSN, autocommit=True) as conn:
+    notices = []
+    conn.add_notice_handler(lambda d: notices.append((d.severity, d.sqlstate, d.message_primary)))
+    conn.execute("COMMIT")
+    conn.execute("SET LOCAL statement_timeout = '1s'")
+    conn.execute("ROLLBACK", prepare=True)
+    conn.execute("BEGIN")
+    conn.execute("BEGIN")
+    conn.execute("COMMIT")
+    conn.execute("SELECT 1")
+    check(
+        notices
+        == [
+            ("WARNING", "25P01", "there is no transaction in progress"),
+            ("WARNING", "25P01", "SET LOCAL can only be used in transaction blocks"),
+            ("WARNING", "25P01", "there is no transaction in progress"),
+            ("WARNING", "25001", "there is already a transaction in progress"),
+        ],
+        f"warnings: {notices}",
+    )
+
 print("psycopg3: ok")

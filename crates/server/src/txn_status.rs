@@ -66,6 +66,28 @@ async fn arm_idle<C: ClientInfo>(client: &C, backend: &Backend, status: Transact
     }
 }
 
+/// Sends the warnings the session's statements gave (`Session::notices`),
+/// before the ReadyForQuery that ends them.
+async fn send_notices<C>(client: &mut C, backend: &Backend) -> PgWireResult<()>
+where
+    C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let s = crate::pg::new_or_existing_slot(client, backend);
+    let notices = match s.session.lock().await.as_mut() {
+        Some(sess) => sess.take_notices(),
+        None => return Ok(()),
+    };
+    for n in notices {
+        let info = pgwire::error::ErrorInfo::new(n.severity.into(), n.code.into(), n.message);
+        client
+            .feed(PgWireBackendMessage::NoticeResponse(info.into()))
+            .await?;
+    }
+    Ok(())
+}
+
 /// Records the status a ReadyForQuery is about to carry and the session's
 /// `application_name`, for `pg_stat_activity` (before it is sent: the
 /// client may ask another connection about this one as soon as it has it).
@@ -116,6 +138,9 @@ where
         sync_status(client, backend).await;
         let status = client.transaction_status();
         crate::notifications::ready_after_error(client, status);
+        // the warnings of the statements before the failing one (the
+        // connection's own error, if sending fails, is `r`'s to report)
+        let _ = send_notices(client, backend).await;
         show_status(client, backend, status).await;
     }
     r
@@ -187,6 +212,7 @@ where
         client.set_state(PgWireConnectionState::ReadyForQuery);
         let status = client.transaction_status();
         crate::notifications::before_ready(client, backend, status).await?;
+        send_notices(client, backend).await?;
         show_status(client, backend, status).await;
         send_ready_for_query(client, status).await?;
         arm_idle(client, backend, status).await;
@@ -213,6 +239,7 @@ where
     client.portal_store().rm_portal(DEFAULT_NAME);
     let status = client.transaction_status();
     crate::notifications::before_ready(client, backend, status).await?;
+    send_notices(client, backend).await?;
     show_status(client, backend, status).await;
     client
         .send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(

@@ -329,6 +329,19 @@ pub struct Session {
     /// Settings the client's startup message gave (`application_name`...):
     /// the session's defaults, which RESET returns to.
     startup_settings: BTreeMap<String, String>,
+    /// Warnings for the client, sent before the next ReadyForQuery
+    /// ([`Session::take_notices`]).
+    notices: Vec<Notice>,
+}
+
+/// A NoticeResponse for the client: PostgreSQL's WARNINGs where a
+/// statement does nothing because it was given out of place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// `WARNING` or `NOTICE`.
+    pub severity: &'static str,
+    pub code: &'static str,
+    pub message: String,
 }
 
 impl Drop for Session {
@@ -621,6 +634,7 @@ impl Session {
             setting_changes: Default::default(),
             pending_settings,
             startup_settings: BTreeMap::new(),
+            notices: Vec::new(),
         };
         session.settings.insert(
             MEMORY_SETTING.into(),
@@ -656,6 +670,24 @@ impl Session {
 
     pub fn db(&self) -> &Arc<Database> {
         &self.db
+    }
+
+    /// The warnings the statements since the last call gave, for the
+    /// protocol layer to send before its ReadyForQuery.
+    pub fn take_notices(&mut self) -> Vec<Notice> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// A WARNING for the client (`code` its SQLSTATE).
+    pub(crate) fn warn(&mut self, code: &'static str, message: &str) {
+        // a client that never reads them cannot grow the list without end
+        if self.notices.len() < 64 {
+            self.notices.push(Notice {
+                severity: "WARNING",
+                code,
+                message: message.to_string(),
+            });
+        }
     }
 
     /// The session's `application_name` ("" when not set).
@@ -1723,7 +1755,8 @@ impl Session {
                     .join(", ");
                 let value = settings::validate_setting(&name, &value)?;
                 if local && !self.in_transaction_block() {
-                    // PostgreSQL: a WARNING, and no effect
+                    // as PostgreSQL: a WARNING, and no effect
+                    self.warn("25P01", "SET LOCAL can only be used in transaction blocks");
                     return Ok(Output::Command("SET".into()));
                 }
                 self.apply_gpu_setting(&name, &value)?;

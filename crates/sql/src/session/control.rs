@@ -405,7 +405,7 @@ impl Session {
                 }
                 let (iso, ro) = modes_of(&modes)?;
                 if in_block {
-                    // PostgreSQL: WARNING, there is already a transaction in progress.
+                    self.warn("25001", "there is already a transaction in progress");
                     return Ok(Output::TxnStart("BEGIN".into()));
                 }
                 let (d_iso, d_ro) = self.default_modes()?;
@@ -435,7 +435,7 @@ impl Session {
                     }
                 }
                 let Some(t) = self.txn.take().filter(|t| t.explicit) else {
-                    // PostgreSQL: WARNING, there is no transaction in progress.
+                    self.warn("25P01", "there is no transaction in progress");
                     return Ok(Output::TxnEnd("COMMIT".into()));
                 };
                 if t.aborted {
@@ -480,6 +480,9 @@ impl Session {
                         Ok(Output::TxnEnd("ROLLBACK".into()))
                     }
                     None => {
+                        if !in_block {
+                            self.warn("25P01", "there is no transaction in progress");
+                        }
                         self.rollback_block();
                         Ok(Output::TxnEnd("ROLLBACK".into()))
                     }
