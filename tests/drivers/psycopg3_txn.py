@@ -205,5 +205,21 @@ with psycopg.connect(DSN, autocommit=True) as conn:
         ],
         f"warnings: {notices}",
     )
+    # and the NOTICEs of what IF [NOT] EXISTS skipped
+    notices.clear()
+    conn.execute("DROP TABLE IF EXISTS py3_absent")
+    conn.execute("CREATE TABLE IF NOT EXISTS py3_notice (id int PRIMARY KEY)")
+    conn.execute("CREATE TABLE IF NOT EXISTS py3_notice (id int PRIMARY KEY)")
+    conn.execute("DROP INDEX IF EXISTS py3_absent_idx")
+    conn.execute("DROP TABLE py3_notice")
+    check(
+        notices
+        == [
+            ("NOTICE", "00000", 'table "py3_absent" does not exist, skipping'),
+            ("NOTICE", "42P07", 'relation "py3_notice" already exists, skipping'),
+            ("NOTICE", "00000", 'index "py3_absent_idx" does not exist, skipping'),
+        ],
+        f"notices: {notices}",
+    )
 
 print("psycopg3: ok")

@@ -680,10 +680,20 @@ impl Session {
 
     /// A WARNING for the client (`code` its SQLSTATE).
     pub(crate) fn warn(&mut self, code: &'static str, message: &str) {
+        self.push_notice("WARNING", code, message);
+    }
+
+    /// A NOTICE for the client: what an `IF EXISTS` / `IF NOT EXISTS`
+    /// statement skipped, named as the user named it.
+    pub(crate) fn notice(&mut self, code: &'static str, message: &str) {
+        self.push_notice("NOTICE", code, &crate::temp_tables::user_text(message));
+    }
+
+    fn push_notice(&mut self, severity: &'static str, code: &'static str, message: &str) {
         // a client that never reads them cannot grow the list without end
         if self.notices.len() < 64 {
             self.notices.push(Notice {
-                severity: "WARNING",
+                severity,
                 code,
                 message: message.to_string(),
             });
@@ -1467,6 +1477,10 @@ impl Session {
                             )));
                         }
                         if if_exists {
+                            self.notice(
+                                "00000",
+                                &format!("table \"{name}\" does not exist, skipping"),
+                            );
                             continue;
                         }
                         return Err(SqlError::UndefinedTable(name));
@@ -1905,6 +1919,10 @@ impl Session {
         let name = table_name(&ct.name)?;
         if self.db.engine.table(&name).is_some() {
             if ct.if_not_exists {
+                self.notice(
+                    "42P07",
+                    &format!("relation \"{name}\" already exists, skipping"),
+                );
                 return Ok(Output::Command("CREATE TABLE".into()));
             }
             return Err(SqlError::Storage(eddy_storage::StorageError::TableExists(
@@ -1913,6 +1931,10 @@ impl Session {
         }
         if self.db.sequences.exists(&name) {
             if ct.if_not_exists {
+                self.notice(
+                    "42P07",
+                    &format!("relation \"{name}\" already exists, skipping"),
+                );
                 return Ok(Output::Command("CREATE TABLE".into()));
             }
             return Err(SqlError::DuplicateTable(name));

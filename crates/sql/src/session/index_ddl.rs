@@ -36,6 +36,10 @@ impl Session {
         };
         if self.relation_exists(&name) {
             if ci.if_not_exists {
+                self.notice(
+                    "42P07",
+                    &format!("relation \"{name}\" already exists, skipping"),
+                );
                 return Ok(Output::Command("CREATE INDEX".into()));
             }
             return Err(SqlError::DuplicateTable(name));
@@ -76,6 +80,10 @@ impl Session {
             let name = table_name(n)?;
             let Some(owner) = self.index_owner(&name) else {
                 if if_exists {
+                    self.notice(
+                        "00000",
+                        &format!("index \"{name}\" does not exist, skipping"),
+                    );
                     continue;
                 }
                 return Err(SqlError::UndefinedObject(format!(

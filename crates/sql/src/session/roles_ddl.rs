@@ -198,6 +198,10 @@ impl Session {
             let name = role_name(n)?;
             if self.db.roles.get(&name).is_none() {
                 if if_exists {
+                    self.notice(
+                        "00000",
+                        &format!("role \"{name}\" does not exist, skipping"),
+                    );
                     continue;
                 }
                 return Err(SqlError::UndefinedObject(format!(

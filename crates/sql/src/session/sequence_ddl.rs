@@ -390,6 +390,10 @@ impl Session {
                     )));
                 }
                 if if_exists {
+                    self.notice(
+                        "00000",
+                        &format!("sequence \"{name}\" does not exist, skipping"),
+                    );
                     continue;
                 }
                 return Err(SqlError::UndefinedTable(name));

@@ -161,7 +161,12 @@ impl Session {
                         "\"{name}\" is not a view\nHINT:  Use DROP TABLE to remove a table."
                     )))
                 }
-                None if if_exists => {}
+                None if if_exists => {
+                    self.notice(
+                        "00000",
+                        &format!("view \"{name}\" does not exist, skipping"),
+                    );
+                }
                 None => {
                     return Err(SqlError::UndefinedRelation(format!(
                         "view \"{name}\" does not exist"
