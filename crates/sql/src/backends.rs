@@ -33,7 +33,7 @@ use std::time::SystemTime;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
-use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
@@ -293,15 +293,6 @@ impl SignalBackend {
     }
 }
 
-fn pid_of(v: &ScalarValue) -> Option<i64> {
-    match v {
-        ScalarValue::Int64(x) => *x,
-        ScalarValue::Int32(x) => x.map(i64::from),
-        ScalarValue::Int16(x) => x.map(i64::from),
-        _ => None,
-    }
-}
-
 impl ScalarUDFImpl for SignalBackend {
     fn name(&self) -> &str {
         Self::name(self.signal)
@@ -332,19 +323,12 @@ impl ScalarUDFImpl for SignalBackend {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let all_scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        use crate::udf_args::{all_scalar, int_at, scalar_if};
+        let all_scalar = all_scalar(&args.args);
         let rows = if all_scalar { 1 } else { args.number_rows };
-        let mut out = Vec::with_capacity(rows);
-        for i in 0..rows {
-            let values = arrays
-                .iter()
-                .map(|a| ScalarValue::try_from_array(a, i))
-                .collect::<DfResult<Vec<_>>>()?;
-            if let Some(timeout) = values.get(1).and_then(pid_of) {
+        let mut out = datafusion::arrow::array::BooleanBuilder::with_capacity(rows);
+        for row in 0..rows {
+            if let Some(timeout) = int_at(&args.args, 1, row)? {
                 if timeout < 0 {
                     return Err(SqlError::InvalidParameter(
                         "\"timeout\" must not be negative".into(),
@@ -358,19 +342,16 @@ impl ScalarUDFImpl for SignalBackend {
                     .into());
                 }
             }
-            let result = match values.first() {
-                Some(ScalarValue::Int32(Some(pid))) => Some(self.signal_one(*pid)?),
-                _ => None,
-            };
-            out.push(ScalarValue::Boolean(result));
+            match int_at(&args.args, 0, row)? {
+                // coerced to int4: in range
+                Some(pid) => match i32::try_from(pid) {
+                    Ok(pid) => out.append_value(self.signal_one(pid)?),
+                    Err(_) => out.append_value(false),
+                },
+                None => out.append_null(),
+            }
         }
-        if all_scalar {
-            let one = out.pop().ok_or_else(|| {
-                DataFusionError::Internal(format!("{}: no row", Self::name(self.signal)))
-            })?;
-            return Ok(ColumnarValue::Scalar(one));
-        }
-        Ok(ColumnarValue::Array(ScalarValue::iter_to_array(out)?))
+        scalar_if(all_scalar, std::sync::Arc::new(out.finish()))
     }
 }
 

@@ -170,7 +170,7 @@ fn text(_: &[DataType]) -> Result<DataType, SqlError> {
     Ok(DataType::Utf8)
 }
 
-fn text_list() -> DataType {
+pub(crate) fn text_list() -> DataType {
     DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
 }
 
@@ -189,7 +189,7 @@ pub(crate) fn arity(name: &str, args: &[DataType], min: usize, max: usize) -> Re
     Ok(())
 }
 
-fn is_text(t: &DataType) -> bool {
+pub(crate) fn is_text(t: &DataType) -> bool {
     matches!(
         t,
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null

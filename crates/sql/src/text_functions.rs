@@ -17,14 +17,12 @@
 //!   away from zero; units `bytes`, `kB`, `MB`, `GB`, `TB`, `PB` (1024
 //!   based, any case); 22023 for anything else, 22003 past bigint.
 
-use std::sync::Arc;
-
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::ScalarUDF;
 
 use crate::error::SqlError;
-use crate::pg_functions::{arity, function, no_function, regex_with_flags};
+use crate::pg_functions::{arity, function, is_text, no_function, regex_with_flags, text_list};
 
 /// The functions, for the session to register.
 pub fn text_functions() -> Vec<ScalarUDF> {
@@ -49,17 +47,6 @@ pub fn text_functions() -> Vec<ScalarUDF> {
             pg_size_bytes,
         ),
     ]
-}
-
-fn text_list() -> DataType {
-    DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
-}
-
-fn is_text(t: &DataType) -> bool {
-    matches!(
-        t,
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
-    )
 }
 
 fn is_integer(t: &DataType) -> bool {

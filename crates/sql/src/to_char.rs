@@ -643,16 +643,28 @@ impl ScalarUDFImpl for ToChar {
                 out.append_null();
                 continue;
             };
-            let text = templates.value(i);
-            let template = match &parsed {
-                Some((seen, template)) if seen == text => template,
-                _ => &parsed.insert((text.to_string(), Template::parse(text))).1,
-            };
+            let template = cached(&mut parsed, templates.value(i), |t| Ok(Template::parse(t)))?;
             out.append_value(template.format(t, with_zone));
         }
         let out: ArrayRef = Arc::new(out.finish());
         crate::udf_args::scalar_if(all_scalar, out)
     }
+}
+
+/// The template `text` parsed, kept in `parsed` for the rows after it that
+/// share it (a column's template is usually one constant).
+fn cached<'a, T>(
+    parsed: &'a mut Option<(String, T)>,
+    text: &str,
+    parse: impl FnOnce(&str) -> Result<T, SqlError>,
+) -> Result<&'a T, SqlError> {
+    if !matches!(parsed, Some((seen, _)) if seen == text) {
+        *parsed = Some((text.to_string(), parse(text)?));
+    }
+    parsed
+        .as_ref()
+        .map(|(_, t)| t)
+        .ok_or_else(|| SqlError::Internal("to_char: no template".into()))
 }
 
 /// `to_char(interval, template)` for a column of intervals
@@ -668,11 +680,7 @@ fn format_intervals(
             out.append_null();
             continue;
         }
-        let text = templates.value(i);
-        let template = match &parsed {
-            Some((seen, template)) if seen == text => template,
-            _ => &parsed.insert((text.to_string(), Template::parse(text))).1,
-        };
+        let template = cached(&mut parsed, templates.value(i), |t| Ok(Template::parse(t)))?;
         out.append_value(crate::to_char_interval::format_interval(
             template,
             values.value(i),
@@ -689,7 +697,6 @@ fn format_numbers(
 ) -> DfResult<ArrayRef> {
     use crate::to_char_number::{decimal_parts, float_parts, NumberTemplate};
     use datafusion::arrow::datatypes::{Decimal128Type, Float64Type, Int64Type};
-    let external = |e: SqlError| DataFusionError::External(Box::new(e));
     let mut out = StringBuilder::new();
     let mut parsed: Option<(String, NumberTemplate)> = None;
     for i in 0..values.len() {
@@ -697,14 +704,7 @@ fn format_numbers(
             out.append_null();
             continue;
         }
-        let text = templates.value(i);
-        let template = match &parsed {
-            Some((seen, template)) if seen == text => template,
-            _ => {
-                let t = NumberTemplate::parse(text).map_err(external)?;
-                &parsed.insert((text.to_string(), t)).1
-            }
-        };
+        let template = cached(&mut parsed, templates.value(i), NumberTemplate::parse)?;
         let places = template.fraction_places();
         let (negative, int, frac) = match values.data_type() {
             DataType::Decimal128(_, scale) => decimal_parts(
@@ -717,8 +717,7 @@ fn format_numbers(
                 0,
                 places,
             ),
-            _ => float_parts(values.as_primitive::<Float64Type>().value(i), places)
-                .map_err(external)?,
+            _ => float_parts(values.as_primitive::<Float64Type>().value(i), places)?,
         };
         out.append_value(template.format(negative, &int, &frac));
     }
