@@ -33,10 +33,14 @@
 //!   date's midnight, as PostgreSQL's `date + interval` is (DataFusion's
 //!   answer was a date: the hours were lost);
 //! * `round` of one real or double precision argument, whose ties go to
-//!   the even neighbour as C's `rint` (`rounding`: `eddy_float_round`).
+//!   the even neighbour as C's `rint` (`rounding`: `eddy_float_round`);
+//! * `extract(epoch from x)` / `date_part('epoch', x)`, exactly and with
+//!   PostgreSQL's 365.25-day years of an interval (`epoch`:
+//!   `eddy_epoch`).
 //!
-//! Invariants: result types (except those of a timestamp difference and
-//! a date shifted by an interval, the point of those rewrites; every node
+//! Invariants: result types (except those of a timestamp difference, a
+//! date shifted by an interval and an epoch, a numeric as PostgreSQL's
+//! EXTRACT gives, the point of those rewrites; every node
 //! recomputes its schema) and output names do not change (names are preserved the
 //! way DataFusion's own type coercion preserves them), so nothing above
 //! the rewritten expression notices; only operands of one
@@ -45,6 +49,7 @@
 //! (`'inf'::float8 * 2`), as in PostgreSQL: only a non-finite result of
 //! finite operands is an error.
 
+mod epoch;
 mod float;
 mod integer;
 mod interval_order;
@@ -126,6 +131,50 @@ fn rewrite_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
     rewritten.map_data(|p| p.recompute_schema())
 }
 
+/// A binary expression whose operands are of two types, one of them a
+/// numeric, with both cast to the types DataFusion's coercion picks for
+/// them (and the new types); anything else unchanged.
+fn recoerce_numeric_operands(
+    e: Expr,
+    child_types: Vec<Option<DataType>>,
+) -> DfResult<(Expr, Vec<Option<DataType>>)> {
+    let (l, r) = match child_types.as_slice() {
+        [Some(l), Some(r)]
+            if l != r
+                && (matches!(l, DataType::Decimal128(..))
+                    || matches!(r, DataType::Decimal128(..))) =>
+        {
+            (l.clone(), r.clone())
+        }
+        _ => return Ok((e, child_types)),
+    };
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
+        return Ok((e, child_types));
+    };
+    let Ok((lt, rt)) =
+        datafusion::logical_expr::type_coercion::binary::BinaryTypeCoercer::new(&l, &op, &r)
+            .get_input_types()
+    else {
+        return Ok((
+            Expr::BinaryExpr(BinaryExpr { left, op, right }),
+            child_types,
+        ));
+    };
+    let cast = |x: Box<Expr>, from: &DataType, to: &DataType| {
+        if from == to {
+            x
+        } else {
+            Box::new(Expr::Cast(Cast::new(x, to.clone())))
+        }
+    };
+    let e = Expr::BinaryExpr(BinaryExpr::new(
+        cast(left, &l, &lt),
+        op,
+        cast(right, &r, &rt),
+    ));
+    Ok((e, vec![Some(lt), Some(rt)]))
+}
+
 fn rewrite_expr(
     e: Expr,
     schema: &DFSchema,
@@ -137,6 +186,10 @@ fn rewrite_expr(
         Ok(TreeNodeRecursion::Continue)
     })?;
     let child_types = types.split_off(types.len().saturating_sub(children));
+    // an operand this rule made numeric (EXTRACT's fraction or epoch) now
+    // differs from the other one, which DataFusion coerced to the old
+    // type: coerce the pair again, as DataFusion would have
+    let (e, child_types) = recoerce_numeric_operands(e, child_types)?;
     let operands = match child_types.as_slice() {
         [Some(l), Some(r)] if l == r => Some(l.clone()),
         _ => None,
@@ -197,6 +250,10 @@ fn rewrite_expr(
         }
     }
     if let Expr::ScalarFunction(f) = &e {
+        if let Some(exact) = epoch::exact_epoch(f, schema) {
+            types.push(exact.get_type(schema).ok());
+            return Ok(Transformed::yes(exact));
+        }
         if let Some(with_fraction) = rounding::fractional_date_part(f) {
             types.push(with_fraction.get_type(schema).ok());
             return Ok(Transformed::yes(with_fraction));
@@ -326,6 +383,7 @@ pub fn checked_functions() -> Vec<Arc<ScalarUDF>> {
     all.push(Arc::clone(&rounding::FLOAT_ROUND));
     all.extend(to_integer::all());
     all.push(Arc::clone(&timestamp_diff::TIMESTAMP_DIFF));
+    all.push(Arc::clone(&epoch::EPOCH));
     all.push(interval_order::udf());
     all
 }

@@ -70,7 +70,7 @@ fn difference(l: i64, r: i64) -> Result<IntervalMonthDayNano, SqlError> {
 }
 
 /// A timestamp column's values in microseconds.
-fn micros(a: &ArrayRef) -> Result<Vec<Option<i64>>, DataFusionError> {
+pub(super) fn micros(a: &ArrayRef) -> Result<Vec<Option<i64>>, DataFusionError> {
     let scale = |v: Option<i64>, mul: i64, div: i64| -> DfResult<Option<i64>> {
         v.map(|v| {
             v.checked_mul(mul)
