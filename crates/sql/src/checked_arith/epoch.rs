@@ -22,7 +22,7 @@ use datafusion::arrow::array::{ArrayRef, AsArray, Decimal128Array};
 use datafusion::arrow::datatypes::{
     DataType, Date32Type, IntervalUnit, Time64MicrosecondType, TimeUnit,
 };
-use datafusion::common::{DFSchema, DataFusionError, ScalarValue};
+use datafusion::common::{DFSchema, DataFusionError};
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::{
@@ -41,18 +41,7 @@ const SECONDS_PER_DAY: i128 = 86_400;
 /// `date_part('epoch', x)` as `eddy_epoch(x)` for the types it reads;
 /// `None` for any other call.
 pub(super) fn exact_epoch(f: &ScalarFunction, schema: &DFSchema) -> Option<Expr> {
-    if f.func.name() != "date_part" {
-        return None;
-    }
-    let [Expr::Literal(
-        ScalarValue::Utf8(Some(field))
-        | ScalarValue::LargeUtf8(Some(field))
-        | ScalarValue::Utf8View(Some(field)),
-        _,
-    ), x] = f.args.as_slice()
-    else {
-        return None;
-    };
+    let (field, x) = super::rounding::date_part_call(f)?;
     if !field.trim().eq_ignore_ascii_case("epoch") {
         return None;
     }

@@ -137,6 +137,23 @@ fn constant_integer(e: &Expr) -> Option<i64> {
     }
 }
 
+/// The field and the operand of a `date_part` call (what EXTRACT plans
+/// as) whose field is a constant.
+pub(super) fn date_part_call(f: &ScalarFunction) -> Option<(&str, &Expr)> {
+    if f.func.name() != "date_part" {
+        return None;
+    }
+    match f.args.as_slice() {
+        [Expr::Literal(
+            ScalarValue::Utf8(Some(field))
+            | ScalarValue::LargeUtf8(Some(field))
+            | ScalarValue::Utf8View(Some(field)),
+            _,
+        ), x] => Some((field, x)),
+        _ => None,
+    }
+}
+
 /// `extract(second | millisecond from x)` (EXTRACT plans as `date_part`)
 /// with the fraction PostgreSQL keeps: DataFusion answered whole seconds
 /// (`extract(second from '10:00:05.5')` was 5; PostgreSQL 5.500000).
@@ -146,18 +163,7 @@ fn constant_integer(e: &Expr) -> Option<i64> {
 /// same numeric (PostgreSQL's is a double of the same value). None for
 /// other calls.
 pub(super) fn fractional_date_part(f: &ScalarFunction) -> Option<Expr> {
-    if f.func.name() != "date_part" {
-        return None;
-    }
-    let [Expr::Literal(
-        ScalarValue::Utf8(Some(field))
-        | ScalarValue::LargeUtf8(Some(field))
-        | ScalarValue::Utf8View(Some(field)),
-        _,
-    ), x] = f.args.as_slice()
-    else {
-        return None;
-    };
+    let (field, x) = date_part_call(f)?;
     let scale: i8 = match field.to_ascii_lowercase().as_str() {
         "second" | "seconds" | "s" | "sec" | "secs" => 6,
         "millisecond" | "milliseconds" | "ms" | "msec" | "msecs" => 3,
