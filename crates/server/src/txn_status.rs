@@ -66,18 +66,34 @@ async fn arm_idle<C: ClientInfo>(client: &C, backend: &Backend, status: Transact
     }
 }
 
-/// Sends the warnings the session's statements gave (`Session::notices`),
-/// before the ReadyForQuery that ends them.
-async fn send_notices<C>(client: &mut C, backend: &Backend) -> PgWireResult<()>
+/// Before a ReadyForQuery with `status`: sends the warnings the session's
+/// statements gave (`Session::take_notices`) and records the status and the
+/// session's `application_name` for `pg_stat_activity` (before it is sent:
+/// the client may ask another connection about this one as soon as it has
+/// it). One lock of the session for both, on every statement's path.
+async fn ready_state_and_notices<C>(
+    client: &mut C,
+    backend: &Backend,
+    status: TransactionStatus,
+) -> PgWireResult<()>
 where
     C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
     C::Error: Debug,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
     let s = crate::pg::new_or_existing_slot(client, backend);
-    let notices = match s.session.lock().await.as_mut() {
-        Some(sess) => sess.take_notices(),
-        None => return Ok(()),
+    let notices = {
+        let mut guard = s.session.lock().await;
+        let name = guard.as_ref().map_or("", |sess| sess.application_name());
+        s.activity.session.set_ready_state(
+            status != TransactionStatus::Idle,
+            status == TransactionStatus::Error,
+            name,
+        );
+        guard
+            .as_mut()
+            .map(|sess| sess.take_notices())
+            .unwrap_or_default()
     };
     for n in notices {
         let info = pgwire::error::ErrorInfo::new(n.severity.into(), n.code.into(), n.message);
@@ -86,25 +102,6 @@ where
             .await?;
     }
     Ok(())
-}
-
-/// Records the status a ReadyForQuery is about to carry and the session's
-/// `application_name`, for `pg_stat_activity` (before it is sent: the
-/// client may ask another connection about this one as soon as it has it).
-async fn show_status<C: ClientInfo>(client: &C, backend: &Backend, status: TransactionStatus) {
-    let s = crate::pg::new_or_existing_slot(client, backend);
-    let name = s
-        .session
-        .lock()
-        .await
-        .as_ref()
-        .map(|sess| sess.application_name().to_string())
-        .unwrap_or_default();
-    s.activity.session.set_ready_state(
-        status != TransactionStatus::Idle,
-        status == TransactionStatus::Error,
-        &name,
-    );
 }
 
 /// An error reached the client outside the session's own statement path.
@@ -140,8 +137,7 @@ where
         crate::notifications::ready_after_error(client, status);
         // the warnings of the statements before the failing one (the
         // connection's own error, if sending fails, is `r`'s to report)
-        let _ = send_notices(client, backend).await;
-        show_status(client, backend, status).await;
+        let _ = ready_state_and_notices(client, backend, status).await;
     }
     r
 }
@@ -212,8 +208,7 @@ where
         client.set_state(PgWireConnectionState::ReadyForQuery);
         let status = client.transaction_status();
         crate::notifications::before_ready(client, backend, status).await?;
-        send_notices(client, backend).await?;
-        show_status(client, backend, status).await;
+        ready_state_and_notices(client, backend, status).await?;
         send_ready_for_query(client, status).await?;
         arm_idle(client, backend, status).await;
     }
@@ -239,8 +234,7 @@ where
     client.portal_store().rm_portal(DEFAULT_NAME);
     let status = client.transaction_status();
     crate::notifications::before_ready(client, backend, status).await?;
-    send_notices(client, backend).await?;
-    show_status(client, backend, status).await;
+    ready_state_and_notices(client, backend, status).await?;
     client
         .send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(
             status,
