@@ -31,7 +31,7 @@ use pgwire::api::auth::sasl::scram::ScramAuth;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::{
     finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata, AuthSource,
-    DefaultServerParameterProvider, StartupHandler,
+    DefaultServerParameterProvider, ServerParameterProvider, StartupHandler,
 };
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
@@ -270,12 +270,36 @@ impl Backend {
     }
 }
 
-fn parameter_provider() -> DefaultServerParameterProvider {
+fn parameter_provider() -> EddyParameters {
     let mut p = DefaultServerParameterProvider::default();
     p.server_version = eddy_sql::catalog::SERVER_VERSION.to_string();
     p.time_zone = "UTC".into();
     p.date_style = "ISO, MDY".into();
-    p
+    EddyParameters(p)
+}
+
+/// The ParameterStatus values sent at startup: the server's, with the
+/// client's own `TimeZone` where its startup message names a zone (the
+/// session reads and writes timestamps there from its first statement).
+pub struct EddyParameters(DefaultServerParameterProvider);
+
+impl ServerParameterProvider for EddyParameters {
+    fn server_parameters<C>(&self, client: &C) -> Option<HashMap<String, String>>
+    where
+        C: ClientInfo,
+    {
+        let mut params = self.0.server_parameters(client)?;
+        let asked = eddy_sql::session::startup_settings_of(client.metadata())
+            .into_iter()
+            .filter(|(k, _)| k == "timezone")
+            .map(|(_, v)| v)
+            .last();
+        if let Some(zone) = asked.and_then(|v| eddy_sql::session_zone::SessionZone::parse(&v).ok())
+        {
+            params.insert("TimeZone".into(), zone.name().to_string());
+        }
+        Some(params)
+    }
 }
 
 /// Startup without a password (`--auth trust`, loopback only).
@@ -350,7 +374,7 @@ fn check_database<C: ClientInfo>(client: &C, database: &str) -> PgWireResult<()>
 /// Startup with SCRAM-SHA-256; checks the database name after auth, and
 /// counts failed password checks per client address (`crate::auth`).
 pub struct ScramStartup {
-    inner: SASLAuthStartupHandler<DefaultServerParameterProvider>,
+    inner: SASLAuthStartupHandler<EddyParameters>,
     database: String,
     failed_logins: Arc<crate::auth::FailedLogins>,
 }
@@ -855,18 +879,42 @@ impl QueryParser for EddyParser {
 /// Lets the parser (which only sees `&C`) find the backend.
 pub struct BackendRef(pub Arc<Backend>);
 
-fn decode_params(p: &Prepared, portal: &Portal<Stmt>) -> Result<Vec<Value>, SqlError> {
-    let mut out = Vec::with_capacity(portal.parameters.len());
-    for (i, raw) in portal.parameters.iter().enumerate() {
-        let oid = p.param_types.get(i).copied().unwrap_or(pgtypes::oid::TEXT);
-        let Some(bytes) = raw else {
-            out.push(Value::Null);
-            continue;
-        };
-        let binary = field_format(&portal.parameter_format, i) == FieldFormat::Binary;
-        out.push(pgtypes::parse_param(bytes, oid, binary)?);
+/// A portal's parameters, as sent: the bytes and whether each is binary.
+struct RawParams(Vec<(Option<Bytes>, bool)>);
+
+impl RawParams {
+    fn of(portal: &Portal<Stmt>) -> RawParams {
+        RawParams(
+            portal
+                .parameters
+                .iter()
+                .enumerate()
+                .map(|(i, raw)| {
+                    let binary = field_format(&portal.parameter_format, i) == FieldFormat::Binary;
+                    (raw.clone(), binary)
+                })
+                .collect(),
+        )
     }
-    Ok(out)
+
+    /// The values, text read in the session's TimeZone (a `timestamptz`
+    /// without an offset is a wall-clock time there).
+    fn decode(
+        &self,
+        p: &Prepared,
+        zone: &eddy_sql::session_zone::SessionZone,
+    ) -> Result<Vec<Value>, SqlError> {
+        let mut out = Vec::with_capacity(self.0.len());
+        for (i, (raw, binary)) in self.0.iter().enumerate() {
+            let oid = p.param_types.get(i).copied().unwrap_or(pgtypes::oid::TEXT);
+            let Some(bytes) = raw else {
+                out.push(Value::Null);
+                continue;
+            };
+            out.push(pgtypes::parse_param_in(bytes, oid, *binary, zone)?);
+        }
+        Ok(out)
+    }
 }
 
 /// The statement to run for `params`. NUMERIC parameters decode to their
@@ -1018,16 +1066,16 @@ impl ExtendedQueryHandler for Backend {
                 .session
                 .begin(StatementText::Prepared(Arc::clone(&prepared)), start),
         );
-        let out = match decode_params(&prepared, portal) {
-            Ok(params) => {
-                let p = bind_numeric_params(&prepared, &params);
-                with_session(client, self, move |s| {
-                    Box::pin(async move { s.execute_prepared(&p, &params).await })
-                })
-                .await
-            }
-            Err(e) => Err(e),
-        };
+        let raw = RawParams::of(portal);
+        let statement = Arc::clone(&prepared);
+        let out = with_session(client, self, move |s| {
+            Box::pin(async move {
+                let params = raw.decode(&statement, &s.time_zone())?;
+                let p = bind_numeric_params(&statement, &params);
+                s.execute_prepared(&p, &params).await
+            })
+        })
+        .await;
         let ok = out.is_ok();
         let resp = to_response(
             client,

@@ -66,8 +66,9 @@ async fn arm_idle<C: ClientInfo>(client: &C, backend: &Backend, status: Transact
     }
 }
 
-/// Before a ReadyForQuery with `status`: sends the warnings the session's
-/// statements gave (`Session::take_notices`) and records the status and the
+/// Before a ReadyForQuery with `status`: sends the changed reported
+/// settings (`Session::take_parameter_changes`) and the warnings the
+/// session's statements gave (`Session::take_notices`) and records the status and the
 /// session's `application_name` for `pg_stat_activity` (before it is sent:
 /// the client may ask another connection about this one as soon as it has
 /// it). One lock of the session for both, on every statement's path.
@@ -82,7 +83,7 @@ where
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
     let s = crate::pg::new_or_existing_slot(client, backend);
-    let notices = {
+    let (changes, notices) = {
         let mut guard = s.session.lock().await;
         let name = guard.as_ref().map_or("", |sess| sess.application_name());
         s.activity.session.set_ready_state(
@@ -92,9 +93,16 @@ where
         );
         guard
             .as_mut()
-            .map(|sess| sess.take_notices())
+            .map(|sess| (sess.take_parameter_changes(), sess.take_notices()))
             .unwrap_or_default()
     };
+    for (name, value) in changes {
+        client
+            .feed(PgWireBackendMessage::ParameterStatus(
+                pgwire::messages::startup::ParameterStatus::new(name.to_string(), value),
+            ))
+            .await?;
+    }
     for n in notices {
         let info = pgwire::error::ErrorInfo::new(n.severity.into(), n.code.into(), n.message);
         client

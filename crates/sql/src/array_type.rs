@@ -57,6 +57,16 @@ fn is_space(c: char) -> bool {
 /// an element that its type does not accept keeps that type's error; more
 /// than one dimension or a lower bound other than 1 is 0A000.
 pub fn parse_array_text(s: &str, elem: ColumnType) -> Result<Vec<Value>> {
+    parse_array_text_in(s, elem, &crate::session_zone::SessionZone::utc())
+}
+
+/// [`parse_array_text`] in a session whose TimeZone is `zone`
+/// (`pgtypes::parse_text_in`).
+pub fn parse_array_text_in(
+    s: &str,
+    elem: ColumnType,
+    zone: &crate::session_zone::SessionZone,
+) -> Result<Vec<Value>> {
     let malformed = || SqlError::InvalidText(format!("malformed array literal: \"{s}\""));
     let mut chars = s.trim_start_matches(is_space).chars().peekable();
     // optional dimensions: [1:n]=
@@ -174,7 +184,7 @@ pub fn parse_array_text(s: &str, elem: ColumnType) -> Result<Vec<Value>> {
         items.push(if !literal && buf.eq_ignore_ascii_case("NULL") {
             Value::Null
         } else {
-            element_value(&buf, elem)?
+            element_value(&buf, elem, zone)?
         });
         if end == '}' {
             break;
@@ -195,8 +205,12 @@ pub fn parse_array_text(s: &str, elem: ColumnType) -> Result<Vec<Value>> {
 
 /// One element's text read by its type's input rules (a numeric element
 /// rounds to the element's scale, a varchar(n) element is checked).
-fn element_value(text: &str, elem: ColumnType) -> Result<Value> {
-    pgtypes::parse_text(text, elem)
+fn element_value(
+    text: &str,
+    elem: ColumnType,
+    zone: &crate::session_zone::SessionZone,
+) -> Result<Value> {
+    pgtypes::parse_text_in(text, elem, zone)
 }
 
 fn multidimensional() -> SqlError {

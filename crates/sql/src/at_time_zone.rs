@@ -47,7 +47,7 @@ pub(crate) enum Zone {
 }
 
 /// A POSIX numeric offset: `+05`, `-3:30`, `5`; hours west of Greenwich.
-fn posix_offset(s: &str) -> Option<FixedOffset> {
+pub(crate) fn posix_offset(s: &str) -> Option<FixedOffset> {
     let (sign, body) = match s.as_bytes().first()? {
         b'+' => (1, &s[1..]),
         b'-' => (-1, &s[1..]),
@@ -103,7 +103,7 @@ fn overflow() -> SqlError {
 }
 
 /// The wall-clock time in `zone` at the instant `micros` (UTC).
-fn to_wall_clock(micros: i64, zone: Zone) -> Result<i64, SqlError> {
+pub(crate) fn to_wall_clock(micros: i64, zone: Zone) -> Result<i64, SqlError> {
     let utc = DateTime::<Utc>::from_timestamp_micros(micros).ok_or_else(overflow)?;
     let local = match zone {
         Zone::Named(tz) => utc.with_timezone(&tz).naive_local(),

@@ -31,7 +31,7 @@ use eddy_storage::{BulkLoader, Table};
 use futures::StreamExt;
 
 use crate::error::{Result, SqlError};
-use crate::pgtypes::{self, cell_text, parse_binary, parse_text, Format};
+use crate::pgtypes::{self, cell_text, parse_binary, parse_text_in, Format};
 use crate::rewrite::{ident_name, table_name};
 use crate::session::{cast_column, Output, Session};
 
@@ -263,7 +263,7 @@ pub async fn start(
         )));
     }
     let in_block = session.in_transaction_block();
-    let mut copy_in = CopyIn::new(table, targets, opts.clone(), in_block)?;
+    let mut copy_in = CopyIn::new(table, targets, opts.clone(), in_block, session.time_zone())?;
     match target {
         CopyTarget::Stdin => Ok(Output::CopyIn(Box::new(copy_in))),
         CopyTarget::File { filename } => {
@@ -328,7 +328,7 @@ fn load_parquet(file: std::fs::File, path: &str, mut copy_in: CopyIn) -> Result<
                     .filter(|ix| *ix < batch.num_columns())
             });
             arrays.push(match src {
-                Some(ix) => cast_column(batch.column(ix), c.ty, &c.name)?,
+                Some(ix) => cast_column(batch.column(ix), c.ty, &c.name, &copy_in.zone)?,
                 None => {
                     datafusion::arrow::array::new_null_array(&c.ty.to_arrow(), batch.num_rows())
                 }
@@ -383,6 +383,8 @@ pub struct CopyIn {
     scan: Option<(usize, bool)>,
     /// The first error seen; the rest of the data is ignored.
     failed: Option<SqlError>,
+    /// The session's TimeZone: text without an offset is read there.
+    zone: crate::session_zone::SessionZone,
 }
 
 impl CopyIn {
@@ -391,6 +393,7 @@ impl CopyIn {
         targets: Vec<usize>,
         opts: CopyOptions,
         in_transaction: bool,
+        zone: crate::session_zone::SessionZone,
     ) -> Result<CopyIn> {
         let types: Vec<ColumnType> = table.def().columns.iter().map(|c| c.ty).collect();
         let builders = types
@@ -419,6 +422,7 @@ impl CopyIn {
             ended: false,
             scan: None,
             failed: None,
+            zone,
         })
     }
 
@@ -655,7 +659,7 @@ impl CopyIn {
         let mut row = vec![Value::Null; self.types.len()];
         for (f, &t) in fields.iter().zip(&self.targets) {
             if let Some(s) = f {
-                row[t] = parse_text(s, self.types[t]).map_err(|e| {
+                row[t] = parse_text_in(s, self.types[t], &self.zone).map_err(|e| {
                     let col = &self.table.def().columns[t].name;
                     SqlError::InContext {
                         context: format!(

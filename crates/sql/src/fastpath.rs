@@ -98,6 +98,53 @@ pub enum FastPlan {
 }
 
 impl FastPlan {
+    /// Whether the plan reads or writes a date or timestamp value (a
+    /// parameter or constant of such a column, or the statement's start
+    /// time): the values it binds are converted without a session zone,
+    /// so a session whose TimeZone is not UTC runs it on the general path
+    /// (`crate::zone_rules`).
+    pub fn binds_datetime(&self) -> bool {
+        use pgtypes::oid;
+        let datetime_param = self.param_oids().iter().any(|o| {
+            matches!(*o, oid::DATE | oid::TIMESTAMP | oid::TIMESTAMPTZ)
+                || matches!(
+                    pgtypes::column_type_for_oid(*o),
+                    Some(ColumnType::Array(
+                        eddy_common::ArrayElem::Date
+                            | eddy_common::ArrayElem::Timestamp
+                            | eddy_common::ArrayElem::TimestampTz
+                    ))
+                )
+        });
+        let datetime_src = |s: &Src| match s {
+            Src::Now => true,
+            Src::Lit(v) => matches!(v, Value::Date(_) | Value::Timestamp(_) | Value::Array(_)),
+            Src::Param(_) => false,
+        };
+        let srcs: Vec<&Src> = match self {
+            FastPlan::Get { keys, .. } => match keys {
+                Keys::One(k) | Keys::Many(k) => k.iter().collect(),
+                Keys::AnyArray(_) => vec![],
+            },
+            // DO UPDATE's expressions were planned without a zone
+            FastPlan::Insert {
+                on_conflict: OnConflict::Update(_),
+                ..
+            } => return true,
+            FastPlan::Insert { values, .. } => values.iter().collect(),
+            FastPlan::Update {
+                sets, adds, key, ..
+            } => sets
+                .iter()
+                .map(|(_, s)| s)
+                .chain(adds.iter().map(|a| &a.delta))
+                .chain(key)
+                .collect(),
+            FastPlan::Delete { key, .. } => key.iter().collect(),
+        };
+        datetime_param || srcs.into_iter().any(datetime_src)
+    }
+
     /// The type (oid) the plan inferred for each parameter.
     pub fn param_oids(&self) -> &[u32] {
         match self {
@@ -548,6 +595,9 @@ pub fn recognise(
                                         .unwrap_or_else(|| tname.clone()),
                                     &du.assignments,
                                     du.selection.as_ref(),
+                                    // a session not in UTC runs upserts on
+                                    // the general path (`binds_datetime`)
+                                    crate::session_zone::SessionZone::utc(),
                                 )
                                 .ok()?,
                             ),

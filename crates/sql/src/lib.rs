@@ -89,6 +89,7 @@ pub mod sequences;
 pub mod series_args;
 pub mod server_files;
 pub mod session;
+pub mod session_zone;
 pub mod set_config;
 pub mod set_returning;
 pub mod setting_descriptions;
@@ -110,6 +111,8 @@ pub mod txn;
 pub mod udf_args;
 pub mod uuid_type;
 pub mod views;
+pub mod zone_functions;
+pub mod zone_rules;
 
 pub use error::{Result, SqlError};
 pub use session::{Database, Output, Prepared, ResultColumn, Session};

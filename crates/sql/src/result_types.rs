@@ -74,8 +74,17 @@ impl AnalyzerRule for PgResultTypes {
 }
 
 /// The analyzer's rules in order: this one, DataFusion's own, then
-/// Eddy's checked arithmetic (which needs coerced operand types).
+/// Eddy's checked arithmetic (which needs coerced operand types), for a
+/// session in UTC.
 pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
+    analyzer_rules_in(Arc::default())
+}
+
+/// [`analyzer_rules`] for a session whose TimeZone is `zone`'s
+/// (`crate::zone_rules`).
+pub fn analyzer_rules_in(
+    zone: Arc<crate::zone_rules::ZoneState>,
+) -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
     use datafusion::optimizer::analyzer::resolve_grouping_function::ResolveGroupingFunction;
     use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
     vec![
@@ -86,6 +95,9 @@ pub fn analyzer_rules() -> Vec<Arc<dyn AnalyzerRule + Send + Sync>> {
         Arc::new(crate::uuid_type::UuidCoercion),
         Arc::new(ResolveGroupingFunction::new()),
         Arc::new(TypeCoercion::new()),
+        // right after coercion: its implicit casts between timestamp
+        // types are read on the session zone's wall clock
+        Arc::new(crate::zone_rules::SessionZoneRule::new(zone)),
         Arc::new(crate::numeric_division::PgNumericDivision),
         Arc::new(crate::text_casts::PgTextCasts),
         Arc::new(crate::checked_arith::CheckedArithmetic),

@@ -211,62 +211,7 @@ pub fn parse_statement(sql: &str) -> Result<Statement> {
     if sql.contains('$') {
         check_params(&stmt)?;
     }
-    if let Statement::Set(set) = &stmt {
-        check_time_zone(set)?;
-    }
     Ok(stmt)
-}
-
-/// Eddy reads and prints `timestamptz` in UTC only: `SET TimeZone` to any
-/// other zone is refused (0A000) rather than accepted and ignored, which
-/// would print every instant in the wrong zone.
-fn check_time_zone(set: &datafusion::sql::sqlparser::ast::Set) -> Result<()> {
-    use datafusion::sql::sqlparser::ast::Set;
-    let value = match set {
-        Set::SetTimeZone { value, .. } => value,
-        Set::SingleAssignment {
-            variable, values, ..
-        } if variable.to_string().eq_ignore_ascii_case("timezone") => match values.as_slice() {
-            [v] => v,
-            _ => return Ok(()),
-        },
-        _ => return Ok(()),
-    };
-    let text = match value {
-        Expr::Value(ValueWithSpan {
-            value: SqlValue::SingleQuotedString(s),
-            ..
-        }) => s.clone(),
-        other => other.to_string(),
-    };
-    let utc = [
-        "utc",
-        "etc/utc",
-        "uct",
-        "etc/uct",
-        "gmt",
-        "etc/gmt",
-        "universal",
-        "zulu",
-        "z",
-        "0",
-        "+0",
-        "-0",
-        "00",
-        "+00",
-        "-00",
-        "+00:00",
-        "-00:00",
-        "default",
-        "local",
-    ];
-    if utc.contains(&text.trim().to_ascii_lowercase().as_str()) {
-        Ok(())
-    } else {
-        Err(SqlError::FeatureNotSupported(format!(
-            "time zone \"{text}\" is not supported: Eddy's TimeZone is UTC"
-        )))
-    }
 }
 
 /// PostgreSQL's COPY accepts `on`/`off` for boolean options (`WITH (freeze
@@ -1086,20 +1031,19 @@ fn typed_cast(expr: &Expr, data_type: &SqlType) -> Option<Expr> {
             }))
         }
         SqlType::Timestamp(_, TimezoneInfo::Tz | TimezoneInfo::WithTimeZone) => {
-            let inner = match string_literal(expr) {
-                Some(s) => match pgtypes::timestamp_instant(s) {
-                    Ok(t) => string_expr(value_text(&Value::Timestamp(t), None)),
-                    // refused while planning, with PostgreSQL's error
-                    Err(_) => {
-                        return Some(call(crate::datetime_in::TIMESTAMPTZ_IN, vec![expr.clone()]))
-                    }
-                },
-                None => expr.clone(),
-            };
+            // a literal is read by PostgreSQL's rules in the session's zone
+            // (which `crate::zone_rules` adds), refused while planning with
+            // PostgreSQL's error if it is no timestamp
+            if string_literal(expr).is_some() {
+                return Some(call(
+                    crate::zone_functions::TIMESTAMPTZ_IN_ZONE,
+                    vec![expr.clone()],
+                ));
+            }
             Some(call(
                 "arrow_cast",
                 vec![
-                    cast_to(inner, naive()),
+                    cast_to(expr.clone(), naive()),
                     string_expr(TIMESTAMPTZ_ARROW.into()),
                 ],
             ))
@@ -1544,6 +1488,20 @@ fn split_and(e: Expr, out: &mut Vec<Expr>) {
     }
 }
 
+/// `CAST('... +00' AS TIMESTAMP WITH TIME ZONE)`: the instant `micros`.
+fn instant_literal(micros: i64) -> Expr {
+    Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(string_expr(format!(
+            "{}+00",
+            value_text(&Value::Timestamp(micros), None)
+        ))),
+        data_type: SqlType::Timestamp(None, TimezoneInfo::Tz),
+        array: false,
+        format: None,
+    }
+}
+
 /// A literal expression for a bound parameter value.
 pub fn value_to_expr(v: &Value, decimal_scale: Option<i8>) -> Expr {
     let lit = |v: SqlValue| {
@@ -1682,6 +1640,14 @@ pub fn check_params(stmt: &Statement) -> Result<()> {
 
 /// Replace `$n` placeholders with the literal values of the parameters.
 pub fn substitute_params(stmt: &mut Statement, params: &[Value]) -> Result<()> {
+    substitute_typed_params(stmt, params, &[])
+}
+
+/// [`substitute_params`] knowing each parameter's type (`oids`): a
+/// `timestamptz` value is an instant, written with its offset as a
+/// `timestamptz` literal (a `timestamp` literal would be a wall-clock time
+/// in the session's zone).
+pub fn substitute_typed_params(stmt: &mut Statement, params: &[Value], oids: &[u32]) -> Result<()> {
     let mut err: Option<SqlError> = None;
     let _ = visit_expressions_mut(stmt, |e| {
         if let Expr::Value(ValueWithSpan {
@@ -1691,7 +1657,12 @@ pub fn substitute_params(stmt: &mut Statement, params: &[Value]) -> Result<()> {
         {
             match param_number(p) {
                 Some(n) if n <= params.len() => {
-                    *e = value_to_expr(&params[n - 1], None);
+                    *e = match (&params[n - 1], oids.get(n - 1)) {
+                        (Value::Timestamp(t), Some(&crate::pgtypes::oid::TIMESTAMPTZ)) => {
+                            instant_literal(*t)
+                        }
+                        (v, _) => value_to_expr(v, None),
+                    };
                 }
                 _ => {
                     err = Some(SqlError::UndefinedParameter(p.clone()));
@@ -2018,33 +1989,6 @@ mod tests {
             compat("SELECT 'abcdef'::varchar(3)"),
             "SELECT left(CAST('abcdef' AS TEXT), 3)"
         );
-    }
-
-    #[test]
-    fn time_zones_other_than_utc_are_refused() {
-        for sql in [
-            "SET TimeZone = 'UTC'",
-            "SET timezone TO 'Etc/UTC'",
-            "SET TIME ZONE 'utc'",
-            "SET TIME ZONE LOCAL",
-            "SET SESSION TIME ZONE DEFAULT",
-            "SET TIME ZONE 0",
-            "SET search_path = public",
-        ] {
-            assert!(parse_statement(sql).is_ok(), "{sql}");
-        }
-        for sql in [
-            "SET TimeZone = 'America/New_York'",
-            "SET TIME ZONE 'Europe/Paris'",
-            "SET LOCAL timezone = '+02'",
-            "SET TIME ZONE 2",
-        ] {
-            assert_eq!(
-                parse_statement(sql).unwrap_err().sqlstate(),
-                "0A000",
-                "{sql}"
-            );
-        }
     }
 
     #[test]

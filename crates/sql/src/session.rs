@@ -326,6 +326,11 @@ pub struct Session {
     setting_changes: setting_changes::SettingChanges,
     /// Changes `set_config` queued for the session (`crate::set_config`).
     pending_settings: crate::set_config::PendingSettings,
+    /// The TimeZone the statement being planned reads (`crate::zone_rules`),
+    /// shared with the analyzer rule.
+    zone_state: Arc<crate::zone_rules::ZoneState>,
+    /// The TimeZone the client was last told of (ParameterStatus).
+    reported_zone: String,
     /// Settings the client's startup message gave (`application_name`...):
     /// the session's defaults, which RESET returns to.
     startup_settings: BTreeMap<String, String>,
@@ -446,17 +451,20 @@ impl Session {
         if let Some(planners) = base.expr_planners() {
             planners.insert(0, Arc::new(crate::int2vector::Int2VectorPlanner));
         }
+        let zone_state = Arc::new(crate::zone_rules::ZoneState::default());
         let (builder, gpu_rule) = eddy_gpu::session::with_gpu_rule_handle(
-            base.with_analyzer_rules(crate::result_types::analyzer_rules())
-                // subqueries DataFusion's joins would answer wrongly are
-                // taken before its decorrelation rules see them, correlated
-                // ones left in filters before push_down_filter; they and
-                // what is left after the optimizer run as a dependent join
-                // (crate::subquery)
-                .with_optimizer_rules(crate::subquery::optimizer_rules())
-                .with_query_planner(Arc::new(crate::subquery::EddyQueryPlanner))
-                .with_optimizer_rule(Arc::new(crate::join_order::ReorderStarJoins))
-                .with_physical_optimizer_rule(Arc::new(crate::join_filter::SemiJoinReduction)),
+            base.with_analyzer_rules(crate::result_types::analyzer_rules_in(Arc::clone(
+                &zone_state,
+            )))
+            // subqueries DataFusion's joins would answer wrongly are
+            // taken before its decorrelation rules see them, correlated
+            // ones left in filters before push_down_filter; they and
+            // what is left after the optimizer run as a dependent join
+            // (crate::subquery)
+            .with_optimizer_rules(crate::subquery::optimizer_rules())
+            .with_query_planner(Arc::new(crate::subquery::EddyQueryPlanner))
+            .with_optimizer_rule(Arc::new(crate::join_order::ReorderStarJoins))
+            .with_physical_optimizer_rule(Arc::new(crate::join_filter::SemiJoinReduction)),
         );
         let state = builder.build();
         let ctx = SessionContext::new_with_state(state);
@@ -559,6 +567,7 @@ impl Session {
             .chain(crate::uuid_type::uuid_functions())
             .chain(crate::array_type::array_functions())
             .chain(crate::datetime_in::datetime_in_functions())
+            .chain(crate::zone_functions::zone_functions())
             .chain([
                 crate::array_subquery::array_or_empty_udf(),
                 crate::cast_names::same_udf(),
@@ -635,6 +644,8 @@ impl Session {
             pending_settings,
             startup_settings: BTreeMap::new(),
             notices: Vec::new(),
+            zone_state,
+            reported_zone: "UTC".into(),
         };
         session.settings.insert(
             MEMORY_SETTING.into(),
@@ -670,6 +681,27 @@ impl Session {
 
     pub fn db(&self) -> &Arc<Database> {
         &self.db
+    }
+
+    /// The session's TimeZone (`crate::session_zone`): what its setting
+    /// names, UTC if that is somehow not a zone.
+    pub fn time_zone(&self) -> crate::session_zone::SessionZone {
+        match self.settings.get("timezone").map(String::as_str) {
+            None | Some("UTC") => crate::session_zone::SessionZone::utc(),
+            Some(name) => crate::session_zone::SessionZone::parse(name).unwrap_or_default(),
+        }
+    }
+
+    /// The reported settings (PostgreSQL's `GUC_REPORT`: here `TimeZone`)
+    /// whose value changed since the last call, for the protocol layer to
+    /// send as ParameterStatus before its ReadyForQuery, as PostgreSQL does.
+    pub fn take_parameter_changes(&mut self) -> Vec<(&'static str, String)> {
+        let zone = self.time_zone();
+        if zone.name() == self.reported_zone {
+            return Vec::new();
+        }
+        self.reported_zone = zone.name().to_string();
+        vec![("TimeZone", self.reported_zone.clone())]
     }
 
     /// The warnings the statements since the last call gave, for the
@@ -721,7 +753,10 @@ impl Session {
     pub async fn simple_query(&mut self, sql: &str) -> Vec<Result<Output>> {
         let mut out = Vec::new();
         for text in rewrite::split_statements(sql) {
-            let r = self.execute_text(&text, &[]).await;
+            let r = self
+                .execute_text(&text, &[])
+                .await
+                .map(|o| crate::zone_functions::localize_output(o, &self.time_zone()));
             if r.is_err() {
                 self.note_error();
             }
@@ -872,6 +907,18 @@ impl Session {
 
     /// Execute a prepared statement with decoded parameters.
     pub async fn execute_prepared(&mut self, p: &Prepared, params: &[Value]) -> Result<Output> {
+        let out = self.execute_prepared_statement(p, params).await?;
+        Ok(crate::zone_functions::localize_output(
+            out,
+            &self.time_zone(),
+        ))
+    }
+
+    async fn execute_prepared_statement(
+        &mut self,
+        p: &Prepared,
+        params: &[Value],
+    ) -> Result<Output> {
         self.apply_pending_settings();
         if params.len() != p.param_types.len() {
             return Err(SqlError::WrongParameterCount {
@@ -909,7 +956,7 @@ impl Session {
             }
             Some(stmt) => {
                 if let Some(planned) = &p.planned {
-                    if let Some(plan) = planned.bind(params)? {
+                    if let Some(plan) = planned.bind(params, &self.time_zone())? {
                         let bound = prepared::BoundQuery {
                             plan,
                             params: params.to_vec(),
@@ -925,7 +972,7 @@ impl Session {
                     rewrite::bind_numeric_params(&mut stmt, params, &p.param_types);
                 }
                 if !params.is_empty() {
-                    rewrite::substitute_params(&mut stmt, params)?;
+                    rewrite::substitute_typed_params(&mut stmt, params, &p.param_types)?;
                 }
                 self.execute_statement(stmt).await
             }
@@ -951,7 +998,10 @@ impl Session {
         }
         // foreign keys are checked on the general path only, and a write
         // to a temporary table with an ON COMMIT action commits there
-        if self.fixed_plan_declines(plan) || self.temp_commit_action_declines(plan) {
+        if self.fixed_plan_declines(plan)
+            || self.temp_commit_action_declines(plan)
+            || (plan.binds_datetime() && !self.time_zone().is_utc())
+        {
             return Ok(None);
         }
         if let Err(e) = self
@@ -1034,27 +1084,28 @@ impl Session {
 
     /// The settings of the client's startup message, as the session's
     /// defaults: those that `set_config` may set (`application_name`,
-    /// custom `prefix.name` settings, `DateStyle`...). The others are not
-    /// applied, as before (`docs/design/pgwire.md`); the connection
-    /// parameters (`user`, `database`, `options`, `replication`) are not
-    /// settings.
+    /// custom `prefix.name` settings, `DateStyle`...) and `TimeZone`,
+    /// given as parameters or as `-c name=value` in `options` (libpq's
+    /// PGOPTIONS). The others are not applied, as before
+    /// (`docs/design/pgwire.md`); the connection parameters (`user`,
+    /// `database`, `replication`) are not settings.
     pub fn apply_startup_parameters<'a>(
         &mut self,
         params: impl IntoIterator<Item = (&'a String, &'a String)>,
     ) {
-        for (name, value) in params {
-            let name = name.to_ascii_lowercase();
-            if matches!(
-                name.as_str(),
-                "user" | "database" | "options" | "replication"
-            ) {
-                continue;
-            }
-            if let Ok(v) = settings::validate_set_config(&name, value) {
+        for (name, value) in startup_settings_of(params) {
+            let checked = if name == "timezone" {
+                settings::validate_setting(&name, &value)
+            } else {
+                settings::validate_set_config(&name, &value)
+            };
+            if let Ok(v) = checked {
                 self.startup_settings.insert(name.clone(), v.clone());
                 self.settings.insert(name, v);
             }
         }
+        // the startup message's ParameterStatus named this zone already
+        self.reported_zone = self.time_zone().name().to_string();
     }
 
     /// RESET name (`None`: RESET ALL).
@@ -1634,6 +1685,9 @@ impl Session {
     /// start-time functions give the block's start, as PostgreSQL's do;
     /// outside one, DataFusion's own mark (the statement's start) stands.
     pub(crate) fn planning_state(&self) -> datafusion::execution::SessionState {
+        // the zone the statement's conversions are planned with
+        // (`crate::zone_rules`)
+        self.zone_state.set(self.time_zone());
         let mut state = self.ctx.state();
         if let Some(start) = state.execution_props().query_execution_start_time {
             self.statement_clock.set(start);
@@ -1783,11 +1837,25 @@ impl Session {
                 session,
             } => return self.set_transaction(&modes, snapshot.is_some(), session),
             S::SetTimeZone { value, local } => {
-                self.store_setting(
-                    "timezone".into(),
-                    value.to_string().trim_matches('\'').to_string(),
-                    local,
-                );
+                let text = match &value {
+                    Expr::Value(v) => match &v.value {
+                        datafusion::sql::sqlparser::ast::Value::SingleQuotedString(s) => s.clone(),
+                        other => other.to_string(),
+                    },
+                    // `SET TIME ZONE LOCAL`, `-7`
+                    Expr::Identifier(_) | Expr::UnaryOp { .. } => value.to_string(),
+                    _ => {
+                        return Err(SqlError::FeatureNotSupported(format!(
+                            "SET TIME ZONE {value} is not supported: give a zone name or a number of hours"
+                        )))
+                    }
+                };
+                let zone = crate::session_zone::SessionZone::parse(&text)?;
+                if local && !self.in_transaction_block() {
+                    self.warn("25P01", "SET LOCAL can only be used in transaction blocks");
+                    return Ok(Output::Command("SET".into()));
+                }
+                self.store_setting("timezone".into(), zone.name().to_string(), local);
             }
             S::SetNames { charset_name, .. }
                 if matches!(
@@ -2201,18 +2269,19 @@ impl Session {
             let table = run_blocking(|| t.ddl().create_table_owned(spec, owner))?;
             let cast = batches
                 .iter()
-                .map(|b| cast_batch(b, &table.schema(), &types))
+                .map(|b| cast_batch(b, &table.schema(), &types, &self.time_zone()))
                 .collect::<Result<Vec<_>>>()?;
             let n = self.copy_into_transaction(&table, cast)?;
             return Ok(Output::Command(format!("SELECT {n}")));
         }
         let engine = Arc::clone(&self.db.engine);
         let owner = Some(self.user.clone());
+        let zone = self.time_zone();
         let table = run_blocking(|| engine.ddl(None).create_table_owned(spec, owner))?;
         let result = run_blocking(|| -> Result<u64> {
             let mut loader = table.bulk_loader();
             for b in &batches {
-                let cast = cast_batch(b, &table.schema(), &types)?;
+                let cast = cast_batch(b, &table.schema(), &types, &zone)?;
                 loader.push(cast)?;
             }
             Ok(loader.commit()?)
@@ -2455,7 +2524,18 @@ pub fn storable_type(dt: &DataType) -> Option<ColumnType> {
 
 /// Cast a result column to the Arrow type of a stored column, failing (not
 /// nulling) on values that do not fit.
-pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef> {
+pub fn cast_column(
+    a: &ArrayRef,
+    ty: ColumnType,
+    name: &str,
+    zone: &crate::session_zone::SessionZone,
+) -> Result<ArrayRef> {
+    // between date/time types: on the session zone's wall clock
+    if !zone.is_utc() {
+        if let Some(out) = crate::zone_functions::cast_on_wall_clock(a, ty, zone)? {
+            return Ok(out);
+        }
+    }
     let target = ty.to_arrow();
     // a list into an array column: its elements by the element type's
     // rules (varchar(n) length, numeric(p,s) rounding and range)
@@ -2483,7 +2563,7 @@ pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef>
                 "multidimensional arrays are not supported".into(),
             ));
         }
-        let values = cast_column(list.values(), et, name)?;
+        let values = cast_column(list.values(), et, name, zone)?;
         let out = ListArray::try_new(
             Arc::new(datafusion::arrow::datatypes::Field::new_list_field(
                 et.to_arrow(),
@@ -2519,7 +2599,7 @@ pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef>
         for v in text.iter() {
             let value = match v {
                 None => Value::Null,
-                Some(s) => pgtypes::parse_text(s, ty)?,
+                Some(s) => pgtypes::parse_text_in(s, ty, zone)?,
             };
             out.append(&value)?;
         }
@@ -2582,18 +2662,76 @@ pub fn cast_column(a: &ArrayRef, ty: ColumnType, name: &str) -> Result<ArrayRef>
     })
 }
 
+/// The settings a startup message gives, names in lower case: its
+/// parameters other than the connection's own (`user`, `database`,
+/// `replication`), and the `-c name=value` / `--name=value` words of its
+/// `options` (spaces inside a value escaped with `\`, as libpq writes
+/// them), which come after the parameters and so win over them.
+pub fn startup_settings_of<'a>(
+    params: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut options = Vec::new();
+    for (name, value) in params {
+        let name = name.to_ascii_lowercase();
+        match name.as_str() {
+            "user" | "database" | "replication" => {}
+            "options" => options.push(value.clone()),
+            _ => out.push((name, value.clone())),
+        }
+    }
+    for text in options {
+        // words split at unescaped spaces
+        let mut words = Vec::new();
+        let mut word = String::new();
+        let mut chars = text.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => word.extend(chars.next()),
+                c if c.is_whitespace() => {
+                    if !word.is_empty() {
+                        words.push(std::mem::take(&mut word));
+                    }
+                }
+                c => word.push(c),
+            }
+        }
+        if !word.is_empty() {
+            words.push(word);
+        }
+        let mut words = words.into_iter();
+        while let Some(w) = words.next() {
+            let setting = match w.as_str() {
+                "-c" => words.next(),
+                _ => w
+                    .strip_prefix("--")
+                    .or_else(|| w.strip_prefix("-c"))
+                    .map(str::to_string),
+            };
+            if let Some((name, value)) = setting.as_deref().and_then(|s| s.split_once('=')) {
+                out.push((
+                    name.trim().to_ascii_lowercase().replace('-', "_"),
+                    value.to_string(),
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// Cast every column of a batch to the stored types.
 pub fn cast_batch(
     b: &RecordBatch,
     schema: &SchemaRef,
     types: &[ColumnType],
+    zone: &crate::session_zone::SessionZone,
 ) -> Result<RecordBatch> {
     let cols: Vec<ArrayRef> = b
         .columns()
         .iter()
         .zip(types)
         .zip(schema.fields())
-        .map(|((a, t), f)| cast_column(a, *t, f.name()))
+        .map(|((a, t), f)| cast_column(a, *t, f.name(), zone))
         .collect::<Result<_>>()?;
     Ok(RecordBatch::try_new(Arc::clone(schema), cols)?)
 }

@@ -20,8 +20,9 @@
 //! Patterns that PostgreSQL reads but Eddy does not (ISO weeks and years,
 //! `WW`, `W`, `CC`, `Q`, `J`, `RM`, `SSSS`, `D`, `TZ`, `TZH`, `TZM`, `OF`,
 //! `YYY`, `Y`) are refused with 0A000. A value out of range is 22008, a
-//! value that is not a number or name 22007, as in PostgreSQL. Eddy's
-//! sessions run in UTC, so `to_timestamp` reads the time as UTC.
+//! value that is not a number or name 22007, as in PostgreSQL.
+//! `to_timestamp` reads the time in the session's zone: a third argument
+//! names it where that is not UTC (`crate::zone_rules` adds it).
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
@@ -64,10 +65,14 @@ fn coerce_to_date(args: &[DataType]) -> Result<Vec<DataType>, SqlError> {
 }
 
 fn coerce_to_timestamp(args: &[DataType]) -> Result<Vec<DataType>, SqlError> {
-    arity("to_timestamp", args, 1, 2)?;
+    arity("to_timestamp", args, 1, 3)?;
     match args {
         [t] if t.is_numeric() || t == &DataType::Null => Ok(vec![DataType::Float64]),
         [a, b] if is_text(a) && is_text(b) => Ok(vec![DataType::Utf8, DataType::Utf8]),
+        // the session's zone (`crate::zone_rules`)
+        [a, b, c] if is_text(a) && is_text(b) && is_text(c) => {
+            Ok(vec![DataType::Utf8, DataType::Utf8, DataType::Utf8])
+        }
         _ => Err(no_function("to_timestamp", args)),
     }
 }
@@ -119,10 +124,15 @@ fn to_timestamp(args: &[ScalarValue], _: &DataType) -> Result<ScalarValue, SqlEr
         return Ok(ScalarValue::TimestampMicrosecond(None, label));
     };
     let at = parse(input, template)?;
-    Ok(ScalarValue::TimestampMicrosecond(
-        Some(at.and_utc().timestamp_micros()),
-        label,
-    ))
+    let wall = at.and_utc().timestamp_micros();
+    // the session's zone, when it is not UTC (`crate::zone_rules`)
+    let instant = match text_arg(args.get(2)) {
+        Some(zone) => {
+            crate::at_time_zone::to_instant(wall, crate::at_time_zone::resolve_zone(zone)?)?
+        }
+        None => wall,
+    };
+    Ok(ScalarValue::TimestampMicrosecond(Some(instant), label))
 }
 
 fn epoch_date() -> NaiveDate {

@@ -297,7 +297,12 @@ impl AppendOperator {
         let mut fields = Vec::with_capacity(batch.num_columns() + 1);
         let mut columns = Vec::with_capacity(batch.num_columns() + 1);
         for (c, def) in batch.columns().iter().zip(&self.plan.columns) {
-            let stored = eddy_sql::session::cast_column(c, def.ty, &def.name)?;
+            let stored = eddy_sql::session::cast_column(
+                c,
+                def.ty,
+                &def.name,
+                &eddy_sql::session_zone::SessionZone::utc(),
+            )?;
             fields.push(Field::new(
                 def.name.as_str(),
                 stored.data_type().clone(),

@@ -583,7 +583,12 @@ impl ViewOperator {
         let (out, mask) = self.output_batch(columns, values)?;
         let mut stored = Vec::with_capacity(out.num_columns());
         for (c, def) in out.columns().iter().zip(&self.plan.columns) {
-            stored.push(eddy_sql::session::cast_column(c, def.ty, &def.name)?);
+            stored.push(eddy_sql::session::cast_column(
+                c,
+                def.ty,
+                &def.name,
+                &eddy_sql::session_zone::SessionZone::utc(),
+            )?);
         }
         for i in 0..out.num_rows() {
             let row: Row = stored
@@ -661,7 +666,12 @@ impl ViewOperator {
                     .get(g)
                     .and_then(|c| self.plan.columns.get(*c))
                     .ok_or_else(|| StreamSqlError::Internal("view key column missing".into()))?;
-                keys.push(eddy_sql::session::cast_column(column, def.ty, &def.name)?);
+                keys.push(eddy_sql::session::cast_column(
+                    column,
+                    def.ty,
+                    &def.name,
+                    &eddy_sql::session_zone::SessionZone::utc(),
+                )?);
             }
             let written: std::collections::HashSet<Vec<u8>> = pending
                 .upserts

@@ -165,10 +165,10 @@ pub(super) fn date_from_text(s: &str) -> std::result::Result<i32, DtError> {
 }
 
 /// Split a zone suffix (`Z`, `+HH`, `-HH:MM`, `+HHMM`) off a time of day:
-/// (time, offset in seconds east of UTC).
-pub(super) fn split_zone(rest: &str) -> std::result::Result<(&str, i64), DtError> {
+/// (time, offset in seconds east of UTC if there is a suffix).
+pub(super) fn split_zone(rest: &str) -> std::result::Result<(&str, Option<i64>), DtError> {
     let Some(i) = rest.rfind(['+', '-', 'Z']).filter(|i| *i >= 5) else {
-        return Ok((rest, 0));
+        return Ok((rest, None));
     };
     // `i` is the byte offset of an ASCII character, so both halves are
     // char-boundary safe; `get` keeps it so even if that changes.
@@ -177,7 +177,7 @@ pub(super) fn split_zone(rest: &str) -> std::result::Result<(&str, i64), DtError
         rest.get(i..).ok_or(DtError::Syntax)?,
     );
     if zone == "Z" {
-        return Ok((time.trim(), 0));
+        return Ok((time.trim(), Some(0)));
     }
     let sign = if zone.starts_with('-') { -1 } else { 1 };
     let z = zone.get(1..).ok_or(DtError::Syntax)?;
@@ -197,7 +197,7 @@ pub(super) fn split_zone(rest: &str) -> std::result::Result<(&str, i64), DtError
     // h <= 15 and m <= 59 (checked above): at most 57,540 seconds
     #[allow(clippy::arithmetic_side_effects)]
     let offset = sign * (i64::from(h) * 3600 + i64::from(m) * 60);
-    Ok((time.trim(), offset))
+    Ok((time.trim(), Some(offset)))
 }
 
 /// `YYYY-MM-DD[ T]HH:MM[:SS[.ffffff]][Z|+HH[:MM]]` -> microseconds since the
@@ -212,6 +212,19 @@ pub(super) fn timestamp_from_text_zone(
     s: &str,
     apply_zone: bool,
 ) -> std::result::Result<i64, DtError> {
+    let (wall, offset) = timestamp_fields(s)?;
+    match offset {
+        Some(east) if apply_zone => east
+            .checked_mul(1_000_000)
+            .and_then(|o| wall.checked_sub(o))
+            .ok_or(DtError::Range),
+        _ => Ok(wall),
+    }
+}
+
+/// The wall-clock time a timestamp's text writes (microseconds, as if in
+/// UTC) and its zone suffix's offset in seconds east, if it has one.
+pub(super) fn timestamp_fields(s: &str) -> std::result::Result<(i64, Option<i64>), DtError> {
     let s = s.trim();
     if is_infinity(s) {
         return Err(DtError::Infinite);
@@ -228,7 +241,7 @@ pub(super) fn timestamp_from_text_zone(
         .checked_mul(MICROS_PER_DAY)
         .ok_or(DtError::Range)?;
     if rest.is_empty() {
-        return Ok(day_start);
+        return Ok((day_start, None));
     }
     let (time, offset_secs) = split_zone(rest)?;
     let mut parts = time.splitn(3, ':');
@@ -255,14 +268,15 @@ pub(super) fn timestamp_from_text_zone(
     if h > 23 || mi > 59 || sec > 60 {
         return Err(DtError::Range);
     }
-    let offset_secs = if apply_zone { offset_secs } else { 0 };
-    // every field is range-checked above and |offset_secs| < 16 hours
+    // every field is range-checked above
     #[allow(clippy::arithmetic_side_effects)]
-    let secs = i64::from(h) * 3600 + i64::from(mi) * 60 + i64::from(sec) - offset_secs;
-    secs.checked_mul(1_000_000)
+    let secs = i64::from(h) * 3600 + i64::from(mi) * 60 + i64::from(sec);
+    let wall = secs
+        .checked_mul(1_000_000)
         .and_then(|t| t.checked_add(micros))
         .and_then(|t| t.checked_add(day_start))
-        .ok_or(DtError::Range)
+        .ok_or(DtError::Range)?;
+    Ok((wall, offset_secs))
 }
 
 /// Parse `YYYY-MM-DD` into days since the Unix epoch.
@@ -289,9 +303,29 @@ pub fn timestamp_wall_clock(s: &str) -> Result<i64> {
 }
 
 /// `timestamptz` text as an instant: a zone suffix converts to UTC, no
-/// suffix means UTC (the session time zone).
+/// suffix means UTC.
 pub fn timestamp_instant(s: &str) -> Result<i64> {
     timestamp_from_text(s.trim()).map_err(|e| e.to_sql("timestamp with time zone", s))
+}
+
+/// `timestamptz` text as an instant in a session whose zone is `zone`: a
+/// zone suffix converts to UTC, text without one is a wall-clock time in
+/// `zone` (`timestamptz_in` under the session's TimeZone).
+pub fn timestamp_instant_in(s: &str, zone: &crate::session_zone::SessionZone) -> Result<i64> {
+    timestamp_instant_in_zone(s, zone.zone())
+}
+
+/// [`timestamp_instant_in`] with the zone resolved.
+pub(crate) fn timestamp_instant_in_zone(s: &str, zone: crate::at_time_zone::Zone) -> Result<i64> {
+    let (wall, offset) =
+        timestamp_fields(s.trim()).map_err(|e| e.to_sql("timestamp with time zone", s))?;
+    match offset {
+        Some(east) => east
+            .checked_mul(1_000_000)
+            .and_then(|o| wall.checked_sub(o))
+            .ok_or_else(|| DtError::Range.to_sql("timestamp with time zone", s)),
+        None => crate::at_time_zone::to_instant(wall, zone),
+    }
 }
 
 /// PostgreSQL's valid `date` range in days since 2000-01-01 (`IS_VALID_DATE`).

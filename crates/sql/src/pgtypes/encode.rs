@@ -129,10 +129,11 @@ pub fn cell_text(array: &dyn Array, row: usize, out: &mut String) -> Result<()> 
         DataType::BinaryView => hex_bytea(array.as_binary_view().value(row), out),
         DataType::Date32 => write_date(array.as_primitive::<Date32Type>().value(row) as i64, out),
         DataType::Timestamp(unit, tz) => {
-            let bc = write_timestamp(timestamp_micros(array, *unit, row)?, out);
-            if tz.is_some() {
-                out.push_str("+00");
-            }
+            let micros = timestamp_micros(array, *unit, row)?;
+            let bc = match tz.as_deref() {
+                None => write_timestamp(micros, out),
+                Some(label) => write_instant(micros, label, out)?,
+            };
             if bc {
                 out.push_str(" BC");
             }
@@ -186,6 +187,28 @@ pub fn cell_text(array: &dyn Array, row: usize, out: &mut String) -> Result<()> 
         }
     }
     Ok(())
+}
+
+/// A `timestamptz` cell: the wall-clock time in the zone its Arrow type is
+/// labelled with (the session's, `crate::session_zone`), then the zone's
+/// offset at that instant (`+02`, `-03:30`); whether the year is BC.
+fn write_instant(micros: i64, label: &str, out: &mut String) -> Result<bool> {
+    if matches!(label, "+00:00" | "UTC" | "+00" | "Z") {
+        let bc = write_timestamp(micros, out);
+        out.push_str("+00");
+        return Ok(bc);
+    }
+    let zone = crate::session_zone::zone_of_label(label)
+        .ok_or_else(|| SqlError::Internal(format!("timestamp labelled with zone {label}")))?;
+    let offset = crate::session_zone::offset_at(zone, micros)
+        .ok_or_else(|| SqlError::DatetimeOverflow("timestamp out of range".into()))?;
+    let wall = i64::from(offset)
+        .checked_mul(1_000_000)
+        .and_then(|o| micros.checked_add(o))
+        .ok_or_else(|| SqlError::DatetimeOverflow("timestamp out of range".into()))?;
+    let bc = write_timestamp(wall, out);
+    crate::session_zone::push_offset(offset, out);
+    Ok(bc)
 }
 
 /// Append one cell as a length-prefixed wire value (-1 for NULL): the

@@ -48,6 +48,25 @@ pub fn parse_param(raw: &[u8], oid: u32, binary: bool) -> Result<Value> {
     }
 }
 
+/// [`parse_param`] in a session whose TimeZone is `zone`: a `timestamptz`
+/// (or `timestamptz[]`) sent as text without an offset is a wall-clock
+/// time there. Binary values are instants already.
+pub fn parse_param_in(
+    raw: &[u8],
+    oid: u32,
+    binary: bool,
+    zone: &crate::session_zone::SessionZone,
+) -> Result<Value> {
+    match column_type_for_oid(oid) {
+        Some(ty @ (ColumnType::TimestampTz | ColumnType::Array(_)))
+            if !binary && !zone.is_utc() && oid != oid::NUMERIC =>
+        {
+            parse_text_in(utf8_param(raw)?, ty, zone)
+        }
+        _ => parse_param(raw, oid, binary),
+    }
+}
+
 pub(super) fn utf8_param(raw: &[u8]) -> Result<&str> {
     std::str::from_utf8(raw).map_err(|_| SqlError::InvalidEncoding(" in a parameter".into()))
 }

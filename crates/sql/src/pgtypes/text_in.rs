@@ -41,6 +41,28 @@ pub fn uuid_from_text(s: &str) -> Result<[u8; UUID_LEN]> {
     })
 }
 
+/// [`parse_text`] in a session whose TimeZone is `zone`: `timestamptz`
+/// text without a zone suffix (alone or in an array) is a wall-clock time
+/// in `zone`.
+pub fn parse_text_in(
+    s: &str,
+    ty: ColumnType,
+    zone: &crate::session_zone::SessionZone,
+) -> Result<Value> {
+    if zone.is_utc() {
+        return parse_text(s, ty);
+    }
+    match ty {
+        ColumnType::TimestampTz => Ok(Value::Timestamp(timestamp_instant_in(s, zone)?)),
+        ColumnType::Array(e) => Ok(Value::Array(crate::array_type::parse_array_text_in(
+            s,
+            e.column_type(),
+            zone,
+        )?)),
+        _ => parse_text(s, ty),
+    }
+}
+
 /// Parse the text form of a value into a column of type `ty`.
 pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
     let bad = || {

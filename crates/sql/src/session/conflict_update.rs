@@ -47,6 +47,7 @@ pub fn conflict_updater(
     qualifier: &str,
     assignments: &[Assignment],
     selection: Option<&Expr>,
+    zone: crate::session_zone::SessionZone,
 ) -> Result<ConflictUpdateFn> {
     let mut targets = Vec::with_capacity(assignments.len());
     for a in assignments {
@@ -151,7 +152,7 @@ pub fn conflict_updater(
             .collect(),
     };
     Ok(Arc::new(move |existing: &Row, excluded: &Row| {
-        update_row(&pair, condition.as_ref(), &sets, existing, excluded).map_err(|e| {
+        update_row(&pair, condition.as_ref(), &sets, existing, excluded, &zone).map_err(|e| {
             ConflictUpdateError {
                 sqlstate: e.sqlstate(),
                 message: e.client_message(),
@@ -172,6 +173,7 @@ fn update_row(
     sets: &[(usize, ColumnType, String, Arc<dyn PhysicalExpr>)],
     existing: &Row,
     excluded: &Row,
+    zone: &crate::session_zone::SessionZone,
 ) -> Result<Option<Row>> {
     let both: Row = existing.iter().chain(excluded.iter()).cloned().collect();
     let batch = eddy_storage::arrow_values::batch_from_rows(&pair.schema, &pair.types, &[both])?;
@@ -187,7 +189,7 @@ fn update_row(
     let mut row = existing.clone();
     for (idx, ty, name, e) in sets {
         let v = e.evaluate(&batch)?.into_array(1)?;
-        let v = super::cast_column(&v, *ty, name)?;
+        let v = super::cast_column(&v, *ty, name, zone)?;
         let value = eddy_storage::arrow_values::value_at(v.as_ref(), *ty, 0)?;
         let slot = row
             .get_mut(*idx)

@@ -40,13 +40,17 @@ fn column_name(n: &datafusion::sql::sqlparser::ast::ObjectName) -> String {
 }
 
 /// Rows of `batches` (columns laid out as `def`) with their keys (last column).
-fn rows_with_keys(def: &TableDef, batches: &[RecordBatch]) -> Result<Vec<(Vec<u8>, Row)>> {
+fn rows_with_keys(
+    def: &TableDef,
+    batches: &[RecordBatch],
+    zone: &crate::session_zone::SessionZone,
+) -> Result<Vec<(Vec<u8>, Row)>> {
     let ncols = def.columns.len();
     let mut out = Vec::new();
     for b in batches {
         let mut arrays = Vec::with_capacity(ncols);
         for (i, c) in def.columns.iter().enumerate() {
-            arrays.push(cast_column(b.column(i), c.ty, &c.name)?);
+            arrays.push(cast_column(b.column(i), c.ty, &c.name, zone)?);
         }
         let keys = b
             .column(ncols)
@@ -275,6 +279,7 @@ impl Session {
             _ => vec![],
         };
         let mut rows: Vec<Row> = Vec::new();
+        let zone = self.time_zone();
         for b in &batches {
             if b.num_columns() != targets.len() {
                 return Err(SqlError::Syntax(if b.num_columns() > targets.len() {
@@ -289,6 +294,7 @@ impl Session {
                     b.column(i),
                     def.columns[t].ty,
                     &def.columns[t].name,
+                    &zone,
                 )?);
             }
             for r in 0..b.num_rows() {
@@ -324,6 +330,7 @@ impl Session {
                         &alias,
                         &du.assignments,
                         du.selection.as_ref(),
+                        self.time_zone(),
                     )?)
                 }
             },
@@ -495,7 +502,7 @@ impl Session {
                 let shape = Arc::clone(&shape);
                 Box::pin(async move {
                     let batches = s.dml_scan(&target, &shape, items).await?;
-                    Ok(rows_with_keys(&def, &batches)?
+                    Ok(rows_with_keys(&def, &batches, &s.time_zone())?
                         .into_iter()
                         .map(|(k, r)| (k, Some(r)))
                         .collect())
@@ -619,7 +626,7 @@ impl Session {
                         .chain(std::iter::once(shape.key_item()))
                         .collect();
                     let batches = s.dml_scan(&target, &shape, items).await?;
-                    Ok(rows_with_keys(&def, &batches)?
+                    Ok(rows_with_keys(&def, &batches, &s.time_zone())?
                         .into_iter()
                         .map(|(k, r)| (k, Some(r)))
                         .collect())

@@ -156,7 +156,7 @@ impl Session {
         let Some(b) = batches.iter().find(|b| b.num_rows() > 0) else {
             return Ok(Value::Null);
         };
-        let a = cast_column(b.column(0), c.ty, &c.name)?;
+        let a = cast_column(b.column(0), c.ty, &c.name, &self.time_zone())?;
         Ok(eddy_storage::arrow_values::value_at(a.as_ref(), c.ty, 0)?)
     }
 }

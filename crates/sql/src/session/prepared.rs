@@ -62,6 +62,9 @@ use crate::rewrite;
 pub struct PlannedQuery {
     plan: LogicalPlan,
     types: Vec<DataType>,
+    /// The TimeZone the plan's conversions were analysed with
+    /// (`crate::zone_rules`).
+    zone: crate::session_zone::SessionZone,
 }
 
 /// A planned query with one Execute's parameters bound.
@@ -158,6 +161,7 @@ impl Session {
                 Arc::new(PlannedQuery {
                     plan: analysed,
                     types,
+                    zone: self.time_zone(),
                 })
             }),
         })
@@ -234,7 +238,7 @@ impl Session {
     ) -> Result<Output> {
         let mut s = stmt.clone();
         rewrite::bind_numeric_params(&mut s, &bound.params, &bound.param_types);
-        rewrite::substitute_params(&mut s, &bound.params)?;
+        rewrite::substitute_typed_params(&mut s, &bound.params, &bound.param_types)?;
         self.compat(&mut s)?;
         self.run_query(s).await
     }
@@ -288,11 +292,20 @@ impl Session {
 
 impl PlannedQuery {
     /// The plan with `params` bound; `None` when a value does not convert
-    /// exactly to its placeholder's type (the text path runs it then).
-    pub(super) fn bind(&self, params: &[Value]) -> Result<Option<LogicalPlan>> {
+    /// exactly to its placeholder's type, or the session's TimeZone is no
+    /// longer the one the plan was analysed with (the text path runs it
+    /// then).
+    pub(super) fn bind(
+        &self,
+        params: &[Value],
+        zone: &crate::session_zone::SessionZone,
+    ) -> Result<Option<LogicalPlan>> {
+        if *zone != self.zone {
+            return Ok(None);
+        }
         let mut scalars = Vec::with_capacity(params.len());
         for (v, ty) in params.iter().zip(&self.types) {
-            match param_scalar(v, ty) {
+            match param_scalar(v, ty, zone) {
                 Some(s) => scalars.push(s),
                 None => return Ok(None),
             }
@@ -349,9 +362,18 @@ fn set_placeholder_types(plan: LogicalPlan, types: &[DataType]) -> Result<Logica
 }
 
 /// `v` as a literal of exactly `ty`; `None` when it is not one exactly.
-fn param_scalar(v: &Value, ty: &DataType) -> Option<ScalarValue> {
+fn param_scalar(
+    v: &Value,
+    ty: &DataType,
+    zone: &crate::session_zone::SessionZone,
+) -> Option<ScalarValue> {
     let scalar = match (v, ty) {
         (Value::Null, t) => return ScalarValue::try_from(t).ok(),
+        // text without an offset is a wall-clock time in the session's zone
+        (Value::Text(t), DataType::Timestamp(_, Some(_))) if !zone.is_utc() => {
+            let v = pgtypes::parse_text_in(t, ColumnType::TimestampTz, zone).ok()?;
+            pgtypes::value_to_scalar(&v, ColumnType::TimestampTz)
+        }
         // NUMERIC parameters arrive as their exact text
         (Value::Text(t), DataType::Decimal128(p, s)) => {
             let digits = t.trim();
@@ -442,39 +464,43 @@ fn table_function_params(stmt: &Statement) -> Vec<usize> {
 mod tests {
     use super::*;
 
+    fn utc() -> crate::session_zone::SessionZone {
+        crate::session_zone::SessionZone::utc()
+    }
+
     #[test]
     fn numeric_parameters_bind_only_exactly() {
         let t = DataType::Decimal128(15, 2);
         assert_eq!(
-            param_scalar(&Value::Text("0.05".into()), &t),
+            param_scalar(&Value::Text("0.05".into()), &t, &utc()),
             Some(ScalarValue::Decimal128(Some(5), 15, 2))
         );
         assert_eq!(
-            param_scalar(&Value::Text("-12".into()), &t),
+            param_scalar(&Value::Text("-12".into()), &t, &utc()),
             Some(ScalarValue::Decimal128(Some(-1200), 15, 2))
         );
-        assert_eq!(param_scalar(&Value::Text("0.055".into()), &t), None);
-        assert_eq!(param_scalar(&Value::Text("NaN".into()), &t), None);
-        assert_eq!(param_scalar(&Value::Text("1e3".into()), &t), None);
+        assert_eq!(param_scalar(&Value::Text("0.055".into()), &t, &utc()), None);
+        assert_eq!(param_scalar(&Value::Text("NaN".into()), &t, &utc()), None);
+        assert_eq!(param_scalar(&Value::Text("1e3".into()), &t, &utc()), None);
     }
 
     #[test]
     fn parameters_take_their_placeholder_type() {
         assert_eq!(
-            param_scalar(&Value::Int(7), &DataType::Int64),
+            param_scalar(&Value::Int(7), &DataType::Int64, &utc()),
             Some(ScalarValue::Int64(Some(7)))
         );
         assert_eq!(
-            param_scalar(&Value::BigInt(1 << 40), &DataType::Int32),
+            param_scalar(&Value::BigInt(1 << 40), &DataType::Int32, &utc()),
             None,
             "out of range: the text path answers 22003"
         );
         assert_eq!(
-            param_scalar(&Value::Null, &DataType::Int32),
+            param_scalar(&Value::Null, &DataType::Int32, &utc()),
             Some(ScalarValue::Int32(None))
         );
         assert_eq!(
-            param_scalar(&Value::Text("x".into()), &DataType::Utf8),
+            param_scalar(&Value::Text("x".into()), &DataType::Utf8, &utc()),
             Some(ScalarValue::Utf8(Some("x".into())))
         );
     }

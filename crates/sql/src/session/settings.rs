@@ -1,7 +1,7 @@
 //! Which `SET name = value` Eddy accepts. A setting is accepted only where
 //! Eddy does what it asks: those it implements (timeouts, isolation, read
-//! only, `eddy.*`), those whose only meaningful values are Eddy's own
-//! behaviour (`client_encoding = UTF8`, `DateStyle = ISO`, `TimeZone = UTC`,
+//! only, TimeZone (`crate::session_zone`), `eddy.*`), those whose only meaningful values are Eddy's own
+//! behaviour (`client_encoding = UTF8`, `DateStyle = ISO`,
 //! `standard_conforming_strings = on`, `extra_float_digits` 1 to 3), those
 //! that change nothing Eddy has (`application_name`, `client_min_messages`,
 //! `row_security`, `check_function_bodies`, `synchronous_commit`: Eddy
@@ -23,7 +23,6 @@ const HONOURED: &[&str] = &[
     "statement_timeout",
     "transaction_isolation",
     "transaction_read_only",
-    "timezone",
 ];
 
 /// Settings that change nothing in Eddy, whatever their value.
@@ -56,6 +55,11 @@ pub(super) fn validate_setting(name: &str, value: &str) -> Result<String> {
             ))),
         },
         "search_path" => check_search_path(name, value),
+        // every zone Eddy reads and writes timestamps in
+        // (`crate::session_zone`), stored as SHOW prints it
+        "timezone" => {
+            crate::session_zone::SessionZone::parse(unquoted).map(|z| z.name().to_string())
+        }
         // applied by the session, which checks the group exists
         crate::scheduling::SCHEDULING_SETTING => Ok(lower),
         "client_encoding" | "names" => match lower.replace(['-', '_'], "").as_str() {
@@ -116,6 +120,7 @@ pub(super) fn validate_setting(name: &str, value: &str) -> Result<String> {
 /// after its statement, too late to refuse a bad value.
 pub(crate) fn validate_set_config(name: &str, value: &str) -> Result<String> {
     if HONOURED.contains(&name)
+        || name == "timezone"
         || name == super::MEMORY_SETTING
         || name == crate::scheduling::SCHEDULING_SETTING
         || name.starts_with("eddy.")

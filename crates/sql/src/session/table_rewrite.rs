@@ -531,6 +531,7 @@ impl Session {
         let types: Vec<ColumnType> = rw.columns.iter().map(|c| c.ty).collect();
         let mut loader = new.bulk_loader();
         let mut seen: HashSet<Vec<u8>> = HashSet::new();
+        let zone = self.time_zone();
         while let Some(batch) = stream.next().await {
             let batch = batch?;
             let mut cols = Vec::with_capacity(rw.columns.len());
@@ -539,8 +540,13 @@ impl Session {
                     c.ty,
                     ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_)
                 );
-                let a = if textual { as_text(a)? } else { Arc::clone(a) };
-                let a = cast_column(&a, c.ty, &c.name)?;
+                // a timestamptz written as text on the zone's wall clock
+                let a = if textual {
+                    as_text(&crate::zone_functions::localize_array(a, &zone)?)?
+                } else {
+                    Arc::clone(a)
+                };
+                let a = cast_column(&a, c.ty, &c.name, &zone)?;
                 if !c.nullable && a.null_count() > 0 {
                     return Err(SqlError::NotNullViolation(format!(
                         "column \"{}\" of relation \"{shown}\" contains null values",
