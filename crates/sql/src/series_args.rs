@@ -3,8 +3,13 @@
 //! so `generate_series(1, array_upper(current_schemas(false), 1))`
 //! (pgjdbc's TypeInfoCache), whose second argument folds to an int4, would
 //! be refused. This wrapper widens int2/int4 literal arguments to int8 and
-//! hands the call to DataFusion's function; anything else (timestamps,
-//! dates, a non-literal) reaches it unchanged, with its errors.
+//! Eddy's microsecond timestamps to the nanoseconds DataFusion's function
+//! takes, and hands the call to it; anything else (dates, a non-literal)
+//! reaches it unchanged, with its errors. DataFusion steps `timestamptz`
+//! values in UTC: in a session whose zone has daylight saving, a step of
+//! days or months (which PostgreSQL takes on the wall clock) is refused
+//! (0A000); `generate_series` in the select list steps on the wall clock
+//! (`crate::zone_rules`).
 
 use std::sync::Arc;
 
@@ -19,6 +24,8 @@ use datafusion::logical_expr::Expr;
 #[derive(Debug)]
 pub struct IntegerArgs {
     pub inner: Arc<dyn TableFunctionImpl>,
+    /// The session's zone (`crate::zone_rules`).
+    pub zone: Arc<crate::zone_rules::ZoneState>,
 }
 
 fn widen(e: &Expr) -> DfResult<Expr> {
@@ -32,12 +39,44 @@ fn widen(e: &Expr) -> DfResult<Expr> {
             | ScalarValue::UInt32(_)),
             meta,
         ) => Expr::Literal(v.cast_to(&DataType::Int64)?, meta.clone()),
+        Expr::Literal(ScalarValue::TimestampMicrosecond(v, tz), meta) => Expr::Literal(
+            ScalarValue::TimestampNanosecond(v.and_then(|v| v.checked_mul(1000)), tz.clone()),
+            meta.clone(),
+        ),
         other => other.clone(),
     })
 }
 
 impl TableFunctionImpl for IntegerArgs {
     fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
+        let instants = args.exprs().first().is_some_and(|e| {
+            matches!(
+                e,
+                Expr::Literal(
+                    ScalarValue::TimestampMicrosecond(_, Some(_))
+                        | ScalarValue::TimestampNanosecond(_, Some(_)),
+                    _
+                )
+            )
+        });
+        let wall_clock_step = args.exprs().get(2).is_some_and(|e| match e {
+            Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) => {
+                v.months != 0 || v.days != 0
+            }
+            Expr::Literal(ScalarValue::IntervalYearMonth(Some(_)), _) => true,
+            Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => v.days != 0,
+            _ => false,
+        });
+        if instants && wall_clock_step && !self.zone.get().is_fixed() {
+            return Err(datafusion::error::DataFusionError::from(
+                crate::error::SqlError::FeatureNotSupported(
+                    "generate_series of timestamptz values by days or months in FROM is not \
+                     supported in a session whose TimeZone has daylight saving: call it in \
+                     the select list"
+                        .into(),
+                ),
+            ));
+        }
         let exprs = args
             .exprs()
             .iter()

@@ -549,7 +549,13 @@ impl Session {
         for name in ["generate_series", "range"] {
             if let Ok(f) = ctx.table_function(name) {
                 let inner = Arc::clone(f.function());
-                ctx.register_udtf(name, Arc::new(crate::series_args::IntegerArgs { inner }));
+                ctx.register_udtf(
+                    name,
+                    Arc::new(crate::series_args::IntegerArgs {
+                        inner,
+                        zone: Arc::clone(&zone_state),
+                    }),
+                );
             }
         }
         for f in functions
@@ -1287,6 +1293,8 @@ impl Session {
         });
         output_names::name_columns(stmt);
         rewrite::pg_compat(stmt, &|n| engine.table(n).is_some());
+        // (after pg_compat, which writes timestamptz literals as calls)
+        crate::zone_rules::bind_literal_zone(stmt, &self.time_zone());
         // (after the rewrites that turn casts into Eddy's functions)
         crate::cast_names::separate_cast_names(stmt);
         self.bind_current_settings(stmt);

@@ -48,6 +48,11 @@ pub const TIMESTAMPTZ_IN_ZONE: &str = "eddy_timestamptz_in_zone";
 /// interval` with months and days added on `zone`'s wall clock.
 pub const ZONE_ADD_INTERVAL: &str = "eddy_zone_add_interval";
 
+/// `eddy_zone_series(start, stop, step, zone)`: `generate_series` of
+/// `timestamptz` values, each the previous plus `step` on `zone`'s wall
+/// clock (PostgreSQL's `generate_series_timestamptz`), as a list.
+pub const ZONE_SERIES: &str = "eddy_zone_series";
+
 const UTC_LABEL: &str = "+00:00";
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
@@ -220,6 +225,95 @@ impl ScalarUDFImpl for ZoneAddInterval {
     }
 }
 
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ZoneSeries {
+    signature: Signature,
+}
+
+/// The list's type: `timestamptz` items.
+fn series_type() -> DataType {
+    DataType::new_list(instant_type(), true)
+}
+
+/// An interval's sign as PostgreSQL's `interval_cmp` against zero sees it
+/// (a month is 30 days, a day 24 hours).
+fn interval_sign(months: i32, days: i32, nanos: i64) -> i32 {
+    let total = (i128::from(months) * 30 + i128::from(days)) * 86_400_000_000_000 + i128::from(nanos);
+    match total.cmp(&0) {
+        std::cmp::Ordering::Less => -1,
+        std::cmp::Ordering::Equal => 0,
+        std::cmp::Ordering::Greater => 1,
+    }
+}
+
+impl ScalarUDFImpl for ZoneSeries {
+    fn name(&self) -> &str {
+        ZONE_SERIES
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(series_type())
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        use datafusion::arrow::array::ListBuilder;
+        let all_scalar = crate::udf_args::all_scalar(&args.args);
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let [start, stop, step, zones] = arrays.as_slice() else {
+            return Err(DataFusionError::Plan(format!(
+                "{ZONE_SERIES} takes a start, a stop, a step and a zone"
+            )));
+        };
+        let start = cast(start, &instant_type())?;
+        let start = start.as_primitive::<TimestampMicrosecondType>();
+        let stop = cast(stop, &instant_type())?;
+        let stop = stop.as_primitive::<TimestampMicrosecondType>();
+        let step = cast(step, &DataType::Interval(IntervalUnit::MonthDayNano))?;
+        let step = step.as_primitive::<IntervalMonthDayNanoType>();
+        let zones = cast(zones, &DataType::Utf8)?;
+        let zones = zones.as_string::<i32>();
+        let mut cache = ZoneCache(None);
+        let mut out = ListBuilder::new(
+            TimestampMicrosecondBuilder::new().with_timezone(UTC_LABEL),
+        );
+        for i in 0..start.len() {
+            if start.is_null(i) || stop.is_null(i) || step.is_null(i) || zones.is_null(i) {
+                out.append_null();
+                continue;
+            }
+            let zone = cache.get(zones.value(i))?;
+            let iv = step.value(i);
+            let direction = interval_sign(iv.months, iv.days, iv.nanoseconds);
+            if direction == 0 {
+                return Err(DataFusionError::from(SqlError::InvalidParameter(
+                    "step size cannot equal zero".into(),
+                )));
+            }
+            let (mut at, end) = (start.value(i), stop.value(i));
+            while (direction > 0 && at <= end) || (direction < 0 && at >= end) {
+                out.values().append_value(at);
+                let next = add_interval(at, iv.months, iv.days, iv.nanoseconds, 1, zone)
+                    .map_err(DataFusionError::from)?;
+                if next == at {
+                    break;
+                }
+                at = next;
+            }
+            out.append(true);
+        }
+        let out: ArrayRef = Arc::new(out.finish());
+        crate::udf_args::scalar_if(all_scalar, out)
+    }
+}
+
+/// [`ZONE_SERIES`].
+pub fn zone_series_function() -> ScalarUDF {
+    ScalarUDF::new_from_impl(ZoneSeries {
+        signature: Signature::any(4, Volatility::Immutable),
+    })
+}
+
 /// [`TIMESTAMPTZ_IN_ZONE`].
 pub fn timestamptz_in_zone_function() -> ScalarUDF {
     use datafusion::logical_expr::TypeSignature;
@@ -240,7 +334,11 @@ pub fn zone_add_interval_function() -> ScalarUDF {
 
 /// The functions, for the session to register.
 pub fn zone_functions() -> Vec<ScalarUDF> {
-    vec![timestamptz_in_zone_function(), zone_add_interval_function()]
+    vec![
+        timestamptz_in_zone_function(),
+        zone_add_interval_function(),
+        zone_series_function(),
+    ]
 }
 
 /// A column of `a`'s date/time type stored into a column of type `ty` on

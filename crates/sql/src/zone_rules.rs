@@ -21,12 +21,15 @@
 //! * `to_timestamp(text, template)` and six-argument `make_timestamptz` by
 //!   their forms that name the zone;
 //! * in a zone with daylight saving, `x + interval` and `x - interval` by
-//!   [`ZONE_ADD_INTERVAL`], which moves months and days on the wall clock.
+//!   [`ZONE_ADD_INTERVAL`], which moves months and days on the wall clock,
+//!   and `generate_series` of `timestamptz` values by [`ZONE_SERIES`],
+//!   which steps the same way.
 //!
 //! What the zone would change but Eddy does not compute on it is refused
 //! (0A000) rather than answered in UTC: EXTRACT of `timezone*` fields,
 //! `to_char` templates with zone fields (`TZ`, `OF`) or not given as a
-//! constant, and one-argument `age`.
+//! constant, one-argument `age`, `range` of `timestamptz` values and (in
+//! `crate::series_args`) `generate_series` of them in FROM.
 //!
 //! Invariants: every rewritten expression has its original type and output
 //! name; the rewrite of a rewritten plan changes nothing (the analyzer may
@@ -35,7 +38,9 @@
 //!
 //! [`TIMESTAMPTZ_IN_ZONE`]: crate::zone_functions::TIMESTAMPTZ_IN_ZONE
 //! [`ZONE_ADD_INTERVAL`]: crate::zone_functions::ZONE_ADD_INTERVAL
+//! [`ZONE_SERIES`]: crate::zone_functions::ZONE_SERIES
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
@@ -48,10 +53,48 @@ use datafusion::logical_expr::{
     BinaryExpr, Cast, Expr, ExprSchemable, LogicalPlan, Operator, ScalarUDF, TryCast,
 };
 use datafusion::optimizer::AnalyzerRule;
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions_mut, Expr as SqlExpr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    Statement, Value as SqlValue, ValueWithSpan,
+};
+use datafusion::sql::sqlparser::tokenizer::Span;
 use parking_lot::RwLock;
 
 use crate::error::SqlError;
 use crate::session_zone::SessionZone;
+
+/// `eddy_timestamptz_in_zone(text)` calls on the AST (a `timestamptz`
+/// literal, `crate::rewrite`) given the session's zone as their second
+/// argument, before DataFusion folds them: a table function's arguments
+/// are folded while the statement is planned, before this module's rule
+/// runs.
+pub fn bind_literal_zone(stmt: &mut Statement, zone: &SessionZone) {
+    if zone.is_utc() {
+        return;
+    }
+    let text = zone.at_time_zone_text();
+    let _ = visit_expressions_mut(stmt, |e| {
+        if let SqlExpr::Function(f) = e {
+            let is_input = f
+                .name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .is_some_and(|id| id.value == crate::zone_functions::TIMESTAMPTZ_IN_ZONE);
+            if let (true, FunctionArguments::List(list)) = (is_input, &mut f.args) {
+                if list.args.len() == 1 {
+                    list.args.push(FunctionArg::Unnamed(FunctionArgExpr::Expr(
+                        SqlExpr::Value(ValueWithSpan {
+                            value: SqlValue::SingleQuotedString(text.clone()),
+                            span: Span::empty(),
+                        }),
+                    )));
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
 
 /// The zone a session's statements are planned with; the session sets it
 /// before planning each statement.
@@ -384,6 +427,29 @@ fn function(f: &ScalarFunction, e: &Expr, schema: &DFSchema, ctx: &Ctx) -> DfRes
             )))
         }
         ("age", [_]) => return Err(refused("age with one argument")),
+        ("generate_series", [start, stop, step]) if !ctx.fixed => {
+            let Some(from) = arg_type(0)?.filter(is_instant) else {
+                return Ok(None);
+            };
+            let original = e.get_type(schema)?;
+            let series = call(
+                crate::zone_functions::zone_series_function(),
+                vec![
+                    cast_to(start.clone(), &from, &instant_micros()),
+                    stop.clone(),
+                    step.clone(),
+                    text_literal(&ctx.text),
+                ],
+            );
+            Some(cast_to(
+                series,
+                &DataType::new_list(instant_micros(), true),
+                &original,
+            ))
+        }
+        ("range", [start, ..]) if !ctx.fixed && is_instant(&start.get_type(schema)?) => {
+            return Err(refused("range of timestamptz values"))
+        }
         ("current_date", []) => Some(Expr::Cast(Cast::new(
             Box::new(ctx.at_zone(ctx.now.clone(), &ctx.now.get_type(schema)?)),
             DataType::Date32,
