@@ -610,26 +610,92 @@ async fn timestamptz_keeps_its_instant() {
     .await;
 }
 
-/// Eddy's TimeZone is UTC and nothing else: PostgreSQL would switch zones,
-/// Eddy refuses (0A000) rather than print instants in the wrong zone.
+/// A session's TimeZone reads text without an offset on its wall clock,
+/// whichever path the value takes (a text or binary parameter, a prepared
+/// statement planned in another zone, COPY, the fixed-plan write), and
+/// writes instants there; the stored instants do not move.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_utc_time_zone_is_accepted() {
-    let srv = Server::start("trust");
-    let c = srv.connect().await;
-    exec(&c, "SET TimeZone = 'UTC'").await;
-    exec(&c, "SET TIME ZONE 'Etc/UTC'").await;
-    assert_eq!(
-        simple_error(&c, "SET TimeZone = 'America/New_York'").await,
-        "0A000"
-    );
-    assert_eq!(
-        simple_error(&c, "SET TIME ZONE 'Europe/Paris'").await,
-        "0A000"
-    );
-    assert_eq!(
-        texts(&c, "SELECT '2024-01-01 12:30+02'::timestamptz").await,
-        rows(&[&["2024-01-01 10:30:00+00"]])
-    );
+async fn timestamps_follow_the_session_time_zone() {
+    on_servers(|c| async move {
+        exec(&c, "DROP TABLE IF EXISTS wv_tz").await;
+        exec(
+            &c,
+            "CREATE TABLE wv_tz (id INT PRIMARY KEY, ts TIMESTAMPTZ)",
+        )
+        .await;
+        // planned in UTC, run in Berlin: the zone of the Execute counts
+        let sel = c
+            .prepare_typed("SELECT $1::timestamptz", &[Type::TIMESTAMPTZ])
+            .await
+            .unwrap();
+        let ins = c
+            .prepare_typed(
+                "INSERT INTO wv_tz VALUES ($1, $2)",
+                &[Type::INT4, Type::TIMESTAMPTZ],
+            )
+            .await
+            .unwrap();
+        exec(&c, "SET TimeZone = 'Europe/Berlin'").await;
+        // PostgreSQL 15: 11:30 in Berlin in winter is 10:30 UTC
+        let r = c
+            .query_one(&sel, &[&Text("2024-01-01 11:30")])
+            .await
+            .unwrap();
+        assert_eq!(r.get::<_, Micros>(0), Micros(JAN1_1030_UTC));
+        c.execute(&ins, &[&1i32, &Text("2024-01-01 11:30")])
+            .await
+            .unwrap();
+        c.execute(
+            "INSERT INTO wv_tz VALUES ($1, $2)",
+            &[&2i32, &Micros(JAN1_1030_UTC)],
+        )
+        .await
+        .unwrap();
+        let sink = c.copy_in("COPY wv_tz FROM STDIN").await.unwrap();
+        futures::pin_mut!(sink);
+        sink.send(bytes::Bytes::from_static(
+            b"3\t2024-01-01 11:30\n4\t2024-01-01 10:30+00\n",
+        ))
+        .await
+        .unwrap();
+        sink.finish().await.unwrap();
+        let got: Vec<(i32, Micros)> = c
+            .query("SELECT id, ts FROM wv_tz ORDER BY id", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        assert_eq!(
+            got,
+            (1..=4)
+                .map(|i| (i, Micros(JAN1_1030_UTC)))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            texts(
+                &c,
+                "SELECT ts, ts::date, ts::timestamp FROM wv_tz WHERE id = 1"
+            )
+            .await,
+            rows(&[&[
+                "2024-01-01 11:30:00+01",
+                "2024-01-01",
+                "2024-01-01 11:30:00"
+            ]])
+        );
+        exec(&c, "SET TimeZone = 'America/New_York'").await;
+        assert_eq!(
+            texts(&c, "SELECT ts FROM wv_tz WHERE id = 4").await,
+            rows(&[&["2024-01-01 05:30:00-05"]])
+        );
+        exec(&c, "RESET TimeZone").await;
+        assert_eq!(
+            texts(&c, "SELECT ts FROM wv_tz WHERE id = 4").await,
+            rows(&[&["2024-01-01 10:30:00+00"]])
+        );
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -238,7 +238,8 @@ fn series_type() -> DataType {
 /// An interval's sign as PostgreSQL's `interval_cmp` against zero sees it
 /// (a month is 30 days, a day 24 hours).
 fn interval_sign(months: i32, days: i32, nanos: i64) -> i32 {
-    let total = (i128::from(months) * 30 + i128::from(days)) * 86_400_000_000_000 + i128::from(nanos);
+    let total =
+        (i128::from(months) * 30 + i128::from(days)) * 86_400_000_000_000 + i128::from(nanos);
     match total.cmp(&0) {
         std::cmp::Ordering::Less => -1,
         std::cmp::Ordering::Equal => 0,
@@ -274,9 +275,7 @@ impl ScalarUDFImpl for ZoneSeries {
         let zones = cast(zones, &DataType::Utf8)?;
         let zones = zones.as_string::<i32>();
         let mut cache = ZoneCache(None);
-        let mut out = ListBuilder::new(
-            TimestampMicrosecondBuilder::new().with_timezone(UTC_LABEL),
-        );
+        let mut out = ListBuilder::new(TimestampMicrosecondBuilder::new().with_timezone(UTC_LABEL));
         for i in 0..start.len() {
             if start.is_null(i) || stop.is_null(i) || step.is_null(i) || zones.is_null(i) {
                 out.append_null();

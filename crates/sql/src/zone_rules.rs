@@ -83,12 +83,13 @@ pub fn bind_literal_zone(stmt: &mut Statement, zone: &SessionZone) {
                 .is_some_and(|id| id.value == crate::zone_functions::TIMESTAMPTZ_IN_ZONE);
             if let (true, FunctionArguments::List(list)) = (is_input, &mut f.args) {
                 if list.args.len() == 1 {
-                    list.args.push(FunctionArg::Unnamed(FunctionArgExpr::Expr(
-                        SqlExpr::Value(ValueWithSpan {
-                            value: SqlValue::SingleQuotedString(text.clone()),
-                            span: Span::empty(),
-                        }),
-                    )));
+                    list.args
+                        .push(FunctionArg::Unnamed(FunctionArgExpr::Expr(SqlExpr::Value(
+                            ValueWithSpan {
+                                value: SqlValue::SingleQuotedString(text.clone()),
+                                span: Span::empty(),
+                            },
+                        ))));
                 }
             }
         }
