@@ -156,6 +156,22 @@ fn pgjdbc_savepoints_and_rollback() {
 /// getSchemas, getTypeInfo, getCatalogs) over a composite primary key,
 /// secondary and unique indexes and foreign keys, answered as PostgreSQL
 /// 15 answers (`tests/drivers/JdbcMetadata.java`).
+/// pgjdbc in a JVM whose zone is Europe/Berlin: the startup TimeZone, and
+/// Timestamp, LocalDateTime, OffsetDateTime and dates as PostgreSQL 15
+/// gives them (`tests/drivers/JdbcTimeZone.java`).
+#[test]
+fn pgjdbc_in_a_time_zone() {
+    pgjdbc_program("JdbcTimeZone.java");
+}
+
+/// psycopg 3 and asyncpg in session time zones: startup options and SET
+/// reported back, naive and aware datetimes, prepared statements across a
+/// change of zone (`tests/drivers/time_zones.py`).
+#[test]
+fn psycopg3_and_asyncpg_time_zones() {
+    python_script("time_zones.py");
+}
+
 #[test]
 fn pgjdbc_database_metadata() {
     pgjdbc_program("JdbcMetadata.java");

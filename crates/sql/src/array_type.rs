@@ -46,6 +46,8 @@ use crate::pgtypes;
 
 /// The name of the text -> array function (`x::int4[]`).
 pub const ARRAY_IN: &str = "eddy_array_in";
+/// `eddy_array_out(list)`: an array's PostgreSQL text.
+pub const ARRAY_OUT: &str = "eddy_array_out";
 
 /// PostgreSQL's `array_isspace`.
 fn is_space(c: char) -> bool {
@@ -647,7 +649,7 @@ struct ArrayOut {
 
 impl ScalarUDFImpl for ArrayOut {
     fn name(&self) -> &str {
-        "eddy_array_out"
+        ARRAY_OUT
     }
     fn signature(&self) -> &Signature {
         &self.signature

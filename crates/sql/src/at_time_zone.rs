@@ -10,7 +10,7 @@
 //!   daylight-saving change is read with the offset before the change, and
 //!   a time that occurs twice is the later one (standard time);
 //! * a `date` is first a `timestamptz` at midnight in the session's zone
-//!   (Eddy's sessions run in UTC).
+//!   (`crate::zone_rules` writes that cast on the zone's wall clock).
 //!
 //! Both spellings become the call `eddy_at_time_zone(ts, zone)` on the AST
 //! (`crate::call_rewrites`). Zones are IANA names (case-insensitive, as in

@@ -8,7 +8,8 @@
 //!   equivalent; DataFusion's own `AT TIME ZONE` keeps the instant,
 //!   `crate::at_time_zone`);
 //! * the keywords `localtimestamp` and `localtime` are `now()` as a
-//!   timestamp and as a time (Eddy's sessions run in UTC);
+//!   timestamp and as a time (on the session zone's wall clock:
+//!   `crate::zone_rules`);
 //! * `div(a, b)` is `trunc(a::numeric / b::numeric)` (PostgreSQL has only
 //!   `div(numeric, numeric)`: the quotient truncated toward zero, 22012 on
 //!   a zero divisor);

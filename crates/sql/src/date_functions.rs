@@ -11,9 +11,11 @@
 //! * `age` is PostgreSQL's symbolic difference: whole years and months
 //!   first, then days counted in the month before the later date, then the
 //!   time of day; its sign is the sign of `a - b`.
-//! * Eddy's sessions run in UTC: `age(ts)` measures from midnight today
-//!   (UTC), `make_timestamptz` without a zone reads the time as UTC, and a
-//!   `timestamptz` argument of `age` is compared as a UTC wall-clock time.
+//! * `age(ts)` measures from midnight today in UTC (refused in a session
+//!   in another zone: `crate::zone_rules`); `make_timestamptz` without a
+//!   zone reads the time on the session zone's wall clock (the rule adds
+//!   it), and a `timestamptz` argument of `age` is compared as that zone's
+//!   wall-clock time (the rule's cast).
 //! * Eddy stores no infinite date or timestamp, so `isfinite` is true for
 //!   every value it holds (NULL for NULL).
 

@@ -40,8 +40,8 @@ pub enum Src {
     /// `CURRENT_TIMESTAMP`, `now()` and `LOCALTIMESTAMP` written into a
     /// timestamp or timestamptz
     /// column: the statement's start, one value for the whole statement,
-    /// as DataFusion's `now()` gives it on the general path (Eddy's
-    /// TimeZone is always UTC, so both column types take the same instant).
+    /// as DataFusion's `now()` gives it on the general path (a session not
+    /// in UTC runs such plans on the general path: `binds_datetime`).
     Now,
 }
 

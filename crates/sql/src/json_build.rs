@@ -280,10 +280,14 @@ pub(crate) fn push_value(
         {
             out.push_str(&text);
         }
-        // to_json's timestamps are ISO 8601 ("2020-01-01T10:00:00+00:00")
+        // to_json's timestamps are ISO 8601 ("2020-01-01T10:00:00+00:00",
+        // "...+05:30" in a session on that offset: `crate::zone_rules`)
         DataType::Timestamp(_, tz) => {
             let mut iso = text.replacen(' ', "T", 1);
-            if tz.is_some() {
+            let hours_only = iso
+                .rfind(['+', '-'])
+                .is_some_and(|i| iso.len().saturating_sub(i) == 3);
+            if tz.is_some() && hours_only {
                 iso.push_str(":00");
             }
             push_string(out, &iso);

@@ -421,7 +421,8 @@ impl Session {
         // stays exact on a numeric column.
         config.options_mut().sql_parser.parse_float_as_decimal = true;
         // `now()` and `current_timestamp` are timestamp with time zone, as in
-        // PostgreSQL (sessions run in UTC): DataFusion types them by this
+        // PostgreSQL; instants, labelled UTC whatever the session's zone
+        // (`crate::session_zone`): DataFusion types them by this
         config.options_mut().execution.time_zone = Some("+00:00".into());
         let config = eddy_gpu::session::with_gpu_options(config);
         // queries reserve from the session's share of the server budget and

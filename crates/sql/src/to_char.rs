@@ -13,8 +13,10 @@
 //! literal text and `\"`; any other character is copied.
 //!
 //! A date is formatted as the timestamp with time zone of its midnight, as
-//! PostgreSQL resolves `to_char(date, text)`. Eddy's `TimeZone` is always
-//! UTC, so a timestamp with time zone is formatted in UTC (`TZ` is `UTC`);
+//! PostgreSQL resolves `to_char(date, text)`. A timestamp with time zone
+//! arrives here in UTC (`TZ` is `UTC`); in a session in another zone
+//! `crate::zone_rules` hands over its wall-clock time instead, and refuses
+//! templates with zone fields;
 //! for a timestamp without time zone `TZ` is empty and `OF` is `+00`, as in
 //! PostgreSQL. Integers, numerics and floats are formatted by
 //! `crate::to_char_number`, intervals by `crate::to_char_interval`.
@@ -293,7 +295,8 @@ impl Template {
         &self.0
     }
 
-    /// Formats `at`. `with_zone`: a timestamp with time zone (in UTC).
+    /// Formats `at`. `with_zone`: a timestamp with time zone (in UTC,
+    /// the only zone this module writes: `crate::zone_rules`).
     pub fn format(&self, at: NaiveDateTime, with_zone: bool) -> String {
         let mut out = String::new();
         for node in &self.0 {

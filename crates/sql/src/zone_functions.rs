@@ -395,14 +395,33 @@ pub fn cast_on_wall_clock(
     })
 }
 
-/// `t` with every `timestamptz` (also inside a list) labelled `label`.
-fn relabel_type(t: &DataType, label: &Arc<str>) -> Option<DataType> {
+/// `t` with every `timestamptz` (also inside a list or a record) labelled
+/// `label`; `None` if there is none to relabel.
+pub(crate) fn relabel_type(t: &DataType, label: &Arc<str>) -> Option<DataType> {
     match t {
         DataType::Timestamp(unit, Some(l)) if l != label => {
             Some(DataType::Timestamp(*unit, Some(Arc::clone(label))))
         }
         DataType::List(f) => relabel_type(f.data_type(), label)
             .map(|inner| DataType::List(Arc::new(f.as_ref().clone().with_data_type(inner)))),
+        DataType::Struct(fields) => {
+            let relabelled: Vec<Option<DataType>> = fields
+                .iter()
+                .map(|f| relabel_type(f.data_type(), label))
+                .collect();
+            relabelled.iter().any(Option::is_some).then(|| {
+                DataType::Struct(
+                    fields
+                        .iter()
+                        .zip(relabelled)
+                        .map(|(f, t)| match t {
+                            Some(t) => Arc::new(f.as_ref().clone().with_data_type(t)),
+                            None => Arc::clone(f),
+                        })
+                        .collect(),
+                )
+            })
+        }
         _ => None,
     }
 }

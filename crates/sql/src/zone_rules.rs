@@ -309,11 +309,12 @@ fn convert(e: &Expr, from: &DataType, to: &DataType, schema: &DFSchema, ctx: &Ct
                 to,
             ))
         }
-        (DataType::Timestamp(unit, Some(label)), t) if is_text(t) && *label != ctx.label => {
-            let labelled = Expr::Cast(Cast::new(
-                Box::new(e.clone()),
-                DataType::Timestamp(*unit, Some(Arc::clone(&ctx.label))),
-            ));
+        // an instant (also in an array or a record) written as text
+        (from, t)
+            if is_text(t) && crate::zone_functions::relabel_type(from, &ctx.label).is_some() =>
+        {
+            let labelled = crate::zone_functions::relabel_type(from, &ctx.label)
+                .map(|r| Expr::Cast(Cast::new(Box::new(e.clone()), r)))?;
             Some(Expr::Cast(Cast::new(Box::new(labelled), to.clone())))
         }
         (t, DataType::Timestamp(_, Some(_))) if is_text(t) => {
@@ -340,6 +341,13 @@ fn rewrite(e: Expr, schema: &DFSchema, ctx: &Ctx) -> DfResult<Transformed<Expr>>
             convert(expr, &from, field.data_type(), schema, ctx)
         }
         Expr::ScalarFunction(f) => function(f, &e, schema, ctx)?,
+        Expr::AggregateFunction(agg) if TEXT_WRITERS.contains(&agg.func.name()) => {
+            relabel_arguments(&agg.params.args, schema, ctx)?.map(|args| {
+                let mut agg = agg.clone();
+                agg.params.args = args;
+                Expr::AggregateFunction(agg)
+            })
+        }
         Expr::BinaryExpr(b) if !ctx.fixed && matches!(b.op, Operator::Plus | Operator::Minus) => {
             interval_arithmetic(b, schema, ctx)?
         }
@@ -400,7 +408,16 @@ fn function(f: &ScalarFunction, e: &Expr, schema: &DFSchema, ctx: &Ctx) -> DfRes
             Some(cast_to(part, &now, &original))
         }
         ("to_char", [x, template]) => {
-            let Some(from) = arg_type(0)?.filter(is_instant) else {
+            let t = arg_type(0)?;
+            // a date is the timestamptz of its midnight in the zone
+            if matches!(t, Some(DataType::Date32 | DataType::Date64))
+                && !literal_text(template).is_some_and(template_without_zone)
+            {
+                return Err(refused(
+                    "to_char of a date with a zone field or a template that is not a constant",
+                ));
+            }
+            let Some(from) = t.filter(is_instant) else {
                 return Ok(None);
             };
             match literal_text(template) {
@@ -428,6 +445,7 @@ fn function(f: &ScalarFunction, e: &Expr, schema: &DFSchema, ctx: &Ctx) -> DfRes
             )))
         }
         ("age", [_]) => return Err(refused("age with one argument")),
+        (name, _) if TEXT_WRITERS.contains(&name) => relabelled_arguments(f, schema, ctx)?,
         ("generate_series", [start, stop, step]) if !ctx.fixed => {
             let Some(from) = arg_type(0)?.filter(is_instant) else {
                 return Ok(None);
@@ -464,6 +482,50 @@ fn function(f: &ScalarFunction, e: &Expr, schema: &DFSchema, ctx: &Ctx) -> DfRes
         }
         _ => None,
     })
+}
+
+/// The functions that write their arguments as JSON or array text, where
+/// an instant is written on the zone's wall clock.
+const TEXT_WRITERS: &[&str] = &[
+    crate::array_type::ARRAY_OUT,
+    "to_json",
+    "to_jsonb",
+    "row_to_json",
+    "json_build_object",
+    "jsonb_build_object",
+    "json_build_array",
+    "jsonb_build_array",
+    "json_agg",
+    "jsonb_agg",
+    "json_object_agg",
+    "jsonb_object_agg",
+];
+
+/// The arguments that hold an instant, labelled with the zone so that the
+/// writer (`crate::json_build`, `crate::array_type`, both through the text
+/// encoder) writes its wall clock; `None` if no argument holds one.
+fn relabel_arguments(args: &[Expr], schema: &DFSchema, ctx: &Ctx) -> DfResult<Option<Vec<Expr>>> {
+    let mut changed = false;
+    let mut out = Vec::with_capacity(args.len());
+    for a in args {
+        match crate::zone_functions::relabel_type(&a.get_type(schema)?, &ctx.label) {
+            Some(t) => {
+                changed = true;
+                out.push(Expr::Cast(Cast::new(Box::new(a.clone()), t)));
+            }
+            None => out.push(a.clone()),
+        }
+    }
+    Ok(changed.then_some(out))
+}
+
+fn relabelled_arguments(
+    f: &ScalarFunction,
+    schema: &DFSchema,
+    ctx: &Ctx,
+) -> DfResult<Option<Expr>> {
+    Ok(relabel_arguments(&f.args, schema, ctx)?
+        .map(|args| Expr::ScalarFunction(ScalarFunction::new_udf(Arc::clone(&f.func), args))))
 }
 
 /// `x ± interval` and `interval + x` of a `timestamptz` x, in a zone with

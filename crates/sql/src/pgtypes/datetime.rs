@@ -164,6 +164,27 @@ pub(super) fn date_from_text(s: &str) -> std::result::Result<i32, DtError> {
     i32::try_from(days).map_err(|_| DtError::Range)
 }
 
+/// A date's text as PostgreSQL's `date_in` reads it: `YYYY-MM-DD`, also
+/// followed by a time of day, a zone or both, which are read and dropped
+/// (pgjdbc's `setDate` sends `2024-06-01 +02`).
+pub(super) fn date_of_text(s: &str) -> std::result::Result<i32, DtError> {
+    let s = s.trim();
+    let Some(i) = s.find([' ', 'T']) else {
+        return date_from_text(s);
+    };
+    let (date, rest) = s.split_at_checked(i).ok_or(DtError::Syntax)?;
+    let rest = rest.get(1..).ok_or(DtError::Syntax)?.trim();
+    let zone_only = rest == "Z"
+        || rest.strip_prefix(['+', '-']).is_some_and(|z| {
+            !z.is_empty() && z.len() <= 5 && z.bytes().all(|b| b.is_ascii_digit() || b == b':')
+        });
+    if rest.is_empty() || zone_only {
+        return date_from_text(date);
+    }
+    let (wall, _) = timestamp_fields(s)?;
+    i32::try_from(wall.div_euclid(MICROS_PER_DAY)).map_err(|_| DtError::Range)
+}
+
 /// Split a zone suffix (`Z`, `+HH`, `-HH:MM`, `+HHMM`) off a time of day:
 /// (time, offset in seconds east of UTC if there is a suffix).
 pub(super) fn split_zone(rest: &str) -> std::result::Result<(&str, Option<i64>), DtError> {
@@ -281,7 +302,7 @@ pub(super) fn timestamp_fields(s: &str) -> std::result::Result<(i64, Option<i64>
 
 /// Parse `YYYY-MM-DD` into days since the Unix epoch.
 pub fn parse_date(s: &str) -> Option<i32> {
-    date_from_text(s).ok()
+    date_of_text(s).ok()
 }
 
 /// Parse `YYYY-MM-DD[ T]HH:MM[:SS[.ffffff]][Z|+HH[:MM]]` into microseconds
@@ -293,7 +314,7 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
 /// `date` text as PostgreSQL reads it, with its SQLSTATEs (22007 for
 /// syntax, 22008 for a field out of range or an infinite date).
 pub fn date_in(s: &str) -> Result<i32> {
-    date_from_text(s.trim()).map_err(|e| e.to_sql("date", s))
+    date_of_text(s).map_err(|e| e.to_sql("date", s))
 }
 
 /// `timestamp` text as PostgreSQL reads it: a zone suffix is ignored

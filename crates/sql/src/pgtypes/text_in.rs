@@ -119,7 +119,7 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
         })?),
         ColumnType::Text => Value::Text(s.to_string()),
         ColumnType::Varchar(_) | ColumnType::Char(_) => Value::Text(fit_length(s, ty)?),
-        ColumnType::Date => Value::Date(date_from_text(t).map_err(|e| e.to_sql("date", s))?),
+        ColumnType::Date => Value::Date(date_of_text(t).map_err(|e| e.to_sql("date", s))?),
         ColumnType::Timestamp => Value::Timestamp(timestamp_wall_clock(t)?),
         ColumnType::TimestampTz => Value::Timestamp(timestamp_instant(t)?),
         ColumnType::Bytea => Value::Bytea(bytea_from_text(s)?),

@@ -749,7 +749,12 @@ impl DescribeResponse for DescribeStatementResponse {
 
     /// Return true if the `DescribeStatementResponse` is empty/nodata
     fn is_no_data(&self) -> bool {
-        self.parameters.is_empty() && self.fields.is_empty()
+        // Eddy patch: a statement with parameters but no result columns
+        // (`INSERT ... VALUES ($1)`) is ParameterDescription then NoData, as
+        // PostgreSQL answers; a RowDescription of no fields made pgjdbc's
+        // executeUpdate fail ("A result was returned when none was
+        // expected").
+        self.fields.is_empty()
     }
 }
 
