@@ -85,6 +85,6 @@ public class JdbcTimeZone {
                 s.execute("DROP TABLE jdbc_tz");
             }
         }
-        System.out.println("ok");
+        System.out.println("pgjdbc time zones: ok");
     }
 }

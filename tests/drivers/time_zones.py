@@ -111,4 +111,4 @@ async def asyncpg_checks():
 
 psycopg_checks()
 asyncio.run(asyncpg_checks())
-print("ok")
+print("time zones: ok")
