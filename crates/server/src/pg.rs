@@ -291,9 +291,9 @@ impl ServerParameterProvider for EddyParameters {
         let mut params = self.0.server_parameters(client)?;
         let asked = eddy_sql::session::startup_settings_of(client.metadata())
             .into_iter()
-            .filter(|(k, _)| k == "timezone")
-            .map(|(_, v)| v)
-            .last();
+            .rev()
+            .find(|(k, _)| k == "timezone")
+            .map(|(_, v)| v);
         if let Some(zone) = asked.and_then(|v| eddy_sql::session_zone::SessionZone::parse(&v).ok())
         {
             params.insert("TimeZone".into(), zone.name().to_string());

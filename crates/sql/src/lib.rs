@@ -107,6 +107,7 @@ pub mod to_char;
 pub mod to_char_interval;
 pub mod to_char_number;
 pub mod to_timestamp;
+pub mod txid;
 pub mod txn;
 pub mod udf_args;
 pub mod uuid_type;

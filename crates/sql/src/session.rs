@@ -331,6 +331,8 @@ pub struct Session {
     zone_state: Arc<crate::zone_rules::ZoneState>,
     /// The TimeZone the client was last told of (ParameterStatus).
     reported_zone: String,
+    /// The open transaction's id, for `txid_current()` (`crate::txid`).
+    current_txid: Arc<crate::txid::CurrentTxid>,
     /// Settings the client's startup message gave (`application_name`...):
     /// the session's defaults, which RESET returns to.
     startup_settings: BTreeMap<String, String>,
@@ -524,6 +526,7 @@ impl Session {
         let setting_fallback = crate::catalog::current_setting_fallback();
         let advisory_owner = crate::advisory::new_owner();
         let statement_clock = crate::time_functions::StatementClock::new();
+        let current_txid = Arc::new(crate::txid::CurrentTxid::default());
         // (the state's lock is released before the functions are registered)
         let time_functions = crate::time_functions::current_time_functions(
             ctx.state_ref().read().config_options(),
@@ -570,6 +573,7 @@ impl Session {
                 user,
             ))
             .chain([typeof_function, setting_fallback, set_config])
+            .chain([crate::txid::txid_function(&current_txid)])
             .chain([notify_function, listening_scalar])
             .chain(crate::uuid_type::uuid_functions())
             .chain(crate::array_type::array_functions())
@@ -653,6 +657,7 @@ impl Session {
             notices: Vec::new(),
             zone_state,
             reported_zone: "UTC".into(),
+            current_txid,
         };
         session.settings.insert(
             MEMORY_SETTING.into(),
@@ -1697,6 +1702,7 @@ impl Session {
         // the zone the statement's conversions are planned with
         // (`crate::zone_rules`)
         self.zone_state.set(self.time_zone());
+        self.current_txid.set(self.txn.as_ref().map(|t| t.id.0));
         let mut state = self.ctx.state();
         if let Some(start) = state.execution_props().query_execution_start_time {
             self.statement_clock.set(start);

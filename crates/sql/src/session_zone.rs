@@ -241,7 +241,7 @@ fn iso_offset_label(east: i32) -> String {
     let sign = if east < 0 { '-' } else { '+' };
     let a = east.unsigned_abs();
     let mut s = format!("{sign}{:02}:{:02}", a / 3600, a / 60 % 60);
-    if a % 60 != 0 {
+    if !a.is_multiple_of(60) {
         s.push_str(&format!(":{:02}", a % 60));
     }
     s
@@ -251,7 +251,7 @@ fn iso_offset_label(east: i32) -> String {
 /// `<-07>+07`, `<+05:30>-05:30`.
 fn numeric_zone_name(east: i32) -> String {
     let body = |sign: char, a: u32| {
-        if a % 3600 == 0 {
+        if a.is_multiple_of(3600) {
             format!("{sign}{:02}", a / 3600)
         } else {
             format!("{sign}{:02}:{:02}", a / 3600, a / 60 % 60)
@@ -308,10 +308,10 @@ pub(crate) fn push_offset(east: i32, out: &mut String) {
     let a = east.unsigned_abs();
     out.push(if east < 0 { '-' } else { '+' });
     out.push_str(&format!("{:02}", a / 3600));
-    if a % 3600 != 0 {
+    if !a.is_multiple_of(3600) {
         out.push_str(&format!(":{:02}", a / 60 % 60));
     }
-    if a % 60 != 0 {
+    if !a.is_multiple_of(60) {
         out.push_str(&format!(":{:02}", a % 60));
     }
 }
