@@ -246,4 +246,32 @@ async fn cancel_and_terminate_reach_the_backend_when_the_role_may_signal_it() {
         .await
         .expect_err("negative timeout");
     assert_eq!(code(&e), Some("22023"));
+
+    // with a timeout the call returns once the connection is gone
+    let again = srv
+        .connect_as("alice", "unused")
+        .await
+        .expect("alice again");
+    let again_pid = pid(&again).await;
+    let ended: bool = killer
+        .query_one("SELECT pg_terminate_backend($1::int, 10000)", &[&again_pid])
+        .await
+        .expect("terminate and wait")
+        .get(0);
+    assert!(ended);
+    let n: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
+            &[&again_pid],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(n, 0, "gone when pg_terminate_backend returned");
+    let gone: bool = killer
+        .query_one("SELECT pg_terminate_backend($1::int, 100)", &[&again_pid])
+        .await
+        .expect("an ended pid")
+        .get(0);
+    assert!(!gone);
 }

@@ -24,8 +24,10 @@
 //!
 //! `pg_cancel_backend` stops the backend's running statement as a
 //! CancelRequest does (57014 there); `pg_terminate_backend` closes its
-//! connection with `FATAL 57P01`, rolling back its open transaction. A
-//! positive `timeout` (wait for the backend to end) is refused with 0A000.
+//! connection with `FATAL 57P01`, rolling back its open transaction. With
+//! a positive `timeout` (milliseconds) it then waits, up to that long, for
+//! the connection to be gone from the registry: true if it ended in time,
+//! false if not (PostgreSQL adds a WARNING, which Eddy does not send).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -278,6 +280,25 @@ impl SignalBackend {
         )
     }
 
+    /// Waits until the connection `pid` is gone, at most `timeout`
+    /// milliseconds; whether it went.
+    fn wait_gone(&self, pid: i32, timeout: i64) -> bool {
+        let Some(backends) = self.slot.get() else {
+            return true;
+        };
+        let limit = std::time::Duration::from_millis(u64::try_from(timeout).unwrap_or(0));
+        let start = std::time::Instant::now();
+        crate::session::run_blocking(|| loop {
+            if !backends.list().iter().any(|b| b.pid == pid) {
+                return true;
+            }
+            if start.elapsed() >= limit {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        })
+    }
+
     fn signal_one(&self, pid: i32) -> Result<bool, SqlError> {
         let Some(backends) = self.slot.get() else {
             return Ok(false);
@@ -335,17 +356,17 @@ impl ScalarUDFImpl for SignalBackend {
                     )
                     .into());
                 }
-                if timeout > 0 {
-                    return Err(SqlError::FeatureNotSupported(
-                        "pg_terminate_backend with a timeout is not supported: call it with 0 and poll pg_stat_activity".into(),
-                    )
-                    .into());
-                }
             }
+            let timeout = int_at(&args.args, 1, row)?.unwrap_or(0);
             match int_at(&args.args, 0, row)? {
                 // coerced to int4: in range
                 Some(pid) => match i32::try_from(pid) {
-                    Ok(pid) => out.append_value(self.signal_one(pid)?),
+                    Ok(pid) => {
+                        let signalled = self.signal_one(pid)?;
+                        out.append_value(
+                            signalled && (timeout == 0 || self.wait_gone(pid, timeout)),
+                        );
+                    }
                     Err(_) => out.append_value(false),
                 },
                 None => out.append_null(),

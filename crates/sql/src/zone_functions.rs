@@ -64,6 +64,25 @@ fn overflow() -> SqlError {
     SqlError::DatetimeOverflow("timestamp out of range".into())
 }
 
+/// An argument as microsecond instants.
+fn instants(a: &ArrayRef) -> DfResult<TimestampMicrosecondArray> {
+    Ok(cast(a, &instant_type())?
+        .as_primitive::<TimestampMicrosecondType>()
+        .clone())
+}
+
+/// An argument as month-day-nanosecond intervals.
+fn intervals(a: &ArrayRef) -> DfResult<datafusion::arrow::array::IntervalMonthDayNanoArray> {
+    Ok(cast(a, &DataType::Interval(IntervalUnit::MonthDayNano))?
+        .as_primitive::<IntervalMonthDayNanoType>()
+        .clone())
+}
+
+/// An argument as text.
+fn texts(a: &ArrayRef) -> DfResult<datafusion::arrow::array::StringArray> {
+    Ok(cast(a, &DataType::Utf8)?.as_string::<i32>().clone())
+}
+
 /// A zone argument, resolved once per distinct text.
 struct ZoneCache(Option<(String, Zone)>);
 
@@ -191,12 +210,7 @@ impl ScalarUDFImpl for ZoneAddInterval {
                 "{ZONE_ADD_INTERVAL} takes a timestamp, an interval, a zone and a sign"
             )));
         };
-        let ts = cast(ts, &instant_type())?;
-        let ts = ts.as_primitive::<TimestampMicrosecondType>();
-        let interval = cast(interval, &DataType::Interval(IntervalUnit::MonthDayNano))?;
-        let interval = interval.as_primitive::<IntervalMonthDayNanoType>();
-        let zones = cast(zones, &DataType::Utf8)?;
-        let zones = zones.as_string::<i32>();
+        let (ts, interval, zones) = (instants(ts)?, intervals(interval)?, texts(zones)?);
         let sign = cast(sign, &DataType::Int32)?;
         let sign = sign.as_primitive::<datafusion::arrow::datatypes::Int32Type>();
         let mut cache = ZoneCache(None);
@@ -266,14 +280,8 @@ impl ScalarUDFImpl for ZoneSeries {
                 "{ZONE_SERIES} takes a start, a stop, a step and a zone"
             )));
         };
-        let start = cast(start, &instant_type())?;
-        let start = start.as_primitive::<TimestampMicrosecondType>();
-        let stop = cast(stop, &instant_type())?;
-        let stop = stop.as_primitive::<TimestampMicrosecondType>();
-        let step = cast(step, &DataType::Interval(IntervalUnit::MonthDayNano))?;
-        let step = step.as_primitive::<IntervalMonthDayNanoType>();
-        let zones = cast(zones, &DataType::Utf8)?;
-        let zones = zones.as_string::<i32>();
+        let (start, stop) = (instants(start)?, instants(stop)?);
+        let (step, zones) = (intervals(step)?, texts(zones)?);
         let mut cache = ZoneCache(None);
         let mut out = ListBuilder::new(TimestampMicrosecondBuilder::new().with_timezone(UTC_LABEL));
         for i in 0..start.len() {
