@@ -304,10 +304,47 @@ pub fn has_wildcard(query: &Query) -> bool {
     any.0
 }
 
+/// Whether the query `text` may read a column named `column` of a table it
+/// reads: a word of its tokens is that name (a column, the last part of a
+/// qualified name, a `USING` list), or it has a `*` (every column, or a
+/// multiplication: counted too) or a NATURAL join. An over-approximation
+/// (a same-named column of another table counts), never a miss: what it
+/// allows cannot break the view. Unreadable text counts as reading.
+pub fn may_read_column(text: &str, column: &str) -> bool {
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, text).tokenize() else {
+        return true;
+    };
+    tokens.iter().any(|t| match t {
+        Token::Mul => true,
+        Token::Word(w) if w.keyword == Keyword::NATURAL && w.quote_style.is_none() => true,
+        Token::Word(w) => match w.quote_style {
+            Some(_) => w.value == column,
+            None => w.value.to_lowercase() == column,
+        },
+        _ => false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use eddy_common::{TableId, ViewColumn};
+
+    #[test]
+    fn columns_a_view_may_read() {
+        let q = "SELECT a, t.\"B\" FROM t JOIN u USING (k) WHERE x > 1";
+        for c in ["a", "B", "k", "x"] {
+            assert!(may_read_column(q, c), "{c}");
+        }
+        for c in ["b", "c", "A"] {
+            assert!(!may_read_column(q, c), "{c}");
+        }
+        assert!(may_read_column("SELECT * FROM t", "c"));
+        assert!(may_read_column("SELECT a FROM t NATURAL JOIN u", "c"));
+    }
 
     fn view(name: &str, query: &str, cols: &[&str]) -> ViewDef {
         ViewDef {

@@ -16,15 +16,18 @@
 //! views share one namespace (42P07); dropping a relation a view reads
 //! needs CASCADE, which drops the view (2BP01 without). Unlike
 //! PostgreSQL, a view names the relations it reads by name, so renaming
-//! them, or dropping, renaming or retyping their columns, is refused
-//! while a view reads them (0A000), and so is adding a column to a table
-//! a view reads with `*`.
+//! them, or renaming or retyping a column a view may read, is refused
+//! (0A000), and so is adding a column to a table a view reads with `*`.
+//! Dropping a column a view may read is 2BP01, as in PostgreSQL, and
+//! refused with CASCADE (0A000: the views are not dropped with it). Which
+//! columns a view may read is over-approximated from its query's words
+//! (`views::may_read_column`): a column no view names is free to change.
 
 use std::sync::Arc;
 
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
-    AlterTableOperation, CreateTableOptions, CreateView, ObjectName, Statement,
+    AlterTableOperation, CreateTableOptions, CreateView, DropBehavior, Ident, ObjectName, Statement,
 };
 use eddy_common::{ViewColumn, ViewDef};
 use eddy_storage::views::ViewChange;
@@ -260,14 +263,63 @@ impl Session {
         let Some(first) = readers.first() else {
             return Ok(());
         };
+        // the views that may read the column `c` (`views::may_read_column`)
+        let reading = |c: &Ident| -> Vec<&ViewDef> {
+            let c = ident_name(c);
+            readers
+                .iter()
+                .filter(|v| crate::views::may_read_column(&v.query, &c))
+                .collect()
+        };
         let what = match op {
             AlterTableOperation::RenameTable { .. } => "rename",
-            AlterTableOperation::RenameColumn { .. } => "rename a column of",
-            AlterTableOperation::DropColumn { .. } => "drop a column of",
-            AlterTableOperation::AlterColumn {
-                op: datafusion::sql::sqlparser::ast::AlterColumnOperation::SetDataType { .. },
+            AlterTableOperation::RenameColumn {
+                old_column_name, ..
+            } => {
+                if reading(old_column_name).is_empty() {
+                    return Ok(());
+                }
+                "rename a column of"
+            }
+            AlterTableOperation::DropColumn {
+                column_names,
+                drop_behavior,
                 ..
-            } => "change a column type of",
+            } => {
+                let Some((column, views)) = column_names
+                    .iter()
+                    .map(|c| (ident_name(c), reading(c)))
+                    .find(|(_, views)| !views.is_empty())
+                else {
+                    return Ok(());
+                };
+                if !matches!(drop_behavior, Some(DropBehavior::Cascade)) {
+                    // PostgreSQL's answer without CASCADE
+                    let detail: Vec<String> = views
+                        .iter()
+                        .map(|v| {
+                            format!(
+                                "view {} depends on column {column} of table {table}",
+                                v.name
+                            )
+                        })
+                        .collect();
+                    return Err(SqlError::DependentObjects(format!(
+                        "cannot drop column {column} of table {table} because other objects depend on it"
+                    ))
+                    .with_detail(detail.join("\n")));
+                }
+                "drop a column a view reads with CASCADE from"
+            }
+            AlterTableOperation::AlterColumn {
+                column_name,
+                op: datafusion::sql::sqlparser::ast::AlterColumnOperation::SetDataType { .. },
+            } => {
+                if reading(column_name).is_empty() {
+                    return Ok(());
+                }
+                "change a column type of"
+            }
             AlterTableOperation::AddColumn { .. } => {
                 let star = readers.iter().find(|v| {
                     crate::views::parse_query(&v.query)
