@@ -1,7 +1,7 @@
-//! Text cast to `date`, `timestamp` and `timestamptz` read by PostgreSQL's
-//! rules (`pgtypes::date_in`, `timestamp_wall_clock`, `timestamp_instant`)
-//! where Arrow's cast would answer differently: a literal Eddy's reader
-//! refuses becomes [`DATE_IN`] / [`TIMESTAMP_IN`] / [`TIMESTAMPTZ_IN`] of it
+//! Text cast to `date` and `timestamp` read by PostgreSQL's rules
+//! (`pgtypes::date_in`, `timestamp_wall_clock`) where Arrow's cast would
+//! answer differently: a literal Eddy's reader refuses becomes
+//! [`DATE_IN`] / [`TIMESTAMP_IN`] of it
 //! on the AST (`crate::rewrite::typed_cast`), which the simplifier folds
 //! while planning, so the statement fails with PostgreSQL's SQLSTATE and
 //! message: 22007 `invalid input syntax for type date: "garbage"`, 22008
@@ -9,7 +9,8 @@
 //! `Cannot cast string ...` (22P02), or read `2024-02-30` as March 1st.
 //!
 //! A literal the reader accepts keeps DataFusion's cast of its canonical
-//! text, as before. `infinity` is refused (22008): Eddy's date and
+//! text, as before. A `timestamptz` literal is read in the session's zone
+//! by `crate::zone_functions::TIMESTAMPTZ_IN_ZONE` instead. `infinity` is refused (22008): Eddy's date and
 //! timestamp columns cannot store it.
 
 use std::sync::Arc;
@@ -31,15 +32,11 @@ use crate::pgtypes;
 pub const DATE_IN: &str = "eddy_date_in";
 /// `eddy_timestamp_in(text)`: a timestamp (a zone suffix ignored).
 pub const TIMESTAMP_IN: &str = "eddy_timestamp_in";
-/// `eddy_timestamptz_in(text)`: an instant (a zone suffix applied), as a
-/// timestamp in UTC for the caller's cast to `timestamptz`.
-pub const TIMESTAMPTZ_IN: &str = "eddy_timestamptz_in";
 
 #[derive(Debug, PartialEq, Eq, Hash, Clone, Copy)]
 enum Kind {
     Date,
     Timestamp,
-    TimestampTz,
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -53,7 +50,6 @@ impl ScalarUDFImpl for DatetimeIn {
         match self.kind {
             Kind::Date => DATE_IN,
             Kind::Timestamp => TIMESTAMP_IN,
-            Kind::TimestampTz => TIMESTAMPTZ_IN,
         }
     }
     fn signature(&self) -> &Signature {
@@ -62,7 +58,7 @@ impl ScalarUDFImpl for DatetimeIn {
     fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
         Ok(match self.kind {
             Kind::Date => DataType::Date32,
-            Kind::Timestamp | Kind::TimestampTz => DataType::Timestamp(TimeUnit::Nanosecond, None),
+            Kind::Timestamp => DataType::Timestamp(TimeUnit::Nanosecond, None),
         })
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
@@ -87,7 +83,7 @@ impl ScalarUDFImpl for DatetimeIn {
                 }
                 Arc::new(b.finish())
             }
-            Kind::Timestamp | Kind::TimestampTz => {
+            Kind::Timestamp => {
                 let mut b = TimestampNanosecondBuilder::with_capacity(text.len());
                 for i in 0..text.len() {
                     if text.is_null(i) {
@@ -95,11 +91,7 @@ impl ScalarUDFImpl for DatetimeIn {
                         continue;
                     }
                     let s = text.value(i);
-                    let micros = match self.kind {
-                        Kind::TimestampTz => pgtypes::timestamp_instant(s),
-                        _ => pgtypes::timestamp_wall_clock(s),
-                    }
-                    .map_err(DataFusionError::from)?;
+                    let micros = pgtypes::timestamp_wall_clock(s).map_err(DataFusionError::from)?;
                     let nanos = micros.checked_mul(1000).ok_or_else(|| {
                         DataFusionError::from(SqlError::DatetimeOverflow(
                             "timestamp out of range".into(),
@@ -116,7 +108,7 @@ impl ScalarUDFImpl for DatetimeIn {
 
 /// The three functions, for the session to register.
 pub fn datetime_in_functions() -> Vec<ScalarUDF> {
-    [Kind::Date, Kind::Timestamp, Kind::TimestampTz]
+    [Kind::Date, Kind::Timestamp]
         .into_iter()
         .map(|kind| {
             ScalarUDF::new_from_impl(DatetimeIn {

@@ -958,15 +958,16 @@ fn cast_to(expr: Expr, data_type: SqlType) -> Expr {
 }
 
 /// The Arrow type of `timestamptz` values: instants in microseconds,
-/// printed in UTC (`+00`), the session time zone.
+/// labelled UTC whatever the session's zone (`crate::session_zone`).
 const TIMESTAMPTZ_ARROW: &str = "Timestamp(Microsecond, Some(\"+00:00\"))";
 
 /// A cast PostgreSQL gives a different answer for than DataFusion, as the
 /// expression that gives PostgreSQL's; `None` to keep the cast.
 /// * `'\x6869'::bytea`, `'a\000'::bytea`: `byteain` decodes the text
 ///   (DataFusion would take its UTF-8 bytes);
-/// * `x::timestamptz`: an instant printed with `+00` (DataFusion's is a
-///   timestamp without zone); a literal's zone suffix converts to UTC;
+/// * `x::timestamptz`: an instant (DataFusion's is a timestamp without
+///   zone); a literal is read in the session's zone, its offset kept
+///   (`crate::zone_functions::TIMESTAMPTZ_IN_ZONE`);
 /// * `'2024-01-01 12:30+02'::timestamp`: the suffix is ignored;
 /// * a `date`, `timestamp` or `timestamptz` literal Eddy's reader refuses:
 ///   PostgreSQL's error (`crate::datetime_in`);

@@ -106,10 +106,7 @@ pub struct ZoneState {
 
 impl ZoneState {
     pub fn set(&self, zone: SessionZone) {
-        let mut current = self.zone.write();
-        if *current != zone {
-            *current = zone;
-        }
+        *self.zone.write() = zone;
     }
 
     pub fn get(&self) -> SessionZone {

@@ -59,7 +59,7 @@ pub fn parse_param_in(
 ) -> Result<Value> {
     match column_type_for_oid(oid) {
         Some(ty @ (ColumnType::TimestampTz | ColumnType::Array(_)))
-            if !binary && !zone.is_utc() && oid != oid::NUMERIC =>
+            if !binary && !zone.is_utc() =>
         {
             parse_text_in(utf8_param(raw)?, ty, zone)
         }
