@@ -618,17 +618,23 @@ async fn serve(
                             let _registration = registration;
                             let _slot = slot;
                             let fd = idle::Fd::of(&sock);
+                            // biased, the termination first: a client's
+                            // next message racing pg_terminate_backend
+                            // (the COMMIT of the block being ended) must
+                            // find the connection ended, not run
                             tokio::select! {
-                                r = pgwire::tokio::process_socket(sock, acceptor, h) => {
-                                    if let Err(e) = r {
-                                        tracing::debug!(error = %e, "connection ended with an error");
+                                biased;
+                                _ = watch.terminated() => {
+                                    // pg_terminate_backend: the protocol
+                                    // future ends with this select (its
+                                    // statement stops, its transaction
+                                    // rolls back); the client is told why
+                                    if watch.is_encrypted() {
+                                        fd.shut_down();
+                                    } else {
+                                        fd.send_fatal("57P01", "terminating connection due to administrator command");
                                     }
-                                }
-                                _ = idle::peer_gone(&fd) => {
-                                    // dropping the protocol future drops the
-                                    // running statement: its DataFusion tasks
-                                    // stop and its transaction rolls back
-                                    tracing::info!(%peer, "client disconnected; its statement, if any, is stopped");
+                                    tracing::info!(%peer, "terminating connection due to administrator command");
                                 }
                                 _ = watch.expired() => {
                                     // The protocol loop is waiting for the
@@ -642,17 +648,16 @@ async fn serve(
                                     }
                                     tracing::info!(%peer, "terminating connection due to idle-in-transaction timeout");
                                 }
-                                _ = watch.terminated() => {
-                                    // pg_terminate_backend: the protocol
-                                    // future ends with this select (its
-                                    // statement stops, its transaction
-                                    // rolls back); the client is told why
-                                    if watch.is_encrypted() {
-                                        fd.shut_down();
-                                    } else {
-                                        fd.send_fatal("57P01", "terminating connection due to administrator command");
+                                r = pgwire::tokio::process_socket(sock, acceptor, h) => {
+                                    if let Err(e) = r {
+                                        tracing::debug!(error = %e, "connection ended with an error");
                                     }
-                                    tracing::info!(%peer, "terminating connection due to administrator command");
+                                }
+                                _ = idle::peer_gone(&fd) => {
+                                    // dropping the protocol future drops the
+                                    // running statement: its DataFusion tasks
+                                    // stop and its transaction rolls back
+                                    tracing::info!(%peer, "client disconnected; its statement, if any, is stopped");
                                 }
                             }
                         };

@@ -1312,6 +1312,18 @@ impl StartupHandler for Startup {
                         ),
                     ))));
                 }
+                // a setting Eddy cannot apply ends the connection, as in
+                // PostgreSQL, rather than leaving the client believing it
+                if let PgWireFrontendMessage::Startup(startup) = &message {
+                    if let Err(e) = eddy_sql::session::check_startup_parameters(&startup.parameters)
+                    {
+                        return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                            "FATAL".into(),
+                            e.sqlstate().into(),
+                            e.to_string(),
+                        ))));
+                    }
+                }
             }
             if let Some(t) = &self.trust {
                 return t.on_startup(client, message).await;

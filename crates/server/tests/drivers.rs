@@ -172,6 +172,14 @@ fn psycopg3_and_asyncpg_time_zones() {
     python_script("time_zones.py");
 }
 
+/// Settings in the startup message (libpq options, asyncpg's
+/// server_settings) applied as SET applies them, and a setting Eddy cannot
+/// apply ending the connection with FATAL (`tests/drivers/startup_settings.py`).
+#[test]
+fn startup_settings_through_libpq_and_asyncpg() {
+    python_script("startup_settings.py");
+}
+
 #[test]
 fn pgjdbc_database_metadata() {
     pgjdbc_program("JdbcMetadata.java");

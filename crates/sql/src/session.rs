@@ -1095,25 +1095,26 @@ impl Session {
     }
 
     /// The settings of the client's startup message, as the session's
-    /// defaults: those that `set_config` may set (`application_name`,
-    /// custom `prefix.name` settings, `DateStyle`...) and `TimeZone`,
-    /// given as parameters or as `-c name=value` in `options` (libpq's
-    /// PGOPTIONS). The others are not applied, as before
-    /// (`docs/design/pgwire.md`); the connection parameters (`user`,
-    /// `database`, `replication`) are not settings.
+    /// defaults (what RESET returns to), given as parameters or as
+    /// `-c name=value` in `options` (libpq's PGOPTIONS): every setting SET
+    /// accepts but `eddy.*`, applied as SET applies it, so a
+    /// `statement_timeout` or `default_transaction_isolation` given at
+    /// startup is honoured. The server checked them with
+    /// [`check_startup_parameters`] before the session began (a setting
+    /// that fails that check ended the connection), so none fails here.
     pub fn apply_startup_parameters<'a>(
         &mut self,
         params: impl IntoIterator<Item = (&'a String, &'a String)>,
     ) {
         for (name, value) in startup_settings_of(params) {
-            let checked = if name == "timezone" {
-                settings::validate_setting(&name, &value)
-            } else {
-                settings::validate_set_config(&name, &value)
-            };
-            if let Ok(v) = checked {
-                self.startup_settings.insert(name.clone(), v.clone());
-                self.settings.insert(name, v);
+            let checked = control::startup_setting_value(&name, &value)
+                .and_then(|v| self.check_transaction_setting(&name, v));
+            match checked {
+                Ok(v) => {
+                    self.startup_settings.insert(name.clone(), v.clone());
+                    self.settings.insert(name, v);
+                }
+                Err(e) => tracing::warn!(%name, error = %e, "startup setting not applied"),
             }
         }
         // the startup message's ParameterStatus named this zone already
@@ -2675,6 +2676,21 @@ pub fn cast_column(
             ))
         }
     })
+}
+
+/// Checks the settings of a startup message as SET would (see
+/// [`Session::apply_startup_parameters`]): the first one Eddy cannot
+/// apply, with SET's SQLSTATE (0A000 for a setting or value Eddy does not
+/// support, 22023 for an invalid value), for the server to end the
+/// connection with, as PostgreSQL answers an unusable startup setting
+/// with FATAL.
+pub fn check_startup_parameters<'a>(
+    params: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Result<()> {
+    for (name, value) in startup_settings_of(params) {
+        control::startup_setting_value(&name, &value)?;
+    }
+    Ok(())
 }
 
 /// The settings a startup message gives, names in lower case: its

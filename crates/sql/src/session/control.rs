@@ -97,6 +97,43 @@ fn modes_of(modes: &[TransactionMode]) -> Result<(Option<Isolation>, Option<bool
     Ok((iso, ro))
 }
 
+/// The value a setting of the client's startup message takes, checked
+/// as SET checks it (`settings::validate_setting`, then the value checks of
+/// [`Session::check_transaction_setting`]), or why the connection is
+/// refused: PostgreSQL ends a connection whose startup message carries a
+/// setting it cannot apply (FATAL), where Eddy used to drop the setting
+/// silently. `eddy.*` settings are checked against the server's state
+/// (scheduling groups, the GPU), which a startup message is read before:
+/// they are refused there (0A000) and set with SET once connected.
+pub(super) fn startup_setting_value(name: &str, value: &str) -> Result<String> {
+    if name.starts_with("eddy.") {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "parameter \"{name}\" cannot be given in the startup message: SET it once connected"
+        )));
+    }
+    let value = super::settings::validate_setting(name, value)?;
+    match name {
+        "transaction_isolation" | "default_transaction_isolation" => {
+            Ok(Isolation::parse(&value)?.name().to_string())
+        }
+        "transaction_read_only" | "default_transaction_read_only" => on_off(&value)
+            .map(|ro| if ro { "on" } else { "off" }.to_string())
+            .ok_or_else(|| {
+                SqlError::InvalidParameter(format!("parameter \"{name}\" requires a Boolean value"))
+            }),
+        "lock_timeout" | "idle_in_transaction_session_timeout" | "statement_timeout" => {
+            parse_duration_ms(&value)
+                .map(show_duration_ms)
+                .ok_or_else(|| {
+                    SqlError::InvalidParameter(format!(
+                        "invalid value for parameter \"{name}\": \"{value}\""
+                    ))
+                })
+        }
+        _ => Ok(value),
+    }
+}
+
 fn on_off(v: &str) -> Option<bool> {
     match v.trim().trim_matches('\'').to_ascii_lowercase().as_str() {
         "on" | "true" | "yes" | "1" => Some(true),
@@ -229,7 +266,7 @@ impl Session {
                         t.lock_timeout = Some(ms).filter(|ms| *ms > 0).map(Duration::from_millis);
                     }
                 }
-                Ok(value)
+                Ok(show_duration_ms(ms))
             }
             _ => Ok(value),
         }
@@ -523,19 +560,49 @@ impl Session {
 
 /// A PostgreSQL duration setting in milliseconds (`0`, `500`, `'1s'`,
 /// `'250ms'`, `'2min'`).
+/// A duration setting in milliseconds, read as PostgreSQL reads an
+/// integer setting whose unit is ms: a number (a fraction allowed), then
+/// optionally `us`, `ms`, `s`, `min`, `h` or `d`; rounded to the nearest
+/// millisecond; at most `i32::MAX` (PostgreSQL's range, 0 to 2147483647).
 fn parse_duration_ms(v: &str) -> Option<u64> {
     let v = v.trim().trim_matches('\'').trim().to_ascii_lowercase();
-    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let split = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(v.len());
     let (num, unit) = v.split_at(split);
-    let n: u64 = num.parse().ok()?;
+    let n: f64 = num.parse().ok()?;
     let factor = match unit.trim() {
-        "" | "ms" => 1,
-        "s" => 1000,
-        "min" => 60_000,
-        "h" => 3_600_000,
+        "" | "ms" => 1.0,
+        "us" => 0.001,
+        "s" => 1000.0,
+        "min" => 60_000.0,
+        "h" => 3_600_000.0,
+        "d" => 86_400_000.0,
         _ => return None,
     };
-    n.checked_mul(factor)
+    let ms = (n * factor).round_ties_even();
+    (0.0..=f64::from(i32::MAX))
+        .contains(&ms)
+        // in range, so the conversion is exact
+        .then_some(ms as u64)
+}
+
+/// A duration setting as SHOW prints it: in the largest unit that holds it
+/// exactly (`1s`, `90s`, `2min`, `1d`, `1500ms`), `0` for none.
+pub(super) fn show_duration_ms(ms: u64) -> String {
+    if ms == 0 {
+        return "0".into();
+    }
+    [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("min", 60_000),
+        ("s", 1000),
+    ]
+    .iter()
+    .find(|(_, f)| ms % f == 0)
+    .map(|(unit, f)| format!("{}{unit}", ms / f))
+    .unwrap_or_else(|| format!("{ms}ms"))
 }
 
 #[cfg(test)]
@@ -549,5 +616,27 @@ mod tests {
         assert_eq!(parse_duration_ms("250ms"), Some(250));
         assert_eq!(parse_duration_ms("2min"), Some(120_000));
         assert_eq!(parse_duration_ms("soon"), None);
+        assert_eq!(parse_duration_ms("'1.5s'"), Some(1500));
+        assert_eq!(parse_duration_ms("1d"), Some(86_400_000));
+        assert_eq!(parse_duration_ms("'0.5ms'"), Some(0));
+        assert_eq!(parse_duration_ms("'1500us'"), Some(2));
+        assert_eq!(parse_duration_ms("-1"), None);
+        assert_eq!(parse_duration_ms("2147483648"), None);
+    }
+
+    #[test]
+    fn durations_show_like_postgres() {
+        for (ms, shown) in [
+            (0, "0"),
+            (50, "50ms"),
+            (1000, "1s"),
+            (90_000, "90s"),
+            (60_000, "1min"),
+            (3_600_000, "1h"),
+            (86_400_000, "1d"),
+            (1500, "1500ms"),
+        ] {
+            assert_eq!(show_duration_ms(ms), shown);
+        }
     }
 }

@@ -64,6 +64,10 @@ pub(super) fn validate_setting(name: &str, value: &str) -> Result<String> {
         crate::scheduling::SCHEDULING_SETTING => Ok(lower),
         "client_encoding" | "names" => match lower.replace(['-', '_'], "").as_str() {
             "utf8" | "unicode" => Ok("UTF8".into()),
+            // PostgreSQL converts nothing for a SQL_ASCII client (bytes go
+            // as stored), which is what Eddy does: libpq under the C locale
+            // (psql's `client_encoding=auto`) asks for it at startup
+            "sqlascii" => Ok("SQL_ASCII".into()),
             _ => refuse("Eddy speaks UTF8 only"),
         },
         "datestyle" => {

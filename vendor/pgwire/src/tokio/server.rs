@@ -327,6 +327,14 @@ where
         .send(PgWireBackendMessage::ErrorResponse(error_info.into()))
         .await?;
 
+    // EDDY PATCH: a FATAL error ends the connection with the error alone,
+    // as PostgreSQL's does; a ReadyForQuery after it (during startup, say)
+    // breaks clients such as asyncpg that read it as a protocol violation
+    if is_fatal {
+        socket.flush().await?;
+        return socket.close().await;
+    }
+
     let transaction_status = socket.transaction_status().to_error_state();
     socket.set_transaction_status(transaction_status);
 
@@ -341,10 +349,6 @@ where
             .await?;
     }
     socket.flush().await?;
-
-    if is_fatal {
-        return socket.close().await;
-    }
 
     Ok(())
 }
