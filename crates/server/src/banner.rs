@@ -96,7 +96,7 @@ pub fn startup_message(i: &StartupInfo<'_>) -> String {
          PostgreSQL:  {pg} (auth {auth}, TLS {tls})\n  \
          Connect:     {connect}{hint}\n  \
          Data:        {data}\n  \
-         Console:     {http}/\n  \
+         Console:     {http}/{console_login}\n  \
          Metrics:     {http}/metrics\n  \
          Stop:        Ctrl-C or SIGTERM (flushes, then exits)\n\n",
         version = i.version,
@@ -107,6 +107,11 @@ pub fn startup_message(i: &StartupInfo<'_>) -> String {
             "scram"
         },
         tls = if i.tls { "on" } else { "off" },
+        console_login = if i.password == PasswordFrom::None {
+            ""
+        } else {
+            " (log in as a role, e.g. eddy, with its password)"
+        },
         data = i.data_dir.display(),
     )
 }
@@ -141,6 +146,7 @@ mod tests {
         let m = info(PasswordFrom::Env, false, "0.0.0.0:5433");
         assert!(m.contains("PGPASSWORD=\"$EDDY_PASSWORD\" psql -h 127.0.0.1 -p 5433 -U eddy eddy"));
         assert!(m.contains("0.0.0.0:5433 (every interface)"));
+        assert!(m.contains("Console:     http://127.0.0.1:8080/ (log in as a role"));
         let m = info(PasswordFrom::ConfigFile, false, "[::]:5433");
         assert!(m.contains("psql -h ::1 -p 5433 -U eddy eddy"));
         assert!(m.contains("'/etc/eddy it.toml'"));

@@ -118,17 +118,36 @@ fn http(port: u16, request: &str) -> (u16, String) {
     (status, body)
 }
 
+/// HTTP Basic credentials of the superuser `eddy` (password `secret`,
+/// the test servers'): `eddy:secret`.
+const EDDY: &str = "Authorization: Basic ZWRkeTpzZWNyZXQ=\r\n";
+
+/// The header line of HTTP Basic credentials.
+fn basic(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Authorization: Basic {token}\r\n")
+}
+
 fn get(port: u16, path: &str) -> (u16, String) {
+    get_as(port, path, EDDY)
+}
+
+fn get_as(port: u16, path: &str, auth: &str) -> (u16, String) {
     http(
         port,
-        &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"),
+        &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{auth}\r\n"),
     )
 }
 
 fn post(port: u16, path: &str, host: &str) -> (u16, String) {
+    post_as(port, path, host, EDDY)
+}
+
+fn post_as(port: u16, path: &str, host: &str, auth: &str) -> (u16, String) {
     http(
         port,
-        &format!("POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\n\r\n"),
+        &format!("POST {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Length: 0\r\n\r\n"),
     )
 }
 
@@ -244,7 +263,8 @@ async fn console_pages_show_the_server_and_cancel_a_statement() {
     };
 
     if let Some(bin) = chromium() {
-        let url = |p: &str| format!("http://127.0.0.1:{http_port}{p}");
+        // the console asks for a role's password: given in the URL
+        let url = |p: &str| format!("http://eddy:secret@127.0.0.1:{http_port}{p}");
         let t = Instant::now();
         let dom = dump_dom(&bin, &url("/statements"));
         assert!(dom.contains("generate_series(1, 20000000000)"), "{dom}");
@@ -347,7 +367,7 @@ async fn console_pages_show_the_server_and_cancel_a_statement() {
     assert_eq!(status, 403, "{body}");
     let (status, body) = http(
         http_port,
-        &format!("POST {cancel} HTTP/1.1\r\nHost: 127.0.0.1:{http_port}\r\nOrigin: http://evil.example\r\nContent-Length: 0\r\n\r\n"),
+        &format!("POST {cancel} HTTP/1.1\r\nHost: 127.0.0.1:{http_port}\r\n{EDDY}Origin: http://evil.example\r\nContent-Length: 0\r\n\r\n"),
     );
     assert_eq!(status, 403, "{body}");
     let (status, body) = get(http_port, &cancel);
@@ -377,7 +397,11 @@ async fn console_pages_show_the_server_and_cancel_a_statement() {
     // bad requests get 4xx, and the listener keeps serving
     assert_eq!(get(http_port, "/nope").0, 404);
     assert_eq!(
-        http(http_port, "DELETE / HTTP/1.1\r\nHost: x\r\n\r\n").0,
+        http(
+            http_port,
+            &format!("DELETE / HTTP/1.1\r\nHost: x\r\n{EDDY}\r\n")
+        )
+        .0,
         405
     );
     assert_eq!(post(http_port, "/tables", "localhost").0, 405);
@@ -428,4 +452,138 @@ fn cancel_is_refused_when_the_console_is_not_on_loopback() {
     assert!(body.contains("not on a loopback address"), "{body}");
     assert_eq!(page_status, 200);
     assert!(page.contains("Cancel is off"), "{page}");
+}
+
+/// With password authentication the console asks for a role's password
+/// (HTTP Basic, checked against the role's SCRAM verifier), and a role
+/// sees and cancels only what `pg_stat_activity` and `pg_cancel_backend`
+/// allow it: another role's statement text is `<insufficient privilege>`
+/// and its cancel is 403, until the role is granted `pg_read_all_stats`
+/// and `pg_signal_backend`. Failed passwords count toward the server's
+/// per-address login limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_is_behind_roles() {
+    let server = Server::start("scram");
+    let http_port = server.http_port;
+    let admin = server.connect().await;
+    admin
+        .batch_execute(
+            "CREATE ROLE alice LOGIN PASSWORD 'wonder'; CREATE ROLE nologin_bob PASSWORD 'x'",
+        )
+        .await
+        .expect("roles");
+    let alice = basic("alice", "wonder");
+
+    // no credentials, a wrong password, a role that may not log in: 401
+    // with the challenge a browser answers with its login prompt
+    let (status, body) = http(
+        http_port,
+        &format!("GET /statements HTTP/1.1\r\nHost: 127.0.0.1:{http_port}\r\n\r\n"),
+    );
+    assert_eq!(status, 401, "{body}");
+    assert!(!body.contains("Sessions"), "{body}");
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", http_port)).expect("connect");
+    s.write_all(format!("GET /api/overview HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .expect("request");
+    let mut head = String::new();
+    s.read_to_string(&mut head).expect("response");
+    assert!(
+        head.contains("WWW-Authenticate: Basic realm=\"Eddy console\""),
+        "{head}"
+    );
+    assert!(!head.contains("data_dir"), "{head}");
+    assert_eq!(
+        get_as(http_port, "/api/overview", &basic("alice", "wrong")).0,
+        401
+    );
+    assert_eq!(
+        get_as(http_port, "/api/overview", &basic("nologin_bob", "x")).0,
+        401
+    );
+    assert_eq!(get_as(http_port, "/metrics", "").0, 401);
+    // the liveness probe needs none
+    assert_eq!(get_as(http_port, "/health", ""), (200, "ok\n".to_string()));
+    assert_eq!(get_as(http_port, "/api/overview", &alice).0, 200);
+
+    // the superuser's long statement, as alice sees it
+    let long = server.connect().await;
+    let running = tokio::spawn(async move { long.simple_query(LONG_QUERY).await });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (id, mine) = loop {
+        let (status, body) = get(http_port, "/api/statements");
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("statements JSON");
+        let found = v["running"].as_array().and_then(|a| {
+            a.iter()
+                .find(|r| r["text"].as_str() == Some(LONG_QUERY))
+                .cloned()
+        });
+        if let Some(r) = found {
+            break (r["id"].as_str().unwrap_or_default().to_string(), r);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the long statement never showed: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(mine["may_cancel"], true, "{mine}");
+    let (status, body) = get_as(http_port, "/api/statements", &alice);
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("statements JSON");
+    let theirs = v["running"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["id"].as_str() == Some(id.as_str())))
+        .cloned()
+        .unwrap_or_else(|| panic!("alice does not see statement {id}: {body}"));
+    assert_eq!(theirs["text"], "<insufficient privilege>", "{theirs}");
+    assert_eq!(theirs["client"], "", "{theirs}");
+    assert_eq!(theirs["may_cancel"], false, "{theirs}");
+    assert_eq!(v["viewer"], "alice");
+    let (status, page) = get_as(http_port, "/statements", &alice);
+    assert_eq!(status, 200);
+    assert!(!page.contains("generate_series"), "{page}");
+    assert!(
+        !page.contains(&format!("/api/statements/{id}/cancel")),
+        "{page}"
+    );
+    let cancel = format!("/api/statements/{id}/cancel");
+    let (status, body) = post_as(http_port, &cancel, "localhost", &alice);
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("permission denied to cancel query"), "{body}");
+    assert!(!running.is_finished(), "alice's refused cancel stopped it");
+
+    // pg_read_all_stats shows the text; a superuser's statement still
+    // cannot be cancelled by a pg_signal_backend member (PostgreSQL's rule)
+    admin
+        .batch_execute("GRANT pg_read_all_stats TO alice; GRANT pg_signal_backend TO alice")
+        .await
+        .expect("grants");
+    let (_, body) = get_as(http_port, "/api/statements", &alice);
+    assert!(body.contains("generate_series"), "{body}");
+    assert_eq!(post_as(http_port, &cancel, "localhost", &alice).0, 403);
+    // the superuser may
+    assert_eq!(post(http_port, &cancel, "localhost").0, 200);
+    let r = tokio::time::timeout(Duration::from_secs(20), running)
+        .await
+        .expect("cancelled in time")
+        .expect("join");
+    assert!(r.is_err(), "the statement was cancelled");
+
+    // failed passwords are limited per address, as logins on the port are
+    let mut limited = false;
+    for _ in 0..10 {
+        let (status, _) = get_as(http_port, "/", &basic("alice", "guess"));
+        if status == 429 {
+            limited = true;
+            break;
+        }
+        assert_eq!(status, 401);
+    }
+    assert!(limited, "failed console logins were never limited");
+    assert_eq!(
+        get_as(http_port, "/", &alice).0,
+        429,
+        "even the right password waits"
+    );
 }

@@ -99,12 +99,25 @@ pub trait Backends: Send + Sync {
 pub type BackendsSlot = Arc<OnceLock<Arc<dyn Backends>>>;
 
 /// Whether `me` may see what a connection of `owner` does.
-fn sees(roles: &Roles, me: &str, owner: &str) -> bool {
+pub fn sees(roles: &Roles, me: &str, owner: &str) -> bool {
     if roles.privileges_of(me).superuser {
         return true;
     }
     let mine = roles.effective_roles(me);
     mine.contains(owner) || mine.contains(READ_ALL_STATS)
+}
+
+/// Whether `me` may cancel or terminate a backend of `owner`
+/// (`pg_cancel_backend`'s rule, which the console's cancel follows too).
+pub fn may_signal(roles: &Roles, me: &str, owner: &str) -> bool {
+    if roles.privileges_of(me).superuser {
+        return true;
+    }
+    if roles.get(owner).is_some_and(|r| r.superuser) {
+        return false;
+    }
+    let mine = roles.effective_roles(me);
+    mine.contains(owner) || mine.contains(SIGNAL_BACKEND)
 }
 
 /// `pg_stat_activity`'s columns.

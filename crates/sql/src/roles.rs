@@ -562,6 +562,22 @@ impl ScramVerifier {
         ))
     }
 
+    /// Whether `password` is the one this verifier was derived from
+    /// (its StoredKey recomputed with the verifier's salt and iterations,
+    /// compared in constant time): for logins that carry a password
+    /// rather than a SCRAM exchange (the console's HTTP Basic).
+    pub fn verifies(&self, password: &str) -> bool {
+        let candidate =
+            ScramVerifier::derive_with_salt(password, self.salt.clone(), self.iterations);
+        candidate.stored_key.len() == self.stored_key.len()
+            && candidate
+                .stored_key
+                .iter()
+                .zip(&self.stored_key)
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    }
+
     /// RFC 5802's keys for `password` (SASLprep-normalised, as libpq and
     /// PostgreSQL do; a password that cannot be normalised is used as is).
     pub fn derive_with_salt(password: &str, salt: Vec<u8>, iterations: u32) -> ScramVerifier {
@@ -629,7 +645,10 @@ mod tests {
             v.to_text(),
             "SCRAM-SHA-256$4096:W22ZaJ0SNY7soEsUEjb6gQ==$WG5d8oPm3OtcPnkdi4Uo7BkeZkBFzpcXkuLmtbsT4qY=:wfPLwcE6nTWhTAmQ7tl2KeoiWGPlZqQxSrmfPwDl2dU="
         );
-        assert_eq!(ScramVerifier::parse(&v.to_text()).ok(), Some(v));
+        assert_eq!(ScramVerifier::parse(&v.to_text()).ok(), Some(v.clone()));
+        assert!(v.verifies("pencil"));
+        assert!(!v.verifies("pencil "));
+        assert!(!v.verifies(""));
     }
 
     #[test]

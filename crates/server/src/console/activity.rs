@@ -169,6 +169,8 @@ pub struct RunningStatement {
     pub started_at_micros: i64,
     pub elapsed_seconds: f64,
     pub text: String,
+    /// Whether the role looking may cancel it (`pg_cancel_backend`'s rule).
+    pub may_cancel: bool,
 }
 
 /// An open session as the console shows it.
@@ -352,6 +354,7 @@ impl Activity {
                 started_at_micros: micros_since_epoch(wall.checked_sub(elapsed).unwrap_or(wall)),
                 elapsed_seconds: elapsed.as_secs_f64(),
                 text: r.text.as_str().to_string(),
+                may_cancel: true,
             });
         }
         out.sort_by(|a, b| b.elapsed_seconds.total_cmp(&a.elapsed_seconds));

@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use super::activity::{micros_since_epoch, RunningStatement, SessionInfo};
+use super::login::Viewer;
 use super::Console;
 
 #[derive(Serialize)]
@@ -69,15 +70,40 @@ pub struct Statements {
     pub sessions: Vec<SessionInfo>,
     /// Why the cancel buttons are refused, when they are.
     pub cancel_refused: Option<String>,
+    /// The role the page is shown to (none under trust authentication).
+    pub viewer: Option<String>,
 }
 
-pub fn statements(c: &Console) -> Statements {
+/// What `viewer` may see of the running statements and sessions: a
+/// session's statement text and client address are hidden (as
+/// `pg_stat_activity` hides them) where the viewer may not see that
+/// session's activity, and a statement it may not cancel has no button.
+pub fn statements(c: &Console, viewer: &Viewer) -> Statements {
+    let roles = &c.backend.db.roles;
+    let mut running = c.backend.activity.running();
+    for r in &mut running {
+        if !viewer.sees(roles, &r.user) {
+            r.text = HIDDEN.into();
+            r.client = String::new();
+        }
+        r.may_cancel = viewer.may_signal(roles, &r.user);
+    }
+    let mut sessions = c.backend.activity.sessions();
+    for x in &mut sessions {
+        if !viewer.sees(roles, &x.user) {
+            x.client = String::new();
+        }
+    }
     Statements {
-        running: c.backend.activity.running(),
-        sessions: c.backend.activity.sessions(),
+        running,
+        sessions,
         cancel_refused: c.cancel_refusal(),
+        viewer: viewer.name().map(str::to_string),
     }
 }
+
+/// What `pg_stat_activity.query` reads for a session one may not see.
+const HIDDEN: &str = "<insufficient privilege>";
 
 #[derive(Serialize)]
 pub struct FileInfo {

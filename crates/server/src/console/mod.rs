@@ -11,12 +11,14 @@
 //!   way a PostgreSQL CancelRequest does (`Backend::cancel_statement`);
 //! * `GET /metrics` (Prometheus text), `GET /health`.
 //!
-//! Who may cancel: the console has no authentication, so cancel is served
-//! only when the listener is bound to a loopback address, and only to a
-//! request whose `Host` names a loopback address (a page of another site
-//! cannot reach it through DNS rebinding) and whose `Origin`, when the
-//! browser sends one, is the console itself (no cross-site form posts).
-//! Everything else is read-only. See `docs/console.md`.
+//! Who may look: with password authentication every route but `/health`
+//! needs a role's name and password ([`login`]); a role sees statement
+//! texts and may cancel as `pg_stat_activity` and `pg_cancel_backend`
+//! allow it. Cancel is moreover served only when the listener is bound to
+//! a loopback address, and only to a request whose `Host` names a loopback
+//! address (a page of another site cannot reach it through DNS rebinding)
+//! and whose `Origin`, when the browser sends one, is the console itself
+//! (no cross-site form posts). See `docs/console.md`.
 //!
 //! Where to look next: [`activity`] (the running-statement registry the
 //! protocol handlers in `crate::pg` feed), [`http`] (request limits).
@@ -25,6 +27,7 @@ pub mod activity;
 pub mod data;
 pub mod html;
 pub mod http;
+pub mod login;
 pub mod pages;
 
 use std::net::SocketAddr;
@@ -38,6 +41,7 @@ use tokio::net::TcpListener;
 
 use crate::pg::Backend;
 use http::{Method, Request, Response};
+use login::Viewer;
 
 /// At most this many HTTP connections are served at once; more are
 /// answered 503 at once.
@@ -54,6 +58,13 @@ pub struct ServerInfo {
     pub auth: &'static str,
     pub tls: bool,
     pub max_connections: usize,
+}
+
+impl ServerInfo {
+    /// The server checks passwords, so the console does too.
+    pub fn password_required(&self) -> bool {
+        self.auth != "trust"
+    }
 }
 
 /// Everything the console reads.
@@ -85,10 +96,9 @@ impl Console {
     pub fn cancel_refusal(&self) -> Option<String> {
         (!self.info.http_addr.ip().is_loopback()).then(|| {
             format!(
-                "the console listens on {}, not on a loopback address, and has no \
-                 authentication; start the server with --http-addr 127.0.0.1:{} to cancel \
-                 from the console, or cancel from a client (pg_cancel_backend is not \
-                 available yet; psql's Ctrl-C is)",
+                "the console listens on {}, not on a loopback address; start the server \
+                 with --http-addr 127.0.0.1:{} to cancel from the console, or cancel from a \
+                 client (pg_cancel_backend, psql's Ctrl-C)",
                 self.info.http_addr,
                 self.info.http_addr.port()
             )
@@ -121,7 +131,7 @@ pub async fn serve(listener: TcpListener, console: Arc<Console>) {
     tokio::spawn(sample_streams(Arc::clone(&console)));
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_HTTP_CONNECTIONS));
     loop {
-        let (mut sock, _) = match listener.accept().await {
+        let (mut sock, peer) = match listener.accept().await {
             Ok(a) => a,
             Err(e) => {
                 tracing::warn!(error = %e, "console accept failed; pausing");
@@ -150,7 +160,7 @@ pub async fn serve(listener: TcpListener, console: Arc<Console>) {
                 Err(_) => return,
             };
             let head_only = request.method == Method::Head;
-            let response = respond(&console, &request).await;
+            let response = respond(&console, &request, peer.ip()).await;
             http::write_response(&mut sock, &response, head_only).await;
         });
     }
@@ -158,19 +168,19 @@ pub async fn serve(listener: TcpListener, console: Arc<Console>) {
 
 /// The page or API behind a GET path, rendered off the async workers
 /// (table statistics and the checkpoint table are read).
-async fn get(console: &Arc<Console>, path: &str) -> Option<Response> {
+async fn get(console: &Arc<Console>, path: &str, viewer: Viewer) -> Option<Response> {
     let c = Arc::clone(console);
     let path = path.to_string();
     let scheduler = data::scheduler(console);
     let r = tokio::task::spawn_blocking(move || -> Option<Response> {
         Some(match path.as_str() {
             "/" => Response::html(pages::overview(&data::overview(&c))),
-            "/statements" => Response::html(pages::statements(&data::statements(&c))),
+            "/statements" => Response::html(pages::statements(&data::statements(&c, &viewer))),
             "/tables" => Response::html(pages::tables(&data::tables(&c))),
             "/streams" => Response::html(pages::streams(&data::streams(&c))),
             "/scheduler" => Response::html(pages::scheduler(&scheduler)),
             "/api/overview" => Response::json(200, "OK", &data::overview(&c)),
-            "/api/statements" => Response::json(200, "OK", &data::statements(&c)),
+            "/api/statements" => Response::json(200, "OK", &data::statements(&c, &viewer)),
             "/api/tables" => Response::json(200, "OK", &data::tables(&c)),
             "/api/streams" => Response::json(200, "OK", &data::streams(&c)),
             "/api/scheduler" => Response::json(200, "OK", &scheduler),
@@ -217,11 +227,20 @@ fn cancel_target(path: &str) -> Option<&str> {
         .filter(|id| !id.is_empty() && !id.contains('/'))
 }
 
-async fn respond(console: &Arc<Console>, request: &Request) -> Response {
+async fn respond(console: &Arc<Console>, request: &Request, peer: std::net::IpAddr) -> Response {
     let path = request.path.as_str();
+    // a liveness probe carries no credentials and shows nothing
+    let viewer = if path == "/health" {
+        Viewer::Trusted
+    } else {
+        match login::authenticate(console, request, peer).await {
+            Ok(v) => v,
+            Err(refused) => return refused,
+        }
+    };
     if let Some(id) = cancel_target(path) {
         return match request.method {
-            Method::Post => cancel(console, request, id).await,
+            Method::Post => cancel(console, request, id, &viewer).await,
             _ => Response::text(405, "Method Not Allowed", "cancel is a POST")
                 .with_header("Allow", "POST".into()),
         };
@@ -230,7 +249,7 @@ async fn respond(console: &Arc<Console>, request: &Request) -> Response {
         return Response::text(404, "Not Found", "not found");
     }
     match request.method {
-        Method::Get | Method::Head => match get(console, path).await {
+        Method::Get | Method::Head => match get(console, path, viewer).await {
             Some(r) => r,
             None => Response::text(404, "Not Found", "not found"),
         },
@@ -280,7 +299,7 @@ fn refuse_cancel(console: &Console, request: &Request) -> Option<String> {
     None
 }
 
-async fn cancel(console: &Arc<Console>, request: &Request, id: &str) -> Response {
+async fn cancel(console: &Arc<Console>, request: &Request, id: &str, viewer: &Viewer) -> Response {
     if let Some(why) = refuse_cancel(console, request) {
         return Response::json(403, "Forbidden", &serde_json::json!({ "error": why }));
     }
@@ -299,6 +318,13 @@ async fn cancel(console: &Arc<Console>, request: &Request, id: &str) -> Response
             &serde_json::json!({ "error": format!("no session {session_id}") }),
         );
     };
+    if !viewer.may_signal(&console.backend.db.roles, &session.user) {
+        return Response::json(
+            403,
+            "Forbidden",
+            &serde_json::json!({ "error": "permission denied to cancel query" }),
+        );
+    }
     if !activity.is_running(&session, seq) {
         return Response::json(
             409,

@@ -79,6 +79,9 @@ pub fn statements(s: &Statements) -> String {
         s.running.len(),
         s.sessions.len()
     );
+    if let Some(role) = &s.viewer {
+        let _ = write!(b, "<p class=\"muted\">Shown to role {}.</p>", esc(role));
+    }
     if let Some(why) = &s.cancel_refused {
         let _ = write!(b, "<p class=\"note\">Cancel is off: {}</p>", esc(why));
     }
@@ -98,7 +101,7 @@ pub fn statements(s: &Statements) -> String {
                 seconds(r.elapsed_seconds),
                 esc(&r.text)
             );
-            if s.cancel_refused.is_none() {
+            if s.cancel_refused.is_none() && r.may_cancel {
                 let _ = write!(
                     b,
                     "<form method=\"post\" action=\"/api/statements/{}/cancel\"><button type=\"submit\">Cancel</button></form>",
@@ -350,8 +353,10 @@ mod tests {
                 started_at_micros: 0,
                 elapsed_seconds: 1.5,
                 text: "SELECT '<script>alert(1)</script>'".into(),
+                may_cancel: true,
             }],
             cancel_refused: None,
+            viewer: None,
         };
         let html = statements(&s);
         assert!(!html.contains("<script>"));
@@ -374,8 +379,10 @@ mod tests {
                 started_at_micros: 0,
                 elapsed_seconds: 1.5,
                 text: "SELECT 1".into(),
+                may_cancel: true,
             }],
             cancel_refused: Some("not loopback".into()),
+            viewer: None,
         };
         let html = statements(&s);
         assert!(!html.contains("<form"));

@@ -255,8 +255,12 @@ impl Server {
         use std::io::{Read, Write};
         let mut s =
             std::net::TcpStream::connect(("127.0.0.1", self.http_port)).expect("connect http");
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .expect("request");
+        // the superuser's credentials (`eddy`, `secret`): a server with
+        // password authentication asks for them, a trusting one ignores them
+        s.write_all(
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic ZWRkeTpzZWNyZXQ=\r\n\r\n",
+        )
+        .expect("request");
         let mut out = String::new();
         s.read_to_string(&mut out).expect("response");
         out
