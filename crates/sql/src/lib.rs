@@ -43,6 +43,7 @@ pub mod datetime_in;
 pub mod deferred_fk;
 pub mod error;
 pub mod expand_array;
+pub mod extract;
 pub mod fastpath;
 pub mod fetch_first;
 pub mod fk_catalog;

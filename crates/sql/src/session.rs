@@ -453,6 +453,8 @@ impl Session {
         // DataFusion's list subscript (`crate::int2vector`)
         if let Some(planners) = base.expr_planners() {
             planners.insert(0, Arc::new(crate::int2vector::Int2VectorPlanner));
+            // EXTRACT's numeric, before DataFusion's date_part
+            planners.insert(0, Arc::new(crate::extract::ExtractPlanner));
         }
         let zone_state = Arc::new(crate::zone_rules::ZoneState::default());
         let (builder, gpu_rule) = eddy_gpu::session::with_gpu_rule_handle(

@@ -383,7 +383,8 @@ fn function(f: &ScalarFunction, e: &Expr, schema: &DFSchema, ctx: &Ctx) -> DfRes
                 &from,
             ))
         }
-        ("date_part", [field, x]) => {
+        // EXTRACT (crate::extract): the same, on its numeric
+        ("date_part" | crate::extract::EXTRACT, [field, x]) => {
             let Some(from) = arg_type(1)?.filter(is_instant) else {
                 return Ok(None);
             };

@@ -38,6 +38,33 @@ pub(super) static EPOCH: LazyLock<Arc<ScalarUDF>> =
 const MICROS_PER_SECOND: i128 = 1_000_000;
 const SECONDS_PER_DAY: i128 = 86_400;
 
+/// The types `eddy_epoch` reads.
+fn reads(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Timestamp(..)
+            | DataType::Date32
+            | DataType::Time64(_)
+            | DataType::Interval(IntervalUnit::MonthDayNano)
+    )
+}
+
+/// `eddy_epoch(x)`, a numeric of scale 6 (0 for a date), where it reads
+/// x's type.
+fn exact_epoch_of(x: Expr, schema: &DFSchema) -> Option<Expr> {
+    reads(&x.get_type(schema).ok()?)
+        .then(|| Expr::ScalarFunction(ScalarFunction::new_udf(Arc::clone(&EPOCH), vec![x])))
+}
+
+/// The exact epochs of `x` (as `eddy_epoch`), or `None` for a type it does
+/// not read.
+pub(crate) fn epoch_array(x: &ArrayRef) -> DfResult<Option<ArrayRef>> {
+    if !reads(x.data_type()) {
+        return Ok(None);
+    }
+    epochs(x).map(Some)
+}
+
 /// `date_part('epoch', x)` as `eddy_epoch(x)` for the types it reads;
 /// `None` for any other call.
 pub(super) fn exact_epoch(f: &ScalarFunction, schema: &DFSchema) -> Option<Expr> {
@@ -45,17 +72,7 @@ pub(super) fn exact_epoch(f: &ScalarFunction, schema: &DFSchema) -> Option<Expr>
     if !field.trim().eq_ignore_ascii_case("epoch") {
         return None;
     }
-    let supported = matches!(
-        x.get_type(schema).ok()?,
-        DataType::Timestamp(..)
-            | DataType::Date32
-            | DataType::Time64(_)
-            | DataType::Interval(IntervalUnit::MonthDayNano)
-    );
-    if !supported {
-        return None;
-    }
-    let exact = Expr::ScalarFunction(ScalarFunction::new_udf(Arc::clone(&EPOCH), vec![x.clone()]));
+    let exact = exact_epoch_of(x.clone(), schema)?;
     // the type DataFusion planned the call's users for (an aggregate over
     // it is planned for a double already)
     Some(Expr::Cast(datafusion::logical_expr::expr::Cast::new(
@@ -117,6 +134,13 @@ impl ScalarUDFImpl for Epoch {
                 "eddy_epoch takes one argument".into(),
             ));
         };
+        result(epochs(x)?, scalar)
+    }
+}
+
+/// `eddy_epoch` of every value of `x`.
+fn epochs(x: &ArrayRef) -> DfResult<ArrayRef> {
+    {
         let values: Vec<Option<i128>> = match x.data_type() {
             DataType::Timestamp(..) => super::timestamp_diff::micros(x)?
                 .into_iter()
@@ -151,8 +175,7 @@ impl ScalarUDFImpl for Epoch {
         };
         let out =
             Decimal128Array::from(values).with_precision_and_scale(38, scale_of(x.data_type()))?;
-        let out: ArrayRef = Arc::new(out);
-        result(out, scalar)
+        Ok(Arc::new(out))
     }
 }
 

@@ -50,6 +50,7 @@
 //! finite operands is an error.
 
 mod epoch;
+pub(crate) use epoch::epoch_array;
 mod float;
 mod integer;
 mod interval_order;
