@@ -551,6 +551,13 @@ impl Session {
             crate::expand_array::EXPAND_ARRAY,
             Arc::new(crate::expand_array::ExpandArrayRows),
         );
+        // PostgreSQL's argument types in the select list
+        // (`crate::series_args`)
+        if let Ok(f) = datafusion::execution::FunctionRegistry::udf(&ctx, "generate_series") {
+            ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
+                crate::series_args::PgSeries::new(f),
+            ));
+        }
         // integer arguments of any width (`crate::series_args`)
         for name in ["generate_series", "range"] {
             if let Ok(f) = ctx.table_function(name) {

@@ -10,6 +10,14 @@
 //! time, interval or floating-point value with `eddy_text_out(x)`, which
 //! writes each value with the wire encoder's [`cell_text`].
 //!
+//! The other direction, for one type: an implicit cast of text to
+//! `timestamptz` (an untyped literal beside a timestamptz, `ts <
+//! '2024-01-01 02:00+00'`) is read by PostgreSQL's input,
+//! `eddy_timestamptz_in_zone(text)` (`crate::zone_functions`), in a UTC
+//! session; Arrow's parser refused offsets such as `+00` and `+05:30`
+//! written without minutes. In another zone `crate::zone_rules` has
+//! already read them in it.
+//!
 //! Invariants:
 //! * The text of a cast equals what the same value sends as a result
 //!   column in text format.
@@ -80,6 +88,24 @@ fn text_cast(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
         Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field }) => (expr, field),
         _ => return Ok(Transformed::no(e)),
     };
+    if let DataType::Timestamp(_, Some(_)) = to.data_type() {
+        if to.metadata().is_empty() && is_text(&inner.get_type(input)?) {
+            let to = to.data_type().clone();
+            let (Expr::Cast(Cast { expr, .. }) | Expr::TryCast(TryCast { expr, .. })) = e else {
+                return Err(DataFusionError::Internal("text cast changed shape".into()));
+            };
+            let read = Expr::ScalarFunction(ScalarFunction::new_udf(
+                Arc::new(crate::zone_functions::timestamptz_in_zone_function()),
+                vec![*expr],
+            ));
+            let read_type = read.get_type(input)?;
+            return Ok(Transformed::yes(if read_type == to {
+                read
+            } else {
+                Expr::Cast(Cast::new(Box::new(read), to))
+            }));
+        }
+    }
     // a cast to a declared type (json, ...) keeps its own conversion
     if !is_text(to.data_type())
         || !to.metadata().is_empty()

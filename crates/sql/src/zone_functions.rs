@@ -290,28 +290,52 @@ impl ScalarUDFImpl for ZoneSeries {
                 continue;
             }
             let zone = cache.get(zones.value(i))?;
-            let iv = step.value(i);
-            let direction = interval_sign(iv.months, iv.days, iv.nanoseconds);
-            if direction == 0 {
-                return Err(DataFusionError::from(SqlError::InvalidParameter(
-                    "step size cannot equal zero".into(),
-                )));
-            }
-            let (mut at, end) = (start.value(i), stop.value(i));
-            while (direction > 0 && at <= end) || (direction < 0 && at >= end) {
-                out.values().append_value(at);
-                let next = add_interval(at, iv.months, iv.days, iv.nanoseconds, 1, zone)
-                    .map_err(DataFusionError::from)?;
-                if next == at {
-                    break;
-                }
-                at = next;
-            }
+            let values = series_values(start.value(i), stop.value(i), step.value(i), zone, None)?;
+            out.values().append_slice(&values);
             out.append(true);
         }
         let out: ArrayRef = Arc::new(out.finish());
         crate::udf_args::scalar_if(all_scalar, out)
     }
+}
+
+/// `generate_series(start, stop, step)` of instants (microseconds) with
+/// the step on `zone`'s wall clock, as PostgreSQL's; at most `limit`
+/// values (54000 beyond: the series of a table function is built whole).
+pub(crate) fn series_values(
+    start: i64,
+    end: i64,
+    step: datafusion::arrow::datatypes::IntervalMonthDayNano,
+    zone: Zone,
+    limit: Option<usize>,
+) -> DfResult<Vec<i64>> {
+    let direction = interval_sign(step.months, step.days, step.nanoseconds);
+    if direction == 0 {
+        return Err(DataFusionError::from(SqlError::InvalidParameter(
+            "step size cannot equal zero".into(),
+        )));
+    }
+    let mut values = Vec::new();
+    let mut at = start;
+    while (direction > 0 && at <= end) || (direction < 0 && at >= end) {
+        if limit.is_some_and(|l| values.len() >= l) {
+            return Err(DataFusionError::from(SqlError::ProgramLimitExceeded(
+                format!(
+                    "generate_series in FROM gives at most {} values in a session whose \
+                 TimeZone has daylight saving",
+                    limit.unwrap_or_default()
+                ),
+            )));
+        }
+        values.push(at);
+        let next = add_interval(at, step.months, step.days, step.nanoseconds, 1, zone)
+            .map_err(DataFusionError::from)?;
+        if next == at {
+            break;
+        }
+        at = next;
+    }
+    Ok(values)
 }
 
 /// [`ZONE_SERIES`].
