@@ -15,6 +15,9 @@ pub enum PasswordFrom {
     Env,
     /// The config file's `[[users]]` entry.
     ConfigFile,
+    /// `--auth cert`: no password, a client certificate whose common name
+    /// is the user.
+    Certificate,
 }
 
 /// What the message says.
@@ -69,13 +72,23 @@ fn listens(addr: &SocketAddr) -> String {
 pub fn startup_message(i: &StartupInfo<'_>) -> String {
     let host = local_ip(&i.pg);
     let port = i.pg.port();
-    let psql = if i.tls {
+    let psql = if i.password == PasswordFrom::Certificate {
+        format!(
+            "psql \"host={host} port={port} user=eddy dbname=eddy sslmode=require \
+             sslcert=eddy.crt sslkey=eddy.key\""
+        )
+    } else if i.tls {
         format!("psql \"host={host} port={port} user=eddy dbname=eddy sslmode=require\"")
     } else {
         format!("psql -h {host} -p {port} -U eddy eddy")
     };
     let (connect, hint) = match i.password {
         PasswordFrom::None => (psql, String::new()),
+        PasswordFrom::Certificate => (
+            psql,
+            "\n             (eddy.crt: a certificate for CN=eddy issued by a CA of --tls-client-ca)"
+                .to_string(),
+        ),
         PasswordFrom::Env => (
             format!("PGPASSWORD=\"$EDDY_PASSWORD\" {psql}"),
             "\n             (the password is the server's EDDY_PASSWORD; without PGPASSWORD psql asks for it)".to_string(),
@@ -101,10 +114,10 @@ pub fn startup_message(i: &StartupInfo<'_>) -> String {
          Stop:        Ctrl-C or SIGTERM (flushes, then exits)\n\n",
         version = i.version,
         pg = listens(&i.pg),
-        auth = if i.password == PasswordFrom::None {
-            "trust"
-        } else {
-            "scram"
+        auth = match i.password {
+            PasswordFrom::None => "trust",
+            PasswordFrom::Certificate => "cert",
+            PasswordFrom::Env | PasswordFrom::ConfigFile => "scram",
         },
         tls = if i.tls { "on" } else { "off" },
         console_login = if i.password == PasswordFrom::None {

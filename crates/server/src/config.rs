@@ -5,11 +5,12 @@
 //! [server]
 //! pg_addr = "127.0.0.1:5433"
 //! http_addr = "127.0.0.1:8080"
-//! auth = "scram"          # or "trust" (loopback addresses only)
+//! auth = "scram"          # or "cert" (client certificates), "trust" (loopback only)
 //! max_connections = 100   # more are refused with FATAL 53300
 //! tls_cert = "server.crt" # PEM certificate chain; with tls_key, TLS is on
 //! tls_key = "server.key"  # PEM private key (PKCS#8, PKCS#1 or SEC1)
 //! tls_require_remote = false  # refuse plaintext from non-loopback clients
+//! tls_client_ca = "ca.crt"     # CAs of client certificates (auth = "cert")
 //! memory_limit = "8GB"          # all running queries together (default: half the RAM)
 //! query_memory_limit = "2GB"    # one query (default: a quarter of memory_limit)
 //!
@@ -128,6 +129,9 @@ pub struct ServerSection {
     /// Refuse connections without TLS from non-loopback clients (default
     /// false; needs `tls_cert` and `tls_key`).
     pub tls_require_remote: Option<bool>,
+    /// PEM file of the CAs client certificates are verified against
+    /// (`auth = "cert"` logs in by them).
+    pub tls_client_ca: Option<std::path::PathBuf>,
     /// Memory for all running queries together, e.g. "8GB" (default: half
     /// the machine's memory); sorts and aggregations spill beyond it.
     pub memory_limit: Option<String>,

@@ -75,6 +75,9 @@ enum Command {
 enum Auth {
     Scram,
     Trust,
+    /// A verified client certificate whose common name is the user
+    /// (PostgreSQL's `cert`); needs TLS and --tls-client-ca.
+    Cert,
 }
 
 #[derive(clap::Args)]
@@ -118,6 +121,10 @@ struct ServerArgs {
     /// 28000); needs --tls-cert and --tls-key.
     #[arg(long)]
     tls_require_remote: bool,
+    /// PEM file of the CAs client certificates must chain to: clients are
+    /// asked for one, and --auth cert logs in by it.
+    #[arg(long)]
+    tls_client_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -207,9 +214,10 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
         (Some(a), _) => a,
         (None, Some("trust")) => Auth::Trust,
         (None, Some("scram")) | (None, None) => Auth::Scram,
+        (None, Some("cert")) => Auth::Cert,
         (None, Some(other)) => {
             return Err(ServerError::Refused(format!(
-                "unknown auth \"{other}\": expected scram or trust"
+                "unknown auth \"{other}\": expected scram, cert or trust"
             )))
         }
     };
@@ -224,6 +232,7 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
     };
     let password_from = match auth {
         Auth::Trust => banner::PasswordFrom::None,
+        Auth::Cert => banner::PasswordFrom::Certificate,
         Auth::Scram if env_password.is_some() => banner::PasswordFrom::Env,
         Auth::Scram => banner::PasswordFrom::ConfigFile,
     };
@@ -242,11 +251,16 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             AuthMode::Trust
         }
         Auth::Scram => AuthMode::Scram(Arc::new(auth::ScramUsers::new()?)),
+        Auth::Cert => AuthMode::Cert,
     };
     let tls_cert = args.tls_cert.clone().or(file.server.tls_cert.clone());
     let tls_key = args.tls_key.clone().or(file.server.tls_key.clone());
+    let tls_client_ca = args
+        .tls_client_ca
+        .clone()
+        .or(file.server.tls_client_ca.clone());
     let tls = match (&tls_cert, &tls_key) {
-        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key, tls_client_ca.as_deref())?),
         (None, None) => None,
         (Some(_), None) | (None, Some(_)) => {
             return Err(ServerError::Refused(
@@ -254,6 +268,18 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             ))
         }
     };
+    if tls_client_ca.is_some() && tls.is_none() {
+        return Err(ServerError::Refused(
+            "--tls-client-ca needs --tls-cert and --tls-key".into(),
+        ));
+    }
+    if auth == Auth::Cert && tls_client_ca.is_none() {
+        return Err(ServerError::Refused(
+            "--auth cert needs --tls-client-ca (and --tls-cert, --tls-key): the CAs \
+             client certificates are checked against"
+                .into(),
+        ));
+    }
     let require_tls_remote =
         args.tls_require_remote || file.server.tls_require_remote.unwrap_or(false);
     if require_tls_remote && tls.is_none() {
@@ -567,6 +593,7 @@ async fn serve(
             http_addr: http_bound,
             auth: match password_from {
                 banner::PasswordFrom::None => "trust",
+                banner::PasswordFrom::Certificate => "cert",
                 banner::PasswordFrom::Env | banner::PasswordFrom::ConfigFile => "scram",
             },
             tls: tls.is_some(),

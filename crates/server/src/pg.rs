@@ -222,6 +222,9 @@ pub struct Backend {
 pub enum AuthMode {
     Trust,
     Scram(Arc<crate::auth::ScramUsers>),
+    /// A client certificate verified against `--tls-client-ca` whose
+    /// common name is the user (PostgreSQL's `cert` method).
+    Cert,
 }
 
 /// How connections authenticate and what their users may do.
@@ -310,6 +313,9 @@ pub struct TrustStartup {
     roles: Arc<eddy_sql::roles::Roles>,
     /// One for the server, so that every connection gets its own pid.
     pids: RandomPidSecretKeyGenerator,
+    /// `--auth cert`: the login needs a verified client certificate whose
+    /// common name is the user, and a role of that name that may log in.
+    certificate: bool,
 }
 
 #[async_trait]
@@ -328,6 +334,9 @@ impl StartupHandler for TrustStartup {
             protocol_negotiation(client, startup).await?;
             save_startup_parameters_to_metadata(client, startup);
             check_database(client, &self.database)?;
+            if self.certificate {
+                check_certificate(client, &self.roles)?;
+            }
             check_may_log_in(client, &self.roles)?;
             let (pid, key) = self.pids.generate(client);
             client.set_pid_and_secret_key(pid, key.clone());
@@ -338,6 +347,39 @@ impl StartupHandler for TrustStartup {
         }
         Ok(())
     }
+}
+
+/// PostgreSQL's `cert` authentication: the TLS handshake verified the
+/// client's certificate against `--tls-client-ca`; its common name must be
+/// the user, and the user a role. Each failure is FATAL 28000 with
+/// PostgreSQL's message.
+fn check_certificate<C: ClientInfo>(
+    client: &C,
+    roles: &eddy_sql::roles::Roles,
+) -> PgWireResult<()> {
+    let fatal = |message: String| {
+        PgWireError::UserError(Box::new(ErrorInfo::new(
+            "FATAL".into(),
+            "28000".into(),
+            message,
+        )))
+    };
+    let user = client.metadata().get("user").cloned().unwrap_or_default();
+    let Some(named) = crate::tls::certificate_user(client.client_certificates()) else {
+        return Err(fatal(
+            "connection requires a valid client certificate".into(),
+        ));
+    };
+    if named != user {
+        tracing::warn!(%user, certificate = %named, "certificate authentication failed: the certificate names another user");
+        return Err(fatal(format!(
+            "certificate authentication failed for user \"{user}\""
+        )));
+    }
+    if roles.get(&user).is_none() {
+        return Err(fatal(format!("role \"{user}\" does not exist")));
+    }
+    Ok(())
 }
 
 /// PostgreSQL's answer to a NOLOGIN role (a name that is no role logs in
@@ -1202,12 +1244,13 @@ impl Handlers {
     pub fn new(backend: Arc<Backend>) -> Handlers {
         let database = backend.db.name.clone();
         let (trust, scram) = match &backend.auth {
-            AuthMode::Trust => (
+            AuthMode::Trust | AuthMode::Cert => (
                 Some(Arc::new(TrustStartup {
                     manager: Arc::clone(&backend.manager),
                     database,
                     roles: Arc::clone(&backend.db.roles),
                     pids: RandomPidSecretKeyGenerator::default(),
+                    certificate: matches!(backend.auth, AuthMode::Cert),
                 })),
                 None,
             ),

@@ -5,7 +5,14 @@
 //! (and 'N' otherwise), a GSSENCRequest always with 'N', and then runs the
 //! whole connection, authentication included, inside the TLS stream. The
 //! crypto provider is ring's (no aws-lc); TLS 1.2 and 1.3 only, rustls's
-//! default cipher suites; no client certificates.
+//! default cipher suites.
+//!
+//! Client certificates (`--tls-client-ca`, PostgreSQL's `ssl_ca_file`):
+//! the server asks every TLS client for one; a certificate that does not
+//! chain to one of the file's CAs (or has expired) fails the handshake,
+//! none at all is allowed here. Whether a login needs one, and whose it
+//! must be, is authentication's business (`--auth cert`,
+//! [`certificate_user`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,10 +41,20 @@ pub enum TlsError {
     },
     #[error("TLS configuration: {0}")]
     Config(#[from] rustls::Error),
+    #[error("the client CA file {0} holds no usable certificate")]
+    NoClientCa(PathBuf),
+    #[error("client certificate verification: {0}")]
+    ClientVerifier(#[from] rustls::server::VerifierBuilderError),
 }
 
-/// The acceptor for `cert` (PEM chain, leaf first) and `key` (PEM).
-pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
+/// The acceptor for `cert` (PEM chain, leaf first) and `key` (PEM);
+/// with `client_ca`, client certificates are requested and verified
+/// against its CAs.
+pub fn acceptor(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+) -> Result<TlsAcceptor, TlsError> {
     let chain = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
         .map_err(|e| TlsError::Cert {
@@ -52,14 +69,49 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
         source: e,
     })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
-        .with_no_client_auth()
-        .with_single_cert(chain, key_der)?;
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            let certs = CertificateDer::pem_file_iter(ca)
+                .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| TlsError::Cert {
+                    path: ca.to_path_buf(),
+                    source: e,
+                })?;
+            let (added, _) = roots.add_parsable_certificates(certs);
+            if added == 0 {
+                return Err(TlsError::NoClientCa(ca.to_path_buf()));
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            // a client without a certificate may still log in
+            // where authentication does not ask for one
+            .allow_unauthenticated()
+            .build()?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, key_der)?;
     // PostgreSQL 17's direct TLS negotiation requires this ALPN protocol;
     // clients using SSLRequest may send it or not
     config.alpn_protocols = vec![b"postgresql".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The user a verified client certificate names: its subject's common
+/// name (PostgreSQL's `cert` authentication and `clientcert=verify-full`
+/// compare it with the user name). `None` for no certificate, or one
+/// without a readable common name.
+pub fn certificate_user(certificates: Option<&[CertificateDer<'_>]>) -> Option<String> {
+    let leaf = certificates?.first()?;
+    x509_certificate::X509Certificate::from_der(leaf.as_ref())
+        .ok()?
+        .subject_common_name()
 }
 
 #[cfg(test)]
@@ -73,10 +125,13 @@ mod tests {
         std::fs::write(&empty, "").unwrap();
         let missing = dir.path().join("missing.pem");
         assert!(matches!(
-            acceptor(&missing, &missing),
+            acceptor(&missing, &missing, None),
             Err(TlsError::Cert { .. })
         ));
-        assert!(matches!(acceptor(&empty, &empty), Err(TlsError::NoCert(_))));
+        assert!(matches!(
+            acceptor(&empty, &empty, None),
+            Err(TlsError::NoCert(_))
+        ));
     }
 
     #[test]
@@ -97,8 +152,23 @@ mod tests {
             println!("notice: openssl is not installed; skipping");
             return;
         }
-        assert!(acceptor(&cert, &key).is_ok());
+        assert!(acceptor(&cert, &key, None).is_ok());
         // a certificate where the key should be
-        assert!(matches!(acceptor(&cert, &cert), Err(TlsError::Key { .. })));
+        assert!(matches!(
+            acceptor(&cert, &cert, None),
+            Err(TlsError::Key { .. })
+        ));
+        // the certificate as its own client CA, and its common name
+        assert!(acceptor(&cert, &key, Some(&cert)).is_ok());
+        assert!(matches!(
+            acceptor(&cert, &key, Some(&key)),
+            Err(TlsError::NoClientCa(_))
+        ));
+        let der = CertificateDer::from_pem_file(&cert).unwrap();
+        assert_eq!(
+            certificate_user(Some(std::slice::from_ref(&der))),
+            Some("localhost".to_string())
+        );
+        assert_eq!(certificate_user(None), None);
     }
 }

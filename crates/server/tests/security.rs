@@ -589,3 +589,212 @@ fn pgjdbc_connects_with_sslmode_require() {
         .arg("tests/drivers/tls/JdbcTls.java");
     run_against(&server, cmd, "pgjdbc over TLS");
 }
+
+/// Runs openssl with `args` in `dir`; whether it succeeded.
+fn openssl(dir: &Path, args: &[&str]) -> bool {
+    Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A CA (`<ca>.crt`, `<ca>.key`) and, signed by it, a client certificate
+/// for each name (`<name>.crt`, `<name>.key`, the key 0600 as libpq wants
+/// it); false where openssl is missing.
+fn client_certificates(dir: &Path, ca: &str, names: &[&str]) -> bool {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let (ca_crt, ca_key) = (format!("{ca}.crt"), format!("{ca}.key"));
+    let mut args = vec!["req", "-x509", "-days", "1", "-subj"];
+    let subject = format!("/CN={ca}");
+    args.push(&subject);
+    args.extend_from_slice(&ec);
+    args.extend_from_slice(&["-keyout", &ca_key, "-out", &ca_crt]);
+    if !openssl(dir, &args) {
+        return false;
+    }
+    std::fs::write(
+        dir.join("client.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n",
+    )
+    .expect("ext file");
+    for name in names {
+        let (crt, key, csr) = (
+            format!("{name}.crt"),
+            format!("{name}.key"),
+            format!("{name}.csr"),
+        );
+        let subject = format!("/CN={name}");
+        let mut req = vec!["req", "-new", "-subj", &subject];
+        req.extend_from_slice(&ec);
+        req.extend_from_slice(&["-keyout", &key, "-out", &csr]);
+        let signed = openssl(dir, &req)
+            && openssl(
+                dir,
+                &[
+                    "x509",
+                    "-req",
+                    "-in",
+                    &csr,
+                    "-CA",
+                    &ca_crt,
+                    "-CAkey",
+                    &ca_key,
+                    "-CAcreateserial",
+                    "-days",
+                    "1",
+                    "-extfile",
+                    "client.ext",
+                    "-out",
+                    &crt,
+                ],
+            );
+        if !signed {
+            return false;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.join(&key), std::fs::Permissions::from_mode(0o600))
+            .expect("chmod key");
+    }
+    true
+}
+
+/// psql as `user` with `sslmode` and, when given, the client certificate
+/// `cert` (`<cert>.crt` / `.key` in `dir`); (success, stdout + stderr).
+fn psql_with_certificate(
+    port: u16,
+    user: &str,
+    sslmode: &str,
+    dir: &Path,
+    cert: Option<&str>,
+    command: &str,
+) -> (bool, String) {
+    let mut conninfo =
+        format!("host=127.0.0.1 port={port} user={user} dbname=eddy sslmode={sslmode}");
+    if let Some(c) = cert {
+        conninfo.push_str(&format!(
+            " sslcert={} sslkey={}",
+            dir.join(format!("{c}.crt")).display(),
+            dir.join(format!("{c}.key")).display()
+        ));
+    }
+    let out = Command::new("psql")
+        .arg(conninfo)
+        .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", command])
+        .env_remove("PGPASSWORD")
+        .env("PGCONNECT_TIMEOUT", "10")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run psql");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// `--auth cert` (PostgreSQL's `cert` method): a client logs in with a
+/// certificate issued by a CA of `--tls-client-ca` whose common name is
+/// its user, and no password; each way of failing is FATAL 28000 with
+/// PostgreSQL's message, and a certificate of another CA fails the TLS
+/// handshake.
+#[test]
+fn client_certificates_log_in_with_auth_cert() {
+    if !have_psql() {
+        println!("notice: psql is not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let Some((cert, key)) = test_certificate(d) else {
+        return;
+    };
+    if !client_certificates(d, "eddyca", &["eddy", "alice", "bob"])
+        || !client_certificates(d, "rogueca", &["rogue"])
+    {
+        assert!(std::env::var_os("CI").is_none(), "openssl could not sign");
+        println!("notice: openssl could not make client certificates; skipping");
+        return;
+    }
+    // without a client CA, cert authentication cannot start
+    let (ok, out) = start_output(&["--auth", "cert"], &[]);
+    assert!(!ok && out.contains("--tls-client-ca"), "{out}");
+    let ca = d.join("eddyca.crt");
+    let data = tempfile::tempdir().expect("tempdir");
+    let path = data.path().to_path_buf();
+    let server = Server::start_with(
+        Some(data),
+        path,
+        "cert",
+        &[],
+        &[
+            "--tls-cert",
+            cert.to_str().expect("utf-8"),
+            "--tls-key",
+            key.to_str().expect("utf-8"),
+            "--tls-client-ca",
+            ca.to_str().expect("utf-8"),
+        ],
+    );
+    let port = server.port;
+    let (ok, out) = psql_with_certificate(
+        port,
+        "eddy",
+        "require",
+        d,
+        Some("eddy"),
+        "SELECT current_user",
+    );
+    assert!(ok && out.trim() == "eddy", "{out}");
+    let (ok, out) = psql_with_certificate(
+        port,
+        "eddy",
+        "require",
+        d,
+        Some("eddy"),
+        "CREATE ROLE alice LOGIN",
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = psql_with_certificate(
+        port,
+        "alice",
+        "require",
+        d,
+        Some("alice"),
+        "SELECT current_user",
+    );
+    assert!(ok && out.trim() == "alice", "{out}");
+    // another user's certificate
+    let (ok, out) = psql_with_certificate(port, "alice", "require", d, Some("eddy"), "SELECT 1");
+    assert!(
+        !ok && out.contains("certificate authentication failed for user \"alice\""),
+        "{out}"
+    );
+    // no certificate, over TLS or in clear
+    for mode in ["require", "disable"] {
+        let (ok, out) = psql_with_certificate(port, "eddy", mode, d, None, "SELECT 1");
+        assert!(
+            !ok && out.contains("connection requires a valid client certificate"),
+            "{mode}: {out}"
+        );
+    }
+    // a certificate for a name that is no role
+    let (ok, out) = psql_with_certificate(port, "bob", "require", d, Some("bob"), "SELECT 1");
+    assert!(!ok && out.contains("role \"bob\" does not exist"), "{out}");
+    // a certificate of a CA the server does not trust: no handshake
+    let (ok, out) = psql_with_certificate(port, "rogue", "require", d, Some("rogue"), "SELECT 1");
+    assert!(!ok && out.to_lowercase().contains("ssl"), "{out}");
+    // the server still serves
+    let (ok, out) =
+        psql_with_certificate(port, "eddy", "require", d, Some("eddy"), "SELECT 40 + 2");
+    assert!(ok && out.trim() == "42", "{out}");
+}
