@@ -483,7 +483,7 @@ async fn the_console_is_behind_roles() {
     assert_eq!(status, 401, "{body}");
     assert!(!body.contains("Sessions"), "{body}");
     let mut s = std::net::TcpStream::connect(("127.0.0.1", http_port)).expect("connect");
-    s.write_all(format!("GET /api/overview HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+    s.write_all(b"GET /api/overview HTTP/1.1\r\nHost: x\r\n\r\n")
         .expect("request");
     let mut head = String::new();
     s.read_to_string(&mut head).expect("response");

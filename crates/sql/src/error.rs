@@ -175,6 +175,10 @@ pub enum SqlError {
     /// A value or line larger than Eddy handles (54000).
     #[error("{0}")]
     ProgramLimitExceeded(String),
+    /// A column read outside GROUP BY and aggregates (42803,
+    /// `crate::grouping_error`).
+    #[error("{0}")]
+    Grouping(String),
     /// Admission control's queue is full (`crate::admission`).
     #[error("{0}")]
     TooManyStatements(String),
@@ -321,6 +325,7 @@ impl SqlError {
             SqlError::StatementTooDeep(_) => "54001",
             SqlError::TooManyStatements(_) => "53000",
             SqlError::ProgramLimitExceeded(_) => "54000",
+            SqlError::Grouping(_) => "42803",
             SqlError::InvalidEncoding(_) => "22021",
             SqlError::WrongParameterCount { .. } => "08P01",
             SqlError::InFailedTransaction => "25P02",

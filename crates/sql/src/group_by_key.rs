@@ -84,10 +84,10 @@ impl VisitorMut for Grouping<'_> {
 }
 
 /// A table of the FROM list.
-struct Relation {
+pub(crate) struct Relation {
     /// What its columns are qualified by (its alias, else its name).
-    qualifier: Ident,
-    def: Arc<TableDef>,
+    pub(crate) qualifier: Ident,
+    pub(crate) def: Arc<TableDef>,
 }
 
 impl Relation {
@@ -100,7 +100,10 @@ impl Relation {
     }
 }
 
-fn relations(select: &Select, table: &dyn Fn(&str) -> Option<Arc<TableDef>>) -> Vec<Relation> {
+pub(crate) fn relations(
+    select: &Select,
+    table: &dyn Fn(&str) -> Option<Arc<TableDef>>,
+) -> Vec<Relation> {
     let mut out = Vec::new();
     for from in &select.from {
         for factor in std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation))
@@ -130,7 +133,7 @@ fn relations(select: &Select, table: &dyn Fn(&str) -> Option<Arc<TableDef>>) -> 
 
 /// The relation and column an expression names, if it is a column of one
 /// of `rels` (a bare name only when exactly one relation has it).
-fn column_of(e: &Expr, rels: &[Relation]) -> Option<(usize, String)> {
+pub(crate) fn column_of(e: &Expr, rels: &[Relation]) -> Option<(usize, String)> {
     match e {
         Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
             let column = ident_name(&parts[1]);

@@ -49,6 +49,7 @@ pub mod fetch_first;
 pub mod fk_catalog;
 pub mod float_sum;
 pub mod group_by_key;
+pub mod grouping_error;
 pub mod index_catalog;
 pub mod index_scan;
 pub mod information_schema;

@@ -1667,10 +1667,32 @@ impl Session {
     /// Plan and start a query through DataFusion. The snapshot is taken here.
     pub async fn run_query(&self, stmt: Statement) -> Result<Output> {
         let state = self.planning_state();
-        let plan = state
-            .statement_to_plan(DFStatement::Statement(Box::new(stmt)))
-            .await?;
+        let plan = match state
+            .statement_to_plan(DFStatement::Statement(Box::new(stmt.clone())))
+            .await
+        {
+            Ok(plan) => plan,
+            Err(e) => return Err(self.planning_error(&stmt, e)),
+        };
         self.run_plan(plan).await
+    }
+
+    /// The error of a statement the planner refused: PostgreSQL's 42803
+    /// where it read a column outside its GROUP BY
+    /// (`crate::grouping_error`), else the planner's.
+    pub(crate) fn planning_error(
+        &self,
+        stmt: &Statement,
+        e: datafusion::error::DataFusionError,
+    ) -> SqlError {
+        if matches!(e.find_root(), datafusion::error::DataFusionError::Plan(_)) {
+            let engine = &self.db.engine;
+            let table = |n: &str| engine.table(n).map(|t| Arc::clone(t.def()));
+            if let Some(message) = crate::grouping_error::ungrouped_column(stmt, &table) {
+                return SqlError::Grouping(message);
+            }
+        }
+        e.into()
     }
 
     /// Plans `stmt` (made PostgreSQL-compatible first) while `table` is

@@ -600,7 +600,7 @@ pub(super) fn show_duration_ms(ms: u64) -> String {
         ("s", 1000),
     ]
     .iter()
-    .find(|(_, f)| ms % f == 0)
+    .find(|(_, f)| ms.is_multiple_of(*f))
     .map(|(unit, f)| format!("{}{unit}", ms / f))
     .unwrap_or_else(|| format!("{ms}ms"))
 }

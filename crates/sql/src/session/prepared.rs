@@ -94,14 +94,15 @@ impl Session {
         self.compat(&mut s)?;
         let state = self.planning_state();
         let plan = match state
-            .statement_to_plan(DFStatement::Statement(Box::new(s)))
+            .statement_to_plan(DFStatement::Statement(Box::new(s.clone())))
             .await
         {
             Ok(plan) => plan,
             Err(e) if !param_types.is_empty() => {
-                return self.describe_with_nulls(stmt, param_types, e.into()).await
+                let e = self.planning_error(&s, e);
+                return self.describe_with_nulls(stmt, param_types, e).await;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(self.planning_error(&s, e)),
         };
         let mut inferred = plan.get_parameter_types().unwrap_or_default();
         for (name, ty) in crate::array_type::array_placeholder_types(&plan) {
