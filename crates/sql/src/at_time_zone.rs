@@ -112,6 +112,37 @@ pub(crate) fn to_wall_clock(micros: i64, zone: Zone) -> Result<i64, SqlError> {
     Ok(local.and_utc().timestamp_micros())
 }
 
+/// The zone's abbreviation and its offset east of UTC in seconds at the
+/// instant `micros`, as PostgreSQL's `to_char` writes them (`TZ`, `OF`):
+/// the tz database's abbreviation (`CET`, `CEST`, `JST`), or for a zone
+/// without one and a fixed offset the offset as `+HH` or `+HHMM`.
+pub(crate) fn zone_label_at(micros: i64, zone: Zone) -> Result<(String, i32), SqlError> {
+    let utc = DateTime::<Utc>::from_timestamp_micros(micros).ok_or_else(overflow)?;
+    let (abbreviation, offset) = match zone {
+        Zone::Named(tz) => {
+            use chrono_tz::OffsetName;
+            let o = tz.offset_from_utc_datetime(&utc.naive_utc());
+            let name = o
+                .abbreviation()
+                .filter(|a| a.chars().any(|c| c.is_ascii_alphabetic()))
+                .map(str::to_string);
+            (name, o.fix().local_minus_utc())
+        }
+        Zone::Fixed(offset) => (None, offset.local_minus_utc()),
+    };
+    let numeric = || {
+        let sign = if offset < 0 { '-' } else { '+' };
+        let a = offset.unsigned_abs();
+        let (h, m) = (a / 3600, a / 60 % 60);
+        if m == 0 {
+            format!("{sign}{h:02}")
+        } else {
+            format!("{sign}{h:02}{m:02}")
+        }
+    };
+    Ok((abbreviation.unwrap_or_else(numeric), offset))
+}
+
 /// The instant at which clocks in `zone` showed `micros` (a wall-clock
 /// time written as if it were UTC).
 pub(crate) fn to_instant(micros: i64, zone: Zone) -> Result<i64, SqlError> {

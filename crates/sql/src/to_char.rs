@@ -14,11 +14,12 @@
 //!
 //! A date is formatted as the timestamp with time zone of its midnight, as
 //! PostgreSQL resolves `to_char(date, text)`. A timestamp with time zone
-//! arrives here in UTC (`TZ` is `UTC`); in a session in another zone
-//! `crate::zone_rules` hands over its wall-clock time instead, and refuses
-//! templates with zone fields;
-//! for a timestamp without time zone `TZ` is empty and `OF` is `+00`, as in
-//! PostgreSQL. Integers, numerics and floats are formatted by
+//! is written in UTC (`TZ` is `UTC`); in a session in another zone
+//! `crate::zone_rules` adds the zone as a third argument, and each value
+//! is written on that zone's wall clock with its abbreviation and offset
+//! at that instant (`CET`/`CEST`, `+01`/`+02`; a date at the zone's
+//! midnight); for a timestamp without time zone `TZ` is empty and `OF` is
+//! `+00`, as in PostgreSQL. Integers, numerics and floats are formatted by
 //! `crate::to_char_number`, intervals by `crate::to_char_interval`.
 
 use std::sync::Arc;
@@ -295,9 +296,15 @@ impl Template {
         &self.0
     }
 
-    /// Formats `at`. `with_zone`: a timestamp with time zone (in UTC,
-    /// the only zone this module writes: `crate::zone_rules`).
+    /// Formats `at`. `with_zone`: a timestamp with time zone, in UTC.
     pub fn format(&self, at: NaiveDateTime, with_zone: bool) -> String {
+        let utc = ZoneLabel::utc();
+        self.format_in(at, with_zone.then_some(&utc))
+    }
+
+    /// Formats `at`, the wall clock of a timestamp with time zone in the
+    /// zone `zone` describes (`None`: a timestamp without time zone).
+    pub fn format_in(&self, at: NaiveDateTime, zone: Option<&ZoneLabel>) -> String {
         let mut out = String::new();
         for node in &self.0 {
             match node {
@@ -306,7 +313,7 @@ impl Template {
                     field,
                     fill_mode,
                     ordinal,
-                } => format_field(&mut out, at, *field, *fill_mode, *ordinal, with_zone),
+                } => format_field(&mut out, at, *field, *fill_mode, *ordinal, zone),
             }
         }
         out
@@ -374,13 +381,31 @@ fn era_year(year: i32) -> i64 {
     }
 }
 
+/// The zone a timestamp with time zone is written in: its abbreviation
+/// (`TZ`) and offset east of UTC in seconds (`OF`, `TZH`, `TZM`) at the
+/// value's instant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZoneLabel {
+    pub abbreviation: String,
+    pub offset_seconds: i32,
+}
+
+impl ZoneLabel {
+    pub fn utc() -> ZoneLabel {
+        ZoneLabel {
+            abbreviation: "UTC".into(),
+            offset_seconds: 0,
+        }
+    }
+}
+
 fn format_field(
     out: &mut String,
     at: NaiveDateTime,
     field: Field,
     fill_mode: bool,
     ordinal: Option<Case>,
-    with_zone: bool,
+    zone: Option<&ZoneLabel>,
 ) {
     let name = |s: &str, pad: usize| {
         if fill_mode {
@@ -491,17 +516,26 @@ fn format_field(
             return;
         }
         Field::ZoneName(case) => {
-            if with_zone {
-                out.push_str(&cased("UTC", case));
+            if let Some(z) = zone {
+                out.push_str(&cased(&z.abbreviation, case));
             }
             return;
         }
-        Field::Offset | Field::OffsetHours => {
-            out.push_str("+00");
-            return;
-        }
-        Field::OffsetMinutes => {
-            out.push_str("00");
+        Field::Offset | Field::OffsetHours | Field::OffsetMinutes => {
+            // a timestamp without time zone: +00, as PostgreSQL
+            let offset = zone.map_or(0, |z| z.offset_seconds);
+            let sign = if offset < 0 { '-' } else { '+' };
+            let (hours, minutes) = (
+                offset.unsigned_abs() / 3600,
+                offset.unsigned_abs() / 60 % 60,
+            );
+            match field {
+                Field::OffsetMinutes => out.push_str(&format!("{minutes:02}")),
+                Field::Offset if minutes != 0 => {
+                    out.push_str(&format!("{sign}{hours:02}:{minutes:02}"))
+                }
+                _ => out.push_str(&format!("{sign}{hours:02}")),
+            }
             return;
         }
     };
@@ -543,10 +577,16 @@ impl ScalarUDFImpl for ToChar {
     }
 
     fn coerce_types(&self, args: &[DataType]) -> DfResult<Vec<DataType>> {
-        let [value, template] = args else {
-            return Err(DataFusionError::Plan(
-                "function to_char takes two arguments".into(),
-            ));
+        // a third argument, the session's zone, is added by
+        // `crate::zone_rules` (and coerced again by a later pass)
+        let (value, template, zone) = match args {
+            [value, template] => (value, template, None),
+            [value, template, zone] => (value, template, Some(zone)),
+            _ => {
+                return Err(DataFusionError::Plan(
+                    "function to_char takes two arguments".into(),
+                ))
+            }
         };
         let value = match value {
             DataType::Date32 | DataType::Date64 => DataType::Date32,
@@ -572,7 +612,10 @@ impl ScalarUDFImpl for ToChar {
                 )))
             }
         };
-        Ok(vec![value, template])
+        Ok(match zone {
+            None => vec![value, template],
+            Some(_) => vec![value, template, DataType::Utf8],
+        })
     }
 
     fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
@@ -596,10 +639,23 @@ impl ScalarUDFImpl for ToChar {
             .iter()
             .all(|a| matches!(a, ColumnarValue::Scalar(_)));
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
-        let [values, templates] = arrays.as_slice() else {
-            return Err(DataFusionError::Plan(
-                "function to_char takes two arguments".into(),
-            ));
+        let (values, templates, zone) = match arrays.as_slice() {
+            [values, templates] => (values, templates, None),
+            // the session's zone (`crate::zone_rules`)
+            [values, templates, zone] => {
+                let name = zone
+                    .as_string_opt::<i32>()
+                    .filter(|z| !z.is_empty() && z.is_valid(0))
+                    .map(|z| z.value(0).to_string())
+                    .ok_or_else(|| DataFusionError::Internal("to_char's zone".into()))?;
+                let zone = crate::at_time_zone::resolve_zone(&name)?;
+                (values, templates, Some(zone))
+            }
+            _ => {
+                return Err(DataFusionError::Plan(
+                    "function to_char takes two arguments".into(),
+                ))
+            }
         };
         let templates = templates
             .as_string_opt::<i32>()
@@ -647,7 +703,32 @@ impl ScalarUDFImpl for ToChar {
                 continue;
             };
             let template = cached(&mut parsed, templates.value(i), |t| Ok(Template::parse(t)))?;
-            out.append_value(template.format(t, with_zone));
+            match zone {
+                Some(z) if with_zone => {
+                    // the instant (a date: its midnight in the zone) on
+                    // the zone's wall clock, with the zone's label then
+                    let micros = t.and_utc().timestamp_micros();
+                    let instant = if values.data_type() == &DataType::Date32 {
+                        crate::at_time_zone::to_instant(micros, z)?
+                    } else {
+                        micros
+                    };
+                    let wall = crate::at_time_zone::to_wall_clock(instant, z)?;
+                    let (abbreviation, offset_seconds) =
+                        crate::at_time_zone::zone_label_at(instant, z)?;
+                    let wall = DateTime::from_timestamp_micros(wall)
+                        .map(|w| w.naive_utc())
+                        .ok_or_else(|| {
+                            SqlError::DatetimeOverflow("timestamp out of range".into())
+                        })?;
+                    let label = ZoneLabel {
+                        abbreviation,
+                        offset_seconds,
+                    };
+                    out.append_value(template.format_in(wall, Some(&label)));
+                }
+                _ => out.append_value(template.format(t, with_zone)),
+            }
         }
         let out: ArrayRef = Arc::new(out.finish());
         crate::udf_args::scalar_if(all_scalar, out)

@@ -16,7 +16,9 @@
 //!   with the zone, which the text encoder writes on its wall clock;
 //! * `date_trunc(f, x)` by truncation on the wall clock, `date_part(f, x)`
 //!   (EXTRACT) by the field of the wall clock (the epoch is the instant's),
-//!   `to_char(x, t)` by the wall clock's text, `current_date` and
+//!   `to_char(x, t)` by `to_char(x, t, zone)`, the wall clock's text with
+//!   the zone's abbreviation and offset at each value, one-argument
+//!   `age(x)` by `age` from the zone's midnight today, `current_date` and
 //!   `current_time` by today's date and time there;
 //! * `to_timestamp(text, template)` and six-argument `make_timestamptz` by
 //!   their forms that name the zone;
@@ -26,10 +28,8 @@
 //!   which steps the same way.
 //!
 //! What the zone would change but Eddy does not compute on it is refused
-//! (0A000) rather than answered in UTC: EXTRACT of `timezone*` fields,
-//! `to_char` templates with zone fields (`TZ`, `OF`) or not given as a
-//! constant, one-argument `age`, `range` of `timestamptz` values and (in
-//! `crate::series_args`) `generate_series` of them in FROM.
+//! (0A000) rather than answered in UTC: EXTRACT of `timezone*` fields and
+//! `range` of `timestamptz` values.
 //!
 //! Invariants: every rewritten expression has its original type and output
 //! name; the rewrite of a rewritten plan changes nothing (the analyzer may
@@ -321,14 +321,6 @@ fn convert(e: &Expr, from: &DataType, to: &DataType, schema: &DFSchema, ctx: &Ct
     }
 }
 
-/// Whether a `to_char` template writes no zone field (PostgreSQL's `TZ`,
-/// `tz`, `TZH`, `TZM`, `OF`); text in quotes is counted too, which only
-/// refuses more.
-fn template_without_zone(template: &str) -> bool {
-    let upper = template.to_ascii_uppercase();
-    !upper.contains("TZ") && !upper.contains("OF")
-}
-
 fn rewrite(e: Expr, schema: &DFSchema, ctx: &Ctx) -> DfResult<Transformed<Expr>> {
     let replaced = match &e {
         Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field })
@@ -405,32 +397,20 @@ fn function(f: &ScalarFunction, e: &Expr, schema: &DFSchema, ctx: &Ctx) -> DfRes
             let now = part.get_type(schema)?;
             Some(cast_to(part, &now, &original))
         }
+        // written on the zone's wall clock with its abbreviation and
+        // offset at each value (`crate::to_char`); a date at the zone's
+        // midnight
         ("to_char", [x, template]) => {
             let t = arg_type(0)?;
-            // a date is the timestamptz of its midnight in the zone
-            if matches!(t, Some(DataType::Date32 | DataType::Date64))
-                && !literal_text(template).is_some_and(template_without_zone)
+            if !matches!(t, Some(DataType::Date32 | DataType::Date64))
+                && !t.as_ref().is_some_and(is_instant)
             {
-                return Err(refused(
-                    "to_char of a date with a zone field or a template that is not a constant",
-                ));
-            }
-            let Some(from) = t.filter(is_instant) else {
                 return Ok(None);
-            };
-            match literal_text(template) {
-                Some(t) if template_without_zone(t) => Some(Expr::ScalarFunction(
-                    ScalarFunction::new_udf(
-                        Arc::clone(&f.func),
-                        vec![ctx.at_zone(x.clone(), &from), template.clone()],
-                    ),
-                )),
-                _ => {
-                    return Err(refused(
-                        "to_char of a timestamptz with a zone field or a template that is not a constant",
-                    ))
-                }
             }
+            Some(Expr::ScalarFunction(ScalarFunction::new_udf(
+                Arc::clone(&f.func),
+                vec![x.clone(), template.clone(), text_literal(&ctx.text)],
+            )))
         }
         ("to_timestamp", [_, _])
         | ("make_timestamptz", [_, _, _, _, _, _])
@@ -442,7 +422,20 @@ fn function(f: &ScalarFunction, e: &Expr, schema: &DFSchema, ctx: &Ctx) -> DfRes
                 with_zone,
             )))
         }
-        ("age", [_]) => return Err(refused("age with one argument")),
+        // age from the zone's midnight today (PostgreSQL's current_date)
+        ("age", [x]) => {
+            let today = Expr::Cast(Cast::new(
+                Box::new(ctx.at_zone(ctx.now.clone(), &ctx.now.get_type(schema)?)),
+                DataType::Date32,
+            ));
+            Some(Expr::ScalarFunction(ScalarFunction::new_udf(
+                Arc::clone(&f.func),
+                vec![
+                    cast_to(today, &DataType::Date32, &naive_micros()),
+                    x.clone(),
+                ],
+            )))
+        }
         (name, _) if TEXT_WRITERS.contains(&name) => relabelled_arguments(f, schema, ctx)?,
         ("generate_series", [start, stop, step]) if !ctx.fixed => {
             let Some(from) = arg_type(0)?.filter(is_instant) else {
