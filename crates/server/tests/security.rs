@@ -480,16 +480,26 @@ fn have_psql() -> bool {
 
 /// psql with `sslmode`, running `command`; (success, stdout + stderr).
 fn psql(port: u16, sslmode: &str, command: &str) -> (bool, String) {
-    let out = Command::new("psql")
-        .arg(format!(
-            "host=127.0.0.1 port={port} user=eddy dbname=eddy sslmode={sslmode}"
-        ))
+    run_psql(
+        &format!("host=127.0.0.1 port={port} user=eddy dbname=eddy sslmode={sslmode}"),
+        Some("secret"),
+        command,
+    )
+}
+
+/// psql with `conninfo` (and `password`, if any), running `command`;
+/// (success, stdout + stderr).
+fn run_psql(conninfo: &str, password: Option<&str>, command: &str) -> (bool, String) {
+    let mut cmd = Command::new("psql");
+    cmd.arg(conninfo)
         .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", command])
-        .env("PGPASSWORD", "secret")
+        .env_remove("PGPASSWORD")
         .env("PGCONNECT_TIMEOUT", "10")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run psql");
+        .stdin(Stdio::null());
+    if let Some(pw) = password {
+        cmd.env("PGPASSWORD", pw);
+    }
+    let out = cmd.output().expect("run psql");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -686,20 +696,7 @@ fn psql_with_certificate(
             dir.join(format!("{c}.key")).display()
         ));
     }
-    let out = Command::new("psql")
-        .arg(conninfo)
-        .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", command])
-        .env_remove("PGPASSWORD")
-        .env("PGCONNECT_TIMEOUT", "10")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run psql");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    run_psql(&conninfo, None, command)
 }
 
 /// `--auth cert` (PostgreSQL's `cert` method): a client logs in with a

@@ -16,7 +16,9 @@
 //! DataFusion lacks, the Julian day of a date; DataFusion's `date_part`
 //! for the rest. A session in another zone reads a timestamptz on its
 //! wall clock: `crate::zone_rules` treats the call as it treats
-//! `date_part`. What PostgreSQL refuses is refused with its SQLSTATE: a
+//! `date_part`, and for the `timezone`, `timezone_hour` and
+//! `timezone_minute` fields adds the zone as a third argument: the offset
+//! east of UTC at the value's instant (in UTC, 0). What PostgreSQL refuses is refused with its SQLSTATE: a
 //! time field of a date or a date field of an interval (0A000), an unknown
 //! field (22023); and so is the Julian day of a timestamp, whose fraction
 //! Eddy does not compute (0A000).
@@ -55,6 +57,12 @@ const JULIAN_OF_UNIX_EPOCH: i64 = 2_440_588;
 
 static EXTRACT_UDF: LazyLock<Arc<ScalarUDF>> =
     LazyLock::new(|| Arc::new(ScalarUDF::new_from_impl(Extract::new())));
+
+/// The `eddy_extract` function (`crate::zone_rules` calls it with the
+/// session's zone for the `timezone*` fields).
+pub fn extract_function() -> Arc<ScalarUDF> {
+    Arc::clone(&EXTRACT_UDF)
+}
 
 /// Plans EXTRACT (see the module's comment).
 #[derive(Debug, Default)]
@@ -188,9 +196,9 @@ struct Extract {
 impl Extract {
     fn new() -> Extract {
         Extract {
-            signature: datafusion::functions::datetime::date_part()
-                .signature()
-                .clone(),
+            // date_part's coercions, plus the zone argument
+            // (`coerce_types`)
+            signature: Signature::user_defined(datafusion::logical_expr::Volatility::Immutable),
         }
     }
 }
@@ -232,9 +240,24 @@ impl ScalarUDFImpl for Extract {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
-        datafusion::functions::datetime::date_part()
-            .inner()
-            .coerce_types(arg_types)
+        // the session's zone (`crate::zone_rules`), added after coercion
+        // and coerced again by a later pass
+        if let [field, x, _zone] = arg_types {
+            return Ok(vec![field.clone(), x.clone(), DataType::Utf8]);
+        }
+        let fields: Vec<_> = arg_types
+            .iter()
+            .map(|t| Arc::new(Field::new("a", t.clone(), true)))
+            .collect();
+        Ok(
+            datafusion::logical_expr::type_coercion::functions::fields_with_udf(
+                &fields,
+                datafusion::functions::datetime::date_part().as_ref(),
+            )?
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect(),
+        )
     }
 
     /// In UTC (a session's zone is applied by `crate::zone_rules`).
@@ -277,8 +300,36 @@ impl ScalarUDFImpl for Extract {
                 unscaled(micros.iter().map(|m| m.map(i128::from)).collect())?
             }
             (Part::Zone, DataType::Timestamp(_, Some(_))) => {
-                // an instant read in UTC: no offset
-                unscaled((0..x.len()).map(|i| x.is_valid(i).then_some(0)).collect())?
+                // the zone's offset east of UTC at each instant (no zone
+                // argument: UTC, no offset)
+                let zone = match args.args.get(2) {
+                    Some(ColumnarValue::Scalar(z)) => z
+                        .try_as_str()
+                        .flatten()
+                        .map(crate::at_time_zone::resolve_zone)
+                        .transpose()?,
+                    _ => None,
+                };
+                let instants = cast(&x, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
+                let instants = instants
+                    .as_primitive::<datafusion::arrow::datatypes::TimestampMicrosecondType>();
+                let mut values = Vec::with_capacity(instants.len());
+                for v in instants.iter() {
+                    let offset = match (v, zone) {
+                        (None, _) => None,
+                        (Some(_), None) => Some(0),
+                        (Some(m), Some(z)) => Some(crate::at_time_zone::zone_label_at(m, z)?.1),
+                    };
+                    // PostgreSQL's parts: hours and minutes keep the sign
+                    values.push(offset.map(|o| {
+                        i128::from(match field.as_str() {
+                            "timezone_hour" => o / 3600,
+                            "timezone_minute" => o / 60 % 60,
+                            _ => o,
+                        })
+                    }));
+                }
+                unscaled(values)?
             }
             (Part::Decade | Part::Century | Part::Millennium | Part::Julian, t) => {
                 let days = days_of(&x, t)?;

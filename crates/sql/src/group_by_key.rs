@@ -277,11 +277,12 @@ fn complete_group_by(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use eddy_common::{ColumnDef, ColumnType};
 
-    fn def(name: &str, columns: &[&str], pk: &[usize]) -> Arc<TableDef> {
+    /// A table of int columns with the key `pk` (column positions).
+    pub(crate) fn def(name: &str, columns: &[&str], pk: &[usize]) -> Arc<TableDef> {
         Arc::new(TableDef {
             id: eddy_common::TableId(1),
             name: name.into(),

@@ -346,29 +346,7 @@ fn ungrouped_in(e: &Expr, keys: &[String], rels: &[Relation]) -> Option<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use eddy_common::{ColumnDef, ColumnType};
-
-    fn def(name: &str, columns: &[&str], pk: &[usize]) -> Arc<TableDef> {
-        Arc::new(TableDef {
-            id: eddy_common::TableId(1),
-            name: name.into(),
-            columns: columns
-                .iter()
-                .map(|c| ColumnDef::new(*c, ColumnType::Int, true))
-                .collect(),
-            primary_key: pk.to_vec(),
-            distribution_key: vec![],
-            orientation: eddy_common::Orientation::Row,
-            table_group: eddy_common::TableGroupId(1),
-            schema_version: 1,
-            checks: vec![],
-            comment: None,
-            owner: None,
-            acl: vec![],
-            indexes: vec![],
-            foreign_keys: vec![],
-        })
-    }
+    use crate::group_by_key::tests::def;
 
     /// The column reported for `sql`, after the key-dependent columns
     /// joined its GROUP BY (as `Session::compat` leaves it).

@@ -28,8 +28,9 @@
 //!   which steps the same way.
 //!
 //! What the zone would change but Eddy does not compute on it is refused
-//! (0A000) rather than answered in UTC: EXTRACT of `timezone*` fields and
-//! `range` of `timestamptz` values.
+//! (0A000) rather than answered in UTC: `range` of `timestamptz` values.
+//! EXTRACT and `date_part` of the `timezone*` fields are the zone's offset
+//! at the value (`crate::extract`).
 //!
 //! Invariants: every rewritten expression has its original type and output
 //! name; the rewrite of a rewritten plan changes nothing (the analyzer may
@@ -387,7 +388,14 @@ fn function(f: &ScalarFunction, e: &Expr, schema: &DFSchema, ctx: &Ctx) -> DfRes
                 return Ok(None);
             }
             if name.starts_with("timezone") {
-                return Err(refused(&format!("EXTRACT({name} FROM timestamptz)")));
+                // the zone's offset at the value (`crate::extract`)
+                let extract = crate::extract::extract_function();
+                let call = Expr::ScalarFunction(ScalarFunction::new_udf(
+                    extract,
+                    vec![field.clone(), x.clone(), text_literal(&ctx.text)],
+                ));
+                let now = call.get_type(schema)?;
+                return Ok(Some(cast_to(call, &now, &e.get_type(schema)?)));
             }
             let original = e.get_type(schema)?;
             let part = Expr::ScalarFunction(ScalarFunction::new_udf(
