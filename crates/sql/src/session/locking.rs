@@ -201,6 +201,29 @@ impl Session {
         };
         let no_grouping = matches!(&select.group_by, GroupByExpr::Expressions(v, m) if v.is_empty() && m.is_empty());
         if select.from.is_empty()
+            && select.distinct.is_none()
+            && select.having.is_none()
+            && no_grouping
+            && !self.calls_aggregate(&select.projection)
+        {
+            // no table to lock: PostgreSQL runs the query and locks
+            // nothing (a read-only transaction included); a table named
+            // by OF is not in FROM (42P01)
+            if let Some(clause) = q.locks.iter().find(|c| c.of.is_some()) {
+                let named = clause.of.as_ref().map(table_name).transpose()?;
+                return Err(SqlError::UndefinedRelation(format!(
+                    "relation \"{}\" in {} clause not found in FROM clause",
+                    named.unwrap_or_default(),
+                    Locking::of(clause, None).clause_name()
+                )));
+            }
+            q.locks.clear();
+            let mut stmt = Statement::Query(Box::new(q));
+            self.install_view(&stmt)?;
+            self.compat(&mut stmt)?;
+            return self.run_query(stmt).await;
+        }
+        if select.from.is_empty()
             || select.distinct.is_some()
             || select.having.is_some()
             || !no_grouping
@@ -236,7 +259,7 @@ impl Session {
                         .filter(|i| from[*i].alias == named)
                         .collect();
                     if hit.is_empty() {
-                        return Err(SqlError::UndefinedTable(format!(
+                        return Err(SqlError::UndefinedRelation(format!(
                             "relation \"{named}\" in {} clause not found in FROM clause",
                             l.clause_name()
                         )));
