@@ -75,31 +75,27 @@ def psycopg_checks():
     refused("-c default_transaction_isolation=bogus", "bogus")
 
 
-async def asyncpg_checks():
-    c = await asyncpg.connect(
+def asyncpg_connect(server_settings):
+    return asyncpg.connect(
         host="127.0.0.1",
         port=int(os.environ["EDDY_PORT"]),
         user=os.environ.get("EDDY_USER", "eddy"),
         password=os.environ.get("EDDY_PASSWORD", "secret"),
         database=os.environ.get("EDDY_DB", "eddy"),
         ssl=False,
-        server_settings={"statement_timeout": "250", "TimeZone": "Asia/Tokyo"},
+        server_settings=server_settings,
     )
+
+
+async def asyncpg_checks():
+    c = await asyncpg_connect({"statement_timeout": "250", "TimeZone": "Asia/Tokyo"})
     try:
         check(await c.fetchval("SHOW statement_timeout") == "250ms", "asyncpg statement_timeout")
         check(await c.fetchval("SHOW TimeZone") == "Asia/Tokyo", "asyncpg TimeZone")
     finally:
         await c.close()
     try:
-        await asyncpg.connect(
-            host="127.0.0.1",
-            port=int(os.environ["EDDY_PORT"]),
-            user=os.environ.get("EDDY_USER", "eddy"),
-            password=os.environ.get("EDDY_PASSWORD", "secret"),
-            database=os.environ.get("EDDY_DB", "eddy"),
-            ssl=False,
-            server_settings={"statement_timeout": "-5"},
-        )
+        await asyncpg_connect({"statement_timeout": "-5"})
         check(False, "asyncpg: statement_timeout=-5 accepted")
     except asyncpg.PostgresError as e:
         check(e.sqlstate == "22023", f"asyncpg: {e.sqlstate} {e}")
