@@ -63,17 +63,7 @@ fn interval_step(e: &Expr) -> DfResult<Expr> {
         Expr::Literal(ScalarValue::Utf8(Some(text)) | ScalarValue::Utf8View(Some(text)), _) => {
             let iv = crate::pgtypes::interval_from_text(text)?;
             Ok(Expr::Literal(
-                ScalarValue::IntervalMonthDayNano(Some(
-                    datafusion::arrow::datatypes::IntervalMonthDayNano::new(
-                        iv.months,
-                        iv.days,
-                        iv.micros.checked_mul(1000).ok_or_else(|| {
-                            crate::error::SqlError::NumericOutOfRange(
-                                "interval out of range".into(),
-                            )
-                        })?,
-                    ),
-                )),
+                ScalarValue::IntervalMonthDayNano(Some(crate::pgtypes::interval_arrow(iv)?)),
                 None,
             ))
         }

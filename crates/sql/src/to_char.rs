@@ -524,17 +524,15 @@ fn format_field(
         Field::Offset | Field::OffsetHours | Field::OffsetMinutes => {
             // a timestamp without time zone: +00, as PostgreSQL
             let offset = zone.map_or(0, |z| z.offset_seconds);
-            let sign = if offset < 0 { '-' } else { '+' };
-            let (hours, minutes) = (
-                offset.unsigned_abs() / 3600,
-                offset.unsigned_abs() / 60 % 60,
-            );
+            let a = offset.unsigned_abs();
             match field {
-                Field::OffsetMinutes => out.push_str(&format!("{minutes:02}")),
-                Field::Offset if minutes != 0 => {
-                    out.push_str(&format!("{sign}{hours:02}:{minutes:02}"))
+                // `+01`, `+05:30`: the zone's own text of an offset
+                Field::Offset => crate::session_zone::push_offset(offset, out),
+                Field::OffsetHours => {
+                    let sign = if offset < 0 { '-' } else { '+' };
+                    out.push_str(&format!("{sign}{:02}", a / 3600))
                 }
-                _ => out.push_str(&format!("{sign}{hours:02}")),
+                _ => out.push_str(&format!("{:02}", a / 60 % 60)),
             }
             return;
         }
