@@ -214,6 +214,12 @@ const PG_TABLES: &[&str] = &[
     "pg_cast",
 ];
 
+/// Whether `name` is a `pg_catalog` relation (found by an unqualified
+/// name whatever the search path, as in PostgreSQL).
+pub(crate) fn is_catalog_relation(name: &str) -> bool {
+    PG_TABLES.contains(&name)
+}
+
 #[async_trait]
 impl SchemaProvider for PgCatalogSchema {
     fn table_names(&self) -> Vec<String> {
@@ -2179,6 +2185,37 @@ fn relation_name(engine: &Engine, sequences: &Sequences, oid: i64) -> String {
 /// Everything `version()` and `server_version` report.
 pub const SERVER_VERSION: &str = "15.0";
 
+/// `current_schema()` and `current_schemas(implicit)` of a session whose
+/// search path names `public` while `public_on_path` is set (the session
+/// sets it for each statement from its `search_path`): NULL and `{}`
+/// under pg_dump's empty path.
+pub fn search_path_functions(public_on_path: Arc<std::sync::atomic::AtomicBool>) -> [ScalarUDF; 2] {
+    use std::sync::atomic::Ordering::Relaxed;
+    let on_path = Arc::clone(&public_on_path);
+    [
+        udf("current_schema", DataType::Utf8, move |_| {
+            if on_path.load(Relaxed) {
+                s("public")
+            } else {
+                null_text()
+            }
+        }),
+        // the search path as a name[]; with `true`, pg_catalog first, as
+        // PostgreSQL puts it (pgjdbc's getSchemas and getTypeInfo read it)
+        udf("current_schemas", text_array(), move |v| {
+            let implicit = matches!(v.first(), Some(ScalarValue::Boolean(Some(true))));
+            let mut names = Vec::new();
+            if implicit {
+                names.push(s("pg_catalog"));
+            }
+            if public_on_path.load(Relaxed) {
+                names.push(s("public"));
+            }
+            ScalarValue::List(ScalarValue::new_list_nullable(&names, &DataType::Utf8))
+        }),
+    ]
+}
+
 /// The PostgreSQL functions Eddy emulates, for a session of `user` on `database`.
 pub fn pg_functions(
     engine: Arc<Engine>,
@@ -2228,18 +2265,6 @@ pub fn pg_functions(
                 "PostgreSQL {SERVER_VERSION} (Eddy {}) on x86_64-pc-linux-gnu, compiled by rustc, 64-bit",
                 env!("CARGO_PKG_VERSION")
             ))
-        }),
-        udf("current_schema", T, |_| s("public")),
-        // the search path as a name[]; with `true`, pg_catalog first, as
-        // PostgreSQL puts it (pgjdbc's getSchemas and getTypeInfo read it)
-        udf("current_schemas", text_array(), |v| {
-            let implicit = matches!(v.first(), Some(S::Boolean(Some(true))));
-            let names: Vec<S> = if implicit {
-                vec![s("pg_catalog"), s("public")]
-            } else {
-                vec![s("public")]
-            };
-            S::List(S::new_list_nullable(&names, &DataType::Utf8))
         }),
         udf("current_database", T, move |_| s(&db)),
         udf("current_user", T, move |_| s(&usr)),

@@ -33,7 +33,7 @@ use futures::StreamExt;
 use crate::error::{Result, SqlError};
 use crate::pgtypes::{self, cell_text, parse_binary, parse_text_in, Format};
 use crate::rewrite::{ident_name, table_name};
-use crate::session::{cast_column, Output, Session};
+use crate::session::{cast_column, CompiledChecks, Output, Session};
 
 const BATCH_ROWS: usize = 8192;
 const BINARY_SIGNATURE: &[u8] = b"PGCOPY\n\xff\r\n\0";
@@ -230,12 +230,12 @@ pub async fn start(
             "COPY FROM into \"{name}\" is not supported yet: it has FOREIGN KEY constraints (use INSERT)"
         )));
     }
-    if !def.checks.is_empty() {
-        // COPY writes through the bulk loader, which cannot evaluate them
-        return Err(SqlError::FeatureNotSupported(format!(
-            "COPY FROM into \"{name}\" is not supported yet: it has CHECK constraints (use INSERT)"
-        )));
-    }
+    // evaluated over each batch before the loader sees it
+    let checks = if def.checks.is_empty() {
+        None
+    } else {
+        Some(session.compile_checks(&def).await?)
+    };
     let targets: Vec<usize> = if columns.is_empty() {
         (0..def.columns.len()).collect()
     } else {
@@ -263,7 +263,14 @@ pub async fn start(
         )));
     }
     let in_block = session.in_transaction_block();
-    let mut copy_in = CopyIn::new(table, targets, opts.clone(), in_block, session.time_zone())?;
+    let mut copy_in = CopyIn::new(
+        table,
+        targets,
+        opts.clone(),
+        in_block,
+        session.time_zone(),
+        checks,
+    )?;
     match target {
         CopyTarget::Stdin => Ok(Output::CopyIn(Box::new(copy_in))),
         CopyTarget::File { filename } => {
@@ -385,6 +392,8 @@ pub struct CopyIn {
     failed: Option<SqlError>,
     /// The session's TimeZone: text without an offset is read there.
     zone: crate::session_zone::SessionZone,
+    /// The table's CHECK constraints, enforced on every batch.
+    checks: Option<CompiledChecks>,
 }
 
 impl CopyIn {
@@ -394,6 +403,7 @@ impl CopyIn {
         opts: CopyOptions,
         in_transaction: bool,
         zone: crate::session_zone::SessionZone,
+        checks: Option<CompiledChecks>,
     ) -> Result<CopyIn> {
         let types: Vec<ColumnType> = table.def().columns.iter().map(|c| c.ty).collect();
         let builders = types
@@ -423,6 +433,7 @@ impl CopyIn {
             scan: None,
             failed: None,
             zone,
+            checks,
         })
     }
 
@@ -477,6 +488,9 @@ impl CopyIn {
     }
 
     fn push(&mut self, batch: RecordBatch) -> Result<()> {
+        if let Some(checks) = &self.checks {
+            checks.enforce(&batch)?;
+        }
         match &mut self.loader {
             Some(l) => l.push(batch)?,
             None => {

@@ -57,6 +57,9 @@ pub enum CustomCommand {
         direction: FetchDirection,
         is_move: bool,
     },
+    /// `ALTER SEQUENCE`, or an identity added to a column
+    /// (`crate::sequence_parse`).
+    Alter(Box<crate::sequence_parse::AlterCommand>),
 }
 
 /// Where a FETCH or MOVE goes, in PostgreSQL's terms.
@@ -130,6 +133,11 @@ pub fn recognise(sql: &str) -> Result<Option<CustomCommand>> {
     };
     if let Some(Tok::Word { quoted: true, .. }) = t.first() {
         return Ok(None);
+    }
+    if first == Keyword::ALTER {
+        return crate::sequence_parse::parse_alter(sql)
+            .map(|c| c.map(|c| CustomCommand::Alter(Box::new(c))))
+            .map_err(|e| SqlError::Syntax(e.to_string()));
     }
     let cmd = match first {
         Keyword::VACUUM => {

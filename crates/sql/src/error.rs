@@ -118,6 +118,10 @@ pub enum SqlError {
     /// 2200H: `nextval` past a sequence's bound without CYCLE.
     #[error("{0}")]
     SequenceLimit(String),
+    /// 3F000: a relation created without a schema under a search path
+    /// that names none Eddy has (pg_dump's empty path).
+    #[error("no schema has been selected to create in")]
+    NoSchemaSelected,
     /// 55000: e.g. `currval` before `nextval` in this session.
     #[error("{0}")]
     NotInPrerequisiteState(String),
@@ -305,6 +309,7 @@ impl SqlError {
             SqlError::CardinalityViolation | SqlError::ConflictUpdateTwice => "21000",
             SqlError::SequenceLimit(_) => "2200H",
             SqlError::NotInPrerequisiteState(_) => "55000",
+            SqlError::NoSchemaSelected => "3F000",
             SqlError::GeneratedAlways(_) => "428C9",
             SqlError::InvalidCursorName(_) => "34000",
             SqlError::DuplicateCursor(_) => "42P03",

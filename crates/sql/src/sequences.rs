@@ -323,6 +323,14 @@ impl Sequences {
         Ok(())
     }
 
+    /// Sets or clears the column that owns `name` (durably).
+    pub fn set_owned_by(&self, name: &str, owned_by: Option<OwnedBy>) -> Result<()> {
+        let seq = self.get(name)?;
+        let mut s = seq.lock();
+        s.def.owned_by = owned_by;
+        self.persist(&s)
+    }
+
     /// Creates a sequence; the caller checks the name against tables.
     /// `pending`: created by a transaction that has yet to commit
     /// ([`Sequences::commit_created`]); until then a restart drops it.
@@ -509,10 +517,9 @@ pub fn sequence_oid(name: &str) -> i64 {
     0x4000_0000 | i64::from(h & 0x0fff_ffff)
 }
 
-/// A sequence name as `nextval('...')` takes it: PostgreSQL parses the text
-/// as a possibly qualified, possibly quoted identifier (`'MySeq'` is
-/// `myseq`, `'"MySeq"'` is `MySeq`, `'public.s'` is `s`).
-pub fn resolve_name(text: &str) -> Result<String> {
+/// The parts of a relation name given as text (`'public."MySeq"'` is
+/// `public`, `MySeq`), folded as PostgreSQL folds identifiers.
+pub fn name_parts(text: &str) -> Result<Vec<String>> {
     let text = text.trim();
     let mut parts = Vec::new();
     let mut chars = text.chars().peekable();
@@ -551,6 +558,14 @@ pub fn resolve_name(text: &str) -> Result<String> {
         }
     }
     parts.push(cur);
+    Ok(parts)
+}
+
+/// A sequence name as `nextval('...')` takes it: PostgreSQL parses the text
+/// as a possibly qualified, possibly quoted identifier (`'MySeq'` is
+/// `myseq`, `'"MySeq"'` is `MySeq`, `'public.s'` is `s`).
+pub fn resolve_name(text: &str) -> Result<String> {
+    let parts = name_parts(text)?;
     let name = match parts.as_slice() {
         [n] => n.clone(),
         [schema, n] if schema == "public" => n.clone(),

@@ -48,6 +48,8 @@ use crate::txn::Transaction;
 mod add_column;
 mod alter_columns;
 mod checks;
+mod owner;
+pub(crate) use checks::CompiledChecks;
 pub(crate) mod conflict_update;
 mod constraint_ddl;
 mod control;
@@ -69,6 +71,7 @@ mod locking;
 pub mod prepared;
 mod returning;
 mod roles_ddl;
+mod sequence_alter;
 mod sequence_ddl;
 mod setting_changes;
 mod settings;
@@ -82,6 +85,8 @@ pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
     ("application_name", ""),
     ("client_encoding", "UTF8"),
     ("datestyle", "ISO, MDY"),
+    ("default_table_access_method", "heap"),
+    ("default_tablespace", ""),
     ("default_transaction_isolation", "read committed"),
     ("default_transaction_read_only", "off"),
     ("eddy.gpu", "auto"),
@@ -106,6 +111,7 @@ pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
     ("timezone", "UTC"),
     ("transaction_isolation", "read committed"),
     ("transaction_read_only", "off"),
+    ("xmloption", "content"),
 ];
 
 /// Shared by all sessions: the storage engine and the database's name.
@@ -288,6 +294,9 @@ pub struct Session {
     /// while the GPU may run the query, so that filters stay `FilterExec`s
     /// the GPU rule can offload. Shared with the `public` schema provider.
     scan_filters: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether the search path names `public`, for `current_schema()`:
+    /// set from `search_path` before each statement.
+    public_on_path: Arc<std::sync::atomic::AtomicBool>,
     dml_schema: Arc<MemorySchemaProvider>,
     settings: BTreeMap<String, String>,
     user: String,
@@ -524,6 +533,9 @@ impl Session {
         ));
         let sequence_functions =
             crate::sequence_functions::sequence_functions(&db.sequences, &drawn);
+        let public_on_path = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let [current_schema, current_schemas] =
+            crate::catalog::search_path_functions(Arc::clone(&public_on_path));
         let typeof_function = crate::catalog::pg_typeof();
         let setting_fallback = crate::catalog::current_setting_fallback();
         let advisory_owner = crate::advisory::new_owner();
@@ -581,7 +593,13 @@ impl Session {
                 &db.roles,
                 user,
             ))
-            .chain([typeof_function, setting_fallback, set_config])
+            .chain([
+                typeof_function,
+                setting_fallback,
+                set_config,
+                current_schema,
+                current_schemas,
+            ])
             .chain([crate::txid::txid_function(&current_txid)])
             .chain([notify_function, listening_scalar])
             .chain(crate::uuid_type::uuid_functions())
@@ -644,6 +662,7 @@ impl Session {
             db,
             ctx,
             scan_filters,
+            public_on_path,
             dml_schema,
             settings,
             user: user.to_string(),
@@ -953,6 +972,10 @@ impl Session {
             return Err(SqlError::InFailedTransaction);
         }
         if let Some(stmt) = &p.stmt {
+            if let Err(e) = self.check_names_on_path(stmt) {
+                self.note_error();
+                return Err(e);
+            }
             crate::streams::check_writable(self.db.streams.as_deref(), stmt)?;
         }
         if let (Some(f), Some(stmt)) = (&p.fast, &p.stmt) {
@@ -1286,6 +1309,7 @@ impl Session {
                 members,
                 revoke,
             } => self.grant_roles(&roles, &members, revoke)?,
+            C::Alter(cmd) => self.alter_command(*cmd).await?,
             C::CreateTableGroup { name, shard_count } => {
                 self.require_superuser("create table groups")?;
                 let shards = shard_count.unwrap_or(engine.config().default_shard_count);
@@ -1355,6 +1379,27 @@ impl Session {
         });
     }
 
+    /// Whether the session's search path names `public` (where every
+    /// user relation is); also what `current_schema()` reports.
+    fn public_on_path(&self) -> bool {
+        let on = self
+            .settings
+            .get("search_path")
+            .is_none_or(|p| crate::search_path::names_public(p));
+        self.public_on_path
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+        on
+    }
+
+    /// Refuses the unqualified names of `stmt` that resolve nowhere under
+    /// a search path without `public` (`crate::search_path`).
+    fn check_names_on_path(&self, stmt: &Statement) -> Result<()> {
+        if self.public_on_path() {
+            return Ok(());
+        }
+        crate::search_path::check_statement(stmt, &crate::catalog::is_catalog_relation)
+    }
+
     /// Runs one statement in the open transaction block, or in an implicit
     /// transaction of its own that commits when it succeeds.
     async fn execute_statement(&mut self, stmt: Statement) -> Result<Output> {
@@ -1405,6 +1450,10 @@ impl Session {
         }
         if self.txn.as_ref().is_some_and(|t| t.aborted) {
             return Err(SqlError::InFailedTransaction);
+        }
+        if let Err(e) = self.check_names_on_path(&stmt) {
+            self.note_error();
+            return Err(e);
         }
         crate::streams::check_writable(self.db.streams.as_deref(), &stmt)?;
         // (execute_fast waits for a definition change itself)
@@ -2348,6 +2397,22 @@ impl Session {
     ) -> Result<Output> {
         let name = table_name(&at.name)?;
         let Some(table) = self.db.engine.table(&name) else {
+            if let Some(owner) = only_owner_change(&at.operations) {
+                // pg_dump writes ALTER TABLE for a view's or sequence's owner
+                if let Some(view) = self.view(&name) {
+                    let current = view
+                        .owner
+                        .as_deref()
+                        .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER);
+                    self.alter_fixed_owner("view", &name, current, owner)?;
+                    return Ok(Output::Command("ALTER TABLE".into()));
+                }
+                if self.sequence_visible(&name) {
+                    let current = crate::roles::BOOTSTRAP_SUPERUSER;
+                    self.alter_fixed_owner("sequence", &name, current, owner)?;
+                    return Ok(Output::Command("ALTER TABLE".into()));
+                }
+            }
             if at.if_exists {
                 return Ok(Output::Command("ALTER TABLE".into()));
             }
@@ -2364,6 +2429,9 @@ impl Session {
                     if_not_exists,
                     ..
                 } => self.add_column(&name, &column_def, if_not_exists).await?,
+                AlterTableOperation::OwnerTo { new_owner } => {
+                    self.alter_table_owner(&name, &new_owner)?
+                }
                 AlterTableOperation::AddConstraint {
                     constraint: TableConstraint::PrimaryKey(p),
                     ..
@@ -2442,6 +2510,16 @@ impl Session {
     }
 
     // ---- DML ---------------------------------------------------------------
+}
+
+/// The role of an ALTER TABLE that only changes the owner.
+fn only_owner_change(
+    ops: &[AlterTableOperation],
+) -> Option<&datafusion::sql::sqlparser::ast::Owner> {
+    match ops {
+        [AlterTableOperation::OwnerTo { new_owner }] => Some(new_owner),
+        _ => None,
+    }
 }
 
 /// Options of `CREATE TABLE ... WITH (...)`.

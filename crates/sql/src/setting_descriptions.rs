@@ -9,6 +9,10 @@ pub fn setting_description(name: &str) -> Option<&'static str> {
         "application_name" => "Sets the application name to be reported in statistics and logs.",
         "client_encoding" => "Sets the client's character set encoding.",
         "datestyle" => "Sets the display format for date and time values.",
+        "default_table_access_method" => "Sets the default table access method for new tables.",
+        "default_tablespace" => {
+            "Sets the default tablespace to create tables and indexes in."
+        }
         "default_transaction_isolation" => {
             "Sets the transaction isolation level of each new transaction."
         }
@@ -35,6 +39,9 @@ pub fn setting_description(name: &str) -> Option<&'static str> {
         "timezone" => "Sets the time zone for displaying and interpreting time stamps.",
         "transaction_isolation" => "Sets the current transaction's isolation level.",
         "transaction_read_only" => "Sets the current transaction's read-only status.",
+        "xmloption" => {
+            "Sets whether XML data in implicit parsing and serialization operations is to be considered as documents or content fragments."
+        }
         "eddy.gpu" => "Whether analytical operators may run on a GPU: auto, on or off.",
         "eddy.gpu_min_rows" => "Fewest input rows for which an operator is offloaded to a GPU.",
         "eddy.gpu_fuse" => {

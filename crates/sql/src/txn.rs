@@ -121,6 +121,9 @@ pub struct Transaction {
     /// or column that owns sequences was renamed): sequences live outside
     /// the catalog's transactions, so they follow only a committed rename.
     pub sequence_owner_renames: Vec<OwnerRename>,
+    /// `ALTER SEQUENCE s OWNED BY ...` of this transaction, in order:
+    /// applied when it commits, as the renames are.
+    pub sequence_owned_by: Vec<(String, Option<crate::sequences::OwnedBy>)>,
     /// Views created, replaced or dropped in this transaction, in order:
     /// its own until it commits (`eddy_storage::views`).
     pub view_changes: Vec<ViewChange>,
@@ -162,6 +165,7 @@ struct Savepoint {
     /// The transaction's catalog changes so far (`Engine::ddl_mark`).
     ddl_mark: usize,
     owner_renames: usize,
+    owned_by: usize,
     view_changes: usize,
     deferred: DeferredChecks,
 }
@@ -202,6 +206,7 @@ impl Transaction {
             created_sequences: Vec::new(),
             dropped_sequences: Vec::new(),
             sequence_owner_renames: Vec::new(),
+            sequence_owned_by: Vec::new(),
             view_changes: Vec::new(),
             deferred: DeferredChecks::default(),
             next_own_key: 0,
@@ -614,6 +619,7 @@ impl Transaction {
                 0
             },
             owner_renames: self.sequence_owner_renames.len(),
+            owned_by: self.sequence_owned_by.len(),
             view_changes: self.view_changes.len(),
             deferred: self.deferred.clone(),
         });
@@ -633,6 +639,7 @@ impl Transaction {
             dropped_sequences,
             ddl_mark,
             owner_renames,
+            owned_by,
             view_changes,
             deferred,
             ..
@@ -641,6 +648,7 @@ impl Transaction {
             return Err(SqlError::NoSuchSavepoint(name.to_string()));
         };
         self.sequence_owner_renames.truncate(*owner_renames);
+        self.sequence_owned_by.truncate(*owned_by);
         self.view_changes.truncate(*view_changes);
         self.deferred = deferred.clone();
         if self.ddl {

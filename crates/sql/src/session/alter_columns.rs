@@ -216,7 +216,12 @@ impl Session {
                 if col.identity.is_some() {
                     return Err(identity_error());
                 }
-                let text = value.to_string();
+                // a sequence's default as PostgreSQL prints it (bound to the
+                // sequence, whatever schema the text named it with)
+                let text = match crate::sequences::sequence_of_default(&value.to_string()) {
+                    Some(seq) => super::sequence_ddl::nextval_default(&seq),
+                    None => value.to_string(),
+                };
                 self.check_default(&col, &text).await?;
                 new_default = Some(Some(text));
             }

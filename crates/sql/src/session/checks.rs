@@ -4,11 +4,12 @@
 //! is false (NULL passes), as in PostgreSQL; a failure is 23514 naming the
 //! constraint.
 //!
-//! Paths that cannot evaluate expressions decline such tables: the
-//! fixed-plan path falls back to this one, and COPY FROM refuses them
-//! (0A000) rather than load unchecked rows. The expressions run through
-//! DataFusion over the written rows as an in-memory table named like the
-//! target, so they mean what they mean in a query.
+//! The fixed-plan path cannot evaluate expressions and falls back to this
+//! one for such tables. The expressions run through DataFusion over the
+//! written rows as an in-memory table named like the target, so they mean
+//! what they mean in a query. COPY FROM, which parses batches outside any
+//! query, evaluates them as compiled physical expressions
+//! ([`CompiledChecks`]) over each batch before it is loaded.
 
 use std::sync::Arc;
 
@@ -20,6 +21,10 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use eddy_common::{CheckConstraint, ColumnDef, Row, TableDef};
+
+use datafusion::arrow::array::{BooleanArray, RecordBatch};
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_expr::PhysicalExpr;
 
 use super::{collect_rows, Session};
 use crate::error::{Result, SqlError};
@@ -161,7 +166,68 @@ pub(super) fn refers_to(expr_text: &str, column: &str) -> bool {
     .is_break()
 }
 
+/// A table's CHECK constraints compiled for batches laid out as the
+/// table's columns (COPY FROM's), planned once per statement.
+pub(crate) struct CompiledChecks {
+    table: String,
+    checks: Vec<(String, Arc<dyn PhysicalExpr>)>,
+}
+
+impl CompiledChecks {
+    /// Fails with 23514 naming the first constraint a row of `batch`
+    /// breaks (false; NULL passes).
+    pub(crate) fn enforce(&self, batch: &RecordBatch) -> Result<()> {
+        for (name, expr) in &self.checks {
+            let values = expr.evaluate(batch)?.into_array(batch.num_rows())?;
+            let Some(values) = values.as_any().downcast_ref::<BooleanArray>() else {
+                return Err(SqlError::Internal(format!(
+                    "check constraint \"{name}\" evaluated to {}",
+                    values.data_type()
+                )));
+            };
+            if values.false_count() > 0 {
+                return Err(SqlError::CheckViolation(format!(
+                    "new row for relation \"{}\" violates check constraint \"{name}\"",
+                    self.table
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Session {
+    /// `def`'s CHECK constraints as physical expressions over its columns.
+    pub(crate) async fn compile_checks(&self, def: &TableDef) -> Result<CompiledChecks> {
+        let schema = schema_of(&def.columns);
+        let mut checks = Vec::with_capacity(def.checks.len());
+        for check in &def.checks {
+            let mem = MemTable::try_new(Arc::clone(&schema), vec![vec![]])?;
+            let stmt = check_query(&def.name, parse_check(&check.expr)?, false)?;
+            let plan = self
+                .plan_with_table(CHECK_TABLE, Arc::new(mem), stmt)
+                .await?;
+            let LogicalPlan::Projection(projection) = plan else {
+                return Err(SqlError::Internal(format!(
+                    "check constraint \"{}\" did not plan as a projection",
+                    check.name
+                )));
+            };
+            let Some(expr) = projection.expr.first() else {
+                return Err(SqlError::Internal("empty CHECK projection".into()));
+            };
+            // the input's columns are the table's, in its order
+            let compiled = self
+                .planning_state()
+                .create_physical_expr(expr.clone(), projection.input.schema())?;
+            checks.push((check.name.clone(), compiled));
+        }
+        Ok(CompiledChecks {
+            table: def.name.clone(),
+            checks,
+        })
+    }
+
     /// CREATE TABLE: a CHECK must be a boolean expression over the table's
     /// own columns, without subqueries.
     pub(super) async fn validate_check(

@@ -376,6 +376,7 @@ impl Session {
         let dropped_tables = t.dropped_tables.clone();
         let dropped_sequences = t.dropped_sequences.clone();
         let renames = t.sequence_owner_renames.clone();
+        let owned_by = t.sequence_owned_by.clone();
         let result = self.notify.pre_commit().and_then(|()| {
             run_blocking(|| {
                 self.db.sequences.commit_created(&created)?;
@@ -389,6 +390,7 @@ impl Session {
         }
         self.notify.commit();
         self.rename_sequence_owners(&renames);
+        self.set_sequence_owners(owned_by);
         for n in &dropped_tables {
             if self.db.engine.table(n).is_none() {
                 self.drop_owned_sequences(n);

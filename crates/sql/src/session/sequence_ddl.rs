@@ -35,7 +35,7 @@ pub(super) fn serial_type(dt: &SqlType) -> Option<(ColumnType, &'static str)> {
     }
 }
 
-fn sequence_type_name(ty: ColumnType) -> Option<&'static str> {
+pub(super) fn sequence_type_name(ty: ColumnType) -> Option<&'static str> {
     match ty {
         ColumnType::SmallInt => Some("smallint"),
         ColumnType::Int => Some("integer"),
@@ -45,7 +45,7 @@ fn sequence_type_name(ty: ColumnType) -> Option<&'static str> {
 }
 
 /// An integer constant of a sequence option (`INCREMENT BY -2`).
-fn option_int(e: &Expr) -> Result<i64> {
+pub(super) fn option_int(e: &Expr) -> Result<i64> {
     match e {
         Expr::Value(v) => match &v.value {
             SqlValue::Number(n, _) => n
@@ -214,7 +214,7 @@ pub(super) fn column_default_options(
 impl Session {
     /// The name PostgreSQL gives a column's sequence: `<table>_<column>_seq`,
     /// with a number appended while that name is taken.
-    fn free_sequence_name(&self, table: &str, column: &str) -> String {
+    pub(super) fn free_sequence_name(&self, table: &str, column: &str) -> String {
         let base = format!("{table}_{column}_seq");
         let taken = |n: &str| self.db.sequences.exists(n) || self.db.engine.table(n).is_some();
         if !taken(&base) {
@@ -264,7 +264,7 @@ impl Session {
     /// Creates a sequence as part of the open transaction (implicit or a
     /// block): its file stays pending until that transaction commits
     /// (`Session::commit_transaction`), and a rollback drops it.
-    fn create_sequence_in_transaction(&mut self, def: SequenceDef) -> Result<()> {
+    pub(super) fn create_sequence_in_transaction(&mut self, def: SequenceDef) -> Result<()> {
         let name = def.name.clone();
         let pending = self.txn.is_some();
         run_blocking(|| self.db.sequences.create(def, pending))?;
@@ -276,7 +276,7 @@ impl Session {
 
     /// Whether `name` is a sequence this session sees (not one its open
     /// block has dropped).
-    fn sequence_visible(&self, name: &str) -> bool {
+    pub(super) fn sequence_visible(&self, name: &str) -> bool {
         self.db.sequences.exists(name) && !self.dropped_in_block(name)
     }
 
@@ -349,7 +349,7 @@ impl Session {
     }
 
     /// `OWNED BY table.column` (or `NONE`).
-    fn owner_column(&self, owner: &ObjectName) -> Result<Option<OwnedBy>> {
+    pub(super) fn owner_column(&self, owner: &ObjectName) -> Result<Option<OwnedBy>> {
         let parts: Vec<String> = owner
             .0
             .iter()

@@ -6,7 +6,7 @@
 //! that change nothing Eddy has (`application_name`, `client_min_messages`,
 //! `row_security`, `check_function_bodies`, `synchronous_commit`: Eddy
 //! always commits durably, which every value allows), a `search_path` that
-//! resolves names in `public` as Eddy does, and custom
+//! names `public` or pg_dump's empty one (`crate::search_path`), and custom
 //! `prefix.name` placeholders, which PostgreSQL also accepts freely.
 //! Anything else (`work_mem`, `enable_seqscan`, `DateStyle = German`) is
 //! refused with 0A000 instead of being stored and ignored.
@@ -84,6 +84,25 @@ pub(super) fn validate_setting(name: &str, value: &str) -> Result<String> {
                 refuse("dates are written in ISO style only")
             }
         }
+        // Eddy has no xml type, so nothing parses XML; the value is still
+        // checked as PostgreSQL checks it
+        "xmloption" => match lower.as_str() {
+            "content" | "document" => Ok(lower),
+            _ => Err(SqlError::InvalidParameter(format!(
+                "invalid value for parameter \"{name}\": \"{unquoted}\""
+            ))),
+        },
+        // Eddy has one tablespace, the default ('' or pg_default)
+        "default_tablespace" => match lower.as_str() {
+            "" | "pg_default" => Ok(unquoted.to_string()),
+            _ => refuse("Eddy has no tablespaces besides the default"),
+        },
+        // Eddy's tables are of one access method, which pg_class and pg_am
+        // report as heap (PostgreSQL's default and pg_dump's setting)
+        "default_table_access_method" => match lower.as_str() {
+            "heap" => Ok(lower),
+            _ => refuse("Eddy has one table access method, heap"),
+        },
         "intervalstyle" => match lower.as_str() {
             "postgres" => Ok(lower),
             _ => refuse("intervals are written in postgres style only"),
@@ -138,23 +157,26 @@ pub(crate) fn validate_set_config(name: &str, value: &str) -> Result<String> {
 
 /// Eddy has one schema for user relations, `public`, beside the system
 /// schemas: a search path is accepted only where it resolves names as
-/// Eddy does, i.e. it names `public` and otherwise only `"$user"` (a schema
+/// Eddy can. One that names `public` may also name `"$user"` (a schema
 /// Eddy never has, so PostgreSQL skips it too) and, after `public`,
-/// `pg_catalog` (before it, PostgreSQL would create there). Any other
-/// schema, or a path without `public` (pg_dump's empty path), would make
-/// PostgreSQL resolve or create names elsewhere; storing it and resolving
-/// in `public` anyway would be accepting and ignoring it.
+/// `pg_catalog` (before it, PostgreSQL would create there). One that does
+/// not name `public` may name only `"$user"`: it is pg_dump's empty path,
+/// under which unqualified names resolve nowhere (`crate::search_path`).
+/// Any other schema would make PostgreSQL resolve or create names
+/// elsewhere; storing it and resolving in `public` anyway would be
+/// accepting and ignoring it.
 fn check_search_path(name: &str, value: &str) -> Result<String> {
     let mut has_public = false;
     for element in value.split(',') {
         let element = element.trim();
         let schema = match element.strip_prefix('"').and_then(|e| e.strip_suffix('"')) {
             Some(quoted) => quoted.replace("\"\"", "\""),
-            None => element.to_ascii_lowercase(),
+            None => element.trim_matches('\'').to_ascii_lowercase(),
         };
         match schema.as_str() {
             "public" => has_public = true,
-            "$user" => {}
+            // an empty element (SET search_path = '') names nothing
+            "$user" | "" => {}
             // after public only: before it, PostgreSQL would create new
             // relations in pg_catalog (and refuse them)
             "pg_catalog" if has_public => {}
@@ -165,12 +187,6 @@ fn check_search_path(name: &str, value: &str) -> Result<String> {
                 )))
             }
         }
-    }
-    if !has_public {
-        return Err(SqlError::FeatureNotSupported(format!(
-            "{name} = {value} is not supported: Eddy resolves unqualified names in schema \
-             public, which the search path must name"
-        )));
     }
     Ok(value.to_string())
 }
@@ -194,6 +210,10 @@ mod tests {
             "\"$user\", public",
             "PUBLIC, pg_catalog",
             "\"$user\", \"public\", pg_catalog",
+            // pg_dump's empty path, and one naming only a schema Eddy never has
+            "",
+            "''",
+            "\"$user\"",
         ] {
             assert!(validate_setting("search_path", path).is_ok(), "{path}");
         }
@@ -207,8 +227,6 @@ mod tests {
             ("search_path", "myschema"),
             ("search_path", "myschema, public"),
             ("search_path", "\"Public\""),
-            ("search_path", ""),
-            ("search_path", "\"$user\""),
             ("search_path", "pg_catalog"),
             ("search_path", "pg_catalog, public"),
         ] {

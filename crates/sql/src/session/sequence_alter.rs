@@ -1,0 +1,300 @@
+//! `ALTER SEQUENCE` and `ALTER TABLE ... ALTER COLUMN c ADD GENERATED ...
+//! AS IDENTITY`, which pg_dump writes for every serial and identity column
+//! (parsed by `crate::sequence_parse`, which sqlparser cannot).
+//!
+//! Both run in the session's transaction (the open block, or one of their
+//! own), like every catalog change:
+//! * `OWNED BY t.c | NONE` is recorded in the transaction and reaches the
+//!   sequence when it commits (sequences live outside the catalog's
+//!   transactions, as their owner renames do), so a ROLLBACK leaves it;
+//! * an identity creates its sequence pending until the commit and sets
+//!   the column's identity and default as a catalog change of the table;
+//! * `RESTART [WITH n]` is `setval(n, false)`, which no transaction undoes:
+//!   it is refused inside a block rather than run as if it could be;
+//! * `OWNER TO` the sequence's owner is accepted (it changes nothing); the
+//!   other options (INCREMENT, bounds, CACHE, CYCLE, AS, RENAME, SET
+//!   SCHEMA) are refused (0A000).
+//!
+//! Privileges: Eddy records no owner for a sequence, so changing one that
+//! no table owns needs a superuser; one a table owns needs that table's
+//! owner, and so does the table it is given to.
+
+use std::sync::Arc;
+
+use datafusion::sql::sqlparser::ast::SequenceOptions;
+use eddy_storage::StorageError;
+
+use super::sequence_ddl::{nextval_default, option_int, sequence_from_options, sequence_type_name};
+use super::{run_blocking, Output, Session};
+use crate::error::{Result, SqlError};
+use crate::rewrite::{ident_name, table_name};
+use crate::search_path::{check_created_name, check_relation};
+use crate::sequence_parse::{AddIdentity, AlterCommand, AlterSequence, AlterSequenceAction};
+use crate::sequences::OwnedBy;
+use crate::txn::Transaction;
+use eddy_common::Identity;
+
+impl Session {
+    /// Runs `cmd` in the open transaction block, or in a transaction of
+    /// its own that commits when it succeeds.
+    pub(super) async fn alter_command(&mut self, cmd: AlterCommand) -> Result<Output> {
+        if let Some(t) = &self.txn {
+            if t.read_only {
+                return Err(SqlError::ReadOnlyTransaction(alter_tag(&cmd).into()));
+            }
+            return self.run_alter_command(cmd).await;
+        }
+        let (isolation, read_only) = self.default_modes()?;
+        if read_only {
+            return Err(SqlError::ReadOnlyTransaction(alter_tag(&cmd).into()));
+        }
+        let mut txn = Transaction::new(Arc::clone(&self.db.engine), isolation, read_only, false);
+        txn.lock_timeout = self.lock_timeout()?;
+        self.txn = Some(txn);
+        let r = self.run_alter_command(cmd).await;
+        match (r, self.txn.take()) {
+            (Ok(out), Some(txn)) => self.commit_transaction(txn).map(|()| out),
+            (r, Some(txn)) => {
+                self.discard(txn);
+                r
+            }
+            (r, None) => r,
+        }
+    }
+
+    async fn run_alter_command(&mut self, cmd: AlterCommand) -> Result<Output> {
+        if !self.public_on_path() {
+            check_names(&cmd)?;
+        }
+        match cmd {
+            AlterCommand::Sequence(a) => self.alter_sequence(a),
+            AlterCommand::AddIdentity(a) => self.add_identity(a),
+        }
+    }
+
+    fn alter_sequence(&mut self, a: AlterSequence) -> Result<Output> {
+        let done = Ok(Output::Command("ALTER SEQUENCE".into()));
+        let name = table_name(&a.name)?;
+        if !self.sequence_visible(&name) {
+            if a.if_exists {
+                return done;
+            }
+            return Err(SqlError::UndefinedTable(name));
+        }
+        let current_owner = self.sequence_def(&name).and_then(|d| d.owned_by);
+        let opts =
+            match a.action {
+                AlterSequenceAction::OwnerTo(owner) => {
+                    let current = crate::roles::BOOTSTRAP_SUPERUSER;
+                    self.alter_fixed_owner("sequence", &name, current, &owner)?;
+                    return done;
+                }
+                AlterSequenceAction::RenameTo(_) => {
+                    return Err(SqlError::FeatureNotSupported(
+                        "ALTER SEQUENCE ... RENAME TO is not supported".into(),
+                    ))
+                }
+                AlterSequenceAction::SetSchema(_) => return Err(SqlError::FeatureNotSupported(
+                    "ALTER SEQUENCE ... SET SCHEMA is not supported (Eddy has one schema, public)"
+                        .into(),
+                )),
+                AlterSequenceAction::Options(opts) => opts,
+            };
+        if opts.data_type.is_some() {
+            return Err(SqlError::FeatureNotSupported(
+                "ALTER SEQUENCE ... AS is not supported".into(),
+            ));
+        }
+        if let Some(o) = opts.options.first() {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "ALTER SEQUENCE ... {} is not supported",
+                option_word(o)
+            )));
+        }
+        self.check_sequence_owner(&name, current_owner.as_ref())?;
+        let new_owner = match &opts.owned_by {
+            Some(Some(column)) => {
+                let owner = self.owner_column(column)?;
+                if let Some(o) = &owner {
+                    self.check_owner_named(&o.table)?;
+                }
+                Some(owner)
+            }
+            Some(None) => Some(None),
+            None => None,
+        };
+        if let Some(restart) = &opts.restart {
+            if self.in_transaction_block() {
+                return Err(SqlError::FeatureNotSupported(
+                    "ALTER SEQUENCE ... RESTART inside a transaction block is not supported: \
+                     it cannot be rolled back (run it outside the block)"
+                        .into(),
+                ));
+            }
+            let at = match restart {
+                Some(e) => option_int(e)?,
+                None => {
+                    self.sequence_def(&name)
+                        .ok_or_else(|| SqlError::UndefinedTable(name.clone()))?
+                        .start
+                }
+            };
+            run_blocking(|| self.db.sequences.setval(&name, at, false))?;
+        }
+        if let Some(owner) = new_owner {
+            self.ddl_txn("ALTER SEQUENCE")?
+                .sequence_owned_by
+                .push((name, owner));
+        }
+        done
+    }
+
+    fn sequence_def(&self, name: &str) -> Option<crate::sequences::SequenceDef> {
+        self.db
+            .sequences
+            .list()
+            .into_iter()
+            .find(|(d, _)| d.name == name)
+            .map(|(d, _)| d)
+    }
+
+    /// Who may change sequence `name`, owned by `owner` (a column) or none.
+    fn check_sequence_owner(&self, name: &str, owner: Option<&OwnedBy>) -> Result<()> {
+        match owner {
+            Some(o) => self.check_owner_named(&o.table),
+            None => {
+                self.require_superuser(&format!("alter sequence \"{name}\", which no table owns"))
+            }
+        }
+    }
+
+    /// Carries out the `OWNED BY` changes of a committed transaction.
+    pub(super) fn set_sequence_owners(&self, changes: Vec<(String, Option<OwnedBy>)>) {
+        for (name, owner) in changes {
+            if let Err(e) = run_blocking(|| self.db.sequences.set_owned_by(&name, owner)) {
+                tracing::warn!(sequence = %name, error = %e, "could not set the owner of a sequence at commit");
+            }
+        }
+    }
+
+    fn add_identity(&mut self, a: AddIdentity) -> Result<Output> {
+        let done = Ok(Output::Command("ALTER TABLE".into()));
+        let table = table_name(&a.table)?;
+        let Some(t) = self.db.engine.table(&table) else {
+            if a.if_exists {
+                return done;
+            }
+            return Err(SqlError::UndefinedTable(table));
+        };
+        self.check_owner_named(&table)?;
+        let t = self.lock_for_ddl(&t, "ALTER TABLE")?;
+        let def = t.def().clone();
+        let cname = ident_name(&a.column);
+        let idx = def
+            .column_index(&cname)
+            .ok_or_else(|| SqlError::UndefinedColumn(format!("{cname}\" of relation \"{table}")))?;
+        let col = def
+            .columns
+            .get(idx)
+            .ok_or_else(|| SqlError::Internal(format!("no column {idx}")))?;
+        let type_name = sequence_type_name(col.ty).ok_or_else(|| {
+            SqlError::InvalidParameter(
+                "identity column type must be smallint, integer, or bigint".into(),
+            )
+        })?;
+        // PostgreSQL's checks and SQLSTATEs (55000)
+        let state = |what: &str| {
+            Err(SqlError::NotInPrerequisiteState(format!(
+                "column \"{cname}\" of relation \"{table}\" {what}"
+            )))
+        };
+        if col.identity.is_some() {
+            return state("is already an identity column");
+        }
+        if col.default.is_some() {
+            return state("already has a default value");
+        }
+        if col.nullable && !def.primary_key.contains(&idx) {
+            return state("must be declared NOT NULL before identity can be added");
+        }
+        let seq_name = match &a.options.sequence_name {
+            Some(n) => {
+                let n = table_name(n)?;
+                if self.sequence_visible(&n) || self.db.engine.table(&n).is_some() {
+                    return Err(SqlError::DuplicateTable(n));
+                }
+                n
+            }
+            None => self.free_sequence_name(&table, &cname),
+        };
+        let mut seq = sequence_from_options(&seq_name, type_name, &a.options.options)?;
+        seq.owned_by = Some(OwnedBy {
+            table: table.clone(),
+            column: cname.clone(),
+        });
+        self.create_sequence_in_transaction(seq)?;
+        let identity = if a.always {
+            Identity::Always
+        } else {
+            Identity::ByDefault
+        };
+        self.ddl_change(|ddl| {
+            ddl.alter_columns(&table, |cols| {
+                let c = cols
+                    .get_mut(idx)
+                    .ok_or_else(|| StorageError::ColumnNotFound(cname.clone()))?;
+                c.identity = Some(identity);
+                c.default = Some(nextval_default(&seq_name));
+                Ok(())
+            })
+        })?;
+        done
+    }
+}
+
+/// The unqualified names of `cmd` under a search path without `public`
+/// (`crate::search_path`).
+fn check_names(cmd: &AlterCommand) -> Result<()> {
+    let system = &crate::catalog::is_catalog_relation;
+    match cmd {
+        AlterCommand::Sequence(a) => {
+            check_relation(&a.name, system)?;
+            if let AlterSequenceAction::Options(o) = &a.action {
+                if let Some(Some(column)) = &o.owned_by {
+                    // `t.c`: the table is all but the last part
+                    let mut table = column.clone();
+                    table.0.pop();
+                    check_relation(&table, system)?;
+                }
+            }
+            Ok(())
+        }
+        AlterCommand::AddIdentity(a) => {
+            check_relation(&a.table, system)?;
+            a.options
+                .sequence_name
+                .as_ref()
+                .map_or(Ok(()), check_created_name)
+        }
+    }
+}
+
+/// The command tag of `cmd`, for a read-only transaction's refusal.
+fn alter_tag(cmd: &AlterCommand) -> &'static str {
+    match cmd {
+        AlterCommand::Sequence(_) => "ALTER SEQUENCE",
+        AlterCommand::AddIdentity(_) => "ALTER TABLE",
+    }
+}
+
+/// How an option is written, for its refusal.
+fn option_word(o: &SequenceOptions) -> &'static str {
+    match o {
+        SequenceOptions::IncrementBy(..) => "INCREMENT",
+        SequenceOptions::MinValue(_) => "MINVALUE",
+        SequenceOptions::MaxValue(_) => "MAXVALUE",
+        SequenceOptions::StartWith(..) => "START",
+        SequenceOptions::Cache(_) => "CACHE",
+        SequenceOptions::Cycle(_) => "CYCLE",
+    }
+}
