@@ -115,6 +115,53 @@ async fn crud_prepared_and_errors() {
     assert_eq!(ks, vec![1, 2, 7]);
 }
 
+/// COPY FROM evaluates a table's CHECK constraints on every row, outside
+/// and inside a transaction block, as PostgreSQL does: one failing row
+/// fails the COPY with 23514 naming the constraint, and nothing of it is
+/// loaded; NULL passes a check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_in_checks_every_row() {
+    use futures::SinkExt;
+    let srv = Server::start("trust");
+    let c = srv.connect().await;
+    c.batch_execute(
+        "CREATE TABLE stock (sku int PRIMARY KEY, qty int CHECK (qty >= 0), \
+         price numeric(8,2), CONSTRAINT stock_price_positive CHECK (price > 0))",
+    )
+    .await
+    .unwrap();
+    async fn copy(c: &tokio_postgres::Client, data: &'static [u8]) -> Result<u64, String> {
+        let sink = c.copy_in("COPY stock FROM STDIN").await.unwrap();
+        futures::pin_mut!(sink);
+        sink.send(bytes::Bytes::from_static(data)).await.unwrap();
+        sink.finish().await.map_err(|e| {
+            let db = e.as_db_error().expect("db error");
+            format!("{} {}", db.code().code(), db.message())
+        })
+    }
+    assert_eq!(copy(&c, b"1\t5\t1.50\n2\t\\N\t\\N\n").await, Ok(2));
+    let e = copy(&c, b"3\t1\t2.00\n4\t-1\t2.00\n").await.unwrap_err();
+    assert_eq!(
+        e,
+        "23514 new row for relation \"stock\" violates check constraint \"stock_qty_check\""
+    );
+    let e = copy(&c, b"5\t1\t0\n").await.unwrap_err();
+    assert!(e.contains("stock_price_positive"), "{e}");
+    // inside a block: the error aborts it, the rows before it roll back
+    c.batch_execute("BEGIN").await.unwrap();
+    assert_eq!(copy(&c, b"6\t1\t1.00\n").await, Ok(1));
+    assert!(copy(&c, b"7\t-9\t1.00\n").await.is_err());
+    c.batch_execute("ROLLBACK").await.unwrap();
+    let skus: Vec<i32> = c
+        .query("SELECT sku FROM stock ORDER BY sku", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(skus, vec![1, 2]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_in_and_out() {
     use futures::SinkExt;

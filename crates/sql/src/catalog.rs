@@ -2235,6 +2235,7 @@ pub fn pg_functions(
     let eng2 = Arc::clone(&engine);
     let eng3 = Arc::clone(&engine);
     let eng4 = Arc::clone(&engine);
+    let serial_sequences = Arc::clone(&sequences);
     let eng5 = Arc::clone(&engine);
     let eng6 = Arc::clone(&engine);
     let eng7 = Arc::clone(&engine);
@@ -2249,13 +2250,15 @@ pub fn pg_functions(
             let Ok(table) = crate::sequences::resolve_name(&table) else {
                 return null_text();
             };
+            // the sequence the column owns (SERIAL, identity, OWNED BY),
+            // whatever its default says, as PostgreSQL finds it
             eng4.table(&table)
-                .and_then(|t| {
-                    let def = t.def();
-                    def.column_index(&column)
-                        .and_then(|i| def.columns.get(i))
-                        .and_then(|c| c.default.as_deref())
-                        .and_then(crate::sequences::sequence_of_default)
+                .filter(|t| t.def().column_index(&column).is_some())
+                .and_then(|_| {
+                    serial_sequences
+                        .owned_by_column(&table, &column)
+                        .into_iter()
+                        .next()
                 })
                 .map(|seq| s(&format!("public.{seq}")))
                 .unwrap_or(null_text())
