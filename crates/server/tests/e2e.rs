@@ -88,13 +88,18 @@ async fn crud_prepared_and_errors() {
         err(c.batch_execute("SELECT 1/0").await.unwrap_err()),
         "22012"
     );
+    let dup = c
+        .batch_execute("INSERT INTO kv VALUES (2, 'dup', 1)")
+        .await
+        .unwrap_err();
+    // PostgreSQL's words: the key is the DETAIL, not part of the message
+    let db = dup.as_db_error().expect("db error");
     assert_eq!(
-        err(c
-            .batch_execute("INSERT INTO kv VALUES (2, 'dup', 1)")
-            .await
-            .unwrap_err()),
-        "23505"
+        db.message(),
+        "duplicate key value violates unique constraint \"kv_pkey\""
     );
+    assert_eq!(db.detail(), Some("Key (k)=(2) already exists."));
+    assert_eq!(err(dup), "23505");
     // the connection still works after errors
     c.batch_execute("BEGIN; INSERT INTO kv VALUES (7, 'seven', 7); COMMIT")
         .await
@@ -136,14 +141,20 @@ async fn copy_in_checks_every_row() {
         sink.send(bytes::Bytes::from_static(data)).await.unwrap();
         sink.finish().await.map_err(|e| {
             let db = e.as_db_error().expect("db error");
-            format!("{} {}", db.code().code(), db.message())
+            format!(
+                "{} {} | {}",
+                db.code().code(),
+                db.message(),
+                db.detail().unwrap_or_default()
+            )
         })
     }
     assert_eq!(copy(&c, b"1\t5\t1.50\n2\t\\N\t\\N\n").await, Ok(2));
     let e = copy(&c, b"3\t1\t2.00\n4\t-1\t2.00\n").await.unwrap_err();
     assert_eq!(
         e,
-        "23514 new row for relation \"stock\" violates check constraint \"stock_qty_check\""
+        "23514 new row for relation \"stock\" violates check constraint \"stock_qty_check\" \
+         | Failing row contains (4, -1, 2.00)."
     );
     let e = copy(&c, b"5\t1\t0\n").await.unwrap_err();
     assert!(e.contains("stock_price_positive"), "{e}");

@@ -362,6 +362,7 @@ impl SqlError {
         match self {
             SqlError::WithDetail { detail, .. } => Some(crate::temp_tables::user_text(detail)),
             SqlError::InContext { inner, .. } => inner.detail(),
+            SqlError::Storage(e) => storage_detail(e).map(|(_, d)| d),
             _ => None,
         }
     }
@@ -373,9 +374,33 @@ impl SqlError {
     pub fn client_message(&self) -> String {
         let text = match self {
             SqlError::DataFusion(e) => datafusion_message(e),
+            SqlError::Storage(e) => match storage_detail(e) {
+                Some((message, _)) => message,
+                None => error_chain(self),
+            },
             other => error_chain(other),
         };
         crate::temp_tables::user_text(&text)
+    }
+}
+
+/// A storage error PostgreSQL reports as a message and a DETAIL line (the
+/// key of a unique violation), split so; `None` for the others.
+fn storage_detail(e: &StorageError) -> Option<(String, String)> {
+    match e {
+        StorageError::DuplicateKey { table, key } => Some((
+            format!("duplicate key value violates unique constraint \"{table}_pkey\""),
+            format!("Key ({key}) already exists."),
+        )),
+        StorageError::UniqueViolation { constraint, key } => Some((
+            format!("duplicate key value violates unique constraint \"{constraint}\""),
+            format!("Key ({key}) already exists."),
+        )),
+        StorageError::DuplicatedKey { index, key } => Some((
+            format!("could not create unique index \"{index}\""),
+            format!("Key ({key}) is duplicated."),
+        )),
+        _ => None,
     }
 }
 

@@ -175,7 +175,8 @@ pub(crate) struct CompiledChecks {
 
 impl CompiledChecks {
     /// Fails with 23514 naming the first constraint a row of `batch`
-    /// breaks (false; NULL passes).
+    /// breaks (false; NULL passes), with PostgreSQL's DETAIL (`Failing
+    /// row contains (...)`).
     pub(crate) fn enforce(&self, batch: &RecordBatch) -> Result<()> {
         for (name, expr) in &self.checks {
             let values = expr.evaluate(batch)?.into_array(batch.num_rows())?;
@@ -185,15 +186,39 @@ impl CompiledChecks {
                     values.data_type()
                 )));
             };
-            if values.false_count() > 0 {
-                return Err(SqlError::CheckViolation(format!(
+            let failing = (0..values.len()).find(|&i| values.is_valid(i) && !values.value(i));
+            if let Some(row) = failing {
+                let error = SqlError::CheckViolation(format!(
                     "new row for relation \"{}\" violates check constraint \"{name}\"",
-                    self.table
-                )));
+                    crate::temp_tables::shown_name(&self.table)
+                ));
+                return Err(match failing_row(batch, row) {
+                    Some(detail) => error.with_detail(detail),
+                    None => error,
+                });
             }
         }
         Ok(())
     }
+}
+
+/// `Failing row contains (1, null, abc).`: the row as PostgreSQL prints it
+/// in a constraint violation's DETAIL (`None` where a value cannot be
+/// written).
+fn failing_row(batch: &RecordBatch, row: usize) -> Option<String> {
+    let mut out = String::from("Failing row contains (");
+    for (i, column) in batch.columns().iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        if column.is_null(row) {
+            out.push_str("null");
+        } else {
+            pgtypes::cell_text(column.as_ref(), row, &mut out).ok()?;
+        }
+    }
+    out.push_str(").");
+    Some(out)
 }
 
 impl Session {
@@ -303,18 +328,6 @@ impl Session {
         let schema = schema_of(&def.columns);
         let types: Vec<_> = def.columns.iter().map(|c| c.ty).collect();
         let batch = eddy_storage::arrow_values::batch_from_rows(&schema, &types, rows)?;
-        let mem = Arc::new(MemTable::try_new(Arc::clone(&schema), vec![vec![batch]])?);
-        for check in &def.checks {
-            let failures = self
-                .check_failures(&def.name, check, Arc::clone(&mem) as _)
-                .await?;
-            if failures > 0 {
-                return Err(SqlError::CheckViolation(format!(
-                    "new row for relation \"{}\" violates check constraint \"{}\"",
-                    def.name, check.name
-                )));
-            }
-        }
-        Ok(())
+        self.compile_checks(def).await?.enforce(&batch)
     }
 }
