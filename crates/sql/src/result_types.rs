@@ -11,10 +11,13 @@
 //!   PostgreSQL's operators would (int4 + int4 is int4, checked for
 //!   overflow by `checked_arith`; `int8_col = 1` compares as int8);
 //! * gives `avg` of an integer argument the argument `CAST(x AS
-//!   NUMERIC(38,12))`, so the average is numeric with 16 decimal places
-//!   (PostgreSQL's display scale for an average between 1 and 10,000;
-//!   PostgreSQL varies it with the value's magnitude, an Arrow column
-//!   cannot), and `sum` of an int8 argument `CAST(x AS NUMERIC(38,0))`
+//!   NUMERIC(38,13))`, and of a numeric one of scale below 13 the same
+//!   integer digits at scale 13, so the average is numeric with 17
+//!   decimal places, which a projection over the aggregate rounds to 16
+//!   (`round_averages`; PostgreSQL's display scale for an average between
+//!   1 and 10,000; PostgreSQL varies it with the value's magnitude, an
+//!   Arrow column cannot; windows' averages alike), and
+//!   `sum` of an int8 argument `CAST(x AS NUMERIC(38,0))`
 //!   (exact; `sum` of int2/int4 stays int8 as in PostgreSQL); `sum` of a
 //!   float argument becomes `crate::float_sum`'s, which fails on overflow
 //!   as PostgreSQL's does (DataFusion's gives Infinity). Aggregate and
@@ -117,7 +120,8 @@ fn narrow_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
             narrow_literal(e)?
                 .transform_data(|e| numeric_aggregate(e, input))?
                 .transform_data(|e| real_widening(e, input))
-        }),
+        })?
+        .transform_data(round_averages),
     }
 }
 
@@ -233,6 +237,7 @@ fn numeric_aggregate(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
     if name == "sum" && matches!(ty, DataType::Float64 | DataType::Float32) {
         return Ok(Transformed::yes(checked_float_sum(e)));
     }
+    let avg_scale = AVG_INPUT_SCALE;
     let target = match (name, ty) {
         (
             "avg",
@@ -244,7 +249,16 @@ fn numeric_aggregate(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
             | DataType::UInt16
             | DataType::UInt32
             | DataType::UInt64,
-        ) => DataType::Decimal128(38, 12),
+        ) => DataType::Decimal128(38, avg_scale),
+        // a numeric average at PostgreSQL's 16 fraction digits (rounded by
+        // `round_averages`), not Arrow's input scale + 4 (truncated)
+        ("avg", DataType::Decimal128(p, s)) if s < avg_scale => {
+            let integer_digits = i16::from(p) - i16::from(s);
+            match u8::try_from(integer_digits + i16::from(avg_scale)) {
+                Ok(wide) if wide <= 38 => DataType::Decimal128(wide, avg_scale),
+                _ => return Ok(Transformed::no(e)),
+            }
+        }
         ("sum", DataType::Int64 | DataType::UInt64) => DataType::Decimal128(38, 0),
         _ => return Ok(Transformed::no(e)),
     };
@@ -262,6 +276,76 @@ fn numeric_aggregate(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
         }
         e => e,
     }))
+}
+
+/// The scale `avg`'s numeric argument is given (at least): Arrow's average
+/// adds 4, one digit more than PostgreSQL's 16, which `round_averages`
+/// rounds away.
+const AVG_INPUT_SCALE: i8 = 13;
+
+/// The fraction digits of a numeric average (PostgreSQL's
+/// `NUMERIC_MIN_SIG_DIGITS` for an average between 1 and 10,000).
+const AVG_SCALE: i8 = 16;
+
+/// An aggregate (or window) whose numeric averages come out of Arrow one
+/// digit (or more) finer than PostgreSQL prints them, under a projection that
+/// casts each to PostgreSQL's scale: the cast rounds half away from zero
+/// as PostgreSQL's division does (`avg(x)` of 1, 2, 2 is
+/// 1.6666666666666667, where Arrow's division truncates). Other columns
+/// pass through; names and qualifiers stay.
+fn round_averages(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
+    // the aggregates' (or window functions') columns come last
+    let (schema, computed) = match &plan {
+        LogicalPlan::Aggregate(agg) => (Arc::clone(&agg.schema), &agg.aggr_expr),
+        LogicalPlan::Window(w) => (Arc::clone(&w.schema), &w.window_expr),
+        _ => return Ok(Transformed::no(plan)),
+    };
+    let first_aggregate = schema.fields().len().saturating_sub(computed.len());
+    let mut targets = vec![None; schema.fields().len()];
+    for (i, e) in computed.iter().enumerate() {
+        let inner = match e {
+            Expr::Alias(a) => a.expr.as_ref(),
+            e => e,
+        };
+        let name = match inner {
+            Expr::AggregateFunction(f) => f.func.name(),
+            Expr::WindowFunction(w) => match &w.fun {
+                WindowFunctionDefinition::AggregateUDF(f) => f.name(),
+                WindowFunctionDefinition::WindowUDF(_) => continue,
+            },
+            _ => continue,
+        };
+        if name != "avg" {
+            continue;
+        }
+        let Some(field) = schema.fields().get(first_aggregate + i) else {
+            continue;
+        };
+        if let DataType::Decimal128(p, s) = field.data_type() {
+            let scale = AVG_SCALE.max(s.saturating_sub(4));
+            if *s > scale {
+                if let Some(t) = targets.get_mut(first_aggregate + i) {
+                    *t = Some(DataType::Decimal128(*p, scale));
+                }
+            }
+        }
+    }
+    if targets.iter().all(Option::is_none) {
+        return Ok(Transformed::no(plan));
+    }
+    let exprs = schema
+        .iter()
+        .zip(targets)
+        .map(|((qualifier, field), target)| {
+            let column = Expr::Column(Column::from((qualifier, field)));
+            match target {
+                Some(t) => Expr::Cast(Cast::new(Box::new(column), t))
+                    .alias_qualified(qualifier.cloned(), field.name()),
+                None => column,
+            }
+        })
+        .collect();
+    Projection::try_new(exprs, Arc::new(plan)).map(|p| Transformed::yes(LogicalPlan::Projection(p)))
 }
 
 /// `sum` of a float argument as `crate::float_sum`'s checked sum.
