@@ -36,6 +36,66 @@ fn background(
     })
 }
 
+/// LOCK TABLE holds others off as PostgreSQL's lock of the same mode:
+/// ACCESS SHARE keeps ALTER TABLE waiting (and lets readers and writers
+/// through) until the block ends; ACCESS EXCLUSIVE keeps readers waiting;
+/// NOWAIT on a held lock fails at once with 55P03.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_table_holds_others_off_until_the_block_ends() {
+    let srv = Server::start("trust");
+    let a = srv.connect().await;
+    a.batch_execute(
+        "CREATE TABLE locked_t (id INT PRIMARY KEY, v INT); INSERT INTO locked_t VALUES (1, 1)",
+    )
+    .await
+    .unwrap();
+
+    a.batch_execute("BEGIN; LOCK TABLE locked_t IN ACCESS SHARE MODE")
+        .await
+        .unwrap();
+    let b = srv.connect().await;
+    b.batch_execute("INSERT INTO locked_t VALUES (2, 2)")
+        .await
+        .expect("a writer passes an ACCESS SHARE lock");
+    assert_eq!(count(&b, "SELECT count(*) FROM locked_t").await, 2);
+    let e = b
+        .batch_execute("BEGIN; LOCK TABLE locked_t IN ACCESS EXCLUSIVE MODE NOWAIT")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "55P03");
+    b.batch_execute("ROLLBACK").await.unwrap();
+    let alter = background(b, "ALTER TABLE locked_t ADD COLUMN note TEXT");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        !alter.is_finished(),
+        "ALTER TABLE ran past an ACCESS SHARE lock"
+    );
+    a.batch_execute("COMMIT").await.unwrap();
+    let (b, r) = tokio::time::timeout(Duration::from_secs(10), alter)
+        .await
+        .expect("ALTER TABLE was not woken by COMMIT")
+        .unwrap();
+    assert!(r.is_ok(), "ALTER TABLE after COMMIT: {r:?}");
+
+    a.batch_execute("BEGIN; LOCK TABLE locked_t").await.unwrap();
+    let reader = background(b, "SELECT count(*) FROM locked_t");
+    // a point lookup (the fixed-plan path) waits too
+    let lookup = background(srv.connect().await, "SELECT v FROM locked_t WHERE id = 1");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        !reader.is_finished() && !lookup.is_finished(),
+        "a reader ran past an ACCESS EXCLUSIVE lock"
+    );
+    a.batch_execute("ROLLBACK").await.unwrap();
+    for waiting in [reader, lookup] {
+        let (_, r) = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("the reader was not woken by ROLLBACK")
+            .unwrap();
+        assert!(r.is_ok(), "reader after ROLLBACK: {r:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn others_wait_for_a_definition_change_and_see_its_outcome() {
     let srv = Server::start("trust");

@@ -67,6 +67,7 @@ mod gpu_explain;
 mod index_ddl;
 mod insert_rows;
 mod listen;
+mod lock_table;
 mod locking;
 pub mod prepared;
 mod returning;
@@ -108,6 +109,7 @@ pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
     ("server_version_num", "150000"),
     ("standard_conforming_strings", "on"),
     ("statement_timeout", "0"),
+    ("synchronize_seqscans", "on"),
     ("timezone", "UTC"),
     ("transaction_isolation", "read committed"),
     ("transaction_read_only", "off"),
@@ -1656,6 +1658,7 @@ impl Session {
                 self.truncate(tables)
             }
             Statement::AlterTable(at) => self.alter_table(at).await,
+            Statement::Lock(lock) => self.lock_tables(lock),
             Statement::Copy {
                 source,
                 to,

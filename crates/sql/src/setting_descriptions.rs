@@ -36,6 +36,7 @@ pub fn setting_description(name: &str) -> Option<&'static str> {
         "server_version_num" => "Shows the server version as an integer.",
         "standard_conforming_strings" => "Causes '...' strings to treat backslashes literally.",
         "statement_timeout" => "Sets the maximum allowed duration of any statement.",
+        "synchronize_seqscans" => "Enable synchronized sequential scans.",
         "timezone" => "Sets the time zone for displaying and interpreting time stamps.",
         "transaction_isolation" => "Sets the current transaction's isolation level.",
         "transaction_read_only" => "Sets the current transaction's read-only status.",

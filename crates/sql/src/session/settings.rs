@@ -32,6 +32,9 @@ const NO_EFFECT: &[&str] = &[
     "row_security",
     "check_function_bodies",
     "synchronous_commit",
+    // whether a scan may start where another is (PostgreSQL's default on);
+    // Eddy's scans never join another's, which both values allow
+    "synchronize_seqscans",
 ];
 
 /// The value to store for `SET name = value`, or why it is refused.
