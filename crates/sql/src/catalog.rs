@@ -53,11 +53,14 @@ pub fn check_oid(t: &Table, k: usize) -> i64 {
     (table_oid(t) << 10) | (1023 - (k as i64 & 511))
 }
 
-/// The `public` schema: Eddy tables, looked up in the engine on every use.
+/// The `public` schema: Eddy tables, looked up in the engine on every use,
+/// and sequences, which read as PostgreSQL's one-row relation
+/// (`SELECT last_value, is_called FROM s`, as pg_dump and scripts do).
 pub struct PublicSchema {
     engine: Arc<Engine>,
     scan_filters: Arc<std::sync::atomic::AtomicBool>,
     view: Arc<crate::provider::ReadView>,
+    sequences: Option<Arc<Sequences>>,
 }
 
 impl std::fmt::Debug for PublicSchema {
@@ -84,7 +87,36 @@ impl PublicSchema {
             engine,
             scan_filters,
             view,
+            sequences: None,
         }
+    }
+
+    /// Sequences read as relations too.
+    pub fn with_sequences(mut self, sequences: Arc<Sequences>) -> PublicSchema {
+        self.sequences = Some(sequences);
+        self
+    }
+
+    /// Sequence `name` as a relation: `last_value` (the start before the
+    /// first `nextval`), `log_cnt` (0: Eddy logs values ahead, but counts
+    /// them differently from PostgreSQL's WAL) and `is_called`.
+    fn sequence_relation(&self, name: &str) -> datafusion::error::Result<Option<MemTable>> {
+        let Some((last, is_called)) = self.sequences.as_ref().and_then(|s| s.position(name)) else {
+            return Ok(None);
+        };
+        mem_table(
+            &[
+                ("last_value", DataType::Int64),
+                ("log_cnt", DataType::Int64),
+                ("is_called", DataType::Boolean),
+            ],
+            vec![vec![
+                ScalarValue::Int64(Some(last)),
+                ScalarValue::Int64(Some(0)),
+                ScalarValue::Boolean(Some(is_called)),
+            ]],
+        )
+        .map(Some)
     }
 }
 
@@ -101,6 +133,11 @@ impl SchemaProvider for PublicSchema {
     }
 
     async fn table(&self, name: &str) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
+        if self.engine.table(name).is_none() {
+            if let Some(sequence) = self.sequence_relation(name)? {
+                return Ok(Some(Arc::new(sequence)));
+            }
+        }
         Ok(self.engine.table(name).map(|t| {
             let scan_filters = self.scan_filters.load(std::sync::atomic::Ordering::Relaxed);
             Arc::new(

@@ -271,6 +271,14 @@ impl Sequences {
             .collect()
     }
 
+    /// Where sequence `name` stands: its last value (the start before the
+    /// first `nextval`) and whether `nextval` has handed it out.
+    pub fn position(&self, name: &str) -> Option<(i64, bool)> {
+        let seq = self.seqs.lock().get(name).cloned()?;
+        let s = seq.lock();
+        Some((s.last, s.is_called))
+    }
+
     /// Sequences owned by a column of `table`.
     pub fn owned_by_table(&self, table: &str) -> Vec<String> {
         self.owned_where(|o| o.table == table)

@@ -489,11 +489,14 @@ impl Session {
         let view = Arc::new(crate::provider::ReadView::default());
         catalog.register_schema(
             "public",
-            Arc::new(PublicSchema::new(
-                Arc::clone(&db.engine),
-                Arc::clone(&scan_filters),
-                Arc::clone(&view),
-            )),
+            Arc::new(
+                PublicSchema::new(
+                    Arc::clone(&db.engine),
+                    Arc::clone(&scan_filters),
+                    Arc::clone(&view),
+                )
+                .with_sequences(Arc::clone(&db.sequences)),
+            ),
         )?;
         catalog.register_schema(
             "information_schema",
