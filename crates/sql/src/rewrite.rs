@@ -1786,6 +1786,20 @@ pub fn placeholder_index(e: &Expr) -> Option<usize> {
     }
 }
 
+/// The names of the CTEs `q`'s own WITH defines (not those of queries
+/// inside it), as PostgreSQL folds them.
+pub fn query_cte_names(q: &datafusion::sql::sqlparser::ast::Query) -> Vec<String> {
+    q.with
+        .as_ref()
+        .map(|w| {
+            w.cte_tables
+                .iter()
+                .map(|c| ident_name(&c.alias.name))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

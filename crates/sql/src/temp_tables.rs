@@ -269,17 +269,7 @@ impl VisitorMut for Resolver<'_> {
     type Break = SqlError;
 
     fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<SqlError> {
-        let names = q
-            .with
-            .as_ref()
-            .map(|w| {
-                w.cte_tables
-                    .iter()
-                    .map(|c| ident_name(&c.alias.name))
-                    .collect()
-            })
-            .unwrap_or_default();
-        self.ctes.push(names);
+        self.ctes.push(crate::rewrite::query_cte_names(q));
         ControlFlow::Continue(())
     }
 

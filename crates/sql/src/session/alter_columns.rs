@@ -194,14 +194,8 @@ impl Session {
         let cname = ident_name(column);
         let t = self.table(table)?;
         let def = t.def().clone();
-        let idx = def
-            .column_index(&cname)
-            .ok_or_else(|| SqlError::UndefinedColumn(format!("{cname}\" of relation \"{table}")))?;
-        let col = def
-            .columns
-            .get(idx)
-            .cloned()
-            .ok_or_else(|| SqlError::Internal(format!("no column {idx}")))?;
+        let (idx, col) = column_of(&def, table, &cname)?;
+        let col = col.clone();
         // PostgreSQL answers 42601 here (use DROP IDENTITY instead)
         let identity_error = || {
             SqlError::Syntax(format!(
@@ -276,4 +270,16 @@ impl Session {
         })?;
         Ok(())
     }
+}
+
+/// Column `name` of `table` (laid out as `def`) and its position (42703
+/// when there is none).
+pub(super) fn column_of<'d>(
+    def: &'d eddy_common::TableDef,
+    table: &str,
+    name: &str,
+) -> Result<(usize, &'d eddy_common::ColumnDef)> {
+    def.column_index(name)
+        .and_then(|i| def.columns.get(i).map(|c| (i, c)))
+        .ok_or_else(|| SqlError::UndefinedColumn(format!("{name}\" of relation \"{table}")))
 }

@@ -190,13 +190,7 @@ impl Session {
         let t = self.lock_for_ddl(&t, "ALTER TABLE")?;
         let def = t.def().clone();
         let cname = ident_name(&a.column);
-        let idx = def
-            .column_index(&cname)
-            .ok_or_else(|| SqlError::UndefinedColumn(format!("{cname}\" of relation \"{table}")))?;
-        let col = def
-            .columns
-            .get(idx)
-            .ok_or_else(|| SqlError::Internal(format!("no column {idx}")))?;
+        let (idx, col) = super::alter_columns::column_of(&def, &table, &cname)?;
         let type_name = sequence_type_name(col.ty).ok_or_else(|| {
             SqlError::InvalidParameter(
                 "identity column type must be smallint, integer, or bigint".into(),
