@@ -21,6 +21,9 @@
 //!   `regexp_split_to_array` (PostgreSQL defines them so);
 //! * `make_interval(...)` with named or omitted arguments is
 //!   `eddy_make_interval` with all seven (`crate::make_interval`);
+//! * `date_part('timezone', x)` (and `timezone_hour`, `timezone_minute`)
+//!   is `EXTRACT(timezone FROM x)::float8` (DataFusion's `date_part` has
+//!   no zone fields; `crate::extract` answers them in every session zone);
 //! * the literal `U&'...'` is a plain string literal of what it spells.
 //!
 //! Only plain calls are rewritten: unqualified or `pg_catalog.`-qualified,
@@ -123,6 +126,37 @@ fn as_numeric(e: Expr) -> Expr {
     }
 }
 
+/// `date_part('timezone' | 'timezone_hour' | 'timezone_minute', x)` as
+/// `EXTRACT(field FROM x)::float8`, which `crate::extract` answers in any
+/// session zone (DataFusion's `date_part` refuses these fields); other
+/// fields stay DataFusion's.
+fn zone_date_part(field: &Expr, x: Expr) -> Option<Expr> {
+    use datafusion::sql::sqlparser::ast::{DateTimeField, ExtractSyntax};
+    let Expr::Value(v) = field else {
+        return None;
+    };
+    let Value::SingleQuotedString(name) = &v.value else {
+        return None;
+    };
+    let field = match name.to_ascii_lowercase().as_str() {
+        "timezone" => DateTimeField::Timezone,
+        "timezone_hour" => DateTimeField::TimezoneHour,
+        "timezone_minute" => DateTimeField::TimezoneMinute,
+        _ => return None,
+    };
+    Some(Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(Expr::Extract {
+            field,
+            syntax: ExtractSyntax::From,
+            expr: Box::new(x),
+        }),
+        data_type: DataType::DoublePrecision,
+        array: false,
+        format: None,
+    })
+}
+
 fn at_time_zone(ts: Expr, zone: Expr) -> Expr {
     call(crate::at_time_zone::AT_TIME_ZONE, vec![ts, zone])
 }
@@ -199,6 +233,7 @@ pub(crate) fn rewrite(e: &mut Expr) {
         "regexp_split_to_table" => positional_args(f, 2, 3)
             .map(|args| call("unnest", vec![call("regexp_split_to_array", args)])),
         "make_interval" => crate::make_interval::complete_call(f),
+        "date_part" => two_args(f).and_then(|(field, x)| zone_date_part(&field, x)),
         _ => None,
     };
     if let Some(new) = new {
