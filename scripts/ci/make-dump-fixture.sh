@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Remakes tests/dumps/shop-pg15.sql and shop-checks.expected from
+# Remakes tests/dumps/shop-pg15.sql (plain), shop-pg15.dump (custom format,
+# for pg_restore) and shop-checks.expected from
 # tests/dumps/shop-schema.sql with a private PostgreSQL cluster: the schema
 # is loaded into one database, dumped with pg_dump (plain SQL, owners
 # kept), the dump restored into a second database with psql in one
@@ -19,7 +20,8 @@ PSQL=(psql -X -q -h 127.0.0.1 -p "$PORT" -U eddy -v ON_ERROR_STOP=1)
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE shop" -c "CREATE DATABASE restored"
 "${PSQL[@]}" -d shop -f tests/dumps/shop-schema.sql >/dev/null
 "$PGBIN/pg_dump" -h 127.0.0.1 -p "$PORT" -U eddy shop > tests/dumps/shop-pg15.sql
+"$PGBIN/pg_dump" -h 127.0.0.1 -p "$PORT" -U eddy -Fc shop > tests/dumps/shop-pg15.dump
 "${PSQL[@]}" -d restored -1 -f tests/dumps/shop-pg15.sql >/dev/null
 psql -X -A -h 127.0.0.1 -p "$PORT" -U eddy -d restored -f tests/dumps/shop-checks.sql \
   > tests/dumps/shop-checks.expected 2>&1
-echo "made tests/dumps/shop-pg15.sql and shop-checks.expected with $("$PGBIN/pg_dump" --version)"
+echo "made tests/dumps/shop-pg15.sql, shop-pg15.dump and shop-checks.expected with $("$PGBIN/pg_dump" --version)"

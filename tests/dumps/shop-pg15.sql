@@ -2,7 +2,7 @@
 -- PostgreSQL database dump
 --
 
-\restrict 8h71MlcxrP0d22zMe0VFEZDQEWGHHu3uKL2BsTrVbBZBDmbNkaz34d6CNHCqoZs
+\restrict POGT3DSX18bFeviWrz7uQPcTHSMyNMNVzyD2G7Gg3BQ3mYS19G0LMhooAiT55zJ
 
 -- Dumped from database version 15.18 (Debian 15.18-0+deb12u1)
 -- Dumped by pg_dump version 15.18 (Debian 15.18-0+deb12u1)
@@ -424,5 +424,5 @@ ALTER TABLE ONLY public.orders
 -- PostgreSQL database dump complete
 --
 
-\unrestrict 8h71MlcxrP0d22zMe0VFEZDQEWGHHu3uKL2BsTrVbBZBDmbNkaz34d6CNHCqoZs
+\unrestrict POGT3DSX18bFeviWrz7uQPcTHSMyNMNVzyD2G7Gg3BQ3mYS19G0LMhooAiT55zJ
 

@@ -1,7 +1,8 @@
 //! A PostgreSQL database moved into Eddy the way users move one: pg_dump's
 //! plain SQL output (tests/dumps/shop-pg15.sql, made by PostgreSQL 15's
-//! pg_dump from tests/dumps/shop-schema.sql) restored with psql, then
-//! read and written with psql. Everything the restore writes (an empty
+//! pg_dump from tests/dumps/shop-schema.sql) restored with psql, and its
+//! custom format (shop-pg15.dump) with pg_restore, then read and written
+//! with psql. Everything the restore writes (an empty
 //! search_path, ownership, sequences owned by columns, identities added to
 //! columns, COPY into tables with CHECK constraints, primary keys, unique
 //! and foreign keys added after the data, setval) must succeed, and
@@ -19,8 +20,8 @@ fn dumps() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/dumps")
 }
 
-/// psql is part of PostgreSQL's client package, which `.ci/run` installs;
-/// in CI its absence fails the test.
+/// psql (and pg_restore) are PostgreSQL's client package, which `.ci/run`
+/// installs; in CI their absence fails the test.
 fn have_psql() -> bool {
     let found = Command::new("psql")
         .arg("--version")
@@ -34,10 +35,15 @@ fn have_psql() -> bool {
     found
 }
 
-/// psql against `srv` with `args`; (success, stdout, stderr).
-fn psql(srv: &Server, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new("psql")
-        .args(["-X", "-h", "127.0.0.1", "-U", "eddy", "-d", "eddy"])
+/// `program` (psql or pg_restore) against `srv` with `args`; (success,
+/// stdout, stderr).
+fn run(program: &str, srv: &Server, args: &[&str]) -> (bool, String, String) {
+    let mut cmd = Command::new(program);
+    if program == "psql" {
+        cmd.arg("-X");
+    }
+    let out = cmd
+        .args(["-h", "127.0.0.1", "-U", "eddy", "-d", "eddy"])
         .args(["-p", &srv.port.to_string()])
         .args(args)
         .env_remove("PGOPTIONS")
@@ -46,7 +52,7 @@ fn psql(srv: &Server, args: &[&str]) -> (bool, String, String) {
         .env("PGCONNECT_TIMEOUT", "10")
         .stdin(Stdio::null())
         .output()
-        .expect("run psql");
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -54,19 +60,46 @@ fn psql(srv: &Server, args: &[&str]) -> (bool, String, String) {
     )
 }
 
-fn restore_and_check(single_transaction: bool) {
+/// How the dump goes in.
+enum Restore {
+    /// `psql -f shop-pg15.sql`, in one transaction or not.
+    Psql { single_transaction: bool },
+    /// `pg_restore shop-pg15.dump` (the custom format), likewise.
+    PgRestore { single_transaction: bool },
+}
+
+fn restore_and_check(how: Restore) {
     let srv = Server::start("trust");
-    let dump = dumps().join("shop-pg15.sql");
-    let dump = dump.to_str().expect("utf-8 path");
-    let mut args = vec!["-q", "-v", "ON_ERROR_STOP=1", "-f", dump];
-    if single_transaction {
-        args.push("-1");
-    }
-    let (ok, _, err) = psql(&srv, &args);
-    assert!(ok && err.is_empty(), "restore failed:\n{err}");
+    let plain = dumps().join("shop-pg15.sql");
+    let custom = dumps().join("shop-pg15.dump");
+    let (program, mut args, one) = match how {
+        Restore::Psql { single_transaction } => (
+            "psql",
+            vec![
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-f",
+                plain.to_str().expect("utf-8 path"),
+            ],
+            single_transaction.then_some("-1"),
+        ),
+        Restore::PgRestore { single_transaction } => (
+            "pg_restore",
+            vec!["--exit-on-error", custom.to_str().expect("utf-8 path")],
+            single_transaction.then_some("--single-transaction"),
+        ),
+    };
+    args.extend(one);
+    let (ok, _, err) = run(program, &srv, &args);
+    assert!(ok && err.is_empty(), "{program} failed:\n{err}");
 
     let checks = dumps().join("shop-checks.sql");
-    let (ok, out, err) = psql(&srv, &["-A", "-f", checks.to_str().expect("utf-8 path")]);
+    let (ok, out, err) = run(
+        "psql",
+        &srv,
+        &["-A", "-f", checks.to_str().expect("utf-8 path")],
+    );
     assert!(ok, "checks failed: {err}");
     let expected =
         std::fs::read_to_string(dumps().join("shop-checks.expected")).expect("expected output");
@@ -82,13 +115,32 @@ fn restore_and_check(single_transaction: bool) {
 #[test]
 fn a_pg_dump_restores_in_one_transaction_and_reads_as_in_postgres() {
     if have_psql() {
-        restore_and_check(true);
+        restore_and_check(Restore::Psql {
+            single_transaction: true,
+        });
     }
 }
 
 #[test]
 fn a_pg_dump_restores_statement_by_statement_and_reads_as_in_postgres() {
     if have_psql() {
-        restore_and_check(false);
+        restore_and_check(Restore::Psql {
+            single_transaction: false,
+        });
+    }
+}
+
+/// pg_restore sends what psql would, but also a comment-only query (the
+/// dump's header: PostgreSQL's empty query) and COPY data with its `\.`
+/// line and the blank lines after it.
+#[test]
+fn a_custom_format_dump_restores_with_pg_restore() {
+    if have_psql() {
+        restore_and_check(Restore::PgRestore {
+            single_transaction: false,
+        });
+        restore_and_check(Restore::PgRestore {
+            single_transaction: true,
+        });
     }
 }

@@ -566,6 +566,12 @@ impl CopyIn {
                 Ok(())
             }
             CopyFormat::Text | CopyFormat::Csv => {
+                // after the end-of-data line `\.` nothing is read (pg_restore
+                // sends the blank lines that follow it in a dump)
+                if self.ended {
+                    self.buf.clear();
+                    return Ok(());
+                }
                 let mut start = 0;
                 while let Some(end) = self.record_end(start, at_end) {
                     let rec_end = end.min(self.buf.len());
@@ -577,7 +583,8 @@ impl CopyIn {
                     self.line += 1;
                     if rec == b"\\." {
                         self.ended = true;
-                        break;
+                        self.buf.clear();
+                        return Ok(());
                     }
                     if self.opts.header && !self.header_skipped {
                         self.header_skipped = true;

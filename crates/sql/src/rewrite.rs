@@ -80,7 +80,7 @@ pub fn split_statements(sql: &str) -> Vec<String> {
             }
             b';' => {
                 let s = sql[start..i].trim();
-                if !s.is_empty() {
+                if !s.is_empty() && !is_only_comments(s) {
                     out.push(s.to_string());
                 }
                 i += 1;
@@ -98,11 +98,18 @@ pub fn split_statements(sql: &str) -> Vec<String> {
     out
 }
 
-fn is_only_comments(s: &str) -> bool {
-    s.lines().all(|l| {
-        let l = l.trim();
-        l.is_empty() || l.starts_with("--")
-    })
+/// Whether `s` holds nothing but whitespace and comments (`-- ...`,
+/// `/* ... */`): PostgreSQL's empty query, answered with
+/// EmptyQueryResponse (pg_restore sends a dump's comment header alone).
+pub fn is_only_comments(s: &str) -> bool {
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    Tokenizer::new(&PostgreSqlDialect {}, s)
+        .tokenize()
+        .is_ok_and(|tokens| {
+            tokens
+                .iter()
+                .all(|t| matches!(t, Token::Whitespace(_) | Token::EOF))
+        })
 }
 
 /// The words that may end the name of an array element type.
@@ -1827,6 +1834,18 @@ mod tests {
         let v = split_statements("select ';'; select $$a;b$$ ; -- c;\n select 1;");
         assert_eq!(v, vec!["select ';'", "select $$a;b$$", "-- c;\n select 1"]);
         assert_eq!(split_statements(" ; ;"), Vec::<String>::new());
+        // comments alone are no statement (pg_restore sends a dump's header)
+        assert_eq!(
+            split_statements("--\n-- PostgreSQL database dump\n--\n\n"),
+            Vec::<String>::new()
+        );
+        assert_eq!(split_statements("/* c */ ; -- d"), Vec::<String>::new());
+        assert_eq!(
+            split_statements("/* c */ SELECT 1; -- d"),
+            vec!["/* c */ SELECT 1"]
+        );
+        assert!(!is_only_comments("SELECT 1 -- c"));
+        assert!(!is_only_comments("'unterminated"));
         assert_eq!(split_statements("select $1"), vec!["select $1"]);
     }
 

@@ -796,8 +796,13 @@ impl Session {
     /// as in PostgreSQL; the extended protocol's Sync does the same for
     /// its statements (`txn_status::on_sync` in the server).
     pub async fn simple_query(&mut self, sql: &str) -> Vec<Result<Output>> {
+        let statements = rewrite::split_statements(sql);
+        if statements.is_empty() {
+            // only whitespace, `;` and comments: PostgreSQL's empty query
+            return vec![Ok(Output::Empty)];
+        }
         let mut out = Vec::new();
-        for text in rewrite::split_statements(sql) {
+        for text in statements {
             let r = self
                 .execute_text(&text, &[])
                 .await
@@ -831,7 +836,10 @@ impl Session {
 
     /// Parse (and for queries plan) a statement of the extended protocol.
     pub async fn prepare(&mut self, sql: &str, client_types: &[u32]) -> Result<Prepared> {
-        let text = sql.trim().trim_end_matches(';').trim().to_string();
+        let mut text = sql.trim().trim_end_matches(';').trim().to_string();
+        if rewrite::is_only_comments(&text) {
+            text.clear();
+        }
         if let Some(streams) = self.db.streams.as_ref().filter(|s| s.recognises(&text)) {
             let columns = ResultColumn::of_schema(streams.result_schema(&text)?.as_ref());
             return Ok(Prepared {
