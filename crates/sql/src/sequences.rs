@@ -271,6 +271,13 @@ impl Sequences {
             .collect()
     }
 
+    /// The definition of sequence `name`.
+    pub fn def(&self, name: &str) -> Option<SequenceDef> {
+        let seq = self.seqs.lock().get(name).cloned()?;
+        let def = seq.lock().def.clone();
+        Some(def)
+    }
+
     /// Where sequence `name` stands: its last value (the start before the
     /// first `nextval`) and whether `nextval` has handed it out.
     pub fn position(&self, name: &str) -> Option<(i64, bool)> {

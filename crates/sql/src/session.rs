@@ -43,7 +43,7 @@ use crate::fastpath::{self, FastPlan};
 use crate::output_names;
 use crate::pgtypes::{self, column_type_from_sql, oid};
 use crate::rewrite::{self, ident_name, table_name};
-use crate::txn::Transaction;
+use crate::txn::{Isolation, Transaction};
 
 mod add_column;
 mod alter_columns;
@@ -1496,16 +1496,27 @@ impl Session {
         if let Some(what) = control::read_only_refusal(&stmt).filter(|_| read_only) {
             return Err(SqlError::ReadOnlyTransaction(what));
         }
-        let mut txn = Transaction::new(Arc::clone(&self.db.engine), isolation, read_only, false);
-        txn.lock_timeout = self.lock_timeout()?;
-        self.txn = Some(txn);
+        self.open_implicit(isolation, read_only)?;
         let r = match self.dispatch(stmt, bound).await {
             // the statement's deferred foreign-key checks: at its end
             Ok(out) => self.run_deferred_checks(None).map(|()| out),
             Err(e) => Err(e),
         };
-        let txn = self.txn.take();
-        match (r, txn) {
+        self.close_implicit(r)
+    }
+
+    /// Opens the implicit transaction of one statement.
+    fn open_implicit(&mut self, isolation: Isolation, read_only: bool) -> Result<()> {
+        let mut txn = Transaction::new(Arc::clone(&self.db.engine), isolation, read_only, false);
+        txn.lock_timeout = self.lock_timeout()?;
+        self.txn = Some(txn);
+        Ok(())
+    }
+
+    /// Ends the implicit transaction of a statement that gave `r`: commits
+    /// it when the statement succeeded, discards it otherwise.
+    fn close_implicit(&mut self, r: Result<Output>) -> Result<Output> {
+        match (r, self.txn.take()) {
             (Ok(out), Some(txn)) => self.commit_transaction(txn).map(|()| out),
             (r, Some(txn)) => {
                 self.discard(txn);

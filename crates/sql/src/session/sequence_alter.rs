@@ -19,8 +19,6 @@
 //! no table owns needs a superuser; one a table owns needs that table's
 //! owner, and so does the table it is given to.
 
-use std::sync::Arc;
-
 use datafusion::sql::sqlparser::ast::SequenceOptions;
 use eddy_storage::StorageError;
 
@@ -31,7 +29,6 @@ use crate::rewrite::{ident_name, table_name};
 use crate::search_path::{check_created_name, check_relation};
 use crate::sequence_parse::{AddIdentity, AlterCommand, AlterSequence, AlterSequenceAction};
 use crate::sequences::OwnedBy;
-use crate::txn::Transaction;
 use eddy_common::Identity;
 
 impl Session {
@@ -48,18 +45,9 @@ impl Session {
         if read_only {
             return Err(SqlError::ReadOnlyTransaction(alter_tag(&cmd).into()));
         }
-        let mut txn = Transaction::new(Arc::clone(&self.db.engine), isolation, read_only, false);
-        txn.lock_timeout = self.lock_timeout()?;
-        self.txn = Some(txn);
+        self.open_implicit(isolation, read_only)?;
         let r = self.run_alter_command(cmd).await;
-        match (r, self.txn.take()) {
-            (Ok(out), Some(txn)) => self.commit_transaction(txn).map(|()| out),
-            (r, Some(txn)) => {
-                self.discard(txn);
-                r
-            }
-            (r, None) => r,
-        }
+        self.close_implicit(r)
     }
 
     async fn run_alter_command(&mut self, cmd: AlterCommand) -> Result<Output> {
@@ -150,12 +138,7 @@ impl Session {
     }
 
     fn sequence_def(&self, name: &str) -> Option<crate::sequences::SequenceDef> {
-        self.db
-            .sequences
-            .list()
-            .into_iter()
-            .find(|(d, _)| d.name == name)
-            .map(|(d, _)| d)
+        self.db.sequences.def(name)
     }
 
     /// Who may change sequence `name`, owned by `owner` (a column) or none.
