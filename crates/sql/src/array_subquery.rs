@@ -77,6 +77,11 @@ pub fn array_of_subquery(q: &Query) -> Option<Expr> {
             order.push(item);
         }
     }
+    if distinct.is_none() && order.is_empty() {
+        if let Some(mapped) = map_over_unnest(select, &element) {
+            return Some(call(ARRAY_OR_EMPTY, vec![mapped]));
+        }
+    }
     if distinct.is_some() && order.iter().any(|o| o.expr != element) {
         // PostgreSQL: ORDER BY expressions must appear in the argument list
         return None;
@@ -111,6 +116,120 @@ pub fn array_of_subquery(q: &Query) -> Option<Expr> {
         ARRAY_OR_EMPTY,
         vec![Expr::Subquery(Box::new(aggregated))],
     ))
+}
+
+/// `ARRAY(SELECT f(x) FROM unnest(list) AS t(x) [WHERE p(x)])`, usually
+/// over a list of the outer row (pg_dump's
+/// `array(select quote_literal(x) from unnest(evttags) as t(x))`), as
+/// `array_transform(array_filter(list, x -> p(x)), x -> f(x))`: the same
+/// elements in the same order, computed without a correlated subquery,
+/// which DataFusion cannot plan over a table function of an outer column.
+/// `None` where the SELECT has another form, or `f` or `p` holds a
+/// subquery or an aggregate (a lambda cannot).
+fn map_over_unnest(select: &datafusion::sql::sqlparser::ast::Select, element: &Expr) -> Option<Expr> {
+    use datafusion::sql::sqlparser::ast::{
+        Ident, LambdaFunction, LambdaFunctionParameter, LambdaSyntax, OneOrManyWithParens,
+        TableAlias, TableFactor, TableFunctionArgs,
+    };
+    let [from] = select.from.as_slice() else {
+        return None;
+    };
+    if !from.joins.is_empty() || select.distinct.is_some() {
+        return None;
+    }
+    // the one column of the unnest: its column alias, else its table alias
+    let variable = |alias: &Option<TableAlias>| -> Option<Ident> {
+        let alias = alias.as_ref()?;
+        match alias.columns.as_slice() {
+            [] => Some(alias.name.clone()),
+            [column] => Some(column.name.clone()),
+            _ => None,
+        }
+    };
+    let (list, x) = match &from.relation {
+        TableFactor::Table {
+            name,
+            args: Some(TableFunctionArgs { args, settings: None }),
+            alias,
+            ..
+        } if name.0.len() == 1
+            && name.0.first().and_then(|p| p.as_ident()).map(ident_name).as_deref()
+                == Some("unnest") =>
+        {
+            match args.as_slice() {
+                [FunctionArg::Unnamed(FunctionArgExpr::Expr(list))] => (list.clone(), variable(alias)?),
+                _ => return None,
+            }
+        }
+        TableFactor::UNNEST {
+            alias,
+            array_exprs,
+            with_offset: false,
+            with_ordinality: false,
+            ..
+        } => match array_exprs.as_slice() {
+            [list] => (list.clone(), variable(alias)?),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    if !lambda_safe(element) || select.selection.as_ref().is_some_and(|p| !lambda_safe(p)) {
+        return None;
+    }
+    let lambda = |body: Expr| {
+        Expr::Lambda(LambdaFunction {
+            params: OneOrManyWithParens::One(LambdaFunctionParameter {
+                name: x.clone(),
+                data_type: None,
+            }),
+            body: Box::new(body),
+            syntax: LambdaSyntax::Arrow,
+        })
+    };
+    let mut elements = list;
+    if let Some(predicate) = &select.selection {
+        elements = call("array_filter", vec![elements, lambda(predicate.clone())]);
+    }
+    let is_the_variable = matches!(element, Expr::Identifier(id) if ident_name(id) == ident_name(&x));
+    if !is_the_variable {
+        elements = call("array_transform", vec![elements, lambda(element.clone())]);
+    }
+    Some(elements)
+}
+
+/// Whether `e` can be a lambda's body: no subquery, no aggregate or window
+/// (an aggregate's name is not known here, so no call with an ORDER BY,
+/// FILTER or OVER clause, and none of the standard aggregates).
+fn lambda_safe(e: &Expr) -> bool {
+    use datafusion::sql::sqlparser::ast::{Visit, Visitor};
+    struct Unsafe;
+    impl Visitor for Unsafe {
+        type Break = ();
+        fn pre_visit_query(&mut self, _: &Query) -> std::ops::ControlFlow<()> {
+            std::ops::ControlFlow::Break(())
+        }
+        fn pre_visit_expr(&mut self, e: &Expr) -> std::ops::ControlFlow<()> {
+            if let Expr::Function(f) = e {
+                let name = f
+                    .name
+                    .0
+                    .last()
+                    .and_then(|p| p.as_ident())
+                    .map(ident_name)
+                    .unwrap_or_default();
+                let aggregate = matches!(
+                    name.as_str(),
+                    "count" | "sum" | "avg" | "min" | "max" | "array_agg" | "string_agg"
+                        | "bool_and" | "bool_or" | "every" | "json_agg" | "jsonb_agg"
+                );
+                if aggregate || f.over.is_some() || f.filter.is_some() || !f.within_group.is_empty() {
+                    return std::ops::ControlFlow::Break(());
+                }
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    e.visit(&mut Unsafe).is_continue()
 }
 
 /// The function [`ARRAY_OR_EMPTY`] names.

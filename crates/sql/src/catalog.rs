@@ -254,18 +254,29 @@ const PG_TABLES: &[&str] = &[
 /// Whether `name` is a `pg_catalog` relation (found by an unqualified
 /// name whatever the search path, as in PostgreSQL).
 pub(crate) fn is_catalog_relation(name: &str) -> bool {
-    PG_TABLES.contains(&name)
+    PG_TABLES.contains(&name) || crate::catalog_shape::relation_oid(name).is_some()
+}
+
+/// The catalog relations `crate::catalog_shape` builds whole.
+fn shaped_relations() -> Vec<&'static str> {
+    crate::catalog_shape::shaped_relations(&|n| PG_TABLES.contains(&n))
 }
 
 #[async_trait]
 impl SchemaProvider for PgCatalogSchema {
     fn table_names(&self) -> Vec<String> {
-        PG_TABLES.iter().map(|s| s.to_string()).collect()
+        PG_TABLES
+            .iter()
+            .copied()
+            .chain(shaped_relations())
+            .map(str::to_string)
+            .collect()
     }
 
     async fn table(&self, name: &str) -> datafusion::error::Result<Option<Arc<dyn TableProvider>>> {
         if !PG_TABLES.contains(&name) {
-            return Ok(None);
+            let shaped = crate::catalog_shape::shaped_table(name)?;
+            return Ok(shaped.map(|t| Arc::new(t) as Arc<dyn TableProvider>));
         }
         if name == "pg_stat_activity" {
             let rows = match &self.backends {
@@ -280,6 +291,7 @@ impl SchemaProvider for PgCatalogSchema {
             };
             let columns = crate::backends::activity_columns();
             let t = mem_table(&columns, rows)?;
+            let t = crate::catalog_shape::complete(name, t).await?;
             return Ok(Some(Arc::new(t)));
         }
         // temporary tables are their sessions' own (`crate::temp_tables`)
@@ -304,11 +316,12 @@ impl SchemaProvider for PgCatalogSchema {
             sources: &sources,
         };
         let t = build_pg_table(name, relations, &self.database, user)?;
+        let t = crate::catalog_shape::complete(name, t).await?;
         Ok(Some(Arc::new(t)))
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        PG_TABLES.contains(&name)
+        is_catalog_relation(name)
     }
 }
 
@@ -399,42 +412,11 @@ fn text_array() -> DataType {
     DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)))
 }
 
-/// PostgreSQL's fixed OIDs of the system catalogs that clients name as
-/// `'pg_catalog.pg_class'::regclass` (`pg_description.classoid`, psql's and
-/// SQLAlchemy's comment lookups compare with them).
-const CATALOG_RELATION_OIDS: &[(&str, i64)] = &[
-    ("pg_am", 2601),
-    ("pg_attrdef", 2604),
-    ("pg_attribute", 1249),
-    ("pg_authid", 1260),
-    ("pg_class", 1259),
-    ("pg_collation", 3456),
-    ("pg_constraint", 2606),
-    ("pg_database", 1262),
-    ("pg_depend", 2608),
-    ("pg_description", 2609),
-    ("pg_extension", 3079),
-    ("pg_index", 2610),
-    ("pg_inherits", 2611),
-    ("pg_namespace", 2615),
-    ("pg_opclass", 2616),
-    ("pg_operator", 2617),
-    ("pg_proc", 1255),
-    ("pg_rewrite", 2618),
-    ("pg_sequence", 2224),
-    ("pg_tablespace", 1213),
-    ("pg_trigger", 2620),
-    ("pg_type", 1247),
-];
-
 /// The OID of a system catalog named with or without `pg_catalog.`.
-fn catalog_relation_oid(name: &str) -> Option<i64> {
+pub(crate) fn catalog_relation_oid(name: &str) -> Option<i64> {
     let bare = name.trim();
     let bare = bare.strip_prefix("pg_catalog.").unwrap_or(bare);
-    CATALOG_RELATION_OIDS
-        .iter()
-        .find(|(n, _)| *n == bare)
-        .map(|(_, o)| *o)
+    crate::catalog_shape::relation_oid(bare)
 }
 
 /// `pg_index.indkey`: PostgreSQL's is `int2vector` (printed "1 2",
@@ -674,6 +656,24 @@ fn text_list(items: &[String]) -> S {
     S::List(S::new_list_nullable(&v, &DataType::Utf8))
 }
 
+/// A table's `reloptions`: its orientation where it is not the one a
+/// table of its shape gets by default (row and column with a primary key,
+/// column without), so that a dump of it (pg_dump writes `WITH (...)` from
+/// them) restores the same table in Eddy, and a table of the default
+/// shape restores into PostgreSQL too.
+fn reloptions(d: &eddy_common::TableDef) -> S {
+    let default = if d.primary_key.is_empty() {
+        eddy_common::Orientation::Column
+    } else {
+        eddy_common::Orientation::RowColumn
+    };
+    if d.orientation == default {
+        null_text()
+    } else {
+        text_list(&[format!("orientation={}", d.orientation)])
+    }
+}
+
 /// OID of the `n`th stream source (sorted by name), above every table's.
 fn source_oid(n: usize) -> i64 {
     1_000_000_000 + n as i64
@@ -815,7 +815,7 @@ fn build_pg_table(
                         replident: "d",
                         acl: crate::privileges::acl_items(d)
                             .map_or_else(null_text, |a| text_list(&a)),
-                        options: s(&format!("orientation={}", d.orientation)),
+                        options: reloptions(d),
                         ..PgClassRow::new(table_oid(t), &d.name, "r")
                     }
                     .cells(),
@@ -1128,8 +1128,11 @@ fn build_pg_table(
                     ("indclass", int8_array()),
                 ],
                 rows,
-                // subscripted from 0 (`crate::int2vector`)
-                &[("indoption", crate::int2vector::INT2VECTOR)],
+                // subscripted from 0 and printed `1 2` (`crate::int2vector`)
+                &[
+                    ("indkey", crate::int2vector::INT2VECTOR),
+                    ("indoption", crate::int2vector::INT2VECTOR),
+                ],
             )
         }
         "pg_constraint" => {
@@ -1453,7 +1456,14 @@ fn build_pg_table(
         ),
         // COMMENT ON TABLE (objsubid 0) and COLUMN (its attnum)
         "pg_description" => {
-            let mut rows = Vec::new();
+            // PostgreSQL's comment on its `public` schema (pg_dump writes
+            // nothing for it, and `COMMENT ... IS ''` for no comment)
+            let mut rows = vec![vec![
+                i(NS_PUBLIC),
+                i(crate::catalog_shape::relation_oid("pg_namespace").unwrap_or(2615)),
+                i4(0),
+                s("standard public schema"),
+            ]];
             for t in tables {
                 let d = t.def();
                 if let Some(c) = &d.comment {
@@ -1484,7 +1494,7 @@ fn build_pg_table(
                     if let (Some(d), None) = (&c.default, c.identity) {
                         let attnum = n as i64 + 1;
                         rows.push(vec![
-                            i((table_oid(t) << 10) | attnum),
+                            i(crate::catalog_dependencies::attrdef_oid(t, attnum)),
                             i(table_oid(t)),
                             i2(attnum as i16),
                             s(d),
@@ -1570,8 +1580,15 @@ fn build_pg_table(
             vec![],
         ),
         "pg_rewrite" => mem_table(
-            &[("oid", O), ("rulename", T), ("ev_class", O), ("ev_type", T)],
-            vec![],
+            &[
+                ("oid", O),
+                ("rulename", T),
+                ("ev_class", O),
+                ("ev_type", T),
+                ("is_instead", B),
+                ("ev_enabled", T),
+            ],
+            crate::catalog_dependencies::rewrite_rows(views),
         ),
         "pg_collation" => mem_table(
             &[
@@ -1629,7 +1646,7 @@ fn build_pg_table(
                         s(v.owner
                             .as_deref()
                             .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER)),
-                        s(&v.query),
+                        s(&crate::catalog_dependencies::qualified_view_query(&v.query, true)),
                     ]
                 })
                 .collect(),
@@ -1677,25 +1694,7 @@ fn build_pg_table(
         // a sequence owned by a column depends on it automatically ('a'),
         // as SERIAL and identity columns make it in PostgreSQL
         "pg_depend" => {
-            let mut rows = Vec::new();
-            for (seq, _) in sequences {
-                let Some(owner) = &seq.owned_by else { continue };
-                let Some(t) = tables.iter().find(|t| t.def().name == owner.table) else {
-                    continue;
-                };
-                let Some(attnum) = t.def().column_index(&owner.column) else {
-                    continue;
-                };
-                rows.push(vec![
-                    i(1259),
-                    i(sequence_oid(&seq.name)),
-                    i4(0),
-                    i(1259),
-                    i(table_oid(t)),
-                    i4(attnum as i32 + 1),
-                    s("a"),
-                ]);
-            }
+            let rows = crate::catalog_dependencies::dependency_rows(tables, views, sequences);
             mem_table(
                 &[
                     ("classid", O),
@@ -2134,11 +2133,51 @@ fn privilege_functions(
             None => s(&format!("unknown (OID={oid})")),
         }
     };
+    let r4 = Arc::clone(&roles);
+    let acl_default = move |v: &[ScalarValue]| {
+        let (Some(kind), Some(owner)) = (arg_str(v, 0), arg_i64(v, 1)) else {
+            return ScalarValue::new_null_list(DataType::Utf8, true, 1);
+        };
+        let owner = r4
+            .list()
+            .into_iter()
+            .find(|x| x.oid == owner)
+            .map(|role| role.name)
+            .unwrap_or_else(|| owner.to_string());
+        match default_acl(&kind, &owner) {
+            Some(items) => text_list(&items),
+            None => ScalarValue::new_null_list(DataType::Utf8, true, 1),
+        }
+    };
     vec![
         udf("has_table_privilege", B, table_fn),
         udf("has_schema_privilege", B, schema_fn),
         udf("pg_get_userbyid", T, userbyid),
+        udf("acldefault", text_array(), acl_default),
     ]
+}
+
+/// `acldefault(kind, owner)`: the privileges an object of `kind` (the
+/// one-letter code PostgreSQL's `acldefault` takes) has while its ACL is
+/// NULL, as `aclitem` text, PostgreSQL's items in its order. pg_dump
+/// compares each ACL with it to write GRANT and REVOKE. `None` for a code
+/// PostgreSQL does not have.
+fn default_acl(kind: &str, owner: &str) -> Option<Vec<String>> {
+    let owner_has = |privileges: &str| format!("{owner}={privileges}/{owner}");
+    let public_has = |privileges: &str| format!("={privileges}/{owner}");
+    Some(match kind {
+        "c" | "p" => Vec::new(),
+        "r" => vec![owner_has("arwdDxt")],
+        "s" => vec![owner_has("rwU")],
+        "d" => vec![public_has("Tc"), owner_has("CTc")],
+        "f" => vec![public_has("X"), owner_has("X")],
+        "l" | "T" => vec![public_has("U"), owner_has("U")],
+        "L" => vec![owner_has("rw")],
+        "n" => vec![owner_has("UC")],
+        "t" => vec![owner_has("C")],
+        "F" | "S" => vec![owner_has("U")],
+        _ => return None,
+    })
 }
 
 /// The oid `::regclass` gives `name`: an oid's digits as they are, else
@@ -2187,8 +2226,8 @@ fn relation_oid(engine: &Engine, sequences: &Sequences, name: &str) -> Option<i6
 /// The name PostgreSQL prints for relation `oid` as a regclass: the
 /// relation's name, or the oid's digits where no relation has it.
 fn relation_name(engine: &Engine, sequences: &Sequences, oid: i64) -> String {
-    if let Some((name, _)) = CATALOG_RELATION_OIDS.iter().find(|(_, o)| *o == oid) {
-        return (*name).to_string();
+    if let Some(name) = crate::catalog_shape::relation_name(oid) {
+        return name.to_string();
     }
     let tables = engine.tables();
     tables
@@ -2226,10 +2265,41 @@ pub const SERVER_VERSION: &str = "15.0";
 /// search path names `public` while `public_on_path` is set (the session
 /// sets it for each statement from its `search_path`): NULL and `{}`
 /// under pg_dump's empty path.
-pub fn search_path_functions(public_on_path: Arc<std::sync::atomic::AtomicBool>) -> [ScalarUDF; 2] {
+///
+/// Also the functions whose text names relations, which PostgreSQL
+/// qualifies where `public` is not on the path
+/// (`crate::catalog_dependencies`): `pg_get_viewdef` (a view's
+/// definition by OID or name: the parser's text of its query, not
+/// PostgreSQL's deparsed one) and `pg_get_expr` (`pg_attrdef.adbin` is
+/// the default's text already).
+pub fn search_path_functions(
+    public_on_path: Arc<std::sync::atomic::AtomicBool>,
+    engine: Arc<Engine>,
+) -> [ScalarUDF; 4] {
     use std::sync::atomic::Ordering::Relaxed;
     let on_path = Arc::clone(&public_on_path);
+    let (on_path2, on_path3) = (Arc::clone(&public_on_path), Arc::clone(&public_on_path));
     [
+        udf("pg_get_expr", T, move |v| {
+            arg_str(v, 0)
+                .map(|e| s(&crate::catalog_dependencies::qualified_default(&e, on_path2.load(Relaxed))))
+                .unwrap_or(null_text())
+        }),
+        udf("pg_get_viewdef", T, move |v| {
+            let by_oid = arg_i64(v, 0);
+            let by_name = arg_str(v, 0);
+            engine
+                .views()
+                .into_iter()
+                .find(|d| Some(view_oid(d)) == by_oid || by_name.as_deref() == Some(&d.name))
+                .map(|d| {
+                    s(&crate::catalog_dependencies::qualified_view_query(
+                        &d.query,
+                        on_path3.load(Relaxed),
+                    ))
+                })
+                .unwrap_or(null_text())
+        }),
         udf("current_schema", DataType::Utf8, move |_| {
             if on_path.load(Relaxed) {
                 s("public")
@@ -2275,7 +2345,6 @@ pub fn pg_functions(
     let serial_sequences = Arc::clone(&sequences);
     let eng5 = Arc::clone(&engine);
     let eng6 = Arc::clone(&engine);
-    let eng7 = Arc::clone(&engine);
     let eng8 = Arc::clone(&engine);
     let sequences2 = Arc::clone(&sequences);
     vec![
@@ -2335,21 +2404,7 @@ pub fn pg_functions(
         // pg_proc holds no user functions: nothing to describe
         udf("pg_get_function_result", T, |_| null_text()),
         udf("pg_get_function_arguments", T, |_| null_text()),
-        udf("pg_get_expr", T, |v| {
-            arg_str(v, 0).map(|e| s(&e)).unwrap_or(null_text())
-        }),
         udf("pg_get_partkeydef", T, |_| null_text()),
-        // a view's definition by OID or name (the parser's text of its
-        // query, not PostgreSQL's deparsed one)
-        udf("pg_get_viewdef", T, move |v| {
-            let by_oid = arg_i64(v, 0);
-            let by_name = arg_str(v, 0);
-            eng7.views()
-                .into_iter()
-                .find(|d| Some(view_oid(d)) == by_oid || by_name.as_deref() == Some(&d.name))
-                .map(|d| s(&d.query))
-                .unwrap_or(null_text())
-        }),
         udf("pg_get_statisticsobjdef_columns", T, |_| null_text()),
         udf("pg_size_pretty", T, |v| match arg_i64(v, 0) {
             Some(n) => s(&size_pretty(n)),

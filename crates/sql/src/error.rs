@@ -122,6 +122,9 @@ pub enum SqlError {
     /// that names none Eddy has (pg_dump's empty path).
     #[error("no schema has been selected to create in")]
     NoSchemaSelected,
+    /// 3F000: a schema Eddy does not have (it has `public` only).
+    #[error("{0}")]
+    UndefinedSchema(String),
     /// 55000: e.g. `currval` before `nextval` in this session.
     #[error("{0}")]
     NotInPrerequisiteState(String),
@@ -309,7 +312,7 @@ impl SqlError {
             SqlError::CardinalityViolation | SqlError::ConflictUpdateTwice => "21000",
             SqlError::SequenceLimit(_) => "2200H",
             SqlError::NotInPrerequisiteState(_) => "55000",
-            SqlError::NoSchemaSelected => "3F000",
+            SqlError::NoSchemaSelected | SqlError::UndefinedSchema(_) => "3F000",
             SqlError::GeneratedAlways(_) => "428C9",
             SqlError::InvalidCursorName(_) => "34000",
             SqlError::DuplicateCursor(_) => "42P03",

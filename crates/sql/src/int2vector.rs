@@ -1,10 +1,14 @@
-//! `int2vector` columns of the catalog (`pg_index.indoption`): text such as
-//! `0 3`, which is what PostgreSQL prints and what clients read (SQLAlchemy
-//! splits it at spaces), marked with the declared type `int2vector` in its
-//! field's metadata. PostgreSQL subscripts an int2vector from 0 (pgjdbc's
-//! getIndexInfo reads `i.indoption[ordinal - 1] & 1`): [`Int2VectorPlanner`]
-//! plans `v[k]` on such a column as `eddy_int2vector_element(v, k)`, the
-//! k-th number (from 0), NULL outside the vector as for any array.
+//! `int2vector` columns of the catalog, marked with the declared type
+//! `int2vector` in their field's metadata. `pg_index.indoption` is text
+//! such as `0 3`, which is what PostgreSQL prints and what clients read
+//! (SQLAlchemy splits it at spaces); `pg_index.indkey` is a list of
+//! smallints, which `unnest` and `= ANY` take as clients use them, and
+//! which is printed as PostgreSQL prints an int2vector, `1 3`
+//! (`pgtypes::is_int2vector_list`; pg_dump parses it). PostgreSQL
+//! subscripts an int2vector from 0 (pgjdbc's getIndexInfo reads
+//! `i.indoption[ordinal - 1] & 1`): [`Int2VectorPlanner`] plans `v[k]` on
+//! such a column as `eddy_int2vector_element(v, k)`, the k-th number (from
+//! 0), NULL outside the vector as for any array.
 
 use std::sync::Arc;
 
@@ -103,7 +107,25 @@ impl ScalarUDFImpl for Element {
                 "{ELEMENT} takes 2 arguments"
             )));
         };
-        let vectors = cast_with_options(vectors, &DataType::Utf8, &CastOptions::default())?;
+        let vectors = match vectors.data_type() {
+            // a list (`indkey`) as its text form, the numbers spaced
+            DataType::List(_) => {
+                let lists = vectors.as_list::<i32>();
+                let mut texts = datafusion::arrow::array::StringBuilder::new();
+                for row in 0..lists.len() {
+                    if lists.is_null(row) {
+                        texts.append_null();
+                        continue;
+                    }
+                    let items = cast_with_options(&lists.value(row), &DataType::Int64, &CastOptions::default())?;
+                    let items = items.as_primitive::<Int64Type>();
+                    let text: Vec<String> = items.iter().map(|v| v.map(|n| n.to_string()).unwrap_or_default()).collect();
+                    texts.append_value(text.join(" "));
+                }
+                Arc::new(texts.finish()) as datafusion::arrow::array::ArrayRef
+            }
+            _ => cast_with_options(vectors, &DataType::Utf8, &CastOptions::default())?,
+        };
         let keys =
             cast_with_options(keys, &DataType::Int64, &CastOptions::default()).map_err(|_| {
                 DataFusionError::from(SqlError::DatatypeMismatch(

@@ -318,7 +318,8 @@ fn last_ident(name: &ObjectName) -> Option<String> {
 /// Rewrite PostgreSQL catalog idioms into what DataFusion understands.
 /// `is_user_table` says whether a bare name is one of the user's tables
 /// (then `pg_*` names are left alone).
-pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
+pub fn pg_compat(stmt: &mut Statement, user_table_oid: &dyn Fn(&str) -> Option<i64>) {
+    let is_user_table = |n: &str| user_table_oid(n).is_some();
     // first: the catalog rewrites below use generate_series's list form
     crate::set_returning::rewrite(stmt);
     crate::srf_rewrite::rewrite(stmt);
@@ -350,6 +351,8 @@ pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
         }
         ControlFlow::<()>::Continue(())
     });
+    // after the qualification above: `pg_x` is `pg_catalog.pg_x` by now
+    crate::catalog_references::rewrite(stmt, &|name| relation_oid(name, user_table_oid));
     let _ = visit_expressions_mut(stmt, |e| {
         rewrite_expr(e);
         ControlFlow::<()>::Continue(())
@@ -357,6 +360,22 @@ pub fn pg_compat(stmt: &mut Statement, is_user_table: &dyn Fn(&str) -> bool) {
     // after the expressions: `array(select ... from pg_catalog.f(...))`
     // is recognised by its qualified table function (`reads_qualified_catalog`)
     let _ = stmt.visit(&mut CatalogTableFunctions);
+}
+
+/// The OID of the relation `name` names: a `pg_catalog` relation's, or a
+/// user table's (`user_table_oid`).
+fn relation_oid(name: &ObjectName, user_table_oid: &dyn Fn(&str) -> Option<i64>) -> Option<i64> {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|p| p.as_ident().map(ident_name))
+        .collect::<Option<_>>()?;
+    match parts.as_slice() {
+        [schema, relation] if schema == "pg_catalog" => crate::catalog::catalog_relation_oid(relation),
+        [schema, relation] if schema == "public" => user_table_oid(relation),
+        [relation] => user_table_oid(relation),
+        _ => None,
+    }
 }
 
 /// The escape argument of `eddy_similar_escape`: the text, or NULL for
@@ -1855,7 +1874,7 @@ mod tests {
             "SELECT c.oid FROM pg_catalog.pg_class c WHERE c.relname OPERATOR(pg_catalog.~) '^(t)$' COLLATE pg_catalog.default AND c.oid = 't'::regclass",
         )
         .unwrap();
-        pg_compat(&mut s, &|_| false);
+        pg_compat(&mut s, &|_| None);
         let text = s.to_string();
         assert!(text.contains("c.relname ~ '^(t)$'"), "{text}");
         assert!(text.contains("eddy_regclass('t')"), "{text}");
@@ -1865,7 +1884,7 @@ mod tests {
     fn catalog_array_subqueries_become_null_arrays_and_user_ones_stay() {
         let rewritten = |sql: &str| {
             let mut s = parse_statement(sql).unwrap();
-            pg_compat(&mut s, &|_| false);
+            pg_compat(&mut s, &|_| None);
             s.to_string()
         };
         // psql's TOAST options: a table function qualified with pg_catalog
@@ -1905,7 +1924,7 @@ mod tests {
              FROM pg_catalog.pg_attribute a",
         )
         .unwrap();
-        pg_compat(&mut s, &|_| false);
+        pg_compat(&mut s, &|_| None);
         let text = s.to_string();
         assert!(text.contains("CASE WHEN a.atthasdef THEN (SELECT max(pg_get_expr(d.adbin, d.adrelid, true)) AS value"), "{text}");
         assert!(text.contains("NULL AS attcollation"), "{text}");
@@ -1958,7 +1977,7 @@ mod tests {
 
     fn compat(sql: &str) -> String {
         let mut s = parse_statement(sql).unwrap();
-        pg_compat(&mut s, &|_| false);
+        pg_compat(&mut s, &|_| None);
         s.to_string()
     }
 

@@ -539,8 +539,11 @@ impl Session {
         let sequence_functions =
             crate::sequence_functions::sequence_functions(&db.sequences, &drawn);
         let public_on_path = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let [current_schema, current_schemas] =
-            crate::catalog::search_path_functions(Arc::clone(&public_on_path));
+        let [get_expr, get_viewdef, current_schema, current_schemas] =
+            crate::catalog::search_path_functions(
+                Arc::clone(&public_on_path),
+                Arc::clone(&db.engine),
+            );
         let typeof_function = crate::catalog::pg_typeof();
         let setting_fallback = crate::catalog::current_setting_fallback();
         let advisory_owner = crate::advisory::new_owner();
@@ -604,6 +607,8 @@ impl Session {
                 set_config,
                 current_schema,
                 current_schemas,
+                get_expr,
+                get_viewdef,
             ])
             .chain([crate::txid::txid_function(&current_txid)])
             .chain([notify_function, listening_scalar])
@@ -1345,7 +1350,7 @@ impl Session {
             engine.table(n).map(|t| Arc::clone(t.def()))
         });
         output_names::name_columns(stmt);
-        rewrite::pg_compat(stmt, &|n| engine.table(n).is_some());
+        rewrite::pg_compat(stmt, &|n| engine.table(n).map(|t| crate::catalog::table_oid(&t)));
         // (after pg_compat, which writes timestamptz literals as calls)
         crate::zone_rules::bind_literal_zone(stmt, &self.time_zone());
         // (after the rewrites that turn casts into Eddy's functions)
@@ -1560,6 +1565,10 @@ impl Session {
             Statement::Delete(del) => self.delete(del).await,
             Statement::CreateTable(ct) => self.create_table(ct).await,
             Statement::CreateView(cv) => self.create_view(cv).await,
+            Statement::AlterSchema(ref alter) => {
+                self.alter_schema(alter)?;
+                Ok(Output::Command("ALTER SCHEMA".into()))
+            }
             Statement::Declare { stmts } => self.declare(stmts).await,
             Statement::Comment {
                 object_type,

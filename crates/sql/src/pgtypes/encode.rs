@@ -326,6 +326,24 @@ pub fn encode_field_cell(
         out.put_slice(s.as_bytes());
         return Ok(());
     }
+    if format == Format::Text && !array.is_null(row) && super::is_int2vector_list(field) {
+        // int2vector's text: `1 3`, not the array's `{1,3}`
+        if let Some(list) = array.as_list_opt::<i32>() {
+            let mut s = String::new();
+            let items = list.value(row);
+            for i in 0..items.len() {
+                if i > 0 {
+                    s.push(' ');
+                }
+                cell_text(items.as_ref(), i, &mut s)?;
+            }
+            let len = i32::try_from(s.len())
+                .map_err(|_| SqlError::ProgramLimitExceeded("int2vector value too long".into()))?;
+            out.put_i32(len);
+            out.put_slice(s.as_bytes());
+            return Ok(());
+        }
+    }
     encode_cell(array, row, format, out)
 }
 

@@ -31,6 +31,7 @@ pub mod oid {
     pub const NAME: u32 = 19;
     pub const INT8: u32 = 20;
     pub const INT2: u32 = 21;
+    pub const INT2VECTOR: u32 = 22;
     pub const INT4: u32 = 23;
     pub const TEXT: u32 = 25;
     pub const OID: u32 = 26;

@@ -138,9 +138,24 @@ pub fn declared_type(field: &datafusion::arrow::datatypes::Field) -> Option<Colu
     }
 }
 
+/// Whether `field` is a list of smallints declared `int2vector`
+/// (`pg_index.indkey`): announced as int2vector, whose binary form is the
+/// list's own (a one-dimensional int2 array) and whose text is its numbers
+/// separated by spaces (`crate::int2vector`).
+pub fn is_int2vector_list(field: &datafusion::arrow::datatypes::Field) -> bool {
+    matches!(field.data_type(), datafusion::arrow::datatypes::DataType::List(_))
+        && field
+            .metadata()
+            .get(DECLARED_TYPE_KEY)
+            .is_some_and(|t| t == crate::int2vector::INT2VECTOR)
+}
+
 /// The PostgreSQL type OID announced for a result field: `bpchar` and
 /// `varchar` for columns declared so, else by its Arrow type.
 pub fn field_oid(field: &datafusion::arrow::datatypes::Field) -> u32 {
+    if is_int2vector_list(field) {
+        return oid::INT2VECTOR;
+    }
     match declared_type(field) {
         Some(ColumnType::Char(_)) => oid::BPCHAR,
         Some(ColumnType::Varchar(_)) => oid::VARCHAR,

@@ -10,9 +10,11 @@
 //! Views and sequences keep the owner they were made with: `OWNER TO`
 //! their current owner (what every pg_dump script restored by that role
 //! says) changes nothing and is accepted; any other role is refused
-//! (0A000), never recorded and ignored.
+//! (0A000), never recorded and ignored. So does the one schema, `public`,
+//! owned by the bootstrap superuser (`ALTER SCHEMA public OWNER TO`, which
+//! a pg_dump of Eddy writes); any other ALTER SCHEMA is refused.
 
-use datafusion::sql::sqlparser::ast::Owner;
+use datafusion::sql::sqlparser::ast::{AlterSchema, AlterSchemaOperation, Owner};
 
 use super::Session;
 use crate::error::{Result, SqlError};
@@ -75,6 +77,36 @@ impl Session {
         acl.retain(|a| a.grantee.as_deref() != Some(new_owner.as_str()));
         let name = def.name.clone();
         self.ddl_change(|ddl| ddl.set_access(&name, Some(new_owner), acl))?;
+        Ok(())
+    }
+
+    /// `ALTER SCHEMA public OWNER TO` its owner (module doc).
+    pub(super) fn alter_schema(&self, alter: &AlterSchema) -> Result<()> {
+        let schema = crate::rewrite::table_name(&alter.name)?;
+        if schema != "public" {
+            return Err(if alter.if_exists {
+                SqlError::FeatureNotSupported(format!(
+                    "ALTER SCHEMA {schema}: Eddy has one schema, public"
+                ))
+            } else {
+                SqlError::UndefinedSchema(format!("schema \"{schema}\" does not exist"))
+            });
+        }
+        for operation in &alter.operations {
+            match operation {
+                AlterSchemaOperation::OwnerTo { owner } => self.alter_fixed_owner(
+                    "schema",
+                    "public",
+                    crate::roles::BOOTSTRAP_SUPERUSER,
+                    owner,
+                )?,
+                other => {
+                    return Err(SqlError::FeatureNotSupported(format!(
+                        "ALTER SCHEMA public {other} is not supported"
+                    )))
+                }
+            }
+        }
         Ok(())
     }
 

@@ -49,6 +49,33 @@ fn constant_text(e: &Expr) -> Result<Option<String>> {
     }
 }
 
+/// The OID of a parameter type PREPARE declares: a column type's, or
+/// `oid` (pg_dump's `PREPARE getColumnACLs(pg_catalog.oid)`), which is no
+/// column type but a parameter may be.
+fn declared_type_oid(t: &SqlType) -> Result<u32> {
+    if let SqlType::Custom(name, modifiers) = t {
+        let parts: Vec<String> = name
+            .0
+            .iter()
+            .filter_map(|p| p.as_ident().map(ident_name))
+            .collect();
+        let bare = match parts.as_slice() {
+            [schema, bare] if schema == "pg_catalog" => Some(bare.as_str()),
+            [bare] => Some(bare.as_str()),
+            _ => None,
+        };
+        if bare == Some("oid") && modifiers.is_empty() {
+            return Ok(pgtypes::oid::OID);
+        }
+        if let (Some(bare), [_, _]) = (bare, parts.as_slice()) {
+            // `pg_catalog.int4`: the type the bare name names
+            let unqualified = SqlType::Custom(ObjectName::from(vec![Ident::new(bare)]), modifiers.clone());
+            return declared_type_oid(&unqualified);
+        }
+    }
+    pgtypes::column_type_from_sql(t).map(pgtypes::oid_for_column_type)
+}
+
 impl Session {
     pub(super) async fn sql_prepare(
         &mut self,
@@ -62,7 +89,7 @@ impl Session {
         }
         let declared: Vec<u32> = data_types
             .iter()
-            .map(|t| pgtypes::column_type_from_sql(t).map(pgtypes::oid_for_column_type))
+            .map(declared_type_oid)
             .collect::<Result<_>>()?;
         let text = statement.to_string();
         let prepared = self.prepare_parsed(text, statement, &declared).await?;
