@@ -9,6 +9,9 @@
 //! tests/dumps/shop-checks.sql must print exactly what PostgreSQL printed
 //! for the same restore (tests/dumps/shop-checks.expected, made by
 //! scripts/ci/make-dump-fixture.sh).
+//!
+//! And the other way: a pg_dump of Eddy (its backup with PostgreSQL's
+//! tools) restores into a new Eddy as the same database.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -143,4 +146,124 @@ fn a_custom_format_dump_restores_with_pg_restore() {
             single_transaction: true,
         });
     }
+}
+
+/// A dump's lines without the `\restrict` pair, whose key is random per
+/// run, sorted: two dumps of the same database have the same lines, though
+/// COPY's rows may come in another order (tables are sharded).
+fn dump_lines(dump: &str) -> Vec<&str> {
+    let mut lines: Vec<&str> = dump
+        .lines()
+        .filter(|l| !l.starts_with("\\restrict") && !l.starts_with("\\unrestrict"))
+        .collect();
+    lines.sort_unstable();
+    lines
+}
+
+/// Restores `file` into `srv` with psql in one transaction, stopping at
+/// the first error.
+fn psql_restore(srv: &Server, file: &std::path::Path) {
+    let (ok, _, err) = run(
+        "psql",
+        srv,
+        &[
+            "-q",
+            "-1",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-f",
+            file.to_str().expect("utf-8 path"),
+        ],
+    );
+    assert!(
+        ok && err.is_empty(),
+        "psql restore of {} failed:\n{err}",
+        file.display()
+    );
+}
+
+/// The checks' output on `srv` equals PostgreSQL's after its own restore.
+fn assert_checks(srv: &Server) {
+    let checks = dumps().join("shop-checks.sql");
+    let (ok, out, err) = run(
+        "psql",
+        srv,
+        &["-A", "-f", checks.to_str().expect("utf-8 path")],
+    );
+    assert!(ok, "checks failed: {err}");
+    let expected =
+        std::fs::read_to_string(dumps().join("shop-checks.expected")).expect("expected output");
+    assert_eq!(format!("{out}{err}"), expected, "the checks' output");
+}
+
+/// A backup of Eddy with PostgreSQL's own tools: pg_dump of an Eddy
+/// database (the shop, restored from PostgreSQL's dump) writes a script
+/// that restores into a new Eddy in one transaction, where pg_dump writes
+/// the same dump again and the shop reads and writes as PostgreSQL's did;
+/// the custom format restores likewise with pg_restore.
+#[test]
+fn a_pg_dump_of_eddy_restores_into_eddy_as_it_was() {
+    if !have_psql() {
+        return;
+    }
+    let original = Server::start("trust");
+    psql_restore(&original, &dumps().join("shop-pg15.sql"));
+    let (ok, dump, err) = run("pg_dump", &original, &[]);
+    assert!(ok && err.is_empty(), "pg_dump of Eddy failed:\n{err}");
+    // what makes it restorable: qualified names under pg_dump's empty
+    // search path, serial defaults set after their sequences exist, views
+    // after their tables, PostgreSQL's spelling of CHECKs
+    for expected in [
+        "ALTER TABLE ONLY public.customers ALTER COLUMN id SET DEFAULT nextval('public.customers_id_seq'::regclass);",
+        "CREATE VIEW public.big_spenders AS",
+        "FROM (((public.customers c JOIN public.orders o",
+        "ADD CONSTRAINT orders_customer_id_fkey FOREIGN KEY (customer_id) REFERENCES public.customers(id) ON DELETE CASCADE;",
+        "CONSTRAINT customers_balance_check CHECK ((balance >= ('-1000'::integer)::numeric))",
+        "ALTER TABLE public.products ALTER COLUMN sku ADD GENERATED ALWAYS AS IDENTITY (",
+        "SELECT pg_catalog.setval('public.invoice_numbers', 5010, true);",
+        "CREATE UNIQUE INDEX products_uid_idx ON public.products USING btree (uid);",
+        "COMMENT ON COLUMN public.customers.email IS 'unique, lower case';",
+    ] {
+        assert!(dump.contains(expected), "the dump lacks {expected:?}:\n{dump}");
+    }
+    let work = tempfile::tempdir().expect("tempdir");
+    let plain = work.path().join("eddy.sql");
+    std::fs::write(&plain, &dump).expect("write the dump");
+
+    let restored = Server::start("trust");
+    psql_restore(&restored, &plain);
+    let (ok, again, err) = run("pg_dump", &restored, &[]);
+    assert!(
+        ok && err.is_empty(),
+        "pg_dump of the restored Eddy failed:\n{err}"
+    );
+    assert_eq!(
+        dump_lines(&again),
+        dump_lines(&dump),
+        "the restored database dumps differently"
+    );
+    assert_checks(&restored);
+
+    let custom = work.path().join("eddy.dump");
+    let (ok, _, err) = run(
+        "pg_dump",
+        &original,
+        &["-Fc", "-f", custom.to_str().expect("utf-8 path")],
+    );
+    assert!(ok && err.is_empty(), "pg_dump -Fc of Eddy failed:\n{err}");
+    let from_custom = Server::start("trust");
+    let (ok, _, err) = run(
+        "pg_restore",
+        &from_custom,
+        &[
+            "--exit-on-error",
+            "--single-transaction",
+            custom.to_str().expect("utf-8 path"),
+        ],
+    );
+    assert!(
+        ok && err.is_empty(),
+        "pg_restore of Eddy's dump failed:\n{err}"
+    );
+    assert_checks(&from_custom);
 }

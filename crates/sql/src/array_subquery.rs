@@ -118,15 +118,18 @@ pub fn array_of_subquery(q: &Query) -> Option<Expr> {
     ))
 }
 
-/// `ARRAY(SELECT f(x) FROM unnest(list) AS t(x) [WHERE p(x)])`, usually
-/// over a list of the outer row (pg_dump's
+/// `ARRAY(SELECT f(x) FROM unnest(list) AS t(x) [WHERE p(x)])` over a
+/// column's list, usually one of the outer row (pg_dump's
 /// `array(select quote_literal(x) from unnest(evttags) as t(x))`), as
 /// `array_transform(array_filter(list, x -> p(x)), x -> f(x))`: the same
 /// elements in the same order, computed without a correlated subquery,
 /// which DataFusion cannot plan over a table function of an outer column.
 /// `None` where the SELECT has another form, or `f` or `p` holds a
 /// subquery or an aggregate (a lambda cannot).
-fn map_over_unnest(select: &datafusion::sql::sqlparser::ast::Select, element: &Expr) -> Option<Expr> {
+fn map_over_unnest(
+    select: &datafusion::sql::sqlparser::ast::Select,
+    element: &Expr,
+) -> Option<Expr> {
     use datafusion::sql::sqlparser::ast::{
         Ident, LambdaFunction, LambdaFunctionParameter, LambdaSyntax, OneOrManyWithParens,
         TableAlias, TableFactor, TableFunctionArgs,
@@ -149,15 +152,26 @@ fn map_over_unnest(select: &datafusion::sql::sqlparser::ast::Select, element: &E
     let (list, x) = match &from.relation {
         TableFactor::Table {
             name,
-            args: Some(TableFunctionArgs { args, settings: None }),
+            args:
+                Some(TableFunctionArgs {
+                    args,
+                    settings: None,
+                }),
             alias,
             ..
         } if name.0.len() == 1
-            && name.0.first().and_then(|p| p.as_ident()).map(ident_name).as_deref()
+            && name
+                .0
+                .first()
+                .and_then(|p| p.as_ident())
+                .map(ident_name)
+                .as_deref()
                 == Some("unnest") =>
         {
             match args.as_slice() {
-                [FunctionArg::Unnamed(FunctionArgExpr::Expr(list))] => (list.clone(), variable(alias)?),
+                [FunctionArg::Unnamed(FunctionArgExpr::Expr(list))] => {
+                    (list.clone(), variable(alias)?)
+                }
                 _ => return None,
             }
         }
@@ -173,6 +187,12 @@ fn map_over_unnest(select: &datafusion::sql::sqlparser::ast::Select, element: &E
         },
         _ => return None,
     };
+    // only a column's list (of the outer row): any other list is no
+    // correlated table function, and the aggregate form plans it (a
+    // constant list folded with its lambda trips DataFusion's planner)
+    if !matches!(list, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
+        return None;
+    }
     if !lambda_safe(element) || select.selection.as_ref().is_some_and(|p| !lambda_safe(p)) {
         return None;
     }
@@ -190,7 +210,8 @@ fn map_over_unnest(select: &datafusion::sql::sqlparser::ast::Select, element: &E
     if let Some(predicate) = &select.selection {
         elements = call("array_filter", vec![elements, lambda(predicate.clone())]);
     }
-    let is_the_variable = matches!(element, Expr::Identifier(id) if ident_name(id) == ident_name(&x));
+    let is_the_variable =
+        matches!(element, Expr::Identifier(id) if ident_name(id) == ident_name(&x));
     if !is_the_variable {
         elements = call("array_transform", vec![elements, lambda(element.clone())]);
     }
@@ -219,10 +240,21 @@ fn lambda_safe(e: &Expr) -> bool {
                     .unwrap_or_default();
                 let aggregate = matches!(
                     name.as_str(),
-                    "count" | "sum" | "avg" | "min" | "max" | "array_agg" | "string_agg"
-                        | "bool_and" | "bool_or" | "every" | "json_agg" | "jsonb_agg"
+                    "count"
+                        | "sum"
+                        | "avg"
+                        | "min"
+                        | "max"
+                        | "array_agg"
+                        | "string_agg"
+                        | "bool_and"
+                        | "bool_or"
+                        | "every"
+                        | "json_agg"
+                        | "jsonb_agg"
                 );
-                if aggregate || f.over.is_some() || f.filter.is_some() || !f.within_group.is_empty() {
+                if aggregate || f.over.is_some() || f.filter.is_some() || !f.within_group.is_empty()
+                {
                     return std::ops::ControlFlow::Break(());
                 }
             }
@@ -271,7 +303,12 @@ impl ScalarUDFImpl for ArrayOrEmpty {
             )));
         };
         let list_type = args.return_field.data_type().clone();
-        let array = arg.to_array(args.number_rows)?;
+        // a scalar is taken as one value, whatever the batch's row count
+        // (which may be 0)
+        let array = match arg {
+            ColumnarValue::Scalar(s) => s.to_array_of_size(1)?,
+            ColumnarValue::Array(a) => Arc::clone(a),
+        };
         let array = if array.data_type() == &DataType::Null {
             datafusion::arrow::array::new_null_array(&list_type, array.len())
         } else {

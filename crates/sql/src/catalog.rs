@@ -1646,7 +1646,7 @@ fn build_pg_table(
                         s(v.owner
                             .as_deref()
                             .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER)),
-                        s(&crate::catalog_dependencies::qualified_view_query(&v.query, true)),
+                        s(&crate::deparse::qualified_view_query(&v.query, true)),
                     ]
                 })
                 .collect(),
@@ -2223,6 +2223,25 @@ fn relation_oid(engine: &Engine, sequences: &Sequences, name: &str) -> Option<i6
         })
 }
 
+/// The OID `::regnamespace` gives `name`: an oid's digits as they are,
+/// else the schema of that name (quoted or not), if Eddy has it.
+fn namespace_oid(name: &str) -> Option<i64> {
+    let name = name.trim();
+    if let Ok(n) = name.parse::<i64>() {
+        return Some(n);
+    }
+    let bare = match name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
+        Some(quoted) => quoted.to_string(),
+        None => name.to_ascii_lowercase(),
+    };
+    match bare.as_str() {
+        "pg_catalog" => Some(NS_PG_CATALOG),
+        "public" => Some(NS_PUBLIC),
+        "information_schema" => Some(NS_INFORMATION_SCHEMA),
+        _ => None,
+    }
+}
+
 /// The name PostgreSQL prints for relation `oid` as a regclass: the
 /// relation's name, or the oid's digits where no relation has it.
 fn relation_name(engine: &Engine, sequences: &Sequences, oid: i64) -> String {
@@ -2270,19 +2289,68 @@ pub const SERVER_VERSION: &str = "15.0";
 /// qualifies where `public` is not on the path
 /// (`crate::catalog_dependencies`): `pg_get_viewdef` (a view's
 /// definition by OID or name: the parser's text of its query, not
-/// PostgreSQL's deparsed one) and `pg_get_expr` (`pg_attrdef.adbin` is
-/// the default's text already).
+/// PostgreSQL's deparsed one), `pg_get_expr` (`pg_attrdef.adbin` is
+/// the default's text already) and `pg_get_constraintdef`.
 pub fn search_path_functions(
     public_on_path: Arc<std::sync::atomic::AtomicBool>,
     engine: Arc<Engine>,
-) -> [ScalarUDF; 4] {
+) -> [ScalarUDF; 5] {
     use std::sync::atomic::Ordering::Relaxed;
     let on_path = Arc::clone(&public_on_path);
     let (on_path2, on_path3) = (Arc::clone(&public_on_path), Arc::clone(&public_on_path));
+    let on_path4 = Arc::clone(&public_on_path);
+    let constraint_engine = Arc::clone(&engine);
     [
+        udf("pg_get_constraintdef", T, move |v| {
+            let o = arg_i64(v, 0);
+            let tables = constraint_engine.tables();
+            let check = tables.iter().find_map(|t| {
+                t.def()
+                    .checks
+                    .iter()
+                    .enumerate()
+                    .find(|(k, _)| Some(check_oid(t, *k)) == o)
+                    .map(|(_, c)| crate::deparse::check_definition(&c.expr))
+            });
+            let fk = check.or_else(|| {
+                tables.iter().find_map(|t| {
+                    let (_, fk) = t
+                        .def()
+                        .foreign_keys
+                        .iter()
+                        .enumerate()
+                        .find(|(k, _)| Some(crate::fk_catalog::fk_oid(t, *k)) == o)?;
+                    let parent = tables.iter().find(|p| p.def().id == fk.ref_table)?;
+                    Some(crate::fk_catalog::definition(
+                        t.def(),
+                        fk,
+                        parent.def(),
+                        on_path4.load(Relaxed),
+                    ))
+                })
+            });
+            if let Some(def) = fk {
+                return s(&def);
+            }
+            tables
+                .iter()
+                .find_map(|t| {
+                    indexes_of(t)
+                        .into_iter()
+                        .find(|ix| ix.constraint && Some(ix.oid) == o)
+                        .map(|ix| ix.constraint_definition(t))
+                })
+                .map(|d| s(&d))
+                .unwrap_or(null_text())
+        }),
         udf("pg_get_expr", T, move |v| {
             arg_str(v, 0)
-                .map(|e| s(&crate::catalog_dependencies::qualified_default(&e, on_path2.load(Relaxed))))
+                .map(|e| {
+                    s(&crate::deparse::qualified_default(
+                        &e,
+                        on_path2.load(Relaxed),
+                    ))
+                })
                 .unwrap_or(null_text())
         }),
         udf("pg_get_viewdef", T, move |v| {
@@ -2293,7 +2361,7 @@ pub fn search_path_functions(
                 .into_iter()
                 .find(|d| Some(view_oid(d)) == by_oid || by_name.as_deref() == Some(&d.name))
                 .map(|d| {
-                    s(&crate::catalog_dependencies::qualified_view_query(
+                    s(&crate::deparse::qualified_view_query(
                         &d.query,
                         on_path3.load(Relaxed),
                     ))
@@ -2339,7 +2407,6 @@ pub fn pg_functions(
     let usr = user.to_string();
     let usr2 = user.to_string();
     let eng = Arc::clone(&engine);
-    let eng2 = Arc::clone(&engine);
     let eng3 = Arc::clone(&engine);
     let eng4 = Arc::clone(&engine);
     let serial_sequences = Arc::clone(&sequences);
@@ -2460,45 +2527,13 @@ pub fn pg_functions(
                 .map(|d| s(&d))
                 .unwrap_or(null_text())
         }),
-        udf("pg_get_constraintdef", T, move |v| {
-            let o = arg_i64(v, 0);
-            let tables = eng2.tables();
-            let check = tables.iter().find_map(|t| {
-                t.def()
-                    .checks
-                    .iter()
-                    .enumerate()
-                    .find(|(k, _)| Some(check_oid(t, *k)) == o)
-                    .map(|(_, c)| format!("CHECK ({})", c.expr))
-            });
-            let fk = check.or_else(|| {
-                tables.iter().find_map(|t| {
-                    let (_, fk) = t
-                        .def()
-                        .foreign_keys
-                        .iter()
-                        .enumerate()
-                        .find(|(k, _)| Some(crate::fk_catalog::fk_oid(t, *k)) == o)?;
-                    let parent = tables.iter().find(|p| p.def().id == fk.ref_table)?;
-                    Some(crate::fk_catalog::definition(t.def(), fk, parent.def()))
-                })
-            });
-            if let Some(def) = fk {
-                return s(&def);
-            }
-            tables
-                .iter()
-                .find_map(|t| {
-                    indexes_of(t)
-                        .into_iter()
-                        .find(|ix| ix.constraint && Some(ix.oid) == o)
-                        .map(|ix| ix.constraint_definition(t))
-                })
-                .map(|d| s(&d))
-                .unwrap_or(null_text())
-        }),
         udf("eddy_regclass", I8, move |v| match arg_str(v, 0) {
             Some(name) => relation_oid(&eng3, &sequences, &name).map_or(S::Int64(None), i),
+            None => S::Int64(None),
+        }),
+        // `'public'::regnamespace`: a schema's OID (digits as they are)
+        udf("eddy_regnamespace", I8, |v| match arg_str(v, 0) {
+            Some(name) => namespace_oid(&name).map_or(S::Int64(None), i),
             None => S::Int64(None),
         }),
         // a regclass as PostgreSQL prints it: the relation's name

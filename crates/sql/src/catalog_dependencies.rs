@@ -14,21 +14,13 @@
 //! `pg_attrdef` OID [`attrdef_oid`], the rule OID [`rule_oid`]); a
 //! dependency Eddy cannot see (a relation named in text computed at run
 //! time) is not invented.
-//!
-//! Under a search path without `public` (pg_dump's), PostgreSQL prints
-//! names qualified so that the text means the same thing there: a view's
-//! query ([`qualified_view_query`]) and a default's sequence
-//! ([`qualified_default`]).
-
-use std::ops::ControlFlow;
 
 use datafusion::common::ScalarValue;
-use datafusion::sql::sqlparser::ast::{Ident, ObjectNamePart};
 use eddy_common::ViewDef;
 use eddy_storage::Table;
 
 use crate::catalog::{table_oid, view_oid};
-use crate::sequences::{sequence_oid, sequence_of_default, SequenceDef};
+use crate::sequences::{sequence_of_default, sequence_oid, SequenceDef};
 
 /// PostgreSQL's OIDs of the catalogs the rows below name.
 const PG_CLASS: i64 = 1259;
@@ -87,7 +79,15 @@ pub(crate) fn dependency_rows(
         let attnum = index as i32 + 1;
         let deptype = if identity { "i" } else { "a" };
         let seq_oid = sequence_oid(&seq.name);
-        rows.push(row((PG_CLASS, seq_oid, 0, PG_CLASS, table_oid(t), attnum, deptype)));
+        rows.push(row((
+            PG_CLASS,
+            seq_oid,
+            0,
+            PG_CLASS,
+            table_oid(t),
+            attnum,
+            deptype,
+        )));
     }
     // a column default: on its column, and on the sequence it draws from
     for t in tables {
@@ -97,11 +97,27 @@ pub(crate) fn dependency_rows(
             };
             let attnum = n as i64 + 1;
             let own = attrdef_oid(t, attnum);
-            rows.push(row((PG_ATTRDEF, own, 0, PG_CLASS, table_oid(t), attnum as i32, "a")));
+            rows.push(row((
+                PG_ATTRDEF,
+                own,
+                0,
+                PG_CLASS,
+                table_oid(t),
+                attnum as i32,
+                "a",
+            )));
             let drawn = sequence_of_default(default)
                 .and_then(|name| sequences.iter().find(|(s, _)| s.name == name));
             if let Some((seq, _)) = drawn {
-                rows.push(row((PG_ATTRDEF, own, 0, PG_CLASS, sequence_oid(&seq.name), 0, "n")));
+                rows.push(row((
+                    PG_ATTRDEF,
+                    own,
+                    0,
+                    PG_CLASS,
+                    sequence_oid(&seq.name),
+                    0,
+                    "n",
+                )));
             }
         }
     }
@@ -143,82 +159,4 @@ pub(crate) fn rewrite_rows(views: &[ViewDef]) -> Vec<Vec<ScalarValue>> {
             ]
         })
         .collect()
-}
-
-/// A view's query as `pg_get_viewdef` and `pg_views` give it: its text,
-/// ended with `;` as PostgreSQL's is (pg_dump strips that character), and,
-/// where `public` is not on the search path, with each relation it names
-/// without a schema named `public.x` (CTE names and `pg_catalog` relations
-/// aside), as PostgreSQL prints names not visible on the path.
-pub(crate) fn qualified_view_query(query: &str, public_on_path: bool) -> String {
-    let text = query.trim_end().trim_end_matches(';');
-    if public_on_path {
-        return format!("{text};");
-    }
-    let Ok(mut parsed) = crate::views::parse_query(text) else {
-        return format!("{text};");
-    };
-    let ctes = crate::rewrite::query_cte_names(&parsed);
-    let _ = datafusion::sql::sqlparser::ast::visit_relations_mut(&mut parsed, |name| {
-        if let [ObjectNamePart::Identifier(id)] = name.0.as_slice() {
-            let bare = crate::rewrite::ident_name(id);
-            if !ctes.contains(&bare) && !crate::catalog::is_catalog_relation(&bare) {
-                name.0
-                    .insert(0, ObjectNamePart::Identifier(Ident::new("public")));
-            }
-        }
-        ControlFlow::<()>::Continue(())
-    });
-    format!("{parsed};")
-}
-
-/// A column default as `pg_get_expr` gives it: its text, with the
-/// sequence of `nextval('s'::regclass)` named `public.s` where `public` is
-/// not on the search path (module doc).
-pub(crate) fn qualified_default(default: &str, public_on_path: bool) -> String {
-    if public_on_path {
-        return default.to_string();
-    }
-    match sequence_of_default(default) {
-        Some(seq) => {
-            let quoted = crate::pg_functions::quote_identifier(&seq);
-            format!("nextval('public.{}'::regclass)", quoted.replace('\'', "''"))
-        }
-        None => default.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_view_query_is_qualified_off_the_path() {
-        assert_eq!(
-            qualified_view_query("select * from t", true),
-            "select * from t;"
-        );
-        assert_eq!(
-            qualified_view_query(
-                "WITH w AS (SELECT 1) SELECT * FROM t JOIN w ON true JOIN pg_class c ON true JOIN public.u ON true",
-                false
-            ),
-            "WITH w AS (SELECT 1) SELECT * FROM public.t JOIN w ON true JOIN pg_class c ON true JOIN public.u ON true;"
-        );
-    }
-
-    #[test]
-    fn a_default_names_its_sequence_qualified_off_the_path() {
-        let d = "nextval('t_id_seq'::regclass)";
-        assert_eq!(qualified_default(d, true), d);
-        assert_eq!(
-            qualified_default(d, false),
-            "nextval('public.t_id_seq'::regclass)"
-        );
-        assert_eq!(
-            qualified_default("nextval('\"Odd Seq\"'::regclass)", false),
-            "nextval('public.\"Odd Seq\"'::regclass)"
-        );
-        assert_eq!(qualified_default("'x'", false), "'x'");
-    }
 }

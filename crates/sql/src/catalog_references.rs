@@ -13,6 +13,9 @@
 //! PostgreSQL's `name` is a fixed array of characters, subscripted from 0
 //! (pg_dump's `typname[0] = '_'`); Eddy's catalogs hold names as text, so
 //! `c[i]` on a catalog column of type `name` becomes `substr(c, i + 1, 1)`.
+//! An `int2vector` or `oidvector` column, a list in Eddy's catalogs, cast
+//! to text is its numbers separated by spaces (`array_to_string(v, ' ')`),
+//! as PostgreSQL prints it.
 //!
 //! Scoping follows SQL's: `x.c` names the relation whose alias (or,
 //! without one, whose name) is `x` in the innermost query that has it,
@@ -31,8 +34,8 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    AccessExpr, ArrayElemTypeDef, BinaryOperator, DataType, Expr, Ident, ObjectName, Query,
-    Select, SelectItem, SetExpr, Subscript, TableFactor, Value, VisitMut, VisitorMut,
+    AccessExpr, ArrayElemTypeDef, BinaryOperator, DataType, Expr, Ident, ObjectName, Query, Select,
+    SelectItem, SetExpr, Subscript, TableFactor, Value, VisitMut, VisitorMut,
 };
 
 use crate::call_rewrites::call;
@@ -164,8 +167,14 @@ fn table_oid(e: &Expr, scope: &Scope) -> Option<i64> {
 /// Whether `e` is a column of type `name` of a catalog relation in
 /// `scope`.
 fn is_name_column(e: &Expr, scope: &Scope) -> bool {
+    is_column_of_type(e, scope, &["name"])
+}
+
+/// Whether `e` is a column of a catalog relation in `scope` whose
+/// PostgreSQL type is one of `types`.
+fn is_column_of_type(e: &Expr, scope: &Scope, types: &[&str]) -> bool {
     let has_name_column = |oid: i64, column: &str| {
-        crate::catalog_shape::column_type(oid, column) == Some("name")
+        crate::catalog_shape::column_type(oid, column).is_some_and(|t| types.contains(&t))
     };
     match e {
         Expr::Identifier(id) => {
@@ -198,6 +207,25 @@ fn replace_references<N: VisitMut>(node: &mut N, scope: &Scope) {
             };
             return ControlFlow::<()>::Continue(());
         }
+        // `v::text` of an int2vector or oidvector: its numbers spaced, as
+        // PostgreSQL prints them (Eddy's catalogs hold them as lists)
+        if let Expr::Cast {
+            expr: inner,
+            data_type: DataType::Text,
+            ..
+        } = e
+        {
+            if is_column_of_type(inner, scope, &["int2vector", "oidvector"]) {
+                *e = call(
+                    "array_to_string",
+                    vec![
+                        inner.as_ref().clone(),
+                        Expr::Value(Value::SingleQuotedString(" ".into()).into()),
+                    ],
+                );
+                return ControlFlow::<()>::Continue(());
+            }
+        }
         if let Expr::CompoundFieldAccess { root, access_chain } = e {
             // `c[i]`, or `q.c[i]` (a dot access then a subscript)
             let subscripted = match (root.as_ref(), access_chain.as_slice()) {
@@ -207,7 +235,10 @@ fn replace_references<N: VisitMut>(node: &mut N, scope: &Scope) {
                 (
                     Expr::Identifier(q),
                     [AccessExpr::Dot(Expr::Identifier(c)), AccessExpr::Subscript(Subscript::Index { index })],
-                ) => Some((Expr::CompoundIdentifier(vec![q.clone(), c.clone()]), index.clone())),
+                ) => Some((
+                    Expr::CompoundIdentifier(vec![q.clone(), c.clone()]),
+                    index.clone(),
+                )),
                 _ => None,
             };
             if let Some((column, index)) = subscripted {
@@ -281,13 +312,11 @@ mod tests {
 
     fn rewritten(sql: &str) -> String {
         let mut stmt = parse_statement(sql).unwrap();
-        rewrite(&mut stmt, &|name| {
-            match name.to_string().as_str() {
-                "pg_catalog.pg_class" | "pg_class" => Some(1259),
-                "pg_catalog.pg_namespace" => Some(2615),
-                "t" => Some(16386),
-                _ => None,
-            }
+        rewrite(&mut stmt, &|name| match name.to_string().as_str() {
+            "pg_catalog.pg_class" | "pg_class" => Some(1259),
+            "pg_catalog.pg_namespace" => Some(2615),
+            "t" => Some(16386),
+            _ => None,
         });
         stmt.to_string()
     }
@@ -326,7 +355,9 @@ mod tests {
     #[test]
     fn a_name_is_subscripted_from_zero() {
         assert_eq!(
-            rewritten("SELECT relname[0] = '_', c.relname[1], relkind[0] FROM pg_catalog.pg_class c"),
+            rewritten(
+                "SELECT relname[0] = '_', c.relname[1], relkind[0] FROM pg_catalog.pg_class c"
+            ),
             "SELECT substr(relname, (0) + 1, 1) = '_', substr(c.relname, (1) + 1, 1), relkind[0] \
              FROM pg_catalog.pg_class c"
         );

@@ -43,7 +43,10 @@ pub(crate) fn relation_oid(name: &str) -> Option<i64> {
 /// OID is `oid`.
 pub(crate) fn column_type(oid: i64, column: &str) -> Option<&'static str> {
     let (_, _, columns) = CATALOG_RELATIONS.iter().find(|(_, o, _)| *o == oid)?;
-    columns.iter().find(|(c, _, _)| *c == column).map(|(_, t, _)| *t)
+    columns
+        .iter()
+        .find(|(c, _, _)| *c == column)
+        .map(|(_, t, _)| *t)
 }
 
 /// The catalog relation whose OID is `oid`.
@@ -79,7 +82,9 @@ fn arrow_type(pg_type: &str) -> DataType {
         "real" => DataType::Float32,
         "double precision" => DataType::Float64,
         "bytea" => DataType::Binary,
-        "timestamp with time zone" => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        "timestamp with time zone" => {
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+        }
         "int2vector" | "smallint[]" => list(DataType::Int16),
         "oidvector" | "oid[]" => list(DataType::Int64),
         "real[]" => list(DataType::Float32),
@@ -119,9 +124,7 @@ fn default_value(table: &str, column: &str, pg_type: &str, not_null: bool) -> S 
         DataType::Int32 => S::Int32(Some(0)),
         DataType::Float32 => S::Float32(Some(0.0)),
         DataType::Float64 => S::Float64(Some(0.0)),
-        DataType::List(field) => {
-            S::List(S::new_list_nullable(&[], field.data_type()))
-        }
+        DataType::List(field) => S::List(S::new_list_nullable(&[], field.data_type())),
         DataType::Utf8 => code(""),
         other => S::try_from(&other).unwrap_or(S::Null),
     }
@@ -130,10 +133,7 @@ fn default_value(table: &str, column: &str, pg_type: &str, not_null: bool) -> S 
 /// `table` as `crate::catalog` built it, with each PostgreSQL 15 column it
 /// lacks appended (see the module doc). A relation PostgreSQL does not
 /// have is returned as it is.
-pub(crate) async fn complete(
-    name: &str,
-    table: MemTable,
-) -> datafusion::error::Result<MemTable> {
+pub(crate) async fn complete(name: &str, table: MemTable) -> datafusion::error::Result<MemTable> {
     let Some((_, _, columns)) = relation(name) else {
         return Ok(table);
     };
@@ -156,7 +156,8 @@ pub(crate) async fn complete(
         for batch in partition.read().await.iter() {
             let mut arrays = batch.columns().to_vec();
             for (c, t, not_null) in &missing {
-                arrays.push(default_value(name, c, t, *not_null).to_array_of_size(batch.num_rows())?);
+                arrays
+                    .push(default_value(name, c, t, *not_null).to_array_of_size(batch.num_rows())?);
             }
             batches.push(RecordBatch::try_new(Arc::clone(&completed), arrays)?);
         }
@@ -247,7 +248,16 @@ mod tests {
         let names: Vec<_> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         assert_eq!(
             names,
-            ["oid", "prsname", "prsnamespace", "prsstart", "prstoken", "prsend", "prsheadline", "prslextype"]
+            [
+                "oid",
+                "prsname",
+                "prsnamespace",
+                "prsstart",
+                "prstoken",
+                "prsend",
+                "prsheadline",
+                "prslextype"
+            ]
         );
         assert_eq!(schema.field(0).data_type(), &DataType::UInt32);
     }
@@ -277,8 +287,14 @@ mod tests {
         let value = S::try_from_array(batches[0].column(align), 1).unwrap();
         assert_eq!(value, S::Utf8(Some("i".into())));
         let options = schema.index_of("attoptions").unwrap();
-        assert!(batches[0].column(options).is_null(0), "attoptions may be NULL");
+        assert!(
+            batches[0].column(options).is_null(0),
+            "attoptions may be NULL"
+        );
         let inhcount = schema.index_of("attinhcount").unwrap();
-        assert_eq!(S::try_from_array(batches[0].column(inhcount), 0).unwrap(), S::Int32(Some(0)));
+        assert_eq!(
+            S::try_from_array(batches[0].column(inhcount), 0).unwrap(),
+            S::Int32(Some(0))
+        );
     }
 }

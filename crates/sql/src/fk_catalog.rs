@@ -38,10 +38,18 @@ fn names(def: &TableDef, cols: &[usize]) -> String {
         .join(", ")
 }
 
-/// `FOREIGN KEY (p_id) REFERENCES p(id) ON DELETE CASCADE`.
-pub fn definition(child: &TableDef, fk: &ForeignKeyDef, parent: &TableDef) -> String {
+/// `FOREIGN KEY (p_id) REFERENCES p(id) ON DELETE CASCADE`; the table
+/// named `public.p` where `public` is not on the search path
+/// (`crate::deparse`).
+pub fn definition(
+    child: &TableDef,
+    fk: &ForeignKeyDef,
+    parent: &TableDef,
+    public_on_path: bool,
+) -> String {
+    let schema = if public_on_path { "" } else { "public." };
     let mut out = format!(
-        "FOREIGN KEY ({}) REFERENCES {}({})",
+        "FOREIGN KEY ({}) REFERENCES {schema}{}({})",
         names(child, &fk.columns),
         ident(&parent.name),
         names(parent, &fk.ref_columns)

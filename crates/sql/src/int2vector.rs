@@ -117,9 +117,16 @@ impl ScalarUDFImpl for Element {
                         texts.append_null();
                         continue;
                     }
-                    let items = cast_with_options(&lists.value(row), &DataType::Int64, &CastOptions::default())?;
+                    let items = cast_with_options(
+                        &lists.value(row),
+                        &DataType::Int64,
+                        &CastOptions::default(),
+                    )?;
                     let items = items.as_primitive::<Int64Type>();
-                    let text: Vec<String> = items.iter().map(|v| v.map(|n| n.to_string()).unwrap_or_default()).collect();
+                    let text: Vec<String> = items
+                        .iter()
+                        .map(|v| v.map(|n| n.to_string()).unwrap_or_default())
+                        .collect();
                     texts.append_value(text.join(" "));
                 }
                 Arc::new(texts.finish()) as datafusion::arrow::array::ArrayRef

@@ -371,7 +371,9 @@ fn relation_oid(name: &ObjectName, user_table_oid: &dyn Fn(&str) -> Option<i64>)
         .map(|p| p.as_ident().map(ident_name))
         .collect::<Option<_>>()?;
     match parts.as_slice() {
-        [schema, relation] if schema == "pg_catalog" => crate::catalog::catalog_relation_oid(relation),
+        [schema, relation] if schema == "pg_catalog" => {
+            crate::catalog::catalog_relation_oid(relation)
+        }
         [schema, relation] if schema == "public" => user_table_oid(relation),
         [relation] => user_table_oid(relation),
         _ => None,
@@ -711,8 +713,12 @@ fn rewrite_expr(e: &mut Expr) {
                         *e = string_expr(name);
                     }
                 }
-                Some("regclass") | Some("regproc") | Some("regprocedure")
-                | Some("regnamespace") => {
+                Some("regnamespace") => {
+                    let inner =
+                        std::mem::replace(expr.as_mut(), Expr::Value(SqlValue::Null.into()));
+                    *e = call("eddy_regnamespace", vec![inner]);
+                }
+                Some("regclass") | Some("regproc") | Some("regprocedure") => {
                     let inner =
                         std::mem::replace(expr.as_mut(), Expr::Value(SqlValue::Null.into()));
                     *e = call("eddy_regclass", vec![inner]);

@@ -539,7 +539,7 @@ impl Session {
         let sequence_functions =
             crate::sequence_functions::sequence_functions(&db.sequences, &drawn);
         let public_on_path = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let [get_expr, get_viewdef, current_schema, current_schemas] =
+        let [get_expr, get_viewdef, get_constraintdef, current_schema, current_schemas] =
             crate::catalog::search_path_functions(
                 Arc::clone(&public_on_path),
                 Arc::clone(&db.engine),
@@ -609,6 +609,7 @@ impl Session {
                 current_schemas,
                 get_expr,
                 get_viewdef,
+                get_constraintdef,
             ])
             .chain([crate::txid::txid_function(&current_txid)])
             .chain([notify_function, listening_scalar])
@@ -1350,7 +1351,9 @@ impl Session {
             engine.table(n).map(|t| Arc::clone(t.def()))
         });
         output_names::name_columns(stmt);
-        rewrite::pg_compat(stmt, &|n| engine.table(n).map(|t| crate::catalog::table_oid(&t)));
+        rewrite::pg_compat(stmt, &|n| {
+            engine.table(n).map(|t| crate::catalog::table_oid(&t))
+        });
         // (after pg_compat, which writes timestamptz literals as calls)
         crate::zone_rules::bind_literal_zone(stmt, &self.time_zone());
         // (after the rewrites that turn casts into Eddy's functions)

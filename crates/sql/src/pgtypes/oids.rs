@@ -143,11 +143,13 @@ pub fn declared_type(field: &datafusion::arrow::datatypes::Field) -> Option<Colu
 /// list's own (a one-dimensional int2 array) and whose text is its numbers
 /// separated by spaces (`crate::int2vector`).
 pub fn is_int2vector_list(field: &datafusion::arrow::datatypes::Field) -> bool {
-    matches!(field.data_type(), datafusion::arrow::datatypes::DataType::List(_))
-        && field
-            .metadata()
-            .get(DECLARED_TYPE_KEY)
-            .is_some_and(|t| t == crate::int2vector::INT2VECTOR)
+    matches!(
+        field.data_type(),
+        datafusion::arrow::datatypes::DataType::List(_)
+    ) && field
+        .metadata()
+        .get(DECLARED_TYPE_KEY)
+        .is_some_and(|t| t == crate::int2vector::INT2VECTOR)
 }
 
 /// The PostgreSQL type OID announced for a result field: `bpchar` and

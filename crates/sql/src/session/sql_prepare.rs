@@ -69,7 +69,8 @@ fn declared_type_oid(t: &SqlType) -> Result<u32> {
         }
         if let (Some(bare), [_, _]) = (bare, parts.as_slice()) {
             // `pg_catalog.int4`: the type the bare name names
-            let unqualified = SqlType::Custom(ObjectName::from(vec![Ident::new(bare)]), modifiers.clone());
+            let unqualified =
+                SqlType::Custom(ObjectName::from(vec![Ident::new(bare)]), modifiers.clone());
             return declared_type_oid(&unqualified);
         }
     }
