@@ -200,7 +200,8 @@ fn assert_checks(srv: &Server) {
 /// database (the shop, restored from PostgreSQL's dump) writes a script
 /// that restores into a new Eddy in one transaction, where pg_dump writes
 /// the same dump again and the shop reads and writes as PostgreSQL's did;
-/// the custom format restores likewise with pg_restore.
+/// the custom format restores likewise with pg_restore, and so does the
+/// directory format written by parallel workers (`pg_dump -j`).
 #[test]
 fn a_pg_dump_of_eddy_restores_into_eddy_as_it_was() {
     if !have_psql() {
@@ -266,4 +267,21 @@ fn a_pg_dump_of_eddy_restores_into_eddy_as_it_was() {
         "pg_restore of Eddy's dump failed:\n{err}"
     );
     assert_checks(&from_custom);
+
+    // in parallel: the workers read the leader's exported snapshot
+    let directory = work.path().join("eddy.dir");
+    let directory = directory.to_str().expect("utf-8 path");
+    let (ok, _, err) = run("pg_dump", &original, &["-Fd", "-j", "2", "-f", directory]);
+    assert!(ok && err.is_empty(), "pg_dump -j 2 of Eddy failed:\n{err}");
+    let from_directory = Server::start("trust");
+    let (ok, _, err) = run(
+        "pg_restore",
+        &from_directory,
+        &["--exit-on-error", directory],
+    );
+    assert!(
+        ok && err.is_empty(),
+        "pg_restore of Eddy's parallel dump failed:\n{err}"
+    );
+    assert_checks(&from_directory);
 }

@@ -48,6 +48,7 @@ pub mod deferred_fk;
 mod deparse;
 pub mod error;
 pub mod expand_array;
+mod exported_snapshots;
 pub mod extract;
 pub mod fastpath;
 pub mod fetch_first;

@@ -76,6 +76,7 @@ mod sequence_alter;
 mod sequence_ddl;
 mod setting_changes;
 mod settings;
+mod snapshot_export;
 mod sql_prepare;
 mod table_rewrite;
 mod temp;
@@ -150,6 +151,8 @@ pub struct Database {
     pub started_at: String,
     /// The front end's connections, once it serves (`crate::backends`).
     pub backends: crate::backends::BackendsSlot,
+    /// Snapshots transactions have exported (`crate::exported_snapshots`).
+    pub exported_snapshots: Arc<crate::exported_snapshots::ExportedSnapshots>,
 }
 
 /// The setting that bounds one query's memory (`crate::memory`).
@@ -192,6 +195,7 @@ impl Database {
                 .format("%Y-%m-%d %H:%M:%S%.6f+00")
                 .to_string(),
             backends: Arc::default(),
+            exported_snapshots: Arc::default(),
         })
     }
 }
@@ -920,7 +924,15 @@ impl Session {
             columns = f.columns();
         } else {
             fastpath::infer_param_types(&stmt, &self.db.engine, &mut param_types);
-            if let Statement::Query(_) | Statement::Explain { .. } = &stmt {
+            let export = matches!(&stmt, Statement::Query(q)
+                if crate::exported_snapshots::is_export_call(q));
+            if export {
+                // run by the session at Execute (`export_snapshot`)
+                columns = vec![ResultColumn {
+                    name: "pg_export_snapshot".into(),
+                    type_oid: oid::TEXT,
+                }];
+            } else if let Statement::Query(_) | Statement::Explain { .. } = &stmt {
                 let described = self.describe_query(&stmt, &mut param_types).await?;
                 columns = described.columns;
                 planned = described.planned;
@@ -1549,6 +1561,9 @@ impl Session {
         // every path below plans with the views replaced by their queries
         self.expand_views(&mut stmt)?;
         match stmt {
+            Statement::Query(ref q) if crate::exported_snapshots::is_export_call(q) => {
+                self.export_snapshot()
+            }
             Statement::Query(ref q) => {
                 if !q.locks.is_empty() {
                     return self.select_locking(q.as_ref().clone()).await;
@@ -1968,7 +1983,7 @@ impl Session {
                 modes,
                 snapshot,
                 session,
-            } => return self.set_transaction(&modes, snapshot.is_some(), session),
+            } => return self.set_transaction(&modes, snapshot.as_ref(), session),
             S::SetTimeZone { value, local } => {
                 let text = match &value {
                     Expr::Value(v) => match &v.value {

@@ -259,6 +259,36 @@ impl Transaction {
         }
     }
 
+    /// The cut this transaction reads at, to export
+    /// (`crate::exported_snapshots`): REPEATABLE READ's pinned one
+    /// (pinned now if no statement has run yet), or under READ COMMITTED
+    /// every table as it is now.
+    pub fn export_cut(&mut self) -> crate::exported_snapshots::Cut {
+        match self.isolation {
+            Isolation::RepeatableRead => {
+                if let Some(first) = self.engine.tables().first() {
+                    self.pinned_snapshot(first);
+                }
+                self.pinned.clone().unwrap_or_default()
+            }
+            Isolation::ReadCommitted => {
+                let all = self.engine.tables();
+                let snaps = self.engine.snapshot_tables(&all);
+                all.iter()
+                    .zip(snaps)
+                    .map(|(t, s)| (t.def().id, Arc::new(s)))
+                    .collect()
+            }
+        }
+    }
+
+    /// Reads at an exported cut from now on (`SET TRANSACTION SNAPSHOT`);
+    /// the caller checked that this is a REPEATABLE READ transaction that
+    /// has not run a query.
+    pub fn import_cut(&mut self, cut: crate::exported_snapshots::Cut) {
+        self.pinned = Some(cut);
+    }
+
     /// REPEATABLE READ's snapshot of `table`, pinning every table's at the
     /// first statement.
     fn pinned_snapshot(&mut self, table: &Arc<Table>) -> Arc<TableSnapshot> {

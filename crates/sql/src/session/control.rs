@@ -312,13 +312,11 @@ impl Session {
     pub(super) fn set_transaction(
         &mut self,
         modes: &[TransactionMode],
-        snapshot: bool,
+        snapshot: Option<&datafusion::sql::sqlparser::ast::ValueWithSpan>,
         session: bool,
     ) -> Result<Output> {
-        if snapshot {
-            return Err(SqlError::FeatureNotSupported(
-                "SET TRANSACTION SNAPSHOT is not supported".into(),
-            ));
+        if let Some(id) = snapshot {
+            return self.import_snapshot(&id.value);
         }
         let (iso, ro) = modes_of(modes)?;
         if session {
@@ -359,6 +357,7 @@ impl Session {
     pub(super) fn discard(&self, t: Transaction) {
         let created = t.created_sequences.clone();
         drop(t);
+        self.db.exported_snapshots.release(self.advisory_owner);
         self.notify.abort();
         self.drop_sequences(&created);
         self.forget_dropped_temp_actions();
@@ -383,6 +382,7 @@ impl Session {
                 t.commit()
             })
         });
+        self.db.exported_snapshots.release(self.advisory_owner);
         if let Err(e) = result {
             self.notify.abort();
             self.drop_sequences(&created);
