@@ -2516,7 +2516,11 @@ impl Session {
                             "DROP CONSTRAINT ... CASCADE is not supported".into(),
                         ));
                     }
-                    self.drop_constraint(&name, &constraint, if_exists)?
+                    if self.names_primary_key(&name, &constraint)? {
+                        self.drop_primary_key(&name).await?
+                    } else {
+                        self.drop_constraint(&name, &constraint, if_exists)?
+                    }
                 }
                 AlterTableOperation::RenameTable { table_name } => {
                     let (datafusion::sql::sqlparser::ast::RenameTableNameKind::To(to)

@@ -170,11 +170,6 @@ impl Session {
             self.ddl_change(move |ddl| ddl.set_foreign_keys(&tname, fks))?;
             return Ok(());
         }
-        if def.has_primary_key() && name == format!("{}_pkey", shown_name(table)) {
-            return Err(SqlError::FeatureNotSupported(format!(
-                "cannot drop the primary key \"{name}\": the table's rows are stored by it"
-            )));
-        }
         if if_exists {
             return Ok(());
         }
@@ -182,6 +177,14 @@ impl Session {
             "constraint \"{name}\" of relation \"{}\" does not exist",
             shown_name(table)
         )))
+    }
+}
+
+impl Session {
+    /// Whether `name` is `table`'s primary key constraint (`t_pkey`).
+    pub(super) fn names_primary_key(&self, table: &str, name: &Ident) -> Result<bool> {
+        let def = self.table(table)?.def().clone();
+        Ok(def.has_primary_key() && ident_name(name) == format!("{}_pkey", shown_name(table)))
     }
 }
 

@@ -421,6 +421,31 @@ impl Session {
         self.rewrite_table(name, rw).await
     }
 
+    /// `DROP CONSTRAINT t_pkey`: the table rewritten without a key (rows
+    /// are then stored by row id), its columns staying NOT NULL as in
+    /// PostgreSQL. Refused (2BP01) while a foreign key references the
+    /// table's key, as PostgreSQL refuses it without CASCADE.
+    pub(super) async fn drop_primary_key(&mut self, name: &str) -> Result<()> {
+        let def = self.table(name)?.def().as_ref().clone();
+        let key = def.primary_key.clone();
+        if let Some((child, fk)) = self
+            .referencing(def.id)
+            .into_iter()
+            .find(|(_, fk)| fk.ref_columns == key)
+        {
+            return Err(SqlError::DependentObjects(format!(
+                "cannot drop constraint {}_pkey on table {} because constraint {} on table {} depends on it",
+                shown_name(name),
+                shown_name(name),
+                fk.name,
+                shown_name(&child.def().name)
+            )));
+        }
+        let mut rw = Rewrite::same_as(&def);
+        rw.primary_key = Vec::new();
+        self.rewrite_table(name, rw).await
+    }
+
     /// ADD COLUMN with a default over existing rows: the table rebuilt
     /// with `column` computed, per row, from its default
     /// (`session/add_column.rs`).
