@@ -227,6 +227,12 @@ fn a_pg_dump_of_eddy_restores_into_eddy_as_it_was() {
     ] {
         assert!(dump.contains(expected), "the dump lacks {expected:?}:\n{dump}");
     }
+    // one table by pattern (`OPERATOR(pg_catalog.=) ANY (array[...])`)
+    let (ok, one, err) = run("pg_dump", &original, &["-t", "cust*"]);
+    assert!(ok && err.is_empty(), "pg_dump -t of Eddy failed:\n{err}");
+    assert!(one.contains("CREATE TABLE public.customers ("), "{one}");
+    assert!(!one.contains("CREATE TABLE public.orders ("), "{one}");
+
     let work = tempfile::tempdir().expect("tempdir");
     let plain = work.path().join("eddy.sql");
     std::fs::write(&plain, &dump).expect("write the dump");

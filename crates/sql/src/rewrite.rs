@@ -184,6 +184,81 @@ fn array_keyword_suffix(
     tokens
 }
 
+/// `x OPERATOR(pg_catalog.=) ANY (array[...])` (pg_dump's and psql's
+/// pattern queries): the parser takes `OPERATOR(...)` as a custom operator,
+/// which it refuses before ANY/ALL/SOME, so there the construct becomes
+/// the comparison it names (`=`, `<>`, `<`, `>`, `<=`, `>=`, `~`, `~*`,
+/// `!~`, `!~*`), as PostgreSQL's `pg_catalog` operators are. Any other
+/// operator, or one not followed by ANY/ALL/SOME, is left to the parser.
+fn operator_any(
+    tokens: Vec<datafusion::sql::sqlparser::tokenizer::TokenWithSpan>,
+) -> Vec<datafusion::sql::sqlparser::tokenizer::TokenWithSpan> {
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+    let is_word = |t: &Token, k: Keyword| matches!(t, Token::Word(w) if w.keyword == k && w.quote_style.is_none());
+    if !tokens.iter().any(|t| is_word(&t.token, Keyword::OPERATOR)) {
+        return tokens;
+    }
+    let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    let mut i = 0;
+    while i < tokens.len() {
+        // the tokens from i on, whitespace aside: OPERATOR ( [schema .] op ) ANY
+        let significant: Vec<(usize, &Token)> = tokens[i..]
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !matches!(t.token, Token::Whitespace(_)))
+            .take(7)
+            .map(|(k, t)| (i + k, &t.token))
+            .collect();
+        let comparison = |t: &Token| {
+            matches!(
+                t,
+                Token::Eq
+                    | Token::Neq
+                    | Token::Lt
+                    | Token::Gt
+                    | Token::LtEq
+                    | Token::GtEq
+                    | Token::Tilde
+                    | Token::TildeAsterisk
+                    | Token::ExclamationMarkTilde
+                    | Token::ExclamationMarkTildeAsterisk
+            )
+        };
+        let quantified = |t: &Token| {
+            is_word(t, Keyword::ANY) || is_word(t, Keyword::ALL) || is_word(t, Keyword::SOME)
+        };
+        let matched = match significant.as_slice() {
+            [(_, op_kw), (_, Token::LParen), (_, Token::Word(schema)), (_, Token::Period), (_, op), (end, Token::RParen), (_, next), ..]
+                if is_word(op_kw, Keyword::OPERATOR)
+                    && schema.value.eq_ignore_ascii_case("pg_catalog")
+                    && comparison(op)
+                    && quantified(next) =>
+            {
+                Some(((*op).clone(), *end))
+            }
+            [(_, op_kw), (_, Token::LParen), (_, op), (end, Token::RParen), (_, next), ..]
+                if is_word(op_kw, Keyword::OPERATOR) && comparison(op) && quantified(next) =>
+            {
+                Some(((*op).clone(), *end))
+            }
+            _ => None,
+        };
+        match (matched, tokens.get(i)) {
+            (Some((op, end)), Some(first)) => {
+                out.push(TokenWithSpan::new(op, first.span));
+                i = end + 1;
+            }
+            (_, Some(t)) => {
+                out.push(t.clone());
+                i += 1;
+            }
+            (_, None) => break,
+        }
+    }
+    out
+}
+
 /// Parse exactly one statement with the PostgreSQL dialect.
 pub fn parse_statement(sql: &str) -> Result<Statement> {
     let normalized = normalize_copy_options(sql);
@@ -194,7 +269,7 @@ pub fn parse_statement(sql: &str) -> Result<Statement> {
     )
     .tokenize_with_location()
     .map_err(|e| SqlError::Syntax(e.to_string()))?;
-    let tokens = crate::table_command::table_as_select(array_keyword_suffix(tokens));
+    let tokens = crate::table_command::table_as_select(operator_any(array_keyword_suffix(tokens)));
     crate::statement_limits::check_depth(&tokens)?;
     if crate::sequence_parse::is_create_sequence(&tokens) {
         let mut p = Parser::new(&dialect).with_tokens_with_locations(tokens);
@@ -1852,6 +1927,25 @@ mod tests {
         // only after a type name
         assert!(!printed("SELECT ARRAY").is_ok_and(|s| s.contains("[]")));
         assert!(!printed("SELECT x FROM t ARRAY").is_ok_and(|s| s.contains("[]")));
+    }
+
+    #[test]
+    fn an_operator_construct_before_any_is_its_comparison() {
+        let printed = |sql: &str| parse_statement(sql).map(|s| s.to_string());
+        assert_eq!(
+            printed("SELECT 1 WHERE c.relkind OPERATOR(pg_catalog.=) ANY (array['r', 'v'])")
+                .unwrap(),
+            "SELECT 1 WHERE c.relkind = ANY(ARRAY['r', 'v'])"
+        );
+        assert_eq!(
+            printed(
+                "SELECT 1 WHERE x OPERATOR(<>) ALL (array[1]) AND y OPERATOR(pg_catalog.~) 'a'"
+            )
+            .unwrap(),
+            "SELECT 1 WHERE x <> ALL(ARRAY[1]) AND y OPERATOR(pg_catalog.~) 'a'"
+        );
+        // another schema's operator is not PostgreSQL's comparison
+        assert!(parse_statement("SELECT 1 WHERE x OPERATOR(myschema.=) ANY (array[1])").is_err());
     }
 
     #[test]
