@@ -259,6 +259,47 @@ fn operator_any(
     out
 }
 
+/// `FROM ONLY t` / `JOIN ONLY t` / `UPDATE ONLY t` (pg_dump's `DECLARE
+/// ... FOR SELECT ... FROM ONLY public.t`): ONLY excludes a table's
+/// inheritance children, and Eddy's tables have none, so `ONLY t` is `t`.
+/// The word is dropped there (the parser does not take it); `ALTER TABLE
+/// ONLY` and `TRUNCATE ONLY`, which the parser takes, are left alone.
+fn without_only(
+    tokens: Vec<datafusion::sql::sqlparser::tokenizer::TokenWithSpan>,
+) -> Vec<datafusion::sql::sqlparser::tokenizer::TokenWithSpan> {
+    use datafusion::sql::sqlparser::keywords::Keyword;
+    use datafusion::sql::sqlparser::tokenizer::Token;
+    let keyword = |t: &Token| match t {
+        Token::Word(w) if w.quote_style.is_none() => Some(w.keyword),
+        _ => None,
+    };
+    if !tokens
+        .iter()
+        .any(|t| keyword(&t.token) == Some(Keyword::ONLY))
+    {
+        return tokens;
+    }
+    let mut out: Vec<datafusion::sql::sqlparser::tokenizer::TokenWithSpan> =
+        Vec::with_capacity(tokens.len());
+    for t in tokens {
+        if keyword(&t.token) == Some(Keyword::ONLY) {
+            let previous = out
+                .iter()
+                .rev()
+                .find(|p| !matches!(p.token, Token::Whitespace(_)))
+                .and_then(|p| keyword(&p.token));
+            if matches!(
+                previous,
+                Some(Keyword::FROM | Keyword::JOIN | Keyword::UPDATE)
+            ) {
+                continue;
+            }
+        }
+        out.push(t);
+    }
+    out
+}
+
 /// Parse exactly one statement with the PostgreSQL dialect.
 pub fn parse_statement(sql: &str) -> Result<Statement> {
     let normalized = normalize_copy_options(sql);
@@ -269,7 +310,9 @@ pub fn parse_statement(sql: &str) -> Result<Statement> {
     )
     .tokenize_with_location()
     .map_err(|e| SqlError::Syntax(e.to_string()))?;
-    let tokens = crate::table_command::table_as_select(operator_any(array_keyword_suffix(tokens)));
+    let tokens = crate::table_command::table_as_select(without_only(operator_any(
+        array_keyword_suffix(tokens),
+    )));
     crate::statement_limits::check_depth(&tokens)?;
     if crate::sequence_parse::is_create_sequence(&tokens) {
         let mut p = Parser::new(&dialect).with_tokens_with_locations(tokens);
@@ -1946,6 +1989,24 @@ mod tests {
         );
         // another schema's operator is not PostgreSQL's comparison
         assert!(parse_statement("SELECT 1 WHERE x OPERATOR(myschema.=) ANY (array[1])").is_err());
+    }
+
+    #[test]
+    fn only_is_the_table_itself() {
+        let printed = |sql: &str| parse_statement(sql).map(|s| s.to_string());
+        assert_eq!(
+            printed("SELECT a FROM ONLY public.t JOIN ONLY u ON true").unwrap(),
+            "SELECT a FROM public.t JOIN u ON true"
+        );
+        assert_eq!(
+            printed("UPDATE ONLY t SET a = 1").unwrap(),
+            "UPDATE t SET a = 1"
+        );
+        assert_eq!(printed("DELETE FROM ONLY t").unwrap(), "DELETE FROM t");
+        // where the parser takes ONLY, it stays
+        assert!(printed("ALTER TABLE ONLY t ADD CONSTRAINT c CHECK (a > 0)")
+            .unwrap()
+            .contains("ONLY"));
     }
 
     #[test]
