@@ -181,12 +181,10 @@ pub(crate) fn shaped_table(name: &str) -> datafusion::error::Result<Option<MemTa
     let Some((_, _, columns)) = relation(name) else {
         return Ok(None);
     };
-    let schema = Arc::new(Schema::new(
-        columns
-            .iter()
-            .map(|(c, t, _)| Field::new(*c, arrow_type(t), true))
-            .collect::<Vec<_>>(),
-    ));
+    let types: Vec<(&str, DataType)> = columns
+        .iter()
+        .map(|(c, t, _)| (*c, arrow_type(t)))
+        .collect();
     let rows: Vec<Vec<S>> = match name {
         "pg_language" => [
             (LANGUAGE_INTERNAL, "internal", false),
@@ -209,20 +207,7 @@ pub(crate) fn shaped_table(name: &str) -> datafusion::error::Result<Option<MemTa
         .collect(),
         _ => Vec::new(),
     };
-    let mut arrays = Vec::with_capacity(columns.len());
-    for (ci, field) in schema.fields().iter().enumerate() {
-        let values: Vec<S> = rows
-            .iter()
-            .map(|r| r.get(ci).cloned().unwrap_or(S::Null))
-            .collect();
-        arrays.push(if values.is_empty() {
-            datafusion::arrow::array::new_empty_array(field.data_type())
-        } else {
-            S::iter_to_array(values)?
-        });
-    }
-    let batch = RecordBatch::try_new(Arc::clone(&schema), arrays)?;
-    Ok(Some(MemTable::try_new(schema, vec![vec![batch]])?))
+    Ok(Some(crate::catalog::mem_table(&types, rows)?))
 }
 
 #[cfg(test)]
