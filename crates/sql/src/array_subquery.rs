@@ -219,8 +219,8 @@ fn map_over_unnest(
 }
 
 /// Whether `e` can be a lambda's body: no subquery, no aggregate or window
-/// (an aggregate's name is not known here, so no call with an ORDER BY,
-/// FILTER or OVER clause, and none of the standard aggregates).
+/// (no call with a FILTER, WITHIN GROUP or OVER clause, and none of
+/// PostgreSQL's aggregates, `grouping_error::is_aggregate_call`).
 fn lambda_safe(e: &Expr) -> bool {
     use datafusion::sql::sqlparser::ast::{Visit, Visitor};
     struct Unsafe;
@@ -231,28 +231,7 @@ fn lambda_safe(e: &Expr) -> bool {
         }
         fn pre_visit_expr(&mut self, e: &Expr) -> std::ops::ControlFlow<()> {
             if let Expr::Function(f) = e {
-                let name = f
-                    .name
-                    .0
-                    .last()
-                    .and_then(|p| p.as_ident())
-                    .map(ident_name)
-                    .unwrap_or_default();
-                let aggregate = matches!(
-                    name.as_str(),
-                    "count"
-                        | "sum"
-                        | "avg"
-                        | "min"
-                        | "max"
-                        | "array_agg"
-                        | "string_agg"
-                        | "bool_and"
-                        | "bool_or"
-                        | "every"
-                        | "json_agg"
-                        | "jsonb_agg"
-                );
+                let aggregate = crate::grouping_error::is_aggregate_call(e);
                 if aggregate || f.over.is_some() || f.filter.is_some() || !f.within_group.is_empty()
                 {
                     return std::ops::ControlFlow::Break(());

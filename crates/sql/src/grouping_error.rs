@@ -134,7 +134,8 @@ impl Visitor for Finder<'_> {
     }
 }
 
-fn is_aggregate_call(e: &Expr) -> bool {
+/// Whether `e` calls one of PostgreSQL's aggregates (without OVER).
+pub(crate) fn is_aggregate_call(e: &Expr) -> bool {
     match e {
         Expr::Function(f) if f.over.is_none() => f
             .name

@@ -107,41 +107,38 @@ impl ScalarUDFImpl for Element {
                 "{ELEMENT} takes 2 arguments"
             )));
         };
-        let vectors = match vectors.data_type() {
-            // a list (`indkey`) as its text form, the numbers spaced
-            DataType::List(_) => {
-                let lists = vectors.as_list::<i32>();
-                let mut texts = datafusion::arrow::array::StringBuilder::new();
-                for row in 0..lists.len() {
-                    if lists.is_null(row) {
-                        texts.append_null();
-                        continue;
-                    }
-                    let items = cast_with_options(
-                        &lists.value(row),
-                        &DataType::Int64,
-                        &CastOptions::default(),
-                    )?;
-                    let items = items.as_primitive::<Int64Type>();
-                    let text: Vec<String> = items
-                        .iter()
-                        .map(|v| v.map(|n| n.to_string()).unwrap_or_default())
-                        .collect();
-                    texts.append_value(text.join(" "));
-                }
-                Arc::new(texts.finish()) as datafusion::arrow::array::ArrayRef
-            }
-            _ => cast_with_options(vectors, &DataType::Utf8, &CastOptions::default())?,
-        };
         let keys =
             cast_with_options(keys, &DataType::Int64, &CastOptions::default()).map_err(|_| {
                 DataFusionError::from(SqlError::DatatypeMismatch(
                     "array subscript must have type integer".into(),
                 ))
             })?;
-        let vectors = vectors.as_string::<i32>();
         let keys = keys.as_primitive::<Int64Type>();
         let mut out = Int16Builder::with_capacity(n);
+        if let DataType::List(_) = vectors.data_type() {
+            // a list (`indkey`): its k-th item, from 0
+            let lists = vectors.as_list::<i32>();
+            for row in 0..lists.len() {
+                if lists.is_null(row) || keys.is_null(row) {
+                    out.append_null();
+                    continue;
+                }
+                let items = cast_with_options(
+                    &lists.value(row),
+                    &DataType::Int16,
+                    &CastOptions::default(),
+                )?;
+                let items = items.as_primitive::<datafusion::arrow::datatypes::Int16Type>();
+                let item = usize::try_from(keys.value(row))
+                    .ok()
+                    .filter(|k| *k < items.len() && items.is_valid(*k))
+                    .map(|k| items.value(k));
+                out.append_option(item);
+            }
+            return Ok(ColumnarValue::Array(Arc::new(out.finish())));
+        }
+        let vectors = cast_with_options(vectors, &DataType::Utf8, &CastOptions::default())?;
+        let vectors = vectors.as_string::<i32>();
         for row in 0..vectors.len() {
             if vectors.is_null(row) || keys.is_null(row) {
                 out.append_null();

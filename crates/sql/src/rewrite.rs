@@ -202,6 +202,16 @@ fn operator_any(
     let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
     let mut i = 0;
     while i < tokens.len() {
+        if !tokens
+            .get(i)
+            .is_some_and(|t| is_word(&t.token, Keyword::OPERATOR))
+        {
+            if let Some(t) = tokens.get(i) {
+                out.push(t.clone());
+            }
+            i += 1;
+            continue;
+        }
         // the tokens from i on, whitespace aside: OPERATOR ( [schema .] op ) ANY
         let significant: Vec<(usize, &Token)> = tokens[i..]
             .iter()
@@ -229,16 +239,15 @@ fn operator_any(
             is_word(t, Keyword::ANY) || is_word(t, Keyword::ALL) || is_word(t, Keyword::SOME)
         };
         let matched = match significant.as_slice() {
-            [(_, op_kw), (_, Token::LParen), (_, Token::Word(schema)), (_, Token::Period), (_, op), (end, Token::RParen), (_, next), ..]
-                if is_word(op_kw, Keyword::OPERATOR)
-                    && schema.value.eq_ignore_ascii_case("pg_catalog")
+            [_, (_, Token::LParen), (_, Token::Word(schema)), (_, Token::Period), (_, op), (end, Token::RParen), (_, next), ..]
+                if schema.value.eq_ignore_ascii_case("pg_catalog")
                     && comparison(op)
                     && quantified(next) =>
             {
                 Some(((*op).clone(), *end))
             }
-            [(_, op_kw), (_, Token::LParen), (_, op), (end, Token::RParen), (_, next), ..]
-                if is_word(op_kw, Keyword::OPERATOR) && comparison(op) && quantified(next) =>
+            [_, (_, Token::LParen), (_, op), (end, Token::RParen), (_, next), ..]
+                if comparison(op) && quantified(next) =>
             {
                 Some(((*op).clone(), *end))
             }
