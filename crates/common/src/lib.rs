@@ -508,6 +508,28 @@ impl ColumnDef {
     }
 }
 
+/// A schema other than `public` as the catalog stores it (`CREATE
+/// SCHEMA`). Its relations are stored under the name `<schema>.<name>`
+/// (the SQL layer's `schemas` module owns that naming).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaDef {
+    /// Drawn from the tables' id counter: its OID never equals a
+    /// relation's.
+    pub id: TableId,
+    pub name: String,
+    /// The owning role (`None`: the bootstrap superuser).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Grants of USAGE and CREATE, as PostgreSQL's `nspacl` items
+    /// (`grantee=UC/grantor`; an empty grantee is PUBLIC).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acl: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// Grows with every committed change (as [`ViewDef::version`]).
+    pub version: u64,
+}
+
 /// A view as the catalog stores it (`CREATE VIEW`): the SQL layer expands
 /// its query wherever the view is named; storage only keeps it, in the
 /// same catalog and relation namespace as the tables.

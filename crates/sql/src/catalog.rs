@@ -129,6 +129,8 @@ impl SchemaProvider for PublicSchema {
             .map(|t| t.def().name.clone())
             // temporary tables are their sessions' own (`crate::temp_tables`)
             .filter(|n| !crate::temp_tables::is_reserved(n))
+            // and a user schema's relations are not `public`'s
+            .filter(|n| crate::schemas::split(n, &schema_names(&self.engine)).0 == crate::schemas::PUBLIC)
             .collect()
     }
 
@@ -309,7 +311,9 @@ impl SchemaProvider for PgCatalogSchema {
             .map(|s| s.relations())
             .unwrap_or_default();
         let views = self.engine.views();
+        let schemas = self.engine.schemas();
         let relations = Relations {
+            schemas: &schemas,
             tables: &tables,
             views: &views,
             sequences: &sequences,
@@ -566,12 +570,25 @@ impl CurrentUser<'_> {
     }
 }
 
+/// `nspacl` of user schema `d` owned by `owner`: NULL while nothing was
+/// granted (the owner's implicit USAGE and CREATE, as PostgreSQL's
+/// default), else the owner's own item and the grants.
+fn schema_acl(d: &eddy_common::SchemaDef, owner: &str) -> S {
+    if d.acl.is_empty() {
+        return null_text();
+    }
+    let mut items = vec![format!("{owner}=UC/{owner}")];
+    items.extend(d.acl.iter().cloned());
+    text_list(&items)
+}
+
 /// One row of `pg_class`: what differs between relations; the rest is
 /// the same for every relation Eddy has (no TOAST, rules, triggers,
-/// partitions or row security; permanent; in `public`).
+/// partitions or row security; permanent).
 struct PgClassRow {
     oid: i64,
     name: String,
+    namespace: i64,
     kind: &'static str,
     owner: i64,
     /// `pg_am` oid: 2 heap (tables), 403 btree (indexes), 0 none.
@@ -592,10 +609,13 @@ struct PgClassRow {
 }
 
 impl PgClassRow {
-    fn new(oid: i64, name: &str, kind: &'static str) -> PgClassRow {
+    /// Relation `name` (a storage name: `ns` says its schema).
+    fn new(oid: i64, name: &str, kind: &'static str, ns: &Namespaces) -> PgClassRow {
+        let (namespace, _, name) = ns.of(name);
         PgClassRow {
             oid,
             name: name.to_string(),
+            namespace,
             kind,
             owner: SUPERUSER_OID,
             am: 0,
@@ -617,7 +637,7 @@ impl PgClassRow {
         vec![
             i(self.oid),
             s(&self.name),
-            i(NS_PUBLIC),
+            i(self.namespace),
             i(0),
             i(0),
             i(self.owner),
@@ -708,6 +728,9 @@ fn plain_attribute(rel: i64, name: &str, type_oid: u32, index: usize, typmod: i3
 
 /// The relations the catalog tables list.
 struct Relations<'a> {
+    /// The user schemas (`crate::schemas`), which name where each
+    /// relation is.
+    schemas: &'a [eddy_common::SchemaDef],
     tables: &'a [Arc<Table>],
     views: &'a [eddy_common::ViewDef],
     sequences: &'a [(SequenceDef, Option<i64>)],
@@ -720,6 +743,42 @@ pub fn view_oid(v: &eddy_common::ViewDef) -> i64 {
     16_384 + 2 * i64::from(v.id.0)
 }
 
+/// OID of a user schema: its id comes from the tables' counter, so it
+/// never equals a relation's.
+pub fn schema_oid(s: &eddy_common::SchemaDef) -> i64 {
+    16_384 + 2 * i64::from(s.id.0)
+}
+
+/// Where the storage names of relations put them (`crate::schemas`).
+struct Namespaces {
+    /// `(name, oid)` of each user schema.
+    schemas: Vec<(String, i64)>,
+    names: Vec<String>,
+}
+
+impl Namespaces {
+    fn new(schemas: &[eddy_common::SchemaDef]) -> Namespaces {
+        Namespaces {
+            schemas: schemas
+                .iter()
+                .map(|s| (s.name.clone(), schema_oid(s)))
+                .collect(),
+            names: schemas.iter().map(|s| s.name.clone()).collect(),
+        }
+    }
+
+    /// `(schema oid, schema name, relation name)` of storage name `name`.
+    fn of<'n>(&self, name: &'n str) -> (i64, &'n str, &'n str) {
+        let (schema, relation) = crate::schemas::split(name, &self.names);
+        let oid = self
+            .schemas
+            .iter()
+            .find(|(n, _)| n == schema)
+            .map_or(NS_PUBLIC, |(_, o)| *o);
+        (oid, schema, relation)
+    }
+}
+
 fn build_pg_table(
     name: &str,
     relations: Relations<'_>,
@@ -727,11 +786,13 @@ fn build_pg_table(
     current: CurrentUser<'_>,
 ) -> datafusion::error::Result<MemTable> {
     let Relations {
+        schemas,
         tables,
         views,
         sequences,
         sources,
     } = relations;
+    let ns = Namespaces::new(schemas);
     match name {
         "pg_namespace" => mem_table(
             &[
@@ -753,7 +814,21 @@ fn build_pg_table(
                     s("information_schema"),
                     i(SUPERUSER_OID),
                 ],
-            ],
+            ]
+            .into_iter()
+            .chain(schemas.iter().map(|d| {
+                let owner = d
+                    .owner
+                    .as_deref()
+                    .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER);
+                vec![
+                    i(schema_oid(d)),
+                    s(&d.name),
+                    i(current.oid_of(owner)),
+                    schema_acl(d, owner),
+                ]
+            }))
+            .collect(),
         ),
         "pg_class" => {
             let mut rows = Vec::new();
@@ -763,7 +838,7 @@ fn build_pg_table(
                         pages: 1,
                         tuples: 1.0,
                         natts: 3,
-                        ..PgClassRow::new(sequence_oid(&seq.name), &seq.name, "S")
+                        ..PgClassRow::new(sequence_oid(&seq.name), &seq.name, "S", &ns)
                     }
                     .cells(),
                 );
@@ -773,7 +848,7 @@ fn build_pg_table(
                     PgClassRow {
                         filenode: 0,
                         natts: src.columns.len() as i16,
-                        ..PgClassRow::new(source_oid(n), &src.name, "v")
+                        ..PgClassRow::new(source_oid(n), &src.name, "v", &ns)
                     }
                     .cells(),
                 );
@@ -788,7 +863,7 @@ fn build_pg_table(
                         ),
                         filenode: 0,
                         natts: i16::try_from(v.columns.len()).unwrap_or(i16::MAX),
-                        ..PgClassRow::new(view_oid(v), &v.name, "v")
+                        ..PgClassRow::new(view_oid(v), &v.name, "v", &ns)
                     }
                     .cells(),
                 );
@@ -816,7 +891,7 @@ fn build_pg_table(
                         acl: crate::privileges::acl_items(d)
                             .map_or_else(null_text, |a| text_list(&a)),
                         options: reloptions(d),
-                        ..PgClassRow::new(table_oid(t), &d.name, "r")
+                        ..PgClassRow::new(table_oid(t), &d.name, "r", &ns)
                     }
                     .cells(),
                 );
@@ -828,7 +903,7 @@ fn build_pg_table(
                             // new index (pgjdbc's getIndexInfo shows it)
                             pages: 1,
                             natts: ix.columns.len() as i16,
-                            ..PgClassRow::new(ix.oid, &ix.name, "i")
+                            ..PgClassRow::new(ix.oid, &ix.name, "i", &ns)
                         }
                         .cells(),
                     );
@@ -1141,10 +1216,11 @@ fn build_pg_table(
                 .flat_map(|t| indexes_of(t).into_iter().map(move |ix| (t, ix)))
                 .filter(|(_, ix)| ix.constraint)
                 .map(|(t, ix)| {
+                    let (namespace, _, name) = ns.of(&ix.name);
                     vec![
                         i(ix.oid),
-                        s(&ix.name),
-                        i(NS_PUBLIC),
+                        s(name),
+                        i(namespace),
                         s(if ix.primary { "p" } else { "u" }),
                         b(false),
                         b(false),
@@ -1168,10 +1244,11 @@ fn build_pg_table(
             for t in tables {
                 for (k, fk) in t.def().foreign_keys.iter().enumerate() {
                     let parent = tables.iter().find(|p| p.def().id == fk.ref_table);
+                    let (namespace, _, name) = ns.of(&fk.name);
                     rows.push(vec![
                         i(crate::fk_catalog::fk_oid(t, k)),
-                        s(&fk.name),
-                        i(NS_PUBLIC),
+                        s(name),
+                        i(namespace),
                         s("f"),
                         b(fk.deferrable),
                         b(fk.initially_deferred),
@@ -1194,10 +1271,11 @@ fn build_pg_table(
             }
             for t in tables {
                 for (k, c) in t.def().checks.iter().enumerate() {
+                    let (namespace, _, name) = ns.of(&c.name);
                     rows.push(vec![
                         i(check_oid(t, k)),
-                        s(&c.name),
-                        i(NS_PUBLIC),
+                        s(name),
+                        i(namespace),
                         s("c"),
                         b(false),
                         b(false),
@@ -1406,9 +1484,10 @@ fn build_pg_table(
             tables
                 .iter()
                 .map(|t| {
+                    let (_, schema, name) = ns.of(&t.def().name);
                     vec![
-                        s("public"),
-                        s(&t.def().name),
+                        s(schema),
+                        s(name),
                         s(crate::privileges::owner_of(t.def())),
                         null_text(),
                         b(t.def().has_primary_key()),
@@ -1431,12 +1510,13 @@ fn build_pg_table(
                 .iter()
                 .flat_map(|t| indexes_of(t).into_iter().map(move |ix| (t, ix)))
                 .map(|(t, ix)| {
+                    let (_, schema, table) = ns.of(&t.def().name);
                     vec![
-                        s("public"),
-                        s(&t.def().name),
-                        s(&ix.name),
+                        s(schema),
+                        s(table),
+                        s(ns.of(&ix.name).2),
                         null_text(),
-                        s(&ix.definition(t)),
+                        s(&ix.definition(t, &ns.names)),
                     ]
                 })
                 .collect(),
@@ -1464,6 +1544,16 @@ fn build_pg_table(
                 i4(0),
                 s("standard public schema"),
             ]];
+            for d in schemas {
+                if let Some(c) = &d.comment {
+                    rows.push(vec![
+                        i(schema_oid(d)),
+                        i(crate::catalog_shape::relation_oid("pg_namespace").unwrap_or(2615)),
+                        i4(0),
+                        s(c),
+                    ]);
+                }
+            }
             for t in tables {
                 let d = t.def();
                 if let Some(c) = &d.comment {
@@ -1640,13 +1730,16 @@ fn build_pg_table(
             views
                 .iter()
                 .map(|v| {
+                    let (_, schema, name) = ns.of(&v.name);
                     vec![
-                        s("public"),
-                        s(&v.name),
+                        s(schema),
+                        s(name),
                         s(v.owner
                             .as_deref()
                             .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER)),
-                        s(&crate::deparse::qualified_view_query(&v.query, true)),
+                        s(&crate::deparse::qualified_view_query(
+                            &v.query, true, &ns.names,
+                        )),
                     ]
                 })
                 .collect(),
@@ -2189,6 +2282,31 @@ fn relation_oid(engine: &Engine, sequences: &Sequences, name: &str) -> Option<i6
     if let Some(o) = catalog_relation_oid(name) {
         return Some(o);
     }
+    // a user schema's relation (`app.t`: storage name `app.t`)
+    if let Ok(storage) = crate::sequences::resolve_name(name) {
+        if crate::schemas::split(&storage, &schema_names(engine)).0 != crate::schemas::PUBLIC {
+            let found = engine
+                .table(&storage)
+                .map(|t| table_oid(&t))
+                .or_else(|| engine.view(&storage).map(|v| view_oid(&v)))
+                .or_else(|| {
+                    engine.tables().iter().find_map(|t| {
+                        indexes_of(t)
+                            .into_iter()
+                            .find(|ix| ix.name == storage)
+                            .map(|ix| ix.oid)
+                    })
+                })
+                .or_else(|| {
+                    sequences
+                        .exists(&storage)
+                        .then(|| sequence_oid(&storage))
+                });
+            if found.is_some() {
+                return found;
+            }
+        }
+    }
     let bare = name
         .trim()
         .trim_start_matches("public.")
@@ -2225,7 +2343,7 @@ fn relation_oid(engine: &Engine, sequences: &Sequences, name: &str) -> Option<i6
 
 /// The OID `::regnamespace` gives `name`: an oid's digits as they are,
 /// else the schema of that name (quoted or not), if Eddy has it.
-fn namespace_oid(name: &str) -> Option<i64> {
+fn namespace_oid(engine: &Engine, name: &str) -> Option<i64> {
     let name = name.trim();
     if let Ok(n) = name.parse::<i64>() {
         return Some(n);
@@ -2238,7 +2356,11 @@ fn namespace_oid(name: &str) -> Option<i64> {
         "pg_catalog" => Some(NS_PG_CATALOG),
         "public" => Some(NS_PUBLIC),
         "information_schema" => Some(NS_INFORMATION_SCHEMA),
-        _ => None,
+        _ => engine
+            .schemas()
+            .iter()
+            .find(|s| s.name == bare)
+            .map(schema_oid),
     }
 }
 
@@ -2280,26 +2402,46 @@ fn relation_name(engine: &Engine, sequences: &Sequences, oid: i64) -> String {
 /// Everything `version()` and `server_version` report.
 pub const SERVER_VERSION: &str = "15.0";
 
+/// The search path's existing schemas, in order, as the session last
+/// computed them (before each statement, from `search_path`): what
+/// `current_schema()`, `current_schemas()` and `pg_table_is_visible`
+/// report, and whether definitions print `public`'s names qualified.
+pub type PathState = Arc<parking_lot::RwLock<Vec<String>>>;
+
+/// Whether `public` is on the search path of `path`.
+fn public_on(path: &PathState) -> bool {
+    path.read().iter().any(|s| s == crate::schemas::PUBLIC)
+}
+
+/// The user schemas' names.
+fn schema_names(engine: &Engine) -> Vec<String> {
+    engine.schemas().into_iter().map(|s| s.name).collect()
+}
+
 /// `current_schema()` and `current_schemas(implicit)` of a session whose
-/// search path names `public` while `public_on_path` is set (the session
-/// sets it for each statement from its `search_path`): NULL and `{}`
-/// under pg_dump's empty path.
+/// search path is `path`: NULL and `{}` under pg_dump's empty path;
+/// `pg_table_is_visible` (whether a relation's schema is on the path).
 ///
 /// Also the functions whose text names relations, which PostgreSQL
-/// qualifies where `public` is not on the path
-/// (`crate::catalog_dependencies`): `pg_get_viewdef` (a view's
-/// definition by OID or name: the parser's text of its query, not
-/// PostgreSQL's deparsed one), `pg_get_expr` (`pg_attrdef.adbin` is
-/// the default's text already) and `pg_get_constraintdef`.
+/// qualifies where their schema is not on the path (`public` not on it,
+/// or a user schema: `crate::catalog_dependencies`): `pg_get_viewdef` (a
+/// view's definition by OID or name: the parser's text of its query, not
+/// PostgreSQL's deparsed one), `pg_get_expr` (`pg_attrdef.adbin` is the
+/// default's text already) and `pg_get_constraintdef`.
 pub fn search_path_functions(
-    public_on_path: Arc<std::sync::atomic::AtomicBool>,
+    path: PathState,
     engine: Arc<Engine>,
-) -> [ScalarUDF; 5] {
-    use std::sync::atomic::Ordering::Relaxed;
-    let on_path = Arc::clone(&public_on_path);
-    let (on_path2, on_path3) = (Arc::clone(&public_on_path), Arc::clone(&public_on_path));
-    let on_path4 = Arc::clone(&public_on_path);
+    sequences: Arc<Sequences>,
+) -> [ScalarUDF; 6] {
+    let (path1, path2, path3, path4, path5) = (
+        Arc::clone(&path),
+        Arc::clone(&path),
+        Arc::clone(&path),
+        Arc::clone(&path),
+        Arc::clone(&path),
+    );
     let constraint_engine = Arc::clone(&engine);
+    let (default_engine, visible_engine) = (Arc::clone(&engine), Arc::clone(&engine));
     [
         udf("pg_get_constraintdef", T, move |v| {
             let o = arg_i64(v, 0);
@@ -2325,7 +2467,8 @@ pub fn search_path_functions(
                         t.def(),
                         fk,
                         parent.def(),
-                        on_path4.load(Relaxed),
+                        public_on(&path4),
+                        &schema_names(&constraint_engine),
                     ))
                 })
             });
@@ -2348,7 +2491,8 @@ pub fn search_path_functions(
                 .map(|e| {
                     s(&crate::deparse::qualified_default(
                         &e,
-                        on_path2.load(Relaxed),
+                        public_on(&path2),
+                        &schema_names(&default_engine),
                     ))
                 })
                 .unwrap_or(null_text())
@@ -2356,6 +2500,7 @@ pub fn search_path_functions(
         udf("pg_get_viewdef", T, move |v| {
             let by_oid = arg_i64(v, 0);
             let by_name = arg_str(v, 0);
+            let schemas = schema_names(&engine);
             engine
                 .views()
                 .into_iter()
@@ -2363,17 +2508,14 @@ pub fn search_path_functions(
                 .map(|d| {
                     s(&crate::deparse::qualified_view_query(
                         &d.query,
-                        on_path3.load(Relaxed),
+                        public_on(&path3),
+                        &schemas,
                     ))
                 })
                 .unwrap_or(null_text())
         }),
         udf("current_schema", DataType::Utf8, move |_| {
-            if on_path.load(Relaxed) {
-                s("public")
-            } else {
-                null_text()
-            }
+            path1.read().first().map_or(null_text(), |p| s(p))
         }),
         // the search path as a name[]; with `true`, pg_catalog first, as
         // PostgreSQL puts it (pgjdbc's getSchemas and getTypeInfo read it)
@@ -2383,10 +2525,22 @@ pub fn search_path_functions(
             if implicit {
                 names.push(s("pg_catalog"));
             }
-            if public_on_path.load(Relaxed) {
-                names.push(s("public"));
-            }
+            names.extend(path.read().iter().map(|p| s(p)));
             ScalarValue::List(ScalarValue::new_list_nullable(&names, &DataType::Utf8))
+        }),
+        // a relation is visible where its schema is on the path (catalog
+        // relations always are: pg_catalog is searched first)
+        udf("pg_table_is_visible", B, move |v| {
+            let Some(oid) = arg_i64(v, 0) else {
+                return ScalarValue::Boolean(None);
+            };
+            if crate::catalog_shape::relation_name(oid).is_some() || oid < 16_384 {
+                return b(true);
+            }
+            let name = relation_name(&visible_engine, &sequences, oid);
+            let schemas = schema_names(&visible_engine);
+            let (schema, _) = crate::schemas::split(&name, &schemas);
+            b(path5.read().iter().any(|p| p == schema))
         }),
     ]
 }
@@ -2413,6 +2567,7 @@ pub fn pg_functions(
     let eng5 = Arc::clone(&engine);
     let eng6 = Arc::clone(&engine);
     let eng8 = Arc::clone(&engine);
+    let eng9 = Arc::clone(&engine);
     let sequences2 = Arc::clone(&sequences);
     vec![
         // the sequence a SERIAL or identity column draws from
@@ -2433,7 +2588,10 @@ pub fn pg_functions(
                         .into_iter()
                         .next()
                 })
-                .map(|seq| s(&format!("public.{seq}")))
+                .map(|seq| {
+                    let schemas = schema_names(&eng4);
+                    s(&crate::schemas::qualified_text(&seq, &schemas, false))
+                })
                 .unwrap_or(null_text())
         }),
         udf("version", T, |_| {
@@ -2446,7 +2604,6 @@ pub fn pg_functions(
         udf("current_user", T, move |_| s(&usr)),
         udf("session_user", T, move |_| s(&usr2)),
         udf("pg_backend_pid", I4, move |_| i4(backend_pid)),
-        udf("pg_table_is_visible", B, |_| b(true)),
         // Eddy has no partitions, and `pg_partition_ancestors` lists no
         // row for a relation that is not a partition (nor partitioned):
         // the list the rewritten call unnests is empty
@@ -2515,7 +2672,7 @@ pub fn pg_functions(
                 .find_map(|t| {
                     let ix = indexes_of(t).into_iter().find(|ix| Some(ix.oid) == o)?;
                     if column == 0 {
-                        return Some(ix.definition(t));
+                        return Some(ix.definition(t, &schema_names(&eng)));
                     }
                     let k = usize::try_from(column.checked_sub(1)?).ok()?;
                     let c = *ix.columns.get(k)?;
@@ -2532,8 +2689,8 @@ pub fn pg_functions(
             None => S::Int64(None),
         }),
         // `'public'::regnamespace`: a schema's OID (digits as they are)
-        udf("eddy_regnamespace", I8, |v| match arg_str(v, 0) {
-            Some(name) => namespace_oid(&name).map_or(S::Int64(None), i),
+        udf("eddy_regnamespace", I8, move |v| match arg_str(v, 0) {
+            Some(name) => namespace_oid(&eng9, &name).map_or(S::Int64(None), i),
             None => S::Int64(None),
         }),
         // a regclass as PostgreSQL prints it: the relation's name

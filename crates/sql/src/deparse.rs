@@ -21,26 +21,47 @@ use crate::sequences::sequence_of_default;
 /// without a schema named `public.x` (CTE names and `pg_catalog` relations
 /// aside), as PostgreSQL prints names not visible on the path; type names
 /// in lower case.
-pub(crate) fn qualified_view_query(query: &str, public_on_path: bool) -> String {
+pub(crate) fn qualified_view_query(
+    query: &str,
+    public_on_path: bool,
+    schemas: &[String],
+) -> String {
     let text = query.trim_end().trim_end_matches(';');
     let Ok(mut parsed) = crate::views::parse_query(text) else {
         return format!("{text};");
     };
-    if !public_on_path {
-        let ctes = crate::rewrite::query_cte_names(&parsed);
-        let _ = datafusion::sql::sqlparser::ast::visit_relations_mut(&mut parsed, |name| {
-            if let [ObjectNamePart::Identifier(id)] = name.0.as_slice() {
-                let bare = crate::rewrite::ident_name(id);
-                if !ctes.contains(&bare) && !crate::catalog::is_catalog_relation(&bare) {
-                    name.0
-                        .insert(0, ObjectNamePart::Identifier(Ident::new("public")));
-                }
+    let ctes = crate::rewrite::query_cte_names(&parsed);
+    let _ = datafusion::sql::sqlparser::ast::visit_relations_mut(&mut parsed, |name| {
+        if let [ObjectNamePart::Identifier(id)] = name.0.as_slice() {
+            let bare = crate::rewrite::ident_name(id);
+            let (schema, relation) = crate::schemas::split(&bare, schemas);
+            if schema != crate::schemas::PUBLIC {
+                // a user schema's relation (stored as one name)
+                *name = ObjectName(vec![
+                    ObjectNamePart::Identifier(Ident::new(schema)),
+                    ObjectNamePart::Identifier(quoted_if_needed(relation)),
+                ]);
+            } else if !public_on_path
+                && !ctes.contains(&bare)
+                && !crate::catalog::is_catalog_relation(&bare)
+            {
+                name.0
+                    .insert(0, ObjectNamePart::Identifier(Ident::new("public")));
             }
-            ControlFlow::<()>::Continue(())
-        });
-    }
+        }
+        ControlFlow::<()>::Continue(())
+    });
     lower_case_types(&mut parsed);
     format!("{parsed};")
+}
+
+/// `name` as an identifier, quoted where it needs quotes.
+fn quoted_if_needed(name: &str) -> Ident {
+    if crate::pg_functions::quote_identifier(name) == name {
+        Ident::new(name)
+    } else {
+        Ident::with_quote('"', name)
+    }
 }
 
 /// The type names of the casts in `node` in lower case, as PostgreSQL
@@ -58,16 +79,13 @@ fn lower_case_types<N: datafusion::sql::sqlparser::ast::VisitMut>(node: &mut N) 
 /// A column default as `pg_get_expr` gives it: its text, with the
 /// sequence of `nextval('s'::regclass)` named `public.s` where `public` is
 /// not on the search path (module doc).
-pub(crate) fn qualified_default(default: &str, public_on_path: bool) -> String {
-    if public_on_path {
-        return default.to_string();
-    }
+pub(crate) fn qualified_default(default: &str, public_on_path: bool, schemas: &[String]) -> String {
     match sequence_of_default(default) {
-        Some(seq) => {
-            let quoted = crate::pg_functions::quote_identifier(&seq);
-            format!("nextval('public.{}'::regclass)", quoted.replace('\'', "''"))
+        Some(seq) if !public_on_path || crate::schemas::split(&seq, schemas).0 != crate::schemas::PUBLIC => {
+            let shown = crate::schemas::qualified_text(&seq, schemas, public_on_path);
+            format!("nextval('{}'::regclass)", shown.replace('\'', "''"))
         }
-        None => default.to_string(),
+        _ => default.to_string(),
     }
 }
 
@@ -105,13 +123,14 @@ mod tests {
     #[test]
     fn a_view_query_is_qualified_off_the_path() {
         assert_eq!(
-            qualified_view_query("select x::INTEGER from t", true),
+            qualified_view_query("select x::INTEGER from t", true, &[]),
             "SELECT x::integer FROM t;"
         );
         assert_eq!(
             qualified_view_query(
                 "WITH w AS (SELECT 1) SELECT * FROM t JOIN w ON true JOIN pg_class c ON true JOIN public.u ON true",
-                false
+                false,
+                &[]
             ),
             "WITH w AS (SELECT 1) SELECT * FROM public.t JOIN w ON true JOIN pg_class c ON true JOIN public.u ON true;"
         );
@@ -120,15 +139,24 @@ mod tests {
     #[test]
     fn a_default_names_its_sequence_qualified_off_the_path() {
         let d = "nextval('t_id_seq'::regclass)";
-        assert_eq!(qualified_default(d, true), d);
+        assert_eq!(qualified_default(d, true, &[]), d);
         assert_eq!(
-            qualified_default(d, false),
+            qualified_default(d, false, &[]),
             "nextval('public.t_id_seq'::regclass)"
         );
         assert_eq!(
-            qualified_default("nextval('\"Odd Seq\"'::regclass)", false),
+            qualified_default("nextval('\"Odd Seq\"'::regclass)", false, &[]),
             "nextval('public.\"Odd Seq\"'::regclass)"
         );
-        assert_eq!(qualified_default("'x'", false), "'x'");
+        assert_eq!(qualified_default("'x'", false, &[]), "'x'");
+        // a user schema's sequence is always qualified
+        let app = vec!["app".to_string()];
+        let d = "nextval('app.t_id_seq'::regclass)";
+        assert_eq!(qualified_default(d, true, &app), d);
+        assert_eq!(qualified_default(d, false, &app), d);
+        assert_eq!(
+            qualified_view_query("SELECT a FROM \"app.t\" AS \"t\" JOIN u ON true", true, &app),
+            "SELECT a FROM app.t AS \"t\" JOIN u ON true;"
+        );
     }
 }

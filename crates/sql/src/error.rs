@@ -125,6 +125,9 @@ pub enum SqlError {
     /// 3F000: a schema Eddy does not have (it has `public` only).
     #[error("{0}")]
     UndefinedSchema(String),
+    /// 42P06: CREATE SCHEMA of a name that exists.
+    #[error("{0}")]
+    DuplicateSchema(String),
     /// 55000: e.g. `currval` before `nextval` in this session.
     #[error("{0}")]
     NotInPrerequisiteState(String),
@@ -313,6 +316,7 @@ impl SqlError {
             SqlError::SequenceLimit(_) => "2200H",
             SqlError::NotInPrerequisiteState(_) => "55000",
             SqlError::NoSchemaSelected | SqlError::UndefinedSchema(_) => "3F000",
+            SqlError::DuplicateSchema(_) => "42P06",
             SqlError::GeneratedAlways(_) => "428C9",
             SqlError::InvalidCursorName(_) => "34000",
             SqlError::DuplicateCursor(_) => "42P03",

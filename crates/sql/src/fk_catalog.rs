@@ -39,19 +39,19 @@ fn names(def: &TableDef, cols: &[usize]) -> String {
 }
 
 /// `FOREIGN KEY (p_id) REFERENCES p(id) ON DELETE CASCADE`; the table
-/// named `public.p` where `public` is not on the search path
-/// (`crate::deparse`).
+/// named `public.p` where `public` is not on the search path, and a user
+/// schema's table always qualified (`crate::deparse`).
 pub fn definition(
     child: &TableDef,
     fk: &ForeignKeyDef,
     parent: &TableDef,
     public_on_path: bool,
+    schemas: &[String],
 ) -> String {
-    let schema = if public_on_path { "" } else { "public." };
     let mut out = format!(
-        "FOREIGN KEY ({}) REFERENCES {schema}{}({})",
+        "FOREIGN KEY ({}) REFERENCES {}({})",
         names(child, &fk.columns),
-        ident(&parent.name),
+        crate::schemas::qualified_text(&parent.name, schemas, public_on_path),
         names(parent, &fk.ref_columns)
     );
     if fk.on_update != FkAction::NoAction {

@@ -74,13 +74,16 @@ impl IndexEntry {
             .join(", ")
     }
 
-    /// `pg_get_indexdef`: `CREATE [UNIQUE] INDEX name ON public.t USING btree (cols)`.
-    pub fn definition(&self, t: &Table) -> String {
+    /// `pg_get_indexdef`: `CREATE [UNIQUE] INDEX name ON public.t USING
+    /// btree (cols)` (`schemas`: the user schemas, whose relations'
+    /// storage names carry their schema: `crate::schemas`).
+    pub fn definition(&self, t: &Table, schemas: &[String]) -> String {
+        let (_, index) = crate::schemas::split(&self.name, schemas);
         format!(
-            "CREATE {}INDEX {} ON public.{} USING btree ({})",
+            "CREATE {}INDEX {} ON {} USING btree ({})",
             if self.unique { "UNIQUE " } else { "" },
-            crate::fk_catalog::ident(&self.name),
-            crate::fk_catalog::ident(&t.def().name),
+            crate::fk_catalog::ident(index),
+            crate::schemas::qualified_text(&t.def().name, schemas, false),
             self.column_list(t)
         )
     }

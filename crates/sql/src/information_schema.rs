@@ -74,7 +74,14 @@ impl SchemaProvider for InformationSchema {
         defs.sort_by(|a, b| a.name.cmp(&b.name));
         let mut views = self.engine.views();
         views.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(Some(Arc::new(build(name, &defs, &views, &self.database)?)))
+        let schemas = self.engine.schemas();
+        Ok(Some(Arc::new(build(
+            name,
+            &defs,
+            &views,
+            &schemas,
+            &self.database,
+        )?)))
     }
 
     fn table_exist(&self, name: &str) -> bool {
@@ -224,8 +231,13 @@ fn build(
     name: &str,
     defs: &[Arc<TableDef>],
     views: &[eddy_common::ViewDef],
+    schemas: &[eddy_common::SchemaDef],
     db: &str,
 ) -> datafusion::error::Result<datafusion::datasource::MemTable> {
+    // the schema and the name of a relation's storage name (`crate::schemas`)
+    let names: Vec<String> = schemas.iter().map(|d| d.name.clone()).collect();
+    let sch = |n: &str| s(crate::schemas::split(n, &names).0);
+    let rel = |n: &str| s(crate::schemas::split(n, &names).1);
     match name {
         "tables" => mem_table(
             &[
@@ -246,8 +258,8 @@ fn build(
                 .map(|d| {
                     vec![
                         s(db),
-                        s("public"),
-                        s(&d.name),
+                        sch(&d.name),
+                        rel(&d.name),
                         s("BASE TABLE"),
                         null(),
                         null(),
@@ -262,8 +274,8 @@ fn build(
                 .chain(views.iter().map(|v| {
                     vec![
                         s(db),
-                        s("public"),
-                        s(&v.name),
+                        sch(&v.name),
+                        rel(&v.name),
                         s("VIEW"),
                         null(),
                         null(),
@@ -287,13 +299,13 @@ fn build(
                     let in_key = d.primary_key.contains(&pos);
                     rows.push(vec![
                         s(db),
-                        s("public"),
-                        s(&d.name),
+                        sch(&d.name),
+                        rel(&d.name),
                         s(&c.name),
                         i(i64::try_from(pos).unwrap_or(i64::MAX).saturating_add(1)),
                         // identity columns have no default here, as in PostgreSQL
                         match (&c.default, c.identity) {
-                            (Some(d), None) => s(d),
+                            (Some(d), None) => s(&crate::deparse::qualified_default(d, true, &names)),
                             _ => null(),
                         },
                         yes_no(c.nullable && !in_key),
@@ -365,7 +377,16 @@ fn build(
             ],
             ["information_schema", "pg_catalog", "public"]
                 .iter()
-                .map(|n| vec![s(db), s(n), s("eddy"), null(), null(), null(), null()])
+                .map(|n| (n.to_string(), crate::roles::BOOTSTRAP_SUPERUSER))
+                .chain(schemas.iter().map(|d| {
+                    (
+                        d.name.clone(),
+                        d.owner
+                            .as_deref()
+                            .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER),
+                    )
+                }))
+                .map(|(n, owner)| vec![s(db), s(&n), s(owner), null(), null(), null(), null()])
                 .collect(),
         ),
         "views" => mem_table(
@@ -386,8 +407,8 @@ fn build(
                 .map(|v| {
                     vec![
                         s(db),
-                        s("public"),
-                        s(&v.name),
+                        sch(&v.name),
+                        rel(&v.name),
                         s(&v.query),
                         s("NONE"),
                         s("NO"),
@@ -406,11 +427,11 @@ fn build(
                 .map(|d| {
                     vec![
                         s(db),
-                        s("public"),
-                        s(&format!("{}_pkey", d.name)),
+                        sch(&format!("{}_pkey", d.name)),
+                        rel(&format!("{}_pkey", d.name)),
                         s(db),
-                        s("public"),
-                        s(&d.name),
+                        sch(&d.name),
+                        rel(&d.name),
                         s("PRIMARY KEY"),
                         s("NO"),
                         s("NO"),
@@ -423,11 +444,11 @@ fn build(
                 for fk in &d.foreign_keys {
                     rows.push(vec![
                         s(db),
-                        s("public"),
-                        s(&fk.name),
+                        sch(&fk.name),
+                        rel(&fk.name),
                         s(db),
-                        s("public"),
-                        s(&d.name),
+                        sch(&d.name),
+                        rel(&d.name),
                         s("FOREIGN KEY"),
                         s(if fk.deferrable { "YES" } else { "NO" }),
                         s(if fk.initially_deferred { "YES" } else { "NO" }),
@@ -460,11 +481,11 @@ fn build(
                     let parent = defs.iter().find(|p| p.id == fk.ref_table);
                     rows.push(vec![
                         s(db),
-                        s("public"),
-                        s(&fk.name),
+                        sch(&fk.name),
+                        rel(&fk.name),
                         s(db),
-                        s("public"),
-                        parent.map_or(null(), |p| s(&format!("{}_pkey", p.name))),
+                        parent.map_or(null(), |p| sch(&p.name)),
+                        parent.map_or(null(), |p| rel(&format!("{}_pkey", p.name))),
                         s("NONE"),
                         s(fk.on_update.sql()),
                         s(fk.on_delete.sql()),
@@ -495,11 +516,11 @@ fn build(
                     };
                     rows.push(vec![
                         s(db),
-                        s("public"),
-                        s(&format!("{}_pkey", d.name)),
+                        sch(&format!("{}_pkey", d.name)),
+                        rel(&format!("{}_pkey", d.name)),
                         s(db),
-                        s("public"),
-                        s(&d.name),
+                        sch(&d.name),
+                        rel(&d.name),
                         s(&c.name),
                         i(i64::try_from(k).unwrap_or(i64::MAX).saturating_add(1)),
                         S::Int32(None),
@@ -518,11 +539,11 @@ fn build(
                         };
                         rows.push(vec![
                             s(db),
-                            s("public"),
-                            s(&fk.name),
+                            sch(&fk.name),
+                            rel(&fk.name),
                             s(db),
-                            s("public"),
-                            s(&d.name),
+                            sch(&d.name),
+                            rel(&d.name),
                             s(&c.name),
                             i(i64::try_from(k).unwrap_or(i64::MAX).saturating_add(1)),
                             pos.get(k).copied().flatten().map_or(S::Int32(None), i),

@@ -91,6 +91,7 @@ pub mod role_parse;
 pub mod roles;
 pub mod scan_filter;
 pub mod scheduling;
+pub mod schemas;
 pub mod search_path;
 pub mod sequence_functions;
 pub mod sequence_parse;

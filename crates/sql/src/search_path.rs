@@ -46,10 +46,16 @@ pub fn names_public(value: &str) -> bool {
 
 /// Checks the names `stmt` writes without a schema, for a search path
 /// without `public`. `system_relation` says whether an unqualified name
-/// is a `pg_catalog` relation.
-pub fn check_statement(stmt: &Statement, system_relation: &dyn Fn(&str) -> bool) -> Result<()> {
+/// is a `pg_catalog` relation, `qualified` whether one identifier is a
+/// user schema's relation already (`crate::schemas` resolved it).
+pub fn check_statement(
+    stmt: &Statement,
+    system_relation: &dyn Fn(&str) -> bool,
+    qualified: &dyn Fn(&str) -> bool,
+) -> Result<()> {
     let mut check = PathCheck {
         system_relation,
+        qualified,
         ctes: Vec::new(),
         // a temporary table's name is its own (`check_created` checked
         // a permanent one)
@@ -58,7 +64,7 @@ pub fn check_statement(stmt: &Statement, system_relation: &dyn Fn(&str) -> bool)
             _ => None,
         },
     };
-    check_created(stmt)?;
+    check_created(stmt, qualified)?;
     check_statement_names(stmt, &check)?;
     match stmt.visit(&mut check) {
         ControlFlow::Break(e) => Err(e),
@@ -68,20 +74,26 @@ pub fn check_statement(stmt: &Statement, system_relation: &dyn Fn(&str) -> bool)
 
 /// An unqualified relation name in a command Eddy parses itself (ALTER
 /// SEQUENCE, an identity's table): as [`check_statement`] checks one.
-pub fn check_relation(name: &ObjectName, system_relation: &dyn Fn(&str) -> bool) -> Result<()> {
+pub fn check_relation(
+    name: &ObjectName,
+    system_relation: &dyn Fn(&str) -> bool,
+    qualified: &dyn Fn(&str) -> bool,
+) -> Result<()> {
     PathCheck {
         system_relation,
+        qualified,
         ctes: Vec::new(),
         skip: None,
     }
     .relation(name)
 }
 
-/// 3F000 for a relation such a command creates without a schema.
-pub fn check_created_name(name: &ObjectName) -> Result<()> {
+/// 3F000 for a relation such a command creates without a schema
+/// (`qualified`: as [`check_statement`] takes it).
+pub fn check_created_name(name: &ObjectName, qualified: &dyn Fn(&str) -> bool) -> Result<()> {
     match unqualified(name) {
-        Some(_) => Err(SqlError::NoSchemaSelected),
-        None => Ok(()),
+        Some(n) if !qualified(&n) => Err(SqlError::NoSchemaSelected),
+        _ => Ok(()),
     }
 }
 
@@ -94,7 +106,7 @@ fn unqualified(name: &ObjectName) -> Option<String> {
 }
 
 /// 3F000 for a permanent relation created without a schema.
-fn check_created(stmt: &Statement) -> Result<()> {
+fn check_created(stmt: &Statement, qualified: &dyn Fn(&str) -> bool) -> Result<()> {
     let created = match stmt {
         Statement::CreateTable(ct) if !ct.temporary => Some(&ct.name),
         Statement::CreateView(cv) if !cv.temporary => Some(&cv.name),
@@ -103,10 +115,10 @@ fn check_created(stmt: &Statement) -> Result<()> {
             name,
             ..
         } => Some(name),
-        Statement::Explain { statement, .. } => return check_created(statement),
+        Statement::Explain { statement, .. } => return check_created(statement, qualified),
         _ => None,
     };
-    created.map_or(Ok(()), check_created_name)
+    created.map_or(Ok(()), |n| check_created_name(n, qualified))
 }
 
 /// Names the visitor does not reach (sqlparser visits a statement's
@@ -182,6 +194,7 @@ fn check_grant_objects(objects: Option<&GrantObjects>, check: &PathCheck<'_>) ->
 
 struct PathCheck<'a> {
     system_relation: &'a dyn Fn(&str) -> bool,
+    qualified: &'a dyn Fn(&str) -> bool,
     /// The CTE names of the queries being visited, innermost last.
     ctes: Vec<Vec<String>>,
     /// The next relation name the visitor meets that is not a relation
@@ -194,6 +207,7 @@ impl PathCheck<'_> {
     /// Whether unqualified `name` means something without `public`.
     fn resolves(&self, name: &str) -> bool {
         (self.system_relation)(name)
+            || (self.qualified)(name)
             || crate::temp_tables::is_reserved(name)
             || self.ctes.iter().flatten().any(|c| c == name)
     }
@@ -324,7 +338,7 @@ mod tests {
 
     fn check(sql: &str) -> Result<()> {
         let stmt = parse_statement(sql).unwrap();
-        check_statement(&stmt, &|n| n == "pg_class")
+        check_statement(&stmt, &|n| n == "pg_class", &|_| false)
     }
 
     fn sqlstate(sql: &str) -> &'static str {

@@ -578,13 +578,17 @@ pub fn name_parts(text: &str) -> Result<Vec<String>> {
 
 /// A sequence name as `nextval('...')` takes it: PostgreSQL parses the text
 /// as a possibly qualified, possibly quoted identifier (`'MySeq'` is
-/// `myseq`, `'"MySeq"'` is `MySeq`, `'public.s'` is `s`).
+/// `myseq`, `'"MySeq"'` is `MySeq`, `'public.s'` is `s`, `'app.s'` is the
+/// storage name `app.s` of schema `app`'s `s`: `crate::schemas`; it
+/// names nothing where `app` is no schema).
 pub fn resolve_name(text: &str) -> Result<String> {
     let parts = name_parts(text)?;
     let name = match parts.as_slice() {
         [n] => n.clone(),
         [schema, n] if schema == "public" => n.clone(),
-        [_, _] => return Err(SqlError::UndefinedTable(text.to_string())),
+        [schema, n] if !schema.is_empty() && !n.is_empty() => {
+            crate::schemas::storage_name(schema, n)
+        }
         _ => {
             return Err(SqlError::InvalidName(format!(
                 "invalid name syntax: {text}"

@@ -58,6 +58,7 @@ mod ddl_txn;
 pub(crate) mod defaults;
 mod deferred_fk;
 mod dml;
+mod drop_table;
 mod dml_scan;
 mod fast;
 mod fk_actions;
@@ -72,6 +73,7 @@ mod locking;
 pub mod prepared;
 mod returning;
 mod roles_ddl;
+mod schema_ddl;
 mod sequence_alter;
 mod sequence_ddl;
 mod setting_changes;
@@ -300,9 +302,10 @@ pub struct Session {
     /// while the GPU may run the query, so that filters stay `FilterExec`s
     /// the GPU rule can offload. Shared with the `public` schema provider.
     scan_filters: Arc<std::sync::atomic::AtomicBool>,
-    /// Whether the search path names `public`, for `current_schema()`:
-    /// set from `search_path` before each statement.
-    public_on_path: Arc<std::sync::atomic::AtomicBool>,
+    /// The search path's existing schemas, for `current_schema()` and
+    /// the definitions the catalog prints: set from `search_path` before
+    /// each statement.
+    search_path: crate::catalog::PathState,
     dml_schema: Arc<MemorySchemaProvider>,
     settings: BTreeMap<String, String>,
     user: String,
@@ -542,11 +545,14 @@ impl Session {
         ));
         let sequence_functions =
             crate::sequence_functions::sequence_functions(&db.sequences, &drawn);
-        let public_on_path = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let [get_expr, get_viewdef, get_constraintdef, current_schema, current_schemas] =
+        let search_path: crate::catalog::PathState = Arc::new(parking_lot::RwLock::new(vec![
+            crate::schemas::PUBLIC.to_string(),
+        ]));
+        let [get_expr, get_viewdef, get_constraintdef, current_schema, current_schemas, table_is_visible] =
             crate::catalog::search_path_functions(
-                Arc::clone(&public_on_path),
+                Arc::clone(&search_path),
                 Arc::clone(&db.engine),
+                Arc::clone(&db.sequences),
             );
         let typeof_function = crate::catalog::pg_typeof();
         let setting_fallback = crate::catalog::current_setting_fallback();
@@ -611,6 +617,7 @@ impl Session {
                 set_config,
                 current_schema,
                 current_schemas,
+                table_is_visible,
                 get_expr,
                 get_viewdef,
                 get_constraintdef,
@@ -677,7 +684,7 @@ impl Session {
             db,
             ctx,
             scan_filters,
-            public_on_path,
+            search_path,
             dml_schema,
             settings,
             user: user.to_string(),
@@ -1412,15 +1419,14 @@ impl Session {
         });
     }
 
-    /// Whether the session's search path names `public` (where every
-    /// user relation is); also what `current_schema()` reports.
+    /// Whether the session's search path names `public`; also sets the
+    /// path `current_schema()` and the catalog's definitions report.
     fn public_on_path(&self) -> bool {
-        let on = self
-            .settings
-            .get("search_path")
-            .is_none_or(|p| crate::search_path::names_public(p));
-        self.public_on_path
-            .store(on, std::sync::atomic::Ordering::Relaxed);
+        let path = self.effective_path();
+        let on = path.iter().any(|p| p == crate::schemas::PUBLIC);
+        if *self.search_path.read() != path {
+            *self.search_path.write() = path;
+        }
         on
     }
 
@@ -1430,7 +1436,11 @@ impl Session {
         if self.public_on_path() {
             return Ok(());
         }
-        crate::search_path::check_statement(stmt, &crate::catalog::is_catalog_relation)
+        crate::search_path::check_statement(
+            stmt,
+            &crate::catalog::is_catalog_relation,
+            &|n| self.is_schema_storage_name(n),
+        )
     }
 
     /// Runs one statement in the open transaction block, or in an implicit
@@ -1584,9 +1594,26 @@ impl Session {
             Statement::CreateTable(ct) => self.create_table(ct).await,
             Statement::CreateView(cv) => self.create_view(cv).await,
             Statement::AlterSchema(ref alter) => {
-                self.alter_schema(alter)?;
+                if !self.alter_user_schema(alter)? {
+                    self.alter_schema(alter)?;
+                }
                 Ok(Output::Command("ALTER SCHEMA".into()))
             }
+            Statement::CreateSchema {
+                ref schema_name,
+                if_not_exists,
+                ref with,
+                ref options,
+                ref default_collate_spec,
+                ref clone,
+            } => self.create_schema(
+                schema_name,
+                if_not_exists,
+                with.is_some()
+                    || options.is_some()
+                    || default_collate_spec.is_some()
+                    || clone.is_some(),
+            ),
             Statement::Declare { stmts } => self.declare(stmts).await,
             Statement::Comment {
                 object_type,
@@ -1628,58 +1655,15 @@ impl Session {
                 if object_type == ObjectType::View {
                     return self.drop_views(&names, if_exists, cascade);
                 }
+                if object_type == ObjectType::Schema {
+                    return self.drop_schemas(&names, if_exists, cascade);
+                }
                 if object_type != ObjectType::Table {
                     return Err(SqlError::FeatureNotSupported(format!(
                         "DROP {object_type} is not supported"
                     )));
                 }
-                let in_block = self.txn.as_ref().is_some_and(|t| t.explicit);
-                let dropping: Vec<String> =
-                    names.iter().filter_map(|n| table_name(n).ok()).collect();
-                // views reading them: refused, or dropped with them (CASCADE)
-                let views = self.dependent_views(&dropping, "table", cascade)?;
-                self.drop_views_cascaded(&views)?;
-                // referencing tables before the tables they reference: an
-                // autocommit DROP drops each at once, and none may be left
-                // naming a table already gone
-                let names = self.referencing_first(names);
-                for n in &names {
-                    let name = table_name(n)?;
-                    if self.table(&name).is_err() {
-                        if self.view(&name).is_some() {
-                            return Err(SqlError::WrongObjectType(format!(
-                                "\"{name}\" is not a table\nHINT:  Use DROP VIEW to remove a view."
-                            )));
-                        }
-                        if if_exists {
-                            self.notice(
-                                "00000",
-                                &format!("table \"{name}\" does not exist, skipping"),
-                            );
-                            continue;
-                        }
-                        return Err(SqlError::UndefinedTable(name));
-                    }
-                    if in_block {
-                        // dropped at COMMIT, kept by ROLLBACK; others wait
-                        // for this transaction to end
-                        let table = self.table(&name)?;
-                        let table = self.lock_table_exclusive(&table)?;
-                        self.drop_dependents(&table, &dropping, cascade)?;
-                        if let Some(t) = self.txn.as_mut() {
-                            t.dropped_tables.push(name);
-                        }
-                        continue;
-                    }
-                    // waits for every transaction using the table
-                    let table = self.table(&name)?;
-                    let table = self.lock_table_exclusive(&table)?;
-                    self.drop_dependents(&table, &dropping, cascade)?;
-                    let engine = Arc::clone(&self.db.engine);
-                    run_blocking(|| engine.drop_table(&name))?;
-                    self.drop_owned_sequences(&name);
-                }
-                Ok(Output::Command("DROP TABLE".into()))
+                self.drop_tables(names, if_exists, cascade)
             }
             Statement::CreateRole(cr) => self.create_role(cr, false),
             Statement::AlterRole { name, operation } => self.alter_role(&name, operation),
@@ -2133,6 +2117,7 @@ impl Session {
         ct: datafusion::sql::sqlparser::ast::CreateTable,
     ) -> Result<Output> {
         let name = table_name(&ct.name)?;
+        self.lock_schema_of(&name)?;
         if self.db.engine.table(&name).is_some() {
             if ct.if_not_exists {
                 self.notice(

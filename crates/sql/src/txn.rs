@@ -127,6 +127,9 @@ pub struct Transaction {
     /// Views created, replaced or dropped in this transaction, in order:
     /// its own until it commits (`eddy_storage::views`).
     pub view_changes: Vec<ViewChange>,
+    /// Schemas created, changed or dropped in this transaction, in order:
+    /// its own until it commits (`eddy_storage::schemas`).
+    pub schema_changes: Vec<eddy_storage::schemas::SchemaChange>,
     /// Constraint modes and the foreign-key checks deferred to commit.
     pub deferred: DeferredChecks,
     next_own_key: u64,
@@ -167,6 +170,7 @@ struct Savepoint {
     owner_renames: usize,
     owned_by: usize,
     view_changes: usize,
+    schema_changes: usize,
     deferred: DeferredChecks,
 }
 
@@ -208,6 +212,7 @@ impl Transaction {
             sequence_owner_renames: Vec::new(),
             sequence_owned_by: Vec::new(),
             view_changes: Vec::new(),
+            schema_changes: Vec::new(),
             deferred: DeferredChecks::default(),
             next_own_key: 0,
             locked: std::sync::atomic::AtomicBool::new(false),
@@ -395,6 +400,23 @@ impl Transaction {
             TABLE_LOCK_KEY,
             LockMode::Shared,
             LockWait::Block(self.lock_timeout),
+        )?;
+        Ok(())
+    }
+
+    /// Takes schema `id`'s lock in `mode` (shared while this transaction
+    /// creates a relation in the schema, exclusive while it drops or
+    /// changes the schema); kept until this transaction ends.
+    pub fn lock_schema(&self, id: eddy_common::TableId, name: &str, mode: LockMode) -> Result<()> {
+        self.locked
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.engine.locks().lock(
+            self.id,
+            id,
+            TABLE_LOCK_KEY,
+            mode,
+            LockWait::Block(self.lock_timeout),
+            name,
         )?;
         Ok(())
     }
@@ -651,6 +673,7 @@ impl Transaction {
             owner_renames: self.sequence_owner_renames.len(),
             owned_by: self.sequence_owned_by.len(),
             view_changes: self.view_changes.len(),
+            schema_changes: self.schema_changes.len(),
             deferred: self.deferred.clone(),
         });
     }
@@ -671,6 +694,7 @@ impl Transaction {
             owner_renames,
             owned_by,
             view_changes,
+            schema_changes,
             deferred,
             ..
         }) = self.savepoints.get(pos)
@@ -680,6 +704,7 @@ impl Transaction {
         self.sequence_owner_renames.truncate(*owner_renames);
         self.sequence_owned_by.truncate(*owned_by);
         self.view_changes.truncate(*view_changes);
+        self.schema_changes.truncate(*schema_changes);
         self.deferred = deferred.clone();
         if self.ddl {
             self.engine.rollback_ddl(self.id, *ddl_mark)?;
@@ -765,6 +790,10 @@ impl Transaction {
         if !self.view_changes.is_empty() {
             let changes = std::mem::take(&mut self.view_changes);
             self.ddl().views_at_commit(&changes)?;
+        }
+        if !self.schema_changes.is_empty() {
+            let changes = std::mem::take(&mut self.schema_changes);
+            self.ddl().schemas_at_commit(&changes)?;
         }
         if self.ddl {
             // commit_txn settles the catalog changes whatever happens

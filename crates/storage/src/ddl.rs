@@ -62,6 +62,10 @@ pub(crate) struct InFlightDdl {
     /// just before its commit point, as `drops`: see [`crate::views`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) views: Vec<crate::views::ViewChange>,
+    /// The owner's changes to schemas, applied when it commits (recorded
+    /// as `views` are: see [`crate::schemas`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) schemas: Vec<crate::schemas::SchemaChange>,
 }
 
 /// What undoes one change: `prior` is the table's definition before it,
@@ -87,6 +91,7 @@ impl CatalogData {
                     undo: Vec::new(),
                     drops: Vec::new(),
                     views: Vec::new(),
+                    schemas: Vec::new(),
                 });
                 self.in_flight.len() - 1
             }
@@ -102,6 +107,7 @@ impl CatalogData {
         };
         let entry = self.in_flight.remove(pos);
         crate::views::apply(&mut self.views, &entry.views);
+        crate::schemas::apply(&mut self.schemas, &entry.schemas);
         let (dropped, kept): (Vec<TableDef>, Vec<TableDef>) = std::mem::take(&mut self.tables)
             .into_iter()
             .partition(|t| entry.drops.contains(&t.id));
@@ -280,11 +286,11 @@ impl Engine {
         let inner = self.inner();
         let mut cat = inner.catalog.lock();
         let mut next = cat.clone();
-        let view_changes = cat
+        let (view_changes, schema_changes) = cat
             .in_flight
             .iter()
             .find(|d| d.txn == txn)
-            .map(|d| d.views.clone())
+            .map(|d| (d.views.clone(), d.schemas.clone()))
             .unwrap_or_default();
         let dropped = next.settle_committed(txn);
         if let Err(e) = manifest::write_atomic(&inner.cfg.data_dir.join("catalog.json"), &next) {
@@ -293,11 +299,14 @@ impl Engine {
             // committed change must show; applying again is harmless);
             // recovery writes them
             crate::views::apply(&mut cat.views, &view_changes);
+            crate::schemas::apply(&mut cat.schemas, &schema_changes);
             self.count_views(&cat);
+            self.count_schemas(&cat);
             return;
         }
         *cat = next;
         self.count_views(&cat);
+        self.count_schemas(&cat);
         for def in dropped {
             let Some(t) = inner.tables.write().remove(&def.name) else {
                 continue;

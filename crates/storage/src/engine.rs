@@ -91,6 +91,9 @@ pub(crate) struct CatalogData {
     /// The committed views (see [`crate::views`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) views: Vec<eddy_common::ViewDef>,
+    /// The committed schemas other than `public` (see [`crate::schemas`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) schemas: Vec<eddy_common::SchemaDef>,
 }
 
 /// What CREATE TABLE asks for.
@@ -134,6 +137,8 @@ pub(crate) struct EngineInner {
     /// How many committed views there are: statements skip looking for
     /// view names when there are none, without taking the catalog lock.
     pub(crate) view_count: std::sync::atomic::AtomicUsize,
+    /// How many committed schemas there are (as `view_count`).
+    pub(crate) schema_count: std::sync::atomic::AtomicUsize,
     closed: AtomicBool,
     _lock: std::fs::File,
 }
@@ -215,6 +220,7 @@ impl Engine {
                     rowid_limit: 0,
                     in_flight: Vec::new(),
                     views: Vec::new(),
+                    schemas: Vec::new(),
                 };
                 manifest::write_atomic(&cat_path, &c)?;
                 c
@@ -281,6 +287,7 @@ impl Engine {
             );
         }
         let view_count = catalog.views.len();
+        let schema_count = catalog.schemas.len();
         let inner = Arc::new(EngineInner {
             store,
             catalog: Mutex::new(catalog),
@@ -294,6 +301,7 @@ impl Engine {
             unique_locks: Default::default(),
             rowids: Mutex::new((rowid_start, rowid_start + (1 << 24))),
             view_count: std::sync::atomic::AtomicUsize::new(view_count),
+            schema_count: std::sync::atomic::AtomicUsize::new(schema_count),
             closed: AtomicBool::new(false),
             _lock: lock,
             cfg,

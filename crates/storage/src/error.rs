@@ -16,6 +16,8 @@ pub enum StorageError {
     TableExists(String),
     #[error("table \"{0}\" does not exist")]
     TableNotFound(String),
+    #[error("schema \"{0}\" already exists")]
+    SchemaExists(String),
     #[error("table group \"{0}\" already exists")]
     TableGroupExists(String),
     #[error("table group \"{0}\" does not exist")]
@@ -138,6 +140,7 @@ impl StorageError {
     pub fn sqlstate(&self) -> &'static str {
         match self {
             StorageError::TableExists(_) => "42P07",
+            StorageError::SchemaExists(_) => "42P06",
             StorageError::TableNotFound(_) => "42P01",
             StorageError::TableGroupExists(_) => "42710",
             StorageError::TableGroupNotFound(_) => "42704",

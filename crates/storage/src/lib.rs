@@ -41,6 +41,7 @@ pub mod locks;
 pub mod manifest;
 pub mod recent_writes;
 pub mod row_tablet;
+pub mod schemas;
 pub mod shard;
 pub mod snapshot;
 pub mod stats;

@@ -40,6 +40,10 @@ impl Session {
             (CommentObject::Table | CommentObject::Column, _) => {
                 return Err(SqlError::Syntax(format!("bad name in COMMENT ON: {name}")))
             }
+            (CommentObject::Schema, [schema]) if schema != crate::schemas::PUBLIC => {
+                self.comment_on_schema(schema, comment)?;
+                return Ok(super::Output::Command("COMMENT".into()));
+            }
             (other, _) => {
                 return Err(SqlError::FeatureNotSupported(format!(
                     "COMMENT ON {other:?} is not supported"

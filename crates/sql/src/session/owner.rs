@@ -23,7 +23,7 @@ use crate::rewrite::ident_name;
 
 impl Session {
     /// The role `OWNER TO` names, which must exist.
-    fn new_owner(&self, owner: &Owner) -> Result<String> {
+    pub(super) fn new_owner(&self, owner: &Owner) -> Result<String> {
         let name = match owner {
             Owner::Ident(id) => ident_name(id),
             Owner::CurrentRole | Owner::CurrentUser | Owner::SessionUser => self.user.clone(),

@@ -33,11 +33,20 @@ impl Session {
         if roles.privileges_of(&self.user).superuser {
             return Ok(());
         }
+        self.check_schema_access(stmt)?;
         let needs = crate::privileges::needs(stmt);
         if needs.tables.is_empty() && needs.owned.is_empty() && !needs.create_in_public {
             return Ok(());
         }
-        if needs.create_in_public && !roles.may_create_in_public(&self.user) {
+        // a relation created in a user schema needs CREATE there instead
+        // (`check_schema_access`)
+        let in_user_schema = match stmt {
+            Statement::CreateTable(ct) => table_name(&ct.name)
+                .ok()
+                .is_some_and(|n| self.is_schema_storage_name(&n)),
+            _ => false,
+        };
+        if needs.create_in_public && !in_user_schema && !roles.may_create_in_public(&self.user) {
             return Err(SqlError::InsufficientPrivilege(
                 "permission denied for schema public".into(),
             ));
@@ -289,16 +298,50 @@ impl Session {
                 }
             }
             Some(GrantObjects::AllTablesInSchema { schemas }) => {
-                check_public_schemas(schemas)?;
+                let user_schemas: Vec<String> = self
+                    .visible_schemas()
+                    .into_iter()
+                    .map(|s| s.name)
+                    .collect();
+                let mut named = Vec::new();
+                for s in schemas {
+                    let name = role_name(s)?;
+                    if name != crate::schemas::PUBLIC && !user_schemas.contains(&name) {
+                        return Err(SqlError::UndefinedSchema(format!(
+                            "schema \"{name}\" does not exist"
+                        )));
+                    }
+                    named.push(name);
+                }
                 let privs = table_privileges_of(privileges)?;
                 let mut tables = self.db.engine.tables();
+                tables.retain(|t| {
+                    let (schema, _) = crate::schemas::split(&t.def().name, &user_schemas);
+                    named.iter().any(|n| n == schema)
+                        && !crate::temp_tables::is_reserved(&t.def().name)
+                });
                 tables.sort_by(|a, b| a.def().name.cmp(&b.def().name));
                 for t in tables {
                     self.change_grants(&t, privs, &grantees, revoke)?;
                 }
             }
             Some(GrantObjects::Schemas(schemas)) => {
-                check_public_schemas(schemas)?;
+                let mut user_schemas = Vec::new();
+                let mut public = Vec::new();
+                for s in schemas {
+                    if role_name(s)? == crate::schemas::PUBLIC {
+                        public.push(s.clone());
+                    } else {
+                        user_schemas.push(role_name(s)?);
+                    }
+                }
+                if !user_schemas.is_empty() {
+                    self.grant_on_user_schemas(privileges, &user_schemas, &grantees, revoke)?;
+                }
+                if public.is_empty() {
+                    return Ok(Output::Command(tag.into()));
+                }
+                check_public_schemas(&public)?;
                 self.refuse_in_block(&format!("{tag} on a schema"))?;
                 self.require_superuser("grant or revoke privileges on schema public")?;
                 let actions: Vec<&Action> = match privileges {

@@ -50,9 +50,10 @@ impl Session {
         self.close_implicit(r)
     }
 
-    async fn run_alter_command(&mut self, cmd: AlterCommand) -> Result<Output> {
+    async fn run_alter_command(&mut self, mut cmd: AlterCommand) -> Result<Output> {
+        self.resolve_alter_names(&mut cmd)?;
         if !self.public_on_path() {
-            check_names(&cmd)?;
+            check_names(&cmd, &|n| self.is_schema_storage_name(n))?;
         }
         match cmd {
             AlterCommand::Sequence(a) => self.alter_sequence(a),
@@ -230,28 +231,57 @@ impl Session {
 }
 
 /// The unqualified names of `cmd` under a search path without `public`
-/// (`crate::search_path`).
-fn check_names(cmd: &AlterCommand) -> Result<()> {
+/// (`crate::search_path`; `qualified`: a user schema's storage name).
+fn check_names(cmd: &AlterCommand, qualified: &dyn Fn(&str) -> bool) -> Result<()> {
     let system = &crate::catalog::is_catalog_relation;
     match cmd {
         AlterCommand::Sequence(a) => {
-            check_relation(&a.name, system)?;
+            check_relation(&a.name, system, qualified)?;
             if let AlterSequenceAction::Options(o) = &a.action {
                 if let Some(Some(column)) = &o.owned_by {
                     // `t.c`: the table is all but the last part
                     let mut table = column.clone();
                     table.0.pop();
-                    check_relation(&table, system)?;
+                    check_relation(&table, system, qualified)?;
                 }
             }
             Ok(())
         }
         AlterCommand::AddIdentity(a) => {
-            check_relation(&a.table, system)?;
+            check_relation(&a.table, system, qualified)?;
             a.options
                 .sequence_name
                 .as_ref()
-                .map_or(Ok(()), check_created_name)
+                .map_or(Ok(()), |n| check_created_name(n, qualified))
+        }
+    }
+}
+
+impl Session {
+    /// The names of `cmd` that mean user schemas' relations, resolved to
+    /// their storage names (`crate::schemas`).
+    fn resolve_alter_names(&self, cmd: &mut AlterCommand) -> Result<()> {
+        match cmd {
+            AlterCommand::Sequence(a) => {
+                self.resolve_schema_name(&mut a.name, false)?;
+                if let AlterSequenceAction::Options(o) = &mut a.action {
+                    if let Some(Some(column)) = &mut o.owned_by {
+                        // `[schema.]t.c`: the table is all but the last part
+                        if let Some(c) = column.0.pop() {
+                            self.resolve_schema_name(column, false)?;
+                            column.0.push(c);
+                        }
+                    }
+                }
+                Ok(())
+            }
+            AlterCommand::AddIdentity(a) => {
+                self.resolve_schema_name(&mut a.table, false)?;
+                if let Some(n) = &mut a.options.sequence_name {
+                    self.resolve_schema_name(n, true)?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -317,6 +317,7 @@ impl Session {
             ));
         }
         let seq_name = table_name(name)?;
+        self.lock_schema_of(&seq_name)?;
         if self.dropped_in_block(&seq_name) {
             // the dropped one's file is still there until the commit
             return Err(SqlError::FeatureNotSupported(format!(

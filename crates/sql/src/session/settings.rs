@@ -158,37 +158,31 @@ pub(crate) fn validate_set_config(name: &str, value: &str) -> Result<String> {
     validate_setting(name, value)
 }
 
-/// Eddy has one schema for user relations, `public`, beside the system
-/// schemas: a search path is accepted only where it resolves names as
-/// Eddy can. One that names `public` may also name `"$user"` (a schema
-/// Eddy never has, so PostgreSQL skips it too) and, after `public`,
-/// `pg_catalog` (before it, PostgreSQL would create there). One that does
-/// not name `public` may name only `"$user"`: it is pg_dump's empty path,
-/// under which unqualified names resolve nowhere (`crate::search_path`).
-/// Any other schema would make PostgreSQL resolve or create names
-/// elsewhere; storing it and resolving in `public` anyway would be
-/// accepting and ignoring it.
+/// A search path names `public`, `"$user"` and user schemas
+/// (`crate::schemas`; one that does not exist is skipped, as PostgreSQL
+/// skips it), and, after one of those, `pg_catalog`: before them,
+/// PostgreSQL would create new relations in `pg_catalog` (and refuse
+/// them), and Eddy always searches `pg_catalog` first. `pg_temp` and
+/// `information_schema` are refused: Eddy cannot search them at the place
+/// the path gives them, and storing them while searching elsewhere would
+/// be accepting and ignoring them. The empty path (pg_dump's) resolves
+/// unqualified names nowhere (`crate::search_path`).
 fn check_search_path(name: &str, value: &str) -> Result<String> {
-    let mut has_public = false;
-    for element in value.split(',') {
-        let element = element.trim();
-        let schema = match element.strip_prefix('"').and_then(|e| e.strip_suffix('"')) {
-            Some(quoted) => quoted.replace("\"\"", "\""),
-            None => element.trim_matches('\'').to_ascii_lowercase(),
-        };
+    let mut has_schema = false;
+    for schema in crate::schemas::path_elements(value, "$user") {
         match schema.as_str() {
-            "public" => has_public = true,
-            // an empty element (SET search_path = '') names nothing
-            "$user" | "" => {}
-            // after public only: before it, PostgreSQL would create new
-            // relations in pg_catalog (and refuse them)
-            "pg_catalog" if has_public => {}
-            _ => {
+            "pg_catalog" if has_schema => {}
+            "pg_catalog" | "information_schema" | "pg_temp" => {
                 return Err(SqlError::FeatureNotSupported(format!(
-                    "{name} = {value} is not supported: schema \"{schema}\" does not exist \
-                     (Eddy has one schema, public, and CREATE SCHEMA is not supported)"
+                    "{name} = {value} is not supported: Eddy searches {schema} only at its usual place"
                 )))
             }
+            s if crate::schemas::is_system_schema(s) && s != crate::schemas::PUBLIC => {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "{name} = {value} is not supported: Eddy searches {schema} only at its usual place"
+                )))
+            }
+            _ => has_schema = true,
         }
     }
     Ok(value.to_string())
@@ -217,6 +211,11 @@ mod tests {
             "",
             "''",
             "\"$user\"",
+            // user schemas (one that does not exist is skipped)
+            "myschema",
+            "myschema, public",
+            "\"Public\"",
+            "app, pg_catalog",
         ] {
             assert!(validate_setting("search_path", path).is_ok(), "{path}");
         }
@@ -227,9 +226,8 @@ mod tests {
             ("client_encoding", "'LATIN1'"),
             ("extra_float_digits", "0"),
             ("eddy.nonsense", "1"),
-            ("search_path", "myschema"),
-            ("search_path", "myschema, public"),
-            ("search_path", "\"Public\""),
+            ("search_path", "pg_temp, public"),
+            ("search_path", "information_schema, public"),
             ("search_path", "pg_catalog"),
             ("search_path", "pg_catalog, public"),
         ] {

@@ -24,7 +24,8 @@ use crate::temp_tables;
 
 impl Session {
     /// Resolves the statement's names of this session's temporary tables
-    /// to their storage names (`temp_tables::resolve_names`).
+    /// (`temp_tables::resolve_names`), then those of user schemas'
+    /// relations (`Session::resolve_schema_names`), to their storage names.
     pub(crate) fn resolve_temp_names(
         &self,
         stmt: &mut datafusion::sql::sqlparser::ast::Statement,
@@ -36,7 +37,8 @@ impl Session {
             self.temp_id,
             &|n| engine.table(n).is_some(),
             &index_exists,
-        )
+        )?;
+        self.resolve_schema_names(stmt)
     }
 
     /// The storage name of index `name` on table `table`: a temporary

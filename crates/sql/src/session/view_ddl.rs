@@ -90,12 +90,14 @@ impl Session {
             ));
         }
         if !self.db.roles.privileges_of(&self.user).superuser
+            && !self.is_schema_storage_name(&name)
             && !self.db.roles.may_create_in_public(&self.user)
         {
             return Err(SqlError::InsufficientPrivilege(
                 "permission denied for schema public".into(),
             ));
         }
+        self.lock_schema_of(&name)?;
         if self.table(&name).is_ok() {
             if cv.or_replace {
                 return Err(SqlError::WrongObjectType(format!(
