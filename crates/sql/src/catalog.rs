@@ -2164,6 +2164,9 @@ fn privilege_functions(
         match v {
             ScalarValue::Int64(Some(x)) => Some(*x),
             ScalarValue::Int32(Some(x)) => Some(i64::from(*x)),
+            ScalarValue::Int16(Some(x)) => Some(i64::from(*x)),
+            ScalarValue::UInt32(Some(x)) => Some(i64::from(*x)),
+            ScalarValue::UInt64(Some(x)) => i64::try_from(*x).ok(),
             _ => None,
         }
     }
@@ -2181,10 +2184,10 @@ fn privilege_functions(
             return ScalarValue::Boolean(None);
         };
         let table = match (text(&obj), int(&obj)) {
-            (Some(name), _) => {
-                let name = name.strip_prefix("public.").unwrap_or(&name).to_string();
-                e.table(&name)
-            }
+            (Some(name), _) => crate::sequences::resolve_name(&name)
+                .ok()
+                .and_then(|n| e.table(&n))
+                .or_else(|| e.table(name.strip_prefix("public.").unwrap_or(&name))),
             (None, Some(oid)) => e.tables().into_iter().find(|t| table_oid(t) == oid),
             _ => None,
         };
@@ -2204,23 +2207,49 @@ fn privilege_functions(
         });
         b(any)
     };
-    let (r2, me2) = (Arc::clone(&roles), user.to_string());
+    let (r2, me2, e2) = (Arc::clone(&roles), user.to_string(), Arc::clone(&engine));
     let schema_fn = move |v: &[ScalarValue]| {
-        let Some((who, _schema, privs)) = split(v, &me2) else {
+        let Some((who, schema, privs)) = split(v, &me2) else {
             return ScalarValue::Boolean(None);
         };
+        // a user schema: its owner and grants (`crate::schemas`)
+        let user_schema = e2.schemas().into_iter().find(|d| {
+            text(&schema).is_some_and(|n| n == d.name) || int(&schema) == Some(schema_oid(d))
+        });
+        let held = user_schema.map(|d| {
+            let mine = r2.effective_roles(&who);
+            let owner = d
+                .owner
+                .as_deref()
+                .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER);
+            if r2.privileges_of(&who).superuser || mine.contains(owner) {
+                return "UC".to_string();
+            }
+            d.acl
+                .iter()
+                .filter_map(|item| {
+                    let (grantee, rest) = item.split_once('=')?;
+                    let (letters, _) = rest.split_once('/')?;
+                    (grantee.is_empty() || mine.contains(grantee)).then(|| letters.to_string())
+                })
+                .collect::<String>()
+        });
         let any = privs
             .split(',')
-            .any(|p| match p.trim().to_ascii_uppercase().as_str() {
-                "USAGE" => true,
-                "CREATE" => r2.privileges_of(&who).superuser || r2.may_create_in_public(&who),
+            .any(|p| match (p.trim().to_ascii_uppercase().as_str(), &held) {
+                ("USAGE", Some(h)) => h.contains('U'),
+                ("CREATE", Some(h)) => h.contains('C'),
+                ("USAGE", None) => true,
+                ("CREATE", None) => {
+                    r2.privileges_of(&who).superuser || r2.may_create_in_public(&who)
+                }
                 _ => false,
             });
         b(any)
     };
     let r3 = Arc::clone(&roles);
     let userbyid = move |v: &[ScalarValue]| {
-        let oid = v.first().and_then(int).unwrap_or(0);
+        let oid = arg_i64(v, 0).unwrap_or(0);
         match r3.list().into_iter().find(|x| x.oid == oid) {
             Some(role) => s(&role.name),
             None => s(&format!("unknown (OID={oid})")),

@@ -27,9 +27,9 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    AlterTableOperation, CommentObject, CopySource, DataType, Expr, FunctionArg, FunctionArgExpr,
+    AlterTableOperation, ColumnOption, CommentObject, CopySource, DataType, Expr, FunctionArg, FunctionArgExpr,
     FunctionArguments, GrantObjects, Ident, ObjectName, ObjectNamePart, ObjectType, Query,
-    RenameTableNameKind, Statement, TableAlias, TableFactor, Value as SqlValue, VisitMut,
+    RenameTableNameKind, Statement, TableAlias, TableConstraint, TableFactor, Value as SqlValue, VisitMut,
     VisitorMut,
 };
 
@@ -316,6 +316,22 @@ fn other_names(stmt: &mut Statement, r: &Resolver<'_>) -> Result<()> {
             }
             Ok(())
         }
+        Statement::CreateTable(ct) => {
+            // the tables foreign keys reference
+            for c in &mut ct.columns {
+                for o in &mut c.options {
+                    if let ColumnOption::ForeignKey(fk) = &mut o.option {
+                        r.rename(&mut fk.foreign_table);
+                    }
+                }
+            }
+            for c in &mut ct.constraints {
+                if let TableConstraint::ForeignKey(fk) = c {
+                    r.rename(&mut fk.foreign_table);
+                }
+            }
+            Ok(())
+        }
         Statement::AlterView { name, .. } => {
             r.rename(name);
             Ok(())
@@ -360,6 +376,13 @@ fn other_names(stmt: &mut Statement, r: &Resolver<'_>) -> Result<()> {
             };
             let (schema, _) = split(&table, scope.schemas);
             for op in &mut at.operations {
+                if let AlterTableOperation::AddConstraint {
+                    constraint: TableConstraint::ForeignKey(fk),
+                    ..
+                } = op
+                {
+                    r.rename(&mut fk.foreign_table);
+                }
                 if let AlterTableOperation::RenameTable {
                     table_name: RenameTableNameKind::To(to) | RenameTableNameKind::As(to),
                 } = op
@@ -621,6 +644,21 @@ mod tests {
         );
         let q = resolved("CREATE INDEX j ON app.t (a)", &["public"]).unwrap();
         assert_eq!(q, "CREATE INDEX \"app.j\" ON \"app.t\"(a)");
+        let q = resolved(
+            "CREATE TABLE app.c (id INT REFERENCES app.t(a), b INT, FOREIGN KEY (b) REFERENCES t(a))",
+            &["app"],
+        )
+        .unwrap();
+        assert_eq!(
+            q,
+            "CREATE TABLE \"app.c\" (id INT REFERENCES \"app.t\" (a), b INT, FOREIGN KEY (b) REFERENCES \"app.t\"(a))"
+        );
+        let q = resolved(
+            "ALTER TABLE app.t ADD CONSTRAINT f FOREIGN KEY (a) REFERENCES ops.t(a)",
+            &["public"],
+        )
+        .unwrap();
+        assert!(q.ends_with("REFERENCES \"ops.t\"(a)"), "{q}");
         let q = resolved("ALTER TABLE app.t RENAME TO t2", &["public"]).unwrap();
         assert_eq!(q, "ALTER TABLE \"app.t\" RENAME TO \"app.t2\"");
         let e = resolved("CREATE TABLE nope.n (a INT)", &["public"]).unwrap_err();
