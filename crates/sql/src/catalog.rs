@@ -2666,6 +2666,12 @@ pub fn pg_functions(
         // comments of tables (other objects have none)
         udf("obj_description", T, move |v| {
             let o = arg_i64(v, 0);
+            // a user schema's comment (`obj_description(oid, 'pg_namespace')`)
+            if arg_str(v, 1).is_none_or(|c| c == "pg_namespace") {
+                if let Some(d) = eng5.schemas().into_iter().find(|d| Some(schema_oid(d)) == o) {
+                    return d.comment.map_or(null_text(), |c| s(&c));
+                }
+            }
             eng5.tables()
                 .iter()
                 .find(|t| Some(table_oid(t)) == o)

@@ -94,23 +94,26 @@ impl Session {
         self.visible_schemas().into_iter().find(|s| s.name == name)
     }
 
-    /// The search path's schemas that exist, in order, and every user
-    /// schema's name.
+    /// The search path's schemas that exist and the user may use (USAGE:
+    /// PostgreSQL skips the others), in order, and every user schema's
+    /// name.
     fn path_and_schemas(&self) -> (Vec<String>, Vec<String>) {
-        let names: Vec<String> = self
-            .visible_schemas()
-            .into_iter()
-            .map(|s| s.name)
-            .collect();
+        let visible = self.visible_schemas();
         let value = self
             .settings
             .get("search_path")
             .map_or("\"$user\", public", String::as_str);
         let path = schemas::path_elements(value, &self.user)
             .into_iter()
-            .filter(|e| e == PUBLIC || names.contains(e))
+            .filter(|e| {
+                e == PUBLIC
+                    || visible
+                        .iter()
+                        .find(|s| s.name == *e)
+                        .is_some_and(|s| self.schema_privileges(s).contains(&USAGE))
+            })
             .collect();
-        (path, names)
+        (path, visible.into_iter().map(|s| s.name).collect())
     }
 
     /// The search path's existing schemas (`current_schemas`).
