@@ -184,16 +184,77 @@ fn psql_restore(srv: &Server, file: &std::path::Path) {
 
 /// The checks' output on `srv` equals PostgreSQL's after its own restore.
 fn assert_checks(srv: &Server) {
-    let checks = dumps().join("shop-checks.sql");
+    assert_checks_of(srv, "shop");
+}
+
+/// `assert_checks` of fixture `name` (`<name>-checks.sql`, `.expected`).
+fn assert_checks_of(srv: &Server, name: &str) {
+    let checks = dumps().join(format!("{name}-checks.sql"));
     let (ok, out, err) = run(
         "psql",
         srv,
         &["-A", "-f", checks.to_str().expect("utf-8 path")],
     );
     assert!(ok, "checks failed: {err}");
-    let expected =
-        std::fs::read_to_string(dumps().join("shop-checks.expected")).expect("expected output");
+    let expected = std::fs::read_to_string(dumps().join(format!("{name}-checks.expected")))
+        .expect("expected output");
+    // psql names the file in its errors by its path, which
+    // scripts/ci/make-dump-fixture.sh gives relative to the repository
+    let file = format!("{name}-checks.sql:");
+    let err: String = err
+        .lines()
+        .map(|l| match (l.strip_prefix("psql:"), l.find(&file)) {
+            (Some(_), Some(at)) => format!("psql:tests/dumps/{}\n", &l[at..]),
+            _ => format!("{l}\n"),
+        })
+        .collect();
     assert_eq!(format!("{out}{err}"), expected, "the checks' output");
+}
+
+/// A PostgreSQL database that keeps its tables in schemas of its own
+/// (`schemas-schema.sql`) moves into Eddy with its pg_dump and reads and
+/// writes as it did in PostgreSQL; Eddy's own pg_dump of it restores into
+/// a new Eddy as the same database, and `pg_dump -n` dumps one schema.
+#[test]
+fn a_database_with_schemas_moves_in_and_backs_up_with_pg_dump() {
+    if !have_psql() {
+        return;
+    }
+    let original = Server::start("trust");
+    psql_restore(&original, &dumps().join("schemas-pg15.sql"));
+    let (ok, dump, err) = run("pg_dump", &original, &[]);
+    assert!(ok && err.is_empty(), "pg_dump of Eddy failed:\n{err}");
+    for expected in [
+        "CREATE SCHEMA inventory;",
+        "COMMENT ON SCHEMA inventory IS 'stock and suppliers';",
+        "CREATE TABLE inventory.parts (",
+        "ALTER TABLE ONLY inventory.suppliers ALTER COLUMN id SET DEFAULT nextval('inventory.suppliers_id_seq'::regclass);",
+        "ADD CONSTRAINT invoices_part_id_fkey FOREIGN KEY (part_id) REFERENCES inventory.parts(id);",
+        "CREATE INDEX parts_label_idx ON inventory.parts USING btree (label);",
+        "SELECT pg_catalog.setval('billing.invoice_no', 1002, true);",
+        "CREATE VIEW billing.part_totals AS",
+    ] {
+        assert!(dump.contains(expected), "the dump lacks {expected:?}:\n{dump}");
+    }
+    let (ok, one, err) = run("pg_dump", &original, &["-n", "inventory"]);
+    assert!(ok && err.is_empty(), "pg_dump -n of Eddy failed:\n{err}");
+    assert!(one.contains("CREATE TABLE inventory.parts ("), "{one}");
+    assert!(!one.contains("billing."), "{one}");
+    assert_checks_of(&original, "schemas");
+
+    let work = tempfile::tempdir().expect("tempdir");
+    let plain = work.path().join("eddy.sql");
+    std::fs::write(&plain, &dump).expect("write the dump");
+    let restored = Server::start("trust");
+    psql_restore(&restored, &plain);
+    let (ok, again, err) = run("pg_dump", &restored, &[]);
+    assert!(ok && err.is_empty(), "pg_dump of the restored Eddy failed:\n{err}");
+    assert_eq!(
+        dump_lines(&again),
+        dump_lines(&dump),
+        "the restored database dumps differently"
+    );
+    assert_checks_of(&restored, "schemas");
 }
 
 /// A backup of Eddy with PostgreSQL's own tools: pg_dump of an Eddy

@@ -2668,6 +2668,10 @@ pub fn pg_functions(
             let o = arg_i64(v, 0);
             // a user schema's comment (`obj_description(oid, 'pg_namespace')`)
             if arg_str(v, 1).is_none_or(|c| c == "pg_namespace") {
+                if o == Some(NS_PUBLIC) {
+                    // as `pg_description` has it
+                    return s("standard public schema");
+                }
                 if let Some(d) = eng5.schemas().into_iter().find(|d| Some(schema_oid(d)) == o) {
                     return d.comment.map_or(null_text(), |c| s(&c));
                 }

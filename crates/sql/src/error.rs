@@ -248,6 +248,15 @@ pub enum SqlError {
         context: String,
         inner: Box<SqlError>,
     },
+    /// `inner` with its message and DETAIL naming the relations of user
+    /// schemas as PostgreSQL names them, not by their storage names
+    /// (`crate::schemas::user_text`); keeps the inner error's SQLSTATE.
+    #[error("{message}")]
+    InSchemas {
+        inner: Box<SqlError>,
+        message: String,
+        detail: Option<String>,
+    },
 }
 
 pub type Result<T, E = SqlError> = std::result::Result<T, E>;
@@ -276,9 +285,9 @@ impl SqlError {
     /// The PostgreSQL SQLSTATE a client sees for this error.
     pub fn sqlstate(&self) -> &'static str {
         match self {
-            SqlError::InContext { inner, .. } | SqlError::WithDetail { inner, .. } => {
-                inner.sqlstate()
-            }
+            SqlError::InContext { inner, .. }
+            | SqlError::WithDetail { inner, .. }
+            | SqlError::InSchemas { inner, .. } => inner.sqlstate(),
             SqlError::Syntax(_) | SqlError::SyntaxMessage(_) => "42601",
             SqlError::UndefinedTable(_) | SqlError::UndefinedRelation(_) => "42P01",
             SqlError::UndefinedColumn(_) => "42703",
@@ -369,6 +378,7 @@ impl SqlError {
         match self {
             SqlError::WithDetail { detail, .. } => Some(crate::temp_tables::user_text(detail)),
             SqlError::InContext { inner, .. } => inner.detail(),
+            SqlError::InSchemas { detail, .. } => detail.clone(),
             SqlError::Storage(e) => storage_detail(e).map(|(_, d)| d),
             _ => None,
         }
@@ -380,6 +390,7 @@ impl SqlError {
     /// storage name: `crate::temp_tables::user_text`.)
     pub fn client_message(&self) -> String {
         let text = match self {
+            SqlError::InSchemas { message, .. } => return message.clone(),
             SqlError::DataFusion(e) => datafusion_message(e),
             SqlError::Storage(e) => match storage_detail(e) {
                 Some((message, _)) => message,

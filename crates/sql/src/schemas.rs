@@ -77,6 +77,19 @@ pub fn qualified_text(storage: &str, schemas: &[String], public_on_path: bool) -
     }
 }
 
+/// `text` (an error message) with the storage names of user schemas'
+/// relations shown as PostgreSQL shows a relation in a message, without
+/// its schema: `"app.t"` becomes `"t"`, `table app.t` becomes `table t`.
+pub fn user_text(text: &str, schemas: &[String]) -> String {
+    let mut out = text.to_string();
+    for schema in schemas {
+        for lead in ["\"", "table ", "view ", "sequence ", "relation "] {
+            out = out.replace(&format!("{lead}{schema}."), lead);
+        }
+    }
+    out
+}
+
 /// The search path's schema names in order, as `search_path` holds them
 /// (`"$user"` stands for `user`); empty elements dropped.
 pub fn path_elements(value: &str, user: &str) -> Vec<String> {
@@ -680,6 +693,13 @@ mod tests {
             vec!["bob", "public", "app", "Q"]
         );
         assert!(is_system_schema("pg_temp_3"));
+        assert_eq!(
+            user_text(
+                "new row for relation \"app.t\" violates check constraint \"app.t_a_check\" (permission denied for table app.t) other.t",
+                &schemas
+            ),
+            "new row for relation \"t\" violates check constraint \"t_a_check\" (permission denied for table t) other.t"
+        );
         assert!(!is_system_schema("app"));
     }
 }

@@ -823,7 +823,8 @@ impl Session {
             let r = self
                 .execute_text(&text, &[])
                 .await
-                .map(|o| crate::zone_functions::localize_output(o, &self.time_zone()));
+                .map(|o| crate::zone_functions::localize_output(o, &self.time_zone()))
+                .map_err(|e| self.shown_error(e));
             if r.is_err() {
                 self.note_error();
             }
@@ -853,6 +854,13 @@ impl Session {
 
     /// Parse (and for queries plan) a statement of the extended protocol.
     pub async fn prepare(&mut self, sql: &str, client_types: &[u32]) -> Result<Prepared> {
+        match self.prepare_text(sql, client_types).await {
+            Ok(p) => Ok(p),
+            Err(e) => Err(self.shown_error(e)),
+        }
+    }
+
+    async fn prepare_text(&mut self, sql: &str, client_types: &[u32]) -> Result<Prepared> {
         let mut text = sql.trim().trim_end_matches(';').trim().to_string();
         if rewrite::is_only_comments(&text) {
             text.clear();
@@ -985,7 +993,10 @@ impl Session {
 
     /// Execute a prepared statement with decoded parameters.
     pub async fn execute_prepared(&mut self, p: &Prepared, params: &[Value]) -> Result<Output> {
-        let out = self.execute_prepared_statement(p, params).await?;
+        let out = match self.execute_prepared_statement(p, params).await {
+            Ok(out) => out,
+            Err(e) => return Err(self.shown_error(e)),
+        };
         Ok(crate::zone_functions::localize_output(
             out,
             &self.time_zone(),

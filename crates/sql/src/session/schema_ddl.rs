@@ -163,6 +163,31 @@ impl Session {
         f(&scope)
     }
 
+    /// `e` as the client sees it: naming user schemas' relations as
+    /// PostgreSQL names them in messages (`crate::schemas::user_text`).
+    pub(crate) fn shown_error(&self, e: SqlError) -> SqlError {
+        if !self.sees_schemas() {
+            return e;
+        }
+        let names: Vec<String> = self
+            .visible_schemas()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        let message = e.client_message();
+        let shown = schemas::user_text(&message, &names);
+        let detail = e.detail();
+        let shown_detail = detail.as_deref().map(|d| schemas::user_text(d, &names));
+        if shown == message && shown_detail == detail {
+            return e;
+        }
+        SqlError::InSchemas {
+            inner: Box::new(e),
+            message: shown,
+            detail: shown_detail,
+        }
+    }
+
     /// Whether `name` is the storage name of a user schema's relation
     /// (such a name is qualified, whatever the search path).
     pub(crate) fn is_schema_storage_name(&self, name: &str) -> bool {
