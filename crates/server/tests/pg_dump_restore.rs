@@ -248,7 +248,10 @@ fn a_database_with_schemas_moves_in_and_backs_up_with_pg_dump() {
     let restored = Server::start("trust");
     psql_restore(&restored, &plain);
     let (ok, again, err) = run("pg_dump", &restored, &[]);
-    assert!(ok && err.is_empty(), "pg_dump of the restored Eddy failed:\n{err}");
+    assert!(
+        ok && err.is_empty(),
+        "pg_dump of the restored Eddy failed:\n{err}"
+    );
     assert_eq!(
         dump_lines(&again),
         dump_lines(&dump),

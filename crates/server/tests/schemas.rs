@@ -50,20 +50,33 @@ async fn schema_privileges_follow_postgresql() {
     assert_eq!(code_of(&alice, "CREATE SCHEMA mine").await, "42501");
     // the owner uses its schema and creates in it
     assert_eq!(
-        code_of(&alice, "CREATE TABLE owned.a (x int); INSERT INTO owned.a VALUES (1)").await,
+        code_of(
+            &alice,
+            "CREATE TABLE owned.a (x int); INSERT INTO owned.a VALUES (1)"
+        )
+        .await,
         "ok"
     );
     assert_eq!(count(&alice, "SELECT count(*) FROM owned.a").await, 1);
     // others need USAGE, even with the table's grant
     assert_eq!(code_of(&bob, "SELECT * FROM shared.t").await, "42501");
-    assert_eq!(code_of(&alice, "CREATE TABLE shared.b (x int)").await, "42501");
-    assert_eq!(code_of(&alice, "GRANT USAGE ON SCHEMA shared TO bob").await, "42501");
+    assert_eq!(
+        code_of(&alice, "CREATE TABLE shared.b (x int)").await,
+        "42501"
+    );
+    assert_eq!(
+        code_of(&alice, "GRANT USAGE ON SCHEMA shared TO bob").await,
+        "42501"
+    );
     su.batch_execute("GRANT USAGE ON SCHEMA shared TO bob")
         .await
         .unwrap();
     assert_eq!(count(&bob, "SELECT count(*) FROM shared.t").await, 1);
     // USAGE is not CREATE; and the table's own privileges still apply
-    assert_eq!(code_of(&bob, "CREATE TABLE shared.c (x int)").await, "42501");
+    assert_eq!(
+        code_of(&bob, "CREATE TABLE shared.c (x int)").await,
+        "42501"
+    );
     assert_eq!(code_of(&bob, "DELETE FROM shared.t").await, "42501");
     let privileges: (bool, bool) = {
         let row = bob
@@ -105,7 +118,10 @@ async fn schema_privileges_follow_postgresql() {
     assert_eq!(path, "{public}");
     // only the owner (or a superuser) drops, renames or gives it away
     assert_eq!(code_of(&bob, "DROP SCHEMA owned CASCADE").await, "42501");
-    assert_eq!(code_of(&bob, "ALTER SCHEMA owned OWNER TO bob").await, "42501");
+    assert_eq!(
+        code_of(&bob, "ALTER SCHEMA owned OWNER TO bob").await,
+        "42501"
+    );
     assert_eq!(code_of(&alice, "DROP SCHEMA owned CASCADE").await, "ok");
     let owner: String = su
         .query_one(
@@ -165,7 +181,10 @@ async fn drop_schema_waits_for_a_create_in_it_and_kill_9_keeps_what_committed() 
     drop(server); // SIGKILL
     let server = Server::start_in(Some(dir), data, "trust");
     let c = server.connect().await;
-    assert_eq!(count(&c, "SELECT count(*) FROM kept.t WHERE id = 7").await, 1);
+    assert_eq!(
+        count(&c, "SELECT count(*) FROM kept.t WHERE id = 7").await,
+        1
+    );
     assert_eq!(code_of(&c, "SELECT * FROM lost.t").await, "42P01");
     let names: Vec<String> = c
         .query(
@@ -179,7 +198,10 @@ async fn drop_schema_waits_for_a_create_in_it_and_kill_9_keeps_what_committed() 
         .collect();
     assert_eq!(names, ["information_schema", "kept", "public"]);
     let comment: String = c
-        .query_one("SELECT obj_description('kept'::regnamespace, 'pg_namespace')", &[])
+        .query_one(
+            "SELECT obj_description('kept'::regnamespace, 'pg_namespace')",
+            &[],
+        )
         .await
         .unwrap()
         .get(0);

@@ -130,7 +130,9 @@ impl SchemaProvider for PublicSchema {
             // temporary tables are their sessions' own (`crate::temp_tables`)
             .filter(|n| !crate::temp_tables::is_reserved(n))
             // and a user schema's relations are not `public`'s
-            .filter(|n| crate::schemas::split(n, &schema_names(&self.engine)).0 == crate::schemas::PUBLIC)
+            .filter(|n| {
+                crate::schemas::split(n, &schema_names(&self.engine)).0 == crate::schemas::PUBLIC
+            })
             .collect()
     }
 
@@ -2326,11 +2328,7 @@ fn relation_oid(engine: &Engine, sequences: &Sequences, name: &str) -> Option<i6
                             .map(|ix| ix.oid)
                     })
                 })
-                .or_else(|| {
-                    sequences
-                        .exists(&storage)
-                        .then(|| sequence_oid(&storage))
-                });
+                .or_else(|| sequences.exists(&storage).then(|| sequence_oid(&storage)));
             if found.is_some() {
                 return found;
             }

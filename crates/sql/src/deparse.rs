@@ -81,7 +81,10 @@ fn lower_case_types<N: datafusion::sql::sqlparser::ast::VisitMut>(node: &mut N) 
 /// not on the search path (module doc).
 pub(crate) fn qualified_default(default: &str, public_on_path: bool, schemas: &[String]) -> String {
     match sequence_of_default(default) {
-        Some(seq) if !public_on_path || crate::schemas::split(&seq, schemas).0 != crate::schemas::PUBLIC => {
+        Some(seq)
+            if !public_on_path
+                || crate::schemas::split(&seq, schemas).0 != crate::schemas::PUBLIC =>
+        {
             let shown = crate::schemas::qualified_text(&seq, schemas, public_on_path);
             format!("nextval('{}'::regclass)", shown.replace('\'', "''"))
         }
@@ -155,7 +158,11 @@ mod tests {
         assert_eq!(qualified_default(d, true, &app), d);
         assert_eq!(qualified_default(d, false, &app), d);
         assert_eq!(
-            qualified_view_query("SELECT a FROM \"app.t\" AS \"t\" JOIN u ON true", true, &app),
+            qualified_view_query(
+                "SELECT a FROM \"app.t\" AS \"t\" JOIN u ON true",
+                true,
+                &app
+            ),
             "SELECT a FROM app.t AS \"t\" JOIN u ON true;"
         );
     }

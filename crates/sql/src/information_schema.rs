@@ -305,7 +305,9 @@ fn build(
                         i(i64::try_from(pos).unwrap_or(i64::MAX).saturating_add(1)),
                         // identity columns have no default here, as in PostgreSQL
                         match (&c.default, c.identity) {
-                            (Some(d), None) => s(&crate::deparse::qualified_default(d, true, &names)),
+                            (Some(d), None) => {
+                                s(&crate::deparse::qualified_default(d, true, &names))
+                            }
                             _ => null(),
                         },
                         yes_no(c.nullable && !in_key),

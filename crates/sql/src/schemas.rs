@@ -27,10 +27,10 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    AlterTableOperation, ColumnOption, CommentObject, CopySource, DataType, Expr, FunctionArg, FunctionArgExpr,
-    FunctionArguments, GrantObjects, Ident, ObjectName, ObjectNamePart, ObjectType, Query,
-    RenameTableNameKind, Statement, TableAlias, TableConstraint, TableFactor, Value as SqlValue, VisitMut,
-    VisitorMut,
+    AlterTableOperation, ColumnOption, CommentObject, CopySource, DataType, Expr, FunctionArg,
+    FunctionArgExpr, FunctionArguments, GrantObjects, Ident, ObjectName, ObjectNamePart,
+    ObjectType, Query, RenameTableNameKind, Statement, TableAlias, TableConstraint, TableFactor,
+    Value as SqlValue, VisitMut, VisitorMut,
 };
 
 use crate::error::{Result, SqlError};
@@ -157,9 +157,7 @@ impl Scope<'_> {
     /// name exists in the relevant namespace.
     fn found(&self, name: &ObjectName, exists: &dyn Fn(&str) -> bool) -> Option<String> {
         match parts(name)?.as_slice() {
-            [schema, n] | [_, schema, n] if self.is_schema(schema) => {
-                Some(storage_name(schema, n))
-            }
+            [schema, n] | [_, schema, n] if self.is_schema(schema) => Some(storage_name(schema, n)),
             [n] if !self.is_storage_name(n) && !crate::temp_tables::is_reserved(n) => {
                 for schema in self.path {
                     let storage = storage_name(schema, n);
@@ -296,9 +294,7 @@ fn other_names(stmt: &mut Statement, r: &Resolver<'_>) -> Result<()> {
             other_names(statement, r)
         }
         Statement::Drop {
-            object_type,
-            names,
-            ..
+            object_type, names, ..
         } => {
             let exists = match object_type {
                 ObjectType::Table | ObjectType::View | ObjectType::Sequence => {
@@ -505,10 +501,13 @@ impl Resolver<'_> {
                 }
             }
             // `s.t.col`: the table's alias is `t` (see `pre_visit_table_factor`)
-            Expr::CompoundIdentifier(ids) if ids.len() == 3 => {
-                if self.scope.is_schema(&ident_name(&ids[0])) {
-                    ids.remove(0);
-                }
+            Expr::CompoundIdentifier(ids)
+                if ids.len() == 3
+                    && ids
+                        .first()
+                        .is_some_and(|s| self.scope.is_schema(&ident_name(s))) =>
+            {
+                ids.remove(0);
             }
             _ => {}
         }
@@ -636,10 +635,7 @@ mod tests {
         let q = resolved("WITH t AS (SELECT 1) SELECT * FROM t", &["app"]).unwrap();
         assert_eq!(q, "WITH t AS (SELECT 1) SELECT * FROM t");
         let q = resolved("SELECT nextval('s'), 's'::regclass", &["app"]).unwrap();
-        assert_eq!(
-            q,
-            "SELECT nextval('\"app.s\"'), '\"app.s\"'::REGCLASS"
-        );
+        assert_eq!(q, "SELECT nextval('\"app.s\"'), '\"app.s\"'::REGCLASS");
         let q = resolved("SELECT * FROM generate_series(1, 2) AS t", &["app"]).unwrap();
         assert_eq!(q, "SELECT * FROM generate_series(1, 2) AS t");
     }

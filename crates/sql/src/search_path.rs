@@ -1,11 +1,11 @@
 //! Unqualified names under a search path without `public`.
 //!
-//! Eddy keeps every user relation in schema `public`. A search path that
-//! names it (the default, `"$user", public`) resolves unqualified names as
-//! Eddy always has. The one other path Eddy accepts is the empty one (or
-//! only `"$user"`, a schema Eddy never has), which pg_dump sets before a
-//! restore so that only qualified names mean anything. Under it, as in
-//! PostgreSQL:
+//! `crate::schemas` resolves the names the path finds in user schemas
+//! first (they become storage names, which count as qualified here). A
+//! path that names `public` (the default, `"$user", public`) resolves the
+//! rest in `public`. One that does not (pg_dump's empty path, or only
+//! schemas that do not hold the name) leaves them resolving nowhere. Under
+//! it, as in PostgreSQL:
 //! * an unqualified relation name a statement reads, writes, alters,
 //!   drops, copies, grants on or comments on does not resolve (42P01),
 //!   unless it is a CTE in scope, a temporary table (`pg_temp` is always

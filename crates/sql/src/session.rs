@@ -58,8 +58,8 @@ mod ddl_txn;
 pub(crate) mod defaults;
 mod deferred_fk;
 mod dml;
-mod drop_table;
 mod dml_scan;
+mod drop_table;
 mod fast;
 mod fk_actions;
 mod fk_alter;
@@ -1447,11 +1447,9 @@ impl Session {
         if self.public_on_path() {
             return Ok(());
         }
-        crate::search_path::check_statement(
-            stmt,
-            &crate::catalog::is_catalog_relation,
-            &|n| self.is_schema_storage_name(n),
-        )
+        crate::search_path::check_statement(stmt, &crate::catalog::is_catalog_relation, &|n| {
+            self.is_schema_storage_name(n)
+        })
     }
 
     /// Runs one statement in the open transaction block, or in an implicit

@@ -20,8 +20,7 @@ impl Session {
         cascade: bool,
     ) -> Result<Output> {
         let in_block = self.txn.as_ref().is_some_and(|t| t.explicit);
-        let dropping: Vec<String> =
-            names.iter().filter_map(|n| table_name(n).ok()).collect();
+        let dropping: Vec<String> = names.iter().filter_map(|n| table_name(n).ok()).collect();
         // views reading them: refused, or dropped with them (CASCADE)
         let views = self.dependent_views(&dropping, "table", cascade)?;
         self.drop_views_cascaded(&views)?;

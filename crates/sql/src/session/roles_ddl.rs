@@ -298,11 +298,8 @@ impl Session {
                 }
             }
             Some(GrantObjects::AllTablesInSchema { schemas }) => {
-                let user_schemas: Vec<String> = self
-                    .visible_schemas()
-                    .into_iter()
-                    .map(|s| s.name)
-                    .collect();
+                let user_schemas: Vec<String> =
+                    self.visible_schemas().into_iter().map(|s| s.name).collect();
                 let mut named = Vec::new();
                 for s in schemas {
                     let name = role_name(s)?;

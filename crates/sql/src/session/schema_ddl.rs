@@ -123,7 +123,11 @@ impl Session {
                 .settings
                 .get("search_path")
                 .is_none_or(|p| crate::search_path::names_public(p));
-            return if on { vec![PUBLIC.to_string()] } else { Vec::new() };
+            return if on {
+                vec![PUBLIC.to_string()]
+            } else {
+                Vec::new()
+            };
         }
         self.path_and_schemas().0
     }
@@ -169,11 +173,7 @@ impl Session {
         if !self.sees_schemas() {
             return e;
         }
-        let names: Vec<String> = self
-            .visible_schemas()
-            .into_iter()
-            .map(|s| s.name)
-            .collect();
+        let names: Vec<String> = self.visible_schemas().into_iter().map(|s| s.name).collect();
         let message = e.client_message();
         let shown = schemas::user_text(&message, &names);
         let detail = e.detail();
@@ -194,11 +194,7 @@ impl Session {
         if !self.sees_schemas() {
             return false;
         }
-        let names: Vec<String> = self
-            .visible_schemas()
-            .into_iter()
-            .map(|s| s.name)
-            .collect();
+        let names: Vec<String> = self.visible_schemas().into_iter().map(|s| s.name).collect();
         schemas::split(name, &names).0 != PUBLIC
     }
 
@@ -441,11 +437,7 @@ impl Session {
             };
             self.check_schema_owner(&schema)?;
             let schema = self.lock_schema_exclusive(&schema)?;
-            let all: Vec<String> = self
-                .visible_schemas()
-                .into_iter()
-                .map(|s| s.name)
-                .collect();
+            let all: Vec<String> = self.visible_schemas().into_iter().map(|s| s.name).collect();
             let contents = self.schema_contents(&name, &all);
             if !contents.is_empty() {
                 if !cascade {
@@ -525,7 +517,11 @@ impl Session {
                         .filter_map(|item| parse_acl_item(item))
                         .filter(|(grantee, _, _)| *grantee != role)
                         .map(|(grantee, privs, grantor)| {
-                            let grantor = if grantor == old { role.clone() } else { grantor };
+                            let grantor = if grantor == old {
+                                role.clone()
+                            } else {
+                                grantor
+                            };
                             format!("{grantee}={privs}/{grantor}")
                         })
                         .collect();
@@ -539,11 +535,8 @@ impl Session {
                         )));
                     }
                     check_new_schema_name(&to)?;
-                    let all: Vec<String> = self
-                        .visible_schemas()
-                        .into_iter()
-                        .map(|s| s.name)
-                        .collect();
+                    let all: Vec<String> =
+                        self.visible_schemas().into_iter().map(|s| s.name).collect();
                     if !self.schema_contents(&name, &all).is_empty()
                         || self
                             .db
