@@ -41,6 +41,15 @@ fn sqlalchemy_inspector_reflection_and_pandas_read_sql_table() {
     python_script("sqlalchemy_inspector.py");
 }
 
+/// SQLAlchemy models kept in schemas of their own (`__table_args__ =
+/// {"schema": ...}`): CreateSchema / DropSchema, create_all, ORM writes and
+/// a relationship across schemas, and the Inspector's reflection of the
+/// schemas' tables, keys and indexes, answered as PostgreSQL answers.
+#[test]
+fn sqlalchemy_models_in_schemas() {
+    python_script("sqlalchemy_schemas.py");
+}
+
 /// SQLAlchemy's `ForeignKey(..., use_alter=True)` between two tables that
 /// reference each other: `create_all` adds the constraint by ALTER TABLE
 /// ... ADD CONSTRAINT ... FOREIGN KEY (issue 14), it is enforced on both
