@@ -321,8 +321,32 @@ impl Engine {
 }
 
 impl<'a> Ddl<'a> {
-    pub(crate) fn owner(&self) -> Option<TxnId> {
-        self.owner
+    /// Records changes of the owner (`what`: "a view change", ...) just
+    /// before its commit point, in one `catalog.json` write with their
+    /// check: `check` sees the catalog as committed and recorded (and the
+    /// owner's id) and refuses a conflict, and then nothing is recorded;
+    /// `record` puts the changes into the owner's entry. Views and schemas
+    /// commit so (`crate::views`, `crate::schemas`).
+    pub(crate) fn record_at_commit(
+        &self,
+        what: &str,
+        check: impl FnOnce(&CatalogData, TxnId) -> Result<()>,
+        record: impl FnOnce(&mut InFlightDdl),
+    ) -> Result<()> {
+        let Some(owner) = self.owner else {
+            return Err(StorageError::InvalidDefinition(format!(
+                "{what} needs a transaction"
+            )));
+        };
+        let inner = self.engine.inner();
+        inner.check_open()?;
+        let mut cat = inner.catalog.lock();
+        check(&cat, owner)?;
+        let mut next = cat.clone();
+        record(next.entry(owner));
+        manifest::write_atomic(&self.catalog_path(), &next)?;
+        *cat = next;
+        Ok(())
     }
 
     pub(crate) fn engine(&self) -> &'a Engine {

@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 use crate::ddl::Ddl;
 use crate::engine::{CatalogData, Engine};
 use crate::error::{Result, StorageError};
-use crate::manifest;
 
 /// One change a transaction makes to the schemas: schema `name`, as
 /// committed at `base_version` (`None`: no such schema), becomes `new`
@@ -108,24 +107,14 @@ impl Ddl<'_> {
     /// (see the module doc): refused with 42P06 or 40001 when they
     /// conflict, and then nothing is recorded.
     pub fn schemas_at_commit(&self, changes: &[SchemaChange]) -> Result<()> {
-        let Some(owner) = self.owner() else {
-            return Err(StorageError::InvalidDefinition(
-                "a schema change needs a transaction".into(),
-            ));
-        };
         if changes.is_empty() {
             return Ok(());
         }
-        let engine = self.engine();
-        let inner = engine.inner();
-        inner.check_open()?;
-        let mut cat = inner.catalog.lock();
-        cat.check_schema_changes(owner, changes)?;
-        let mut next = cat.clone();
-        next.entry(owner).schemas = changes.to_vec();
-        manifest::write_atomic(&inner.cfg.data_dir.join("catalog.json"), &next)?;
-        *cat = next;
-        Ok(())
+        self.record_at_commit(
+            "a schema change",
+            |cat, owner| cat.check_schema_changes(owner, changes),
+            |entry| entry.schemas = changes.to_vec(),
+        )
     }
 }
 

@@ -158,24 +158,17 @@ impl Ddl<'_> {
     /// the module doc): refused with 42P07 or 40001 when they conflict,
     /// and then nothing is recorded.
     pub fn views_at_commit(&self, changes: &[ViewChange]) -> Result<()> {
-        let Some(owner) = self.owner() else {
-            return Err(StorageError::InvalidDefinition(
-                "a view change needs a transaction".into(),
-            ));
-        };
         if changes.is_empty() {
             return Ok(());
         }
-        let engine = self.engine();
-        let inner = engine.inner();
-        inner.check_open()?;
-        let mut cat = inner.catalog.lock();
-        cat.check_view_changes(owner, changes, |n| inner.tables.read().contains_key(n))?;
-        let mut next = cat.clone();
-        next.entry(owner).views = changes.to_vec();
-        manifest::write_atomic(&inner.cfg.data_dir.join("catalog.json"), &next)?;
-        *cat = next;
-        Ok(())
+        let inner = self.engine().inner();
+        self.record_at_commit(
+            "a view change",
+            |cat, owner| {
+                cat.check_view_changes(owner, changes, |n| inner.tables.read().contains_key(n))
+            },
+            |entry| entry.views = changes.to_vec(),
+        )
     }
 }
 
