@@ -265,7 +265,8 @@ fn a_database_with_schemas_moves_in_and_backs_up_with_pg_dump() {
 /// that restores into a new Eddy in one transaction, where pg_dump writes
 /// the same dump again and the shop reads and writes as PostgreSQL's did;
 /// the custom format restores likewise with pg_restore, and so does the
-/// directory format written by parallel workers (`pg_dump -j`).
+/// directory format written by parallel workers (`pg_dump -j`), and a
+/// schema-only dump followed by a data-only one.
 #[test]
 fn a_pg_dump_of_eddy_restores_into_eddy_as_it_was() {
     if !have_psql() {
@@ -368,4 +369,19 @@ fn a_pg_dump_of_eddy_restores_into_eddy_as_it_was() {
         "pg_restore of Eddy's parallel dump failed:\n{err}"
     );
     assert_checks(&from_directory);
+
+    // the definitions, then the data alone: COPY into tables whose foreign
+    // keys already exist checks each row against its referenced row
+    let (ok, definitions, err) = run("pg_dump", &original, &["--schema-only"]);
+    assert!(ok && err.is_empty(), "pg_dump --schema-only failed:\n{err}");
+    let (ok, data, err) = run("pg_dump", &original, &["--data-only"]);
+    assert!(ok && err.is_empty(), "pg_dump --data-only failed:\n{err}");
+    assert!(!data.contains("CREATE TABLE"), "{data}");
+    let (definitions_file, data_file) = (work.path().join("ddl.sql"), work.path().join("data.sql"));
+    std::fs::write(&definitions_file, definitions).expect("write the definitions");
+    std::fs::write(&data_file, data).expect("write the data");
+    let in_two_steps = Server::start("trust");
+    psql_restore(&in_two_steps, &definitions_file);
+    psql_restore(&in_two_steps, &data_file);
+    assert_checks(&in_two_steps);
 }

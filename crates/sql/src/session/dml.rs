@@ -692,6 +692,31 @@ impl Session {
         table: &Arc<Table>,
         batches: Vec<RecordBatch>,
     ) -> Result<u64> {
+        if self.txn.is_none() {
+            // an autocommit COPY into a table with foreign keys
+            // (`crate::copy`): a transaction of its own, committed when
+            // the rows and their deferred checks pass
+            let (isolation, read_only) = self.default_modes()?;
+            self.open_implicit(isolation, read_only)?;
+            let r = self
+                .copy_rows_into_transaction(table, batches)
+                .and_then(|n| self.run_deferred_checks(None).map(|()| n));
+            let (r, n) = match r {
+                Ok(n) => (Ok(super::Output::Command(String::new())), n),
+                Err(e) => (Err(e), 0),
+            };
+            return self.close_implicit(r).map(|_| n);
+        }
+        self.copy_rows_into_transaction(table, batches)
+    }
+
+    /// The rows of a COPY FROM, written in the session's transaction after
+    /// their foreign keys' referenced rows are checked (and locked).
+    fn copy_rows_into_transaction(
+        &mut self,
+        table: &Arc<Table>,
+        batches: Vec<RecordBatch>,
+    ) -> Result<u64> {
         if self.txn.as_ref().is_some_and(|t| t.aborted) {
             return Err(SqlError::InFailedTransaction);
         }
@@ -709,6 +734,10 @@ impl Session {
                     .collect::<std::result::Result<_, _>>()?;
                 rows.push(row);
             }
+        }
+        if let Err(e) = self.check_parents(&def, &rows) {
+            self.note_error();
+            return Err(e);
         }
         let txn = self.txn_mut()?;
         let lsns = txn.statement_lsns(table);
