@@ -952,6 +952,7 @@ impl Session {
                 columns = described.columns;
                 planned = described.planned;
             } else if let Some((table, alias, items)) = self.returning_of(&stmt) {
+                dml_scan::check_statement_returning(&stmt, &alias)?;
                 columns = self.describe_returning(&table, &alias, items).await?;
             } else if let Statement::ShowVariable { variable } = &stmt {
                 columns = self

@@ -80,6 +80,14 @@ impl ScanShape {
         if names.is_empty() {
             return Ok(());
         }
+        // PostgreSQL's `*` here is every FROM / USING relation's columns
+        // too: returning the target's alone would be another answer
+        if items.iter().any(|i| matches!(i, SelectItem::Wildcard(_))) {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "RETURNING * with a FROM or USING list is not supported (PostgreSQL returns the columns of the FROM/USING relations too); name the target's columns, or write {}.*",
+                self.alias
+            )));
+        }
         for item in items {
             if let SelectItem::QualifiedWildcard(
                 SelectItemQualifiedWildcardKind::ObjectName(n),
@@ -112,6 +120,33 @@ impl ScanShape {
         }
         Ok(())
     }
+}
+
+/// [`ScanShape::check_returning`] of an UPDATE ... FROM or DELETE ...
+/// USING as Describe sees it (before it runs), so the refusal comes at
+/// Parse as it does at Execute.
+pub(super) fn check_statement_returning(stmt: &Statement, alias: &str) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::UpdateTableFromKind;
+    let (joined, items) = match stmt {
+        Statement::Update(u) => match (&u.from, &u.returning) {
+            (
+                Some(UpdateTableFromKind::AfterSet(f) | UpdateTableFromKind::BeforeSet(f)),
+                Some(r),
+            ) => (f.clone(), r),
+            _ => return Ok(()),
+        },
+        Statement::Delete(d) => match (&d.using, &d.returning) {
+            (Some(u), Some(r)) => (u.clone(), r),
+            _ => return Ok(()),
+        },
+        _ => return Ok(()),
+    };
+    ScanShape {
+        alias: alias.to_string(),
+        joined,
+        selection: None,
+    }
+    .check_returning(items)
 }
 
 fn returning_refusal(relation: &str) -> SqlError {
