@@ -123,6 +123,7 @@ impl PublicSchema {
 #[async_trait]
 impl SchemaProvider for PublicSchema {
     fn table_names(&self) -> Vec<String> {
+        let schemas = schema_names(&self.engine);
         self.engine
             .tables()
             .iter()
@@ -130,9 +131,7 @@ impl SchemaProvider for PublicSchema {
             // temporary tables are their sessions' own (`crate::temp_tables`)
             .filter(|n| !crate::temp_tables::is_reserved(n))
             // and a user schema's relations are not `public`'s
-            .filter(|n| {
-                crate::schemas::split(n, &schema_names(&self.engine)).0 == crate::schemas::PUBLIC
-            })
+            .filter(|n| crate::schemas::split(n, &schemas).0 == crate::schemas::PUBLIC)
             .collect()
     }
 
@@ -2442,7 +2441,11 @@ fn public_on(path: &PathState) -> bool {
 
 /// The user schemas' names.
 fn schema_names(engine: &Engine) -> Vec<String> {
-    engine.schemas().into_iter().map(|s| s.name).collect()
+    engine
+        .schemas_shared()
+        .iter()
+        .map(|s| s.name.clone())
+        .collect()
 }
 
 /// `current_schema()` and `current_schemas(implicit)` of a session whose

@@ -301,12 +301,12 @@ impl Engine {
             crate::views::apply(&mut cat.views, &view_changes);
             crate::schemas::apply(&mut cat.schemas, &schema_changes);
             self.count_views(&cat);
-            self.count_schemas(&cat);
+            self.publish_schemas(&cat);
             return;
         }
         *cat = next;
         self.count_views(&cat);
-        self.count_schemas(&cat);
+        self.publish_schemas(&cat);
         for def in dropped {
             let Some(t) = inner.tables.write().remove(&def.name) else {
                 continue;

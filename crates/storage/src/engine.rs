@@ -137,8 +137,9 @@ pub(crate) struct EngineInner {
     /// How many committed views there are: statements skip looking for
     /// view names when there are none, without taking the catalog lock.
     pub(crate) view_count: std::sync::atomic::AtomicUsize,
-    /// How many committed schemas there are (as `view_count`).
-    pub(crate) schema_count: std::sync::atomic::AtomicUsize,
+    /// The committed schemas, shared: statements read them (to resolve
+    /// names) without taking the catalog lock or copying them.
+    pub(crate) committed_schemas: RwLock<Arc<Vec<eddy_common::SchemaDef>>>,
     closed: AtomicBool,
     _lock: std::fs::File,
 }
@@ -287,7 +288,7 @@ impl Engine {
             );
         }
         let view_count = catalog.views.len();
-        let schema_count = catalog.schemas.len();
+        let committed_schemas = Arc::new(catalog.schemas.clone());
         let inner = Arc::new(EngineInner {
             store,
             catalog: Mutex::new(catalog),
@@ -301,7 +302,7 @@ impl Engine {
             unique_locks: Default::default(),
             rowids: Mutex::new((rowid_start, rowid_start + (1 << 24))),
             view_count: std::sync::atomic::AtomicUsize::new(view_count),
-            schema_count: std::sync::atomic::AtomicUsize::new(schema_count),
+            committed_schemas: RwLock::new(committed_schemas),
             closed: AtomicBool::new(false),
             _lock: lock,
             cfg,

@@ -79,26 +79,24 @@ impl CatalogData {
 impl Engine {
     /// The committed schemas (other than `public`).
     pub fn schemas(&self) -> Vec<SchemaDef> {
-        if !self.has_schemas() {
-            return Vec::new();
-        }
-        self.inner().catalog.lock().schemas.clone()
+        self.schemas_shared().as_ref().clone()
     }
 
-    /// Whether any schema is committed (no lock taken): statements skip
-    /// resolving schema names while none is.
+    /// The committed schemas, without a copy: what a statement reads to
+    /// resolve its names (no catalog lock is taken).
+    pub fn schemas_shared(&self) -> std::sync::Arc<Vec<SchemaDef>> {
+        std::sync::Arc::clone(&self.inner().committed_schemas.read())
+    }
+
+    /// Whether any schema is committed: statements skip resolving schema
+    /// names while none is.
     pub fn has_schemas(&self) -> bool {
-        self.inner()
-            .schema_count
-            .load(std::sync::atomic::Ordering::Acquire)
-            > 0
+        !self.inner().committed_schemas.read().is_empty()
     }
 
-    /// Recounts the committed schemas after the catalog changed.
-    pub(crate) fn count_schemas(&self, cat: &CatalogData) {
-        self.inner()
-            .schema_count
-            .store(cat.schemas.len(), std::sync::atomic::Ordering::Release);
+    /// Publishes the committed schemas after the catalog changed.
+    pub(crate) fn publish_schemas(&self, cat: &CatalogData) {
+        *self.inner().committed_schemas.write() = std::sync::Arc::new(cat.schemas.clone());
     }
 }
 

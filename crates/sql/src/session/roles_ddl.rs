@@ -298,8 +298,11 @@ impl Session {
                 }
             }
             Some(GrantObjects::AllTablesInSchema { schemas }) => {
-                let user_schemas: Vec<String> =
-                    self.visible_schemas().into_iter().map(|s| s.name).collect();
+                let user_schemas: Vec<String> = self
+                    .visible_schemas()
+                    .iter()
+                    .map(|s| s.name.clone())
+                    .collect();
                 let mut named = Vec::new();
                 for s in schemas {
                     let name = role_name(s)?;

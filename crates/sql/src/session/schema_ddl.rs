@@ -74,12 +74,26 @@ const CREATE: char = 'C';
 impl Session {
     /// The user schemas this session sees: the committed ones with its
     /// transaction's changes.
-    pub(crate) fn visible_schemas(&self) -> Vec<SchemaDef> {
-        let mut all = self.db.engine.schemas();
-        if let Some(t) = &self.txn {
-            eddy_storage::schemas::apply(&mut all, &t.schema_changes);
+    /// Shared, not copied, while the transaction changed none (every
+    /// statement reads them to resolve its names).
+    pub(crate) fn visible_schemas(&self) -> Arc<Vec<SchemaDef>> {
+        let committed = self.db.engine.schemas_shared();
+        match &self.txn {
+            Some(t) if !t.schema_changes.is_empty() => {
+                let mut all = committed.as_ref().clone();
+                eddy_storage::schemas::apply(&mut all, &t.schema_changes);
+                Arc::new(all)
+            }
+            _ => committed,
         }
-        all
+    }
+
+    /// The names of [`Session::visible_schemas`].
+    fn visible_schema_names(&self) -> Vec<String> {
+        self.visible_schemas()
+            .iter()
+            .map(|s| s.name.clone())
+            .collect()
     }
 
     fn sees_schemas(&self) -> bool {
@@ -91,7 +105,10 @@ impl Session {
     }
 
     fn schema_def(&self, name: &str) -> Option<SchemaDef> {
-        self.visible_schemas().into_iter().find(|s| s.name == name)
+        self.visible_schemas()
+            .iter()
+            .find(|s| s.name == name)
+            .cloned()
     }
 
     /// The search path's schemas that exist and the user may use (USAGE:
@@ -113,7 +130,7 @@ impl Session {
                         .is_some_and(|s| self.schema_privileges(s).contains(&USAGE))
             })
             .collect();
-        (path, visible.into_iter().map(|s| s.name).collect())
+        (path, visible.iter().map(|s| s.name.clone()).collect())
     }
 
     /// The search path's existing schemas (`current_schemas`).
@@ -173,7 +190,7 @@ impl Session {
         if !self.sees_schemas() {
             return e;
         }
-        let names: Vec<String> = self.visible_schemas().into_iter().map(|s| s.name).collect();
+        let names: Vec<String> = self.visible_schema_names();
         let message = e.client_message();
         let shown = schemas::user_text(&message, &names);
         let detail = e.detail();
@@ -194,7 +211,7 @@ impl Session {
         if !self.sees_schemas() {
             return false;
         }
-        let names: Vec<String> = self.visible_schemas().into_iter().map(|s| s.name).collect();
+        let names: Vec<String> = self.visible_schema_names();
         schemas::split(name, &names).0 != PUBLIC
     }
 
@@ -437,7 +454,7 @@ impl Session {
             };
             self.check_schema_owner(&schema)?;
             let schema = self.lock_schema_exclusive(&schema)?;
-            let all: Vec<String> = self.visible_schemas().into_iter().map(|s| s.name).collect();
+            let all: Vec<String> = self.visible_schema_names();
             let contents = self.schema_contents(&name, &all);
             if !contents.is_empty() {
                 if !cascade {
@@ -535,8 +552,7 @@ impl Session {
                         )));
                     }
                     check_new_schema_name(&to)?;
-                    let all: Vec<String> =
-                        self.visible_schemas().into_iter().map(|s| s.name).collect();
+                    let all: Vec<String> = self.visible_schema_names();
                     if !self.schema_contents(&name, &all).is_empty()
                         || self
                             .db
