@@ -182,6 +182,26 @@ fn psql_restore(srv: &Server, file: &std::path::Path) {
     );
 }
 
+/// A new Eddy with `dump` (Eddy's pg_dump, kept in `work`) restored by
+/// psql in one transaction, whose own pg_dump is the same dump.
+fn restored_as_it_was(dump: &str, work: &std::path::Path) -> Server {
+    let plain = work.join("eddy.sql");
+    std::fs::write(&plain, dump).expect("write the dump");
+    let restored = Server::start("trust");
+    psql_restore(&restored, &plain);
+    let (ok, again, err) = run("pg_dump", &restored, &[]);
+    assert!(
+        ok && err.is_empty(),
+        "pg_dump of the restored Eddy failed:\n{err}"
+    );
+    assert_eq!(
+        dump_lines(&again),
+        dump_lines(dump),
+        "the restored database dumps differently"
+    );
+    restored
+}
+
 /// The checks' output on `srv` equals PostgreSQL's after its own restore.
 fn assert_checks(srv: &Server) {
     assert_checks_of(srv, "shop");
@@ -243,20 +263,7 @@ fn a_database_with_schemas_moves_in_and_backs_up_with_pg_dump() {
     assert_checks_of(&original, "schemas");
 
     let work = tempfile::tempdir().expect("tempdir");
-    let plain = work.path().join("eddy.sql");
-    std::fs::write(&plain, &dump).expect("write the dump");
-    let restored = Server::start("trust");
-    psql_restore(&restored, &plain);
-    let (ok, again, err) = run("pg_dump", &restored, &[]);
-    assert!(
-        ok && err.is_empty(),
-        "pg_dump of the restored Eddy failed:\n{err}"
-    );
-    assert_eq!(
-        dump_lines(&again),
-        dump_lines(&dump),
-        "the restored database dumps differently"
-    );
+    let restored = restored_as_it_was(&dump, work.path());
     assert_checks_of(&restored, "schemas");
 }
 
@@ -299,21 +306,7 @@ fn a_pg_dump_of_eddy_restores_into_eddy_as_it_was() {
     assert!(!one.contains("CREATE TABLE public.orders ("), "{one}");
 
     let work = tempfile::tempdir().expect("tempdir");
-    let plain = work.path().join("eddy.sql");
-    std::fs::write(&plain, &dump).expect("write the dump");
-
-    let restored = Server::start("trust");
-    psql_restore(&restored, &plain);
-    let (ok, again, err) = run("pg_dump", &restored, &[]);
-    assert!(
-        ok && err.is_empty(),
-        "pg_dump of the restored Eddy failed:\n{err}"
-    );
-    assert_eq!(
-        dump_lines(&again),
-        dump_lines(&dump),
-        "the restored database dumps differently"
-    );
+    let restored = restored_as_it_was(&dump, work.path());
     assert_checks(&restored);
 
     let custom = work.path().join("eddy.dump");

@@ -9,18 +9,8 @@
 
 mod common;
 
-use common::Server;
+use common::{code_of, Server};
 use tokio_postgres::Client;
-
-async fn code_of(c: &Client, sql: &str) -> String {
-    match c.batch_execute(sql).await {
-        Ok(()) => "ok".into(),
-        Err(e) => e
-            .as_db_error()
-            .map(|d| d.code().code().to_string())
-            .unwrap_or_else(|| format!("not a server error: {e}")),
-    }
-}
 
 async fn must_fail_with(c: &Client, sql: &str, code: &str) -> String {
     let e = c.batch_execute(sql).await.expect_err(sql);

@@ -11,18 +11,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::Server;
+use common::{code_of, Server};
 use tokio_postgres::Client;
-
-async fn code_of(c: &Client, sql: &str) -> String {
-    match c.batch_execute(sql).await {
-        Ok(()) => "ok".into(),
-        Err(e) => e
-            .as_db_error()
-            .map(|d| d.code().code().to_string())
-            .unwrap_or_else(|| format!("not a server error: {e}")),
-    }
-}
 
 async fn count(c: &Client, sql: &str) -> i64 {
     c.query_one(sql, &[]).await.expect(sql).get(0)

@@ -22,6 +22,17 @@ pub struct Server {
     pub data_dir: std::path::PathBuf,
 }
 
+/// The SQLSTATE `sql` fails with on `c` ("ok" when it succeeds).
+pub async fn code_of(c: &Client, sql: &str) -> String {
+    match c.batch_execute(sql).await {
+        Ok(()) => "ok".into(),
+        Err(e) => e
+            .as_db_error()
+            .map(|d| d.code().code().to_string())
+            .unwrap_or_else(|| format!("not a server error: {e}")),
+    }
+}
+
 /// A port nothing listens on now and that this test binary has not handed
 /// out before: tests run in parallel threads, and the kernel may offer a
 /// port just released by another test's probe, so one server's HTTP port
