@@ -2218,22 +2218,11 @@ fn privilege_functions(
             text(&schema).is_some_and(|n| n == d.name) || int(&schema) == Some(schema_oid(d))
         });
         let held = user_schema.map(|d| {
-            let mine = r2.effective_roles(&who);
-            let owner = d
-                .owner
-                .as_deref()
-                .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER);
-            if r2.privileges_of(&who).superuser || mine.contains(owner) {
-                return "UC".to_string();
-            }
-            d.acl
-                .iter()
-                .filter_map(|item| {
-                    let (grantee, rest) = item.split_once('=')?;
-                    let (letters, _) = rest.split_once('/')?;
-                    (grantee.is_empty() || mine.contains(grantee)).then(|| letters.to_string())
-                })
-                .collect::<String>()
+            crate::schemas::held_privileges(
+                &d,
+                r2.privileges_of(&who).superuser,
+                &r2.effective_roles(&who),
+            )
         });
         let any = privs
             .split(',')
@@ -2313,24 +2302,15 @@ fn relation_oid(engine: &Engine, sequences: &Sequences, name: &str) -> Option<i6
         return Some(o);
     }
     // a user schema's relation (`app.t`: storage name `app.t`)
-    if let Ok(storage) = crate::sequences::resolve_name(name) {
-        if crate::schemas::split(&storage, &schema_names(engine)).0 != crate::schemas::PUBLIC {
-            let found = engine
-                .table(&storage)
-                .map(|t| table_oid(&t))
-                .or_else(|| engine.view(&storage).map(|v| view_oid(&v)))
-                .or_else(|| {
-                    engine.tables().iter().find_map(|t| {
-                        indexes_of(t)
-                            .into_iter()
-                            .find(|ix| ix.name == storage)
-                            .map(|ix| ix.oid)
-                    })
-                })
-                .or_else(|| sequences.exists(&storage).then(|| sequence_oid(&storage)));
-            if found.is_some() {
-                return found;
-            }
+    let resolved = crate::sequences::resolve_name(name).ok();
+    if let Some(storage) = resolved
+        .as_deref()
+        .filter(|n| crate::schemas::split(n, &schema_names(engine)).0 != crate::schemas::PUBLIC)
+    {
+        if let Some(oid) = relation_named(engine, &[storage])
+            .or_else(|| sequences.exists(storage).then(|| sequence_oid(storage)))
+        {
+            return Some(oid);
         }
     }
     let bare = name
@@ -2339,31 +2319,32 @@ fn relation_oid(engine: &Engine, sequences: &Sequences, name: &str) -> Option<i6
         .trim_matches('"')
         .to_string();
     let lower = bare.to_lowercase();
-    engine
-        .table(&bare)
-        .or_else(|| engine.table(&lower))
-        .map(|t| table_oid(&t))
+    relation_named(engine, &[&bare, &lower]).or_else(|| {
+        resolved
+            .filter(|n| sequences.exists(n))
+            .map(|n| sequence_oid(&n))
+    })
+}
+
+/// The OID of the table, else view, else index (`'t_pkey'::regclass`,
+/// pgjdbc and psql name them) that has one of `names`, the first name
+/// first within each kind.
+fn relation_named(engine: &Engine, names: &[&str]) -> Option<i64> {
+    names
+        .iter()
+        .find_map(|n| engine.table(n).map(|t| table_oid(&t)))
         .or_else(|| {
-            engine
-                .view(&bare)
-                .or_else(|| engine.view(&lower))
-                .map(|v| view_oid(&v))
+            names
+                .iter()
+                .find_map(|n| engine.view(n).map(|v| view_oid(&v)))
         })
-        // an index (`'t_pkey'::regclass`, pgjdbc and psql name them)
         .or_else(|| {
             engine.tables().iter().find_map(|t| {
                 let ixs = indexes_of(t);
-                ixs.iter()
-                    .find(|ix| ix.name == bare)
-                    .or_else(|| ixs.iter().find(|ix| ix.name == lower))
-                    .map(|ix| ix.oid)
+                names
+                    .iter()
+                    .find_map(|n| ixs.iter().find(|ix| ix.name == *n).map(|ix| ix.oid))
             })
-        })
-        .or_else(|| {
-            crate::sequences::resolve_name(name)
-                .ok()
-                .filter(|n| sequences.exists(n))
-                .map(|n| sequence_oid(&n))
         })
 }
 

@@ -1945,6 +1945,30 @@ pub fn placeholder_index(e: &Expr) -> Option<usize> {
     }
 }
 
+/// The CTE names in scope while a visitor walks a statement, innermost
+/// query last: a CTE comes before any relation of its name, as in
+/// PostgreSQL (the name resolvers of `temp_tables`, `schemas` and
+/// `search_path` keep one).
+#[derive(Debug, Default)]
+pub struct CteScopes(Vec<Vec<String>>);
+
+impl CteScopes {
+    /// Entering query `q` (its WITH names come into scope).
+    pub fn enter(&mut self, q: &datafusion::sql::sqlparser::ast::Query) {
+        self.0.push(query_cte_names(q));
+    }
+
+    /// Leaving the innermost query.
+    pub fn leave(&mut self) {
+        self.0.pop();
+    }
+
+    /// Whether `name` is a CTE in scope.
+    pub fn contains(&self, name: &str) -> bool {
+        self.0.iter().flatten().any(|c| c == name)
+    }
+}
+
 /// The names of the CTEs `q`'s own WITH defines (not those of queries
 /// inside it), as PostgreSQL folds them.
 pub fn query_cte_names(q: &datafusion::sql::sqlparser::ast::Query) -> Vec<String> {

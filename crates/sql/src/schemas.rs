@@ -34,7 +34,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use crate::error::{Result, SqlError};
-use crate::rewrite::ident_name;
+use crate::rewrite::{ident_name, CteScopes};
 
 /// The schema every Eddy database has; its relations keep plain names.
 pub const PUBLIC: &str = "public";
@@ -107,6 +107,39 @@ pub fn path_elements(value: &str, user: &str) -> Vec<String> {
                 _ => Some(name),
             }
         })
+        .collect()
+}
+
+/// `(grantee, privileges, grantor)` of an `nspacl` item
+/// (`grantee=UC/grantor`; an empty grantee is PUBLIC).
+pub fn parse_acl_item(item: &str) -> Option<(String, String, String)> {
+    let (grantee, rest) = item.split_once('=')?;
+    let (privs, grantor) = rest.split_once('/')?;
+    Some((grantee.to_string(), privs.to_string(), grantor.to_string()))
+}
+
+/// The privileges (`nspacl` letters: `U` USAGE, `C` CREATE) a role holds
+/// on `schema`, given whether it is a superuser and the roles it has the
+/// privileges of (`mine`): all for a superuser or the owner's members,
+/// else what the grants to those roles and to PUBLIC give.
+pub fn held_privileges(
+    schema: &eddy_common::SchemaDef,
+    superuser: bool,
+    mine: &std::collections::HashSet<String>,
+) -> String {
+    let owner = schema
+        .owner
+        .as_deref()
+        .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER);
+    if superuser || mine.contains(owner) {
+        return "UC".to_string();
+    }
+    schema
+        .acl
+        .iter()
+        .filter_map(|item| parse_acl_item(item))
+        .filter(|(grantee, _, _)| grantee.is_empty() || mine.contains(grantee.as_str()))
+        .map(|(_, privs, _)| privs)
         .collect()
 }
 
@@ -233,7 +266,7 @@ pub fn resolve_names(stmt: &mut Statement, scope: &Scope<'_>) -> Result<()> {
     created_names(stmt, scope)?;
     let mut r = Resolver {
         scope,
-        ctes: Vec::new(),
+        ctes: CteScopes::default(),
     };
     // a created relation's name was resolved above, as a CREATE resolves
     let created = match stmt {
@@ -431,7 +464,7 @@ struct Resolver<'a> {
     scope: &'a Scope<'a>,
     /// The CTE names of the queries being visited, innermost last: a CTE
     /// comes before any table of its name, as in PostgreSQL.
-    ctes: Vec<Vec<String>>,
+    ctes: CteScopes,
 }
 
 impl Resolver<'_> {
@@ -439,7 +472,7 @@ impl Resolver<'_> {
     /// schema's relation.
     fn target(&self, name: &ObjectName) -> Option<String> {
         if let Some([n]) = parts(name).as_deref() {
-            if self.ctes.iter().flatten().any(|c| c == n) {
+            if self.ctes.contains(n) {
                 return None;
             }
         }
@@ -535,12 +568,12 @@ impl VisitorMut for Resolver<'_> {
     type Break = SqlError;
 
     fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<SqlError> {
-        self.ctes.push(crate::rewrite::query_cte_names(q));
+        self.ctes.enter(q);
         ControlFlow::Continue(())
     }
 
     fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<SqlError> {
-        self.ctes.pop();
+        self.ctes.leave();
         ControlFlow::Continue(())
     }
 

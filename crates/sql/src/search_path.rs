@@ -31,7 +31,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use crate::error::{Result, SqlError};
-use crate::rewrite::ident_name;
+use crate::rewrite::{ident_name, CteScopes};
 
 /// Whether a `search_path` value (as SET stored it) names `public`.
 pub fn names_public(value: &str) -> bool {
@@ -56,7 +56,7 @@ pub fn check_statement(
     let mut check = PathCheck {
         system_relation,
         qualified,
-        ctes: Vec::new(),
+        ctes: CteScopes::default(),
         // a temporary table's name is its own (`check_created` checked
         // a permanent one)
         skip: match stmt {
@@ -82,7 +82,7 @@ pub fn check_relation(
     PathCheck {
         system_relation,
         qualified,
-        ctes: Vec::new(),
+        ctes: CteScopes::default(),
         skip: None,
     }
     .relation(name)
@@ -196,7 +196,7 @@ struct PathCheck<'a> {
     system_relation: &'a dyn Fn(&str) -> bool,
     qualified: &'a dyn Fn(&str) -> bool,
     /// The CTE names of the queries being visited, innermost last.
-    ctes: Vec<Vec<String>>,
+    ctes: CteScopes,
     /// The next relation name the visitor meets that is not a relation
     /// read: the table function being visited (`FROM generate_series(...)`)
     /// or the table CREATE TABLE makes.
@@ -209,7 +209,7 @@ impl PathCheck<'_> {
         (self.system_relation)(name)
             || (self.qualified)(name)
             || crate::temp_tables::is_reserved(name)
-            || self.ctes.iter().flatten().any(|c| c == name)
+            || self.ctes.contains(name)
     }
 
     fn name(&self, name: &str) -> Result<()> {
@@ -291,12 +291,12 @@ impl Visitor for PathCheck<'_> {
     type Break = SqlError;
 
     fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<SqlError> {
-        self.ctes.push(crate::rewrite::query_cte_names(q));
+        self.ctes.enter(q);
         ControlFlow::Continue(())
     }
 
     fn post_visit_query(&mut self, _q: &Query) -> ControlFlow<SqlError> {
-        self.ctes.pop();
+        self.ctes.leave();
         ControlFlow::Continue(())
     }
 

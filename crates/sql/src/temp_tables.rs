@@ -30,7 +30,7 @@ use datafusion::sql::sqlparser::ast::{
 use eddy_storage::Engine;
 
 use crate::error::{Result, SqlError};
-use crate::rewrite::ident_name;
+use crate::rewrite::{ident_name, CteScopes};
 
 /// Reserved names start with this, then the session's temp id and a dot.
 const PREFIX: &str = "pg_temp_";
@@ -153,7 +153,7 @@ pub fn resolve_names(
     let mut r = Resolver {
         id,
         exists,
-        ctes: Vec::new(),
+        ctes: CteScopes::default(),
     };
     let created = match stmt {
         Statement::CreateTable(ct) => Some(std::mem::replace(&mut ct.name, ObjectName(vec![]))),
@@ -175,7 +175,7 @@ pub fn resolve_names(
             let r = Resolver {
                 id,
                 exists: index_exists,
-                ctes: Vec::new(),
+                ctes: CteScopes::default(),
             };
             for n in names {
                 r.rename(n)?;
@@ -233,7 +233,7 @@ struct Resolver<'a> {
     exists: &'a dyn Fn(&str) -> bool,
     /// The CTE names of the queries being visited, innermost last: a CTE
     /// comes before any table of its name, as in PostgreSQL.
-    ctes: Vec<Vec<String>>,
+    ctes: CteScopes,
 }
 
 impl Resolver<'_> {
@@ -241,7 +241,7 @@ impl Resolver<'_> {
     /// of this session.
     fn target(&self, name: &ObjectName) -> Option<String> {
         let (qualified, table) = temp_candidate(name)?;
-        if !qualified && self.ctes.iter().flatten().any(|c| *c == table) {
+        if !qualified && self.ctes.contains(&table) {
             return None;
         }
         let storage = storage_name(self.id, &table);
@@ -269,12 +269,12 @@ impl VisitorMut for Resolver<'_> {
     type Break = SqlError;
 
     fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<SqlError> {
-        self.ctes.push(crate::rewrite::query_cte_names(q));
+        self.ctes.enter(q);
         ControlFlow::Continue(())
     }
 
     fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<SqlError> {
-        self.ctes.pop();
+        self.ctes.leave();
         ControlFlow::Continue(())
     }
 

@@ -32,7 +32,7 @@ use super::{run_blocking, Output, Session};
 use crate::error::{Result, SqlError};
 use crate::rewrite::ident_name;
 use crate::roles::BOOTSTRAP_SUPERUSER;
-use crate::schemas::{self, Scope, PUBLIC};
+use crate::schemas::{self, parse_acl_item, Scope, PUBLIC};
 
 /// The relations of one schema, by kind (storage names).
 #[derive(Default)]
@@ -218,22 +218,13 @@ impl Session {
     /// The privileges (`U`, `C`) the session's user holds on `schema`.
     fn schema_privileges(&self, schema: &SchemaDef) -> HashSet<char> {
         let roles = &self.db.roles;
-        let all: HashSet<char> = [USAGE, CREATE].into_iter().collect();
-        if roles.privileges_of(&self.user).superuser {
-            return all;
-        }
-        let mine = roles.effective_roles(&self.user);
-        let owner = schema.owner.as_deref().unwrap_or(BOOTSTRAP_SUPERUSER);
-        if mine.contains(owner) {
-            return all;
-        }
-        schema
-            .acl
-            .iter()
-            .filter_map(|item| parse_acl_item(item))
-            .filter(|(grantee, _, _)| grantee.is_empty() || mine.contains(grantee.as_str()))
-            .flat_map(|(_, privs, _)| privs.chars().collect::<Vec<_>>())
-            .collect()
+        schemas::held_privileges(
+            schema,
+            roles.privileges_of(&self.user).superuser,
+            &roles.effective_roles(&self.user),
+        )
+        .chars()
+        .collect()
     }
 
     /// Refuses (42501) a statement that reaches a user schema's relation
@@ -553,14 +544,7 @@ impl Session {
                     }
                     check_new_schema_name(&to)?;
                     let all: Vec<String> = self.visible_schema_names();
-                    if !self.schema_contents(&name, &all).is_empty()
-                        || self
-                            .db
-                            .engine
-                            .tables()
-                            .iter()
-                            .any(|t| schemas::split(&t.def().name, &all).0 == name)
-                    {
+                    if !self.schema_contents(&name, &all).is_empty() {
                         return Err(SqlError::FeatureNotSupported(format!(
                             "ALTER SCHEMA {name} RENAME of a schema that holds relations is not supported; rename it while it is empty"
                         )));
@@ -696,13 +680,6 @@ impl Session {
         });
         Ok(())
     }
-}
-
-/// `(grantee, privileges, grantor)` of an `nspacl` item.
-pub(crate) fn parse_acl_item(item: &str) -> Option<(String, String, String)> {
-    let (grantee, rest) = item.split_once('=')?;
-    let (privs, grantor) = rest.split_once('/')?;
-    Some((grantee.to_string(), privs.to_string(), grantor.to_string()))
 }
 
 /// A schema's name: one identifier.
