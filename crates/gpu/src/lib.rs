@@ -11,7 +11,8 @@
 //!   [`GpuPreAggExec`]; [`compile`]: NVRTC with a memory + disk cache keyed by
 //!   source hash.
 //! * [`datapath`]: Arrow buffers → pinned staging → async copies on several
-//!   streams, double-buffered; the device-resident column cache.
+//!   streams, double-buffered; [`resident`]: fact columns kept on the
+//!   device between queries, keyed on immutable column-file pieces.
 //! * [`exec`]: the three operators; [`optimizer`]: the [`OffloadToGpu`]
 //!   physical optimizer rule; [`metrics`]: global counters for `/metrics`;
 //!   [`session`]: the three calls that wire all this into a session;
@@ -46,6 +47,7 @@ pub mod exec;
 pub mod metrics;
 pub mod mode;
 pub mod optimizer;
+pub mod resident;
 pub mod session;
 
 pub use device::{discover, DeviceInfo, GpuInventory};

@@ -87,6 +87,14 @@ pub struct GpuMetrics {
     pub submit_ns: AtomicU64,
     /// Host nanoseconds spent waiting for results and assembling the output.
     pub complete_ns: AtomicU64,
+    /// Fact columns read from the device-resident cache (`resident`).
+    pub resident_hits: AtomicU64,
+    /// Bytes uploaded into the resident cache.
+    pub resident_loaded_bytes: AtomicU64,
+    /// Resident columns dropped to make room.
+    pub resident_evictions: AtomicU64,
+    /// Bytes the resident cache holds now (a gauge).
+    pub resident_bytes: AtomicU64,
 }
 
 /// The process-wide counters.
@@ -101,6 +109,10 @@ pub static GPU_METRICS: GpuMetrics = GpuMetrics {
     rows_processed: AtomicU64::new(0),
     submit_ns: AtomicU64::new(0),
     complete_ns: AtomicU64::new(0),
+    resident_hits: AtomicU64::new(0),
+    resident_loaded_bytes: AtomicU64::new(0),
+    resident_evictions: AtomicU64::new(0),
+    resident_bytes: AtomicU64::new(0),
 };
 
 impl GpuMetrics {
@@ -140,7 +152,7 @@ impl GpuMetrics {
                 self.fallbacks(r)
             );
         }
-        let singles: [(&str, &str, &AtomicU64); 9] = [
+        let singles: [(&str, &str, &AtomicU64); 12] = [
             (
                 "eddy_gpu_offloaded_total",
                 "Subtrees replaced by GPU operators.",
@@ -186,6 +198,21 @@ impl GpuMetrics {
                 "Host time waiting for device results and assembling output.",
                 &self.complete_ns,
             ),
+            (
+                "eddy_gpu_resident_hits_total",
+                "Fact columns read from device memory kept between queries.",
+                &self.resident_hits,
+            ),
+            (
+                "eddy_gpu_resident_loaded_bytes_total",
+                "Bytes uploaded into the device-resident column cache.",
+                &self.resident_loaded_bytes,
+            ),
+            (
+                "eddy_gpu_resident_evictions_total",
+                "Resident columns dropped to make room.",
+                &self.resident_evictions,
+            ),
         ];
         for (name, help, c) in singles {
             let _ = writeln!(
@@ -194,6 +221,11 @@ impl GpuMetrics {
                 c.load(Ordering::Relaxed)
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP eddy_gpu_resident_bytes Bytes the device-resident column cache holds.\n# TYPE eddy_gpu_resident_bytes gauge\neddy_gpu_resident_bytes {}",
+            self.resident_bytes.load(Ordering::Relaxed)
+        );
         out
     }
 }

@@ -85,6 +85,7 @@ pub mod pg_functions;
 pub mod pgtypes;
 pub mod privileges;
 pub mod provider;
+pub mod resident_scan;
 pub mod result_types;
 pub mod rewrite;
 pub mod role_parse;

@@ -607,6 +607,20 @@ impl EddyScanExec {
 }
 
 impl EddyScanExec {
+    /// What a device-resident read of this scan needs: per output
+    /// partition its scan units, the table column behind each output
+    /// column (`ncols` for the hidden key), and `ncols`. `None` when the
+    /// scan itself drops rows that a kernel reading whole pieces would
+    /// keep: a row limit, or filters the scan applies (`Exact`). The row
+    /// group pruning and join key filters only skip rows that cannot
+    /// match, so a reader may ignore them.
+    pub(crate) fn whole_units(&self) -> Option<(&[Vec<Arc<ScanPartition>>], &[usize], usize)> {
+        if self.limit.is_some() || !self.exact.is_empty() {
+            return None;
+        }
+        Some((&self.groups, &self.wanted, self.ncols))
+    }
+
     /// This scan, also dropping rows whose output column `column` has no
     /// key in `filter` (see `join_filter`); `None` for the hidden key column.
     pub fn with_join_filter(

@@ -475,6 +475,8 @@ impl Session {
             planners.insert(0, Arc::new(crate::extract::ExtractPlanner));
         }
         let zone_state = Arc::new(crate::zone_rules::ZoneState::default());
+        // GPU operators read immutable scan pieces from device memory.
+        eddy_gpu::resident::set_resolver(crate::resident_scan::resident_source);
         let (builder, gpu_rule) = eddy_gpu::session::with_gpu_rule_handle(
             base.with_analyzer_rules(crate::result_types::analyzer_rules_in(Arc::clone(
                 &zone_state,

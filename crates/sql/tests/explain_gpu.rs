@@ -132,6 +132,12 @@ async fn explain_names_what_runs_on_the_gpu_and_why_the_rest_does_not() {
         text(&rows, "gpu_decisions").contains("AggregateExec -> GpuJoinAggExec"),
         "{rows:?}"
     );
+    // The fact side is Eddy's scan itself: its whole pieces may be read
+    // from device memory kept between queries (`eddy_gpu::resident`).
+    assert!(
+        physical.contains("fact columns device-resident where whole"),
+        "{physical}"
+    );
     run(&mut s, "SET eddy.gpu_fuse = off").await;
     let physical = text(&explain(&mut s, star).await, "physical_plan");
     assert!(

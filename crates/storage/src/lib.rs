@@ -59,4 +59,4 @@ pub use shard::{
     BackgroundHook, BackgroundStage, ConflictUpdateError, ConflictUpdateFn, OnConflict,
     WriteSummary,
 };
-pub use snapshot::{scan_schema, Overlay, ScanPartition, TableSnapshot};
+pub use snapshot::{scan_schema, ImmutableRows, Overlay, ScanPartition, TableSnapshot};

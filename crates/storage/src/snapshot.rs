@@ -243,6 +243,18 @@ enum Source {
     Overlay(Arc<Overlay>),
 }
 
+/// What [`ScanPartition::immutable_rows`] returns: whole row groups
+/// `groups` of column file `file` of table `table` (at `schema_version`),
+/// `rows` rows, all visible.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ImmutableRows {
+    pub table: u64,
+    pub schema_version: u32,
+    pub file: u64,
+    pub groups: std::ops::Range<usize>,
+    pub rows: u64,
+}
+
 /// An independent unit of a scan.
 #[derive(Clone)]
 pub struct ScanPartition {
@@ -309,6 +321,57 @@ impl ScanPartition {
                 }
             }
             _ => 0,
+        }
+    }
+
+    /// The identity of this partition's rows when it is whole row groups of
+    /// a column file that the snapshot sees entirely: every row committed
+    /// at or before it, none deleted, none hidden or filtered by a
+    /// transaction's overlay. Column files are immutable and a file id is
+    /// never reused within a process, so the same identity always reads the
+    /// same rows and values, and a cache of decoded or device copies may be
+    /// keyed on it. `None` for memory sources and any partial visibility.
+    pub fn immutable_rows(&self) -> Option<ImmutableRows> {
+        if self.hidden.is_some() || self.only.is_some() {
+            return None;
+        }
+        let Source::File {
+            file,
+            deletes,
+            groups,
+        } = &self.source
+        else {
+            return None;
+        };
+        if file.meta.max_lsn > self.at {
+            return None;
+        }
+        let first = if groups.start < file.row_group_count() {
+            u32::try_from(file.row_group_start(groups.start)).ok()?
+        } else {
+            0
+        };
+        let rows = self.num_rows_upper_bound();
+        let end = u32::try_from(u64::from(first).checked_add(rows)?).ok()?;
+        if deletes.range_cardinality(first..end) != 0 {
+            return None;
+        }
+        Some(ImmutableRows {
+            table: u64::from(self.def.id.0),
+            schema_version: self.def.schema_version,
+            file: file.meta.id.0,
+            groups: groups.clone(),
+            rows,
+        })
+    }
+
+    /// Whether this partition is known to read no row (an empty memory
+    /// table), so a reader of [`immutable_rows`](Self::immutable_rows) may
+    /// skip it.
+    pub fn is_known_empty(&self) -> bool {
+        match &self.source {
+            Source::Memtable { batches, .. } => batches.iter().all(|b| b.num_rows() == 0),
+            _ => false,
         }
     }
 

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use arrow::array::{Array, Int64Array, StringArray};
 use eddy_common::{ColumnDef, ColumnType, Orientation, Value};
 use eddy_storage::{
-    rows_to_batch, CreateTable, Engine, EngineConfig, ScanPartition, TableSnapshot, WriteOp,
+    rows_to_batch, CreateTable, Engine, EngineConfig, OnConflict, ScanPartition, TableSnapshot,
+    WriteOp,
 };
 
 fn scan(parts: &[ScanPartition]) -> BTreeMap<i64, String> {
@@ -121,4 +122,101 @@ fn row_group_ranges_read_every_row_once_with_deletes_and_snapshots() {
         }
     }
     assert_eq!(read, 2 * 65_536);
+}
+
+/// `immutable_rows` names a piece only when the snapshot sees all of it:
+/// deleted rows, and rows still in memory, take it away; the rows it
+/// counts are the rows a scan of the piece reads.
+#[test]
+fn immutable_rows_name_only_pieces_the_snapshot_sees_whole() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut cfg = EngineConfig::new(dir.path());
+    cfg.sync = false;
+    cfg.background_compaction = false;
+    let engine = Engine::open(cfg).expect("engine");
+    engine
+        .create_table(CreateTable {
+            name: "t".into(),
+            columns: vec![
+                ColumnDef::new("k", ColumnType::BigInt, false),
+                ColumnDef::new("v", ColumnType::Text, true),
+            ],
+            primary_key: vec![0],
+            distribution_key: vec![],
+            orientation: Orientation::Column,
+            table_group: None,
+            shard_count: Some(1),
+            checks: Vec::new(),
+        })
+        .expect("create");
+    let t = engine.table("t").expect("table");
+    let rows: Vec<Vec<Value>> = (0..300_000i64)
+        .map(|k| vec![Value::BigInt(k), Value::Text(format!("v{k}"))])
+        .collect();
+    let mut l = t.bulk_loader();
+    l.push(rows_to_batch(&t, &rows).expect("batch"))
+        .expect("push");
+    l.commit().expect("commit");
+    engine.flush().expect("flush");
+    let pieces = |snap: &TableSnapshot| -> Vec<ScanPartition> {
+        snap.partitions()
+            .iter()
+            .flat_map(|p| p.split_row_groups(5))
+            .collect()
+    };
+    let before = t.snapshot();
+    let named: Vec<_> = pieces(&before)
+        .iter()
+        .map(|p| {
+            let id = p.immutable_rows().expect("a whole bulk-loaded piece");
+            let read: usize = p
+                .scan(Some(&[0]), false, &|_| true)
+                .expect("scan")
+                .map(|b| b.expect("batch").num_rows())
+                .sum();
+            assert_eq!(id.rows, read as u64, "rows named are rows read");
+            id
+        })
+        .collect();
+    assert_eq!(named.len(), 5);
+    assert_eq!(named.iter().map(|i| i.rows).sum::<u64>(), 300_000);
+    let again: Vec<_> = pieces(&t.snapshot())
+        .iter()
+        .map(|p| p.immutable_rows())
+        .collect();
+    assert_eq!(
+        again,
+        named.iter().cloned().map(Some).collect::<Vec<_>>(),
+        "the same pieces, the same names"
+    );
+
+    // A delete in the first row group: that piece loses its name, the
+    // others keep theirs, and the older snapshot still sees it whole.
+    t.write(vec![WriteOp::Delete {
+        key: t.key_of(&[Value::BigInt(5)]).expect("key"),
+    }])
+    .expect("delete");
+    let after = t.snapshot();
+    let ids: Vec<_> = pieces(&after).iter().map(|p| p.immutable_rows()).collect();
+    assert_eq!(ids.iter().filter(|i| i.is_none()).count(), 1, "{ids:?}");
+    assert!(ids.iter().flatten().all(|i| named.contains(i)));
+    assert!(pieces(&before).iter().all(|p| p.immutable_rows().is_some()));
+
+    // A row still in memory is never named.
+    t.write(vec![WriteOp::Insert {
+        row: vec![Value::BigInt(1_000_000), Value::Text("new".into())],
+        on_conflict: OnConflict::Error,
+    }])
+    .expect("insert");
+    let memory: Vec<ScanPartition> = t
+        .snapshot()
+        .partitions()
+        .into_iter()
+        .filter(|p| p.row_groups().is_empty())
+        .collect();
+    assert!(
+        memory.iter().any(|p| !p.is_known_empty()),
+        "the new row is in a memory table"
+    );
+    assert!(memory.iter().all(|p| p.immutable_rows().is_none()));
 }

@@ -47,12 +47,13 @@ use super::{
     common_arg, device_allowed, fallback, grid_for, launch, rebuild, stage_batch, Arg, DictSets,
     GpuJoinExec,
 };
-use crate::codegen::kernels::{AggSpec, BuildTable, JoinLevelSpec, KernelSource};
+use crate::codegen::kernels::{AggSpec, BuildTable, JoinLevelSpec, KernelSource, Param};
 use crate::codegen::{JoinAggKernelSpec, Unsupported};
 use crate::datapath::Pipeline;
 use crate::device::{runtime, GpuDevice, GpuRuntime};
 use crate::error::{GpuError, Result};
 use crate::metrics::{GpuMetrics, GPU_METRICS};
+use crate::resident::{ResidentColumn, ResidentSource};
 
 /// A build column on one device: values and validity (None: no NULLs).
 type DeviceColumn = (
@@ -448,7 +449,18 @@ impl GpuJoinAggExec {
 
 impl DisplayAs for GpuJoinAggExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "{}", self.display)
+        write!(f, "{}", self.display)?;
+        // Whether the fact input can be read from device memory kept
+        // between queries; each partition decides when it runs (a piece
+        // with deleted or newer rows is staged instead).
+        if self
+            .children
+            .first()
+            .is_some_and(|c| crate::resident::source_of(c).is_some())
+        {
+            write!(f, ", fact columns device-resident where whole")?;
+        }
+        Ok(())
     }
 }
 
@@ -526,6 +538,7 @@ impl ExecutionPlan for GpuJoinAggExec {
             build_reads: self.build_reads.clone(),
             state: Arc::clone(&self.state),
             schema: self.schema(),
+            resident: crate::resident::source_of(&self.children[0]),
         };
         let schema = self.schema();
         let s = futures::stream::once(async move { job.run(partition, context, rt).await })
@@ -545,6 +558,8 @@ struct JoinAggJob {
     build_reads: Vec<usize>,
     state: Arc<futures::lock::Mutex<Option<Arc<BuildState>>>>,
     schema: SchemaRef,
+    /// The fact input's immutable pieces, when it is a scan that has them.
+    resident: Option<Arc<dyn ResidentSource>>,
 }
 
 impl JoinAggJob {
@@ -723,58 +738,107 @@ impl JoinAggJob {
         let fact_schema = fact.schema();
         let mut pipeline = Pipeline::for_device(dev)?;
         let mut dict_sets = DictSets::default();
-        let mut input = super::coalesced(
-            fact.execute(partition, Arc::clone(ctx))
-                .map_err(AttemptError::Df)?,
-        );
+        // Every parameter but the fact side's (`fact` answers those, or
+        // None for the ones it does not own).
+        let arg_of = |p: &Param, fact: &dyn Fn(&Param) -> Result<Option<Arg>>| -> Result<Arg> {
+            let build = match p {
+                Param::Column(i) if *i >= self.spec.fact_columns => {
+                    Some(build_cols.get(i).map(|c| Arg::Dev(Arc::clone(&c.0))))
+                }
+                Param::Validity(i) if *i >= self.spec.fact_columns => Some(
+                    build_cols
+                        .get(i)
+                        .map(|c| c.1.as_ref().map_or(Arg::Null, |v| Arg::Dev(Arc::clone(v)))),
+                ),
+                _ => None,
+            };
+            if let Some(a) = build {
+                return a.ok_or_else(|| GpuError::Internal("build column missing".into()));
+            }
+            if let Some(a) = fact(p)? {
+                return Ok(a);
+            }
+            if let Some(a) = state.tables.arg(&tables, p) {
+                return a;
+            }
+            table
+                .arg(p)
+                .ok_or_else(|| GpuError::Internal(format!("fused kernel parameter {p:?}")))
+        };
         let mut submit_ns = 0u64;
-        while let Some(batch) = input.next().await {
-            let batch = batch.map_err(AttemptError::Df)?;
-            let started = std::time::Instant::now();
-            if batch.num_rows() == 0 {
-                continue;
-            }
-            let sets = dict_sets.for_batch(fact_view, &fact_schema, &batch)?;
-            let si = pipeline.next_slot()?;
-            let slot = &mut pipeline.slots[si];
-            let inputs = stage_batch(slot, dev, fact_view, &batch, &sets, 0)?;
-            let mut args = Vec::with_capacity(kernel.params.len());
-            for p in &kernel.params {
-                use crate::codegen::kernels::Param;
-                let build = match p {
-                    Param::Column(i) if *i >= self.spec.fact_columns => {
-                        Some(build_cols.get(i).map(|c| Arg::Dev(Arc::clone(&c.0))))
-                    }
-                    Param::Validity(i) if *i >= self.spec.fact_columns => Some(
-                        build_cols
-                            .get(i)
-                            .map(|c| c.1.as_ref().map_or(Arg::Null, |v| Arg::Dev(Arc::clone(v)))),
-                    ),
-                    _ => None,
+        // Resident columns used by this pass, held until its streams are
+        // synchronised (`table.finish`).
+        let mut held: Vec<ResidentColumn> = Vec::new();
+        let pieces = match &self.resident {
+            Some(r) if fact_view.dict_params.is_empty() => r.pieces(partition),
+            _ => None,
+        };
+        if let Some(pieces) = pieces {
+            for piece in &pieces {
+                let rows = piece.rows();
+                if rows == 0 {
+                    continue;
+                }
+                let started = std::time::Instant::now();
+                let mut cols: HashMap<usize, ResidentColumn> = HashMap::new();
+                for c in &fact_view.columns {
+                    let rc = crate::resident::cache().column(dev, piece.as_ref(), c)?;
+                    held.push(rc.clone());
+                    cols.insert(c.index, rc);
+                }
+                let missing = || GpuError::Internal("resident column missing".into());
+                let fact = |p: &Param| -> Result<Option<Arg>> {
+                    Ok(Some(match p {
+                        Param::Rows => Arg::I64(rows as i64),
+                        Param::Column(i) => {
+                            Arg::Dev(Arc::clone(&cols.get(i).ok_or_else(missing)?.values))
+                        }
+                        Param::Validity(i) => match &cols.get(i).ok_or_else(missing)?.validity {
+                            Some(v) => Arg::Dev(Arc::clone(v)),
+                            None => Arg::Null,
+                        },
+                        _ => return Ok(None),
+                    }))
                 };
-                if let Some(a) = build {
-                    args.push(a.ok_or_else(|| GpuError::Internal("build column missing".into()))?);
-                    continue;
-                }
-                if let Some(a) = common_arg(p, &inputs)? {
-                    args.push(a);
-                    continue;
-                }
-                if let Some(a) = state.tables.arg(&tables, p) {
-                    args.push(a?);
-                    continue;
-                }
-                args.push(
-                    table.arg(p).ok_or_else(|| {
-                        GpuError::Internal(format!("fused kernel parameter {p:?}"))
-                    })?,
-                );
+                let args = kernel
+                    .params
+                    .iter()
+                    .map(|p| arg_of(p, &fact))
+                    .collect::<Result<Vec<_>>>()?;
+                let si = pipeline.next_slot()?;
+                launch(&pipeline.slots[si], &func, grid_for(dev, rows), &args)?;
+                GpuMetrics::add(&GPU_METRICS.rows_processed, rows as u64);
+                submit_ns += u64::try_from(started.elapsed().as_nanos()).unwrap_or(0);
             }
-            launch(slot, &func, grid_for(dev, batch.num_rows()), &args)?;
-            GpuMetrics::add(&GPU_METRICS.rows_processed, batch.num_rows() as u64);
-            submit_ns += u64::try_from(started.elapsed().as_nanos()).unwrap_or(0);
+        } else {
+            let mut input = super::coalesced(
+                fact.execute(partition, Arc::clone(ctx))
+                    .map_err(AttemptError::Df)?,
+            );
+            while let Some(batch) = input.next().await {
+                let batch = batch.map_err(AttemptError::Df)?;
+                let started = std::time::Instant::now();
+                if batch.num_rows() == 0 {
+                    continue;
+                }
+                let sets = dict_sets.for_batch(fact_view, &fact_schema, &batch)?;
+                let si = pipeline.next_slot()?;
+                let slot = &mut pipeline.slots[si];
+                let inputs = stage_batch(slot, dev, fact_view, &batch, &sets, 0)?;
+                let staged = |p: &Param| common_arg(p, &inputs);
+                let args = kernel
+                    .params
+                    .iter()
+                    .map(|p| arg_of(p, &staged))
+                    .collect::<Result<Vec<_>>>()?;
+                launch(slot, &func, grid_for(dev, batch.num_rows()), &args)?;
+                GpuMetrics::add(&GPU_METRICS.rows_processed, batch.num_rows() as u64);
+                submit_ns += u64::try_from(started.elapsed().as_nanos()).unwrap_or(0);
+            }
         }
-        let Some(contents) = table.finish(&mut pipeline, stream, "join_preagg", submit_ns)? else {
+        let finished = table.finish(&mut pipeline, stream, "join_preagg", submit_ns)?;
+        drop(held);
+        let Some(contents) = finished else {
             return Ok(None);
         };
         Ok(Some(table.decode(
