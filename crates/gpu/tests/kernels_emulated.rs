@@ -1664,46 +1664,50 @@ fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
     }
     init.resize(nacc, 0);
     let cap = 1usize << 12;
-    let mut args: Vec<Arg> = k
-        .params
-        .iter()
-        .map(|p| {
-            let build = |i: usize| -> Option<&ArrayRef> {
-                build_arrays.iter().find(|(j, _)| *j == i).map(|(_, a)| a)
-            };
-            let ty = |i: usize| k.columns.iter().find(|c| c.index == i).expect("use").ty;
-            match p {
-                Param::Column(i) if *i >= 4 => Arg::bytes(
-                    &host_column(build(*i).expect("build"), ty(*i))
-                        .expect("layout")
-                        .values,
-                ),
-                Param::Validity(i) if *i >= 4 => {
-                    match host_column(build(*i).expect("build"), ty(*i))
-                        .expect("layout")
-                        .validity
-                    {
-                        Some(v) => Arg::bytes(&v),
-                        None => Arg::Null,
+    let make_args = |batch: &RecordBatch| -> Vec<Arg> {
+        k.params
+            .iter()
+            .map(|p| {
+                let build = |i: usize| -> Option<&ArrayRef> {
+                    build_arrays.iter().find(|(j, _)| *j == i).map(|(_, a)| a)
+                };
+                let ty = |i: usize| k.columns.iter().find(|c| c.index == i).expect("use").ty;
+                match p {
+                    Param::Column(i) if *i >= 4 => Arg::bytes(
+                        &host_column(build(*i).expect("build"), ty(*i))
+                            .expect("layout")
+                            .values,
+                    ),
+                    Param::Validity(i) if *i >= 4 => {
+                        match host_column(build(*i).expect("build"), ty(*i))
+                            .expect("layout")
+                            .validity
+                        {
+                            Some(v) => Arg::bytes(&v),
+                            None => Arg::Null,
+                        }
                     }
+                    Param::DirectRows(l) => Arg::bytes(&i32s(&tables[*l].dm_rows)),
+                    Param::DirectMin(l) => Arg::Scalar(tables[*l].dm_min as u64),
+                    Param::DirectLen(l) => Arg::Scalar(tables[*l].dm_rows.len() as u64),
+                    Param::HashKeys(l) => Arg::bytes(&i64s(&tables[*l].ht_keys)),
+                    Param::HashRows(l) => Arg::bytes(&i32s(&tables[*l].ht_rows)),
+                    Param::HashNext(l) => Arg::bytes(&i32s(&tables[*l].next)),
+                    Param::HashMask(l) => Arg::Scalar(tables[*l].ht_mask),
+                    Param::GroupState => Arg::zeroed(cap * 4),
+                    Param::GroupKeys => Arg::zeroed(cap * nkw * 8),
+                    Param::GroupAcc => {
+                        Arg::Buf((0..cap).flat_map(|_| init.iter().copied()).collect())
+                    }
+                    Param::GroupMask => Arg::Scalar(cap as u64 - 1),
+                    Param::Overflow | Param::Err => Arg::zeroed(4),
+                    other => input_arg(other, &k, batch, &[])
+                        .unwrap_or_else(|| panic!("fused parameter {other:?}")),
                 }
-                Param::DirectRows(l) => Arg::bytes(&i32s(&tables[*l].dm_rows)),
-                Param::DirectMin(l) => Arg::Scalar(tables[*l].dm_min as u64),
-                Param::DirectLen(l) => Arg::Scalar(tables[*l].dm_rows.len() as u64),
-                Param::HashKeys(l) => Arg::bytes(&i64s(&tables[*l].ht_keys)),
-                Param::HashRows(l) => Arg::bytes(&i32s(&tables[*l].ht_rows)),
-                Param::HashNext(l) => Arg::bytes(&i32s(&tables[*l].next)),
-                Param::HashMask(l) => Arg::Scalar(tables[*l].ht_mask),
-                Param::GroupState => Arg::zeroed(cap * 4),
-                Param::GroupKeys => Arg::zeroed(cap * nkw * 8),
-                Param::GroupAcc => Arg::Buf((0..cap).flat_map(|_| init.iter().copied()).collect()),
-                Param::GroupMask => Arg::Scalar(cap as u64 - 1),
-                Param::Overflow | Param::Err => Arg::zeroed(4),
-                other => input_arg(other, &k, &fact, &[])
-                    .unwrap_or_else(|| panic!("fused parameter {other:?}")),
-            }
-        })
-        .collect();
+            })
+            .collect()
+    };
+    let mut args = make_args(&fact);
     emu.launch(&mut args, GRID, BLOCK_THREADS)
         .unwrap_or_else(|e| panic!("emulator: {e}"));
     let pos = |want: &Param| k.params.iter().position(|p| p == want).expect("param");
@@ -1737,6 +1741,68 @@ fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
             same_accumulators(&k, &got[key], w),
             "group {key:?}: got {:?}, want {w:?}",
             got[key]
+        );
+    }
+
+    // Resident pieces (`eddy_gpu::resident`): the same fact rows as pieces
+    // of uneven sizes cut at odd offsets, each laid out on its own by
+    // `host_column` (as the cache uploads a piece) and launched in turn
+    // into one group table, give the same groups.
+    let owned = |p: &Param| {
+        matches!(
+            p,
+            Param::GroupState | Param::GroupKeys | Param::GroupAcc | Param::Overflow | Param::Err
+        )
+    };
+    let mut table_args: Vec<(usize, Arg)> = Vec::new();
+    for w in [0usize, 1000, 1003, 2500, n].windows(2) {
+        let piece = fact.slice(w[0], w[1] - w[0]);
+        let mut pargs = make_args(&piece);
+        for (i, a) in table_args.drain(..) {
+            pargs[i] = a;
+        }
+        emu.launch(&mut pargs, GRID, BLOCK_THREADS)
+            .unwrap_or_else(|e| panic!("emulator: {e}"));
+        table_args = pargs
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| owned(&k.params[*i]))
+            .collect();
+    }
+    let table_arg = |want: &Param| -> &[u8] {
+        let i = pos(want);
+        table_args
+            .iter()
+            .find(|(j, _)| *j == i)
+            .map(|(_, a)| a.as_bytes())
+            .expect("group table argument")
+    };
+    assert_eq!(u32_at(table_arg(&Param::Overflow), 0), 0, "overflow");
+    assert_eq!(u32_at(table_arg(&Param::Err), 0), 0, "row error");
+    let (pst, pkb, pab) = (
+        table_arg(&Param::GroupState),
+        table_arg(&Param::GroupKeys),
+        table_arg(&Param::GroupAcc),
+    );
+    let mut by_pieces = BTreeMap::new();
+    for s in 0..cap {
+        if u32_at(pst, s) != 2 {
+            continue;
+        }
+        let key: Vec<u64> = (0..nkw).map(|i| u64_at(pkb, s * nkw + i)).collect();
+        let words: Vec<u64> = (0..nacc).map(|i| u64_at(pab, s * nacc + i)).collect();
+        by_pieces.insert(key, words);
+    }
+    assert_eq!(
+        by_pieces.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "the groups, by pieces"
+    );
+    for (key, w) in &want {
+        assert!(
+            same_accumulators(&k, &by_pieces[key], w),
+            "group {key:?} by pieces: got {:?}, want {w:?}",
+            by_pieces[key]
         );
     }
 
