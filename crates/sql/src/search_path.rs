@@ -72,6 +72,51 @@ pub fn check_statement(
     }
 }
 
+/// Takes out of a `DROP TABLE | VIEW | SEQUENCE | INDEX IF EXISTS` the
+/// unqualified names that resolve nowhere under a search path without
+/// `public`, as PostgreSQL skips each with a notice: returns the notices'
+/// texts (`table "x" does not exist, skipping`). The statement keeps the
+/// other names; with none left there is nothing to drop. Without this,
+/// [`check_statement`] refuses such a name (dropping `public`'s instead
+/// would be wrong).
+pub fn skip_unresolved_drops(
+    stmt: &mut Statement,
+    system_relation: &dyn Fn(&str) -> bool,
+    qualified: &dyn Fn(&str) -> bool,
+) -> Vec<String> {
+    let Statement::Drop {
+        object_type,
+        names,
+        if_exists: true,
+        ..
+    } = stmt
+    else {
+        return Vec::new();
+    };
+    let what = match object_type {
+        ObjectType::Table => "table",
+        ObjectType::View => "view",
+        ObjectType::Sequence => "sequence",
+        ObjectType::Index => "index",
+        _ => return Vec::new(),
+    };
+    let check = PathCheck {
+        system_relation,
+        qualified,
+        ctes: CteScopes::default(),
+        skip: None,
+    };
+    let mut notices = Vec::new();
+    names.retain(|n| match unqualified(n) {
+        Some(name) if !check.resolves(&name) => {
+            notices.push(format!("{what} \"{name}\" does not exist, skipping"));
+            false
+        }
+        _ => true,
+    });
+    notices
+}
+
 /// An unqualified relation name in a command Eddy parses itself (ALTER
 /// SEQUENCE, an identity's table): as [`check_statement`] checks one.
 pub fn check_relation(
@@ -146,10 +191,11 @@ fn check_statement_names(stmt: &Statement, check: &PathCheck<'_>) -> Result<()> 
                     continue;
                 }
                 if *if_exists {
-                    // PostgreSQL skips it with a notice; dropping the
-                    // `public` one instead would be wrong
-                    return Err(SqlError::FeatureNotSupported(format!(
-                        "DROP ... IF EXISTS {name}: the search path names no schema; qualify the name (public.{name})"
+                    // `skip_unresolved_drops` takes such names out before
+                    // this check; dropping the `public` one instead would
+                    // be wrong
+                    return Err(SqlError::Internal(format!(
+                        "DROP ... IF EXISTS {name}: an unresolved name reached the drop"
                     )));
                 }
                 let message = format!("{what} \"{name}\" does not exist");

@@ -1023,6 +1023,16 @@ impl Session {
         {
             return Err(SqlError::InFailedTransaction);
         }
+        if let Some(
+            stmt @ Statement::Drop {
+                if_exists: true, ..
+            },
+        ) = &p.stmt
+        {
+            // No parameters or plan: run as a simple statement, where
+            // names off the search path are skipped with a notice.
+            return self.execute_statement_with(stmt.clone(), None).await;
+        }
         if let Some(stmt) = &p.stmt {
             if let Err(e) = self.check_names_on_path(stmt) {
                 self.note_error();
@@ -1444,6 +1454,37 @@ impl Session {
         on
     }
 
+    /// Skips, with a notice each, the names of a `DROP ... IF EXISTS` that
+    /// resolve nowhere under a search path without `public`
+    /// (`search_path::skip_unresolved_drops`); the command's tag when no
+    /// name is left to drop.
+    fn skip_drops_off_path(&mut self, stmt: &mut Statement) -> Option<Output> {
+        if !matches!(
+            stmt,
+            Statement::Drop {
+                if_exists: true,
+                ..
+            }
+        ) || self.public_on_path()
+        {
+            return None;
+        }
+        let notices = crate::search_path::skip_unresolved_drops(
+            stmt,
+            &crate::catalog::is_catalog_relation,
+            &|n| self.is_schema_storage_name(n),
+        );
+        for n in &notices {
+            self.notice("00000", n);
+        }
+        match stmt {
+            Statement::Drop {
+                object_type, names, ..
+            } if names.is_empty() => Some(Output::Command(format!("DROP {object_type}"))),
+            _ => None,
+        }
+    }
+
     /// Refuses the unqualified names of `stmt` that resolve nowhere under
     /// a search path without `public` (`crate::search_path`).
     fn check_names_on_path(&self, stmt: &Statement) -> Result<()> {
@@ -1493,7 +1534,7 @@ impl Session {
 
     async fn execute_statement_in_group(
         &mut self,
-        stmt: Statement,
+        mut stmt: Statement,
         bound: Option<prepared::BoundQuery>,
         fixed: Option<FastPlan>,
     ) -> Result<Output> {
@@ -1505,6 +1546,9 @@ impl Session {
         }
         if self.txn.as_ref().is_some_and(|t| t.aborted) {
             return Err(SqlError::InFailedTransaction);
+        }
+        if let Some(out) = self.skip_drops_off_path(&mut stmt) {
+            return Ok(out);
         }
         if let Err(e) = self.check_names_on_path(&stmt) {
             self.note_error();
