@@ -12,8 +12,8 @@
 //!    copies overlap batch k-1's kernel (at least double buffering); the host
 //!    waits only for the oldest slot before reusing it.
 //!
-//! Columns are not kept resident on the device between queries yet: every
-//! chunk is copied (see docs/design/gpu.md, "Not built").
+//! Columns uploaded once and kept on the device (build columns, resident
+//! fact columns: `crate::resident`) go through [`upload_column`].
 //!
 //! NULLs travel as Arrow validity bitmaps, bit for bit: kernels read them
 //! with `eddy_is_null`.
@@ -122,6 +122,31 @@ pub fn write_validity(array: &ArrayRef, dst: &mut [u8]) -> Result<()> {
         Some(n) => bits_into(n.inner(), dst),
         None => Err(GpuError::Internal("no validity bitmap to stage".into())),
     }
+}
+
+/// `host` copied to the device on `stream` for keeping (an empty buffer
+/// as 8 zero bytes, so that every column has an address), counted in
+/// `eddy_gpu_h2d_bytes_total`: values, and validity when there are NULLs.
+/// The copies are queued: synchronise `stream` before another stream
+/// reads them.
+pub(crate) fn upload_column(
+    stream: &Arc<cudarc::driver::CudaStream>,
+    host: &HostColumn,
+    during: &'static str,
+) -> Result<(
+    Arc<cudarc::driver::CudaSlice<u8>>,
+    Option<Arc<cudarc::driver::CudaSlice<u8>>>,
+)> {
+    let up = |b: &[u8]| -> Result<Arc<cudarc::driver::CudaSlice<u8>>> {
+        let b = if b.is_empty() { &[0u8; 8][..] } else { b };
+        crate::metrics::GpuMetrics::add(&crate::metrics::GPU_METRICS.bytes_h2d, b.len() as u64);
+        Ok(Arc::new(
+            stream.clone_htod(b).map_err(GpuError::driver(during))?,
+        ))
+    };
+    let values = up(&host.values)?;
+    let validity = host.validity.as_deref().map(up).transpose()?;
+    Ok((values, validity))
 }
 
 /// Converts `array` (of device type `ty`) to its device layout in host

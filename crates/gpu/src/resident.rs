@@ -208,17 +208,8 @@ impl ResidentCache {
         }
         let host = crate::datapath::host_column(&array, column.ty)?;
         let stream = &dev.streams[0];
-        let up = |b: &[u8]| -> Result<Arc<CudaSlice<u8>>> {
-            let b = if b.is_empty() { &[0u8; 8][..] } else { b };
-            GpuMetrics::add(&GPU_METRICS.bytes_h2d, b.len() as u64);
-            Ok(Arc::new(
-                stream
-                    .clone_htod(b)
-                    .map_err(GpuError::driver("upload resident column"))?,
-            ))
-        };
-        let values = up(&host.values)?;
-        let validity = host.validity.as_deref().map(up).transpose()?;
+        let (values, validity) =
+            crate::datapath::upload_column(stream, &host, "upload resident column")?;
         // Kernels on other streams read it next: the copy must be done.
         stream
             .synchronize()

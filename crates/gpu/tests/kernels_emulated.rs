@@ -1462,6 +1462,26 @@ async fn planned_single_level_join_kernels_answer_like_nested_loops() {
 /// the fact side's filter evaluated in the same kernel:
 /// its groups and accumulators equal a reference aggregation over the rows
 /// of a nested-loop join.
+/// The ready groups of a fused kernel's group table (state, keys and
+/// accumulator buffers of `cap` slots): key words → accumulator words.
+fn ready_groups(
+    (st, kb, ab): (&[u8], &[u8], &[u8]),
+    cap: usize,
+    nkw: usize,
+    nacc: usize,
+) -> BTreeMap<Vec<u64>, Vec<u64>> {
+    let mut got = BTreeMap::new();
+    for s in 0..cap {
+        if u32_at(st, s) != 2 {
+            continue;
+        }
+        let key: Vec<u64> = (0..nkw).map(|i| u64_at(kb, s * nkw + i)).collect();
+        let words: Vec<u64> = (0..nacc).map(|i| u64_at(ab, s * nacc + i)).collect();
+        assert!(got.insert(key, words).is_none(), "a group has two slots");
+    }
+    got
+}
+
 #[test]
 fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
     use arrow::array::{Float64Array, Int32Array, StringArray, UInt32Array};
@@ -1722,15 +1742,7 @@ fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
         args[pos(&Param::GroupKeys)].as_bytes(),
         args[pos(&Param::GroupAcc)].as_bytes(),
     );
-    let mut got = BTreeMap::new();
-    for s in 0..cap {
-        if u32_at(st, s) != 2 {
-            continue;
-        }
-        let key: Vec<u64> = (0..nkw).map(|i| u64_at(kb, s * nkw + i)).collect();
-        let words: Vec<u64> = (0..nacc).map(|i| u64_at(ab, s * nacc + i)).collect();
-        assert!(got.insert(key, words).is_none(), "a group has two slots");
-    }
+    let got = ready_groups((st, kb, ab), cap, nkw, nacc);
     assert_eq!(
         got.keys().collect::<Vec<_>>(),
         want.keys().collect::<Vec<_>>(),
@@ -1784,15 +1796,7 @@ fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
         table_arg(&Param::GroupKeys),
         table_arg(&Param::GroupAcc),
     );
-    let mut by_pieces = BTreeMap::new();
-    for s in 0..cap {
-        if u32_at(pst, s) != 2 {
-            continue;
-        }
-        let key: Vec<u64> = (0..nkw).map(|i| u64_at(pkb, s * nkw + i)).collect();
-        let words: Vec<u64> = (0..nacc).map(|i| u64_at(pab, s * nacc + i)).collect();
-        by_pieces.insert(key, words);
-    }
+    let by_pieces = ready_groups((pst, pkb, pab), cap, nkw, nacc);
     assert_eq!(
         by_pieces.keys().collect::<Vec<_>>(),
         want.keys().collect::<Vec<_>>(),

@@ -39,10 +39,12 @@ fn whole(snap: &TableSnapshot) -> Vec<ScanPartition> {
     snap.partitions()
 }
 
-#[test]
-fn row_group_ranges_read_every_row_once_with_deletes_and_snapshots() {
-    let dir = tempfile::tempdir().expect("dir");
-    let mut cfg = EngineConfig::new(dir.path());
+/// An engine with table `t` (k bigint key, v text) holding 300k rows from
+/// one bulk load: one column file of 5 row groups (64K rows each).
+fn loaded_table(
+    dir: &std::path::Path,
+) -> (std::sync::Arc<Engine>, std::sync::Arc<eddy_storage::Table>) {
+    let mut cfg = EngineConfig::new(dir);
     cfg.sync = false;
     cfg.background_compaction = false;
     let engine = Engine::open(cfg).expect("engine");
@@ -62,7 +64,6 @@ fn row_group_ranges_read_every_row_once_with_deletes_and_snapshots() {
         })
         .expect("create");
     let t = engine.table("t").expect("table");
-    // 300k rows in one bulk load: one file of 5 row groups (64K rows each).
     let rows: Vec<Vec<Value>> = (0..300_000i64)
         .map(|k| vec![Value::BigInt(k), Value::Text(format!("v{k}"))])
         .collect();
@@ -71,6 +72,13 @@ fn row_group_ranges_read_every_row_once_with_deletes_and_snapshots() {
         .expect("push");
     l.commit().expect("commit");
     engine.flush().expect("flush");
+    (engine, t)
+}
+
+#[test]
+fn row_group_ranges_read_every_row_once_with_deletes_and_snapshots() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (_engine, t) = loaded_table(dir.path());
     let before = t.snapshot();
     // Delete a row in the first and one in the last row group.
     let ops = [5i64, 299_999]
@@ -130,34 +138,7 @@ fn row_group_ranges_read_every_row_once_with_deletes_and_snapshots() {
 #[test]
 fn immutable_rows_name_only_pieces_the_snapshot_sees_whole() {
     let dir = tempfile::tempdir().expect("dir");
-    let mut cfg = EngineConfig::new(dir.path());
-    cfg.sync = false;
-    cfg.background_compaction = false;
-    let engine = Engine::open(cfg).expect("engine");
-    engine
-        .create_table(CreateTable {
-            name: "t".into(),
-            columns: vec![
-                ColumnDef::new("k", ColumnType::BigInt, false),
-                ColumnDef::new("v", ColumnType::Text, true),
-            ],
-            primary_key: vec![0],
-            distribution_key: vec![],
-            orientation: Orientation::Column,
-            table_group: None,
-            shard_count: Some(1),
-            checks: Vec::new(),
-        })
-        .expect("create");
-    let t = engine.table("t").expect("table");
-    let rows: Vec<Vec<Value>> = (0..300_000i64)
-        .map(|k| vec![Value::BigInt(k), Value::Text(format!("v{k}"))])
-        .collect();
-    let mut l = t.bulk_loader();
-    l.push(rows_to_batch(&t, &rows).expect("batch"))
-        .expect("push");
-    l.commit().expect("commit");
-    engine.flush().expect("flush");
+    let (_engine, t) = loaded_table(dir.path());
     let pieces = |snap: &TableSnapshot| -> Vec<ScanPartition> {
         snap.partitions()
             .iter()

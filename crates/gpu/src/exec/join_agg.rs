@@ -681,15 +681,6 @@ impl JoinAggJob {
             return Ok(Arc::clone(c));
         }
         let stream = &dev.streams[0];
-        let up = |b: &[u8]| -> Result<Arc<cudarc::driver::CudaSlice<u8>>> {
-            let b = if b.is_empty() { &[0u8; 8][..] } else { b };
-            GpuMetrics::add(&GPU_METRICS.bytes_h2d, b.len() as u64);
-            Ok(Arc::new(
-                stream
-                    .clone_htod(b)
-                    .map_err(GpuError::driver("upload build column"))?,
-            ))
-        };
         let mut out = HashMap::new();
         for c in kernel
             .columns
@@ -701,9 +692,10 @@ impl JoinAggJob {
                 .get(&c.index)
                 .ok_or_else(|| GpuError::Internal("build column not collected".into()))?;
             let host = crate::datapath::host_column(array, c.ty)?;
-            let values = up(&host.values)?;
-            let validity = host.validity.as_deref().map(up).transpose()?;
-            out.insert(c.index, (values, validity));
+            out.insert(
+                c.index,
+                crate::datapath::upload_column(stream, &host, "upload build column")?,
+            );
         }
         stream
             .synchronize()
