@@ -435,7 +435,9 @@ mod tests {
             ("ALTER TABLE t ADD COLUMN b int", "42P01"),
             ("DROP TABLE t", "42P01"),
             ("DROP INDEX i", "42704"),
-            ("DROP TABLE IF EXISTS t", "0A000"),
+            // refused if it reaches the check (`skip_unresolved_drops`
+            // takes such names out first)
+            ("DROP TABLE IF EXISTS t", "XX000"),
             ("COPY t FROM STDIN", "42P01"),
             ("COMMENT ON TABLE t IS 'x'", "42P01"),
             ("COMMENT ON COLUMN t.a IS 'x'", "42P01"),
@@ -451,6 +453,28 @@ mod tests {
         ] {
             assert_eq!(sqlstate(bad), code, "{bad}");
         }
+    }
+
+    #[test]
+    fn drops_if_exists_skip_names_that_resolve_nowhere() {
+        let mut stmt = parse_statement("DROP TABLE IF EXISTS public.a, b, pg_class, c").unwrap();
+        let notices = skip_unresolved_drops(&mut stmt, &|n| n == "pg_class", &|_| false);
+        assert_eq!(
+            notices,
+            [
+                "table \"b\" does not exist, skipping",
+                "table \"c\" does not exist, skipping"
+            ]
+        );
+        assert_eq!(stmt.to_string(), "DROP TABLE IF EXISTS public.a, pg_class");
+        let mut plain = parse_statement("DROP TABLE b").unwrap();
+        assert!(skip_unresolved_drops(&mut plain, &|_| false, &|_| false).is_empty());
+        assert_eq!(plain.to_string(), "DROP TABLE b");
+        let mut index = parse_statement("DROP INDEX IF EXISTS i").unwrap();
+        assert_eq!(
+            skip_unresolved_drops(&mut index, &|_| false, &|_| false),
+            ["index \"i\" does not exist, skipping"]
+        );
     }
 
     #[test]
