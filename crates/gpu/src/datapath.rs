@@ -124,6 +124,12 @@ pub fn write_validity(array: &ArrayRef, dst: &mut [u8]) -> Result<()> {
     }
 }
 
+/// A column kept on the device: values, and validity (None: no NULLs).
+pub(crate) type KeptColumn = (
+    Arc<cudarc::driver::CudaSlice<u8>>,
+    Option<Arc<cudarc::driver::CudaSlice<u8>>>,
+);
+
 /// `host` copied to the device on `stream` for keeping (an empty buffer
 /// as 8 zero bytes, so that every column has an address), counted in
 /// `eddy_gpu_h2d_bytes_total`: values, and validity when there are NULLs.
@@ -133,10 +139,7 @@ pub(crate) fn upload_column(
     stream: &Arc<cudarc::driver::CudaStream>,
     host: &HostColumn,
     during: &'static str,
-) -> Result<(
-    Arc<cudarc::driver::CudaSlice<u8>>,
-    Option<Arc<cudarc::driver::CudaSlice<u8>>>,
-)> {
+) -> Result<KeptColumn> {
     let up = |b: &[u8]| -> Result<Arc<cudarc::driver::CudaSlice<u8>>> {
         let b = if b.is_empty() { &[0u8; 8][..] } else { b };
         crate::metrics::GpuMetrics::add(&crate::metrics::GPU_METRICS.bytes_h2d, b.len() as u64);

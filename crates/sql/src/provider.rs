@@ -544,6 +544,15 @@ struct Pushdown {
     limit: Option<usize>,
 }
 
+/// What [`EddyScanExec::whole_units`] returns.
+pub(crate) struct WholeUnits<'a> {
+    /// Per output partition, its scan units.
+    pub groups: &'a [Vec<Arc<ScanPartition>>],
+    /// The table column behind each output column (`ncols`: the key).
+    pub wanted: &'a [usize],
+    pub ncols: usize,
+}
+
 /// Scan of one table snapshot: partition `i` reads the scan partitions of group `i`.
 #[derive(Clone)]
 pub struct EddyScanExec {
@@ -614,11 +623,15 @@ impl EddyScanExec {
     /// keep: a row limit, or filters the scan applies (`Exact`). The row
     /// group pruning and join key filters only skip rows that cannot
     /// match, so a reader may ignore them.
-    pub(crate) fn whole_units(&self) -> Option<(&[Vec<Arc<ScanPartition>>], &[usize], usize)> {
+    pub(crate) fn whole_units(&self) -> Option<WholeUnits<'_>> {
         if self.limit.is_some() || !self.exact.is_empty() {
             return None;
         }
-        Some((&self.groups, &self.wanted, self.ncols))
+        Some(WholeUnits {
+            groups: &self.groups,
+            wanted: &self.wanted,
+            ncols: self.ncols,
+        })
     }
 
     /// This scan, also dropping rows whose output column `column` has no

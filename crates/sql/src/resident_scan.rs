@@ -23,11 +23,11 @@ use crate::provider::EddyScanExec;
 /// limit of its own.
 pub fn resident_source(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ResidentSource>> {
     let scan = plan.downcast_ref::<EddyScanExec>()?;
-    let (groups, wanted, ncols) = scan.whole_units()?;
+    let units = scan.whole_units()?;
     Some(Arc::new(ScanPieces {
-        groups: groups.to_vec(),
-        wanted: Arc::new(wanted.to_vec()),
-        ncols,
+        groups: units.groups.to_vec(),
+        wanted: Arc::new(units.wanted.to_vec()),
+        ncols: units.ncols,
     }))
 }
 

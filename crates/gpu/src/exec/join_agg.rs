@@ -56,10 +56,7 @@ use crate::metrics::{GpuMetrics, GPU_METRICS};
 use crate::resident::{ResidentColumn, ResidentSource};
 
 /// A build column on one device: values and validity (None: no NULLs).
-type DeviceColumn = (
-    Arc<cudarc::driver::CudaSlice<u8>>,
-    Option<Arc<cudarc::driver::CudaSlice<u8>>>,
-);
+type DeviceColumn = crate::datapath::KeptColumn;
 
 /// What every partition shares once the build sides are collected.
 struct BuildState {
