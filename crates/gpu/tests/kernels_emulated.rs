@@ -1482,6 +1482,27 @@ fn ready_groups(
     got
 }
 
+/// `got` has exactly `want`'s groups, each with the same accumulators.
+fn assert_same_groups(
+    k: &KernelSource,
+    got: &BTreeMap<Vec<u64>, Vec<u64>>,
+    want: &BTreeMap<Vec<u64>, Vec<u64>>,
+    label: &str,
+) {
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "the groups, {label}"
+    );
+    for (key, w) in want {
+        assert!(
+            same_accumulators(k, &got[key], w),
+            "group {key:?} ({label}): got {:?}, want {w:?}",
+            got[key]
+        );
+    }
+}
+
 #[test]
 fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
     use arrow::array::{Float64Array, Int32Array, StringArray, UInt32Array};
@@ -1743,18 +1764,7 @@ fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
         args[pos(&Param::GroupAcc)].as_bytes(),
     );
     let got = ready_groups((st, kb, ab), cap, nkw, nacc);
-    assert_eq!(
-        got.keys().collect::<Vec<_>>(),
-        want.keys().collect::<Vec<_>>(),
-        "the groups"
-    );
-    for (key, w) in &want {
-        assert!(
-            same_accumulators(&k, &got[key], w),
-            "group {key:?}: got {:?}, want {w:?}",
-            got[key]
-        );
-    }
+    assert_same_groups(&k, &got, &want, "one launch");
 
     // Resident pieces (`eddy_gpu::resident`): the same fact rows as pieces
     // of uneven sizes cut at odd offsets, each laid out on its own by
@@ -1797,18 +1807,7 @@ fn fused_join_preagg_kernel_answers_like_join_then_aggregate() {
         table_arg(&Param::GroupAcc),
     );
     let by_pieces = ready_groups((pst, pkb, pab), cap, nkw, nacc);
-    assert_eq!(
-        by_pieces.keys().collect::<Vec<_>>(),
-        want.keys().collect::<Vec<_>>(),
-        "the groups, by pieces"
-    );
-    for (key, w) in &want {
-        assert!(
-            same_accumulators(&k, &by_pieces[key], w),
-            "group {key:?} by pieces: got {:?}, want {w:?}",
-            by_pieces[key]
-        );
-    }
+    assert_same_groups(&k, &by_pieces, &want, "by pieces");
 
     // The group table's own kernels, from the same module: initialisation
     // on the device equals the host's, and the gather returns exactly the
