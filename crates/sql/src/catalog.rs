@@ -130,6 +130,8 @@ impl SchemaProvider for PublicSchema {
             .map(|t| t.def().name.clone())
             // temporary tables are their sessions' own (`crate::temp_tables`)
             .filter(|n| !crate::temp_tables::is_reserved(n))
+            // nor a table its block is dropping
+            .filter(|n| !crate::session::is_going_away(n))
             // and a user schema's relations are not `public`'s
             .filter(|n| crate::schemas::split(n, &schemas).0 == crate::schemas::PUBLIC)
             .collect()
@@ -156,6 +158,11 @@ impl SchemaProvider for PublicSchema {
     }
 }
 
+/// The tables and sequences the session's open block has dropped: the
+/// engine keeps them until COMMIT, the session's own catalog queries do
+/// not show them (as PostgreSQL's catalogs read in that block would not).
+pub type DroppedInBlock = Arc<parking_lot::RwLock<std::collections::HashSet<String>>>;
+
 /// `pg_catalog`: PostgreSQL's system catalogs, synthesised.
 pub struct PgCatalogSchema {
     engine: Arc<Engine>,
@@ -168,9 +175,17 @@ pub struct PgCatalogSchema {
     /// The server's connections (`pg_stat_activity`) and the session's
     /// user, who may see some of what they do (`crate::backends`).
     backends: Option<(crate::backends::BackendsSlot, String)>,
+    /// What the session's open block dropped.
+    dropped: DroppedInBlock,
 }
 
 impl PgCatalogSchema {
+    /// Leaves out what the session's open block has dropped.
+    pub fn with_dropped_in_block(mut self, dropped: DroppedInBlock) -> PgCatalogSchema {
+        self.dropped = dropped;
+        self
+    }
+
     /// Lists the server's connections in `pg_stat_activity`, as `user`
     /// may see them.
     pub fn with_backends(
@@ -204,6 +219,7 @@ impl PgCatalogSchema {
             roles,
             streams: None,
             backends: None,
+            dropped: DroppedInBlock::default(),
         }
     }
 }
@@ -299,8 +315,15 @@ impl SchemaProvider for PgCatalogSchema {
         }
         // temporary tables are their sessions' own (`crate::temp_tables`)
         let mut tables = self.engine.tables();
-        tables.retain(|t| !crate::temp_tables::is_reserved(&t.def().name));
-        let sequences = self.sequences.list();
+        let dropped = self.dropped.read().clone();
+        tables.retain(|t| {
+            let name = &t.def().name;
+            !crate::temp_tables::is_reserved(name)
+                && !crate::session::is_going_away(name)
+                && !dropped.contains(name)
+        });
+        let mut sequences = self.sequences.list();
+        sequences.retain(|(def, _)| !dropped.contains(&def.name));
         let roles = self.roles.list();
         let user = CurrentUser {
             roles: &roles,

@@ -34,6 +34,8 @@ const VIEWS: &[&str] = &[
 pub struct InformationSchema {
     engine: Arc<Engine>,
     database: String,
+    /// What the session's open block dropped (not shown).
+    dropped: crate::catalog::DroppedInBlock,
 }
 
 impl std::fmt::Debug for InformationSchema {
@@ -49,7 +51,14 @@ impl InformationSchema {
         InformationSchema {
             engine,
             database: database.to_string(),
+            dropped: Default::default(),
         }
+    }
+
+    /// Leaves out what the session's open block has dropped.
+    pub fn with_dropped_in_block(mut self, dropped: crate::catalog::DroppedInBlock) -> Self {
+        self.dropped = dropped;
+        self
     }
 }
 
@@ -70,6 +79,9 @@ impl SchemaProvider for InformationSchema {
             .map(|t| t.def().clone())
             // temporary tables are their sessions' own (`crate::temp_tables`)
             .filter(|d| !crate::temp_tables::is_reserved(&d.name))
+            // nor a table its block is dropping
+            .filter(|d| !crate::session::is_going_away(&d.name))
+            .filter(|d| !self.dropped.read().contains(&d.name))
             .collect();
         defs.sort_by(|a, b| a.name.cmp(&b.name));
         let mut views = self.engine.views();

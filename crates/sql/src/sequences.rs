@@ -134,8 +134,14 @@ struct SequenceFile {
     /// Absent in files written before this field existed: committed.
     #[serde(default)]
     pending: bool,
+    /// The committed sequence of the same name that this pending one
+    /// replaces (dropped and created again in one block): a start-up
+    /// finding it puts it back, as the block never committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    replaces: Option<Box<SequenceFile>>,
 }
 
+#[derive(Clone)]
 struct SequenceState {
     def: SequenceDef,
     /// The last value handed out (or, when `!is_called`, the next one).
@@ -147,9 +153,56 @@ struct SequenceState {
     logged_is_called: bool,
     /// See [`SequenceFile::pending`].
     pending: bool,
+    /// See [`SequenceFile::replaces`], as it stood (its last value
+    /// included, which the file may log ahead of). Kept in memory after
+    /// the file is marked committed, until [`Sequences::settle`]: a
+    /// commit that fails after that still puts it back.
+    replaces: Option<Box<SequenceState>>,
 }
 
 impl SequenceState {
+    /// A sequence as `CREATE SEQUENCE` leaves it.
+    fn created(def: SequenceDef, pending: bool, replaces: Option<Box<SequenceState>>) -> Self {
+        SequenceState {
+            last: def.start,
+            is_called: false,
+            logged: def.start,
+            logged_is_called: false,
+            pending,
+            replaces,
+            def,
+        }
+    }
+
+    /// A sequence as its file records it (after a restart, or put back).
+    fn of_file(file: SequenceFile) -> Self {
+        SequenceState {
+            last: file.last_value,
+            is_called: file.is_called,
+            logged: file.last_value,
+            logged_is_called: file.is_called,
+            pending: file.pending,
+            replaces: None,
+            def: file.def,
+        }
+    }
+
+    /// What its file records: the logged value, and what it replaces
+    /// only while pending (a committed file replaces nothing).
+    fn file(&self) -> SequenceFile {
+        SequenceFile {
+            def: self.def.clone(),
+            last_value: self.logged,
+            is_called: self.logged_is_called,
+            pending: self.pending,
+            replaces: self
+                .replaces
+                .as_ref()
+                .filter(|_| self.pending)
+                .map(|r| Box::new(r.file())),
+        }
+    }
+
     /// The value after `v`, or `None` past the bound without CYCLE.
     fn step(&self, v: i64) -> Result<i64> {
         let d = &self.def;
@@ -223,23 +276,26 @@ impl Sequences {
                 continue;
             }
             let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
-            let file: SequenceFile = serde_json::from_slice(&bytes).map_err(|e| {
+            let mut file: SequenceFile = serde_json::from_slice(&bytes).map_err(|e| {
                 SqlError::Internal(format!("sequence file {} is damaged: {e}", path.display()))
             })?;
-            if file.pending {
-                // its transaction never committed (a crash before COMMIT)
-                std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
-                removed_pending = true;
-                continue;
-            }
-            let state = SequenceState {
-                last: file.last_value,
-                is_called: file.is_called,
-                logged: file.last_value,
-                logged_is_called: file.is_called,
-                pending: false,
-                def: file.def,
+            let file = match (file.pending, file.replaces.take()) {
+                (false, _) => file,
+                // its transaction never committed (a crash before COMMIT):
+                // the sequence it replaced is back, or it is gone
+                (true, Some(replaced)) => {
+                    let state = SequenceState::of_file(*replaced);
+                    Self::write_file(&dir, &state)?;
+                    seqs.insert(state.def.name.clone(), Arc::new(Mutex::new(state)));
+                    continue;
+                }
+                (true, None) => {
+                    std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+                    removed_pending = true;
+                    continue;
+                }
             };
+            let state = SequenceState::of_file(file);
             seqs.insert(state.def.name.clone(), Arc::new(Mutex::new(state)));
         }
         if removed_pending {
@@ -355,17 +411,62 @@ impl Sequences {
         if seqs.contains_key(&def.name) {
             return Err(SqlError::DuplicateTable(def.name.clone()));
         }
-        let state = SequenceState {
-            last: def.start,
-            is_called: false,
-            logged: def.start,
-            logged_is_called: false,
-            pending,
-            def,
-        };
+        let state = SequenceState::created(def, pending, None);
         self.persist(&state)?;
         seqs.insert(state.def.name.clone(), Arc::new(Mutex::new(state)));
         Ok(())
+    }
+
+    /// Creates `def` pending, in place of the sequence of the same name
+    /// that the creating block has dropped (`DROP SEQUENCE s; CREATE
+    /// SEQUENCE s` in one block, as `pg_restore --clean
+    /// --single-transaction` sends). One file write replaces the old
+    /// file with the new one carrying the old (see
+    /// [`SequenceFile::replaces`]), so a crash leaves one or the other;
+    /// [`Sequences::drop_sequence`] puts the old one back. Replacing a
+    /// sequence the block itself created keeps what that one replaced.
+    pub fn replace(&self, def: SequenceDef) -> Result<()> {
+        def.validate()?;
+        let mut seqs = self.seqs.lock();
+        let old = seqs
+            .get(&def.name)
+            .cloned()
+            .ok_or_else(|| SqlError::UndefinedTable(def.name.clone()))?;
+        let old = old.lock();
+        let replaces = if old.pending {
+            old.replaces.clone()
+        } else {
+            Some(Box::new(old.clone()))
+        };
+        let state = SequenceState::created(def, true, replaces);
+        self.persist(&state)?;
+        seqs.insert(state.def.name.clone(), Arc::new(Mutex::new(state)));
+        Ok(())
+    }
+
+    /// Whether `name` is pending: created by a transaction that has not
+    /// committed.
+    pub fn is_pending(&self, name: &str) -> bool {
+        self.seqs.lock().get(name).is_some_and(|s| s.lock().pending)
+    }
+
+    /// Whether `name` replaced a committed sequence that it would give
+    /// way to if dropped now (see [`Sequences::replace`]).
+    pub fn is_replacing(&self, name: &str) -> bool {
+        self.seqs
+            .lock()
+            .get(name)
+            .is_some_and(|s| s.lock().replaces.is_some())
+    }
+
+    /// Forgets what the sequences a transaction created replaced, once
+    /// that transaction has committed.
+    pub fn settle(&self, names: &[String]) {
+        for name in names {
+            if let Some(seq) = self.seqs.lock().get(name).cloned() {
+                seq.lock().replaces = None;
+            }
+        }
     }
 
     /// Marks sequences a transaction created as committed (durably), just
@@ -385,11 +486,20 @@ impl Sequences {
         Ok(())
     }
 
-    /// Drops a sequence; `Ok(false)` when there is none of that name.
+    /// Drops a sequence; `Ok(false)` when there is none of that name. A
+    /// sequence that replaced one (see [`Sequences::replace`]) and is not
+    /// settled yet gives way to the one it replaced.
     pub fn drop_sequence(&self, name: &str) -> Result<bool> {
         let mut seqs = self.seqs.lock();
-        if seqs.remove(name).is_none() {
+        let Some(seq) = seqs.remove(name) else {
             return Ok(false);
+        };
+        let replaced = seq.lock().replaces.take();
+        if let Some(old) = replaced {
+            let state = *old;
+            self.persist(&state)?;
+            seqs.insert(name.to_string(), Arc::new(Mutex::new(state)));
+            return Ok(true);
         }
         let path = self.path(name);
         match std::fs::remove_file(&path) {
@@ -430,6 +540,7 @@ impl Sequences {
                 logged,
                 logged_is_called: true,
                 pending: s.pending,
+                replaces: s.replaces.clone(),
             };
             self.persist(&file)?;
             s.logged = logged;
@@ -457,6 +568,7 @@ impl Sequences {
             logged: value,
             logged_is_called: is_called,
             pending: s.pending,
+            replaces: s.replaces.clone(),
         };
         self.persist(&file)?;
         s.last = value;
@@ -472,15 +584,13 @@ impl Sequences {
 
     /// Writes `s`'s logged value (write, fsync, rename, directory fsync).
     fn persist(&self, s: &SequenceState) -> Result<()> {
-        let file = SequenceFile {
-            def: s.def.clone(),
-            last_value: s.logged,
-            is_called: s.logged_is_called,
-            pending: s.pending,
-        };
-        let body = serde_json::to_vec_pretty(&file)
+        Self::write_file(&self.dir, s)
+    }
+
+    fn write_file(dir: &Path, s: &SequenceState) -> Result<()> {
+        let body = serde_json::to_vec_pretty(&s.file())
             .map_err(|e| SqlError::Internal(format!("encoding a sequence: {e}")))?;
-        let path = self.path(&s.def.name);
+        let path = dir.join(format!("{}.json", file_stem(&s.def.name)));
         let tmp = path.with_extension("tmp");
         {
             use std::io::Write;
@@ -489,7 +599,7 @@ impl Sequences {
             f.sync_all().map_err(|e| io(&tmp, e))?;
         }
         std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
-        sync_dir(&self.dir)
+        sync_dir(dir)
     }
 }
 

@@ -60,6 +60,7 @@ mod deferred_fk;
 mod dml;
 mod dml_scan;
 mod drop_table;
+pub(crate) use drop_table::is_going_away;
 mod fast;
 mod fk_actions;
 mod fk_alter;
@@ -320,6 +321,8 @@ pub struct Session {
     advisory_owner: u64,
     /// What this session drew from sequences (`currval`, `lastval`).
     drawn: Arc<parking_lot::Mutex<crate::sequence_functions::SessionSequences>>,
+    /// What the open block dropped, for this session's catalogs.
+    catalog_dropped: crate::catalog::DroppedInBlock,
     /// Open SQL cursors by name (`session/cursors.rs`).
     cursors: std::collections::HashMap<String, cursors::Cursor>,
     /// SQL-level PREPAREd statements by name (`session/sql_prepare.rs`).
@@ -496,6 +499,7 @@ impl Session {
         let catalog = MemoryCatalogProvider::new();
         let scan_filters = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let view = Arc::new(crate::provider::ReadView::default());
+        let catalog_dropped = crate::catalog::DroppedInBlock::default();
         catalog.register_schema(
             "public",
             Arc::new(
@@ -509,10 +513,10 @@ impl Session {
         )?;
         catalog.register_schema(
             "information_schema",
-            Arc::new(crate::information_schema::InformationSchema::new(
-                Arc::clone(&db.engine),
-                &db.name,
-            )),
+            Arc::new(
+                crate::information_schema::InformationSchema::new(Arc::clone(&db.engine), &db.name)
+                    .with_dropped_in_block(Arc::clone(&catalog_dropped)),
+            ),
         )?;
         catalog.register_schema(
             "pg_catalog",
@@ -524,7 +528,8 @@ impl Session {
                     Arc::clone(&db.roles),
                 )
                 .with_streams(db.streams.clone())
-                .with_backends(Arc::clone(&db.backends), user),
+                .with_backends(Arc::clone(&db.backends), user)
+                .with_dropped_in_block(Arc::clone(&catalog_dropped)),
             ),
         )?;
         let dml_schema = Arc::new(MemorySchemaProvider::new());
@@ -695,6 +700,7 @@ impl Session {
             statement_clock,
             advisory_owner,
             drawn,
+            catalog_dropped,
             cursors: std::collections::HashMap::new(),
             sql_prepared: std::collections::HashMap::new(),
             roles_seen: 0,
@@ -2174,6 +2180,7 @@ impl Session {
     ) -> Result<Output> {
         let name = table_name(&ct.name)?;
         self.lock_schema_of(&name)?;
+        self.free_dropped_table_name(&name)?;
         if self.db.engine.table(&name).is_some() {
             if ct.if_not_exists {
                 self.notice(
@@ -2187,6 +2194,7 @@ impl Session {
             )));
         }
         if self.db.sequences.exists(&name) {
+            self.refuse_replacing_dropped_sequence(&name, "table")?;
             if ct.if_not_exists {
                 self.notice(
                     "42P07",
@@ -2390,7 +2398,7 @@ impl Session {
                 .map_err(SqlError::from)
         });
         if let Err(e) = result {
-            self.drop_sequences(&created);
+            self.undo_created_sequences(&created);
             return Err(e);
         }
         // in the same transaction: an error undoes the table too
@@ -2453,6 +2461,7 @@ impl Session {
         if self.in_transaction_block() {
             // the table is a catalog change of the block and its rows are
             // the block's writes: both commit or roll back with it
+            self.free_dropped_table_name(&name)?;
             let owner = Some(self.user.clone());
             let t = self.ddl_txn("CREATE TABLE AS")?;
             let table = run_blocking(|| t.ddl().create_table_owned(spec, owner))?;

@@ -723,6 +723,11 @@ impl Transaction {
         Ok(undone)
     }
 
+    /// Whether any savepoint is open.
+    pub fn has_savepoints(&self) -> bool {
+        !self.savepoints.is_empty()
+    }
+
     /// RELEASE SAVEPOINT: forgets it and every later one.
     pub fn release(&mut self, name: &str) -> Result<()> {
         let pos = self.find_savepoint(name)?;

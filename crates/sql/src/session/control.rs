@@ -389,6 +389,7 @@ impl Session {
             return Err(e);
         }
         self.notify.commit();
+        self.db.sequences.settle(&created);
         self.rename_sequence_owners(&renames);
         self.set_sequence_owners(owned_by);
         for n in &dropped_tables {
@@ -402,14 +403,16 @@ impl Session {
     }
 
     /// Tells this session's sequence functions which sequences its open
-    /// block has dropped (after anything that changes that list).
-    pub(super) fn publish_dropped_sequences(&self) {
-        let dropped = self
+    /// block has dropped, and its catalogs which tables and sequences
+    /// (after anything that changes those lists).
+    pub(super) fn publish_dropped(&self) {
+        let (tables, sequences) = self
             .txn
             .as_ref()
-            .map(|t| t.dropped_sequences.as_slice())
-            .unwrap_or(&[]);
-        self.drawn.lock().set_dropped_in_block(dropped);
+            .map(|t| (t.dropped_tables.as_slice(), t.dropped_sequences.as_slice()))
+            .unwrap_or((&[], &[]));
+        self.drawn.lock().set_dropped_in_block(sequences);
+        *self.catalog_dropped.write() = tables.iter().chain(sequences).cloned().collect();
     }
 
     /// Ends the open block, discarding everything it did.
@@ -419,12 +422,12 @@ impl Session {
             self.discard(t);
         }
         self.end_setting_changes(false);
-        self.publish_dropped_sequences();
+        self.publish_dropped();
     }
 
     pub(super) fn transaction_control(&mut self, stmt: Statement) -> Result<Output> {
         let r = self.transaction_control_inner(stmt);
-        self.publish_dropped_sequences();
+        self.publish_dropped();
         r
     }
 

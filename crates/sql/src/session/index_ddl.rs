@@ -171,12 +171,14 @@ impl Session {
     /// Whether a relation (table, sequence, index, primary key) is named
     /// `name`.
     fn relation_exists(&self, name: &str) -> bool {
-        self.db.engine.table(name).is_some()
-            || self.db.sequences.exists(name)
+        // (what the open block dropped, and its tables' indexes, are gone)
+        self.table(name).is_ok()
+            || self.sequence_visible(name)
             || self.db.engine.tables().iter().any(|t| {
                 let d = t.def();
-                d.index(name).is_some()
-                    || (d.has_primary_key() && format!("{}_pkey", d.name) == name)
+                !self.table_dropped_in_block(&d.name)
+                    && (d.index(name).is_some()
+                        || (d.has_primary_key() && format!("{}_pkey", d.name) == name))
             })
     }
 

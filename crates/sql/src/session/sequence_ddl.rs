@@ -216,7 +216,8 @@ impl Session {
     /// with a number appended while that name is taken.
     pub(super) fn free_sequence_name(&self, table: &str, column: &str) -> String {
         let base = format!("{table}_{column}_seq");
-        let taken = |n: &str| self.db.sequences.exists(n) || self.db.engine.table(n).is_some();
+        // (a name the open block dropped is free again)
+        let taken = |n: &str| self.sequence_visible(n) || self.table(n).is_ok();
         if !taken(&base) {
             return base;
         }
@@ -243,7 +244,7 @@ impl Session {
             let mut def = match sequence_from_options(&name, w.type_name, &w.options) {
                 Ok(d) => d,
                 Err(e) => {
-                    self.drop_sequences(&created);
+                    self.undo_created_sequences(&created);
                     return Err(e);
                 }
             };
@@ -252,7 +253,7 @@ impl Session {
                 column: col.name.clone(),
             });
             if let Err(e) = self.create_sequence_in_transaction(def) {
-                self.drop_sequences(&created);
+                self.undo_created_sequences(&created);
                 return Err(e);
             }
             col.default = Some(nextval_default(&name));
@@ -266,12 +267,70 @@ impl Session {
     /// (`Session::commit_transaction`), and a rollback drops it.
     pub(super) fn create_sequence_in_transaction(&mut self, def: SequenceDef) -> Result<()> {
         let name = def.name.clone();
+        self.free_dropped_table_name(&name)?;
+        if self.dropped_in_block(&name) && self.db.sequences.exists(&name) {
+            return self.replace_dropped_sequence(def);
+        }
         let pending = self.txn.is_some();
         run_blocking(|| self.db.sequences.create(def, pending))?;
         if let Some(t) = self.txn.as_mut() {
             t.created_sequences.push(name);
         }
         Ok(())
+    }
+
+    /// `CREATE SEQUENCE s` (or a SERIAL column's) in the block that
+    /// dropped `s`, which stays until COMMIT: the new one takes its place
+    /// now and the old one comes back if the block (or the savepoint
+    /// before the CREATE) rolls back (`Sequences::replace`).
+    fn replace_dropped_sequence(&mut self, def: SequenceDef) -> Result<()> {
+        let name = def.name.clone();
+        let savepoints = self.txn.as_ref().is_some_and(|t| t.has_savepoints());
+        if savepoints && self.db.sequences.is_pending(&name) {
+            // ROLLBACK TO could not bring back the block's earlier one
+            return Err(SqlError::FeatureNotSupported(format!(
+                "creating sequence \"{name}\" a second time in a transaction block with savepoints is not supported"
+            )));
+        }
+        run_blocking(|| self.db.sequences.replace(def))?;
+        if let Some(t) = self.txn.as_mut() {
+            t.dropped_sequences.retain(|d| *d != name);
+            if !t.created_sequences.contains(&name) {
+                t.created_sequences.push(name);
+            }
+        }
+        self.publish_dropped();
+        Ok(())
+    }
+
+    /// 0A000 for a `kind` (table) named as a sequence the open block
+    /// dropped: the sequence stays until COMMIT, and nothing moves it
+    /// out of the way (a sequence after a dropped table does work).
+    pub(super) fn refuse_replacing_dropped_sequence(&self, name: &str, kind: &str) -> Result<()> {
+        if self.dropped_in_block(name) {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "creating {kind} \"{name}\" in the transaction block that dropped sequence \"{name}\" is not supported"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Undoes the sequences a failing statement created, so the rollback
+    /// that follows does not drop them again: each is dropped, or gives
+    /// way to the one it replaced, which is then dropped in the block
+    /// again.
+    pub(super) fn undo_created_sequences(&mut self, names: &[String]) {
+        for name in names {
+            let replacing = self.db.sequences.is_replacing(name);
+            self.drop_sequences(std::slice::from_ref(name));
+            if let Some(t) = self.txn.as_mut() {
+                t.created_sequences.retain(|c| c != name);
+                if replacing && !t.dropped_sequences.contains(name) {
+                    t.dropped_sequences.push(name.clone());
+                }
+            }
+        }
+        self.publish_dropped();
     }
 
     /// Whether `name` is a sequence this session sees (not one its open
@@ -318,13 +377,7 @@ impl Session {
         }
         let seq_name = table_name(name)?;
         self.lock_schema_of(&seq_name)?;
-        if self.dropped_in_block(&seq_name) {
-            // the dropped one's file is still there until the commit
-            return Err(SqlError::FeatureNotSupported(format!(
-                "CREATE SEQUENCE \"{seq_name}\" after dropping it in the same transaction block is not supported"
-            )));
-        }
-        if self.db.sequences.exists(&seq_name) || self.db.engine.table(&seq_name).is_some() {
+        if self.sequence_visible(&seq_name) || self.table(&seq_name).is_ok() {
             if if_not_exists {
                 return Ok(Output::Command("CREATE SEQUENCE".into()));
             }
@@ -436,7 +489,7 @@ impl Session {
             if let Some(t) = self.txn.as_mut() {
                 t.dropped_sequences.extend(resolved);
             }
-            self.publish_dropped_sequences();
+            self.publish_dropped();
             return Ok(Output::Command("DROP SEQUENCE".into()));
         }
         for name in resolved {

@@ -48,6 +48,10 @@ use crate::provider::EddyTable;
 use crate::rewrite::ident_name;
 use crate::temp_tables::shown_name;
 
+/// What the old table of a rewrite is renamed with until the block ends
+/// (`<name>__eddy_old_<txn>_<old id>`).
+pub(super) const OLD_MARK: &str = "__eddy_old_";
+
 /// The name the old table's rows are read under (`eddy_dml.<this>`).
 const SOURCE_TABLE: &str = "__eddy_rewrite_source";
 
@@ -503,7 +507,7 @@ impl Session {
         // the old table's id makes both names unique when one transaction
         // rewrites a table twice (the second rewrite reads the first's table)
         let tmp = format!("{name}__eddy_rewrite_{}_{}", txn_id.0, def.id.0);
-        let hidden = format!("{name}__eddy_old_{}_{}", txn_id.0, def.id.0);
+        let hidden = format!("{name}{OLD_MARK}{}_{}", txn_id.0, def.id.0);
 
         // the rows the transaction sees, its own writes included
         self.install_tables(std::slice::from_ref(&old))?;

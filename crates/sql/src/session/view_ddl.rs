@@ -98,6 +98,7 @@ impl Session {
             ));
         }
         self.lock_schema_of(&name)?;
+        self.free_dropped_table_name(&name)?;
         if self.table(&name).is_ok() {
             if cv.or_replace {
                 return Err(SqlError::WrongObjectType(format!(
