@@ -301,3 +301,69 @@ async fn kill_before_commit_leaves_nothing_after_commit_everything() {
     .unwrap();
     assert_eq!(count(&c, "SELECT sum(z)::bigint FROM base_t").await, 400);
 }
+
+/// A block that drops a table and a sequence and creates them again under
+/// the same names (as `pg_restore --clean --single-transaction` does):
+/// killed before COMMIT, the old table, its rows and both sequences'
+/// positions are back after restart, and nothing of the new ones; a
+/// committed one keeps the new ones, and the hidden name the old table
+/// waited under is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_inside_a_drop_and_recreate_block_brings_the_old_ones_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    {
+        let srv = Server::start_in(None, data.clone(), "trust");
+        let c = srv.connect().await;
+        c.batch_execute(
+            "CREATE TABLE kept_t (id SERIAL PRIMARY KEY, v TEXT) WITH (shard_count = 2);
+             INSERT INTO kept_t (v) VALUES ('a'), ('b'), ('c');
+             CREATE SEQUENCE kept_s START 40;
+             SELECT nextval('kept_s');
+             CREATE TABLE swapped_t (id INT PRIMARY KEY);
+             INSERT INTO swapped_t VALUES (1);
+             BEGIN;
+             DROP TABLE swapped_t;
+             CREATE TABLE swapped_t (id INT PRIMARY KEY, w INT);
+             INSERT INTO swapped_t VALUES (2, 20);
+             COMMIT;
+             BEGIN;
+             DROP TABLE kept_t;
+             DROP SEQUENCE kept_s;
+             CREATE TABLE kept_t (id SERIAL PRIMARY KEY, v TEXT, extra INT);
+             INSERT INTO kept_t (v, extra) VALUES ('new', 1);
+             CREATE SEQUENCE kept_s START 900;
+             SELECT nextval('kept_s');",
+        )
+        .await
+        .unwrap();
+        let pid = srv.child.id();
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+        drop(c);
+    }
+    let srv = Server::start_in(Some(dir), data, "trust");
+    let c = srv.connect().await;
+    assert_eq!(count(&c, "SELECT count(*) FROM kept_t").await, 3);
+    let extra = c.simple_query("SELECT extra FROM kept_t").await.unwrap_err();
+    assert_eq!(code(&extra), "42703", "the new table's column survived");
+    // both sequences continue past what they handed out (a restart may
+    // skip values, never repeat one)
+    assert!(count(&c, "SELECT nextval('kept_s')").await > 40);
+    c.batch_execute("INSERT INTO kept_t (v) VALUES ('d')")
+        .await
+        .expect("the old table's serial still numbers its rows");
+    assert!(count(&c, "SELECT max(id)::bigint FROM kept_t").await > 3);
+    // the committed swap
+    assert_eq!(count(&c, "SELECT sum(w)::bigint FROM swapped_t").await, 20);
+    assert_eq!(
+        count(
+            &c,
+            "SELECT count(*) FROM pg_class WHERE relname LIKE '%eddy%' OR relname LIKE 'swapped%'"
+        )
+        .await,
+        2,
+        "the committed swap left its table and key index, nothing hidden"
+    );
+}

@@ -345,6 +345,30 @@ fn a_pg_dump_of_eddy_restores_into_eddy_as_it_was() {
     );
     assert!(ok && err.is_empty(), "pg_restore --clean failed:\n{err}");
     assert_checks(&from_custom);
+    // and in one transaction: each table and sequence is dropped and
+    // created again under its name inside the block
+    let (ok, _, err) = run(
+        "pg_restore",
+        &from_custom,
+        &[
+            "--clean",
+            "--single-transaction",
+            "--exit-on-error",
+            custom.to_str().expect("utf-8 path"),
+        ],
+    );
+    assert!(
+        ok && err.is_empty(),
+        "pg_restore --clean --single-transaction failed:\n{err}"
+    );
+    let (ok, again, err) = run("pg_dump", &from_custom, &[]);
+    assert!(ok && err.is_empty(), "pg_dump after the restore failed:\n{err}");
+    assert_eq!(
+        dump_lines(&again),
+        dump_lines(&dump),
+        "restored in one transaction, the database dumps as the original"
+    );
+    assert_checks(&from_custom);
 
     // in parallel: the workers read the leader's exported snapshot
     let directory = work.path().join("eddy.dir");

@@ -843,6 +843,40 @@ mod tests {
     }
 
     #[test]
+    fn a_replaced_sequence_comes_back_unless_its_replacement_commits() {
+        let d = dir();
+        let s = Sequences::open(d.path()).unwrap();
+        let name = "r".to_string();
+        s.create(SequenceDef::with_defaults(&name, "bigint", 1), false)
+            .unwrap();
+        assert_eq!(s.nextval(&name).unwrap(), 1);
+        let mut new = SequenceDef::with_defaults(&name, "bigint", 1);
+        new.start = 500;
+        s.replace(new.clone()).unwrap();
+        assert_eq!(s.nextval(&name).unwrap(), 500);
+        assert!(s.is_replacing(&name));
+        // rolled back: the old one where it stood, not where it logged to
+        assert!(s.drop_sequence(&name).unwrap());
+        assert_eq!(s.nextval(&name).unwrap(), 2);
+        // a crash before the replacing block commits: the old one is back
+        s.replace(new.clone()).unwrap();
+        drop(s);
+        let s = Sequences::open(d.path()).unwrap();
+        assert_eq!(s.def(&name).unwrap().start, 1);
+        assert!(s.nextval(&name).unwrap() > 2, "a restart skips, never repeats");
+        // committed: the new one stays, and dropping it drops it
+        s.replace(new).unwrap();
+        s.commit_created(std::slice::from_ref(&name)).unwrap();
+        s.settle(std::slice::from_ref(&name));
+        assert!(!s.is_replacing(&name));
+        drop(s);
+        let s = Sequences::open(d.path()).unwrap();
+        assert_eq!(s.def(&name).unwrap().start, 500);
+        assert!(s.drop_sequence(&name).unwrap());
+        assert!(!s.exists(&name));
+    }
+
+    #[test]
     fn invalid_definitions_are_refused() {
         let mut def = SequenceDef::with_defaults("x", "smallint", 1);
         def.max = 40000;
