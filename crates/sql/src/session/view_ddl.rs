@@ -99,7 +99,8 @@ impl Session {
         }
         self.lock_schema_of(&name)?;
         self.free_dropped_table_name(&name)?;
-        if self.table(&name).is_ok() {
+        self.refuse_replacing_dropped_sequence(&name, "view")?;
+        if self.table(&name).is_ok() || self.sequence_visible(&name) {
             if cv.or_replace {
                 return Err(SqlError::WrongObjectType(format!(
                     "\"{name}\" is not a view"
