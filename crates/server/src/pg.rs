@@ -984,6 +984,7 @@ fn bind_numeric_params(p: &Arc<Prepared>, params: &[Value]) -> Arc<Prepared> {
         columns: p.columns.clone(),
         fast: p.fast.clone(),
         planned: None,
+        resolution: p.resolution.clone(),
     })
 }
 

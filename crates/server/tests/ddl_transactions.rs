@@ -346,7 +346,10 @@ async fn kill_inside_a_drop_and_recreate_block_brings_the_old_ones_back() {
     let srv = Server::start_in(Some(dir), data, "trust");
     let c = srv.connect().await;
     assert_eq!(count(&c, "SELECT count(*) FROM kept_t").await, 3);
-    let extra = c.simple_query("SELECT extra FROM kept_t").await.unwrap_err();
+    let extra = c
+        .simple_query("SELECT extra FROM kept_t")
+        .await
+        .unwrap_err();
     assert_eq!(code(&extra), "42703", "the new table's column survived");
     // both sequences continue past what they handed out (a restart may
     // skip values, never repeat one)

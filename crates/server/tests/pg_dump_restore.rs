@@ -362,7 +362,10 @@ fn a_pg_dump_of_eddy_restores_into_eddy_as_it_was() {
         "pg_restore --clean --single-transaction failed:\n{err}"
     );
     let (ok, again, err) = run("pg_dump", &from_custom, &[]);
-    assert!(ok && err.is_empty(), "pg_dump after the restore failed:\n{err}");
+    assert!(
+        ok && err.is_empty(),
+        "pg_dump after the restore failed:\n{err}"
+    );
     assert_eq!(
         dump_lines(&again),
         dump_lines(&dump),

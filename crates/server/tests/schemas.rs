@@ -197,3 +197,55 @@ async fn drop_schema_waits_for_a_create_in_it_and_kill_9_keeps_what_committed() 
         .get(0);
     assert_eq!(comment, "survives");
 }
+
+/// A statement prepared over the extended protocol (Parse once, Bind and
+/// Execute many times, as every driver's prepared statements and pgjdbc's
+/// server-side statements do) follows search_path: executed under another
+/// path it reads what its names mean there, point lookups (fixed plans)
+/// and planned queries alike, as PostgreSQL re-parses it; when that would
+/// change its result columns, 0A000 as in PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_statements_follow_search_path_changes() {
+    let server = Server::start("trust");
+    let c = server.connect().await;
+    c.batch_execute(
+        "CREATE SCHEMA tenant;
+         CREATE TABLE accounts (id int PRIMARY KEY, owner text);
+         CREATE TABLE tenant.accounts (id int PRIMARY KEY, owner text);
+         INSERT INTO accounts VALUES (1, 'public'), (2, 'public');
+         INSERT INTO tenant.accounts VALUES (1, 'tenant');
+         CREATE TABLE shaped (v text);
+         CREATE TABLE tenant.shaped (v int, w int);",
+    )
+    .await
+    .unwrap();
+    let point = c
+        .prepare("SELECT owner FROM accounts WHERE id = $1")
+        .await
+        .unwrap();
+    let counted = c.prepare("SELECT count(*) FROM accounts").await.unwrap();
+    let whole = c.prepare("SELECT * FROM shaped").await.unwrap();
+    let owner = |rows: Vec<tokio_postgres::Row>| -> Vec<String> {
+        rows.iter().map(|r| r.get::<_, String>(0)).collect()
+    };
+    assert_eq!(owner(c.query(&point, &[&1i32]).await.unwrap()), ["public"]);
+    assert_eq!(
+        c.query_one(&counted, &[]).await.unwrap().get::<_, i64>(0),
+        2
+    );
+
+    c.batch_execute("SET search_path = tenant, public")
+        .await
+        .unwrap();
+    assert_eq!(owner(c.query(&point, &[&1i32]).await.unwrap()), ["tenant"]);
+    assert_eq!(
+        c.query_one(&counted, &[]).await.unwrap().get::<_, i64>(0),
+        1
+    );
+    let changed = c.query(&whole, &[]).await.unwrap_err();
+    assert_eq!(changed.code().map(|c| c.code()), Some("0A000"), "{changed}");
+
+    c.batch_execute("RESET search_path").await.unwrap();
+    assert_eq!(owner(c.query(&point, &[&2i32]).await.unwrap()), ["public"]);
+    assert_eq!(c.query(&whole, &[]).await.unwrap().len(), 0);
+}

@@ -863,7 +863,10 @@ mod tests {
         drop(s);
         let s = Sequences::open(d.path()).unwrap();
         assert_eq!(s.def(&name).unwrap().start, 1);
-        assert!(s.nextval(&name).unwrap() > 2, "a restart skips, never repeats");
+        assert!(
+            s.nextval(&name).unwrap() > 2,
+            "a restart skips, never repeats"
+        );
         // committed: the new one stays, and dropping it drops it
         s.replace(new).unwrap();
         s.commit_created(std::slice::from_ref(&name)).unwrap();

@@ -293,6 +293,20 @@ pub struct Prepared {
     /// A query planned with placeholders at Parse (`session/prepared.rs`);
     /// None where the statement takes the text path at every Execute.
     pub planned: Option<Arc<prepared::PlannedQuery>>,
+    /// What `stmt`'s relation names were resolved from; None for an empty
+    /// or a custom command.
+    pub resolution: Option<Arc<Resolution>>,
+}
+
+/// The statement as parsed, before its relation names were resolved, and
+/// the `search_path` they were resolved under. As in PostgreSQL, an
+/// Execute under another `search_path` analyses the statement again
+/// (`Session::execute_prepared`), and refuses to run it if that changes
+/// its result columns (0A000 "cached plan must not change result type").
+#[derive(Debug)]
+pub struct Resolution {
+    pub raw: Statement,
+    pub search_path: Option<String>,
 }
 
 /// One client's session.
@@ -882,6 +896,7 @@ impl Session {
                 columns,
                 fast: None,
                 planned: None,
+                resolution: None,
             });
         }
         if text.is_empty() || self.is_custom_command(&text) {
@@ -904,6 +919,7 @@ impl Session {
                 columns,
                 fast: None,
                 planned: None,
+                resolution: None,
             });
         }
         let stmt = rewrite::parse_statement(&text)?;
@@ -921,7 +937,11 @@ impl Session {
         mut stmt: Statement,
         client_types: &[u32],
     ) -> Result<Prepared> {
-        self.resolve_temp_names(&mut stmt)?;
+        let resolution = Arc::new(Resolution {
+            raw: stmt.clone(),
+            search_path: self.settings.get("search_path").cloned(),
+        });
+        self.resolve_names_unless_prepare(&mut stmt)?;
         let nparams = rewrite::count_params(&mut stmt);
         let mut param_types: Vec<u32> = (0..nparams)
             .map(|i| {
@@ -997,7 +1017,19 @@ impl Session {
             columns,
             fast,
             planned,
+            resolution: Some(resolution),
         })
+    }
+
+    /// Resolves `stmt`'s relation names (temporary tables, schemas on the
+    /// search path), but not those of PREPARE's statement: `prepare_parsed`
+    /// resolves them and keeps the statement as written, for an EXECUTE
+    /// under another search_path.
+    fn resolve_names_unless_prepare(&self, stmt: &mut Statement) -> Result<()> {
+        if matches!(stmt, Statement::Prepare { .. }) {
+            return Ok(());
+        }
+        self.resolve_temp_names(stmt)
     }
 
     /// Execute a prepared statement with decoded parameters.
@@ -1028,6 +1060,27 @@ impl Session {
             && !p.stmt.as_ref().is_some_and(control::allowed_when_aborted)
         {
             return Err(SqlError::InFailedTransaction);
+        }
+        if let Some(r) = p
+            .resolution
+            .as_ref()
+            .filter(|r| r.search_path.as_ref() != self.settings.get("search_path"))
+        {
+            let again = self
+                .prepare_parsed(p.sql.clone(), r.raw.clone(), &p.param_types)
+                .await?;
+            let same_columns = again.columns.len() == p.columns.len()
+                && again
+                    .columns
+                    .iter()
+                    .zip(&p.columns)
+                    .all(|(a, b)| a.type_oid == b.type_oid);
+            if !same_columns {
+                return Err(SqlError::FeatureNotSupported(
+                    "cached plan must not change result type".into(),
+                ));
+            }
+            return Box::pin(self.execute_prepared_statement(&again, params)).await;
         }
         if let Some(
             stmt @ Statement::Drop {
@@ -1515,7 +1568,7 @@ impl Session {
         mut stmt: Statement,
         bound: Option<prepared::BoundQuery>,
     ) -> Result<Output> {
-        self.resolve_temp_names(&mut stmt)?;
+        self.resolve_names_unless_prepare(&mut stmt)?;
         // A statement past the fixed plans is planned and run as a query of
         // the session's scheduling group: the connection's context moves to
         // a group of its own for the statement, so planning is not charged
