@@ -33,6 +33,7 @@ pub mod at_time_zone;
 pub mod backends;
 pub mod bytea_functions;
 pub mod call_rewrites;
+pub mod case_literals;
 pub mod cast_names;
 pub mod catalog;
 mod catalog_columns;

@@ -118,6 +118,7 @@ fn narrow_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
         LogicalPlan::RecursiveQuery(q) => align_recursive_terms(q),
         plan => crate::node_rewrite::rewrite_node_expressions(plan, |e, input| {
             narrow_literal(e)?
+                .transform_data(|e| crate::case_literals::resolve_case_literals(e, input))?
                 .transform_data(|e| numeric_aggregate(e, input))?
                 .transform_data(|e| real_widening(e, input))
         })?

@@ -490,6 +490,8 @@ impl Session {
             planners.insert(0, Arc::new(crate::int2vector::Int2VectorPlanner));
             // EXTRACT's numeric, before DataFusion's date_part
             planners.insert(0, Arc::new(crate::extract::ExtractPlanner));
+            // a CASE operand's quoted literals typed before its operator
+            planners.insert(0, Arc::new(crate::case_literals::CaseLiteralPlanner));
         }
         let zone_state = Arc::new(crate::zone_rules::ZoneState::default());
         // GPU operators read immutable scan pieces from device memory.
