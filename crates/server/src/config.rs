@@ -11,6 +11,7 @@
 //! tls_key = "server.key"  # PEM private key (PKCS#8, PKCS#1 or SEC1)
 //! tls_require_remote = false  # refuse plaintext from non-loopback clients
 //! tls_client_ca = "ca.crt"     # CAs of client certificates (auth = "cert")
+//! tls_crl = "ca.crl"            # revoked client certificates (PEM CRLs)
 //! memory_limit = "8GB"          # all running queries together (default: half the RAM)
 //! query_memory_limit = "2GB"    # one query (default: a quarter of memory_limit)
 //!
@@ -132,6 +133,9 @@ pub struct ServerSection {
     /// PEM file of the CAs client certificates are verified against
     /// (`auth = "cert"` logs in by them).
     pub tls_client_ca: Option<std::path::PathBuf>,
+    /// PEM file of certificate revocation lists for client certificates
+    /// (needs `tls_client_ca`).
+    pub tls_crl: Option<std::path::PathBuf>,
     /// Memory for all running queries together, e.g. "8GB" (default: half
     /// the machine's memory); sorts and aggregations spill beyond it.
     pub memory_limit: Option<String>,

@@ -125,6 +125,11 @@ struct ServerArgs {
     /// asked for one, and --auth cert logs in by it.
     #[arg(long)]
     tls_client_ca: Option<PathBuf>,
+    /// PEM file of certificate revocation lists: a client certificate
+    /// they revoke fails the handshake (PostgreSQL's ssl_crl_file); needs
+    /// --tls-client-ca.
+    #[arg(long)]
+    tls_crl: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -259,8 +264,19 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
         .tls_client_ca
         .clone()
         .or(file.server.tls_client_ca.clone());
+    let tls_crl = args.tls_crl.clone().or(file.server.tls_crl.clone());
+    if tls_crl.is_some() && tls_client_ca.is_none() {
+        return Err(ServerError::Refused(
+            "--tls-crl needs --tls-client-ca: it revokes client certificates".into(),
+        ));
+    }
     let tls = match (&tls_cert, &tls_key) {
-        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key, tls_client_ca.as_deref())?),
+        (Some(cert), Some(key)) => Some(tls::acceptor(
+            cert,
+            key,
+            tls_client_ca.as_deref(),
+            tls_crl.as_deref(),
+        )?),
         (None, None) => None,
         (Some(_), None) | (None, Some(_)) => {
             return Err(ServerError::Refused(

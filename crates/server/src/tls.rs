@@ -12,13 +12,16 @@
 //! chain to one of the file's CAs (or has expired) fails the handshake,
 //! none at all is allowed here. Whether a login needs one, and whose it
 //! must be, is authentication's business (`--auth cert`,
-//! [`certificate_user`]).
+//! [`certificate_user`]). With `--tls-crl` (PostgreSQL's `ssl_crl_file`),
+//! a certificate its revocation lists revoke fails the handshake too;
+//! one no list speaks for (its CA published none) passes, as in
+//! PostgreSQL, whose CRL file only lists what is revoked.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
 use tokio_rustls::rustls;
 
 pub use tokio_rustls::TlsAcceptor;
@@ -45,6 +48,28 @@ pub enum TlsError {
     NoClientCa(PathBuf),
     #[error("client certificate verification: {0}")]
     ClientVerifier(#[from] rustls::server::VerifierBuilderError),
+    #[error("cannot read the certificate revocation list {path}: {source}")]
+    Crl {
+        path: PathBuf,
+        #[source]
+        source: rustls_pki_types::pem::Error,
+    },
+    #[error("the certificate revocation list file {0} holds no list")]
+    NoCrl(PathBuf),
+}
+
+/// The revocation lists of PEM file `path` (`-----BEGIN X509 CRL-----`).
+fn revocation_lists(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, TlsError> {
+    let lists = CertificateRevocationListDer::pem_file_iter(path)
+        .and_then(|lists| lists.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| TlsError::Crl {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
+    if lists.is_empty() {
+        return Err(TlsError::NoCrl(path.to_path_buf()));
+    }
+    Ok(lists)
 }
 
 /// The acceptor for `cert` (PEM chain, leaf first) and `key` (PEM);
@@ -54,6 +79,7 @@ pub fn acceptor(
     cert: &Path,
     key: &Path,
     client_ca: Option<&Path>,
+    crl: Option<&Path>,
 ) -> Result<TlsAcceptor, TlsError> {
     let chain = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
@@ -85,14 +111,21 @@ pub fn acceptor(
             if added == 0 {
                 return Err(TlsError::NoClientCa(ca.to_path_buf()));
             }
-            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            let mut verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
                 Arc::new(roots),
                 provider,
             )
             // a client without a certificate may still log in
             // where authentication does not ask for one
-            .allow_unauthenticated()
-            .build()?;
+            .allow_unauthenticated();
+            if let Some(crl) = crl {
+                verifier = verifier
+                    .with_crls(revocation_lists(crl)?)
+                    // a CRL lists what is revoked: a certificate no list
+                    // covers is not (PostgreSQL's reading of ssl_crl_file)
+                    .allow_unknown_revocation_status();
+            }
+            let verifier = verifier.build()?;
             builder.with_client_cert_verifier(verifier)
         }
     };
@@ -125,11 +158,11 @@ mod tests {
         std::fs::write(&empty, "").unwrap();
         let missing = dir.path().join("missing.pem");
         assert!(matches!(
-            acceptor(&missing, &missing, None),
+            acceptor(&missing, &missing, None, None),
             Err(TlsError::Cert { .. })
         ));
         assert!(matches!(
-            acceptor(&empty, &empty, None),
+            acceptor(&empty, &empty, None, None),
             Err(TlsError::NoCert(_))
         ));
     }
@@ -152,17 +185,22 @@ mod tests {
             println!("notice: openssl is not installed; skipping");
             return;
         }
-        assert!(acceptor(&cert, &key, None).is_ok());
+        assert!(acceptor(&cert, &key, None, None).is_ok());
         // a certificate where the key should be
         assert!(matches!(
-            acceptor(&cert, &cert, None),
+            acceptor(&cert, &cert, None, None),
             Err(TlsError::Key { .. })
         ));
         // the certificate as its own client CA, and its common name
-        assert!(acceptor(&cert, &key, Some(&cert)).is_ok());
+        assert!(acceptor(&cert, &key, Some(&cert), None).is_ok());
         assert!(matches!(
-            acceptor(&cert, &key, Some(&key)),
+            acceptor(&cert, &key, Some(&key), None),
             Err(TlsError::NoClientCa(_))
+        ));
+        // a revocation list file without a list
+        assert!(matches!(
+            acceptor(&cert, &key, Some(&cert), Some(&cert)),
+            Err(TlsError::NoCrl(_))
         ));
         let der = CertificateDer::from_pem_file(&cert).unwrap();
         assert_eq!(

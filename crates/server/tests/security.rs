@@ -795,3 +795,105 @@ fn client_certificates_log_in_with_auth_cert() {
         psql_with_certificate(port, "eddy", "require", d, Some("eddy"), "SELECT 40 + 2");
     assert!(ok && out.trim() == "42", "{out}");
 }
+
+/// Revokes `name`'s certificate (issued by CA `ca` in `dir`) and writes
+/// the CA's revocation list to `<ca>.crl`, with openssl's `ca` command;
+/// false where it fails.
+fn revoke(dir: &Path, ca: &str, name: &str) -> bool {
+    std::fs::write(
+        dir.join("ca.cnf"),
+        "[ca]\ndefault_ca = eddy\n[eddy]\ndatabase = index.txt\ncrlnumber = crlnumber\n\
+         default_md = sha256\ndefault_crl_days = 1\n",
+    )
+    .expect("ca config");
+    std::fs::write(dir.join("index.txt"), "").expect("index");
+    std::fs::write(dir.join("crlnumber"), "01\n").expect("crlnumber");
+    let (crt, key, crl) = (
+        format!("{ca}.crt"),
+        format!("{ca}.key"),
+        format!("{ca}.crl"),
+    );
+    let revoked = format!("{name}.crt");
+    let with_ca = ["ca", "-config", "ca.cnf", "-keyfile", &key, "-cert", &crt];
+    let mut revoke_args = with_ca.to_vec();
+    revoke_args.extend_from_slice(&["-revoke", &revoked]);
+    let mut list_args = with_ca.to_vec();
+    list_args.extend_from_slice(&["-gencrl", "-out", &crl]);
+    openssl(dir, &revoke_args) && openssl(dir, &list_args)
+}
+
+/// `--tls-crl` (PostgreSQL's `ssl_crl_file`): a client certificate the
+/// list revokes fails the TLS handshake, others of the same CA still log
+/// in; the option needs `--tls-client-ca`.
+#[test]
+fn revoked_client_certificates_fail_the_handshake() {
+    if !have_psql() {
+        println!("notice: psql is not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let Some((cert, key)) = test_certificate(d) else {
+        return;
+    };
+    if !client_certificates(d, "eddyca", &["eddy", "carol"]) || !revoke(d, "eddyca", "carol") {
+        assert!(std::env::var_os("CI").is_none(), "openssl could not sign");
+        println!("notice: openssl could not make a revocation list; skipping");
+        return;
+    }
+    let crl = d.join("eddyca.crl");
+    let (ok, out) = start_output(
+        &[
+            "--auth",
+            "cert",
+            "--tls-cert",
+            cert.to_str().expect("utf-8"),
+            "--tls-key",
+            key.to_str().expect("utf-8"),
+            "--tls-crl",
+            crl.to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert!(!ok && out.contains("--tls-client-ca"), "{out}");
+    let ca = d.join("eddyca.crt");
+    let data = tempfile::tempdir().expect("tempdir");
+    let path = data.path().to_path_buf();
+    let server = Server::start_with(
+        Some(data),
+        path,
+        "cert",
+        &[],
+        &[
+            "--tls-cert",
+            cert.to_str().expect("utf-8"),
+            "--tls-key",
+            key.to_str().expect("utf-8"),
+            "--tls-client-ca",
+            ca.to_str().expect("utf-8"),
+            "--tls-crl",
+            crl.to_str().expect("utf-8"),
+        ],
+    );
+    let port = server.port;
+    let (ok, out) = psql_with_certificate(
+        port,
+        "eddy",
+        "require",
+        d,
+        Some("eddy"),
+        "CREATE ROLE carol LOGIN",
+    );
+    assert!(ok, "a certificate the list does not revoke: {out}");
+    let (ok, out) = psql_with_certificate(port, "carol", "require", d, Some("carol"), "SELECT 1");
+    assert!(!ok && out.contains("revoked"), "{out}");
+    let (ok, out) = psql_with_certificate(
+        port,
+        "eddy",
+        "require",
+        d,
+        Some("eddy"),
+        "SELECT current_user",
+    );
+    assert!(ok && out.trim() == "eddy", "{out}");
+}
