@@ -12,6 +12,7 @@
 //! tls_require_remote = false  # refuse plaintext from non-loopback clients
 //! tls_client_ca = "ca.crt"     # CAs of client certificates (auth = "cert")
 //! tls_crl = "ca.crl"            # revoked client certificates (PEM CRLs)
+//! clientcert = "verify-full"    # a certificate as well as the password
 //! memory_limit = "8GB"          # all running queries together (default: half the RAM)
 //! query_memory_limit = "2GB"    # one query (default: a quarter of memory_limit)
 //!
@@ -136,6 +137,9 @@ pub struct ServerSection {
     /// PEM file of certificate revocation lists for client certificates
     /// (needs `tls_client_ca`).
     pub tls_crl: Option<std::path::PathBuf>,
+    /// A client certificate every login needs as well: "verify-ca", or
+    /// "verify-full" (its common name is the user); needs `tls_client_ca`.
+    pub clientcert: Option<String>,
     /// Memory for all running queries together, e.g. "8GB" (default: half
     /// the machine's memory); sorts and aggregations spill beyond it.
     pub memory_limit: Option<String>,

@@ -80,6 +80,15 @@ enum Auth {
     Cert,
 }
 
+/// `--clientcert` (PostgreSQL's `clientcert` option of a login method).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ClientCertArg {
+    /// A client certificate verified against --tls-client-ca.
+    VerifyCa,
+    /// That, and its common name is the user.
+    VerifyFull,
+}
+
 #[derive(clap::Args)]
 struct ServerArgs {
     /// Directory holding the database (created if missing).
@@ -130,6 +139,11 @@ struct ServerArgs {
     /// --tls-client-ca.
     #[arg(long)]
     tls_crl: Option<PathBuf>,
+    /// Every login also needs a client certificate (PostgreSQL's
+    /// clientcert=verify-ca / verify-full beside a password); needs
+    /// --tls-client-ca.
+    #[arg(long, value_enum)]
+    clientcert: Option<ClientCertArg>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -296,6 +310,34 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
                 .into(),
         ));
     }
+    let clientcert = match (args.clientcert, file.server.clientcert.as_deref()) {
+        (Some(c), _) => Some(c),
+        (None, None) => None,
+        (None, Some("verify-ca")) => Some(ClientCertArg::VerifyCa),
+        (None, Some("verify-full")) => Some(ClientCertArg::VerifyFull),
+        (None, Some(other)) => {
+            return Err(ServerError::Refused(format!(
+                "unknown clientcert \"{other}\": expected verify-ca or verify-full"
+            )))
+        }
+    };
+    let clientcert = match (clientcert, auth) {
+        (None, _) => None,
+        (Some(_), _) if tls_client_ca.is_none() => {
+            return Err(ServerError::Refused(
+                "--clientcert needs --tls-client-ca (and --tls-cert, --tls-key)".into(),
+            ))
+        }
+        // the cert method checks the certificate and its name already
+        (Some(ClientCertArg::VerifyFull), Auth::Cert) => None,
+        (Some(ClientCertArg::VerifyCa), Auth::Cert) => {
+            return Err(ServerError::Refused(
+                "clientcert only accepts verify-full when using cert authentication".into(),
+            ))
+        }
+        (Some(ClientCertArg::VerifyCa), _) => Some(pg::ClientCert::VerifyCa),
+        (Some(ClientCertArg::VerifyFull), _) => Some(pg::ClientCert::VerifyFull),
+    };
     let require_tls_remote =
         args.tls_require_remote || file.server.tls_require_remote.unwrap_or(false);
     if require_tls_remote && tls.is_none() {
@@ -308,6 +350,7 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
     }
     let security = Security {
         auth: auth_mode,
+        clientcert,
         accounts,
         require_tls_remote,
     };

@@ -214,6 +214,9 @@ pub struct Backend {
     /// Failed password checks by client address (`crate::auth`).
     pub failed_logins: Arc<crate::auth::FailedLogins>,
     pub require_tls_remote: bool,
+    /// A client certificate every login needs besides its method's own
+    /// check (`--clientcert`).
+    pub clientcert: Option<ClientCert>,
     /// Open sessions and their running statements (the console's).
     pub activity: Arc<Activity>,
 }
@@ -227,9 +230,21 @@ pub enum AuthMode {
     Cert,
 }
 
+/// PostgreSQL's `clientcert` option of a password (or trust) login: a
+/// client certificate verified against `--tls-client-ca` is needed as
+/// well (`verify-ca`), and its common name must be the user
+/// (`verify-full`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientCert {
+    VerifyCa,
+    VerifyFull,
+}
+
 /// How connections authenticate and what their users may do.
 pub struct Security {
     pub auth: AuthMode,
+    /// See [`ClientCert`]; None under `--auth cert`, which implies it.
+    pub clientcert: Option<ClientCert>,
     /// Every configured user's privileges (`crate::auth`).
     pub accounts: Arc<crate::auth::Accounts>,
     /// Refuse plaintext connections from non-loopback clients.
@@ -251,6 +266,7 @@ impl Backend {
             idle: Arc::default(),
             failed_logins: Arc::default(),
             require_tls_remote: security.require_tls_remote,
+            clientcert: security.clientcert,
             activity: Arc::default(),
         }
     }
@@ -316,6 +332,8 @@ pub struct TrustStartup {
     /// `--auth cert`: the login needs a verified client certificate whose
     /// common name is the user, and a role of that name that may log in.
     certificate: bool,
+    /// `--clientcert` beside trust.
+    clientcert: Option<ClientCert>,
 }
 
 #[async_trait]
@@ -336,6 +354,9 @@ impl StartupHandler for TrustStartup {
             check_database(client, &self.database)?;
             if self.certificate {
                 check_certificate(client, &self.roles)?;
+            } else if let Some(wanted) = self.clientcert {
+                let user = client.metadata().get("user").cloned().unwrap_or_default();
+                check_client_certificate(client, &user, wanted)?;
             }
             check_may_log_in(client, &self.roles)?;
             let (pid, key) = self.pids.generate(client);
@@ -347,6 +368,38 @@ impl StartupHandler for TrustStartup {
         }
         Ok(())
     }
+}
+
+/// `--clientcert` (PostgreSQL's `clientcert=verify-ca|verify-full`): a
+/// verified client certificate (the TLS handshake checked it against
+/// `--tls-client-ca`), naming the user for `verify-full`. Checked at the
+/// startup message, before the password is asked: PostgreSQL checks the
+/// name after it, so where both fail Eddy names the certificate and
+/// PostgreSQL the password (each FATAL, 28000 or 28P01).
+fn check_client_certificate<C: ClientInfo>(
+    client: &C,
+    user: &str,
+    wanted: ClientCert,
+) -> PgWireResult<()> {
+    let fatal = |message: String| {
+        PgWireError::UserError(Box::new(ErrorInfo::new(
+            "FATAL".into(),
+            "28000".into(),
+            message,
+        )))
+    };
+    let Some(named) = crate::tls::certificate_user(client.client_certificates()) else {
+        return Err(fatal(
+            "connection requires a valid client certificate".into(),
+        ));
+    };
+    if wanted == ClientCert::VerifyFull && named != user {
+        tracing::warn!(%user, certificate = %named, "clientcert=verify-full: the certificate names another user");
+        return Err(fatal(format!(
+            "certificate validation (clientcert=verify-full) failed for user \"{user}\""
+        )));
+    }
+    Ok(())
 }
 
 /// PostgreSQL's `cert` authentication: the TLS handshake verified the
@@ -419,6 +472,8 @@ pub struct ScramStartup {
     inner: SASLAuthStartupHandler<EddyParameters>,
     database: String,
     failed_logins: Arc<crate::auth::FailedLogins>,
+    /// `--clientcert` beside the password.
+    clientcert: Option<ClientCert>,
 }
 
 #[async_trait]
@@ -446,6 +501,12 @@ impl StartupHandler for ScramStartup {
                     "3D000".into(),
                     format!("database \"{db}\" does not exist"),
                 ))));
+            }
+            if let Some(wanted) = self.clientcert {
+                // (pgwire copies the user into the client's metadata
+                // only once it handles the message)
+                let user = startup.parameters.get("user").cloned().unwrap_or_default();
+                check_client_certificate(client, &user, wanted)?;
             }
         }
         let addr = client.socket_addr().ip();
@@ -1252,6 +1313,7 @@ impl Handlers {
                     roles: Arc::clone(&backend.db.roles),
                     pids: RandomPidSecretKeyGenerator::default(),
                     certificate: matches!(backend.auth, AuthMode::Cert),
+                    clientcert: backend.clientcert,
                 })),
                 None,
             ),
@@ -1267,6 +1329,7 @@ impl Handlers {
                         inner,
                         database,
                         failed_logins: Arc::clone(&backend.failed_logins),
+                        clientcert: backend.clientcert,
                     })),
                 )
             }

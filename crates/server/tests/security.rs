@@ -897,3 +897,118 @@ fn revoked_client_certificates_fail_the_handshake() {
     );
     assert!(ok && out.trim() == "eddy", "{out}");
 }
+
+/// psql as `user` over TLS with `password` and, when given, the client
+/// certificate `cert` of `dir`; (success, stdout + stderr).
+fn psql_with_certificate_and_password(
+    port: u16,
+    user: &str,
+    password: &str,
+    dir: &Path,
+    cert: Option<&str>,
+) -> (bool, String) {
+    let mut conninfo =
+        format!("host=127.0.0.1 port={port} user={user} dbname=eddy sslmode=require");
+    if let Some(c) = cert {
+        conninfo.push_str(&format!(
+            " sslcert={} sslkey={}",
+            dir.join(format!("{c}.crt")).display(),
+            dir.join(format!("{c}.key")).display()
+        ));
+    }
+    run_psql(&conninfo, Some(password), "SELECT current_user")
+}
+
+/// `--clientcert verify-full` beside SCRAM (PostgreSQL's
+/// `clientcert=verify-full` on a password line): a login needs both the
+/// password and a verified certificate naming the user; each missing part
+/// is FATAL with PostgreSQL's message. verify-ca with `--auth cert`, and
+/// `--clientcert` without `--tls-client-ca`, stop start-up.
+#[test]
+fn clientcert_verify_full_needs_a_certificate_beside_the_password() {
+    if !have_psql() {
+        println!("notice: psql is not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let Some((cert, key)) = test_certificate(d) else {
+        return;
+    };
+    if !client_certificates(d, "eddyca", &["eddy", "alice"]) {
+        assert!(std::env::var_os("CI").is_none(), "openssl could not sign");
+        println!("notice: openssl could not make client certificates; skipping");
+        return;
+    }
+    let tls = [
+        "--tls-cert",
+        cert.to_str().expect("utf-8"),
+        "--tls-key",
+        key.to_str().expect("utf-8"),
+    ];
+    let mut args = tls.to_vec();
+    args.extend_from_slice(&["--clientcert", "verify-full"]);
+    let (ok, out) = start_output(&args, &[("EDDY_PASSWORD", "eddy-secret")]);
+    assert!(!ok && out.contains("--tls-client-ca"), "{out}");
+    let ca = d.join("eddyca.crt");
+    let mut cert_args = tls.to_vec();
+    cert_args.extend_from_slice(&[
+        "--tls-client-ca",
+        ca.to_str().expect("utf-8"),
+        "--auth",
+        "cert",
+        "--clientcert",
+        "verify-ca",
+    ]);
+    let (ok, out) = start_output(&cert_args, &[]);
+    assert!(!ok && out.contains("only accepts verify-full"), "{out}");
+
+    args.extend_from_slice(&["--tls-client-ca", ca.to_str().expect("utf-8")]);
+    let data = tempfile::tempdir().expect("tempdir");
+    let path = data.path().to_path_buf();
+    let server = Server::start_with(
+        Some(data),
+        path,
+        "scram",
+        &[("EDDY_PASSWORD", "eddy-secret")],
+        &args,
+    );
+    let port = server.port;
+    let (ok, out) =
+        psql_with_certificate_and_password(port, "eddy", "eddy-secret", d, Some("eddy"));
+    assert!(ok && out.trim() == "eddy", "{out}");
+    let conninfo = format!(
+        "host=127.0.0.1 port={port} user=eddy dbname=eddy sslmode=require sslcert={} sslkey={}",
+        d.join("eddy.crt").display(),
+        d.join("eddy.key").display()
+    );
+    let (ok, out) = run_psql(
+        &conninfo,
+        Some("eddy-secret"),
+        "CREATE ROLE alice LOGIN PASSWORD 'alice-secret'",
+    );
+    assert!(ok, "{out}");
+    // the password alone
+    let (ok, out) = psql_with_certificate_and_password(port, "eddy", "eddy-secret", d, None);
+    assert!(
+        !ok && out.contains("connection requires a valid client certificate"),
+        "{out}"
+    );
+    // another user's certificate
+    let (ok, out) =
+        psql_with_certificate_and_password(port, "alice", "alice-secret", d, Some("eddy"));
+    assert!(
+        !ok && out
+            .contains("certificate validation (clientcert=verify-full) failed for user \"alice\""),
+        "{out}"
+    );
+    // the right certificate, a wrong password
+    let (ok, out) = psql_with_certificate_and_password(port, "alice", "wrong", d, Some("alice"));
+    assert!(
+        !ok && out.contains("password authentication failed for user \"alice\""),
+        "{out}"
+    );
+    let (ok, out) =
+        psql_with_certificate_and_password(port, "alice", "alice-secret", d, Some("alice"));
+    assert!(ok && out.trim() == "alice", "{out}");
+}
