@@ -173,6 +173,65 @@ async fn copy_in_checks_every_row() {
     assert_eq!(skus, vec![1, 2]);
 }
 
+/// A COPY line that does not read says where in PostgreSQL's CONTEXT
+/// field, apart from the message, as PostgreSQL 15 says it (answers
+/// recorded from PostgreSQL 15 with psql).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_errors_say_where_in_a_context_line() {
+    use futures::SinkExt;
+    let srv = Server::start("trust");
+    let c = srv.connect().await;
+    c.batch_execute("CREATE TABLE ct2 (a int, b text)")
+        .await
+        .unwrap();
+    async fn copy(c: &tokio_postgres::Client, data: &'static [u8]) -> (String, String, String) {
+        let sink = c.copy_in("COPY ct2 FROM STDIN").await.unwrap();
+        futures::pin_mut!(sink);
+        sink.send(bytes::Bytes::from_static(data)).await.unwrap();
+        let e = sink.finish().await.unwrap_err();
+        let db = e.as_db_error().expect("db error");
+        (
+            db.code().code().to_string(),
+            db.message().to_string(),
+            db.where_().unwrap_or_default().to_string(),
+        )
+    }
+    let wanted = |code: &str, message: &str, context: &str| {
+        (code.to_string(), message.to_string(), context.to_string())
+    };
+    assert_eq!(
+        copy(&c, b"1\tok\nzz\tw\n").await,
+        wanted(
+            "22P02",
+            "invalid input syntax for type integer: \"zz\"",
+            "COPY ct2, line 2, column a: \"zz\""
+        )
+    );
+    assert_eq!(
+        copy(&c, b"1\n").await,
+        wanted(
+            "22P04",
+            "missing data for column \"b\"",
+            "COPY ct2, line 1: \"1\""
+        )
+    );
+    assert_eq!(
+        copy(&c, b"1\tx\ty\n").await,
+        wanted(
+            "22P04",
+            "extra data after last expected column",
+            "COPY ct2, line 1: \"1\tx\ty\""
+        )
+    );
+    let long: &'static [u8] = Box::leak(format!("{}\tx\n", "9".repeat(120)).into_bytes().into());
+    let (code, _, context) = copy(&c, long).await;
+    assert_eq!(code, "22003");
+    assert_eq!(
+        context,
+        format!("COPY ct2, line 1, column a: \"{}...\"", "9".repeat(100))
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_in_and_out() {
     use futures::SinkExt;

@@ -644,18 +644,23 @@ impl CopyIn {
         }
     }
 
-    fn bad_line(&self, msg: String) -> SqlError {
-        SqlError::BadCopyFile(format!(
-            "COPY {}, line {}: {msg}",
-            self.table.def().name,
-            self.line
-        ))
+    /// A line that does not make a row: `msg`, in the context of the
+    /// line (and its text, where it is text), as PostgreSQL says it.
+    fn bad_line(&self, msg: String, text: Option<&str>) -> SqlError {
+        let mut context = format!("COPY {}, line {}", self.table.def().name, self.line);
+        if let Some(text) = text {
+            context.push_str(&format!(": \"{}\"", printout(text)));
+        }
+        SqlError::InContext {
+            context,
+            inner: Box::new(SqlError::BadCopyFile(msg)),
+        }
     }
 
     fn parse_record(&mut self, rec: &[u8]) -> Result<()> {
         let text = std::str::from_utf8(rec).map_err(|_| self.encoding_error())?;
         let fields: Vec<Option<String>> = if self.opts.format == CopyFormat::Csv {
-            split_csv(text, &self.opts).map_err(|m| self.bad_line(m))?
+            split_csv(text, &self.opts).map_err(|m| self.bad_line(m, Some(text)))?
         } else {
             text.split(self.opts.delimiter as char)
                 .map(|f| {
@@ -670,10 +675,10 @@ impl CopyIn {
         };
         if fields.len() < self.targets.len() {
             let missing = &self.table.def().columns[self.targets[fields.len()]].name;
-            return Err(self.bad_line(format!("missing data for column \"{missing}\"")));
+            return Err(self.bad_line(format!("missing data for column \"{missing}\""), Some(text)));
         }
         if fields.len() > self.targets.len() {
-            return Err(self.bad_line("extra data after last expected column".into()));
+            return Err(self.bad_line("extra data after last expected column".into(), Some(text)));
         }
         let mut row = vec![Value::Null; self.types.len()];
         for (f, &t) in fields.iter().zip(&self.targets) {
@@ -682,9 +687,10 @@ impl CopyIn {
                     let col = &self.table.def().columns[t].name;
                     SqlError::InContext {
                         context: format!(
-                            "COPY {}, line {}, column {col}",
+                            "COPY {}, line {}, column {col}: \"{}\"",
                             self.table.def().name,
-                            self.line
+                            self.line,
+                            printout(s)
                         ),
                         inner: Box::new(e),
                     }
@@ -782,10 +788,10 @@ impl CopyIn {
             }
             self.line += 1;
             if n as usize != self.targets.len() {
-                return Err(self.bad_line(format!(
-                    "row field count is {n}, expected {}",
-                    self.targets.len()
-                )));
+                return Err(self.bad_line(
+                    format!("row field count is {n}, expected {}", self.targets.len()),
+                    None,
+                ));
             }
             let mut row = vec![Value::Null; self.types.len()];
             for (f, &t) in fields.iter().zip(&self.targets) {
@@ -1092,6 +1098,16 @@ fn text_schema(n: usize) -> SchemaRef {
             .map(|i| Field::new(format!("c{i}"), DataType::Utf8, true))
             .collect::<Vec<_>>(),
     ))
+}
+
+/// A value or line as PostgreSQL's COPY context prints it: at most 100
+/// characters, then `...` (`limit_printout_length`).
+fn printout(text: &str) -> String {
+    const MAX_CHARS: usize = 100;
+    match text.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -241,9 +241,10 @@ pub enum SqlError {
     DataFusion(#[from] DataFusionError),
     #[error("internal error: {0}")]
     Internal(String),
-    /// `inner`, said where it happened (a COPY line and column); keeps the
-    /// inner error's SQLSTATE.
-    #[error("{context}: {}", inner.client_message())]
+    /// `inner`, said where it happened (a COPY line and column, as
+    /// PostgreSQL's CONTEXT line says it: [`SqlError::context`]); keeps
+    /// the inner error's SQLSTATE and message.
+    #[error("{}\nCONTEXT:  {context}", inner.client_message())]
     InContext {
         context: String,
         inner: Box<SqlError>,
@@ -373,6 +374,18 @@ impl SqlError {
         }
     }
 
+    /// PostgreSQL's CONTEXT line for this error (where it happened), if
+    /// it has one.
+    pub fn context(&self) -> Option<String> {
+        match self {
+            SqlError::InContext { context, .. } => Some(crate::temp_tables::user_text(context)),
+            SqlError::WithDetail { inner, .. } | SqlError::InSchemas { inner, .. } => {
+                inner.context()
+            }
+            _ => None,
+        }
+    }
+
     /// PostgreSQL's DETAIL line for this error, if it has one.
     pub fn detail(&self) -> Option<String> {
         match self {
@@ -391,6 +404,8 @@ impl SqlError {
     pub fn client_message(&self) -> String {
         let text = match self {
             SqlError::InSchemas { message, .. } => return message.clone(),
+            // the place goes in the CONTEXT field (`SqlError::context`)
+            SqlError::InContext { inner, .. } => return inner.client_message(),
             SqlError::DataFusion(e) => datafusion_message(e),
             SqlError::Storage(e) => match storage_detail(e) {
                 Some((message, _)) => message,
