@@ -268,7 +268,11 @@ async fn copy_in_and_out() {
     let e = sink.finish().await.unwrap_err();
     let db = e.as_db_error().expect("db error");
     assert_eq!(db.code().code(), "22P02");
-    assert!(db.message().contains("line 2"), "{}", db.message());
+    assert!(
+        db.where_().is_some_and(|w| w.contains("line 2")),
+        "{:?}",
+        db.where_()
+    );
     let cnt: i64 = c
         .query_one("SELECT count(*) FROM t", &[])
         .await
