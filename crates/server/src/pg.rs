@@ -382,25 +382,30 @@ fn check_client_certificate<C: ClientInfo>(
     user: &str,
     wanted: ClientCert,
 ) -> PgWireResult<()> {
-    let fatal = |message: String| {
-        PgWireError::UserError(Box::new(ErrorInfo::new(
-            "FATAL".into(),
-            "28000".into(),
-            message,
-        )))
-    };
-    let Some(named) = crate::tls::certificate_user(client.client_certificates()) else {
-        return Err(fatal(
-            "connection requires a valid client certificate".into(),
-        ));
-    };
+    let named = certified_user(client)?;
     if wanted == ClientCert::VerifyFull && named != user {
         tracing::warn!(%user, certificate = %named, "clientcert=verify-full: the certificate names another user");
-        return Err(fatal(format!(
+        return Err(fatal_28000(format!(
             "certificate validation (clientcert=verify-full) failed for user \"{user}\""
         )));
     }
     Ok(())
+}
+
+/// A FATAL 28000 (invalid authorization) with `message`.
+fn fatal_28000(message: String) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "FATAL".into(),
+        "28000".into(),
+        message,
+    )))
+}
+
+/// The common name of the client's verified certificate; PostgreSQL's
+/// FATAL when it has none.
+fn certified_user<C: ClientInfo>(client: &C) -> PgWireResult<String> {
+    crate::tls::certificate_user(client.client_certificates())
+        .ok_or_else(|| fatal_28000("connection requires a valid client certificate".into()))
 }
 
 /// PostgreSQL's `cert` authentication: the TLS handshake verified the
@@ -411,27 +416,16 @@ fn check_certificate<C: ClientInfo>(
     client: &C,
     roles: &eddy_sql::roles::Roles,
 ) -> PgWireResult<()> {
-    let fatal = |message: String| {
-        PgWireError::UserError(Box::new(ErrorInfo::new(
-            "FATAL".into(),
-            "28000".into(),
-            message,
-        )))
-    };
     let user = client.metadata().get("user").cloned().unwrap_or_default();
-    let Some(named) = crate::tls::certificate_user(client.client_certificates()) else {
-        return Err(fatal(
-            "connection requires a valid client certificate".into(),
-        ));
-    };
+    let named = certified_user(client)?;
     if named != user {
         tracing::warn!(%user, certificate = %named, "certificate authentication failed: the certificate names another user");
-        return Err(fatal(format!(
+        return Err(fatal_28000(format!(
             "certificate authentication failed for user \"{user}\""
         )));
     }
     if roles.get(&user).is_none() {
-        return Err(fatal(format!("role \"{user}\" does not exist")));
+        return Err(fatal_28000(format!("role \"{user}\" does not exist")));
     }
     Ok(())
 }

@@ -265,10 +265,7 @@ async fn kill_before_commit_leaves_nothing_after_commit_everything() {
         ))
         .await
         .unwrap();
-        let pid = srv.child.id();
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status();
+        srv.kill_9();
         drop(c);
     }
     let srv = Server::start_in(Some(dir), data, "trust");
@@ -337,10 +334,7 @@ async fn kill_inside_a_drop_and_recreate_block_brings_the_old_ones_back() {
         )
         .await
         .unwrap();
-        let pid = srv.child.id();
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status();
+        srv.kill_9();
         drop(c);
     }
     let srv = Server::start_in(Some(dir), data, "trust");

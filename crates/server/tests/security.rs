@@ -699,6 +699,36 @@ fn psql_with_certificate(
     run_psql(&conninfo, None, command)
 }
 
+/// The files of a client-certificate test, in a temporary folder: the
+/// server's certificate and key (`server.crt`/`.key` of
+/// `test_certificate`), and CA `eddyca` with a client certificate for
+/// each of `names`. None, with a notice, where psql or openssl cannot run.
+fn certificate_files(names: &[&str]) -> Option<(tempfile::TempDir, [String; 3])> {
+    if !have_psql() {
+        println!("notice: psql is not installed; skipping");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = test_certificate(dir.path())?;
+    if !client_certificates(dir.path(), "eddyca", names) {
+        assert!(std::env::var_os("CI").is_none(), "openssl could not sign");
+        println!("notice: openssl could not make client certificates; skipping");
+        return None;
+    }
+    let text = |p: &Path| p.to_str().expect("utf-8 path").to_string();
+    let ca = text(&dir.path().join("eddyca.crt"));
+    let files = [text(&cert), text(&key), ca];
+    Some((dir, files))
+}
+
+/// The server with `auth`, `env` and `args`, in a data directory of its
+/// own.
+fn start_in_tempdir(auth: &str, env: &[(&str, &str)], args: &[&str]) -> Server {
+    let data = tempfile::tempdir().expect("tempdir");
+    let path = data.path().to_path_buf();
+    Server::start_with(Some(data), path, auth, env, args)
+}
+
 /// `--auth cert` (PostgreSQL's `cert` method): a client logs in with a
 /// certificate issued by a CA of `--tls-client-ca` whose common name is
 /// its user, and no password; each way of failing is FATAL 28000 with
@@ -706,40 +736,27 @@ fn psql_with_certificate(
 /// handshake.
 #[test]
 fn client_certificates_log_in_with_auth_cert() {
-    if !have_psql() {
-        println!("notice: psql is not installed; skipping");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let Some((cert, key)) = test_certificate(d) else {
+    let Some((dir, [cert, key, ca])) = certificate_files(&["eddy", "alice", "bob"]) else {
         return;
     };
-    if !client_certificates(d, "eddyca", &["eddy", "alice", "bob"])
-        || !client_certificates(d, "rogueca", &["rogue"])
-    {
-        assert!(std::env::var_os("CI").is_none(), "openssl could not sign");
-        println!("notice: openssl could not make client certificates; skipping");
-        return;
-    }
+    let d = dir.path();
+    assert!(
+        client_certificates(d, "rogueca", &["rogue"]),
+        "openssl could not sign"
+    );
     // without a client CA, cert authentication cannot start
     let (ok, out) = start_output(&["--auth", "cert"], &[]);
     assert!(!ok && out.contains("--tls-client-ca"), "{out}");
-    let ca = d.join("eddyca.crt");
-    let data = tempfile::tempdir().expect("tempdir");
-    let path = data.path().to_path_buf();
-    let server = Server::start_with(
-        Some(data),
-        path,
+    let server = start_in_tempdir(
         "cert",
         &[],
         &[
             "--tls-cert",
-            cert.to_str().expect("utf-8"),
+            &cert,
             "--tls-key",
-            key.to_str().expect("utf-8"),
+            &key,
             "--tls-client-ca",
-            ca.to_str().expect("utf-8"),
+            &ca,
         ],
     );
     let port = server.port;
@@ -827,54 +844,21 @@ fn revoke(dir: &Path, ca: &str, name: &str) -> bool {
 /// in; the option needs `--tls-client-ca`.
 #[test]
 fn revoked_client_certificates_fail_the_handshake() {
-    if !have_psql() {
-        println!("notice: psql is not installed; skipping");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let Some((cert, key)) = test_certificate(d) else {
+    let Some((dir, [cert, key, ca])) = certificate_files(&["eddy", "carol"]) else {
         return;
     };
-    if !client_certificates(d, "eddyca", &["eddy", "carol"]) || !revoke(d, "eddyca", "carol") {
-        assert!(std::env::var_os("CI").is_none(), "openssl could not sign");
-        println!("notice: openssl could not make a revocation list; skipping");
-        return;
-    }
+    let d = dir.path();
+    assert!(revoke(d, "eddyca", "carol"), "openssl could not revoke");
     let crl = d.join("eddyca.crl");
-    let (ok, out) = start_output(
-        &[
-            "--auth",
-            "cert",
-            "--tls-cert",
-            cert.to_str().expect("utf-8"),
-            "--tls-key",
-            key.to_str().expect("utf-8"),
-            "--tls-crl",
-            crl.to_str().expect("utf-8"),
-        ],
-        &[],
-    );
+    let crl = crl.to_str().expect("utf-8");
+    let tls = ["--tls-cert", &cert, "--tls-key", &key];
+    let mut args = vec!["--auth", "cert", "--tls-crl", crl];
+    args.extend_from_slice(&tls);
+    let (ok, out) = start_output(&args, &[]);
     assert!(!ok && out.contains("--tls-client-ca"), "{out}");
-    let ca = d.join("eddyca.crt");
-    let data = tempfile::tempdir().expect("tempdir");
-    let path = data.path().to_path_buf();
-    let server = Server::start_with(
-        Some(data),
-        path,
-        "cert",
-        &[],
-        &[
-            "--tls-cert",
-            cert.to_str().expect("utf-8"),
-            "--tls-key",
-            key.to_str().expect("utf-8"),
-            "--tls-client-ca",
-            ca.to_str().expect("utf-8"),
-            "--tls-crl",
-            crl.to_str().expect("utf-8"),
-        ],
-    );
+    let mut args = vec!["--tls-client-ca", &ca, "--tls-crl", crl];
+    args.extend_from_slice(&tls);
+    let server = start_in_tempdir("cert", &[], &args);
     let port = server.port;
     let (ok, out) = psql_with_certificate(
         port,
@@ -926,35 +910,19 @@ fn psql_with_certificate_and_password(
 /// `--clientcert` without `--tls-client-ca`, stop start-up.
 #[test]
 fn clientcert_verify_full_needs_a_certificate_beside_the_password() {
-    if !have_psql() {
-        println!("notice: psql is not installed; skipping");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let Some((cert, key)) = test_certificate(d) else {
+    let Some((dir, [cert, key, ca])) = certificate_files(&["eddy", "alice"]) else {
         return;
     };
-    if !client_certificates(d, "eddyca", &["eddy", "alice"]) {
-        assert!(std::env::var_os("CI").is_none(), "openssl could not sign");
-        println!("notice: openssl could not make client certificates; skipping");
-        return;
-    }
-    let tls = [
-        "--tls-cert",
-        cert.to_str().expect("utf-8"),
-        "--tls-key",
-        key.to_str().expect("utf-8"),
-    ];
+    let d = dir.path();
+    let tls = ["--tls-cert", cert.as_str(), "--tls-key", key.as_str()];
     let mut args = tls.to_vec();
     args.extend_from_slice(&["--clientcert", "verify-full"]);
     let (ok, out) = start_output(&args, &[("EDDY_PASSWORD", "eddy-secret")]);
     assert!(!ok && out.contains("--tls-client-ca"), "{out}");
-    let ca = d.join("eddyca.crt");
     let mut cert_args = tls.to_vec();
     cert_args.extend_from_slice(&[
         "--tls-client-ca",
-        ca.to_str().expect("utf-8"),
+        &ca,
         "--auth",
         "cert",
         "--clientcert",
@@ -963,16 +931,8 @@ fn clientcert_verify_full_needs_a_certificate_beside_the_password() {
     let (ok, out) = start_output(&cert_args, &[]);
     assert!(!ok && out.contains("only accepts verify-full"), "{out}");
 
-    args.extend_from_slice(&["--tls-client-ca", ca.to_str().expect("utf-8")]);
-    let data = tempfile::tempdir().expect("tempdir");
-    let path = data.path().to_path_buf();
-    let server = Server::start_with(
-        Some(data),
-        path,
-        "scram",
-        &[("EDDY_PASSWORD", "eddy-secret")],
-        &args,
-    );
+    args.extend_from_slice(&["--tls-client-ca", &ca]);
+    let server = start_in_tempdir("scram", &[("EDDY_PASSWORD", "eddy-secret")], &args);
     let port = server.port;
     let (ok, out) =
         psql_with_certificate_and_password(port, "eddy", "eddy-secret", d, Some("eddy"));

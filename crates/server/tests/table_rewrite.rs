@@ -34,13 +34,6 @@ async fn columns(c: &Client, table: &str) -> Vec<(String, String)> {
     .collect()
 }
 
-fn kill9(srv: &Server) {
-    let pid = srv.child.id();
-    let _ = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status();
-}
-
 const BIG_ROWS: i64 = 100_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,7 +99,7 @@ async fn kill_during_a_rewrite_leaves_the_old_table_or_the_new() {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         hit_mid_rewrite = seen && !running.is_finished();
-        kill9(&srv);
+        srv.kill_9();
         let _ = running.await;
         drop(c);
     }

@@ -353,9 +353,7 @@ async fn gone_after_kill_and_restart() {
         .await
         .unwrap();
         assert!(catalog_has_temp(&srv));
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &srv.child.id().to_string()])
-            .status();
+        srv.kill_9();
         std::mem::forget(c);
         let mut srv = srv;
         let _ = srv.child.wait();

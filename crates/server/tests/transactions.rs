@@ -583,10 +583,7 @@ async fn kill_during_multi_shard_commits_restarts_all_or_nothing() {
             }));
         }
         tokio::time::sleep(Duration::from_millis(300 + 150 * (round % 8))).await;
-        let pid = srv.child.id();
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status();
+        srv.kill_9();
         for w in writers {
             let _ = w.await;
         }

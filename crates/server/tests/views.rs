@@ -140,10 +140,7 @@ async fn kill_keeps_committed_views_and_loses_the_others() {
         )
         .await
         .unwrap();
-        let pid = srv.child.id();
-        let _ = std::process::Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status();
+        srv.kill_9();
         drop(c);
     }
     let srv = Server::start_in(Some(dir), data, "trust");

@@ -75,17 +75,7 @@ impl ExprPlanner for CaseLiteralPlanner {
 /// type `common`, if Eddy resolves it (see the module doc).
 fn literal_target(common: &DataType, text: &str) -> Option<DataType> {
     match common {
-        DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32
-        | DataType::UInt64
-        | DataType::Float32
-        | DataType::Float64
-        | DataType::Boolean => Some(common.clone()),
+        t if t.is_integer() || t.is_floating() || *t == DataType::Boolean => Some(t.clone()),
         // numeric has no fixed scale in PostgreSQL: the literal keeps its
         // own fraction digits, coercion widens the others to match
         DataType::Decimal128(_, scale) => {

@@ -112,6 +112,13 @@ fn listens_on(pid: u32, port: u16) -> Option<bool> {
 }
 
 impl Server {
+    /// Kills the server with SIGKILL (a crash: nothing is flushed).
+    pub fn kill_9(&self) {
+        let _ = Command::new("kill")
+            .args(["-9", &self.child.id().to_string()])
+            .status();
+    }
+
     pub fn start_in(
         dir: Option<tempfile::TempDir>,
         data_dir: std::path::PathBuf,
