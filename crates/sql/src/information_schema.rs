@@ -72,6 +72,7 @@ impl SchemaProvider for InformationSchema {
         if !VIEWS.contains(&name) {
             return Ok(None);
         }
+        let dropped = self.dropped.read().clone();
         let mut defs: Vec<Arc<TableDef>> = self
             .engine
             .tables()
@@ -81,7 +82,7 @@ impl SchemaProvider for InformationSchema {
             .filter(|d| !crate::temp_tables::is_reserved(&d.name))
             // nor a table its block is dropping
             .filter(|d| !crate::session::is_going_away(&d.name))
-            .filter(|d| !self.dropped.read().contains(&d.name))
+            .filter(|d| !dropped.contains(&d.name))
             .collect();
         defs.sort_by(|a, b| a.name.cmp(&b.name));
         let mut views = self.engine.views();

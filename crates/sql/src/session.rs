@@ -1980,11 +1980,7 @@ impl Session {
     }
 
     fn table(&self, name: &str) -> Result<Arc<Table>> {
-        if self
-            .txn
-            .as_ref()
-            .is_some_and(|t| t.dropped_tables.iter().any(|d| d == name))
-        {
+        if self.table_dropped_in_block(name) {
             return Err(SqlError::UndefinedTable(name.to_string()));
         }
         self.db
