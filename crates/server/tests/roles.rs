@@ -78,6 +78,9 @@ async fn roles_grants_and_every_path_refusing() {
         "TRUNCATE secret_t",
         "COPY secret_t TO STDOUT",
         "BEGIN; DECLARE c CURSOR FOR SELECT * FROM secret_t",
+        "WITH x AS (SELECT 1 AS id) DELETE FROM secret_t WHERE id IN (SELECT id FROM x)",
+        "WITH d AS (DELETE FROM secret_t RETURNING *) SELECT 1",
+        "WITH s AS (SELECT v FROM secret_t) SELECT * FROM s",
     ] {
         must_fail_with(&alice, sql, "42501").await;
         let _ = alice.batch_execute("ROLLBACK").await;

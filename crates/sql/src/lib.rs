@@ -47,6 +47,7 @@ pub mod date_functions;
 pub mod datetime_in;
 pub mod deferred_fk;
 mod deparse;
+mod dml_with;
 pub mod error;
 pub mod expand_array;
 mod exported_snapshots;

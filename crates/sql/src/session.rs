@@ -54,6 +54,7 @@ pub(crate) mod conflict_update;
 mod constraint_ddl;
 mod control;
 mod cursors;
+mod data_modifying;
 mod ddl_txn;
 pub(crate) mod defaults;
 mod deferred_fk;
@@ -944,6 +945,7 @@ impl Session {
             search_path: self.settings.get("search_path").cloned(),
         });
         self.resolve_names_unless_prepare(&mut stmt)?;
+        let mut stmt = crate::dml_with::hoist(stmt)?;
         let nparams = rewrite::count_params(&mut stmt);
         let mut param_types: Vec<u32> = (0..nparams)
             .map(|i| {
@@ -977,6 +979,10 @@ impl Session {
                     name: "pg_export_snapshot".into(),
                     type_oid: oid::TEXT,
                 }];
+            } else if crate::dml_with::is_data_modifying(&stmt) {
+                columns = self
+                    .describe_data_modifying_with(&stmt, &mut param_types)
+                    .await?;
             } else if let Statement::Query(_) | Statement::Explain { .. } = &stmt {
                 let described = self.describe_query(&stmt, &mut param_types).await?;
                 columns = described.columns;
@@ -1571,6 +1577,7 @@ impl Session {
         bound: Option<prepared::BoundQuery>,
     ) -> Result<Output> {
         self.resolve_names_unless_prepare(&mut stmt)?;
+        let stmt = crate::dml_with::hoist(stmt)?;
         // A statement past the fixed plans is planned and run as a query of
         // the session's scheduling group: the connection's context moves to
         // a group of its own for the statement, so planning is not charged
@@ -1607,6 +1614,9 @@ impl Session {
         }
         if self.txn.as_ref().is_some_and(|t| t.aborted) {
             return Err(SqlError::InFailedTransaction);
+        }
+        if crate::dml_with::is_data_modifying(&stmt) {
+            return self.run_data_modifying_with(stmt).await;
         }
         if let Some(out) = self.skip_drops_off_path(&mut stmt) {
             return Ok(out);

@@ -132,6 +132,17 @@ impl Session {
         alias: &str,
         items: Vec<SelectItem>,
     ) -> Result<Vec<crate::ResultColumn>> {
+        let schema = self.returning_schema(def, alias, items).await?;
+        Ok(crate::ResultColumn::of_schema(&schema))
+    }
+
+    /// The schema of the rows a DML statement with RETURNING gives.
+    pub(super) async fn returning_schema(
+        &self,
+        def: &TableDef,
+        alias: &str,
+        items: Vec<SelectItem>,
+    ) -> Result<datafusion::arrow::datatypes::SchemaRef> {
         let schema = declared_schema(def);
         let table = MemTable::try_new(Arc::clone(&schema), vec![vec![]])?;
         let stmt = returning_query(items, alias)?;
@@ -151,6 +162,6 @@ impl Session {
             // Execute plans it again and reports the error
             Err(_) => Arc::clone(plan.schema().inner()),
         };
-        Ok(crate::ResultColumn::of_schema(&schema))
+        Ok(schema)
     }
 }
