@@ -27,6 +27,8 @@ pub struct StartupInfo<'a> {
     pub http: SocketAddr,
     pub password: PasswordFrom,
     pub tls: bool,
+    /// The console is served over HTTPS.
+    pub https: bool,
     pub data_dir: &'a Path,
     pub config_file: Option<&'a Path>,
 }
@@ -103,7 +105,12 @@ pub fn startup_message(i: &StartupInfo<'_>) -> String {
             ),
         ),
     };
-    let http = format!("http://{}:{}", url_host(local_ip(&i.http)), i.http.port());
+    let http = format!(
+        "{}://{}:{}",
+        if i.https { "https" } else { "http" },
+        url_host(local_ip(&i.http)),
+        i.http.port()
+    );
     format!(
         "\nEddy {version} is ready.\n  \
          PostgreSQL:  {pg} (auth {auth}, TLS {tls})\n  \
@@ -140,6 +147,7 @@ mod tests {
             http: "0.0.0.0:8080".parse().unwrap(),
             password,
             tls,
+            https: tls,
             data_dir: Path::new("/var/lib/eddy"),
             config_file: Some(Path::new("/etc/eddy it.toml")),
         })
@@ -171,5 +179,7 @@ mod tests {
         assert!(
             m.contains("psql \"host=127.0.0.1 port=5433 user=eddy dbname=eddy sslmode=require\"")
         );
+        assert!(m.contains("Console:     https://127.0.0.1:8080/ (log in as a role"));
+        assert!(m.contains("Metrics:     https://127.0.0.1:8080/metrics\n"));
     }
 }

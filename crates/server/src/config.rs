@@ -10,6 +10,7 @@
 //! tls_cert = "server.crt" # PEM certificate chain; with tls_key, TLS is on
 //! tls_key = "server.key"  # PEM private key (PKCS#8, PKCS#1 or SEC1)
 //! tls_require_remote = false  # refuse plaintext from non-loopback clients
+//! http_plain = false      # with TLS on, keep the console on plain HTTP
 //! tls_client_ca = "ca.crt"     # CAs of client certificates (auth = "cert")
 //! tls_crl = "ca.crl"            # revoked client certificates (PEM CRLs)
 //! clientcert = "verify-full"    # a certificate as well as the password
@@ -131,6 +132,9 @@ pub struct ServerSection {
     /// Refuse connections without TLS from non-loopback clients (default
     /// false; needs `tls_cert` and `tls_key`).
     pub tls_require_remote: Option<bool>,
+    /// With TLS on, serve the console and `/metrics` on plain HTTP
+    /// rather than HTTPS (default false; needs `tls_cert` and `tls_key`).
+    pub http_plain: Option<bool>,
     /// PEM file of the CAs client certificates are verified against
     /// (`auth = "cert"` logs in by them).
     pub tls_client_ca: Option<std::path::PathBuf>,

@@ -130,6 +130,10 @@ struct ServerArgs {
     /// 28000); needs --tls-cert and --tls-key.
     #[arg(long)]
     tls_require_remote: bool,
+    /// With TLS on, serve the console and /metrics on plain HTTP, not
+    /// HTTPS (for a scraper or proxy on this machine); needs --tls-cert.
+    #[arg(long)]
+    http_plain: bool,
     /// PEM file of the CAs client certificates must chain to: clients are
     /// asked for one, and --auth cert logs in by it.
     #[arg(long)]
@@ -345,6 +349,20 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             "--tls-require-remote needs --tls-cert and --tls-key".into(),
         ));
     }
+    let http_plain = args.http_plain || file.server.http_plain.unwrap_or(false);
+    // the console asks for passwords: over HTTPS whenever TLS is on
+    let http_tls = match (&tls_cert, &tls_key) {
+        (Some(cert), Some(key)) if !http_plain => Some(tls::http_acceptor(cert, key)?),
+        (Some(_), Some(_)) => None,
+        _ if http_plain => {
+            return Err(ServerError::Refused(
+                "--http-plain needs --tls-cert and --tls-key: without TLS the console is \
+                 plain HTTP already"
+                    .into(),
+            ))
+        }
+        _ => None,
+    };
     if tls.is_none() && !pg_addr.ip().is_loopback() {
         tracing::warn!(%pg_addr, "listening on a non-loopback address without TLS: passwords' SCRAM exchanges, queries and results cross the network in clear");
     }
@@ -507,6 +525,7 @@ fn run_server(args: ServerArgs) -> Result<(), ServerError> {
             http_addr,
             max_connections,
             tls,
+            http_tls,
             data_dir,
             password_from,
             memory_limit,
@@ -538,6 +557,8 @@ struct Listen {
     http_addr: SocketAddr,
     max_connections: usize,
     tls: Option<tls::TlsAcceptor>,
+    /// The console's HTTPS (`None`: plain HTTP).
+    http_tls: Option<tls::TlsAcceptor>,
     /// Absolute.
     data_dir: PathBuf,
     password_from: banner::PasswordFrom,
@@ -566,6 +587,7 @@ async fn serve(
         http_addr,
         max_connections,
         tls,
+        http_tls,
         data_dir,
         password_from,
         memory_limit,
@@ -656,10 +678,12 @@ async fn serve(
                 banner::PasswordFrom::Env | banner::PasswordFrom::ConfigFile => "scram",
             },
             tls: tls.is_some(),
+            https: http_tls.is_some(),
             max_connections,
         },
     ));
-    tokio::spawn(console::serve(http, console));
+    let https = http_tls.is_some();
+    tokio::spawn(console::serve(http, console, http_tls));
     {
         use std::io::Write;
         let message = banner::startup_message(&banner::StartupInfo {
@@ -668,6 +692,7 @@ async fn serve(
             http: http_bound,
             password: password_from,
             tls: tls.is_some(),
+            https,
             data_dir: &data_dir,
             config_file,
         });

@@ -81,6 +81,28 @@ pub fn acceptor(
     client_ca: Option<&Path>,
     crl: Option<&Path>,
 ) -> Result<TlsAcceptor, TlsError> {
+    let mut config = server_config(cert, key, client_ca, crl)?;
+    // PostgreSQL 17's direct TLS negotiation requires this ALPN protocol;
+    // clients using SSLRequest may send it or not
+    config.alpn_protocols = vec![b"postgresql".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The acceptor of the console's HTTPS (`--http-addr` when TLS is on):
+/// the same certificate, no client certificates (the console asks for a
+/// role's password), HTTP/1.1 by ALPN.
+pub fn http_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
+    let mut config = server_config(cert, key, None, None)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+fn server_config(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+    crl: Option<&Path>,
+) -> Result<rustls::ServerConfig, TlsError> {
     let chain = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
         .map_err(|e| TlsError::Cert {
@@ -129,11 +151,7 @@ pub fn acceptor(
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let mut config = builder.with_single_cert(chain, key_der)?;
-    // PostgreSQL 17's direct TLS negotiation requires this ALPN protocol;
-    // clients using SSLRequest may send it or not
-    config.alpn_protocols = vec![b"postgresql".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    Ok(builder.with_single_cert(chain, key_der)?)
 }
 
 /// The user a verified client certificate names: its subject's common

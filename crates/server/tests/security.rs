@@ -972,3 +972,68 @@ fn clientcert_verify_full_needs_a_certificate_beside_the_password() {
         psql_with_certificate_and_password(port, "alice", "alice-secret", d, Some("alice"));
     assert!(ok && out.trim() == "alice", "{out}");
 }
+
+/// curl `url` trusting `ca` (if any) as user eddy; (success, body).
+fn curl(url: &str, port: u16, ca: Option<&Path>) -> (bool, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "--max-time", "10", "-u", "eddy:secret"])
+        .args(["--resolve", &format!("localhost:{port}:127.0.0.1")]);
+    if let Some(ca) = ca {
+        cmd.arg("--cacert").arg(ca);
+    }
+    let out = cmd.arg(url).output().expect("curl runs");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// With TLS on, the console (which asks for a role's password) and
+/// /metrics are served over HTTPS with the server's certificate, so the
+/// password never crosses the network in clear; `--http-plain` keeps
+/// plain HTTP, and is refused without TLS.
+#[test]
+fn the_console_is_served_over_https_when_tls_is_on() {
+    if Command::new("curl").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "curl is needed");
+        println!("notice: curl is not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = start_tls(dir.path(), &[]) else {
+        return;
+    };
+    let ca = dir.path().join("server.crt");
+    let port = server.http_port;
+    let https = format!("https://localhost:{port}");
+    let (ok, body) = curl(&format!("{https}/api/overview"), port, Some(&ca));
+    assert!(ok, "{body}");
+    assert!(body.contains("\"https\": true"), "{body}");
+    let (ok, body) = curl(&format!("{https}/metrics"), port, Some(&ca));
+    assert!(ok && body.contains("eddy_"), "{body}");
+    // the certificate is checked as any HTTPS client checks it
+    let (ok, body) = curl(&format!("{https}/health"), port, None);
+    assert!(!ok, "an untrusted certificate was accepted: {body}");
+    // plain HTTP gets no page (the password would cross in clear)
+    let (ok, body) = curl(&format!("http://localhost:{port}/api/overview"), port, None);
+    assert!(!ok && !body.contains("\"https\""), "{body}");
+    // the console still answers after those failed handshakes
+    let (ok, body) = curl(&format!("{https}/health"), port, Some(&ca));
+    assert!(ok && body.trim() == "ok", "{ok} {body}");
+    drop(server);
+
+    let plain = start_tls(dir.path(), &["--http-plain"]).expect("started before");
+    let port = plain.http_port;
+    let (ok, body) = curl(&format!("http://localhost:{port}/api/overview"), port, None);
+    assert!(ok && body.contains("\"https\": false"), "{body}");
+    drop(plain);
+    let (ok, out) = start_output(&["--http-plain"], &[("EDDY_PASSWORD", "secret")]);
+    assert!(
+        !ok && out.contains("--http-plain needs --tls-cert"),
+        "{out}"
+    );
+}

@@ -26,6 +26,8 @@ pub struct Overview {
     pub http_addr: String,
     pub auth: &'static str,
     pub tls: bool,
+    /// The console is served over HTTPS.
+    pub https: bool,
     pub connections: usize,
     pub max_connections: usize,
     pub running_statements: usize,
@@ -51,6 +53,7 @@ pub fn overview(c: &Console) -> Overview {
         http_addr: c.info.http_addr.to_string(),
         auth: c.info.auth,
         tls: c.info.tls,
+        https: c.info.https,
         connections: c.backend.activity.session_count(),
         max_connections: c.info.max_connections,
         running_statements: c.backend.activity.running().len(),

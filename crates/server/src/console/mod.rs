@@ -57,6 +57,8 @@ pub struct ServerInfo {
     pub http_addr: SocketAddr,
     pub auth: &'static str,
     pub tls: bool,
+    /// The console itself is served over HTTPS.
+    pub https: bool,
     pub max_connections: usize,
 }
 
@@ -126,12 +128,20 @@ async fn sample_streams(console: Arc<Console>) {
     }
 }
 
-/// Serves the console until the listener fails for good.
-pub async fn serve(listener: TcpListener, console: Arc<Console>) {
+/// How long a client has to finish the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves the console until the listener fails for good: over HTTPS with
+/// `tls` (the server's certificate), else plain HTTP.
+pub async fn serve(
+    listener: TcpListener,
+    console: Arc<Console>,
+    tls: Option<crate::tls::TlsAcceptor>,
+) {
     tokio::spawn(sample_streams(Arc::clone(&console)));
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_HTTP_CONNECTIONS));
     loop {
-        let (mut sock, peer) = match listener.accept().await {
+        let (sock, peer) = match listener.accept().await {
             Ok(a) => a,
             Err(e) => {
                 tracing::warn!(error = %e, "console accept failed; pausing");
@@ -141,29 +151,55 @@ pub async fn serve(listener: TcpListener, console: Arc<Console>) {
         };
         let console = Arc::clone(&console);
         let permit = Arc::clone(&slots).try_acquire_owned();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let Ok(_permit) = permit else {
-                let busy = Response::text(
-                    503,
-                    "Service Unavailable",
-                    "too many console requests at once",
-                );
-                http::write_response(&mut sock, &busy, false).await;
-                return;
-            };
-            let request = match http::read_request(&mut sock).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(bad)) => {
-                    http::write_response(&mut sock, &bad.response(), false).await;
-                    return;
+            let busy = permit.is_err();
+            match tls {
+                None => answer(sock, &console, peer.ip(), busy).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(sock)).await {
+                        Ok(Ok(stream)) => answer(stream, &console, peer.ip(), busy).await,
+                        // a plain-HTTP request or a client that gave up:
+                        // nothing can be said to it
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, %peer, "console TLS handshake failed")
+                        }
+                        Err(_) => tracing::debug!(%peer, "console TLS handshake timed out"),
+                    }
                 }
-                Err(_) => return,
-            };
-            let head_only = request.method == Method::Head;
-            let response = respond(&console, &request, peer.ip()).await;
-            http::write_response(&mut sock, &response, head_only).await;
+            }
+            drop(permit);
         });
     }
+}
+
+/// Reads one request from `sock` and answers it (503 when `busy`).
+async fn answer<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut sock: S,
+    console: &Arc<Console>,
+    peer: std::net::IpAddr,
+    busy: bool,
+) {
+    if busy {
+        let busy = Response::text(
+            503,
+            "Service Unavailable",
+            "too many console requests at once",
+        );
+        http::write_response(&mut sock, &busy, false).await;
+        return;
+    }
+    let request = match http::read_request(&mut sock).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(bad)) => {
+            http::write_response(&mut sock, &bad.response(), false).await;
+            return;
+        }
+        Err(_) => return,
+    };
+    let head_only = request.method == Method::Head;
+    let response = respond(console, &request, peer).await;
+    http::write_response(&mut sock, &response, head_only).await;
 }
 
 /// The page or API behind a GET path, rendered off the async workers

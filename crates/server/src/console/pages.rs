@@ -34,7 +34,11 @@ pub fn overview(o: &Overview) -> String {
     row(
         &mut b,
         "HTTP",
-        &format!("<code>{}</code>", esc(&o.http_addr)),
+        &format!(
+            "<code>{}</code> ({})",
+            esc(&o.http_addr),
+            if o.https { "HTTPS" } else { "plain HTTP" }
+        ),
     );
     row(
         &mut b,
