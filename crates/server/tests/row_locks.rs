@@ -156,6 +156,79 @@ async fn skip_locked_hands_each_worker_its_own_job() {
     assert_eq!(ints(&last, take).await, vec![4]);
 }
 
+/// The job-queue statement of pg-boss and its kind: a locking CTE picks
+/// the job, the UPDATE (or DELETE) takes it, in one statement. Each worker
+/// gets its own job; the CTE's rows are locked once, by a statement of
+/// their own, before the UPDATE reads them (PostgreSQL never folds a
+/// locking CTE into its reader).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locking_cte_hands_each_worker_its_own_job() {
+    let srv = Server::start("trust");
+    let setup = srv.connect().await;
+    setup
+        .batch_execute(
+            "CREATE TABLE jobs (id INT PRIMARY KEY, state TEXT NOT NULL) WITH (shard_count = 3);
+             INSERT INTO jobs SELECT i, 'new' FROM generate_series(1, 5) AS s(i)",
+        )
+        .await
+        .unwrap();
+    let take = "WITH next AS (SELECT id FROM jobs WHERE state = 'new' ORDER BY id LIMIT 1 \
+                FOR UPDATE SKIP LOCKED) \
+                UPDATE jobs SET state = 'running' FROM next WHERE jobs.id = next.id RETURNING jobs.id";
+    let mut workers = Vec::new();
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let w = srv.connect().await;
+        w.batch_execute("BEGIN").await.unwrap();
+        got.extend(ints(&w, take).await);
+        workers.push(w);
+    }
+    assert_eq!(
+        got,
+        vec![1, 2, 3],
+        "each worker skips the jobs the others hold"
+    );
+    // DELETE ... WHERE id IN (the CTE), over the extended protocol
+    let d = srv.connect().await;
+    let rows = d
+        .query(
+            "WITH next AS (SELECT id FROM jobs WHERE state = 'new' ORDER BY id LIMIT $1 \
+             FOR UPDATE SKIP LOCKED) DELETE FROM jobs WHERE id IN (SELECT id FROM next) RETURNING id",
+            &[&5i64],
+        )
+        .await
+        .unwrap();
+    let deleted: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(
+        deleted,
+        vec![4, 5],
+        "the held jobs are skipped, not deleted"
+    );
+    for w in &workers {
+        w.batch_execute("ROLLBACK").await.unwrap();
+    }
+    assert_eq!(
+        ints(
+            &setup,
+            "SELECT id FROM jobs WHERE state = 'new' ORDER BY id"
+        )
+        .await,
+        vec![1, 2, 3]
+    );
+    // a lock below the top of a statement would not lock: refused, never
+    // ignored (PostgreSQL locks there)
+    for sql in [
+        "SELECT * FROM (SELECT id FROM jobs FOR UPDATE) s",
+        "UPDATE jobs SET state = 'x' WHERE id = (SELECT id FROM jobs LIMIT 1 FOR UPDATE SKIP LOCKED)",
+        "INSERT INTO jobs SELECT id + 10, state FROM jobs FOR UPDATE",
+        "BEGIN; DECLARE c CURSOR FOR SELECT id FROM jobs FOR UPDATE",
+    ] {
+        let e = setup.batch_execute(sql).await.unwrap_err();
+        assert_eq!(state(&e), SqlState::FEATURE_NOT_SUPPORTED, "{sql}");
+        let _ = setup.batch_execute("ROLLBACK").await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locked_rows_are_rechecked_on_their_newest_version() {
     let srv = Server::start("trust");

@@ -23,7 +23,8 @@
 //! Invariants:
 //! * A data-modifying CTE is a top-level entry of the primary query's
 //!   `WITH`; one anywhere else is PostgreSQL's 0A000 "must be at the top
-//!   level" ([`refuse_nested`]).
+//!   level" ([`refuse_nested`]), and so is a locking clause anywhere but on
+//!   a query's own SELECT or a WITH query of it (it would not lock).
 //! * Each part sees only the CTEs before it (PostgreSQL's scoping of a
 //!   non-recursive WITH); a reference to a data-modifying CTE without
 //!   RETURNING is PostgreSQL's 0A000.
@@ -52,8 +53,9 @@ pub const ROWS_SCHEMA: &str = "eddy_dml";
 #[derive(Debug, Clone)]
 pub struct Part {
     pub stmt: Statement,
-    /// For a data-modifying CTE with RETURNING: the name (in
-    /// [`ROWS_SCHEMA`]) its rows are registered under for the later parts.
+    /// For a data-modifying CTE with RETURNING, or a locking one: the name
+    /// (in [`ROWS_SCHEMA`]) its rows are registered under for the later
+    /// parts.
     pub rows_as: Option<String>,
 }
 
@@ -65,10 +67,24 @@ fn is_dml(body: &SetExpr) -> bool {
     )
 }
 
-/// Whether `stmt` is a query whose WITH holds a data-modifying statement.
-pub fn is_data_modifying(stmt: &Statement) -> bool {
-    matches!(stmt, Statement::Query(q)
-        if q.with.as_ref().is_some_and(|w| w.cte_tables.iter().any(|c| is_dml(&c.query.body))))
+/// Whether a CTE runs as a part of its own before the statements after
+/// it: a data-modifying one, or one with a locking clause (`WITH next AS
+/// (SELECT ... FOR UPDATE SKIP LOCKED) UPDATE ...`: PostgreSQL never folds
+/// such a CTE into the query that reads it).
+fn runs_first(cte: &Cte) -> bool {
+    is_dml(&cte.query.body) || !cte.query.locks.is_empty()
+}
+
+/// Whether `stmt` is a query whose WITH holds a data-modifying statement
+/// or a locking query: it runs as parts ([`split`]).
+pub fn runs_in_parts(stmt: &Statement) -> bool {
+    matches!(stmt, Statement::Query(q) if query_runs_in_parts(q))
+}
+
+fn query_runs_in_parts(q: &Query) -> bool {
+    q.with
+        .as_ref()
+        .is_some_and(|w| w.cte_tables.iter().any(runs_first))
 }
 
 fn top_level_only() -> SqlError {
@@ -118,19 +134,22 @@ fn dml_statement(q: Query) -> Result<Statement> {
 /// statement unchanged. A data-modifying WITH is left to [`split`].
 pub fn hoist(stmt: Statement) -> Result<Statement> {
     match stmt {
-        Statement::Query(q) if is_dml(&q.body) && !is_data_modifying_query(&q) => {
+        Statement::Query(q) if is_dml(&q.body) && !query_runs_in_parts(&q) => {
             let with = q.with.clone();
             let dml = dml_statement(*q)?;
-            attach(dml, with)
+            let dml = attach(dml, with)?;
+            refuse_nested(&dml)?;
+            Ok(dml)
         }
-        other => Ok(other),
+        // checked part by part (`split`)
+        stmt if runs_in_parts(&stmt) => Ok(stmt),
+        // not run, or checked when its statement is prepared
+        stmt @ (Statement::Explain { .. } | Statement::Prepare { .. }) => Ok(stmt),
+        stmt => {
+            refuse_nested(&stmt)?;
+            Ok(stmt)
+        }
     }
-}
-
-fn is_data_modifying_query(q: &Query) -> bool {
-    q.with
-        .as_ref()
-        .is_some_and(|w| w.cte_tables.iter().any(|c| is_dml(&c.query.body)))
 }
 
 /// `dml` with `with`'s CTEs visible to it.
@@ -345,7 +364,32 @@ pub fn split(stmt: Statement) -> Result<Vec<Part>> {
         })
     };
     for (n, mut cte) in with.cte_tables.clone().into_iter().enumerate() {
+        if !runs_first(&cte) {
+            visible.push(cte);
+            continue;
+        }
         if !is_dml(&cte.query.body) {
+            // a locking query: its rows are locked once, by a statement of
+            // their own, and read by the parts after it; one nobody reads
+            // is not run (PostgreSQL runs a SELECT in WITH only when read)
+            let name = ident_name(&cte.alias.name);
+            let later = with.cte_tables.iter().skip(n + 1).map(|c| c.query.as_ref());
+            if !later.chain([q.as_ref()]).any(|l| reads_name(l, &name)) {
+                continue;
+            }
+            let mut query = cte.query.clone();
+            if let Some(scope) = scope(&visible).filter(|w| !w.cte_tables.is_empty()) {
+                prepend_ctes(&mut query, scope)?;
+            }
+            let stmt = Statement::Query(query);
+            refuse_nested(&stmt)?;
+            let table = format!("__with_{n}");
+            parts.push(Part {
+                stmt,
+                rows_as: Some(table.clone()),
+            });
+            cte.query = rows_query(&table)?;
+            cte.materialized = None;
             visible.push(cte);
             continue;
         }
@@ -356,11 +400,12 @@ pub fn split(stmt: Statement) -> Result<Vec<Part>> {
         }
         let name = ident_name(&cte.alias.name);
         let dml = dml_statement(*cte.query.clone())?;
-        refuse_nested(&dml)?;
         refuse_without_returning(&dml, &without_returning)?;
         let rows_as = has_returning(&dml).then(|| format!("__with_{n}"));
+        let stmt = attach(dml, scope(&visible))?;
+        refuse_nested(&stmt)?;
         parts.push(Part {
-            stmt: attach(dml, scope(&visible))?,
+            stmt,
             rows_as: rows_as.clone(),
         });
         match rows_as {
@@ -374,20 +419,26 @@ pub fn split(stmt: Statement) -> Result<Vec<Part>> {
     }
     q.with = scope(&visible).filter(|w| !w.cte_tables.is_empty());
     let primary = if is_dml(&q.body) {
-        let dml = dml_statement(*q)?;
-        refuse_nested(&dml)?;
-        attach(dml, scope(&visible))?
+        attach(dml_statement(*q)?, scope(&visible))?
     } else {
-        let primary = Statement::Query(q);
-        refuse_nested(&primary)?;
-        primary
+        Statement::Query(q)
     };
+    refuse_nested(&primary)?;
     refuse_without_returning(&primary, &without_returning)?;
     parts.push(Part {
         stmt: primary,
         rows_as: None,
     });
     Ok(parts)
+}
+
+/// Whether `node` names relation `name` (one part, unqualified).
+fn reads_name<V: Visit>(node: &V, name: &str) -> bool {
+    datafusion::sql::sqlparser::ast::visit_relations(node, |n| match n.0.as_slice() {
+        [ObjectNamePart::Identifier(id)] if ident_name(id) == name => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
 }
 
 /// PostgreSQL's 0A000 for a reference to a data-modifying CTE that has no
@@ -410,25 +461,58 @@ fn refuse_without_returning(stmt: &Statement, names: &[String]) -> Result<()> {
     }
 }
 
-/// Finds a query whose body is a DML statement.
-struct NestedDml;
+/// What a statement may not hold below its top.
+enum Nested {
+    Dml,
+    Locks,
+}
 
-impl Visitor for NestedDml {
-    type Break = ();
+/// Finds a query whose body is a DML statement, or one with a locking
+/// clause other than the statement's own query.
+struct FindNested {
+    /// The statement is a query: its own (first) query may lock.
+    top_may_lock: bool,
+    depth: usize,
+}
 
-    fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<()> {
+impl Visitor for FindNested {
+    type Break = Nested;
+
+    fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<Nested> {
+        self.depth += 1;
         if is_dml(&q.body) {
-            return ControlFlow::Break(());
+            return ControlFlow::Break(Nested::Dml);
         }
+        let own_query = self.top_may_lock && self.depth == 1;
+        if !q.locks.is_empty() && !own_query {
+            return ControlFlow::Break(Nested::Locks);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _q: &Query) -> ControlFlow<Nested> {
+        self.depth -= 1;
         ControlFlow::Continue(())
     }
 }
 
-/// A part may hold no data-modifying query anywhere inside (PostgreSQL's
-/// 0A000: they must be at the top level).
-fn refuse_nested(stmt: &Statement) -> Result<()> {
-    match Visit::visit(stmt, &mut NestedDml) {
-        ControlFlow::Break(()) => Err(top_level_only()),
+/// A statement (or a part) may hold no data-modifying query anywhere
+/// inside (PostgreSQL's 0A000: they must be at the top level), and no
+/// locking clause but on its own query: one in a subquery, a derived
+/// table, a view, a cursor or INSERT's SELECT would not lock (refused,
+/// 0A000, never ignored).
+pub fn refuse_nested(stmt: &Statement) -> Result<()> {
+    let mut finder = FindNested {
+        top_may_lock: matches!(stmt, Statement::Query(_)),
+        depth: 0,
+    };
+    match Visit::visit(stmt, &mut finder) {
+        ControlFlow::Break(Nested::Dml) => Err(top_level_only()),
+        ControlFlow::Break(Nested::Locks) => Err(SqlError::FeatureNotSupported(
+            "FOR UPDATE/FOR SHARE is supported on a SELECT statement's own query and on a \
+             query of its WITH, not in a subquery, a view, a cursor or INSERT's SELECT"
+                .into(),
+        )),
         ControlFlow::Continue(()) => Ok(()),
     }
 }
@@ -505,6 +589,49 @@ mod tests {
         );
         assert_eq!(parts[0].rows_as.as_deref(), Some("__with_1"));
         assert_eq!(parts[1].rows_as, None);
+    }
+
+    #[test]
+    fn a_locking_cte_runs_first_when_read() {
+        let sql = "WITH next AS (SELECT id FROM jobs ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) \
+                   UPDATE jobs SET state = 'running' FROM next WHERE jobs.id = next.id RETURNING jobs.id";
+        let parts = split(parse_statement(sql).unwrap()).unwrap();
+        let shown: Vec<String> = parts.iter().map(|p| p.stmt.to_string()).collect();
+        assert_eq!(
+            shown,
+            [
+                "SELECT id FROM jobs ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                "UPDATE jobs SET state = 'running' FROM (SELECT * FROM eddy_dml.__with_0) AS next \
+                 WHERE jobs.id = next.id RETURNING jobs.id",
+            ]
+        );
+        // read by nobody: not run, as PostgreSQL runs no unread SELECT
+        let parts =
+            split(parse_statement("WITH l AS (SELECT id FROM jobs FOR UPDATE) SELECT 1").unwrap())
+                .unwrap();
+        assert_eq!(parts.len(), 1);
+    }
+
+    #[test]
+    fn locks_below_the_top_are_refused_not_ignored() {
+        for sql in [
+            "SELECT * FROM (SELECT id FROM t FOR UPDATE) s",
+            "SELECT 1 FROM t WHERE id IN (SELECT id FROM t FOR SHARE)",
+            "INSERT INTO u SELECT * FROM t FOR UPDATE",
+            "DELETE FROM t WHERE id = (SELECT id FROM t LIMIT 1 FOR UPDATE SKIP LOCKED)",
+            "DECLARE c CURSOR FOR SELECT * FROM t FOR UPDATE",
+            "CREATE VIEW v AS SELECT * FROM t FOR UPDATE",
+        ] {
+            let e = hoist(parse_statement(sql).unwrap()).unwrap_err();
+            assert_eq!(e.sqlstate(), "0A000", "{sql}");
+        }
+        for sql in [
+            "SELECT * FROM t FOR UPDATE",
+            "PREPARE p AS SELECT * FROM t FOR UPDATE",
+            "EXPLAIN SELECT * FROM t FOR UPDATE",
+        ] {
+            assert!(hoist(parse_statement(sql).unwrap()).is_ok(), "{sql}");
+        }
     }
 
     #[test]

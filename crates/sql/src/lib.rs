@@ -75,6 +75,7 @@ pub mod json_paths;
 pub mod json_srf;
 pub mod keywords;
 pub mod lateral_unnest;
+mod limit_params;
 pub mod make_interval;
 pub mod memory;
 mod node_rewrite;

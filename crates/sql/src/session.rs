@@ -957,6 +957,7 @@ impl Session {
             })
             .collect();
         rewrite::declared_oid_params(&stmt, &mut param_types);
+        crate::limit_params::infer_count_params(&stmt, &mut param_types);
         let fast = fastpath::recognise(&stmt, &self.db.engine, &self.ctx);
         let mut columns = Vec::new();
         let mut planned = None;
@@ -979,7 +980,7 @@ impl Session {
                     name: "pg_export_snapshot".into(),
                     type_oid: oid::TEXT,
                 }];
-            } else if crate::dml_with::is_data_modifying(&stmt) {
+            } else if crate::dml_with::runs_in_parts(&stmt) {
                 columns = self
                     .describe_data_modifying_with(&stmt, &mut param_types)
                     .await?;
@@ -1615,7 +1616,7 @@ impl Session {
         if self.txn.as_ref().is_some_and(|t| t.aborted) {
             return Err(SqlError::InFailedTransaction);
         }
-        if crate::dml_with::is_data_modifying(&stmt) {
+        if crate::dml_with::runs_in_parts(&stmt) {
             return self.run_data_modifying_with(stmt).await;
         }
         if let Some(out) = self.skip_drops_off_path(&mut stmt) {

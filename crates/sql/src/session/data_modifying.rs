@@ -17,8 +17,10 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::SchemaProvider;
 use datafusion::datasource::MemTable;
+use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::Statement;
 
 use super::{collect_rows, Output, ResultColumn, Session};
@@ -133,6 +135,18 @@ impl Session {
         r
     }
 
+    /// The schema of the rows query `stmt` gives.
+    async fn query_schema(&self, stmt: &Statement) -> Result<SchemaRef> {
+        let mut s = stmt.clone();
+        self.compat(&mut s)?;
+        let plan = self
+            .planning_state()
+            .statement_to_plan(DFStatement::Statement(Box::new(s.clone())))
+            .await
+            .map_err(|e| self.planning_error(&s, e))?;
+        Ok(Arc::new(plan.schema().as_arrow().clone()))
+    }
+
     async fn describe_parts(
         &mut self,
         parts: Vec<Part>,
@@ -145,7 +159,11 @@ impl Session {
             let schema = match (&part.stmt, returning) {
                 (Statement::Query(_), _) => {
                     columns = self.describe_query(&part.stmt, param_types).await?.columns;
-                    continue;
+                    if part.rows_as.is_none() {
+                        continue;
+                    }
+                    // a locking query's rows, read by the parts after it
+                    self.query_schema(&part.stmt).await?
                 }
                 (_, Some((def, alias, items))) => {
                     self.returning_schema(&def, &alias, items).await?

@@ -29,7 +29,10 @@
 //! transaction in autocommit). FOR NO KEY UPDATE and FOR KEY SHARE do not
 //! parse (42601); aggregates, DISTINCT, GROUP BY, set operations, CTEs and
 //! subqueries or table functions in FROM with a locking clause are refused
-//! with 0A000, as PostgreSQL refuses several of them.
+//! with 0A000, as PostgreSQL refuses several of them. A locking query of a
+//! WITH arrives here as a statement of its own
+//! (`session/data_modifying.rs`); a locking clause anywhere else below a
+//! statement's top is refused before (`crate::dml_with::refuse_nested`).
 
 use std::sync::Arc;
 
@@ -38,9 +41,9 @@ use datafusion::arrow::compute::interleave_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::SchemaProvider;
 use datafusion::sql::sqlparser::ast::{
-    ExcludeSelectItem, Expr, GroupByExpr, Ident, JoinOperator, LimitClause, LockClause, LockType,
-    NonBlock, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr, Statement, TableAlias,
-    TableFactor, TableWithJoins,
+    DataType, ExcludeSelectItem, Expr, GroupByExpr, Ident, JoinOperator, LimitClause, LockClause,
+    LockType, NonBlock, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr, Statement,
+    TableAlias, TableFactor, TableWithJoins,
 };
 use eddy_common::Value;
 use eddy_storage::{LockMode, LockWait, StorageError, Table};
@@ -64,6 +67,22 @@ fn refuse(what: &str) -> SqlError {
 /// already substituted), or none.
 fn count_of(e: Option<&Expr>, what: &str) -> Result<Option<usize>> {
     let Some(e) = e else { return Ok(None) };
+    // a bound parameter arrives as its value cast to the parameter's type
+    let e = match e {
+        Expr::Cast {
+            expr,
+            data_type:
+                DataType::BigInt(_)
+                | DataType::Int(_)
+                | DataType::Integer(_)
+                | DataType::SmallInt(_)
+                | DataType::Int8(_)
+                | DataType::Int4(_)
+                | DataType::Int2(_),
+            ..
+        } => expr.as_ref(),
+        e => e,
+    };
     match literal_value(e) {
         Some(Value::BigInt(n)) => usize::try_from(n)
             .map(Some)
