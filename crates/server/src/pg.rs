@@ -64,6 +64,12 @@ pub fn error_info(e: &SqlError) -> ErrorInfo {
     );
     info.detail = e.detail();
     info.where_context = e.context();
+    if let Some(o) = e.object() {
+        info.schema = o.schema.clone();
+        info.table = o.table.clone();
+        info.column = o.column.clone();
+        info.constraint = o.constraint.clone();
+    }
     info
 }
 

@@ -795,3 +795,95 @@ fn max_connections_beyond_the_open_file_limit_refuses_to_start() {
     let text = String::from_utf8_lossy(&ok.stdout);
     assert!(text.contains("STARTED"), "{text}");
 }
+
+/// A constraint violation names its schema, table, column and constraint
+/// in the error's fields, as PostgreSQL's does (psycopg's `diag`, asyncpg's
+/// `constraint_name`, pgjdbc's `getConstraint()`): the values below are
+/// PostgreSQL 15's for the same statements.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn constraint_errors_name_their_table_and_constraint() {
+    let srv = Server::start("trust");
+    let c = srv.connect().await;
+    c.batch_execute(
+        "CREATE SCHEMA app;
+         CREATE TABLE app.users (id INT PRIMARY KEY, email TEXT UNIQUE, age INT CHECK (age > 0), name TEXT NOT NULL);
+         CREATE TABLE posts (id INT PRIMARY KEY, author INT REFERENCES app.users (id));
+         INSERT INTO app.users VALUES (1, 'a@x', 30, 'a');
+         INSERT INTO posts VALUES (10, 1);",
+    )
+    .await
+    .unwrap();
+    let fields = |sql: &'static str| {
+        let c = &c;
+        async move {
+            let e = c.batch_execute(sql).await.expect_err(sql);
+            let db = e.as_db_error().expect("a server error");
+            (
+                db.code().code().to_string(),
+                db.schema().map(str::to_string),
+                db.table().map(str::to_string),
+                db.column().map(str::to_string),
+                db.constraint().map(str::to_string),
+            )
+        }
+    };
+    let s = |v: &str| Some(v.to_string());
+    assert_eq!(
+        fields("INSERT INTO app.users VALUES (1, 'b@x', 5, 'b')").await,
+        ("23505".into(), s("app"), s("users"), None, s("users_pkey"))
+    );
+    assert_eq!(
+        fields("INSERT INTO app.users VALUES (2, 'a@x', 5, 'b')").await,
+        (
+            "23505".into(),
+            s("app"),
+            s("users"),
+            None,
+            s("users_email_key")
+        )
+    );
+    assert_eq!(
+        fields("INSERT INTO app.users VALUES (3, 'c@x', -1, 'c')").await,
+        (
+            "23514".into(),
+            s("app"),
+            s("users"),
+            None,
+            s("users_age_check")
+        )
+    );
+    assert_eq!(
+        fields("INSERT INTO app.users VALUES (4, 'd@x', 1, NULL)").await,
+        ("23502".into(), s("app"), s("users"), s("name"), None)
+    );
+    assert_eq!(
+        fields("INSERT INTO posts VALUES (11, 99)").await,
+        (
+            "23503".into(),
+            s("public"),
+            s("posts"),
+            None,
+            s("posts_author_fkey")
+        )
+    );
+    // deleting the parent: PostgreSQL names the referencing table
+    assert_eq!(
+        fields("DELETE FROM app.users WHERE id = 1").await,
+        (
+            "23503".into(),
+            s("public"),
+            s("posts"),
+            None,
+            s("posts_author_fkey")
+        )
+    );
+    // a block's COMMIT-time and the extended protocol's errors carry them too
+    let e = c
+        .execute("INSERT INTO posts VALUES ($1, $2)", &[&10i32, &1i32])
+        .await
+        .expect_err("duplicate");
+    let db = e.as_db_error().expect("a server error");
+    assert_eq!(db.constraint(), Some("posts_pkey"));
+    assert_eq!(db.table(), Some("posts"));
+    assert_eq!(db.schema(), Some("public"));
+}

@@ -99,6 +99,14 @@ pub enum SqlError {
         inner: Box<SqlError>,
         detail: String,
     },
+    /// `inner` with the relation, column and constraint it is about (the
+    /// protocol's schema, table, column and constraint fields); keeps the
+    /// inner error's SQLSTATE, message and detail.
+    #[error("{}", inner.client_message())]
+    About {
+        inner: Box<SqlError>,
+        object: ErrorObject,
+    },
     #[error("relation \"{0}\" already exists")]
     DuplicateTable(String),
     /// 42712: two FROM items known by one name.
@@ -288,6 +296,7 @@ impl SqlError {
         match self {
             SqlError::InContext { inner, .. }
             | SqlError::WithDetail { inner, .. }
+            | SqlError::About { inner, .. }
             | SqlError::InSchemas { inner, .. } => inner.sqlstate(),
             SqlError::Syntax(_) | SqlError::SyntaxMessage(_) => "42601",
             SqlError::UndefinedTable(_) | SqlError::UndefinedRelation(_) => "42P01",
@@ -379,9 +388,9 @@ impl SqlError {
     pub fn context(&self) -> Option<String> {
         match self {
             SqlError::InContext { context, .. } => Some(crate::temp_tables::user_text(context)),
-            SqlError::WithDetail { inner, .. } | SqlError::InSchemas { inner, .. } => {
-                inner.context()
-            }
+            SqlError::WithDetail { inner, .. }
+            | SqlError::InSchemas { inner, .. }
+            | SqlError::About { inner, .. } => inner.context(),
             _ => None,
         }
     }
@@ -390,7 +399,7 @@ impl SqlError {
     pub fn detail(&self) -> Option<String> {
         match self {
             SqlError::WithDetail { detail, .. } => Some(crate::temp_tables::user_text(detail)),
-            SqlError::InContext { inner, .. } => inner.detail(),
+            SqlError::InContext { inner, .. } | SqlError::About { inner, .. } => inner.detail(),
             SqlError::InSchemas { detail, .. } => detail.clone(),
             SqlError::Storage(e) => storage_detail(e).map(|(_, d)| d),
             _ => None,
@@ -405,7 +414,9 @@ impl SqlError {
         let text = match self {
             SqlError::InSchemas { message, .. } => return message.clone(),
             // the place goes in the CONTEXT field (`SqlError::context`)
-            SqlError::InContext { inner, .. } => return inner.client_message(),
+            SqlError::InContext { inner, .. } | SqlError::About { inner, .. } => {
+                return inner.client_message()
+            }
             SqlError::DataFusion(e) => datafusion_message(e),
             SqlError::Storage(e) => match storage_detail(e) {
                 Some((message, _)) => message,
@@ -414,6 +425,76 @@ impl SqlError {
             other => error_chain(other),
         };
         crate::temp_tables::user_text(&text)
+    }
+}
+
+/// What an error is about, as PostgreSQL's error fields name it (schema,
+/// table, column, constraint): psycopg's `diag.constraint_name`,
+/// asyncpg's `constraint_name`, pgjdbc's `getConstraint()`. Applications
+/// map a unique or foreign-key violation to the form field it concerns by
+/// them. Built with storage names (`SqlError::raw_object`); the session
+/// splits them into schema and name before the error is sent
+/// (`Session::shown_error`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ErrorObject {
+    pub schema: Option<String>,
+    pub table: Option<String>,
+    pub column: Option<String>,
+    pub constraint: Option<String>,
+}
+
+impl ErrorObject {
+    /// A constraint of a table (storage names).
+    pub fn constraint_of(table: &str, constraint: &str) -> ErrorObject {
+        ErrorObject {
+            table: Some(table.to_string()),
+            constraint: Some(constraint.to_string()),
+            ..ErrorObject::default()
+        }
+    }
+}
+
+impl SqlError {
+    /// `self` about `object`.
+    pub fn about(self, object: ErrorObject) -> SqlError {
+        SqlError::About {
+            inner: Box::new(self),
+            object,
+        }
+    }
+
+    /// The object fields to send: the outermost `About`'s.
+    pub fn object(&self) -> Option<&ErrorObject> {
+        match self {
+            SqlError::About { object, .. } => Some(object),
+            _ => None,
+        }
+    }
+
+    /// What the error is about, in storage names: an `About` below any
+    /// other wrapper, or a storage engine's constraint error.
+    pub fn raw_object(&self) -> Option<ErrorObject> {
+        match self {
+            SqlError::About { object, .. } => Some(object.clone()),
+            SqlError::WithDetail { inner, .. }
+            | SqlError::InContext { inner, .. }
+            | SqlError::InSchemas { inner, .. } => inner.raw_object(),
+            SqlError::Storage(StorageError::DuplicateKey { table, .. }) => {
+                Some(ErrorObject::constraint_of(table, &format!("{table}_pkey")))
+            }
+            SqlError::Storage(StorageError::UniqueViolation { constraint, .. }) => {
+                Some(ErrorObject {
+                    constraint: Some(constraint.clone()),
+                    ..ErrorObject::default()
+                })
+            }
+            SqlError::Storage(StorageError::NotNull { table, column }) => Some(ErrorObject {
+                table: Some(table.clone()),
+                column: Some(column.clone()),
+                ..ErrorObject::default()
+            }),
+            _ => None,
+        }
     }
 }
 

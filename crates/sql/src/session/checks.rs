@@ -192,10 +192,13 @@ impl CompiledChecks {
                     "new row for relation \"{}\" violates check constraint \"{name}\"",
                     crate::temp_tables::shown_name(&self.table)
                 ));
-                return Err(match failing_row(batch, row) {
+                let error = match failing_row(batch, row) {
                     Some(detail) => error.with_detail(detail),
                     None => error,
-                });
+                };
+                return Err(
+                    error.about(crate::error::ErrorObject::constraint_of(&self.table, name))
+                );
             }
         }
         Ok(())

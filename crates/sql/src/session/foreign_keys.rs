@@ -35,7 +35,7 @@ use eddy_storage::{Key, LockMode, StorageError, Table, TableSnapshot};
 
 use super::{run_blocking, Session};
 use crate::deferred_fk::TableRef;
-use crate::error::{Result, SqlError};
+use crate::error::{ErrorObject, Result, SqlError};
 use crate::fastpath::FastPlan;
 use crate::pgtypes;
 use crate::rewrite::{ident_name, table_name};
@@ -209,6 +209,7 @@ pub(super) fn not_present(
         describe_columns(child, &fk.columns, row),
         parent.name
     ))
+    .about(ErrorObject::constraint_of(&child.name, &fk.name))
 }
 
 pub(super) fn still_referenced(
@@ -226,6 +227,8 @@ pub(super) fn still_referenced(
         describe_columns(parent, &fk.ref_columns, prow),
         child.name
     ))
+    // PostgreSQL names the referencing table, in both directions
+    .about(ErrorObject::constraint_of(&child.name, &fk.name))
 }
 
 fn type_name(ty: ColumnType) -> String {

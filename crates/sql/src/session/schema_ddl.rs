@@ -29,7 +29,7 @@ use eddy_storage::schemas::SchemaChange;
 use eddy_storage::LockMode;
 
 use super::{run_blocking, Output, Session};
-use crate::error::{Result, SqlError};
+use crate::error::{ErrorObject, Result, SqlError};
 use crate::rewrite::ident_name;
 use crate::roles::BOOTSTRAP_SUPERUSER;
 use crate::schemas::{self, parse_acl_item, Scope, PUBLIC};
@@ -187,6 +187,57 @@ impl Session {
     /// `e` as the client sees it: naming user schemas' relations as
     /// PostgreSQL names them in messages (`crate::schemas::user_text`).
     pub(crate) fn shown_error(&self, e: SqlError) -> SqlError {
+        let object = e.raw_object().map(|raw| self.shown_object(raw));
+        let e = self.shown_in_schemas(e);
+        match object {
+            Some(object) => e.about(object),
+            None => e,
+        }
+    }
+
+    /// An error's object fields as the user names things: the schema
+    /// split from the relation's storage name, a temporary table by its
+    /// own name (no schema), the table of a unique index found by the
+    /// index's name.
+    fn shown_object(&self, raw: ErrorObject) -> ErrorObject {
+        let names: Vec<String> = if self.sees_schemas() {
+            self.visible_schema_names()
+        } else {
+            Vec::new()
+        };
+        let table = raw.table.or_else(|| {
+            let index = raw.constraint.as_deref()?;
+            self.db
+                .engine
+                .tables()
+                .into_iter()
+                .find(|t| t.def().indexes.iter().any(|i| i.name == index))
+                .map(|t| t.def().name.clone())
+        });
+        let (schema, table) = match table {
+            Some(t) if crate::temp_tables::is_reserved(&t) => {
+                (None, Some(crate::temp_tables::shown_name(&t).to_string()))
+            }
+            Some(t) => {
+                let (schema, name) = schemas::split(&t, &names);
+                (Some(schema.to_string()), Some(name.to_string()))
+            }
+            None => (None, None),
+        };
+        let constraint = raw
+            .constraint
+            .map(|c| crate::temp_tables::user_text(schemas::split(&c, &names).1));
+        ErrorObject {
+            schema,
+            table,
+            column: raw.column,
+            constraint,
+        }
+    }
+
+    /// `e` with the storage names in its message and detail as the user
+    /// names the relations.
+    fn shown_in_schemas(&self, e: SqlError) -> SqlError {
         if !self.sees_schemas() {
             return e;
         }
