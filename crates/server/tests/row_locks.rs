@@ -307,6 +307,39 @@ async fn unsupported_locking_shapes_are_refused() {
         .unwrap_err();
     assert_eq!(state(&e), SqlState::READ_ONLY_SQL_TRANSACTION);
     a.batch_execute("ROLLBACK").await.unwrap();
+    // FOR NO KEY UPDATE and FOR KEY SHARE take the stronger FOR UPDATE and
+    // FOR SHARE locks: every conflict PostgreSQL has is kept (the second
+    // NO KEY UPDATE and a writer wait, KEY SHAREs share), and a KEY SHARE
+    // behind a NO KEY UPDATE waits where PostgreSQL's would not
+    a.batch_execute("BEGIN").await.unwrap();
+    assert_eq!(
+        ints(&a, "SELECT id FROM t WHERE id = 1 FOR NO KEY UPDATE").await,
+        vec![1]
+    );
+    let other = srv.connect().await;
+    for sql in [
+        "SELECT id FROM t WHERE id = 1 FOR NO KEY UPDATE NOWAIT",
+        "SELECT id FROM t WHERE id = 1 FOR SHARE NOWAIT",
+        "SELECT id FROM t WHERE id = 1 FOR KEY SHARE NOWAIT",
+    ] {
+        let e = other.query(sql, &[]).await.unwrap_err();
+        assert_eq!(state(&e), SqlState::LOCK_NOT_AVAILABLE, "{sql}");
+    }
+    a.batch_execute("ROLLBACK; BEGIN").await.unwrap();
+    assert_eq!(
+        ints(&a, "SELECT id FROM t WHERE id = 1 FOR KEY SHARE").await,
+        vec![1]
+    );
+    assert_eq!(
+        ints(&other, "SELECT id FROM t WHERE id = 1 FOR KEY SHARE NOWAIT").await,
+        vec![1]
+    );
+    let e = other
+        .query("SELECT id FROM t WHERE id = 1 FOR UPDATE NOWAIT", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(state(&e), SqlState::LOCK_NOT_AVAILABLE);
+    a.batch_execute("ROLLBACK").await.unwrap();
     // autocommit FOR UPDATE works and releases its lock at once
     assert_eq!(ints(&a, "SELECT id FROM t FOR UPDATE").await, vec![1]);
     let b = srv.connect().await;

@@ -76,6 +76,7 @@ pub mod json_srf;
 pub mod keywords;
 pub mod lateral_unnest;
 mod limit_params;
+mod lock_strengths;
 pub mod make_interval;
 pub mod memory;
 mod node_rewrite;

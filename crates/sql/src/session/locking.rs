@@ -26,8 +26,8 @@
 //! * LIMIT and OFFSET count only the rows that were locked and qualified.
 //!
 //! The locks last until the transaction ends (the statement's own implicit
-//! transaction in autocommit). FOR NO KEY UPDATE and FOR KEY SHARE do not
-//! parse (42601); aggregates, DISTINCT, GROUP BY, set operations, CTEs and
+//! transaction in autocommit). FOR NO KEY UPDATE and FOR KEY SHARE arrive
+//! here as FOR UPDATE and FOR SHARE (`crate::lock_strengths`); aggregates, DISTINCT, GROUP BY, set operations, CTEs and
 //! subqueries or table functions in FROM with a locking clause are refused
 //! with 0A000, as PostgreSQL refuses several of them. A locking query of a
 //! WITH arrives here as a statement of its own
