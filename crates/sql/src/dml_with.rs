@@ -44,7 +44,7 @@ use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 use crate::error::{Result, SqlError};
-use crate::rewrite::ident_name;
+use crate::rewrite::{ident_name, CteScopes};
 
 /// The schema the earlier parts' rows are registered in.
 pub const ROWS_SCHEMA: &str = "eddy_dml";
@@ -219,14 +219,14 @@ fn inline_ctes<V: VisitMut>(stmt: &mut V, ctes: Vec<Cte>) -> Result<()> {
 /// that WITH's, not ours, inside its query.
 struct Inliner<'a> {
     ctes: &'a [(String, Cte)],
-    shadowed: Vec<Vec<String>>,
+    shadowed: CteScopes,
 }
 
 impl<'a> Inliner<'a> {
     fn new(ctes: &'a [(String, Cte)]) -> Self {
         Inliner {
             ctes,
-            shadowed: Vec::new(),
+            shadowed: CteScopes::default(),
         }
     }
 
@@ -235,7 +235,7 @@ impl<'a> Inliner<'a> {
             return None;
         };
         let n = ident_name(id);
-        if self.shadowed.iter().flatten().any(|s| *s == n) {
+        if self.shadowed.contains(&n) {
             return None;
         }
         self.ctes.iter().find(|(c, _)| *c == n).map(|(_, c)| c)
@@ -246,22 +246,12 @@ impl VisitorMut for Inliner<'_> {
     type Break = ();
 
     fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
-        let names = q
-            .with
-            .as_ref()
-            .map(|w| {
-                w.cte_tables
-                    .iter()
-                    .map(|c| ident_name(&c.alias.name))
-                    .collect()
-            })
-            .unwrap_or_default();
-        self.shadowed.push(names);
+        self.shadowed.enter(q);
         ControlFlow::Continue(())
     }
 
     fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
-        self.shadowed.pop();
+        self.shadowed.leave();
         ControlFlow::Continue(())
     }
 
@@ -444,20 +434,11 @@ fn reads_name<V: Visit>(node: &V, name: &str) -> bool {
 /// PostgreSQL's 0A000 for a reference to a data-modifying CTE that has no
 /// RETURNING.
 fn refuse_without_returning(stmt: &Statement, names: &[String]) -> Result<()> {
-    if names.is_empty() {
-        return Ok(());
-    }
-    let found = datafusion::sql::sqlparser::ast::visit_relations(stmt, |n| match n.0.as_slice() {
-        [ObjectNamePart::Identifier(id)] if names.contains(&ident_name(id)) => {
-            ControlFlow::Break(ident_name(id))
-        }
-        _ => ControlFlow::Continue(()),
-    });
-    match found {
-        ControlFlow::Break(name) => Err(SqlError::FeatureNotSupported(format!(
+    match names.iter().find(|n| reads_name(stmt, n)) {
+        Some(name) => Err(SqlError::FeatureNotSupported(format!(
             "WITH query \"{name}\" does not have a RETURNING clause"
         ))),
-        ControlFlow::Continue(()) => Ok(()),
+        None => Ok(()),
     }
 }
 
