@@ -877,6 +877,15 @@ async fn constraint_errors_name_their_table_and_constraint() {
             s("posts_author_fkey")
         )
     );
+    // NOT NULL's DETAIL prints the failing row, as PostgreSQL 15 does
+    let e = c
+        .batch_execute("INSERT INTO app.users VALUES (5, 'e@x', 2, NULL)")
+        .await
+        .expect_err("not null");
+    assert_eq!(
+        e.as_db_error().and_then(|d| d.detail()),
+        Some("Failing row contains (5, e@x, 2, null).")
+    );
     // a block's COMMIT-time and the extended protocol's errors carry them too
     let e = c
         .execute("INSERT INTO posts VALUES ($1, $2)", &[&10i32, &1i32])

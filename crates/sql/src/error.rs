@@ -488,7 +488,7 @@ impl SqlError {
                     ..ErrorObject::default()
                 })
             }
-            SqlError::Storage(StorageError::NotNull { table, column }) => Some(ErrorObject {
+            SqlError::Storage(StorageError::NotNull { table, column, .. }) => Some(ErrorObject {
                 table: Some(table.clone()),
                 column: Some(column.clone()),
                 ..ErrorObject::default()
@@ -514,8 +514,28 @@ fn storage_detail(e: &StorageError) -> Option<(String, String)> {
             format!("could not create unique index \"{index}\""),
             format!("Key ({key}) is duplicated."),
         )),
+        StorageError::NotNull { row: Some(row), .. } => Some((e.to_string(), failing_row(row))),
         _ => None,
     }
+}
+
+/// `Failing row contains (1, null, abc).`, PostgreSQL's DETAIL of a NOT
+/// NULL violation: each value as its type prints it (a timestamptz in
+/// UTC, with its offset).
+fn failing_row(row: &[(eddy_common::Value, eddy_common::ColumnType)]) -> String {
+    use eddy_common::{ColumnType, Value};
+    let cells: Vec<String> = row
+        .iter()
+        .map(|(v, ty)| match (v, ty) {
+            (Value::Null, _) => "null".to_string(),
+            (Value::Timestamp(_), ColumnType::TimestampTz) => {
+                format!("{}+00", crate::pgtypes::value_text(v, None))
+            }
+            (_, ColumnType::Decimal(_, scale)) => crate::pgtypes::value_text(v, Some(*scale)),
+            _ => crate::pgtypes::value_text(v, None),
+        })
+        .collect();
+    format!("Failing row contains ({}).", cells.join(", "))
 }
 
 /// The whole chain of an error, "outer: inner: innermost", without repeats.

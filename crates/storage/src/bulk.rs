@@ -124,6 +124,7 @@ impl BulkLoader {
                 return Err(StorageError::NotNull {
                     table: def.name.clone(),
                     column: c.name.clone(),
+                    row: None,
                 });
             }
         }

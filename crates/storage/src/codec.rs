@@ -390,6 +390,12 @@ pub fn check_row(def: &eddy_common::TableDef, row: &[Value]) -> Result<()> {
                 return Err(StorageError::NotNull {
                     table: def.name.clone(),
                     column: c.name.clone(),
+                    row: Some(
+                        row.iter()
+                            .cloned()
+                            .zip(def.columns.iter().map(|c| c.ty))
+                            .collect(),
+                    ),
                 });
             }
         } else if !v.fits(c.ty) {

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::arrow_values::ConversionError;
+use eddy_common::{ColumnType, Value};
 
 /// Everything that can go wrong in the storage engine.
 ///
@@ -39,7 +40,13 @@ pub enum StorageError {
     #[error(
         "null value in column \"{column}\" of relation \"{table}\" violates not-null constraint"
     )]
-    NotNull { table: String, column: String },
+    NotNull {
+        table: String,
+        column: String,
+        /// The failing row with its columns' types, where a row (not a
+        /// column batch) was checked: PostgreSQL's DETAIL prints it.
+        row: Option<Vec<(Value, ColumnType)>>,
+    },
     #[error("value for column \"{column}\" of relation \"{table}\" has the wrong type: expected {expected}, got {got}")]
     WrongType {
         table: String,
