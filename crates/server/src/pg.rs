@@ -63,6 +63,7 @@ pub fn error_info(e: &SqlError) -> ErrorInfo {
         e.client_message(),
     );
     info.detail = e.detail();
+    info.hint = e.hint();
     info.where_context = e.context();
     if let Some(o) = e.object() {
         info.schema = o.schema.clone();

@@ -224,6 +224,10 @@ pub enum SqlError {
     /// 21000: two rows of one INSERT ... ON CONFLICT DO UPDATE for one key.
     #[error("ON CONFLICT DO UPDATE command cannot affect row a second time")]
     ConflictUpdateTwice,
+    /// 21000: a MERGE whose target row matched two source rows that both
+    /// update or delete it.
+    #[error("MERGE command cannot affect row a second time")]
+    MergeRowTwice,
     /// 21000: a scalar subquery that returned more than one row.
     #[error("more than one row returned by a subquery used as an expression")]
     CardinalityViolation,
@@ -331,7 +335,9 @@ impl SqlError {
             SqlError::InvalidColumnReference(_) => "42P10",
             SqlError::InvalidName(_) => "42602",
             SqlError::InsufficientPrivilege(_) => "42501",
-            SqlError::CardinalityViolation | SqlError::ConflictUpdateTwice => "21000",
+            SqlError::CardinalityViolation
+            | SqlError::ConflictUpdateTwice
+            | SqlError::MergeRowTwice => "21000",
             SqlError::SequenceLimit(_) => "2200H",
             SqlError::NotInPrerequisiteState(_) => "55000",
             SqlError::NoSchemaSelected | SqlError::UndefinedSchema(_) => "3F000",
@@ -391,6 +397,19 @@ impl SqlError {
             SqlError::WithDetail { inner, .. }
             | SqlError::InSchemas { inner, .. }
             | SqlError::About { inner, .. } => inner.context(),
+            _ => None,
+        }
+    }
+
+    /// PostgreSQL's HINT line for this error, if it has one.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            SqlError::MergeRowTwice => {
+                Some("Ensure that not more than one source row matches any one target row.".into())
+            }
+            SqlError::InContext { inner, .. }
+            | SqlError::About { inner, .. }
+            | SqlError::WithDetail { inner, .. } => inner.hint(),
             _ => None,
         }
     }

@@ -79,6 +79,7 @@ mod limit_params;
 mod lock_strengths;
 pub mod make_interval;
 pub mod memory;
+pub mod merge;
 mod node_rewrite;
 pub mod notify;
 pub mod numeric_cast;

@@ -13,6 +13,8 @@
 //!   and SELECT; UPDATE needs UPDATE, DELETE needs DELETE, and either also
 //!   SELECT on its target when it reads the target's columns (a WHERE, a
 //!   SET expression naming a column, RETURNING);
+//! * MERGE needs SELECT on its target, and INSERT, UPDATE and DELETE for
+//!   the actions its clauses take (DO NOTHING takes none);
 //! * COPY FROM needs INSERT, COPY TO SELECT; TRUNCATE needs TRUNCATE;
 //! * ALTER TABLE, DROP TABLE, COMMENT ON and CREATE INDEX need ownership
 //!   (membership in the owning role);
@@ -27,8 +29,8 @@ use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    CommentObject, CopySource, Expr, FromTable, ObjectName, ObjectType, OnConflictAction, OnInsert,
-    Query, Statement, TableFactor, TableObject, Visit, Visitor,
+    CommentObject, CopySource, Expr, FromTable, MergeAction, ObjectName, ObjectType,
+    OnConflictAction, OnInsert, Query, Statement, TableFactor, TableObject, Visit, Visitor,
 };
 use eddy_common::{TableDef, TablePrivileges};
 
@@ -141,6 +143,21 @@ pub fn needs(stmt: &Statement) -> Needs {
             if let Some(TableFactor::Table { name, .. }) = from.map(|t| &t.relation) {
                 let reads_columns = d.selection.is_some() || d.returning.is_some();
                 target(name, TablePrivileges::DELETE, reads_columns);
+            }
+        }
+        Statement::Merge(m) => {
+            if let TableFactor::Table { name, .. } = &m.table {
+                // each action's privilege, and SELECT: ON reads the target
+                let mut need = TablePrivileges::NONE;
+                for c in &m.clauses {
+                    need = need.union(match &c.action {
+                        a if crate::merge::is_do_nothing(a) => TablePrivileges::NONE,
+                        MergeAction::Insert(_) => TablePrivileges::INSERT,
+                        MergeAction::Update(_) => TablePrivileges::UPDATE,
+                        MergeAction::Delete { .. } => TablePrivileges::DELETE,
+                    });
+                }
+                target(name, need, true);
             }
         }
         Statement::Copy {

@@ -72,6 +72,7 @@ mod insert_rows;
 mod listen;
 mod lock_table;
 mod locking;
+mod merge;
 pub mod prepared;
 mod returning;
 mod roles_ddl;
@@ -1719,6 +1720,7 @@ impl Session {
             Statement::Insert(ins) => self.insert(ins).await,
             Statement::Update(upd) => self.update(upd).await,
             Statement::Delete(del) => self.delete(del).await,
+            Statement::Merge(m) => self.merge(m).await,
             Statement::CreateTable(ct) => self.create_table(ct).await,
             Statement::CreateView(cv) => self.create_view(cv).await,
             Statement::AlterSchema(ref alter) => {

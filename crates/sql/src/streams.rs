@@ -72,6 +72,10 @@ pub fn written_tables(stmt: &Statement) -> Vec<String> {
                 })
                 .collect()
         }
+        Statement::Merge(m) => match &m.table {
+            datafusion::sql::sqlparser::ast::TableFactor::Table { name, .. } => vec![name],
+            _ => vec![],
+        },
         Statement::Truncate(t) => t.table_names.iter().map(|t| &t.name).collect(),
         Statement::Drop { names, .. } => names.iter().collect(),
         Statement::AlterTable(at) => vec![&at.name],

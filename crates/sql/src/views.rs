@@ -98,6 +98,18 @@ fn refuse_writes(stmt: &Statement, lookup: Lookup<'_>) -> Result<()> {
                 }
             }
         }
+        Statement::Merge(m) => {
+            if let TableFactor::Table { name, .. } = &m.table {
+                if let Some(v) = view_named(name, lookup) {
+                    // PostgreSQL 15 itself cannot MERGE into a view
+                    return Err(SqlError::WrongObjectType(format!(
+                        "cannot execute MERGE on relation \"{}\"",
+                        v.name
+                    ))
+                    .with_detail("This operation is not supported for views.".into()));
+                }
+            }
+        }
         Statement::Delete(d) => {
             let (FromTable::WithFromKeyword(from) | FromTable::WithoutKeyword(from)) = &d.from;
             for t in from {

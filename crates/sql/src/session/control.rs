@@ -41,6 +41,7 @@ pub(super) fn read_only_refusal(stmt: &Statement) -> Option<String> {
         Statement::Insert(_) => Some("INSERT"),
         Statement::Update(_) => Some("UPDATE"),
         Statement::Delete(_) => Some("DELETE"),
+        Statement::Merge(_) => Some("MERGE"),
         Statement::Truncate(_) => Some("TRUNCATE TABLE"),
         Statement::CreateTable(_) => Some("CREATE TABLE"),
         Statement::CreateSequence { .. } => Some("CREATE SEQUENCE"),

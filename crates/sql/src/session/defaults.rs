@@ -43,11 +43,20 @@ pub(super) fn default_of(col: &ColumnDef) -> Result<Expr> {
     }
 }
 
+/// PostgreSQL's DETAIL of a refused value for a GENERATED ALWAYS column.
+fn identity_always_detail(col: &ColumnDef) -> String {
+    format!(
+        "Column \"{}\" is an identity column defined as GENERATED ALWAYS.",
+        col.name
+    )
+}
+
 fn identity_always_error(col: &ColumnDef) -> SqlError {
     SqlError::GeneratedAlways(format!(
-        "cannot insert a non-DEFAULT value into column \"{}\": it is an identity column defined as GENERATED ALWAYS",
+        "cannot insert a non-DEFAULT value into column \"{}\"",
         col.name
     ))
+    .with_detail(identity_always_detail(col))
 }
 
 /// `UPDATE ... SET c = v` where `c` is GENERATED ALWAYS: only DEFAULT.
@@ -56,7 +65,8 @@ pub(super) fn check_update_target(col: &ColumnDef, value: &Expr) -> Result<()> {
         return Err(SqlError::GeneratedAlways(format!(
             "column \"{}\" can only be updated to DEFAULT",
             col.name
-        )));
+        ))
+        .with_detail(identity_always_detail(col)));
     }
     Ok(())
 }

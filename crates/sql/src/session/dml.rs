@@ -40,7 +40,7 @@ fn column_name(n: &datafusion::sql::sqlparser::ast::ObjectName) -> String {
 }
 
 /// Rows of `batches` (columns laid out as `def`) with their keys (last column).
-fn rows_with_keys(
+pub(super) fn rows_with_keys(
     def: &TableDef,
     batches: &[RecordBatch],
     zone: &crate::session_zone::SessionZone,
@@ -85,7 +85,7 @@ fn keys_of(batches: &[RecordBatch]) -> Result<Vec<Vec<u8>>> {
 }
 
 impl Session {
-    fn txn_mut(&mut self) -> Result<&mut Transaction> {
+    pub(super) fn txn_mut(&mut self) -> Result<&mut Transaction> {
         self.txn
             .as_mut()
             .ok_or_else(|| SqlError::Internal("statement outside a transaction".into()))
@@ -162,11 +162,33 @@ impl Session {
         )
             -> futures::future::BoxFuture<'a, Result<Vec<(Vec<u8>, Option<Row>)>>>,
     ) -> Result<Vec<(Vec<u8>, Option<Row>)>> {
-        let id = table.def().id;
         let tables: Vec<Arc<Table>> = std::iter::once(Arc::clone(table))
             .chain(reads.iter().cloned())
             .collect();
         let snaps = self.install_tables(&tables)?;
+        self.locked_scan_on(table, reads, reads_target_again, snaps, run)
+            .await
+    }
+
+    /// [`Self::locked_scan`] starting from snapshots taken already
+    /// (`snaps`, of the target and `reads`), which another scan of the
+    /// same statement read too.
+    pub(super) async fn locked_scan_on(
+        &mut self,
+        table: &Arc<Table>,
+        reads: &[Arc<Table>],
+        reads_target_again: bool,
+        snaps: std::collections::HashMap<eddy_common::TableId, Arc<TableSnapshot>>,
+        run: impl for<'a> Fn(
+            &'a mut Session,
+        )
+            -> futures::future::BoxFuture<'a, Result<Vec<(Vec<u8>, Option<Row>)>>>,
+    ) -> Result<Vec<(Vec<u8>, Option<Row>)>> {
+        let id = table.def().id;
+        let tables: Vec<Arc<Table>> = std::iter::once(Arc::clone(table))
+            .chain(reads.iter().cloned())
+            .collect();
+        self.view.set(snaps.clone());
         let mut snap = snaps
             .get(&id)
             .cloned()
@@ -473,6 +495,11 @@ impl Session {
                 .get(idx)
                 .ok_or_else(|| SqlError::Internal(format!("no column {idx}")))?;
             defaults::check_update_target(col, &a.value)?;
+            if exprs[idx].is_some() {
+                return Err(SqlError::SyntaxMessage(format!(
+                    "multiple assignments to same column \"{cname}\""
+                )));
+            }
             exprs[idx] = Some(if defaults::is_default_keyword(&a.value) {
                 defaults::default_of(col)?
             } else {
@@ -512,11 +539,37 @@ impl Session {
             .into_iter()
             .filter_map(|(k, r)| r.map(|r| (k, r)))
             .collect();
-        let pk_changed = def.primary_key.iter().any(|k| exprs[*k].is_some());
-        let fk_changed = def
-            .foreign_keys
-            .iter()
-            .any(|fk| fk.columns.iter().any(|c| exprs[*c].is_some()));
+        let n = rows.len();
+        let returned: Option<Vec<Row>> = returning
+            .as_ref()
+            .map(|_| rows.iter().map(|(_, r)| r.clone()).collect());
+        let assigned: Vec<bool> = exprs.iter().map(Option::is_some).collect();
+        self.write_updated_rows(&table, rows, &assigned).await?;
+        match (returning, returned) {
+            (Some(items), Some(rows)) => {
+                self.returning_output(&def, &ret_alias, items, rows, "UPDATE")
+                    .await
+            }
+            _ => Ok(Output::Command(format!("UPDATE {n}"))),
+        }
+    }
+
+    /// Writes the new versions `rows` (key, row) of an UPDATE of `table`
+    /// whose assignments set the columns marked in `assigned`: CHECK
+    /// constraints, rows whose primary key moves (every old version
+    /// deleted first, so keys moving between rows do not collide), the
+    /// foreign keys they reference and the rows that reference their old
+    /// keys.
+    pub(super) async fn write_updated_rows(
+        &mut self,
+        table: &Arc<Table>,
+        rows: Vec<(Vec<u8>, Row)>,
+        assigned: &[bool],
+    ) -> Result<()> {
+        let def = table.def().clone();
+        let set = |i: &usize| assigned.get(*i).copied().unwrap_or(false);
+        let pk_changed = def.primary_key.iter().any(set);
+        let fk_changed = def.foreign_keys.iter().any(|fk| fk.columns.iter().any(set));
         // rows moved off their keys: their referencing rows are looked at
         let moved: Vec<Vec<u8>> = if pk_changed && def.has_primary_key() {
             rows.iter()
@@ -526,10 +579,6 @@ impl Session {
         } else {
             Vec::new()
         };
-        let n = rows.len();
-        let returned: Option<Vec<Row>> = returning
-            .as_ref()
-            .map(|_| rows.iter().map(|(_, r)| r.clone()).collect());
         let rows_for_fk: Vec<Row> = if fk_changed {
             rows.iter().map(|(_, r)| r.clone()).collect()
         } else {
@@ -544,32 +593,22 @@ impl Session {
             if !pk_changed || !def.has_primary_key() {
                 for (key, row) in rows {
                     eddy_storage::codec::check_row(&def, &row)?;
-                    txn.put(&table, key, Some(row))?;
+                    txn.put(table, key, Some(row))?;
                 }
                 return Ok(());
             }
-            // The key moves: delete every old version first, so that keys
-            // moving between rows do not collide, then insert.
             for (key, _) in &rows {
-                txn.put(&table, key.clone(), None)?;
+                txn.put(table, key.clone(), None)?;
             }
-            let lsns = txn.statement_lsns(&table);
+            let lsns = txn.statement_lsns(table);
             let new_rows = rows.into_iter().map(|(_, r)| r).collect();
-            insert_rows(txn, &table, &lsns, new_rows, Conflicts::error(), None)?;
+            insert_rows(txn, table, &lsns, new_rows, Conflicts::error(), None)?;
             Ok(())
         })?;
         if fk_changed {
-            let new_rows: Vec<Row> = rows_for_fk;
-            self.check_parents(&def, &new_rows)?;
+            self.check_parents(&def, &rows_for_fk)?;
         }
-        self.parent_keys_removed(&table, moved, true).await?;
-        match (returning, returned) {
-            (Some(items), Some(rows)) => {
-                self.returning_output(&def, &ret_alias, items, rows, "UPDATE")
-                    .await
-            }
-            _ => Ok(Output::Command(format!("UPDATE {n}"))),
-        }
+        self.parent_keys_removed(table, moved, true).await
     }
 
     pub(super) async fn delete(&mut self, mut del: Delete) -> Result<Output> {
@@ -752,7 +791,7 @@ impl Session {
 /// `SET (a, b) = (x, y)` as `SET a = x, b = y` (PostgreSQL's multiple-column
 /// assignment from a row constructor); a list of another length is
 /// PostgreSQL's 42601, one from a subquery is refused (0A000).
-fn single_column_assignments(
+pub(super) fn single_column_assignments(
     assignments: Vec<datafusion::sql::sqlparser::ast::Assignment>,
 ) -> Result<Vec<datafusion::sql::sqlparser::ast::Assignment>> {
     use datafusion::sql::sqlparser::ast::Assignment;

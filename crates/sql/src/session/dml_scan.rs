@@ -178,19 +178,35 @@ fn relation_names(t: &TableWithJoins) -> Vec<String> {
         .collect()
 }
 
-/// `SELECT <items> FROM eddy_dml.__target AS "<alias>" [, joined] [WHERE]`.
-fn scan_statement(shape: &ScanShape, items: Vec<SelectItem>) -> Result<Statement> {
+/// The target as a relation of a scan: `eddy_dml.__target AS "<alias>"`,
+/// valid while [`Session::query_with_target`] runs.
+pub(super) fn target_relation(alias: &str) -> Result<TableFactor> {
     let mut q = Parser::new(&PostgreSqlDialect {})
         .try_with_sql(&format!("SELECT 1 FROM eddy_dml.{TARGET_TABLE} AS x"))?
         .parse_query()?;
     let SetExpr::Select(sel) = q.body.as_mut() else {
         return Err(SqlError::Internal("scan template is not a SELECT".into()));
     };
+    let Some(mut from) = sel.from.pop() else {
+        return Err(SqlError::Internal("scan template has no FROM".into()));
+    };
+    if let TableFactor::Table { alias: Some(a), .. } = &mut from.relation {
+        a.name = Ident::with_quote('"', alias);
+    }
+    Ok(from.relation)
+}
+
+/// `SELECT <items> FROM eddy_dml.__target AS "<alias>" [, joined] [WHERE]`.
+fn scan_statement(shape: &ScanShape, items: Vec<SelectItem>) -> Result<Statement> {
+    let mut q = Parser::new(&PostgreSqlDialect {})
+        .try_with_sql("SELECT 1 FROM x")?
+        .parse_query()?;
+    let SetExpr::Select(sel) = q.body.as_mut() else {
+        return Err(SqlError::Internal("scan template is not a SELECT".into()));
+    };
     sel.projection = items;
-    if let Some(TableFactor::Table { alias: Some(a), .. }) =
-        sel.from.first_mut().map(|f| &mut f.relation)
-    {
-        a.name = Ident::with_quote('"', shape.alias.as_str());
+    if let Some(first) = sel.from.first_mut() {
+        first.relation = target_relation(&shape.alias)?;
     }
     sel.from.extend(shape.joined.iter().cloned());
     sel.selection = shape.selection.clone();
@@ -206,12 +222,23 @@ impl Session {
         shape: &ScanShape,
         items: Vec<SelectItem>,
     ) -> Result<Vec<RecordBatch>> {
+        let stmt = scan_statement(shape, items)?;
+        self.query_with_target(table, stmt).await
+    }
+
+    /// Runs the query `stmt`, which reads the target `table` (with its row
+    /// keys) as [`target_relation`], over the statement's snapshots;
+    /// returns the batches.
+    pub(super) async fn query_with_target(
+        &mut self,
+        table: &Arc<Table>,
+        mut stmt: Statement,
+    ) -> Result<Vec<RecordBatch>> {
         let provider =
             Arc::new(EddyTable::new(Arc::clone(table), true).with_view(Arc::clone(&self.view)));
         self.dml_schema
             .register_table(TARGET_TABLE.to_string(), provider)?;
         let result = async {
-            let mut stmt = scan_statement(shape, items)?;
             self.compat(&mut stmt)?;
             collect_rows(self.run_query(stmt).await?).await
         }
