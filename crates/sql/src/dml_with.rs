@@ -3,11 +3,11 @@
 //!
 //! Two jobs, both before a statement is checked or planned:
 //!
-//! * [`hoist`]: `WITH ctes INSERT/UPDATE/DELETE ...` (which the parser
+//! * [`hoist`]: `WITH ctes INSERT/UPDATE/DELETE/MERGE ...` (which the parser
 //!   gives as a query whose body is the DML statement) becomes the DML
 //!   statement itself, so every check (privileges, read-only, locks) and
 //!   every DML path sees the statement it knows. INSERT's source query
-//!   takes the CTEs as its own `WITH`; UPDATE and DELETE, whose AST has no
+//!   takes the CTEs as its own `WITH`; UPDATE, DELETE and MERGE, whose AST has no
 //!   `WITH`, get each reference to a CTE replaced by the CTE's query as a
 //!   derived table (what DataFusion does with a CTE anyway: it inlines
 //!   it).
@@ -94,7 +94,7 @@ fn top_level_only() -> SqlError {
 }
 
 /// Everything of a query besides its WITH and body must be absent when the
-/// body is a DML statement (the parser gives none; a MERGE is refused).
+/// body is a DML statement (the parser gives none).
 fn dml_statement(q: Query) -> Result<Statement> {
     let Query {
         body,
@@ -122,10 +122,7 @@ fn dml_statement(q: Query) -> Result<Statement> {
         ));
     }
     match *body {
-        SetExpr::Insert(s) | SetExpr::Update(s) | SetExpr::Delete(s) => Ok(s),
-        SetExpr::Merge(_) => Err(SqlError::FeatureNotSupported(
-            "MERGE is not supported".into(),
-        )),
+        SetExpr::Insert(s) | SetExpr::Update(s) | SetExpr::Delete(s) | SetExpr::Merge(s) => Ok(s),
         _ => Err(SqlError::Internal("not a DML statement".into())),
     }
 }
@@ -164,10 +161,10 @@ fn attach(mut dml: Statement, with: Option<With>) -> Result<Statement> {
                 prepend_ctes(source, with)?;
             }
         }
-        Statement::Update(_) | Statement::Delete(_) => {
+        Statement::Update(_) | Statement::Delete(_) | Statement::Merge(_) => {
             if with.recursive {
                 return Err(SqlError::FeatureNotSupported(
-                    "WITH RECURSIVE on UPDATE or DELETE is not supported".into(),
+                    "WITH RECURSIVE on UPDATE, DELETE or MERGE is not supported".into(),
                 ));
             }
             inline_ctes(&mut dml, with.cte_tables)?;
@@ -322,6 +319,10 @@ pub fn target(stmt: &Statement) -> Option<&ObjectName> {
                 }
             }
         },
+        Statement::Merge(m) => match &m.table {
+            TableFactor::Table { name, .. } => Some(name),
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -382,6 +383,12 @@ pub fn split(stmt: Statement) -> Result<Vec<Part>> {
             cte.materialized = None;
             visible.push(cte);
             continue;
+        }
+        if matches!(cte.query.body.as_ref(), SetExpr::Merge(_)) {
+            // PostgreSQL's own refusal
+            return Err(SqlError::FeatureNotSupported(
+                "MERGE not supported in WITH query".into(),
+            ));
         }
         if cte.query.with.is_some() {
             return Err(SqlError::FeatureNotSupported(

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::sql::sqlparser::ast::{
     visit_expressions, visit_relations, AssignmentTarget, BinaryOperator, Expr, FromTable,
-    ObjectNamePart, OnConflictAction, OnInsert, SelectItem, SetExpr, Statement, TableFactor,
-    TableObject, UnaryOperator, Value as SqlValue,
+    MergeAction, MergeInsertKind, ObjectNamePart, OnConflictAction, OnInsert, SelectItem, SetExpr,
+    Statement, TableFactor, TableObject, UnaryOperator, Value as SqlValue,
 };
 use eddy_common::{ColumnType, Row, TableDef, Value};
 use eddy_storage::{ConflictUpdateFn, Engine, Key, LockMode, LockWait, OnConflict, Table, WriteOp};
@@ -1247,6 +1247,61 @@ pub fn infer_param_types(stmt: &Statement, engine: &Arc<Engine>, types: &mut [u3
                         if let Some(ty) = col_type(&ident_name(id)) {
                             set(p, ty);
                         }
+                    }
+                }
+            }
+        }
+        Statement::Merge(m) => {
+            // a parameter assigned to or inserted into a target column
+            // takes the column's type
+            let target = match &m.table {
+                TableFactor::Table { name, .. } => {
+                    table_name(name).ok().and_then(|n| engine.table(&n))
+                }
+                _ => None,
+            };
+            if let Some(t) = target {
+                let def = t.def();
+                let ty_of = |name: &str| def.column_index(name).map(|i| def.columns[i].ty);
+                for clause in &m.clauses {
+                    match &clause.action {
+                        MergeAction::Update(u) => {
+                            for a in &u.assignments {
+                                if let (AssignmentTarget::ColumnName(n), Some(p)) =
+                                    (&a.target, bare_placeholder(&a.value))
+                                {
+                                    if let Some(ty) =
+                                        n.0.last()
+                                            .and_then(|p| p.as_ident())
+                                            .and_then(|id| ty_of(&ident_name(id)))
+                                    {
+                                        set(p, ty);
+                                    }
+                                }
+                            }
+                        }
+                        MergeAction::Insert(ins) => {
+                            let MergeInsertKind::Values(v) = &ins.kind else {
+                                continue;
+                            };
+                            for row in &v.rows {
+                                for (i, e) in row.iter().enumerate() {
+                                    let column = if ins.columns.is_empty() {
+                                        def.columns.get(i).map(|c| c.ty)
+                                    } else {
+                                        ins.columns
+                                            .get(i)
+                                            .and_then(|c| c.0.last())
+                                            .and_then(|p| p.as_ident())
+                                            .and_then(|id| ty_of(&ident_name(id)))
+                                    };
+                                    if let (Some(p), Some(ty)) = (bare_placeholder(e), column) {
+                                        set(p, ty);
+                                    }
+                                }
+                            }
+                        }
+                        MergeAction::Delete { .. } => {}
                     }
                 }
             }

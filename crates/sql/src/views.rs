@@ -102,7 +102,7 @@ fn refuse_writes(stmt: &Statement, lookup: Lookup<'_>) -> Result<()> {
             if let TableFactor::Table { name, .. } = &m.table {
                 if let Some(v) = view_named(name, lookup) {
                     // PostgreSQL 15 itself cannot MERGE into a view
-                    return Err(SqlError::WrongObjectType(format!(
+                    return Err(SqlError::FeatureNotSupported(format!(
                         "cannot execute MERGE on relation \"{}\"",
                         v.name
                     ))
