@@ -3,7 +3,9 @@
 //! from the target's columns at Parse, the command tag's count,
 //! REPEATABLE READ's 40001, privileges per action, and the statement
 //! undone whole on an error. Expected answers are PostgreSQL 15's; the
-//! SQL behaviour itself is in `tests/slt/merge.slt`.
+//! SQL behaviour itself is in `tests/slt/merge.slt`. Also EXPLAIN of
+//! INSERT, UPDATE, DELETE and MERGE (`session/explain_dml.rs`): the plans
+//! of the queries Eddy runs for them, never DataFusion's DML node.
 
 use std::sync::Arc;
 
@@ -165,4 +167,101 @@ async fn merge_needs_the_privilege_of_each_action_it_takes() {
         assert_eq!(e.code().map(|c| c.code()), Some("42501"), "{needs_more}");
     }
     assert_eq!(one_i64(&admin, "SELECT count(*) FROM t").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_of_a_write_shows_the_queries_it_runs_and_writes_nothing() {
+    let srv = Server::start("trust");
+    let c = srv.connect().await;
+    c.batch_execute(
+        "CREATE TABLE t (id INT PRIMARY KEY, v TEXT);
+         CREATE TABLE s (id INT, v TEXT);
+         INSERT INTO t VALUES (1, 'a'), (2, 'b');
+         INSERT INTO s VALUES (2, 'x'), (3, 'y')",
+    )
+    .await
+    .unwrap();
+    let plan = |rows: Vec<tokio_postgres::Row>| -> Vec<(String, String)> {
+        rows.iter().map(|r| (r.get(0), r.get(1))).collect()
+    };
+    for (sql, headline, label) in [
+        (
+            "EXPLAIN UPDATE t SET v = 'z' WHERE v > 'a'",
+            "Update on t",
+            "rows to update",
+        ),
+        (
+            "EXPLAIN DELETE FROM t USING s WHERE t.id = s.id",
+            "Delete on t",
+            "rows to delete",
+        ),
+        (
+            "EXPLAIN INSERT INTO t SELECT id + 10, v FROM s",
+            "Insert on t",
+            "rows to insert",
+        ),
+        (
+            "EXPLAIN MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE \
+             WHEN NOT MATCHED THEN DO NOTHING",
+            "Merge on t",
+            "matched rows",
+        ),
+        (
+            "EXPLAIN WITH x AS (SELECT 1 AS k) DELETE FROM t USING x WHERE t.id = x.k",
+            "Delete on t",
+            "rows to delete",
+        ),
+    ] {
+        // both protocols: simple, then prepared
+        let simple: Vec<(String, String)> = c
+            .simple_query(sql)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => Some((
+                    r.get(0).unwrap_or_default().to_string(),
+                    r.get(1).unwrap_or_default().to_string(),
+                )),
+                _ => None,
+            })
+            .collect();
+        let prepared = plan(c.query(sql, &[]).await.unwrap());
+        for rows in [simple, prepared] {
+            assert_eq!(rows[0].0, "dml", "{sql}");
+            assert!(rows[0].1.starts_with(headline), "{sql}: {rows:?}");
+            assert!(
+                rows.iter()
+                    .any(|(t, _)| t == &format!("{label}: physical_plan")),
+                "{sql}: {rows:?}"
+            );
+            // DataFusion's DML node is never shown: Eddy does not run it
+            assert!(
+                !rows.iter().any(|(t, _)| t.contains("error")),
+                "{sql}: {rows:?}"
+            );
+        }
+    }
+    // a primary-key write takes the fixed plan: no query is planned
+    let rows = plan(
+        c.query("EXPLAIN UPDATE t SET v = 'q' WHERE id = 1", &[])
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(rows[0].1.contains("fixed-plan path"), "{rows:?}");
+    // EXPLAIN ANALYZE would write: refused
+    let e = c
+        .query("EXPLAIN ANALYZE DELETE FROM t", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("0A000"));
+    assert_eq!(one_i64(&c, "SELECT count(*) FROM t").await, 2);
+    assert_eq!(
+        c.query_one("SELECT v FROM t WHERE id = 2", &[])
+            .await
+            .unwrap()
+            .get::<_, String>(0),
+        "b"
+    );
 }

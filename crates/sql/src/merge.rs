@@ -155,11 +155,13 @@ fn word(value: &str, keyword: Keyword) -> Token {
     })
 }
 
-/// `DO NOTHING` and `INSERT DEFAULT VALUES` of a MERGE in forms sqlparser
-/// reads (see the module doc); other statements' tokens are returned as
-/// they are.
+/// `DO NOTHING` and `INSERT DEFAULT VALUES` of a MERGE's clauses in forms
+/// sqlparser reads (see the module doc); tokens of statements without
+/// MERGE are returned as they are.
 pub fn merge_tokens(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
-    if tokens.iter().find(|t| significant(t)).and_then(keyword) != Some(Keyword::MERGE) {
+    // MERGE anywhere (EXPLAIN MERGE, WITH ... MERGE); the patterns below
+    // occur in no other statement
+    if !tokens.iter().any(|t| keyword(t) == Some(Keyword::MERGE)) {
         return tokens;
     }
     let words: Vec<usize> = (0..tokens.len())
@@ -495,6 +497,16 @@ mod tests {
         assert!(matches!(m.matched[0].action, MatchedAction::Update(_)));
         // statements other than MERGE keep their tokens
         assert!(parse_statement("SELECT CASE WHEN true THEN 1 END").is_ok());
+        // EXPLAIN of a MERGE reads DO NOTHING too
+        let Ok(Statement::Explain { statement, .. }) = parse_statement(
+            "EXPLAIN MERGE INTO t USING s ON true WHEN NOT MATCHED THEN DO NOTHING",
+        ) else {
+            panic!("EXPLAIN MERGE ... DO NOTHING not parsed");
+        };
+        let Statement::Merge(m) = *statement else {
+            panic!("not a MERGE");
+        };
+        assert_eq!(read(m).unwrap().not_matched[0].action, None);
     }
 
     #[test]

@@ -61,6 +61,7 @@ mod deferred_fk;
 mod dml;
 mod dml_scan;
 mod drop_table;
+mod explain_dml;
 pub(crate) use drop_table::is_going_away;
 mod fast;
 mod fk_actions;
@@ -985,6 +986,17 @@ impl Session {
                 columns = self
                     .describe_data_modifying_with(&stmt, &mut param_types)
                     .await?;
+            } else if matches!(&stmt, Statement::Explain { statement, .. }
+                if explain_dml::is_dml(statement))
+            {
+                // run by `explain_dml`, never through a plan made here
+                columns = ["plan_type", "plan"]
+                    .into_iter()
+                    .map(|name| ResultColumn {
+                        name: name.into(),
+                        type_oid: oid::TEXT,
+                    })
+                    .collect();
             } else if let Statement::Query(_) | Statement::Explain { .. } = &stmt {
                 let described = self.describe_query(&stmt, &mut param_types).await?;
                 columns = described.columns;
@@ -1710,6 +1722,9 @@ impl Session {
                 self.install_view(&stmt)?;
                 self.compat(&mut stmt)?;
                 self.run_query(stmt).await
+            }
+            Statement::Explain { ref statement, .. } if explain_dml::is_dml(statement) => {
+                self.explain_dml(stmt).await
             }
             Statement::Explain { .. } => {
                 self.install_view(&stmt)?;

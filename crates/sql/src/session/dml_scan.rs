@@ -197,7 +197,7 @@ pub(super) fn target_relation(alias: &str) -> Result<TableFactor> {
 }
 
 /// `SELECT <items> FROM eddy_dml.__target AS "<alias>" [, joined] [WHERE]`.
-fn scan_statement(shape: &ScanShape, items: Vec<SelectItem>) -> Result<Statement> {
+pub(super) fn scan_statement(shape: &ScanShape, items: Vec<SelectItem>) -> Result<Statement> {
     let mut q = Parser::new(&PostgreSqlDialect {})
         .try_with_sql("SELECT 1 FROM x")?
         .parse_query()?;

@@ -29,9 +29,7 @@ use crate::rewrite::table_name;
 impl Session {
     pub(super) fn lock_tables(&mut self, lock: Lock) -> Result<Output> {
         if !self.in_transaction_block() {
-            return Err(SqlError::NoActiveTransaction(
-                "LOCK TABLE can only be used in transaction blocks".into(),
-            ));
+            return Err(SqlError::NoActiveTransaction("LOCK TABLE".into()));
         }
         // PostgreSQL's default mode
         let exclusive = match lock.lock_mode.unwrap_or(LockTableMode::AccessExclusive) {

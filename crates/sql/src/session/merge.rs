@@ -496,7 +496,7 @@ fn acted_on(
 
 /// `SELECT <items> FROM <source> WHERE NOT EXISTS (SELECT 1 FROM <target>
 /// WHERE <on>)`.
-fn unmatched_query(
+pub(super) fn unmatched_query(
     merge: &MergeStatement,
     shape: &ScanShape,
     items: Vec<SelectItem>,
