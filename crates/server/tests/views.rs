@@ -206,4 +206,26 @@ async fn a_view_is_read_by_its_owner_and_superusers() {
         .await
         .unwrap();
     fails_with(&alice, "CREATE VIEW peek AS SELECT x FROM hidden", "42501").await;
+    // given to her (as pg_dump writes it: ALTER TABLE), the view is hers
+    su.batch_execute("ALTER TABLE secret_v OWNER TO alice")
+        .await
+        .unwrap();
+    assert_eq!(count(&alice, "SELECT count(*) FROM secret_v").await, 1);
+    let owner: String = su
+        .query_one(
+            "SELECT viewowner::text FROM pg_views WHERE viewname = 'secret_v'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(owner, "alice");
+    // ... but never a view over what she may not read
+    su.batch_execute("CREATE VIEW hidden_v AS SELECT x FROM hidden")
+        .await
+        .unwrap();
+    fails_with(&su, "ALTER TABLE hidden_v OWNER TO alice", "42501").await;
+    fails_with(&alice, "SELECT * FROM hidden_v", "42501").await;
+    // and only its owner gives it away
+    fails_with(&alice, "ALTER TABLE hidden_v OWNER TO alice", "42501").await;
 }

@@ -2581,11 +2581,7 @@ impl Session {
             if let Some(owner) = only_owner_change(&at.operations) {
                 // pg_dump writes ALTER TABLE for a view's or sequence's owner
                 if let Some(view) = self.view(&name) {
-                    let current = view
-                        .owner
-                        .as_deref()
-                        .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER);
-                    self.alter_fixed_owner("view", &name, current, owner)?;
+                    self.alter_view_owner(view, owner)?;
                     return Ok(Output::Command("ALTER TABLE".into()));
                 }
                 if self.sequence_visible(&name) {

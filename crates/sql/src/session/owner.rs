@@ -7,10 +7,17 @@
 //! `aclnewowner`). As in PostgreSQL, only the owner (or a superuser) may
 //! give a table away, and only to a role it is a member of.
 //!
-//! Views and sequences keep the owner they were made with: `OWNER TO`
-//! their current owner (what every pg_dump script restored by that role
-//! says) changes nothing and is accepted; any other role is refused
-//! (0A000), never recorded and ignored. So does the one schema, `public`,
+//! A view's owner (`ViewDef::owner`) is changed the same way, as a view
+//! change of the transaction. Eddy checks what a view reads when the view
+//! is made, as its owner, and lets only the owner read the view (there
+//! are no grants on views yet); so the new owner must be able to read
+//! every table (SELECT) and view (ownership) the view reads, or the
+//! change is refused (42501): a view never lets a role read what it could
+//! not read itself.
+//!
+//! Sequences keep the owner they were made with: `OWNER TO` their
+//! current owner changes nothing and is accepted; any other role is
+//! refused (0A000), never recorded and ignored. So does the one schema, `public`,
 //! owned by the bootstrap superuser (`ALTER SCHEMA public OWNER TO`, which
 //! a pg_dump of Eddy writes); any other ALTER SCHEMA is refused.
 
@@ -18,8 +25,9 @@ use datafusion::sql::sqlparser::ast::{AlterSchema, AlterSchemaOperation, Owner};
 
 use super::Session;
 use crate::error::{Result, SqlError};
-use crate::privileges::owner_of;
+use crate::privileges::{owner_of, table_privileges};
 use crate::rewrite::ident_name;
+use eddy_common::{TablePrivileges, ViewDef};
 
 impl Session {
     /// The role `OWNER TO` names, which must exist.
@@ -80,6 +88,62 @@ impl Session {
         Ok(())
     }
 
+    /// `ALTER TABLE view OWNER TO owner` (as pg_dump writes it for views).
+    pub(super) fn alter_view_owner(&mut self, view: ViewDef, owner: &Owner) -> Result<()> {
+        let new_owner = self.new_owner(owner)?;
+        let old_owner = view
+            .owner
+            .clone()
+            .unwrap_or_else(|| crate::roles::BOOTSTRAP_SUPERUSER.to_string());
+        if old_owner == new_owner {
+            return Ok(());
+        }
+        let roles = &self.db.roles;
+        if !roles.privileges_of(&self.user).superuser {
+            let mine = roles.effective_roles(&self.user);
+            if !mine.contains(&old_owner) {
+                return Err(SqlError::InsufficientPrivilege(format!(
+                    "must be owner of view {}",
+                    view.name
+                )));
+            }
+            if !mine.contains(&new_owner) {
+                return Err(SqlError::InsufficientPrivilege(format!(
+                    "must be able to SET ROLE \"{new_owner}\""
+                )));
+            }
+        }
+        // the new owner reads what the view reads (module doc)
+        if !roles.privileges_of(&new_owner).superuser {
+            let theirs = roles.effective_roles(&new_owner);
+            for dep in &view.depends_on {
+                let readable = match (self.db.engine.table(dep), self.view(dep)) {
+                    (Some(t), _) => {
+                        table_privileges(&theirs, t.def()).contains(TablePrivileges::SELECT)
+                    }
+                    (None, Some(v)) => theirs.contains(
+                        v.owner
+                            .as_deref()
+                            .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER),
+                    ),
+                    (None, None) => true,
+                };
+                if !readable {
+                    return Err(SqlError::InsufficientPrivilege(format!(
+                        "cannot make \"{new_owner}\" the owner of view {}: it may not read {dep}",
+                        view.name
+                    )));
+                }
+            }
+        }
+        let name = view.name.clone();
+        let changed = ViewDef {
+            owner: Some(new_owner),
+            ..view
+        };
+        self.change_view(&name, Some(changed))
+    }
+
     /// `ALTER SCHEMA public OWNER TO` its owner (module doc).
     pub(super) fn alter_schema(&self, alter: &AlterSchema) -> Result<()> {
         let schema = crate::rewrite::table_name(&alter.name)?;
@@ -110,7 +174,8 @@ impl Session {
         Ok(())
     }
 
-    /// `OWNER TO` of a view or sequence, whose owner is `current`.
+    /// `OWNER TO` of a sequence or of schema public, whose owner is
+    /// `current`.
     pub(super) fn alter_fixed_owner(
         &self,
         kind: &str,

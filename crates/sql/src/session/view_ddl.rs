@@ -348,7 +348,7 @@ impl Session {
     }
 
     /// Records a change of view `name` in this statement's transaction.
-    fn change_view(&mut self, name: &str, new: Option<ViewDef>) -> Result<()> {
+    pub(super) fn change_view(&mut self, name: &str, new: Option<ViewDef>) -> Result<()> {
         let base_version = self.db.engine.view(name).map(|v| v.version);
         let t = self
             .txn
