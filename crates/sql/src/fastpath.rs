@@ -525,7 +525,9 @@ pub fn recognise(
             })
         }
         Statement::Insert(ins) => {
-            if ins.returning.is_some() {
+            // OVERRIDING ... VALUE changes which values identity columns take
+            if ins.returning.is_some() || crate::overriding::of_token(&ins.insert_token.0).is_some()
+            {
                 return None;
             }
             let TableObject::TableName(n) = &ins.table else {

@@ -86,6 +86,7 @@ pub mod numeric_cast;
 pub mod numeric_division;
 pub mod ordered_set;
 pub mod output_names;
+pub mod overriding;
 pub mod pg_functions;
 pub mod pgtypes;
 pub mod privileges;

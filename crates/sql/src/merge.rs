@@ -49,6 +49,8 @@ pub enum MatchedAction {
 pub struct InsertValues {
     pub columns: Vec<String>,
     pub values: Vec<Expr>,
+    /// `OVERRIDING SYSTEM | USER VALUE` (`crate::overriding`).
+    pub overriding: Option<crate::overriding::Overriding>,
 }
 
 /// One WHEN clause: its condition (`AND ...`) and its action.
@@ -362,6 +364,7 @@ pub fn read(m: Merge) -> Result<MergeStatement> {
                         _ => Err(syntax(".")),
                     })
                     .collect::<Result<Vec<_>>>()?;
+                let overriding = crate::overriding::of_token(&ins.insert_token.0);
                 let values = row.content;
                 if !columns.is_empty() && values.len() > columns.len() {
                     return Err(SqlError::SyntaxMessage(
@@ -375,7 +378,11 @@ pub fn read(m: Merge) -> Result<MergeStatement> {
                 }
                 not_matched.push(Clause {
                     predicate,
-                    action: Some(InsertValues { columns, values }),
+                    action: Some(InsertValues {
+                        columns,
+                        values,
+                        overriding,
+                    }),
                 });
             }
         }

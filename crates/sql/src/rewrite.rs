@@ -319,10 +319,10 @@ pub fn parse_statement(sql: &str) -> Result<Statement> {
     )
     .tokenize_with_location()
     .map_err(|e| SqlError::Syntax(e.to_string()))?;
-    let tokens =
-        crate::table_command::table_as_select(without_only(operator_any(array_keyword_suffix(
-            crate::lock_strengths::stronger_lock_clauses(crate::merge::merge_tokens(tokens)),
-        ))));
+    let tokens = crate::merge::merge_tokens(crate::overriding::mark_overriding(tokens));
+    let tokens = crate::table_command::table_as_select(without_only(operator_any(
+        array_keyword_suffix(crate::lock_strengths::stronger_lock_clauses(tokens)),
+    )));
     crate::statement_limits::check_depth(&tokens)?;
     if crate::sequence_parse::is_create_sequence(&tokens) {
         let mut p = Parser::new(&dialect).with_tokens_with_locations(tokens);

@@ -17,6 +17,7 @@ use eddy_common::{ColumnDef, Identity, TableDef};
 
 use super::Session;
 use crate::error::{Result, SqlError};
+use crate::overriding::Overriding;
 
 /// Parses a stored default expression.
 pub(super) fn parse_default(text: &str) -> Result<Expr> {
@@ -111,11 +112,20 @@ pub(super) fn source_width(source: &Query) -> Option<usize> {
 /// value: the given ones, `DEFAULT` replaced, and the default of each
 /// column the statement leaves out that has one. `targets` are column
 /// indices of `def`, in the order of the source's columns.
+///
+/// `overriding` is the INSERT's OVERRIDING clause (`crate::overriding`):
+/// SYSTEM VALUE lets a GENERATED ALWAYS identity column take the value
+/// given; USER VALUE gives every identity column its next value whatever
+/// was given (for a VALUES source; with a query source: 0A000).
 pub(super) fn apply_defaults(
     def: &TableDef,
     targets: &mut Vec<usize>,
     source: Option<Box<Query>>,
+    overriding: Option<Overriding>,
 ) -> Result<Box<Query>> {
+    let always_refused = |col: &ColumnDef| {
+        col.identity == Some(Identity::Always) && overriding != Some(Overriding::SystemValue)
+    };
     let missing: Vec<usize> = (0..def.columns.len())
         .filter(|i| !targets.contains(i))
         .filter(|i| def.columns.get(*i).is_some_and(|c| c.default.is_some()))
@@ -163,9 +173,11 @@ pub(super) fn apply_defaults(
             }
             for (e, t) in row.iter_mut().zip(targets.iter()) {
                 let col = column(*t)?;
-                if is_default_keyword(e) {
+                if is_default_keyword(e)
+                    || (col.identity.is_some() && overriding == Some(Overriding::UserValue))
+                {
                     *e = default_of(col)?;
-                } else if col.identity == Some(Identity::Always) {
+                } else if always_refused(col) {
                     return Err(identity_always_error(col));
                 }
             }
@@ -176,7 +188,14 @@ pub(super) fn apply_defaults(
     }
     for t in targets.iter() {
         let col = column(*t)?;
-        if col.identity == Some(Identity::Always) {
+        if col.identity.is_some() && overriding == Some(Overriding::UserValue) {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "OVERRIDING USER VALUE with a query giving identity column \"{}\" is not \
+                 supported; leave the column out of the INSERT's column list",
+                col.name
+            )));
+        }
+        if always_refused(col) {
             return Err(identity_always_error(col));
         }
     }

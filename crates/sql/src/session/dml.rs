@@ -285,7 +285,8 @@ impl Session {
                 })
                 .collect::<Result<_>>()?
         };
-        let source = defaults::apply_defaults(&def, &mut targets, ins.source)?;
+        let overriding = crate::overriding::of_token(&ins.insert_token.0);
+        let source = defaults::apply_defaults(&def, &mut targets, ins.source, overriding)?;
         // Evaluate the source rows through DataFusion.
         let mut stmt = Statement::Query(source);
         self.install_view(&stmt)?;

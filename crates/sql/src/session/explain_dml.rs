@@ -93,7 +93,7 @@ impl Session {
         for scan in scans {
             let mut shown = explain.clone();
             if let Statement::Explain { statement, .. } = &mut shown {
-                *statement = Box::new(scan.query);
+                **statement = scan.query;
             }
             let batches = match &scan.target {
                 Some(t) => self.query_with_target(t, shown).await?,

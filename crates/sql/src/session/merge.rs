@@ -24,6 +24,7 @@ use datafusion::arrow::compute::{cast, filter_record_batch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::SchemaProvider;
 use datafusion::datasource::MemTable;
+use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
 use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, Expr, Ident, Insert, Merge, ObjectName, SelectItem, SetExpr, Statement,
     TableObject, TableWithJoins,
@@ -312,12 +313,19 @@ impl Session {
                 .register_table(INSERTED_ROWS.to_string(), Arc::new(rows_table))?;
             insert_from_rows(merge, names)?
         };
+        let mut ins = ins;
+        let overriding = clause
+            .checked_sub(1)
+            .and_then(|i| merge.not_matched.get(i))
+            .and_then(|c| c.action.as_ref())
+            .and_then(|a| a.overriding);
+        if let Some(o) = overriding {
+            ins.insert_token =
+                AttachedToken(crate::overriding::marked_token(&ins.insert_token.0, o));
+        }
         let r = Box::pin(self.insert(ins)).await;
         let _ = self.dml_schema.deregister_table(INSERTED_ROWS);
-        r.map_err(|e| {
-            tracing::debug!(clause, "MERGE's INSERT failed");
-            e
-        })?;
+        r.inspect_err(|_| tracing::debug!(clause, "MERGE's INSERT failed"))?;
         Ok(())
     }
 }
