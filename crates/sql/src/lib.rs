@@ -124,6 +124,7 @@ pub mod to_char;
 pub mod to_char_interval;
 pub mod to_char_number;
 pub mod to_timestamp;
+mod token_words;
 pub mod txid;
 pub mod txn;
 pub mod udf_args;

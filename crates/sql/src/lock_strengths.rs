@@ -16,18 +16,9 @@
 //! those stronger conflicts.
 
 use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
-fn keyword(t: &TokenWithSpan) -> Option<Keyword> {
-    match &t.token {
-        Token::Word(w) if w.quote_style.is_none() => Some(w.keyword),
-        _ => None,
-    }
-}
-
-fn significant(t: &TokenWithSpan) -> bool {
-    !matches!(t.token, Token::Whitespace(_))
-}
+use crate::token_words::{keyword, significant, significant_positions};
+use datafusion::sql::sqlparser::tokenizer::TokenWithSpan;
 
 /// `FOR NO KEY UPDATE` as `FOR UPDATE`, `FOR KEY SHARE` as `FOR SHARE`.
 pub fn stronger_lock_clauses(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
@@ -35,9 +26,7 @@ pub fn stronger_lock_clauses(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         return tokens;
     }
     // the significant tokens' positions
-    let words: Vec<usize> = (0..tokens.len())
-        .filter(|&i| tokens.get(i).is_some_and(significant))
-        .collect();
+    let words = significant_positions(&tokens);
     let kw = |n: usize| words.get(n).and_then(|&i| tokens.get(i)).and_then(keyword);
     let mut drop = vec![false; tokens.len()];
     for n in 0..words.len() {

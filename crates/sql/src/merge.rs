@@ -27,6 +27,8 @@ use datafusion::sql::sqlparser::ast::{
     ObjectName, ObjectNamePart, TableFactor, Value,
 };
 use datafusion::sql::sqlparser::keywords::Keyword;
+
+use crate::token_words::{keyword, significant_positions};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Word};
 
 use crate::error::{Result, SqlError};
@@ -131,17 +133,6 @@ impl MergeStatement {
     }
 }
 
-fn keyword(t: &TokenWithSpan) -> Option<Keyword> {
-    match &t.token {
-        Token::Word(w) if w.quote_style.is_none() => Some(w.keyword),
-        _ => None,
-    }
-}
-
-fn significant(t: &TokenWithSpan) -> bool {
-    !matches!(t.token, Token::Whitespace(_))
-}
-
 fn token_like(t: &TokenWithSpan, token: Token) -> TokenWithSpan {
     TokenWithSpan {
         token,
@@ -166,9 +157,7 @@ pub fn merge_tokens(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     if !tokens.iter().any(|t| keyword(t) == Some(Keyword::MERGE)) {
         return tokens;
     }
-    let words: Vec<usize> = (0..tokens.len())
-        .filter(|&i| tokens.get(i).is_some_and(significant))
-        .collect();
+    let words = significant_positions(&tokens);
     let kw = |n: usize| words.get(n).and_then(|&i| tokens.get(i)).and_then(keyword);
     // (first token, last token, what stands in their place)
     let mut replaced: Vec<(usize, usize, Vec<Token>)> = Vec::new();

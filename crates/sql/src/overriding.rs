@@ -18,6 +18,8 @@
 //! The fixed-plan path declines a marked INSERT.
 
 use datafusion::sql::sqlparser::keywords::Keyword;
+
+use crate::token_words::{keyword, significant_positions};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 /// An INSERT's OVERRIDING clause.
@@ -30,21 +32,10 @@ pub enum Overriding {
 const SYSTEM_MARK: &str = "INSERT OVERRIDING SYSTEM VALUE";
 const USER_MARK: &str = "INSERT OVERRIDING USER VALUE";
 
-fn keyword(t: &TokenWithSpan) -> Option<Keyword> {
-    match &t.token {
-        Token::Word(w) if w.quote_style.is_none() => Some(w.keyword),
-        _ => None,
-    }
-}
-
 /// `OVERRIDING` is no keyword of sqlparser's: an unquoted word.
 fn is_overriding(t: &TokenWithSpan) -> bool {
     matches!(&t.token, Token::Word(w) if w.quote_style.is_none()
         && w.value.eq_ignore_ascii_case("overriding"))
-}
-
-fn significant(t: &TokenWithSpan) -> bool {
-    !matches!(t.token, Token::Whitespace(_))
 }
 
 /// Takes `OVERRIDING SYSTEM|USER VALUE` out of the tokens, marking the
@@ -53,9 +44,7 @@ pub fn mark_overriding(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     if !tokens.iter().any(is_overriding) {
         return tokens;
     }
-    let words: Vec<usize> = (0..tokens.len())
-        .filter(|&i| tokens.get(i).is_some_and(significant))
-        .collect();
+    let words = significant_positions(&tokens);
     let kw = |n: usize| words.get(n).and_then(|&i| tokens.get(i)).and_then(keyword);
     let mut drop = vec![false; tokens.len()];
     // (the INSERT word's position, its mark)

@@ -482,31 +482,7 @@ impl Session {
         if let Some(items) = &returning {
             shape.check_returning(items)?;
         }
-        let mut exprs: Vec<Option<Expr>> = vec![None; def.columns.len()];
-        for a in &upd.assignments {
-            let cname = match &a.target {
-                AssignmentTarget::ColumnName(n) => column_name(n),
-                other => return Err(SqlError::FeatureNotSupported(format!("UPDATE SET {other}"))),
-            };
-            let idx = def.column_index(&cname).ok_or_else(|| {
-                SqlError::UndefinedColumn(format!("{cname}\" of relation \"{tname}"))
-            })?;
-            let col = def
-                .columns
-                .get(idx)
-                .ok_or_else(|| SqlError::Internal(format!("no column {idx}")))?;
-            defaults::check_update_target(col, &a.value)?;
-            if exprs[idx].is_some() {
-                return Err(SqlError::SyntaxMessage(format!(
-                    "multiple assignments to same column \"{cname}\""
-                )));
-            }
-            exprs[idx] = Some(if defaults::is_default_keyword(&a.value) {
-                defaults::default_of(col)?
-            } else {
-                a.value.clone()
-            });
-        }
+        let exprs = assigned_values(&def, &tname, &upd.assignments, false)?;
         let items: Vec<SelectItem> = def
             .columns
             .iter()
@@ -792,6 +768,54 @@ impl Session {
 /// `SET (a, b) = (x, y)` as `SET a = x, b = y` (PostgreSQL's multiple-column
 /// assignment from a row constructor); a list of another length is
 /// PostgreSQL's 42601, one from a subquery is refused (0A000).
+/// The value each column of `def` is assigned by `assignments` (one
+/// column each), `None` where it keeps its value: DEFAULT replaced by the
+/// column's default, a GENERATED ALWAYS column refused anything else, a
+/// column assigned twice refused (42601). `bare_only`: a qualified
+/// column name is a syntax error (MERGE's rule).
+pub(super) fn assigned_values(
+    def: &TableDef,
+    tname: &str,
+    assignments: &[datafusion::sql::sqlparser::ast::Assignment],
+    bare_only: bool,
+) -> Result<Vec<Option<Expr>>> {
+    let mut exprs: Vec<Option<Expr>> = vec![None; def.columns.len()];
+    for a in assignments {
+        let n = match &a.target {
+            AssignmentTarget::ColumnName(n) => n,
+            other => return Err(SqlError::FeatureNotSupported(format!("UPDATE SET {other}"))),
+        };
+        if bare_only && n.0.len() > 1 {
+            return Err(SqlError::SyntaxMessage(format!(
+                "syntax error at or near \"{n}\""
+            )));
+        }
+        let cname = column_name(n);
+        let idx = def
+            .column_index(&cname)
+            .ok_or_else(|| SqlError::UndefinedColumn(format!("{cname}\" of relation \"{tname}")))?;
+        let col = def
+            .columns
+            .get(idx)
+            .ok_or_else(|| SqlError::Internal(format!("no column {idx}")))?;
+        defaults::check_update_target(col, &a.value)?;
+        let slot = exprs
+            .get_mut(idx)
+            .ok_or_else(|| SqlError::Internal(format!("no column {idx}")))?;
+        if slot.is_some() {
+            return Err(SqlError::SyntaxMessage(format!(
+                "multiple assignments to same column \"{cname}\""
+            )));
+        }
+        *slot = Some(if defaults::is_default_keyword(&a.value) {
+            defaults::default_of(col)?
+        } else {
+            a.value.clone()
+        });
+    }
+    Ok(exprs)
+}
+
 pub(super) fn single_column_assignments(
     assignments: Vec<datafusion::sql::sqlparser::ast::Assignment>,
 ) -> Result<Vec<datafusion::sql::sqlparser::ast::Assignment>> {

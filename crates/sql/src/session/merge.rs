@@ -26,15 +26,15 @@ use datafusion::catalog::SchemaProvider;
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
 use datafusion::sql::sqlparser::ast::{
-    AssignmentTarget, Expr, Ident, Insert, Merge, ObjectName, SelectItem, SetExpr, Statement,
-    TableObject, TableWithJoins,
+    Expr, Ident, Insert, Merge, ObjectName, SelectItem, SetExpr, Statement, TableObject,
+    TableWithJoins,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use eddy_common::{Row, TableDef};
 use eddy_storage::Table;
 
-use super::dml::{rows_with_keys, single_column_assignments};
+use super::dml::{assigned_values, rows_with_keys, single_column_assignments};
 use super::dml_scan::{target_relation, ScanShape};
 use super::{defaults, Output, Session};
 use crate::error::{Result, SqlError};
@@ -151,6 +151,15 @@ impl Session {
         let def = table.def().clone();
         let (reads, reads_target_again) = self.statement_tables(&reads_probe, &table);
         let matched = matched_actions(&def, &tname, &merge.matched)?;
+        // the columns some UPDATE clause sets (a key or a reference moves)
+        let assigned: Vec<bool> = (0..def.columns.len())
+            .map(|c| {
+                matched.iter().any(|m| match m {
+                    Matched::Update(exprs) => exprs.get(c).is_some_and(Option::is_some),
+                    _ => false,
+                })
+            })
+            .collect();
         let inserted = inserted_columns(&def, &tname, &merge.not_matched)?;
         let shape = Arc::new(ScanShape {
             alias,
@@ -206,17 +215,6 @@ impl Session {
         }
         if !updated.is_empty() {
             count += updated.len();
-            let assigned: Vec<bool> = (0..def.columns.len())
-                .map(|c| {
-                    merge.matched.iter().any(|cl| match &cl.action {
-                        MatchedAction::Update(a) => a.iter().any(|a| {
-                            matches!(&a.target, AssignmentTarget::ColumnName(n)
-                                if def.column_index(&column_name(n)) == Some(c))
-                        }),
-                        _ => false,
-                    })
-                })
-                .collect();
             let rows = updated
                 .into_iter()
                 .filter_map(|(k, r)| r.map(|r| (k, r)))
@@ -330,14 +328,6 @@ impl Session {
     }
 }
 
-/// `column_name` of an assignment target: its last part.
-fn column_name(n: &datafusion::sql::sqlparser::ast::ObjectName) -> String {
-    n.0.last()
-        .and_then(|p| p.as_ident())
-        .map(crate::rewrite::ident_name)
-        .unwrap_or_default()
-}
-
 /// Each WHEN MATCHED clause's action, an UPDATE's assignments checked
 /// against the table as UPDATE checks them.
 fn matched_actions(
@@ -351,44 +341,8 @@ fn matched_actions(
             MatchedAction::Delete => Ok(Matched::Delete),
             MatchedAction::Nothing => Ok(Matched::Nothing),
             MatchedAction::Update(assignments) => {
-                let mut exprs: Vec<Option<Expr>> = vec![None; def.columns.len()];
-                for a in single_column_assignments(assignments.clone())? {
-                    let AssignmentTarget::ColumnName(n) = &a.target else {
-                        return Err(SqlError::FeatureNotSupported(format!(
-                            "MERGE UPDATE SET {}",
-                            a.target
-                        )));
-                    };
-                    if n.0.len() > 1 {
-                        // PostgreSQL: the target's columns are named bare
-                        return Err(SqlError::SyntaxMessage(format!(
-                            "syntax error at or near \"{n}\""
-                        )));
-                    }
-                    let cname = column_name(n);
-                    let idx = def.column_index(&cname).ok_or_else(|| {
-                        SqlError::UndefinedColumn(format!("{cname}\" of relation \"{tname}"))
-                    })?;
-                    let col = def
-                        .columns
-                        .get(idx)
-                        .ok_or_else(|| SqlError::Internal(format!("no column {idx}")))?;
-                    defaults::check_update_target(col, &a.value)?;
-                    let slot = exprs
-                        .get_mut(idx)
-                        .ok_or_else(|| SqlError::Internal(format!("no column {idx}")))?;
-                    if slot.is_some() {
-                        return Err(SqlError::SyntaxMessage(format!(
-                            "multiple assignments to same column \"{cname}\""
-                        )));
-                    }
-                    *slot = Some(if defaults::is_default_keyword(&a.value) {
-                        defaults::default_of(col)?
-                    } else {
-                        a.value.clone()
-                    });
-                }
-                Ok(Matched::Update(exprs))
+                let single = single_column_assignments(assignments.clone())?;
+                Ok(Matched::Update(assigned_values(def, tname, &single, true)?))
             }
         })
         .collect()
