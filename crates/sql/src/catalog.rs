@@ -862,6 +862,11 @@ fn build_pg_table(
                         pages: 1,
                         tuples: 1.0,
                         natts: 3,
+                        owner: current.oid_of(
+                            seq.owner
+                                .as_deref()
+                                .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER),
+                        ),
                         ..PgClassRow::new(sequence_oid(&seq.name), &seq.name, "S", &ns)
                     }
                     .cells(),

@@ -36,6 +36,15 @@ pub struct OwnedBy {
     pub column: String,
 }
 
+/// A catalog change of a sequence, made when its transaction commits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SequenceChange {
+    /// `ALTER SEQUENCE ... OWNED BY` (`None`: OWNED BY NONE).
+    OwnedBy(Option<OwnedBy>),
+    /// `ALTER ... OWNER TO role`.
+    Owner(String),
+}
+
 /// A sequence's definition, as `CREATE SEQUENCE` gave it (defaults filled).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SequenceDef {
@@ -49,6 +58,11 @@ pub struct SequenceDef {
     pub cache: i64,
     pub cycle: bool,
     pub owned_by: Option<OwnedBy>,
+    /// The role owning the sequence (`None`: the bootstrap superuser, as
+    /// for sequences made before owners were kept): its creator, or the
+    /// role `ALTER ... OWNER TO` named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 impl SequenceDef {
@@ -71,6 +85,7 @@ impl SequenceDef {
             cache: 1,
             cycle: false,
             owned_by: None,
+            owner: None,
         }
     }
 
@@ -395,6 +410,13 @@ impl Sequences {
     }
 
     /// Sets or clears the column that owns `name` (durably).
+    pub fn set_owner(&self, name: &str, owner: String) -> Result<()> {
+        let seq = self.get(name)?;
+        let mut s = seq.lock();
+        s.def.owner = Some(owner);
+        self.persist(&s)
+    }
+
     pub fn set_owned_by(&self, name: &str, owned_by: Option<OwnedBy>) -> Result<()> {
         let seq = self.get(name)?;
         let mut s = seq.lock();

@@ -2585,8 +2585,7 @@ impl Session {
                     return Ok(Output::Command("ALTER TABLE".into()));
                 }
                 if self.sequence_visible(&name) {
-                    let current = crate::roles::BOOTSTRAP_SUPERUSER;
-                    self.alter_fixed_owner("sequence", &name, current, owner)?;
+                    self.alter_sequence_owner(&name, owner)?;
                     return Ok(Output::Command("ALTER TABLE".into()));
                 }
             }

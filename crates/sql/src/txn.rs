@@ -123,7 +123,7 @@ pub struct Transaction {
     pub sequence_owner_renames: Vec<OwnerRename>,
     /// `ALTER SEQUENCE s OWNED BY ...` of this transaction, in order:
     /// applied when it commits, as the renames are.
-    pub sequence_owned_by: Vec<(String, Option<crate::sequences::OwnedBy>)>,
+    pub sequence_owned_by: Vec<(String, crate::sequences::SequenceChange)>,
     /// Views created, replaced or dropped in this transaction, in order:
     /// its own until it commits (`eddy_storage::views`).
     pub view_changes: Vec<ViewChange>,

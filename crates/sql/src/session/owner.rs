@@ -15,11 +15,15 @@
 //! change is refused (42501): a view never lets a role read what it could
 //! not read itself.
 //!
-//! Sequences keep the owner they were made with: `OWNER TO` their
-//! current owner changes nothing and is accepted; any other role is
-//! refused (0A000), never recorded and ignored. So does the one schema, `public`,
-//! owned by the bootstrap superuser (`ALTER SCHEMA public OWNER TO`, which
-//! a pg_dump of Eddy writes); any other ALTER SCHEMA is refused.
+//! A sequence's owner (`SequenceDef::owner`, its creator by default) is
+//! changed at commit too (`sequence_alter.rs`); it may alter the
+//! sequence, as may the owner of the table owning it.
+//!
+//! The schema `public`, owned by the bootstrap superuser, keeps its
+//! owner: `ALTER SCHEMA public OWNER TO` that owner (which a pg_dump of
+//! Eddy writes) changes nothing and is accepted; any other role is
+//! refused (0A000), never recorded and ignored. Any other ALTER SCHEMA is
+//! refused here.
 
 use datafusion::sql::sqlparser::ast::{AlterSchema, AlterSchemaOperation, Owner};
 
@@ -174,8 +178,7 @@ impl Session {
         Ok(())
     }
 
-    /// `OWNER TO` of a sequence or of schema public, whose owner is
-    /// `current`.
+    /// `OWNER TO` of schema public, whose owner is `current`.
     pub(super) fn alter_fixed_owner(
         &self,
         kind: &str,

@@ -19,7 +19,7 @@
 //! no table owns needs a superuser; one a table owns needs that table's
 //! owner, and so does the table it is given to.
 
-use datafusion::sql::sqlparser::ast::SequenceOptions;
+use datafusion::sql::sqlparser::ast::{Owner, SequenceOptions};
 use eddy_storage::StorageError;
 
 use super::sequence_ddl::{nextval_default, option_int, sequence_from_options, sequence_type_name};
@@ -28,7 +28,7 @@ use crate::error::{Result, SqlError};
 use crate::rewrite::{ident_name, table_name};
 use crate::search_path::{check_created_name, check_relation};
 use crate::sequence_parse::{AddIdentity, AlterCommand, AlterSequence, AlterSequenceAction};
-use crate::sequences::OwnedBy;
+use crate::sequences::{OwnedBy, SequenceChange};
 use eddy_common::Identity;
 
 impl Session {
@@ -74,8 +74,7 @@ impl Session {
         let opts =
             match a.action {
                 AlterSequenceAction::OwnerTo(owner) => {
-                    let current = crate::roles::BOOTSTRAP_SUPERUSER;
-                    self.alter_fixed_owner("sequence", &name, current, &owner)?;
+                    self.alter_sequence_owner(&name, &owner)?;
                     return done;
                 }
                 AlterSequenceAction::RenameTo(_) => {
@@ -133,17 +132,62 @@ impl Session {
         if let Some(owner) = new_owner {
             self.ddl_txn("ALTER SEQUENCE")?
                 .sequence_owned_by
-                .push((name, owner));
+                .push((name, SequenceChange::OwnedBy(owner)));
         }
         done
+    }
+
+    /// `ALTER SEQUENCE s OWNER TO role` (pg_dump writes it as ALTER
+    /// TABLE): the sequence's owner, or a member of it (or of the owner of
+    /// the table owning it), gives it to a role it is a member of.
+    pub(super) fn alter_sequence_owner(&mut self, name: &str, owner: &Owner) -> Result<()> {
+        let new_owner = self.new_owner(owner)?;
+        let def = self
+            .sequence_def(name)
+            .ok_or_else(|| SqlError::UndefinedTable(name.to_string()))?;
+        let current = def
+            .owner
+            .clone()
+            .unwrap_or_else(|| crate::roles::BOOTSTRAP_SUPERUSER.to_string());
+        if current == new_owner {
+            return Ok(());
+        }
+        let roles = &self.db.roles;
+        if !roles.privileges_of(&self.user).superuser {
+            let mine = roles.effective_roles(&self.user);
+            let owns = mine.contains(&current)
+                || def
+                    .owned_by
+                    .as_ref()
+                    .is_some_and(|o| self.check_owner_named(&o.table).is_ok());
+            if !owns {
+                return Err(SqlError::InsufficientPrivilege(format!(
+                    "must be owner of sequence {name}"
+                )));
+            }
+            if !mine.contains(&new_owner) {
+                return Err(SqlError::InsufficientPrivilege(format!(
+                    "must be able to SET ROLE \"{new_owner}\""
+                )));
+            }
+        }
+        self.ddl_txn("ALTER SEQUENCE")?
+            .sequence_owned_by
+            .push((name.to_string(), SequenceChange::Owner(new_owner)));
+        Ok(())
     }
 
     fn sequence_def(&self, name: &str) -> Option<crate::sequences::SequenceDef> {
         self.db.sequences.def(name)
     }
 
-    /// Who may change sequence `name`, owned by `owner` (a column) or none.
+    /// Who may change sequence `name`, owned by `owner` (a column) or none:
+    /// a member of its owning role, or of the owning table's owner.
     fn check_sequence_owner(&self, name: &str, owner: Option<&OwnedBy>) -> Result<()> {
+        let role = self.sequence_def(name).and_then(|d| d.owner);
+        if role.is_some_and(|r| self.db.roles.effective_roles(&self.user).contains(&r)) {
+            return Ok(());
+        }
         match owner {
             Some(o) => self.check_owner_named(&o.table),
             None => {
@@ -153,9 +197,13 @@ impl Session {
     }
 
     /// Carries out the `OWNED BY` changes of a committed transaction.
-    pub(super) fn set_sequence_owners(&self, changes: Vec<(String, Option<OwnedBy>)>) {
-        for (name, owner) in changes {
-            if let Err(e) = run_blocking(|| self.db.sequences.set_owned_by(&name, owner)) {
+    pub(super) fn set_sequence_owners(&self, changes: Vec<(String, SequenceChange)>) {
+        for (name, change) in changes {
+            let r = run_blocking(|| match change {
+                SequenceChange::OwnedBy(o) => self.db.sequences.set_owned_by(&name, o),
+                SequenceChange::Owner(role) => self.db.sequences.set_owner(&name, role),
+            });
+            if let Err(e) = r {
                 tracing::warn!(sequence = %name, error = %e, "could not set the owner of a sequence at commit");
             }
         }

@@ -265,7 +265,9 @@ impl Session {
     /// Creates a sequence as part of the open transaction (implicit or a
     /// block): its file stays pending until that transaction commits
     /// (`Session::commit_transaction`), and a rollback drops it.
-    pub(super) fn create_sequence_in_transaction(&mut self, def: SequenceDef) -> Result<()> {
+    pub(super) fn create_sequence_in_transaction(&mut self, mut def: SequenceDef) -> Result<()> {
+        // its creator owns it (a SERIAL's: the table's creator)
+        def.owner.get_or_insert_with(|| self.user.clone());
         let name = def.name.clone();
         self.free_dropped_table_name(&name)?;
         if self.dropped_in_block(&name) && self.db.sequences.exists(&name) {
