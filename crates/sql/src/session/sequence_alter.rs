@@ -196,7 +196,8 @@ impl Session {
         }
     }
 
-    /// Carries out the `OWNED BY` changes of a committed transaction.
+    /// Carries out the `OWNED BY` and `OWNER TO` changes of a committed
+    /// transaction.
     pub(super) fn set_sequence_owners(&self, changes: Vec<(String, SequenceChange)>) {
         for (name, change) in changes {
             let r = run_blocking(|| match change {
@@ -258,6 +259,8 @@ impl Session {
             table: table.clone(),
             column: cname.clone(),
         });
+        // owned, like the table, by the table's owner
+        seq.owner = Some(crate::privileges::owner_of(&def).to_string());
         self.create_sequence_in_transaction(seq)?;
         let identity = if a.always {
             Identity::Always
