@@ -92,6 +92,27 @@ impl Session {
         Ok(())
     }
 
+    /// PostgreSQL's rule for `OWNER TO` of an object other than a table
+    /// (`what`: "view v"): a superuser may; anyone else must own it
+    /// (`owns`) and be a member of the new owner (42501 otherwise).
+    pub(super) fn check_owner_change(&self, what: &str, owns: bool, new_owner: &str) -> Result<()> {
+        let roles = &self.db.roles;
+        if roles.privileges_of(&self.user).superuser {
+            return Ok(());
+        }
+        if !owns {
+            return Err(SqlError::InsufficientPrivilege(format!(
+                "must be owner of {what}"
+            )));
+        }
+        if !roles.effective_roles(&self.user).contains(new_owner) {
+            return Err(SqlError::InsufficientPrivilege(format!(
+                "must be able to SET ROLE \"{new_owner}\""
+            )));
+        }
+        Ok(())
+    }
+
     /// `ALTER TABLE view OWNER TO owner` (as pg_dump writes it for views).
     pub(super) fn alter_view_owner(&mut self, view: ViewDef, owner: &Owner) -> Result<()> {
         let new_owner = self.new_owner(owner)?;
@@ -102,21 +123,13 @@ impl Session {
         if old_owner == new_owner {
             return Ok(());
         }
+        let owns = self
+            .db
+            .roles
+            .effective_roles(&self.user)
+            .contains(&old_owner);
+        self.check_owner_change(&format!("view {}", view.name), owns, &new_owner)?;
         let roles = &self.db.roles;
-        if !roles.privileges_of(&self.user).superuser {
-            let mine = roles.effective_roles(&self.user);
-            if !mine.contains(&old_owner) {
-                return Err(SqlError::InsufficientPrivilege(format!(
-                    "must be owner of view {}",
-                    view.name
-                )));
-            }
-            if !mine.contains(&new_owner) {
-                return Err(SqlError::InsufficientPrivilege(format!(
-                    "must be able to SET ROLE \"{new_owner}\""
-                )));
-            }
-        }
         // the new owner reads what the view reads (module doc)
         if !roles.privileges_of(&new_owner).superuser {
             let theirs = roles.effective_roles(&new_owner);

@@ -152,25 +152,12 @@ impl Session {
         if current == new_owner {
             return Ok(());
         }
-        let roles = &self.db.roles;
-        if !roles.privileges_of(&self.user).superuser {
-            let mine = roles.effective_roles(&self.user);
-            let owns = mine.contains(&current)
-                || def
-                    .owned_by
-                    .as_ref()
-                    .is_some_and(|o| self.check_owner_named(&o.table).is_ok());
-            if !owns {
-                return Err(SqlError::InsufficientPrivilege(format!(
-                    "must be owner of sequence {name}"
-                )));
-            }
-            if !mine.contains(&new_owner) {
-                return Err(SqlError::InsufficientPrivilege(format!(
-                    "must be able to SET ROLE \"{new_owner}\""
-                )));
-            }
-        }
+        let owns = self.db.roles.effective_roles(&self.user).contains(&current)
+            || def
+                .owned_by
+                .as_ref()
+                .is_some_and(|o| self.check_owner_named(&o.table).is_ok());
+        self.check_owner_change(&format!("sequence {name}"), owns, &new_owner)?;
         self.ddl_txn("ALTER SEQUENCE")?
             .sequence_owned_by
             .push((name.to_string(), SequenceChange::Owner(new_owner)));
