@@ -990,13 +990,7 @@ impl Session {
                 if explain_dml::is_dml(statement))
             {
                 // run by `explain_dml`, never through a plan made here
-                columns = ["plan_type", "plan"]
-                    .into_iter()
-                    .map(|name| ResultColumn {
-                        name: name.into(),
-                        type_oid: oid::TEXT,
-                    })
-                    .collect();
+                columns = ResultColumn::of_schema(&explain_dml::plan_schema());
             } else if let Statement::Query(_) | Statement::Explain { .. } = &stmt {
                 let described = self.describe_query(&stmt, &mut param_types).await?;
                 columns = described.columns;

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion::arrow::compute::concat_batches;
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::sql::sqlparser::ast::{
     FromTable, SelectItem, SetExpr, Statement, TableObject, TableWithJoins, UpdateTableFromKind,
 };
@@ -106,10 +106,7 @@ impl Session {
                 labelled.push(with_label(&b, scan.label)?);
             }
         }
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("plan_type", DataType::Utf8, false),
-            Field::new("plan", DataType::Utf8, false),
-        ]));
+        let schema = plan_schema();
         let first = RecordBatch::try_new(
             Arc::clone(&schema),
             vec![
@@ -229,6 +226,15 @@ impl Session {
     }
 }
 
+/// EXPLAIN's columns, `plan_type` and `plan`, as this module answers them
+/// (Describe too).
+pub(super) fn plan_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("plan_type", DataType::Utf8, false),
+        Field::new("plan", DataType::Utf8, false),
+    ]))
+}
+
 /// `batch` (EXPLAIN's `plan_type`, `plan`) with `label: ` before each
 /// plan type.
 fn with_label(batch: &RecordBatch, label: &str) -> Result<RecordBatch> {
@@ -246,12 +252,8 @@ fn with_label(batch: &RecordBatch, label: &str) -> Result<RecordBatch> {
         .iter()
         .map(|t| Some(format!("{label}: {}", t.unwrap_or_default())))
         .collect();
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("plan_type", DataType::Utf8, false),
-        Field::new("plan", DataType::Utf8, false),
-    ]));
     Ok(RecordBatch::try_new(
-        schema,
+        plan_schema(),
         vec![
             Arc::new(labelled) as ArrayRef,
             Arc::new(plans.clone()) as ArrayRef,

@@ -87,10 +87,12 @@ fn clause_numbers(batches: &[RecordBatch], at: usize) -> Result<Vec<usize>> {
     Ok(out)
 }
 
-/// The rows of `batches` whose clause (column 0) is `clause`, with the
+/// The rows of `batches` whose clause (`numbers_per_batch`, column 0's
+/// numbers of each batch) is `clause`, with the
 /// columns `from..from + width`, named `c1`, `c2`, ...
 fn clause_rows(
     batches: &[RecordBatch],
+    numbers_per_batch: &[Vec<usize>],
     clause: usize,
     from: usize,
     width: usize,
@@ -98,8 +100,7 @@ fn clause_rows(
     let mut out = Vec::new();
     let mut rows = 0;
     let mut schema = None;
-    for b in batches {
-        let numbers = clause_numbers(std::slice::from_ref(b), 0)?;
+    for (b, numbers) in batches.iter().zip(numbers_per_batch) {
         let mask: datafusion::arrow::array::BooleanArray =
             numbers.iter().map(|n| Some(*n == clause)).collect();
         let kept = filter_record_batch(b, &mask)?;
@@ -271,10 +272,15 @@ impl Session {
         }
         let stmt = unmatched_query(merge, shape, items)?;
         let batches = self.query_with_target(table, stmt).await?;
+        let numbers: Vec<Vec<usize>> = batches
+            .iter()
+            .map(|b| clause_numbers(std::slice::from_ref(b), 0))
+            .collect::<Result<_>>()?;
         layout
             .into_iter()
             .map(|(clause, columns, from, width)| {
-                Ok((clause, columns, clause_rows(&batches, clause, from, width)?))
+                let rows = clause_rows(&batches, &numbers, clause, from, width)?;
+                Ok((clause, columns, rows))
             })
             .collect()
     }
