@@ -549,6 +549,10 @@ pub struct ViewDef {
     pub depends_on: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Grants on the view (as [`TableDef::acl`]; SELECT is what reading
+    /// it needs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acl: Vec<AclItem>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
     /// Grows with every committed change: a transaction that replaces or
@@ -697,8 +701,8 @@ pub struct IndexDef {
     pub descending: Vec<bool>,
 }
 
-/// One grant on a table: `grantee` (a role, or `None` for PUBLIC) holds
-/// `privileges`, granted by `grantor`.
+/// One grant on a relation (a table, a view or a sequence): `grantee` (a
+/// role, or `None` for PUBLIC) holds `privileges`, granted by `grantor`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AclItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -707,7 +711,9 @@ pub struct AclItem {
     pub grantor: String,
 }
 
-/// A set of table privileges, as PostgreSQL's ACL letters name them.
+/// A set of privileges on a relation, as PostgreSQL's ACL letters name
+/// them: a table's or a view's ([`TablePrivileges::NAMED`], `arwdDxt`) or
+/// a sequence's ([`TablePrivileges::SEQUENCE_NAMED`], `rwU`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct TablePrivileges(pub u8);
@@ -722,6 +728,10 @@ impl TablePrivileges {
     pub const REFERENCES: TablePrivileges = TablePrivileges(32);
     pub const TRIGGER: TablePrivileges = TablePrivileges(64);
     pub const ALL: TablePrivileges = TablePrivileges(127);
+    /// A sequence's USAGE (`nextval`, `currval`).
+    pub const USAGE: TablePrivileges = TablePrivileges(128);
+    /// Every privilege a sequence has.
+    pub const SEQUENCE_ALL: TablePrivileges = TablePrivileges(2 | 4 | 128);
 
     /// Each privilege with its ACL letter and SQL keyword, in PostgreSQL's
     /// order (`arwdDxt`).
@@ -751,9 +761,22 @@ impl TablePrivileges {
         self.0 == 0
     }
 
-    /// The ACL letters (`arwd`).
+    /// A sequence's privileges with their ACL letters and SQL keywords, in
+    /// PostgreSQL's order (`rwU`).
+    pub const SEQUENCE_NAMED: [(TablePrivileges, char, &'static str); 3] = [
+        (TablePrivileges::SELECT, 'r', "SELECT"),
+        (TablePrivileges::UPDATE, 'w', "UPDATE"),
+        (TablePrivileges::USAGE, 'U', "USAGE"),
+    ];
+
+    /// The ACL letters of a table's privileges (`arwd`).
     pub fn letters(self) -> String {
-        TablePrivileges::NAMED
+        self.letters_in(&TablePrivileges::NAMED)
+    }
+
+    /// The ACL letters in the order of `named` (a table's or a sequence's).
+    pub fn letters_in(self, named: &[(TablePrivileges, char, &'static str)]) -> String {
+        named
             .iter()
             .filter(|(p, _, _)| self.contains(*p))
             .map(|(_, c, _)| *c)

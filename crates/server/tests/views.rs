@@ -170,7 +170,7 @@ async fn kill_keeps_committed_views_and_loses_the_others() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_view_is_read_by_its_owner_and_superusers() {
+async fn a_view_is_read_by_its_owner_grantees_and_superusers() {
     let srv = Server::start("scram");
     let su = srv.connect().await;
     su.batch_execute(
@@ -184,9 +184,16 @@ async fn a_view_is_read_by_its_owner_and_superusers() {
     .await
     .unwrap();
     let alice = srv.connect_as("alice", "alice-pw").await.unwrap();
-    // not her view: 42501, and no way to be granted it yet (0A000)
+    // not her view: 42501 until she is granted SELECT on it
     fails_with(&alice, "SELECT * FROM secret_v", "42501").await;
-    fails_with(&su, "GRANT SELECT ON secret_v TO alice", "0A000").await;
+    su.batch_execute("GRANT SELECT ON secret_v TO alice")
+        .await
+        .unwrap();
+    assert_eq!(count(&alice, "SELECT count(*) FROM secret_v").await, 1);
+    su.batch_execute("REVOKE SELECT ON secret_v FROM alice")
+        .await
+        .unwrap();
+    fails_with(&alice, "SELECT * FROM secret_v", "42501").await;
     // her own view over a table she may read
     alice
         .batch_execute("CREATE VIEW mine AS SELECT pay FROM secret")
@@ -220,12 +227,24 @@ async fn a_view_is_read_by_its_owner_and_superusers() {
         .unwrap()
         .get(0);
     assert_eq!(owner, "alice");
-    // ... but never a view over what she may not read
+    // a view's query runs with its owner's privileges: given to her, a
+    // view over what she may not read fails for everyone, a superuser
+    // too, as in PostgreSQL ("permission denied for table hidden")
     su.batch_execute("CREATE VIEW hidden_v AS SELECT x FROM hidden")
         .await
         .unwrap();
-    fails_with(&su, "ALTER TABLE hidden_v OWNER TO alice", "42501").await;
+    su.batch_execute("ALTER TABLE hidden_v OWNER TO alice")
+        .await
+        .unwrap();
     fails_with(&alice, "SELECT * FROM hidden_v", "42501").await;
+    fails_with(&su, "SELECT * FROM hidden_v", "42501").await;
+    su.batch_execute("GRANT SELECT ON hidden TO alice")
+        .await
+        .unwrap();
+    assert_eq!(count(&su, "SELECT count(*) FROM hidden_v").await, 0);
+    su.batch_execute("REVOKE SELECT ON hidden FROM alice; ALTER TABLE hidden_v OWNER TO eddy")
+        .await
+        .unwrap();
     // and only its owner gives it away
     fails_with(&alice, "ALTER TABLE hidden_v OWNER TO alice", "42501").await;
 }

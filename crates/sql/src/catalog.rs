@@ -867,6 +867,14 @@ fn build_pg_table(
                                 .as_deref()
                                 .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER),
                         ),
+                        acl: crate::privileges::relation_acl_items(
+                            seq.owner
+                                .as_deref()
+                                .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER),
+                            &seq.acl,
+                            &eddy_common::TablePrivileges::SEQUENCE_NAMED,
+                        )
+                        .map_or_else(null_text, |a| text_list(&a)),
                         ..PgClassRow::new(sequence_oid(&seq.name), &seq.name, "S", &ns)
                     }
                     .cells(),
@@ -885,11 +893,13 @@ fn build_pg_table(
             for v in views {
                 rows.push(
                     PgClassRow {
-                        owner: current.oid_of(
-                            v.owner
-                                .as_deref()
-                                .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER),
-                        ),
+                        owner: current.oid_of(crate::privileges::view_owner(v)),
+                        acl: crate::privileges::relation_acl_items(
+                            crate::privileges::view_owner(v),
+                            &v.acl,
+                            &eddy_common::TablePrivileges::NAMED,
+                        )
+                        .map_or_else(null_text, |a| text_list(&a)),
                         filenode: 0,
                         natts: i16::try_from(v.columns.len()).unwrap_or(i16::MAX),
                         ..PgClassRow::new(view_oid(v), &v.name, "v", &ns)
@@ -2172,12 +2182,14 @@ pub fn current_setting_fallback() -> ScalarUDF {
     })
 }
 
-/// `has_table_privilege`, `has_schema_privilege` and `pg_get_userbyid`,
-/// answered from the roles and each table's owner and grants
+/// `has_table_privilege` (tables, views, sequences),
+/// `has_sequence_privilege`, `has_schema_privilege` and `pg_get_userbyid`,
+/// answered from the roles and each relation's owner and grants
 /// (`crate::privileges`). A table is named by text or by oid; a user by
 /// name (the session's user when left out).
 fn privilege_functions(
     engine: Arc<Engine>,
+    sequences: Arc<Sequences>,
     roles: Arc<crate::roles::Roles>,
     user: &str,
 ) -> Vec<ScalarUDF> {
@@ -2207,35 +2219,77 @@ fn privilege_functions(
             _ => None,
         }
     }
-    let (e, r, me) = (Arc::clone(&engine), Arc::clone(&roles), user.to_string());
-    let table_fn = move |v: &[ScalarValue]| {
-        let Some((who, obj, privs)) = split(v, &me) else {
-            return ScalarValue::Boolean(None);
-        };
-        let table = match (text(&obj), int(&obj)) {
+    type Named = &'static [(eddy_common::TablePrivileges, char, &'static str)];
+    /// The owner, grants and privilege names of the relation `obj` names
+    /// (text or oid): a table or view, or a sequence (`sequences`).
+    fn relation(
+        e: &Engine,
+        seqs: &Sequences,
+        obj: &ScalarValue,
+        tables: bool,
+    ) -> Option<(String, Vec<eddy_common::AclItem>, Named)> {
+        let name = match (text(obj), int(obj)) {
             (Some(name), _) => crate::sequences::resolve_name(&name)
                 .ok()
-                .and_then(|n| e.table(&n))
-                .or_else(|| e.table(name.strip_prefix("public.").unwrap_or(&name))),
-            (None, Some(oid)) => e.tables().into_iter().find(|t| table_oid(t) == oid),
-            _ => None,
+                .unwrap_or_else(|| name.strip_prefix("public.").unwrap_or(&name).to_string()),
+            (None, Some(oid)) => e
+                .tables()
+                .into_iter()
+                .find(|t| table_oid(t) == oid)
+                .map(|t| t.def().name.clone())
+                .or_else(|| e.views().into_iter().find(|v| view_oid(v) == oid).map(|v| v.name))
+                .or_else(|| seqs.names().into_iter().find(|n| sequence_oid(n) == oid))?,
+            _ => return None,
         };
-        let Some(t) = table else {
+        let named = &eddy_common::TablePrivileges::NAMED;
+        if tables {
+            if let Some(t) = e.table(&name) {
+                let d = t.def();
+                return Some((crate::privileges::owner_of(d).to_string(), d.acl.clone(), named));
+            }
+            if let Some(v) = e.view(&name) {
+                return Some((crate::privileges::view_owner(&v).to_string(), v.acl, named));
+            }
+        }
+        let d = seqs.def(&name)?;
+        let owner = d.owner.unwrap_or_else(|| crate::roles::BOOTSTRAP_SUPERUSER.to_string());
+        Some((owner, d.acl, &eddy_common::TablePrivileges::SEQUENCE_NAMED))
+    }
+    /// `has_table_privilege` (`tables`) or `has_sequence_privilege`.
+    fn has_privilege(
+        e: &Engine,
+        seqs: &Sequences,
+        r: &crate::roles::Roles,
+        me: &str,
+        v: &[ScalarValue],
+        tables: bool,
+    ) -> ScalarValue {
+        let Some((who, obj, privs)) = split(v, me) else {
+            return ScalarValue::Boolean(None);
+        };
+        let Some((owner, acl, named)) = relation(e, seqs, &obj, tables) else {
             return ScalarValue::Boolean(None);
         };
         if r.privileges_of(&who).superuser {
             return b(true);
         }
-        let held = crate::privileges::table_privileges(&r.effective_roles(&who), t.def());
+        let all = named
+            .iter()
+            .fold(eddy_common::TablePrivileges::NONE, |acc, (p, _, _)| acc.union(*p));
+        let held = crate::privileges::relation_privileges(&r.effective_roles(&who), &owner, &acl, all);
         let any = privs.split(',').any(|p| {
             let p = p.trim().to_ascii_uppercase();
             let p = p.strip_suffix(" WITH GRANT OPTION").unwrap_or(&p);
-            eddy_common::TablePrivileges::NAMED
+            named
                 .iter()
                 .any(|(bit, _, kw)| *kw == p && held.contains(*bit))
         });
         b(any)
-    };
+    }
+    let (e, r, me, q) = (Arc::clone(&engine), Arc::clone(&roles), user.to_string(), Arc::clone(&sequences));
+    let table_fn = move |v: &[ScalarValue]| has_privilege(&e, &q, &r, &me, v, true);
+    let (e5, r5, me5, q5) = (Arc::clone(&engine), Arc::clone(&roles), user.to_string(), sequences);
+    let sequence_fn = move |v: &[ScalarValue]| has_privilege(&e5, &q5, &r5, &me5, v, false);
     let (r2, me2, e2) = (Arc::clone(&roles), user.to_string(), Arc::clone(&engine));
     let schema_fn = move |v: &[ScalarValue]| {
         let Some((who, schema, privs)) = split(v, &me2) else {
@@ -2291,6 +2345,7 @@ fn privilege_functions(
     };
     vec![
         udf("has_table_privilege", B, table_fn),
+        udf("has_sequence_privilege", B, sequence_fn),
         udf("has_schema_privilege", B, schema_fn),
         udf("pg_get_userbyid", T, userbyid),
         udf("acldefault", text_array(), acl_default),
@@ -2595,7 +2650,7 @@ pub fn pg_functions(
     started_at: &str,
 ) -> Vec<ScalarUDF> {
     let started_at = started_at.to_string();
-    let privilege_functions = privilege_functions(Arc::clone(&engine), roles, user);
+    let privilege_functions = privilege_functions(Arc::clone(&engine), Arc::clone(&sequences), roles, user);
     let db = database.to_string();
     let usr = user.to_string();
     let usr2 = user.to_string();

@@ -32,7 +32,7 @@ use datafusion::sql::sqlparser::ast::{
     CommentObject, CopySource, Expr, FromTable, MergeAction, ObjectName, ObjectType,
     OnConflictAction, OnInsert, Query, Statement, TableFactor, TableObject, Visit, Visitor,
 };
-use eddy_common::{TableDef, TablePrivileges};
+use eddy_common::{AclItem, TableDef, TablePrivileges, ViewDef};
 
 use crate::roles::BOOTSTRAP_SUPERUSER;
 
@@ -249,34 +249,62 @@ pub fn owner_of(def: &TableDef) -> &str {
 /// every role it is a member of) are `roles`: all of them for the owner,
 /// else what was granted to one of `roles` or to PUBLIC.
 pub fn table_privileges(roles: &HashSet<String>, def: &TableDef) -> TablePrivileges {
-    if roles.contains(owner_of(def)) {
-        return TablePrivileges::ALL;
+    relation_privileges(roles, owner_of(def), &def.acl, TablePrivileges::ALL)
+}
+
+/// The privileges on a relation owned by `owner` with grants `acl` of a
+/// user whose effective roles are `roles` (`all`: what its owner holds).
+pub fn relation_privileges(
+    roles: &HashSet<String>,
+    owner: &str,
+    acl: &[AclItem],
+    all: TablePrivileges,
+) -> TablePrivileges {
+    if roles.contains(owner) {
+        return all;
     }
-    def.acl
-        .iter()
+    acl.iter()
         .filter(|a| a.grantee.as_ref().is_none_or(|g| roles.contains(g)))
         .fold(TablePrivileges::NONE, |acc, a| acc.union(a.privileges))
+}
+
+/// The role owning `view` (views made before owners were kept belong to
+/// the bootstrap superuser).
+pub fn view_owner(view: &ViewDef) -> &str {
+    view.owner.as_deref().unwrap_or(BOOTSTRAP_SUPERUSER)
+}
+
+/// The privileges on `view` of a user whose effective roles are `roles`.
+pub fn view_privileges(roles: &HashSet<String>, view: &ViewDef) -> TablePrivileges {
+    relation_privileges(roles, view_owner(view), &view.acl, TablePrivileges::ALL)
 }
 
 /// `relacl`'s items as PostgreSQL prints them (`owner=arwdDxt/owner`,
 /// `alice=r/owner`, `=r/owner` for PUBLIC), or `None` when nothing was
 /// granted (PostgreSQL's NULL: default privileges).
 pub fn acl_items(def: &TableDef) -> Option<Vec<String>> {
-    if def.acl.is_empty() {
+    relation_acl_items(owner_of(def), &def.acl, &TablePrivileges::NAMED)
+}
+
+/// `relacl`'s items of a relation owned by `owner` with grants `acl`,
+/// letters in the order of `named` (a table's or a sequence's).
+pub fn relation_acl_items(
+    owner: &str,
+    acl: &[AclItem],
+    named: &[(TablePrivileges, char, &'static str)],
+) -> Option<Vec<String>> {
+    if acl.is_empty() {
         return None;
     }
-    let owner = owner_of(def);
-    let mut items = vec![format!(
-        "{}={}/{}",
-        owner,
-        TablePrivileges::ALL.letters(),
-        owner
-    )];
-    for a in &def.acl {
+    let all = named
+        .iter()
+        .fold(TablePrivileges::NONE, |acc, (p, _, _)| acc.union(*p));
+    let mut items = vec![format!("{owner}={}/{owner}", all.letters_in(named))];
+    for a in acl {
         items.push(format!(
             "{}={}/{}",
             a.grantee.as_deref().unwrap_or(""),
-            a.privileges.letters(),
+            a.privileges.letters_in(named),
             a.grantor
         ));
     }
@@ -286,6 +314,42 @@ pub fn acl_items(def: &TableDef) -> Option<Vec<String>> {
 /// `relacl` as text (`{owner=arwdDxt/owner,alice=r/owner}`).
 pub fn acl_text(def: &TableDef) -> Option<String> {
     acl_items(def).map(|items| format!("{{{}}}", items.join(",")))
+}
+
+/// `acl` with `privs` granted to (or revoked from) each of `grantees`
+/// (`None`: PUBLIC) by `grantor`; grants left empty are removed. The
+/// grantor's own privileges are implicit: granting them changes nothing,
+/// revoking them is refused (0A000; PostgreSQL lets an owner revoke them,
+/// Eddy does not model that).
+pub fn change_acl(
+    mut acl: Vec<AclItem>,
+    privs: TablePrivileges,
+    grantees: &[Option<String>],
+    grantor: &str,
+    revoke: bool,
+) -> crate::error::Result<Vec<AclItem>> {
+    for g in grantees {
+        if g.as_deref() == Some(grantor) {
+            if revoke {
+                return Err(crate::error::SqlError::FeatureNotSupported(
+                    "revoking an owner's own privileges is not supported".into(),
+                ));
+            }
+            continue;
+        }
+        match acl.iter_mut().find(|a| a.grantee == *g) {
+            Some(a) if revoke => a.privileges = a.privileges.without(privs),
+            Some(a) => a.privileges = a.privileges.union(privs),
+            None if revoke => {}
+            None => acl.push(AclItem {
+                grantee: g.clone(),
+                privileges: privs,
+                grantor: grantor.to_string(),
+            }),
+        }
+    }
+    acl.retain(|a| !a.privileges.is_empty());
+    Ok(acl)
 }
 
 #[cfg(test)]

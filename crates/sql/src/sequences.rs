@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use eddy_common::AclItem;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +44,8 @@ pub enum SequenceChange {
     OwnedBy(Option<OwnedBy>),
     /// `ALTER ... OWNER TO role`.
     Owner(String),
+    /// `GRANT` / `REVOKE ... ON SEQUENCE`: the grants it leaves.
+    Acl(Vec<AclItem>),
 }
 
 /// A sequence's definition, as `CREATE SEQUENCE` gave it (defaults filled).
@@ -63,6 +66,10 @@ pub struct SequenceDef {
     /// role `ALTER ... OWNER TO` named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Grants on the sequence (USAGE, SELECT, UPDATE): what roles other
+    /// than its owner may do with it (`crate::sequence_functions`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acl: Vec<AclItem>,
 }
 
 impl SequenceDef {
@@ -86,6 +93,7 @@ impl SequenceDef {
             cycle: false,
             owned_by: None,
             owner: None,
+            acl: Vec::new(),
         }
     }
 
@@ -414,6 +422,13 @@ impl Sequences {
         let seq = self.get(name)?;
         let mut s = seq.lock();
         s.def.owner = Some(owner);
+        self.persist(&s)
+    }
+
+    pub fn set_acl(&self, name: &str, acl: Vec<AclItem>) -> Result<()> {
+        let seq = self.get(name)?;
+        let mut s = seq.lock();
+        s.def.acl = acl;
         self.persist(&s)
     }
 

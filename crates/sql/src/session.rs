@@ -75,6 +75,7 @@ mod lock_table;
 mod locking;
 mod merge;
 pub mod prepared;
+mod relation_grants;
 mod returning;
 mod roles_ddl;
 mod schema_ddl;
@@ -567,7 +568,13 @@ impl Session {
             &db.started_at,
         );
         let drawn = Arc::new(parking_lot::Mutex::new(
-            crate::sequence_functions::SessionSequences::default(),
+            crate::sequence_functions::SessionSequences::for_caller(
+                crate::sequence_functions::SequenceCaller {
+                    user: user.to_string(),
+                    roles: Arc::clone(&db.roles),
+                    engine: Arc::clone(&db.engine),
+                },
+            ),
         ));
         let sequence_functions =
             crate::sequence_functions::sequence_functions(&db.sequences, &drawn);

@@ -189,6 +189,7 @@ mod tests {
             query: query.into(),
             depends_on: vec![],
             owner: None,
+            acl: Vec::new(),
             comment: None,
             version: 0,
         }

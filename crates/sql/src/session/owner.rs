@@ -8,12 +8,10 @@
 //! give a table away, and only to a role it is a member of.
 //!
 //! A view's owner (`ViewDef::owner`) is changed the same way, as a view
-//! change of the transaction. Eddy checks what a view reads when the view
-//! is made, as its owner, and lets only the owner read the view (there
-//! are no grants on views yet); so the new owner must be able to read
-//! every table (SELECT) and view (ownership) the view reads, or the
-//! change is refused (42501): a view never lets a role read what it could
-//! not read itself.
+//! change of the transaction. Nothing is checked against what the view
+//! reads: a view's query runs with its owner's privileges, checked at
+//! every use (`Session::check_access`), so a new owner who may not read a
+//! table the view reads makes the view fail (42501), as in PostgreSQL.
 //!
 //! A sequence's owner (`SequenceDef::owner`, its creator by default) is
 //! changed at commit too (`sequence_alter.rs`); it may alter the
@@ -29,9 +27,9 @@ use datafusion::sql::sqlparser::ast::{AlterSchema, AlterSchemaOperation, Owner};
 
 use super::Session;
 use crate::error::{Result, SqlError};
-use crate::privileges::{owner_of, table_privileges};
+use crate::privileges::owner_of;
 use crate::rewrite::ident_name;
-use eddy_common::{TablePrivileges, ViewDef};
+use eddy_common::ViewDef;
 
 impl Session {
     /// The role `OWNER TO` names, which must exist.
@@ -129,30 +127,6 @@ impl Session {
             .effective_roles(&self.user)
             .contains(&old_owner);
         self.check_owner_change(&format!("view {}", view.name), owns, &new_owner)?;
-        let roles = &self.db.roles;
-        // the new owner reads what the view reads (module doc)
-        if !roles.privileges_of(&new_owner).superuser {
-            let theirs = roles.effective_roles(&new_owner);
-            for dep in &view.depends_on {
-                let readable = match (self.db.engine.table(dep), self.view(dep)) {
-                    (Some(t), _) => {
-                        table_privileges(&theirs, t.def()).contains(TablePrivileges::SELECT)
-                    }
-                    (None, Some(v)) => theirs.contains(
-                        v.owner
-                            .as_deref()
-                            .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER),
-                    ),
-                    (None, None) => true,
-                };
-                if !readable {
-                    return Err(SqlError::InsufficientPrivilege(format!(
-                        "cannot make \"{new_owner}\" the owner of view {}: it may not read {dep}",
-                        view.name
-                    )));
-                }
-            }
-        }
         let name = view.name.clone();
         let changed = ViewDef {
             owner: Some(new_owner),

@@ -1,14 +1,16 @@
 //! Roles and privileges in a session: the access check every statement
 //! passes before it runs (`crate::privileges` says what it needs), and the
 //! statements that manage roles and grants: CREATE/ALTER/DROP ROLE (and
-//! USER), GRANT/REVOKE on tables and on schema `public`, and GRANT/REVOKE
-//! of role membership.
+//! USER), GRANT/REVOKE on tables, views, sequences and schemas (views'
+//! and sequences' in `relation_grants.rs`), and GRANT/REVOKE of role
+//! membership.
 //!
 //! Table grants change the table's definition through the session's
 //! transaction (`Session::ddl_change`), so they commit or roll back with
 //! it. Role statements and schema grants change `crate::roles`, which is
 //! not transactional: inside a block they are refused (25001).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::{
@@ -16,14 +18,18 @@ use datafusion::sql::sqlparser::ast::{
     ObjectName, Password, Privileges as SqlPrivileges, RoleOption, Statement, Value as SqlValue,
     ValueWithSpan,
 };
-use eddy_common::{AclItem, TablePrivileges};
+use eddy_common::{TablePrivileges, ViewDef};
 use eddy_storage::Table;
 
+use super::relation_grants::sequence_privileges_of;
 use super::{Output, Session};
 use crate::error::{Result, SqlError};
-use crate::privileges::{owner_of, table_privileges};
+use crate::privileges::{owner_of, table_privileges, view_owner, view_privileges};
 use crate::rewrite::{ident_name, table_name};
 use crate::roles::RoleOptions;
+
+/// How deep views of views are checked (`check_view_access`).
+const MAX_VIEW_DEPTH: usize = 64;
 
 impl Session {
     /// Refuses `stmt` (42501) unless the session's user may run it: see
@@ -31,6 +37,15 @@ impl Session {
     pub(crate) fn check_access(&self, stmt: &Statement) -> Result<()> {
         let roles = &self.db.roles;
         if roles.privileges_of(&self.user).superuser {
+            // a superuser reads every view, but a view's query still runs
+            // with its owner's privileges (PostgreSQL's rule)
+            if self.reads_views(stmt) {
+                for (name, _) in crate::privileges::needs(stmt).tables {
+                    if let Some(v) = table_name(&name).ok().and_then(|n| self.view(&n)) {
+                        self.check_view_relations(&v, 0)?;
+                    }
+                }
+            }
             return Ok(());
         }
         self.check_schema_access(stmt)?;
@@ -55,7 +70,7 @@ impl Session {
         for (name, need) in &needs.tables {
             let Some(t) = self.named_table(name) else {
                 if let Some(v) = table_name(name).ok().and_then(|n| self.view(&n)) {
-                    self.may_read_view(&v)?;
+                    self.check_view_access(&v, *need, &mine, 0)?;
                 }
                 continue;
             };
@@ -72,6 +87,55 @@ impl Session {
             };
             if !mine.contains(owner_of(t.def())) {
                 return Err(not_owner(&t));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses (42501) a use of view `view` needing `need` by a user whose
+    /// effective roles are `roles` unless they hold `need` on the view,
+    /// and the view's owner may read what the view reads (a view's query
+    /// runs with its owner's privileges, as in PostgreSQL; `depth`: views
+    /// of views, bounded).
+    fn check_view_access(
+        &self,
+        view: &ViewDef,
+        need: TablePrivileges,
+        roles: &HashSet<String>,
+        depth: usize,
+    ) -> Result<()> {
+        if !view_privileges(roles, view).contains(need) {
+            return Err(SqlError::InsufficientPrivilege(format!(
+                "permission denied for view {}",
+                view.name
+            )));
+        }
+        self.check_view_relations(view, depth)
+    }
+
+    /// Refuses (42501) unless the owner of `view` may read every relation
+    /// its query reads (a view's query runs with its owner's privileges).
+    fn check_view_relations(&self, view: &ViewDef, depth: usize) -> Result<()> {
+        let owner = view_owner(view);
+        if self.db.roles.privileges_of(owner).superuser {
+            return Ok(());
+        }
+        if depth >= MAX_VIEW_DEPTH {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "views nested deeper than {MAX_VIEW_DEPTH} are not supported"
+            )));
+        }
+        let theirs = self.db.roles.effective_roles(owner);
+        for dep in &view.depends_on {
+            if let Some(t) = self.db.engine.table(dep) {
+                if !table_privileges(&theirs, t.def()).contains(TablePrivileges::SELECT) {
+                    return Err(SqlError::InsufficientPrivilege(format!(
+                        "permission denied for table {}",
+                        t.def().name
+                    )));
+                }
+            } else if let Some(v) = self.view(dep) {
+                self.check_view_access(&v, TablePrivileges::SELECT, &theirs, depth + 1)?;
             }
         }
         Ok(())
@@ -198,8 +262,8 @@ impl Session {
         Ok(Output::Command("ALTER ROLE".into()))
     }
 
-    /// `DROP ROLE [IF EXISTS] names`: refused while a role owns a table
-    /// or holds a grant (2BP01), or is the session's own (55006).
+    /// `DROP ROLE [IF EXISTS] names`: refused while a role owns a table,
+    /// view or sequence or holds a grant on one (2BP01), or is the session's own (55006).
     pub(super) fn drop_roles(&mut self, names: &[ObjectName], if_exists: bool) -> Result<Output> {
         self.refuse_in_block("DROP ROLE")?;
         self.require_superuser("drop role")?;
@@ -233,6 +297,20 @@ impl Session {
                     .any(|a| a.grantee.as_deref() == Some(name.as_str()))
                 {
                     deps.push(format!("privileges for table {}", d.name));
+                }
+            }
+            for v in self.visible_views() {
+                if v.owner.as_deref() == Some(name.as_str()) {
+                    deps.push(format!("owner of view {}", v.name));
+                } else if v.acl.iter().any(|a| a.grantee.as_deref() == Some(name.as_str())) {
+                    deps.push(format!("privileges for view {}", v.name));
+                }
+            }
+            for (d, _) in self.db.sequences.list() {
+                if d.owner.as_deref() == Some(name.as_str()) {
+                    deps.push(format!("owner of sequence {}", d.name));
+                } else if d.acl.iter().any(|a| a.grantee.as_deref() == Some(name.as_str())) {
+                    deps.push(format!("privileges for sequence {}", d.name));
                 }
             }
             if !deps.is_empty() {
@@ -285,44 +363,71 @@ impl Session {
             .collect::<Result<Vec<_>>>()?;
         match objects {
             Some(GrantObjects::Tables(names)) => {
-                let privs = table_privileges_of(privileges)?;
                 for n in names {
                     let name = table_name(n)?;
-                    if self.view(&name).is_some() {
-                        return Err(SqlError::FeatureNotSupported(format!(
-                            "{tag} on a view is not supported (only its owner and superusers read view \"{name}\")"
-                        )));
+                    if let Some(view) = self.view(&name) {
+                        let privs = table_privileges_of(privileges)?;
+                        self.change_view_grants(view, privs, &grantees, revoke)?;
+                    } else if self.table(&name).is_err() && self.sequence_visible(&name) {
+                        // PostgreSQL lets ON TABLE name a sequence
+                        let privs = sequence_privileges_of(privileges)?;
+                        self.change_sequence_grants(&name, privs, &grantees, revoke)?;
+                    } else {
+                        let privs = table_privileges_of(privileges)?;
+                        let t = self.table(&name)?;
+                        self.change_grants(&t, privs, &grantees, revoke)?;
                     }
-                    let t = self.table(&name)?;
-                    self.change_grants(&t, privs, &grantees, revoke)?;
+                }
+            }
+            Some(GrantObjects::Sequences(names)) => {
+                let privs = sequence_privileges_of(privileges)?;
+                for n in names {
+                    let name = table_name(n)?;
+                    if !self.sequence_visible(&name) {
+                        // PostgreSQL's message for a relation of another kind
+                        return Err(if self.table(&name).is_ok() || self.view(&name).is_some() {
+                            SqlError::WrongObjectType(format!("\"{name}\" is not a sequence"))
+                        } else {
+                            SqlError::UndefinedTable(name)
+                        });
+                    }
+                    self.change_sequence_grants(&name, privs, &grantees, revoke)?;
                 }
             }
             Some(GrantObjects::AllTablesInSchema { schemas }) => {
-                let user_schemas: Vec<String> = self
-                    .visible_schemas()
-                    .iter()
-                    .map(|s| s.name.clone())
-                    .collect();
-                let mut named = Vec::new();
-                for s in schemas {
-                    let name = role_name(s)?;
-                    if name != crate::schemas::PUBLIC && !user_schemas.contains(&name) {
-                        return Err(SqlError::UndefinedSchema(format!(
-                            "schema \"{name}\" does not exist"
-                        )));
-                    }
-                    named.push(name);
-                }
+                let named = self.schemas_named(schemas)?;
                 let privs = table_privileges_of(privileges)?;
+                let user_schemas = self.user_schema_names();
+                let in_named = |name: &str| {
+                    let (schema, _) = crate::schemas::split(name, &user_schemas);
+                    named.iter().any(|n| n == schema) && !crate::temp_tables::is_reserved(name)
+                };
                 let mut tables = self.db.engine.tables();
-                tables.retain(|t| {
-                    let (schema, _) = crate::schemas::split(&t.def().name, &user_schemas);
-                    named.iter().any(|n| n == schema)
-                        && !crate::temp_tables::is_reserved(&t.def().name)
-                });
+                tables.retain(|t| in_named(&t.def().name));
                 tables.sort_by(|a, b| a.def().name.cmp(&b.def().name));
                 for t in tables {
                     self.change_grants(&t, privs, &grantees, revoke)?;
+                }
+                // ALL TABLES takes in views too, as in PostgreSQL
+                let mut views = self.visible_views();
+                views.retain(|v| in_named(&v.name));
+                views.sort_by(|a, b| a.name.cmp(&b.name));
+                for v in views {
+                    self.change_view_grants(v, privs, &grantees, revoke)?;
+                }
+            }
+            Some(GrantObjects::AllSequencesInSchema { schemas }) => {
+                let named = self.schemas_named(schemas)?;
+                let privs = sequence_privileges_of(privileges)?;
+                let user_schemas = self.user_schema_names();
+                let mut names = self.db.sequences.names();
+                names.retain(|name| {
+                    let (schema, _) = crate::schemas::split(name, &user_schemas);
+                    named.iter().any(|n| n == schema) && self.sequence_visible(name)
+                });
+                names.sort();
+                for name in names {
+                    self.change_sequence_grants(&name, privs, &grantees, revoke)?;
                 }
             }
             Some(GrantObjects::Schemas(schemas)) => {
@@ -369,12 +474,36 @@ impl Session {
             }
             Some(other) => {
                 return Err(SqlError::FeatureNotSupported(format!(
-                    "{tag} ON {other} is not supported (tables and schema public only)"
+                    "{tag} ON {other} is not supported (tables, views, sequences and schemas only)"
                 )))
             }
             None => return Err(SqlError::Syntax(format!("{tag} needs ON objects"))),
         }
         Ok(Output::Command(tag.into()))
+    }
+
+    /// The schemas of `ALL ... IN SCHEMA` (42P06 for one that does not
+    /// exist).
+    fn schemas_named(&self, schemas: &[ObjectName]) -> Result<Vec<String>> {
+        let user_schemas = self.user_schema_names();
+        let mut named = Vec::new();
+        for s in schemas {
+            let name = role_name(s)?;
+            if name != crate::schemas::PUBLIC && !user_schemas.contains(&name) {
+                return Err(SqlError::UndefinedSchema(format!(
+                    "schema \"{name}\" does not exist"
+                )));
+            }
+            named.push(name);
+        }
+        Ok(named)
+    }
+
+    fn user_schema_names(&self) -> Vec<String> {
+        self.visible_schemas()
+            .iter()
+            .map(|s| s.name.clone())
+            .collect()
     }
 
     /// `None` for PUBLIC; a role that exists otherwise.
@@ -420,30 +549,7 @@ impl Session {
         let def = locked.def();
         let owner = def.owner.clone();
         let grantor = owner_of(def).to_string();
-        let mut acl = def.acl.clone();
-        for g in grantees {
-            if g.as_deref() == Some(grantor.as_str()) {
-                // the owner's own privileges are implicit (PostgreSQL lets
-                // an owner revoke them; Eddy does not model that)
-                if revoke {
-                    return Err(SqlError::FeatureNotSupported(
-                        "revoking a table owner's own privileges is not supported".into(),
-                    ));
-                }
-                continue;
-            }
-            match acl.iter_mut().find(|a| a.grantee == *g) {
-                Some(a) if revoke => a.privileges = a.privileges.without(privs),
-                Some(a) => a.privileges = a.privileges.union(privs),
-                None if revoke => {}
-                None => acl.push(AclItem {
-                    grantee: g.clone(),
-                    privileges: privs,
-                    grantor: grantor.clone(),
-                }),
-            }
-        }
-        acl.retain(|a| !a.privileges.is_empty());
+        let acl = crate::privileges::change_acl(def.acl.clone(), privs, grantees, &grantor, revoke)?;
         let name = def.name.clone();
         self.ddl_change(|ddl| ddl.set_access(&name, owner, acl))?;
         Ok(())

@@ -190,6 +190,7 @@ impl Session {
             let r = run_blocking(|| match change {
                 SequenceChange::OwnedBy(o) => self.db.sequences.set_owned_by(&name, o),
                 SequenceChange::Owner(role) => self.db.sequences.set_owner(&name, role),
+                SequenceChange::Acl(acl) => self.db.sequences.set_acl(&name, acl),
             });
             if let Err(e) = r {
                 tracing::warn!(sequence = %name, error = %e, "could not set the owner of a sequence at commit");

@@ -141,6 +141,8 @@ impl Session {
             owner: existing
                 .as_ref()
                 .map_or_else(|| Some(self.user.clone()), |o| o.owner.clone()),
+            // OR REPLACE keeps the grants, as in PostgreSQL
+            acl: existing.as_ref().map(|o| o.acl.clone()).unwrap_or_default(),
             comment: existing.as_ref().and_then(|o| o.comment.clone()),
             version: 0,
         };
@@ -378,14 +380,6 @@ impl Session {
             "must be owner of view {}",
             v.name
         )))
-    }
-
-    /// Whether the user may read view `v` (its owner, or a superuser:
-    /// Eddy has no grants on views yet).
-    pub(super) fn may_read_view(&self, v: &ViewDef) -> Result<()> {
-        self.check_view_owner(v).map_err(|_| {
-            SqlError::InsufficientPrivilege(format!("permission denied for view {}", v.name))
-        })
     }
 
     /// The tables and views `query` reads (not catalog relations).
