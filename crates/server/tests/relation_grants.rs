@@ -6,8 +6,10 @@
 //! `has_sequence_privilege`), GRANT ... ON ALL TABLES / SEQUENCES IN
 //! SCHEMA, ROLLBACK undoing grants, DROP ROLE refusing while grants
 //! remain, and all of it surviving a restart. PostgreSQL 15 answers the
-//! same statements the same way: `tests/postgres15/relation_grants.txt`,
-//! recorded by `scripts/ci/relation-grants-against-postgres.sh`.
+//! same statements the same way (but for the non-owner's GRANT, below):
+//! `tests/postgres15/relation_grants.txt`, recorded by
+//! `scripts/ci/relation-grants-against-postgres.sh` (one session per
+//! statement there, so its `currval` and `lastval` find nothing drawn).
 
 mod common;
 
@@ -101,7 +103,9 @@ async fn grants_on_views_and_sequences() {
     assert_eq!(m, "invalid privilege type INSERT for sequence");
     fails_with(&su, "GRANT SELECT ON SEQUENCE t TO app", "42809").await;
     fails_with(&su, "GRANT SELECT ON SEQUENCE nope TO app", "42P01").await;
-    // only the owner grants
+    // only the owner grants (PostgreSQL warns 01007 "no privileges were
+    // granted" to a non-owner holding privileges without grant option and
+    // changes nothing; Eddy, which has no grant options, refuses)
     fails_with(&app, "GRANT SELECT ON v TO owner1", "42501").await;
     fails_with(&app, "GRANT USAGE ON SEQUENCE s TO owner1", "42501").await;
     // ROLLBACK undoes a grant on a sequence

@@ -2237,7 +2237,12 @@ fn privilege_functions(
                 .into_iter()
                 .find(|t| table_oid(t) == oid)
                 .map(|t| t.def().name.clone())
-                .or_else(|| e.views().into_iter().find(|v| view_oid(v) == oid).map(|v| v.name))
+                .or_else(|| {
+                    e.views()
+                        .into_iter()
+                        .find(|v| view_oid(v) == oid)
+                        .map(|v| v.name)
+                })
                 .or_else(|| seqs.names().into_iter().find(|n| sequence_oid(n) == oid))?,
             _ => return None,
         };
@@ -2245,14 +2250,20 @@ fn privilege_functions(
         if tables {
             if let Some(t) = e.table(&name) {
                 let d = t.def();
-                return Some((crate::privileges::owner_of(d).to_string(), d.acl.clone(), named));
+                return Some((
+                    crate::privileges::owner_of(d).to_string(),
+                    d.acl.clone(),
+                    named,
+                ));
             }
             if let Some(v) = e.view(&name) {
                 return Some((crate::privileges::view_owner(&v).to_string(), v.acl, named));
             }
         }
         let d = seqs.def(&name)?;
-        let owner = d.owner.unwrap_or_else(|| crate::roles::BOOTSTRAP_SUPERUSER.to_string());
+        let owner = d
+            .owner
+            .unwrap_or_else(|| crate::roles::BOOTSTRAP_SUPERUSER.to_string());
         Some((owner, d.acl, &eddy_common::TablePrivileges::SEQUENCE_NAMED))
     }
     /// `has_table_privilege` (`tables`) or `has_sequence_privilege`.
@@ -2275,8 +2286,11 @@ fn privilege_functions(
         }
         let all = named
             .iter()
-            .fold(eddy_common::TablePrivileges::NONE, |acc, (p, _, _)| acc.union(*p));
-        let held = crate::privileges::relation_privileges(&r.effective_roles(&who), &owner, &acl, all);
+            .fold(eddy_common::TablePrivileges::NONE, |acc, (p, _, _)| {
+                acc.union(*p)
+            });
+        let held =
+            crate::privileges::relation_privileges(&r.effective_roles(&who), &owner, &acl, all);
         let any = privs.split(',').any(|p| {
             let p = p.trim().to_ascii_uppercase();
             let p = p.strip_suffix(" WITH GRANT OPTION").unwrap_or(&p);
@@ -2286,9 +2300,19 @@ fn privilege_functions(
         });
         b(any)
     }
-    let (e, r, me, q) = (Arc::clone(&engine), Arc::clone(&roles), user.to_string(), Arc::clone(&sequences));
+    let (e, r, me, q) = (
+        Arc::clone(&engine),
+        Arc::clone(&roles),
+        user.to_string(),
+        Arc::clone(&sequences),
+    );
     let table_fn = move |v: &[ScalarValue]| has_privilege(&e, &q, &r, &me, v, true);
-    let (e5, r5, me5, q5) = (Arc::clone(&engine), Arc::clone(&roles), user.to_string(), sequences);
+    let (e5, r5, me5, q5) = (
+        Arc::clone(&engine),
+        Arc::clone(&roles),
+        user.to_string(),
+        sequences,
+    );
     let sequence_fn = move |v: &[ScalarValue]| has_privilege(&e5, &q5, &r5, &me5, v, false);
     let (r2, me2, e2) = (Arc::clone(&roles), user.to_string(), Arc::clone(&engine));
     let schema_fn = move |v: &[ScalarValue]| {
@@ -2650,7 +2674,8 @@ pub fn pg_functions(
     started_at: &str,
 ) -> Vec<ScalarUDF> {
     let started_at = started_at.to_string();
-    let privilege_functions = privilege_functions(Arc::clone(&engine), Arc::clone(&sequences), roles, user);
+    let privilege_functions =
+        privilege_functions(Arc::clone(&engine), Arc::clone(&sequences), roles, user);
     let db = database.to_string();
     let usr = user.to_string();
     let usr2 = user.to_string();

@@ -71,7 +71,10 @@ impl SequenceCaller {
             return Ok(());
         };
         let mine = self.roles.effective_roles(&self.user);
-        let owner = def.owner.as_deref().unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER);
+        let owner = def
+            .owner
+            .as_deref()
+            .unwrap_or(crate::roles::BOOTSTRAP_SUPERUSER);
         let held = relation_privileges(&mine, owner, &def.acl, TablePrivileges::SEQUENCE_ALL);
         let any_of = match kind {
             Kind::Nextval => TablePrivileges::USAGE.union(TablePrivileges::UPDATE),
@@ -104,7 +107,8 @@ impl SequenceCaller {
             .iter()
             .any(|c| c.name == owned_by.column && c.identity.is_some());
         let held = crate::privileges::table_privileges(mine, t);
-        identity && (held.contains(TablePrivileges::INSERT) || held.contains(TablePrivileges::UPDATE))
+        identity
+            && (held.contains(TablePrivileges::INSERT) || held.contains(TablePrivileges::UPDATE))
     }
 }
 

@@ -85,7 +85,8 @@ impl Session {
 
     fn is_member_or_superuser(&self, role: &str) -> bool {
         let roles = &self.db.roles;
-        roles.privileges_of(&self.user).superuser || roles.effective_roles(&self.user).contains(role)
+        roles.privileges_of(&self.user).superuser
+            || roles.effective_roles(&self.user).contains(role)
     }
 }
 

@@ -302,14 +302,22 @@ impl Session {
             for v in self.visible_views() {
                 if v.owner.as_deref() == Some(name.as_str()) {
                     deps.push(format!("owner of view {}", v.name));
-                } else if v.acl.iter().any(|a| a.grantee.as_deref() == Some(name.as_str())) {
+                } else if v
+                    .acl
+                    .iter()
+                    .any(|a| a.grantee.as_deref() == Some(name.as_str()))
+                {
                     deps.push(format!("privileges for view {}", v.name));
                 }
             }
             for (d, _) in self.db.sequences.list() {
                 if d.owner.as_deref() == Some(name.as_str()) {
                     deps.push(format!("owner of sequence {}", d.name));
-                } else if d.acl.iter().any(|a| a.grantee.as_deref() == Some(name.as_str())) {
+                } else if d
+                    .acl
+                    .iter()
+                    .any(|a| a.grantee.as_deref() == Some(name.as_str()))
+                {
                     deps.push(format!("privileges for sequence {}", d.name));
                 }
             }
@@ -549,7 +557,8 @@ impl Session {
         let def = locked.def();
         let owner = def.owner.clone();
         let grantor = owner_of(def).to_string();
-        let acl = crate::privileges::change_acl(def.acl.clone(), privs, grantees, &grantor, revoke)?;
+        let acl =
+            crate::privileges::change_acl(def.acl.clone(), privs, grantees, &grantor, revoke)?;
         let name = def.name.clone();
         self.ddl_change(|ddl| ddl.set_access(&name, owner, acl))?;
         Ok(())
