@@ -221,5 +221,31 @@ with psycopg.connect(DSN, autocommit=True) as conn:
         ],
         f"notices: {notices}",
     )
+    # DROP ... CASCADE names the views it drops too, as PostgreSQL 15 does
+    # (one: in the message; more: counted, each in DETAIL)
+    details = []
+    conn.add_notice_handler(lambda d: details.append(d.message_detail))
+    notices.clear()
+    conn.execute("CREATE TABLE py3_base (a int)")
+    conn.execute("CREATE VIEW py3_v1 AS SELECT a FROM py3_base")
+    conn.execute("DROP VIEW py3_v1 CASCADE")
+    conn.execute("CREATE VIEW py3_v1 AS SELECT a FROM py3_base")
+    conn.execute("CREATE VIEW py3_v2 AS SELECT a FROM py3_v1")
+    conn.execute("DROP VIEW py3_v1 CASCADE")
+    conn.execute("CREATE VIEW py3_v1 AS SELECT a FROM py3_base")
+    conn.execute("CREATE VIEW py3_v2 AS SELECT a FROM py3_v1")
+    conn.execute("DROP TABLE py3_base CASCADE")
+    check(
+        notices
+        == [
+            ("NOTICE", "00000", "drop cascades to view py3_v2"),
+            ("NOTICE", "00000", "drop cascades to 2 other objects"),
+        ],
+        f"cascade notices: {notices}",
+    )
+    check(
+        details == [None, "drop cascades to view py3_v1\ndrop cascades to view py3_v2"],
+        f"cascade details: {details}",
+    )
 
 print("psycopg3: ok")

@@ -104,7 +104,8 @@ where
             .await?;
     }
     for n in notices {
-        let info = pgwire::error::ErrorInfo::new(n.severity.into(), n.code.into(), n.message);
+        let mut info = pgwire::error::ErrorInfo::new(n.severity.into(), n.code.into(), n.message);
+        info.detail = n.detail;
         client
             .feed(PgWireBackendMessage::NoticeResponse(info.into()))
             .await?;

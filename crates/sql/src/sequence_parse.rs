@@ -208,11 +208,34 @@ pub struct AddIdentity {
     pub options: Box<ParsedOptions>,
 }
 
-/// The sequence statements of an `ALTER`: `Ok(None)` for any other.
+/// `ALTER VIEW [IF EXISTS] name ...`, which sqlparser does not parse (it
+/// reads only `ALTER VIEW name AS query`, not PostgreSQL's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlterView {
+    pub if_exists: bool,
+    pub name: ObjectName,
+    pub action: AlterViewAction,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AlterViewAction {
+    RenameTo(Ident),
+    RenameColumn {
+        from: Ident,
+        to: Ident,
+    },
+    OwnerTo(Owner),
+    /// An action PostgreSQL has and Eddy refuses (0A000): its words.
+    Unsupported(String),
+}
+
+/// The statements of an `ALTER` Eddy reads itself: `Ok(None)` for any
+/// other.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AlterCommand {
     Sequence(AlterSequence),
     AddIdentity(AddIdentity),
+    View(AlterView),
 }
 
 /// Reads `sql` as ALTER SEQUENCE or ALTER TABLE ... ADD GENERATED ... AS
@@ -225,6 +248,9 @@ pub fn parse_alter(sql: &str) -> Result<Option<AlterCommand>, ParserError> {
     }
     if p.parse_keyword(Keyword::SEQUENCE) {
         return alter_sequence(&mut p).map(|a| Some(AlterCommand::Sequence(a)));
+    }
+    if p.parse_keyword(Keyword::VIEW) {
+        return alter_view(&mut p).map(|a| a.map(AlterCommand::View));
     }
     if !p.parse_keyword(Keyword::TABLE) {
         return Ok(None);
@@ -269,20 +295,63 @@ pub fn parse_alter(sql: &str) -> Result<Option<AlterCommand>, ParserError> {
     })))
 }
 
+/// The role after `OWNER TO`.
+fn parse_owner(p: &mut Parser) -> Result<Owner, ParserError> {
+    Ok(if p.parse_keyword(Keyword::CURRENT_ROLE) {
+        Owner::CurrentRole
+    } else if p.parse_keyword(Keyword::CURRENT_USER) {
+        Owner::CurrentUser
+    } else if p.parse_keyword(Keyword::SESSION_USER) {
+        Owner::SessionUser
+    } else {
+        Owner::Ident(p.parse_identifier()?)
+    })
+}
+
+/// `ALTER VIEW [IF EXISTS] name RENAME TO new | RENAME [COLUMN] a TO b |
+/// OWNER TO role`; PostgreSQL's other actions (`SET`, `RESET`, `ALTER
+/// [COLUMN]`) to be refused; `None` for anything else (sqlparser's `AS`).
+fn alter_view(p: &mut Parser) -> Result<Option<AlterView>, ParserError> {
+    let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+    let name = p.parse_object_name(false)?;
+    let action = if p.parse_keywords(&[Keyword::RENAME, Keyword::TO]) {
+        AlterViewAction::RenameTo(p.parse_identifier()?)
+    } else if p.parse_keyword(Keyword::RENAME) {
+        let _ = p.parse_keyword(Keyword::COLUMN);
+        let from = p.parse_identifier()?;
+        p.expect_keyword_is(Keyword::TO)?;
+        AlterViewAction::RenameColumn {
+            from,
+            to: p.parse_identifier()?,
+        }
+    } else if p.parse_keywords(&[Keyword::OWNER, Keyword::TO]) {
+        AlterViewAction::OwnerTo(parse_owner(p)?)
+    } else if let Some(k) = p.parse_one_of_keywords(&[Keyword::SET, Keyword::RESET, Keyword::ALTER])
+    {
+        // named by its first two words; the rest is not read
+        let next = p.next_token();
+        let words = format!("{k:?} {next}").to_uppercase();
+        return Ok(Some(AlterView {
+            if_exists,
+            name,
+            action: AlterViewAction::Unsupported(words),
+        }));
+    } else {
+        return Ok(None);
+    };
+    expect_end(p)?;
+    Ok(Some(AlterView {
+        if_exists,
+        name,
+        action,
+    }))
+}
+
 fn alter_sequence(p: &mut Parser) -> Result<AlterSequence, ParserError> {
     let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
     let name = p.parse_object_name(false)?;
     let action = if p.parse_keywords(&[Keyword::OWNER, Keyword::TO]) {
-        let owner = if p.parse_keyword(Keyword::CURRENT_ROLE) {
-            Owner::CurrentRole
-        } else if p.parse_keyword(Keyword::CURRENT_USER) {
-            Owner::CurrentUser
-        } else if p.parse_keyword(Keyword::SESSION_USER) {
-            Owner::SessionUser
-        } else {
-            Owner::Ident(p.parse_identifier()?)
-        };
-        AlterSequenceAction::OwnerTo(owner)
+        AlterSequenceAction::OwnerTo(parse_owner(p)?)
     } else if p.parse_keywords(&[Keyword::RENAME, Keyword::TO]) {
         AlterSequenceAction::RenameTo(p.parse_object_name(false)?)
     } else if p.parse_keywords(&[Keyword::SET, Keyword::SCHEMA]) {

@@ -87,6 +87,7 @@ mod snapshot_export;
 mod sql_prepare;
 mod table_rewrite;
 mod temp;
+mod view_alter;
 mod view_ddl;
 
 /// Session settings reported by SHOW and pg_settings, with their defaults.
@@ -388,6 +389,7 @@ pub struct Notice {
     pub severity: &'static str,
     pub code: &'static str,
     pub message: String,
+    pub detail: Option<String>,
 }
 
 impl Drop for Session {
@@ -817,6 +819,14 @@ impl Session {
         self.push_notice("NOTICE", code, &crate::temp_tables::user_text(message));
     }
 
+    /// A NOTICE with a DETAIL field.
+    pub(crate) fn notice_with_detail(&mut self, code: &'static str, message: &str, detail: &str) {
+        self.push_notice("NOTICE", code, &crate::temp_tables::user_text(message));
+        if let Some(n) = self.notices.last_mut() {
+            n.detail = Some(crate::temp_tables::user_text(detail));
+        }
+    }
+
     fn push_notice(&mut self, severity: &'static str, code: &'static str, message: &str) {
         // a client that never reads them cannot grow the list without end
         if self.notices.len() < 64 {
@@ -824,6 +834,7 @@ impl Session {
                 severity,
                 code,
                 message: message.to_string(),
+                detail: None,
             });
         }
     }
@@ -2579,12 +2590,16 @@ impl Session {
     ) -> Result<Output> {
         let name = table_name(&at.name)?;
         let Some(table) = self.db.engine.table(&name) else {
-            if let Some(owner) = only_owner_change(&at.operations) {
-                // pg_dump writes ALTER TABLE for a view's or sequence's owner
-                if let Some(view) = self.view(&name) {
-                    self.alter_view_owner(view, owner)?;
+            // ALTER TABLE takes a view's RENAME and OWNER TO (pg_dump
+            // writes the owner change so)
+            if let Some(view) = self.view(&name) {
+                if let Some(r) = self.alter_table_on_view(view, &at.operations) {
+                    r?;
                     return Ok(Output::Command("ALTER TABLE".into()));
                 }
+            }
+            if let Some(owner) = only_owner_change(&at.operations) {
+                // ... and a sequence's owner
                 if self.sequence_visible(&name) {
                     self.alter_sequence_owner(&name, owner)?;
                     return Ok(Output::Command("ALTER TABLE".into()));

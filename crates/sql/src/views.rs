@@ -17,9 +17,9 @@
 //!   FROM and TRUNCATE naming one are refused (Eddy's views are not
 //!   updatable; PostgreSQL's simple views are, so 0A000).
 //!
-//! Privileges are checked on the statement before this runs: the view's,
-//! not those of the tables it reads (PostgreSQL checks these as the view's
-//! owner; Eddy checks them when the view is created).
+//! Privileges are checked on the statement before this runs
+//! (`Session::check_access`): SELECT on the view for the user, and what
+//! the view reads for the view's owner, as PostgreSQL checks them.
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;

@@ -23,7 +23,7 @@ pub enum StorageError {
     TableGroupExists(String),
     #[error("table group \"{0}\" does not exist")]
     TableGroupNotFound(String),
-    #[error("column \"{column}\" of table \"{table}\" already exists")]
+    #[error("column \"{column}\" of relation \"{table}\" already exists")]
     ColumnExists { table: String, column: String },
     #[error("column \"{0}\" does not exist")]
     ColumnNotFound(String),

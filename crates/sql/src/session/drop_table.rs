@@ -23,6 +23,7 @@ impl Session {
         let dropping: Vec<String> = names.iter().filter_map(|n| table_name(n).ok()).collect();
         // views reading them: refused, or dropped with them (CASCADE)
         let views = self.dependent_views(&dropping, "table", cascade)?;
+        self.cascade_notice(&views);
         self.drop_views_cascaded(&views)?;
         // referencing tables before the tables they reference: an
         // autocommit DROP drops each at once, and none may be left

@@ -28,9 +28,6 @@ use crate::privileges::{owner_of, table_privileges, view_owner, view_privileges}
 use crate::rewrite::{ident_name, table_name};
 use crate::roles::RoleOptions;
 
-/// How deep views of views are checked (`check_view_access`).
-const MAX_VIEW_DEPTH: usize = 64;
-
 impl Session {
     /// Refuses `stmt` (42501) unless the session's user may run it: see
     /// `crate::privileges`. A superuser may run anything.
@@ -120,9 +117,10 @@ impl Session {
         if self.db.roles.privileges_of(owner).superuser {
             return Ok(());
         }
-        if depth >= MAX_VIEW_DEPTH {
+        if depth >= crate::views::MAX_DEPTH {
             return Err(SqlError::FeatureNotSupported(format!(
-                "views nested deeper than {MAX_VIEW_DEPTH} are not supported"
+                "views nested deeper than {} are not supported",
+                crate::views::MAX_DEPTH
             )));
         }
         let theirs = self.db.roles.effective_roles(owner);

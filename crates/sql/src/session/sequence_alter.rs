@@ -58,6 +58,7 @@ impl Session {
         match cmd {
             AlterCommand::Sequence(a) => self.alter_sequence(a),
             AlterCommand::AddIdentity(a) => self.add_identity(a),
+            AlterCommand::View(a) => self.alter_view(a),
         }
     }
 
@@ -286,6 +287,7 @@ fn check_names(cmd: &AlterCommand, qualified: &dyn Fn(&str) -> bool) -> Result<(
             }
             Ok(())
         }
+        AlterCommand::View(a) => check_relation(&a.name, system, qualified),
         AlterCommand::AddIdentity(a) => {
             check_relation(&a.table, system, qualified)?;
             a.options
@@ -314,6 +316,7 @@ impl Session {
                 }
                 Ok(())
             }
+            AlterCommand::View(a) => self.resolve_schema_name(&mut a.name, false),
             AlterCommand::AddIdentity(a) => {
                 self.resolve_schema_name(&mut a.table, false)?;
                 if let Some(n) = &mut a.options.sequence_name {
@@ -330,6 +333,7 @@ fn alter_tag(cmd: &AlterCommand) -> &'static str {
     match cmd {
         AlterCommand::Sequence(_) => "ALTER SEQUENCE",
         AlterCommand::AddIdentity(_) => "ALTER TABLE",
+        AlterCommand::View(_) => "ALTER VIEW",
     }
 }
 

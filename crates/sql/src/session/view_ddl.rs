@@ -184,10 +184,30 @@ impl Session {
             }
         }
         let extra = self.dependent_views(&dropping, "view", cascade)?;
+        self.cascade_notice(&extra);
         for name in dropping.iter().chain(&extra) {
             self.change_view(name, None)?;
         }
         Ok(Output::Command("DROP VIEW".into()))
+    }
+
+    /// PostgreSQL's NOTICE naming the views a DROP ... CASCADE drops too.
+    pub(super) fn cascade_notice(&mut self, views: &[String]) {
+        match views {
+            [] => {}
+            [one] => self.notice("00000", &format!("drop cascades to view {one}")),
+            many => {
+                let detail: Vec<String> = many
+                    .iter()
+                    .map(|v| format!("drop cascades to view {v}"))
+                    .collect();
+                self.notice_with_detail(
+                    "00000",
+                    &format!("drop cascades to {} other objects", many.len()),
+                    &detail.join("\n"),
+                );
+            }
+        }
     }
 
     /// The views (outside `dropping`) that read any of `dropping`,
@@ -364,7 +384,7 @@ impl Session {
         Ok(())
     }
 
-    fn check_view_owner(&self, v: &ViewDef) -> Result<()> {
+    pub(super) fn check_view_owner(&self, v: &ViewDef) -> Result<()> {
         let roles = &self.db.roles;
         if roles.privileges_of(&self.user).superuser {
             return Ok(());
