@@ -162,6 +162,12 @@ struct SequenceFile {
     /// finding it puts it back, as the block never committed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     replaces: Option<Box<SequenceFile>>,
+    /// The transaction committing this pending sequence, written just
+    /// before that transaction's commit record: a start-up finding it
+    /// asks the engine whether the record made it
+    /// (`Engine::committed_before_open`) and commits or drops it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    committing: Option<u64>,
 }
 
 #[derive(Clone)]
@@ -181,6 +187,8 @@ struct SequenceState {
     /// the file is marked committed, until [`Sequences::settle`]: a
     /// commit that fails after that still puts it back.
     replaces: Option<Box<SequenceState>>,
+    /// See [`SequenceFile::committing`].
+    committing: Option<u64>,
 }
 
 impl SequenceState {
@@ -193,6 +201,7 @@ impl SequenceState {
             logged_is_called: false,
             pending,
             replaces,
+            committing: None,
             def,
         }
     }
@@ -206,6 +215,7 @@ impl SequenceState {
             logged_is_called: file.is_called,
             pending: file.pending,
             replaces: None,
+            committing: None,
             def: file.def,
         }
     }
@@ -223,6 +233,7 @@ impl SequenceState {
                 .as_ref()
                 .filter(|_| self.pending)
                 .map(|r| Box::new(r.file())),
+            committing: self.committing.filter(|_| self.pending),
         }
     }
 
@@ -287,7 +298,11 @@ pub struct Sequences {
 
 impl Sequences {
     /// Opens (creating) `<data_dir>/sequences` and loads every sequence.
-    pub fn open(data_dir: &Path) -> Result<Sequences> {
+    /// A pending sequence (its transaction had not committed) is dropped,
+    /// or gives way to the one it replaced, unless `committed` says the
+    /// transaction stamped on it committed (a crash between its commit
+    /// record and the sequence's own commit): then it is committed.
+    pub fn open(data_dir: &Path, committed: &dyn Fn(u64) -> bool) -> Result<Sequences> {
         let dir = data_dir.join("sequences");
         std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
         let mut seqs = BTreeMap::new();
@@ -302,6 +317,16 @@ impl Sequences {
             let mut file: SequenceFile = serde_json::from_slice(&bytes).map_err(|e| {
                 SqlError::Internal(format!("sequence file {} is damaged: {e}", path.display()))
             })?;
+            if file.pending && file.committing.is_some_and(committed) {
+                file.pending = false;
+                file.replaces = None;
+                file.committing = None;
+                let state = SequenceState::of_file(file);
+                Self::write_file(&dir, &state)?;
+                tracing::info!(sequence = %state.def.name, "committed a sequence whose transaction committed before a crash");
+                seqs.insert(state.def.name.clone(), Arc::new(Mutex::new(state)));
+                continue;
+            }
             let file = match (file.pending, file.replaces.take()) {
                 (false, _) => file,
                 // its transaction never committed (a crash before COMMIT):
@@ -506,8 +531,10 @@ impl Sequences {
         }
     }
 
-    /// Marks sequences a transaction created as committed (durably), just
-    /// before that transaction commits. Names no longer present (dropped
+    /// Marks sequences a transaction created as committed (durably): just
+    /// before that transaction commits when it writes no commit-log
+    /// record, else just after, the files stamped with it first
+    /// ([`Sequences::stamp_committing`]). Names no longer present (dropped
     /// again meanwhile) are skipped.
     pub fn commit_created(&self, names: &[String]) -> Result<()> {
         for name in names {
@@ -517,6 +544,24 @@ impl Sequences {
             let mut s = seq.lock();
             if s.pending {
                 s.pending = false;
+                s.committing = None;
+                self.persist(&s)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `txn` into the files of pending sequences `names` (durably),
+    /// just before that transaction's commit record: see
+    /// [`SequenceFile::committing`].
+    pub fn stamp_committing(&self, names: &[String], txn: u64) -> Result<()> {
+        for name in names {
+            let Some(seq) = self.seqs.lock().get(name).cloned() else {
+                continue;
+            };
+            let mut s = seq.lock();
+            if s.pending {
+                s.committing = Some(txn);
                 self.persist(&s)?;
             }
         }
@@ -578,6 +623,7 @@ impl Sequences {
                 logged_is_called: true,
                 pending: s.pending,
                 replaces: s.replaces.clone(),
+                committing: s.committing,
             };
             self.persist(&file)?;
             s.logged = logged;
@@ -606,6 +652,7 @@ impl Sequences {
             logged_is_called: is_called,
             pending: s.pending,
             replaces: s.replaces.clone(),
+            committing: s.committing,
         };
         self.persist(&file)?;
         s.last = value;
@@ -798,14 +845,14 @@ mod tests {
     #[test]
     fn values_never_repeat_across_reopen() {
         let d = dir();
-        let s = Sequences::open(d.path()).unwrap();
+        let s = Sequences::open(d.path(), &|_| false).unwrap();
         s.create(SequenceDef::with_defaults("s", "bigint", 1), false)
             .unwrap();
         assert_eq!(s.nextval("s").unwrap(), 1);
         assert_eq!(s.nextval("s").unwrap(), 2);
         drop(s);
         // a crash: the in-memory position is lost, the logged one is not
-        let s = Sequences::open(d.path()).unwrap();
+        let s = Sequences::open(d.path(), &|_| false).unwrap();
         let v = s.nextval("s").unwrap();
         assert!(v > 2, "{v}");
         assert_eq!(v, LOG_AHEAD + 1);
@@ -814,7 +861,7 @@ mod tests {
     #[test]
     fn bounds_cycle_and_setval() {
         let d = dir();
-        let s = Sequences::open(d.path()).unwrap();
+        let s = Sequences::open(d.path(), &|_| false).unwrap();
         let mut def = SequenceDef::with_defaults("c", "integer", 2);
         def.max = 5;
         s.create(def.clone(), false).unwrap();
@@ -834,14 +881,14 @@ mod tests {
         assert_eq!(s.setval("c", 9, true).unwrap_err().sqlstate(), "22003");
         s.setval("c", 1, true).unwrap();
         drop(s);
-        let s = Sequences::open(d.path()).unwrap();
+        let s = Sequences::open(d.path(), &|_| false).unwrap();
         assert_eq!(s.nextval("c").unwrap(), 3);
     }
 
     #[test]
     fn descending_and_drop() {
         let d = dir();
-        let s = Sequences::open(d.path()).unwrap();
+        let s = Sequences::open(d.path(), &|_| false).unwrap();
         s.create(SequenceDef::with_defaults("down", "smallint", -1), false)
             .unwrap();
         assert_eq!(s.nextval("down").unwrap(), -1);
@@ -849,14 +896,14 @@ mod tests {
         assert!(s.drop_sequence("down").unwrap());
         assert!(!s.drop_sequence("down").unwrap());
         assert_eq!(s.nextval("down").unwrap_err().sqlstate(), "42P01");
-        let s = Sequences::open(d.path()).unwrap();
+        let s = Sequences::open(d.path(), &|_| false).unwrap();
         assert!(!s.exists("down"));
     }
 
     #[test]
     fn pending_sequences_vanish_at_restart_unless_committed() {
         let d = dir();
-        let s = Sequences::open(d.path()).unwrap();
+        let s = Sequences::open(d.path(), &|_| false).unwrap();
         for name in ["kept", "lost"] {
             s.create(SequenceDef::with_defaults(name, "bigint", 1), true)
                 .unwrap();
@@ -867,7 +914,7 @@ mod tests {
             .unwrap();
         drop(s);
         // a crash before "lost"'s transaction committed
-        let s = Sequences::open(d.path()).unwrap();
+        let s = Sequences::open(d.path(), &|_| false).unwrap();
         assert!(s.exists("kept"));
         assert!(!s.exists("lost"));
         assert_eq!(s.nextval("kept").unwrap(), LOG_AHEAD + 1);
@@ -880,9 +927,45 @@ mod tests {
     }
 
     #[test]
+    fn a_stamped_sequence_follows_its_transactions_commit_record() {
+        let d = dir();
+        let s = Sequences::open(d.path(), &|_| false).unwrap();
+        // "old" is replaced by a block, "fresh" created by another; both
+        // stamped, then a crash before either is marked committed
+        s.create(SequenceDef::with_defaults("old", "bigint", 1), false)
+            .unwrap();
+        let mut replacement = SequenceDef::with_defaults("old", "bigint", 1);
+        replacement.start = 500;
+        s.replace(replacement).unwrap();
+        s.stamp_committing(&["old".to_string()], 7).unwrap();
+        s.create(SequenceDef::with_defaults("fresh", "bigint", 1), true)
+            .unwrap();
+        s.stamp_committing(&["fresh".to_string()], 8).unwrap();
+        drop(s);
+        // transaction 7's record made it, 8's did not
+        let s = Sequences::open(d.path(), &|t| t == 7).unwrap();
+        assert_eq!(s.def("old").unwrap().start, 500);
+        assert!(!s.is_pending("old"));
+        assert!(!s.exists("fresh"));
+        drop(s);
+        // settled for good: a later start-up asks nothing
+        let s = Sequences::open(d.path(), &|_| false).unwrap();
+        assert_eq!(s.def("old").unwrap().start, 500);
+        // a stamp on a file whose record is not found changes nothing of
+        // the old rule: the replaced one comes back
+        let mut again = SequenceDef::with_defaults("old", "bigint", 1);
+        again.start = 900;
+        s.replace(again).unwrap();
+        s.stamp_committing(&["old".to_string()], 9).unwrap();
+        drop(s);
+        let s = Sequences::open(d.path(), &|t| t == 7).unwrap();
+        assert_eq!(s.def("old").unwrap().start, 500);
+    }
+
+    #[test]
     fn a_replaced_sequence_comes_back_unless_its_replacement_commits() {
         let d = dir();
-        let s = Sequences::open(d.path()).unwrap();
+        let s = Sequences::open(d.path(), &|_| false).unwrap();
         let name = "r".to_string();
         s.create(SequenceDef::with_defaults(&name, "bigint", 1), false)
             .unwrap();
@@ -898,7 +981,7 @@ mod tests {
         // a crash before the replacing block commits: the old one is back
         s.replace(new.clone()).unwrap();
         drop(s);
-        let s = Sequences::open(d.path()).unwrap();
+        let s = Sequences::open(d.path(), &|_| false).unwrap();
         assert_eq!(s.def(&name).unwrap().start, 1);
         assert!(
             s.nextval(&name).unwrap() > 2,
@@ -910,7 +993,7 @@ mod tests {
         s.settle(std::slice::from_ref(&name));
         assert!(!s.is_replacing(&name));
         drop(s);
-        let s = Sequences::open(d.path()).unwrap();
+        let s = Sequences::open(d.path(), &|_| false).unwrap();
         assert_eq!(s.def(&name).unwrap().start, 500);
         assert!(s.drop_sequence(&name).unwrap());
         assert!(!s.exists(&name));

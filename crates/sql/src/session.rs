@@ -176,6 +176,7 @@ impl Database {
     ) -> Result<Database> {
         let sequences = Arc::new(crate::sequences::Sequences::open(
             &engine.config().data_dir,
+            &|txn| engine.committed_before_open(eddy_common::TxnId(txn)),
         )?);
         let server_files = crate::server_files::ServerFiles::new(&engine.config().data_dir);
         let roles = Arc::new(crate::roles::Roles::open(&engine.config().data_dir)?);

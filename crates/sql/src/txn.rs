@@ -744,6 +744,17 @@ impl Transaction {
 
     /// Makes every write durable and visible at once, then releases the
     /// locks (by dropping `self`).
+    /// Whether [`Transaction::commit`] goes through the commit log: the
+    /// transaction changed the catalog (tables, views, schemas), so its
+    /// commit record decides, at a start-up after a crash too
+    /// (`Engine::committed_before_open`).
+    pub fn commits_through_the_log(&self) -> bool {
+        self.ddl
+            || !self.dropped_tables.is_empty()
+            || !self.view_changes.is_empty()
+            || !self.schema_changes.is_empty()
+    }
+
     pub fn commit(mut self) -> Result<()> {
         let mut batch: Vec<(Arc<Table>, Vec<WriteOp>)> = Vec::new();
         for w in self.writes.values() {

@@ -121,6 +121,10 @@ pub(crate) struct EngineInner {
     pub(crate) groups: RwLock<HashMap<TableGroupId, Arc<TableGroup>>>,
     pub(crate) tables: RwLock<BTreeMap<String, Arc<Table>>>,
     txnlog: Mutex<Wal>,
+    /// The transaction ids the commit log named when the engine opened
+    /// (the log is emptied at open): for a transaction with catalog
+    /// changes, its commit record ([`Engine::committed_before_open`]).
+    named_at_open: HashSet<TxnId>,
     /// The highest commit-log record known durable; its lock is held by
     /// the one committer syncing the log (see `log_commit`).
     txnlog_synced: Mutex<Lsn>,
@@ -295,6 +299,7 @@ impl Engine {
             groups: RwLock::new(groups),
             tables: RwLock::new(BTreeMap::new()),
             txnlog: Mutex::new(txnlog),
+            named_at_open: named,
             txnlog_synced: Mutex::new(Lsn::ZERO),
             next_txn: AtomicU64::new(next_txn),
             publish_gate: RwLock::new(()),
@@ -345,6 +350,15 @@ impl Engine {
 
     pub(crate) fn inner(&self) -> &Arc<EngineInner> {
         &self.inner
+    }
+
+    /// Whether the commit log named `txn` when the engine opened: for a
+    /// transaction with catalog changes (whose commit goes through the
+    /// log), whether it committed before the last shutdown or crash. Lets
+    /// state kept outside the catalog (the SQL layer's sequences) settle
+    /// with such a transaction.
+    pub fn committed_before_open(&self, txn: TxnId) -> bool {
+        self.inner.named_at_open.contains(&txn)
     }
 
     pub fn config(&self) -> &EngineConfig {

@@ -171,6 +171,29 @@ fn a_change_without_rows_commits_through_the_log() {
 }
 
 #[test]
+fn the_commit_log_names_committed_catalog_transactions_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (committed, lost) = {
+        let e = open(dir.path());
+        let committed = e.begin_txn();
+        e.ddl(Some(committed))
+            .create_table(spec("made", 1))
+            .unwrap();
+        e.commit_txn(committed, Vec::new()).unwrap();
+        // recorded, then the engine dies before its commit
+        let lost = e.begin_txn();
+        e.ddl(Some(lost)).create_table(spec("lost", 1)).unwrap();
+        (committed, lost)
+    };
+    let e = open(dir.path());
+    // what the SQL layer asks to settle its sequences with a transaction
+    assert!(e.committed_before_open(committed));
+    assert!(!e.committed_before_open(lost));
+    assert!(e.table("made").is_some());
+    assert!(e.table("lost").is_none());
+}
+
+#[test]
 fn rollback_undoes_live_and_to_a_mark() {
     let dir = tempfile::tempdir().unwrap();
     let e = open(dir.path());

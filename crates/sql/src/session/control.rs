@@ -377,10 +377,26 @@ impl Session {
         let dropped_sequences = t.dropped_sequences.clone();
         let renames = t.sequence_owner_renames.clone();
         let owned_by = t.sequence_owned_by.clone();
+        // created sequences commit with the transaction: marked committed
+        // first when nothing else decides (no commit-log record), else
+        // stamped with its id, marked after its record, and settled by
+        // that record at a start-up after a crash in between
+        let through_log = !created.is_empty() && t.commits_through_the_log();
+        let txn_id = t.id;
         let result = self.notify.pre_commit().and_then(|()| {
             run_blocking(|| {
-                self.db.sequences.commit_created(&created)?;
-                t.commit()
+                if !through_log {
+                    self.db.sequences.commit_created(&created)?;
+                    return t.commit();
+                }
+                self.db.sequences.stamp_committing(&created, txn_id.0)?;
+                t.commit()?;
+                if let Err(e) = self.db.sequences.commit_created(&created) {
+                    // committed all the same: the stamp settles it at the
+                    // next start
+                    tracing::error!(error = %e, "could not mark the sequences of a committed transaction");
+                }
+                Ok(())
             })
         });
         self.db.exported_snapshots.release(self.advisory_owner);
