@@ -100,6 +100,7 @@ pub mod scan_filter;
 pub mod scheduling;
 pub mod schemas;
 pub mod search_path;
+pub mod sequence_commit;
 pub mod sequence_functions;
 pub mod sequence_parse;
 pub mod sequences;

@@ -38,7 +38,7 @@ pub struct OwnedBy {
 }
 
 /// A catalog change of a sequence, made when its transaction commits.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SequenceChange {
     /// `ALTER SEQUENCE ... OWNED BY` (`None`: OWNED BY NONE).
     OwnedBy(Option<OwnedBy>),
@@ -675,16 +675,27 @@ impl Sequences {
         let body = serde_json::to_vec_pretty(&s.file())
             .map_err(|e| SqlError::Internal(format!("encoding a sequence: {e}")))?;
         let path = dir.join(format!("{}.json", file_stem(&s.def.name)));
-        let tmp = path.with_extension("tmp");
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
-            f.write_all(&body).map_err(|e| io(&tmp, e))?;
-            f.sync_all().map_err(|e| io(&tmp, e))?;
-        }
-        std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
-        sync_dir(dir)
+        write_durably(dir, &path, &body)
     }
+
+    /// The directory of the sequence files.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// Writes `body` to `path` in `dir` durably: write, fsync, rename,
+/// directory fsync.
+pub(crate) fn write_durably(dir: &Path, path: &Path, body: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
+        f.write_all(body).map_err(|e| io(&tmp, e))?;
+        f.sync_all().map_err(|e| io(&tmp, e))?;
+    }
+    std::fs::rename(&tmp, path).map_err(|e| io(path, e))?;
+    sync_dir(dir)
 }
 
 /// A file name for any sequence name: safe characters kept, others hex.

@@ -178,6 +178,12 @@ impl Database {
             &engine.config().data_dir,
             &|txn| engine.committed_before_open(eddy_common::TxnId(txn)),
         )?);
+        // what transactions that committed just before a crash left to do
+        // to sequences (`crate::sequence_commit`)
+        sequences.settle_journals(
+            &|txn| engine.committed_before_open(eddy_common::TxnId(txn)),
+            &|t| engine.table(t).is_some(),
+        )?;
         let server_files = crate::server_files::ServerFiles::new(&engine.config().data_dir);
         let roles = Arc::new(crate::roles::Roles::open(&engine.config().data_dir)?);
         let memory = crate::memory::MemoryBudget::for_machine(&engine.config().data_dir)?;

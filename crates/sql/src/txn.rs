@@ -150,7 +150,7 @@ pub struct Transaction {
 
 /// A renamed owner of sequences: (table, column) before and after; a
 /// `None` column stands for every column (a renamed table).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OwnerRename {
     pub from_table: String,
     pub from_column: Option<String>,

@@ -14,7 +14,7 @@ use datafusion::sql::sqlparser::ast::{AlterColumnOperation, Ident, ObjectName};
 use eddy_storage::{StorageError, Table};
 use std::sync::Arc;
 
-use super::{run_blocking, Session};
+use super::Session;
 use crate::error::{Result, SqlError};
 use crate::rewrite::{ident_name, table_name};
 
@@ -94,22 +94,6 @@ impl Session {
             .sequence_owner_renames
             .push(rename);
         Ok(())
-    }
-
-    /// Carries out the sequence owner renames of a committed transaction.
-    pub(super) fn rename_sequence_owners(&self, renames: &[crate::txn::OwnerRename]) {
-        for r in renames {
-            if let Err(e) = run_blocking(|| {
-                self.db.sequences.rename_owner(
-                    &r.from_table,
-                    r.from_column.as_deref(),
-                    &r.to_table,
-                    r.to_column.as_deref(),
-                )
-            }) {
-                tracing::warn!(table = %r.from_table, error = %e, "could not rename the owner of a sequence at commit");
-            }
-        }
     }
 
     pub(super) fn rename_table(&mut self, from: &str, to: &ObjectName) -> Result<()> {

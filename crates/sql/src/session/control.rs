@@ -373,25 +373,35 @@ impl Session {
     /// with its LISTEN/UNLISTENs (`crate::notify`).
     pub(super) fn commit_transaction(&self, t: Transaction) -> Result<()> {
         let created = t.created_sequences.clone();
-        let dropped_tables = t.dropped_tables.clone();
-        let dropped_sequences = t.dropped_sequences.clone();
-        let renames = t.sequence_owner_renames.clone();
-        let owned_by = t.sequence_owned_by.clone();
-        // created sequences commit with the transaction: marked committed
-        // first when nothing else decides (no commit-log record), else
-        // stamped with its id, marked after its record, and settled by
-        // that record at a start-up after a crash in between
-        let through_log = !created.is_empty() && t.commits_through_the_log();
+        let after = crate::sequence_commit::SequenceCommit {
+            txn: t.id.0,
+            renames: t.sequence_owner_renames.clone(),
+            changes: t.sequence_owned_by.clone(),
+            dropped_tables: t.dropped_tables.clone(),
+            dropped_sequences: t.dropped_sequences.clone(),
+        };
+        // Sequences follow the transaction's commit record when it has one
+        // (it changed the catalog): created ones are stamped with its id
+        // and marked committed after the record, the rest is journaled
+        // before it (`crate::sequence_commit`); a start-up after a crash
+        // in between settles both by the record. Without a record, created
+        // sequences are marked committed first.
+        let through_log = t.commits_through_the_log();
+        let journaled = through_log && !after.is_empty();
         let txn_id = t.id;
+        let sequences = &self.db.sequences;
         let result = self.notify.pre_commit().and_then(|()| {
             run_blocking(|| {
                 if !through_log {
-                    self.db.sequences.commit_created(&created)?;
+                    sequences.commit_created(&created)?;
                     return t.commit();
                 }
-                self.db.sequences.stamp_committing(&created, txn_id.0)?;
+                sequences.stamp_committing(&created, txn_id.0)?;
+                if journaled {
+                    sequences.journal(&after)?;
+                }
                 t.commit()?;
-                if let Err(e) = self.db.sequences.commit_created(&created) {
+                if let Err(e) = sequences.commit_created(&created) {
                     // committed all the same: the stamp settles it at the
                     // next start
                     tracing::error!(error = %e, "could not mark the sequences of a committed transaction");
@@ -401,20 +411,20 @@ impl Session {
         });
         self.db.exported_snapshots.release(self.advisory_owner);
         if let Err(e) = result {
+            if journaled {
+                sequences.forget_journal(txn_id.0);
+            }
             self.notify.abort();
             self.drop_sequences(&created);
             return Err(e);
         }
         self.notify.commit();
-        self.db.sequences.settle(&created);
-        self.rename_sequence_owners(&renames);
-        self.set_sequence_owners(owned_by);
-        for n in &dropped_tables {
-            if self.db.engine.table(n).is_none() {
-                self.drop_owned_sequences(n);
-            }
+        sequences.settle(&created);
+        let engine = &self.db.engine;
+        run_blocking(|| after.apply(sequences, &|t| engine.table(t).is_some()));
+        if journaled {
+            sequences.forget_journal(txn_id.0);
         }
-        self.drop_sequences(&dropped_sequences);
         self.run_temp_commit_actions();
         Ok(())
     }

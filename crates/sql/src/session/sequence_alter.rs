@@ -184,21 +184,6 @@ impl Session {
         }
     }
 
-    /// Carries out the `OWNED BY` and `OWNER TO` changes of a committed
-    /// transaction.
-    pub(super) fn set_sequence_owners(&self, changes: Vec<(String, SequenceChange)>) {
-        for (name, change) in changes {
-            let r = run_blocking(|| match change {
-                SequenceChange::OwnedBy(o) => self.db.sequences.set_owned_by(&name, o),
-                SequenceChange::Owner(role) => self.db.sequences.set_owner(&name, role),
-                SequenceChange::Acl(acl) => self.db.sequences.set_acl(&name, acl),
-            });
-            if let Err(e) = r {
-                tracing::warn!(sequence = %name, error = %e, "could not set the owner of a sequence at commit");
-            }
-        }
-    }
-
     fn add_identity(&mut self, a: AddIdentity) -> Result<Output> {
         let done = Ok(Output::Command("ALTER TABLE".into()));
         let table = table_name(&a.table)?;
