@@ -228,3 +228,86 @@ async fn sequences_of_an_open_block_do_not_survive_kill_9() {
         .get(0);
     assert_eq!(id, 1);
 }
+
+/// A crash right after the commit record of a transaction that changed
+/// the catalog, before its sequences are settled
+/// (`EDDY_FAULT_CRASH_AFTER_COMMIT_RECORD` aborts the server there): the
+/// next start-up settles them by that record. A table dropped and created
+/// again with a SERIAL column gets the new sequence, not the old one
+/// (whose values would repeat the new table's ids); a dropped table's
+/// sequence goes; a grant made in the transaction is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequences_follow_a_commit_record_across_a_crash_right_after_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().to_path_buf();
+    {
+        let srv = Server::start_in(None, data.clone(), "trust");
+        let c = srv.connect().await;
+        c.batch_execute(
+            "CREATE ROLE app; CREATE TABLE t (id serial PRIMARY KEY, v int);
+             INSERT INTO t (v) SELECT g FROM generate_series(1, 5) g;
+             CREATE TABLE gone (id serial PRIMARY KEY); CREATE SEQUENCE s",
+        )
+        .await
+        .expect("setup");
+        assert_eq!(
+            c.query_one("SELECT max(id) FROM t", &[])
+                .await
+                .expect("max")
+                .get::<_, i32>(0),
+            5
+        );
+    }
+    let srv = Server::start_with_env(
+        None,
+        data.clone(),
+        "trust",
+        &[("EDDY_FAULT_CRASH_AFTER_COMMIT_RECORD", "1")],
+    );
+    let c = srv.connect().await;
+    c.batch_execute("BEGIN; DROP TABLE t; CREATE TABLE t (id serial PRIMARY KEY, v int)")
+        .await
+        .expect("replacing block");
+    c.batch_execute("DROP TABLE gone; GRANT USAGE ON SEQUENCE s TO app")
+        .await
+        .expect("more of the block");
+    // the server aborts after the commit record
+    assert!(
+        c.batch_execute("COMMIT").await.is_err(),
+        "the server crashed"
+    );
+    drop(srv);
+    let srv = Server::start_in(Some(dir), data, "trust");
+    let c = srv.connect().await;
+    let id: i32 = c
+        .query_one("INSERT INTO t (v) VALUES (1) RETURNING id", &[])
+        .await
+        .expect("insert into the new t")
+        .get(0);
+    assert_eq!(id, 1, "the new table's sequence, not the old one's");
+    let seqs: Vec<String> = c
+        .query(
+            "SELECT relname FROM pg_class WHERE relkind = 'S' ORDER BY relname",
+            &[],
+        )
+        .await
+        .expect("sequences")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(seqs, ["s", "t_id_seq"], "gone_id_seq went with its table");
+    let granted: bool = c
+        .query_one("SELECT has_sequence_privilege('app', 's', 'USAGE')", &[])
+        .await
+        .expect("grant")
+        .get(0);
+    assert!(granted, "the grant of the committed transaction is there");
+    let journals = std::fs::read_dir(srv.data_dir.join("sequences"))
+        .expect("sequences dir")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "intent"))
+        })
+        .count();
+    assert_eq!(journals, 0);
+}

@@ -401,6 +401,10 @@ impl Session {
                     sequences.journal(&after)?;
                 }
                 t.commit()?;
+                if (journaled || !created.is_empty()) && crash_after_commit_record() {
+                    // fault injection: the crash this order is built for
+                    std::process::abort();
+                }
                 if let Err(e) = sequences.commit_created(&created) {
                     // committed all the same: the stamp settles it at the
                     // next start
@@ -671,4 +675,13 @@ mod tests {
             assert_eq!(show_duration_ms(ms), shown);
         }
     }
+}
+
+/// `EDDY_FAULT_CRASH_AFTER_COMMIT_RECORD=1`: the process aborts right
+/// after the commit record of a transaction with sequences to settle,
+/// before it settles them: the crash `crates/server/tests/sequences.rs`
+/// shows the next start-up repairs.
+fn crash_after_commit_record() -> bool {
+    static SET: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SET.get_or_init(|| std::env::var("EDDY_FAULT_CRASH_AFTER_COMMIT_RECORD").as_deref() == Ok("1"))
 }
