@@ -641,6 +641,15 @@ pub(super) fn show_duration_ms(ms: u64) -> String {
     .unwrap_or_else(|| format!("{ms}ms"))
 }
 
+/// `EDDY_FAULT_CRASH_AFTER_COMMIT_RECORD=1`: the process aborts right
+/// after the commit record of a transaction with sequences to settle,
+/// before it settles them: the crash `crates/server/tests/sequences.rs`
+/// shows the next start-up repairs.
+fn crash_after_commit_record() -> bool {
+    static SET: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SET.get_or_init(|| std::env::var("EDDY_FAULT_CRASH_AFTER_COMMIT_RECORD").as_deref() == Ok("1"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -675,13 +684,4 @@ mod tests {
             assert_eq!(show_duration_ms(ms), shown);
         }
     }
-}
-
-/// `EDDY_FAULT_CRASH_AFTER_COMMIT_RECORD=1`: the process aborts right
-/// after the commit record of a transaction with sequences to settle,
-/// before it settles them: the crash `crates/server/tests/sequences.rs`
-/// shows the next start-up repairs.
-fn crash_after_commit_record() -> bool {
-    static SET: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *SET.get_or_init(|| std::env::var("EDDY_FAULT_CRASH_AFTER_COMMIT_RECORD").as_deref() == Ok("1"))
 }
