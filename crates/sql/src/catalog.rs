@@ -158,10 +158,42 @@ impl SchemaProvider for PublicSchema {
     }
 }
 
-/// The tables and sequences the session's open block has dropped: the
-/// engine keeps them until COMMIT, the session's own catalog queries do
-/// not show them (as PostgreSQL's catalogs read in that block would not).
-pub type DroppedInBlock = Arc<parking_lot::RwLock<std::collections::HashSet<String>>>;
+/// What the session's open transaction changed that its own catalog
+/// queries show and other sessions' do not, as PostgreSQL's catalogs read
+/// in that transaction would: the tables and sequences it dropped (the
+/// engine keeps them until COMMIT) are left out; the views and schemas
+/// it created, changed or dropped (its own until COMMIT) are shown as it
+/// left them. The session publishes it before planning each statement
+/// (`Session::publish_block_catalog`).
+#[derive(Clone, Debug, Default)]
+pub struct BlockCatalog {
+    pub dropped: std::collections::HashSet<String>,
+    pub views: Vec<eddy_storage::views::ViewChange>,
+    pub schemas: Vec<eddy_storage::schemas::SchemaChange>,
+}
+
+impl BlockCatalog {
+    /// The committed views with the transaction's changes applied.
+    pub fn views_over(
+        &self,
+        mut committed: Vec<eddy_common::ViewDef>,
+    ) -> Vec<eddy_common::ViewDef> {
+        eddy_storage::views::apply(&mut committed, &self.views);
+        committed
+    }
+
+    /// The committed schemas with the transaction's changes applied.
+    pub fn schemas_over(
+        &self,
+        mut committed: Vec<eddy_common::SchemaDef>,
+    ) -> Vec<eddy_common::SchemaDef> {
+        eddy_storage::schemas::apply(&mut committed, &self.schemas);
+        committed
+    }
+}
+
+/// A session's [`BlockCatalog`], shared with its catalog schemas.
+pub type DroppedInBlock = Arc<parking_lot::RwLock<BlockCatalog>>;
 
 /// `pg_catalog`: PostgreSQL's system catalogs, synthesised.
 pub struct PgCatalogSchema {
@@ -315,7 +347,8 @@ impl SchemaProvider for PgCatalogSchema {
         }
         // temporary tables are their sessions' own (`crate::temp_tables`)
         let mut tables = self.engine.tables();
-        let dropped = self.dropped.read().clone();
+        let block = self.dropped.read().clone();
+        let dropped = &block.dropped;
         tables.retain(|t| {
             let name = &t.def().name;
             !crate::temp_tables::is_reserved(name)
@@ -334,8 +367,8 @@ impl SchemaProvider for PgCatalogSchema {
             .as_ref()
             .map(|s| s.relations())
             .unwrap_or_default();
-        let views = self.engine.views();
-        let schemas = self.engine.schemas();
+        let views = block.views_over(self.engine.views());
+        let schemas = block.schemas_over(self.engine.schemas());
         let relations = Relations {
             schemas: &schemas,
             tables: &tables,
@@ -938,6 +971,8 @@ fn build_pg_table(
                     rows.push(
                         PgClassRow {
                             am: 403,
+                            // an index belongs to its table's owner
+                            owner: current.oid_of(crate::privileges::owner_of(d)),
                             // a btree's metapage, PostgreSQL's count for a
                             // new index (pgjdbc's getIndexInfo shows it)
                             pages: 1,
@@ -2550,6 +2585,7 @@ pub fn search_path_functions(
     path: PathState,
     engine: Arc<Engine>,
     sequences: Arc<Sequences>,
+    block: DroppedInBlock,
 ) -> [ScalarUDF; 6] {
     let (path1, path2, path3, path4, path5) = (
         Arc::clone(&path),
@@ -2619,8 +2655,10 @@ pub fn search_path_functions(
             let by_oid = arg_i64(v, 0);
             let by_name = arg_str(v, 0);
             let schemas = schema_names(&engine);
-            engine
-                .views()
+            // the session's own uncommitted views too (`BlockCatalog`)
+            block
+                .read()
+                .views_over(engine.views())
                 .into_iter()
                 .find(|d| Some(view_oid(d)) == by_oid || by_name.as_deref() == Some(&d.name))
                 .map(|d| {

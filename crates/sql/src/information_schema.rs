@@ -72,7 +72,8 @@ impl SchemaProvider for InformationSchema {
         if !VIEWS.contains(&name) {
             return Ok(None);
         }
-        let dropped = self.dropped.read().clone();
+        let block = self.dropped.read().clone();
+        let dropped = &block.dropped;
         let mut defs: Vec<Arc<TableDef>> = self
             .engine
             .tables()
@@ -85,9 +86,9 @@ impl SchemaProvider for InformationSchema {
             .filter(|d| !dropped.contains(&d.name))
             .collect();
         defs.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut views = self.engine.views();
+        let mut views = block.views_over(self.engine.views());
         views.sort_by(|a, b| a.name.cmp(&b.name));
-        let schemas = self.engine.schemas();
+        let schemas = block.schemas_over(self.engine.schemas());
         Ok(Some(Arc::new(build(
             name,
             &defs,

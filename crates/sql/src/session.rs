@@ -595,6 +595,7 @@ impl Session {
                 Arc::clone(&search_path),
                 Arc::clone(&db.engine),
                 Arc::clone(&db.sequences),
+                Arc::clone(&catalog_dropped),
             );
         let typeof_function = crate::catalog::pg_typeof();
         let setting_fallback = crate::catalog::current_setting_fallback();
@@ -1984,6 +1985,7 @@ impl Session {
         // (`crate::zone_rules`)
         self.zone_state.set(self.time_zone());
         self.current_txid.set(self.txn.as_ref().map(|t| t.id.0));
+        self.publish_block_catalog();
         let mut state = self.ctx.state();
         if let Some(start) = state.execution_props().query_execution_start_time {
             self.statement_clock.set(start);

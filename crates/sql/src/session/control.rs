@@ -443,7 +443,27 @@ impl Session {
             .map(|t| (t.dropped_tables.as_slice(), t.dropped_sequences.as_slice()))
             .unwrap_or((&[], &[]));
         self.drawn.lock().set_dropped_in_block(sequences);
-        *self.catalog_dropped.write() = tables.iter().chain(sequences).cloned().collect();
+        self.catalog_dropped.write().dropped = tables.iter().chain(sequences).cloned().collect();
+    }
+
+    /// Shows the views and schemas the open transaction changed to the
+    /// session's own catalog queries (`crate::catalog::BlockCatalog`):
+    /// called before each statement is planned.
+    pub(crate) fn publish_block_catalog(&self) {
+        let (views, schemas) = self
+            .txn
+            .as_ref()
+            .map(|t| (t.view_changes.as_slice(), t.schema_changes.as_slice()))
+            .unwrap_or((&[], &[]));
+        {
+            let shown = self.catalog_dropped.read();
+            if shown.views.as_slice() == views && shown.schemas.as_slice() == schemas {
+                return;
+            }
+        }
+        let mut shown = self.catalog_dropped.write();
+        shown.views = views.to_vec();
+        shown.schemas = schemas.to_vec();
     }
 
     /// Ends the open block, discarding everything it did.
