@@ -150,8 +150,15 @@ async fn grants_on_views_and_sequences() {
         .unwrap();
     let m = fails_with(&app, "SELECT * FROM ov", "42501").await;
     assert_eq!(m, "permission denied for table base");
-    // ... for a superuser too
+    // ... for a superuser too, and through a superuser's view over it
     fails_with(&su, "SELECT * FROM ov", "42501").await;
+    su.batch_execute("CREATE VIEW over_ov AS SELECT x FROM ov; GRANT SELECT ON over_ov TO app")
+        .await
+        .unwrap();
+    let m = fails_with(&app, "SELECT * FROM over_ov", "42501").await;
+    assert_eq!(m, "permission denied for table base");
+    fails_with(&su, "SELECT * FROM over_ov", "42501").await;
+    su.batch_execute("DROP VIEW over_ov").await.unwrap();
     su.batch_execute("GRANT SELECT ON base TO owner1")
         .await
         .unwrap();

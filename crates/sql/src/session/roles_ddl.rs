@@ -35,8 +35,9 @@ impl Session {
         let roles = &self.db.roles;
         if roles.privileges_of(&self.user).superuser {
             // a superuser reads every view, but a view's query still runs
-            // with its owner's privileges (PostgreSQL's rule)
-            if self.reads_views(stmt) {
+            // with its owner's privileges (PostgreSQL's rule; CREATE VIEW
+            // runs nothing)
+            if runs_views(stmt) && self.reads_views(stmt) {
                 for (name, _) in crate::privileges::needs(stmt).tables {
                     if let Some(v) = table_name(&name).ok().and_then(|n| self.view(&n)) {
                         self.check_view_relations(&v, 0)?;
@@ -67,7 +68,14 @@ impl Session {
         for (name, need) in &needs.tables {
             let Some(t) = self.named_table(name) else {
                 if let Some(v) = table_name(name).ok().and_then(|n| self.view(&n)) {
-                    self.check_view_access(&v, *need, &mine, 0)?;
+                    if runs_views(stmt) {
+                        self.check_view_access(&v, *need, &mine, 0)?;
+                    } else if !view_privileges(&mine, &v).contains(*need) {
+                        return Err(SqlError::InsufficientPrivilege(format!(
+                            "permission denied for view {}",
+                            v.name
+                        )));
+                    }
                 }
                 continue;
             };
@@ -111,29 +119,39 @@ impl Session {
     }
 
     /// Refuses (42501) unless the owner of `view` may read every relation
-    /// its query reads (a view's query runs with its owner's privileges).
+    /// its query reads (a view's query runs with its owner's privileges;
+    /// a view it reads runs with that view's owner's, even under a
+    /// superuser's view).
     fn check_view_relations(&self, view: &ViewDef, depth: usize) -> Result<()> {
-        let owner = view_owner(view);
-        if self.db.roles.privileges_of(owner).superuser {
-            return Ok(());
-        }
         if depth >= crate::views::MAX_DEPTH {
             return Err(SqlError::FeatureNotSupported(format!(
                 "views nested deeper than {} are not supported",
                 crate::views::MAX_DEPTH
             )));
         }
-        let theirs = self.db.roles.effective_roles(owner);
+        let owner = view_owner(view);
+        let superuser = self.db.roles.privileges_of(owner).superuser;
+        let theirs = if superuser {
+            HashSet::new()
+        } else {
+            self.db.roles.effective_roles(owner)
+        };
         for dep in &view.depends_on {
             if let Some(t) = self.db.engine.table(dep) {
-                if !table_privileges(&theirs, t.def()).contains(TablePrivileges::SELECT) {
+                if !superuser
+                    && !table_privileges(&theirs, t.def()).contains(TablePrivileges::SELECT)
+                {
                     return Err(SqlError::InsufficientPrivilege(format!(
                         "permission denied for table {}",
                         t.def().name
                     )));
                 }
             } else if let Some(v) = self.view(dep) {
-                self.check_view_access(&v, TablePrivileges::SELECT, &theirs, depth + 1)?;
+                if superuser {
+                    self.check_view_relations(&v, depth + 1)?;
+                } else {
+                    self.check_view_access(&v, TablePrivileges::SELECT, &theirs, depth + 1)?;
+                }
             }
         }
         Ok(())
@@ -261,7 +279,8 @@ impl Session {
     }
 
     /// `DROP ROLE [IF EXISTS] names`: refused while a role owns a table,
-    /// view or sequence or holds a grant on one (2BP01), or is the session's own (55006).
+    /// view or sequence or holds a grant on one (2BP01), or is the
+    /// session's own (55006).
     pub(super) fn drop_roles(&mut self, names: &[ObjectName], if_exists: bool) -> Result<Output> {
         self.refuse_in_block("DROP ROLE")?;
         self.require_superuser("drop role")?;
@@ -561,6 +580,13 @@ impl Session {
         self.ddl_change(|ddl| ddl.set_access(&name, owner, acl))?;
         Ok(())
     }
+}
+
+/// Whether `stmt` runs the queries of the views it names (CREATE VIEW
+/// only plans them: a view over a view whose owner lost a privilege can
+/// be created, as in PostgreSQL, and fails when read).
+fn runs_views(stmt: &Statement) -> bool {
+    !matches!(stmt, Statement::CreateView(_))
 }
 
 fn not_owner(t: &Table) -> SqlError {
