@@ -769,6 +769,13 @@ impl TablePrivileges {
         (TablePrivileges::USAGE, 'U', "USAGE"),
     ];
 
+    /// Every privilege of `named` (a table's or a sequence's list).
+    pub fn all_of(named: &[(TablePrivileges, char, &'static str)]) -> TablePrivileges {
+        named
+            .iter()
+            .fold(TablePrivileges::NONE, |acc, (p, _, _)| acc.union(*p))
+    }
+
     /// The ACL letters of a table's privileges (`arwd`).
     pub fn letters(self) -> String {
         self.letters_in(&TablePrivileges::NAMED)

@@ -2319,11 +2319,7 @@ fn privilege_functions(
         if r.privileges_of(&who).superuser {
             return b(true);
         }
-        let all = named
-            .iter()
-            .fold(eddy_common::TablePrivileges::NONE, |acc, (p, _, _)| {
-                acc.union(*p)
-            });
+        let all = eddy_common::TablePrivileges::all_of(named);
         let held =
             crate::privileges::relation_privileges(&r.effective_roles(&who), &owner, &acl, all);
         let any = privs.split(',').any(|p| {

@@ -296,9 +296,7 @@ pub fn relation_acl_items(
     if acl.is_empty() {
         return None;
     }
-    let all = named
-        .iter()
-        .fold(TablePrivileges::NONE, |acc, (p, _, _)| acc.union(*p));
+    let all = TablePrivileges::all_of(named);
     let mut items = vec![format!("{owner}={}/{owner}", all.letters_in(named))];
     for a in acl {
         items.push(format!(

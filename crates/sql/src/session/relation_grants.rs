@@ -31,13 +31,8 @@ impl Session {
         grantees: &[Option<String>],
         revoke: bool,
     ) -> Result<()> {
+        self.check_view_owner(&view)?;
         let owner = view_owner(&view).to_string();
-        if !self.is_member_or_superuser(&owner) {
-            return Err(SqlError::InsufficientPrivilege(format!(
-                "must be owner of view {}",
-                view.name
-            )));
-        }
         let acl = change_acl(view.acl.clone(), privs, grantees, &owner, revoke)?;
         let name = view.name.clone();
         self.change_view(&name, Some(ViewDef { acl, ..view }))
@@ -60,7 +55,10 @@ impl Session {
             .owner
             .clone()
             .unwrap_or_else(|| crate::roles::BOOTSTRAP_SUPERUSER.to_string());
-        if !self.is_member_or_superuser(&owner) {
+        let roles = &self.db.roles;
+        if !roles.privileges_of(&self.user).superuser
+            && !roles.effective_roles(&self.user).contains(&owner)
+        {
             return Err(SqlError::InsufficientPrivilege(format!(
                 "must be owner of sequence {name}"
             )));
@@ -81,12 +79,6 @@ impl Session {
         txn.sequence_owned_by
             .push((name.to_string(), SequenceChange::Acl(acl)));
         Ok(())
-    }
-
-    fn is_member_or_superuser(&self, role: &str) -> bool {
-        let roles = &self.db.roles;
-        roles.privileges_of(&self.user).superuser
-            || roles.effective_roles(&self.user).contains(role)
     }
 }
 

@@ -306,37 +306,34 @@ impl Session {
             let mut deps = Vec::new();
             for t in self.db.engine.tables() {
                 let d = t.def();
-                if d.owner.as_deref() == Some(name.as_str()) {
-                    deps.push(format!("owner of table {}", d.name));
-                } else if d
-                    .acl
-                    .iter()
-                    .any(|a| a.grantee.as_deref() == Some(name.as_str()))
-                {
-                    deps.push(format!("privileges for table {}", d.name));
-                }
+                role_dependency(
+                    &mut deps,
+                    &name,
+                    "table",
+                    &d.name,
+                    d.owner.as_deref(),
+                    &d.acl,
+                );
             }
             for v in self.visible_views() {
-                if v.owner.as_deref() == Some(name.as_str()) {
-                    deps.push(format!("owner of view {}", v.name));
-                } else if v
-                    .acl
-                    .iter()
-                    .any(|a| a.grantee.as_deref() == Some(name.as_str()))
-                {
-                    deps.push(format!("privileges for view {}", v.name));
-                }
+                role_dependency(
+                    &mut deps,
+                    &name,
+                    "view",
+                    &v.name,
+                    v.owner.as_deref(),
+                    &v.acl,
+                );
             }
             for (d, _) in self.db.sequences.list() {
-                if d.owner.as_deref() == Some(name.as_str()) {
-                    deps.push(format!("owner of sequence {}", d.name));
-                } else if d
-                    .acl
-                    .iter()
-                    .any(|a| a.grantee.as_deref() == Some(name.as_str()))
-                {
-                    deps.push(format!("privileges for sequence {}", d.name));
-                }
+                role_dependency(
+                    &mut deps,
+                    &name,
+                    "sequence",
+                    &d.name,
+                    d.owner.as_deref(),
+                    &d.acl,
+                );
             }
             if !deps.is_empty() {
                 return Err(SqlError::DependentObjects(format!(
@@ -422,7 +419,7 @@ impl Session {
             Some(GrantObjects::AllTablesInSchema { schemas }) => {
                 let named = self.schemas_named(schemas)?;
                 let privs = table_privileges_of(privileges)?;
-                let user_schemas = self.user_schema_names();
+                let user_schemas = self.visible_schema_names();
                 let in_named = |name: &str| {
                     let (schema, _) = crate::schemas::split(name, &user_schemas);
                     named.iter().any(|n| n == schema) && !crate::temp_tables::is_reserved(name)
@@ -444,7 +441,7 @@ impl Session {
             Some(GrantObjects::AllSequencesInSchema { schemas }) => {
                 let named = self.schemas_named(schemas)?;
                 let privs = sequence_privileges_of(privileges)?;
-                let user_schemas = self.user_schema_names();
+                let user_schemas = self.visible_schema_names();
                 let mut names = self.db.sequences.names();
                 names.retain(|name| {
                     let (schema, _) = crate::schemas::split(name, &user_schemas);
@@ -507,10 +504,10 @@ impl Session {
         Ok(Output::Command(tag.into()))
     }
 
-    /// The schemas of `ALL ... IN SCHEMA` (42P06 for one that does not
+    /// The schemas of `ALL ... IN SCHEMA` (3F000 for one that does not
     /// exist).
     fn schemas_named(&self, schemas: &[ObjectName]) -> Result<Vec<String>> {
-        let user_schemas = self.user_schema_names();
+        let user_schemas = self.visible_schema_names();
         let mut named = Vec::new();
         for s in schemas {
             let name = role_name(s)?;
@@ -522,13 +519,6 @@ impl Session {
             named.push(name);
         }
         Ok(named)
-    }
-
-    fn user_schema_names(&self) -> Vec<String> {
-        self.visible_schemas()
-            .iter()
-            .map(|s| s.name.clone())
-            .collect()
     }
 
     /// `None` for PUBLIC; a role that exists otherwise.
@@ -579,6 +569,23 @@ impl Session {
         let name = def.name.clone();
         self.ddl_change(|ddl| ddl.set_access(&name, owner, acl))?;
         Ok(())
+    }
+}
+
+/// DROP ROLE's DETAIL line for relation `relation` of `kind` (owned by
+/// `owner`, with grants `acl`) when it depends on `role`.
+fn role_dependency(
+    deps: &mut Vec<String>,
+    role: &str,
+    kind: &str,
+    relation: &str,
+    owner: Option<&str>,
+    acl: &[eddy_common::AclItem],
+) {
+    if owner == Some(role) {
+        deps.push(format!("owner of {kind} {relation}"));
+    } else if acl.iter().any(|a| a.grantee.as_deref() == Some(role)) {
+        deps.push(format!("privileges for {kind} {relation}"));
     }
 }
 

@@ -89,7 +89,7 @@ impl Session {
     }
 
     /// The names of [`Session::visible_schemas`].
-    fn visible_schema_names(&self) -> Vec<String> {
+    pub(super) fn visible_schema_names(&self) -> Vec<String> {
         self.visible_schemas()
             .iter()
             .map(|s| s.name.clone())

@@ -92,11 +92,7 @@ impl Session {
     /// Renames `view` to `new` in its own schema.
     fn rename_view(&mut self, view: ViewDef, new: &Ident) -> Result<()> {
         self.check_view_owner(&view)?;
-        let schemas: Vec<String> = self
-            .visible_schemas()
-            .iter()
-            .map(|s| s.name.clone())
-            .collect();
+        let schemas = self.visible_schema_names();
         let (schema, _) = crate::schemas::split(&view.name, &schemas);
         let bare = ident_name(new);
         let new_name = if schema == crate::schemas::PUBLIC {
