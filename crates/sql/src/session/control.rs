@@ -424,8 +424,11 @@ impl Session {
         }
         self.notify.commit();
         sequences.settle(&created);
-        let engine = &self.db.engine;
-        run_blocking(|| after.apply(sequences, &|t| engine.table(t).is_some()));
+        if !after.is_empty() {
+            // (most commits have nothing here: no blocking hand-off then)
+            let engine = &self.db.engine;
+            run_blocking(|| after.apply(sequences, &|t| engine.table(t).is_some()));
+        }
         if journaled {
             sequences.forget_journal(txn_id.0);
         }
