@@ -18,6 +18,14 @@
 //! PostgreSQL does (`2 / 3.0` is `0.6666666666666667`; Arrow's division
 //! alone truncates).
 //!
+//! A `VALUES` list took its column types from its rows when it was
+//! planned, before this rule: its cells are widened here too, and where a
+//! column's type changes with them (a bare `VALUES (1.0 / 3)`) its type is
+//! inferred again from the widened rows, names kept. In `INSERT ...
+//! VALUES` every cell is already cast to its table column's type, so the
+//! quotient is computed wide and rounded once, to the column's scale (it
+//! was computed at Arrow's 5 digits: `0.33333` was stored).
+//!
 //! Invariants:
 //! * Only `Decimal128 / Decimal128` changes, and only by a cast of the
 //!   dividend to a larger scale with the same integer digits and a cast of
@@ -29,11 +37,13 @@
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::Transformed;
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::DFSchema;
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::expr::BinaryExpr;
-use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, Operator};
+use datafusion::logical_expr::{
+    Cast, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Operator, Values,
+};
 use datafusion::optimizer::AnalyzerRule;
 
 /// The smallest scale of a numeric quotient (PostgreSQL's
@@ -60,10 +70,74 @@ impl AnalyzerRule for PgNumericDivision {
 }
 
 fn widen_node(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
-    if matches!(plan, LogicalPlan::Values(_) | LogicalPlan::Limit(_)) {
-        return Ok(Transformed::no(plan));
+    match plan {
+        LogicalPlan::Values(values) => widen_values(values),
+        LogicalPlan::Limit(_) => Ok(Transformed::no(plan)),
+        other => crate::node_rewrite::rewrite_node_expressions(other, widen_division),
     }
-    crate::node_rewrite::rewrite_node_expressions(plan, widen_division)
+}
+
+/// The quotients in a `VALUES` list's cells, and its column types where
+/// those change (module doc).
+fn widen_values(values: Values) -> DfResult<Transformed<LogicalPlan>> {
+    let Values { schema, values } = values;
+    let cells_schema = DFSchema::empty();
+    let mut widened = false;
+    let mut rows = Vec::with_capacity(values.len());
+    for row in values {
+        let mut cells = Vec::with_capacity(row.len());
+        for cell in row {
+            let cell = cell.transform_up(|e| widen_division(e, &cells_schema))?;
+            widened |= cell.transformed;
+            cells.push(cell.data);
+        }
+        rows.push(cells);
+    }
+    let keeps_types = || -> DfResult<bool> {
+        for row in &rows {
+            for (cell, field) in row.iter().zip(schema.fields()) {
+                let t = cell.get_type(&cells_schema)?;
+                if t != *field.data_type() && t != DataType::Null {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    };
+    if !widened || keeps_types()? {
+        let plan = LogicalPlan::Values(Values {
+            schema,
+            values: rows,
+        });
+        return Ok(if widened {
+            Transformed::yes(plan)
+        } else {
+            Transformed::no(plan)
+        });
+    }
+    let LogicalPlan::Values(inferred) = LogicalPlanBuilder::values(rows)?.build()? else {
+        return Err(datafusion::error::DataFusionError::Internal(
+            "a VALUES list built as another plan".into(),
+        ));
+    };
+    // the inferred types under the list's own names (and qualifiers)
+    let fields = schema
+        .iter()
+        .zip(inferred.schema.fields())
+        .map(|((qualifier, old), new)| {
+            let field = old
+                .as_ref()
+                .clone()
+                .with_data_type(new.data_type().clone())
+                .with_nullable(new.is_nullable());
+            (qualifier.cloned(), std::sync::Arc::new(field))
+        })
+        .collect();
+    let schema = DFSchema::new_with_metadata(fields, schema.metadata().clone())?;
+    Ok(Transformed::yes(LogicalPlan::Values(Values {
+        schema: std::sync::Arc::new(schema),
+        values: inferred.values,
+    })))
 }
 
 fn widen_division(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {
