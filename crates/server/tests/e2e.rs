@@ -79,6 +79,26 @@ async fn crud_prepared_and_errors() {
         err(c.batch_execute("SELECT * FROM nope").await.unwrap_err()),
         "42P01"
     );
+    // PostgreSQL's words, with the name as the statement wrote it, over
+    // both protocols (was "table 'eddy.public.nope' not found")
+    let message = |e: tokio_postgres::Error| {
+        e.as_db_error()
+            .map(|d| (d.code().code().to_string(), d.message().to_string()))
+    };
+    for sql in [
+        "SELECT * FROM nope",
+        "SELECT k FROM kv WHERE k IN (SELECT k FROM public.nope)",
+        "WITH w AS (SELECT 1) SELECT * FROM w, nope.t",
+    ] {
+        let written = sql.rsplit(' ').find(|w| w.contains("nope")).unwrap_or("");
+        let written = written.trim_end_matches(')');
+        let want = Some((
+            "42P01".to_string(),
+            format!("relation \"{written}\" does not exist"),
+        ));
+        assert_eq!(message(c.batch_execute(sql).await.unwrap_err()), want, "{sql}");
+        assert_eq!(message(c.prepare(sql).await.unwrap_err()), want, "{sql}");
+    }
     assert_eq!(
         err(c.batch_execute("SELECT nope FROM kv").await.unwrap_err()),
         "42703"

@@ -1927,15 +1927,19 @@ impl Session {
         self.run_plan(plan).await
     }
 
-    /// The error of a statement the planner refused: PostgreSQL's 42803
-    /// where it read a column outside its GROUP BY
-    /// (`crate::grouping_error`), else the planner's.
+    /// The error of a statement the planner refused: PostgreSQL's 42P01
+    /// for a relation it names that does not exist (`relation "x" does
+    /// not exist`, the name as written), 42803 where it read a column
+    /// outside its GROUP BY (`crate::grouping_error`), else the planner's.
     pub(crate) fn planning_error(
         &self,
         stmt: &Statement,
         e: datafusion::error::DataFusionError,
     ) -> SqlError {
         if matches!(e.find_root(), datafusion::error::DataFusionError::Plan(_)) {
+            if let Some(name) = self.missing_relation(stmt) {
+                return SqlError::UndefinedRelation(format!("relation \"{name}\" does not exist"));
+            }
             let engine = &self.db.engine;
             let table = |n: &str| engine.table(n).map(|t| Arc::clone(t.def()));
             if let Some(message) = crate::grouping_error::ungrouped_column(stmt, &table) {
@@ -1943,6 +1947,25 @@ impl Session {
             }
         }
         e.into()
+    }
+
+    /// The first relation `stmt` reads (CTEs and table functions left out)
+    /// that no schema holds, as the statement writes it.
+    fn missing_relation(&self, stmt: &Statement) -> Option<String> {
+        let state = self.ctx.state();
+        let statement = DFStatement::Statement(Box::new(stmt.clone()));
+        let references = state.resolve_table_references(&statement).ok()?;
+        references.into_iter().find_map(|reference| {
+            if reference.schema().is_none()
+                && state.table_functions().contains_key(reference.table())
+            {
+                return None;
+            }
+            let exists = state
+                .schema_for_ref(reference.clone())
+                .is_ok_and(|schema| schema.table_exist(reference.table()));
+            (!exists).then(|| reference.to_string())
+        })
     }
 
     /// Plans `stmt` (made PostgreSQL-compatible first) while `table` is
