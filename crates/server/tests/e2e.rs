@@ -96,7 +96,11 @@ async fn crud_prepared_and_errors() {
             "42P01".to_string(),
             format!("relation \"{written}\" does not exist"),
         ));
-        assert_eq!(message(c.batch_execute(sql).await.unwrap_err()), want, "{sql}");
+        assert_eq!(
+            message(c.batch_execute(sql).await.unwrap_err()),
+            want,
+            "{sql}"
+        );
         assert_eq!(message(c.prepare(sql).await.unwrap_err()), want, "{sql}");
     }
     assert_eq!(
