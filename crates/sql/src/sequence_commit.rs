@@ -74,6 +74,7 @@ impl SequenceCommit {
                 SequenceChange::OwnedBy(o) => sequences.set_owned_by(name, o),
                 SequenceChange::Owner(role) => sequences.set_owner(name, role),
                 SequenceChange::Acl(acl) => sequences.set_acl(name, acl),
+                SequenceChange::Parameters(p) => sequences.set_parameters(name, &p),
             };
             if let Err(e) = r {
                 tracing::warn!(sequence = %name, error = %e, "could not change a sequence at commit");
@@ -219,5 +220,49 @@ mod tests {
         committed.apply(&s, &|t| t == "a2");
         assert_eq!(s.owned_by_table("a2"), vec!["a_id_seq".to_string()]);
         assert!(s.exists("loose"));
+    }
+
+    #[test]
+    fn altered_parameters_reach_the_sequence_from_a_journal_and_its_values_follow_them() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Sequences::open(d.path(), &|_| false).unwrap();
+        s.create(SequenceDef::with_defaults("p", "bigint", 1), false)
+            .unwrap();
+        // values logged ahead on the old increment
+        assert_eq!(s.nextval("p").unwrap(), 1);
+        assert_eq!(s.nextval("p").unwrap(), 2);
+        let mut parameters = crate::sequences::SequenceParameters::of(&s.def("p").unwrap());
+        parameters.increment = 10;
+        parameters.max = 25;
+        let commit = SequenceCommit {
+            txn: 3,
+            changes: vec![("p".into(), SequenceChange::Parameters(parameters))],
+            ..SequenceCommit::default()
+        };
+        s.journal(&commit).unwrap();
+        drop(s);
+        // a crash after the commit record, before the change was applied
+        let s = Sequences::open(d.path(), &|t| t == 3).unwrap();
+        s.settle_journals(&|t| t == 3, &|_| true).unwrap();
+        let def = s.def("p").unwrap();
+        assert_eq!((def.increment, def.max), (10, 25));
+        // the restart resumed after the values logged ahead (up to 32),
+        // which are past the new bound
+        assert!(s.nextval("p").is_err());
+        // applying it on a running sequence: the next value follows at once
+        let t = tempfile::tempdir().unwrap();
+        let s = Sequences::open(t.path(), &|_| false).unwrap();
+        s.create(SequenceDef::with_defaults("q", "bigint", 1), false)
+            .unwrap();
+        assert_eq!(s.nextval("q").unwrap(), 1);
+        let mut parameters = crate::sequences::SequenceParameters::of(&s.def("q").unwrap());
+        parameters.increment = 10;
+        s.set_parameters("q", &parameters).unwrap();
+        assert_eq!(s.nextval("q").unwrap(), 11);
+        drop(s);
+        // and what the file logs is on the new path
+        let s = Sequences::open(t.path(), &|_| false).unwrap();
+        let next = s.nextval("q").unwrap();
+        assert!(next > 11 && (next - 1) % 10 == 0, "{next}");
     }
 }

@@ -47,6 +47,10 @@ pub struct SessionSequences {
     /// The value and sequence of the last `nextval` (for `lastval`).
     last: Option<(i64, String)>,
     dropped_in_block: HashSet<String>,
+    /// Sequences whose parameters the open block altered (`ALTER
+    /// SEQUENCE ... INCREMENT` etc., applied when it commits): this
+    /// session may not draw from or set them until then.
+    altered_in_block: HashSet<String>,
     /// Whose privileges the calls are checked against (`None`: no check,
     /// for sessions with no user).
     caller: Option<SequenceCaller>,
@@ -146,6 +150,28 @@ impl SessionSequences {
         self.dropped_in_block = names.iter().cloned().collect();
     }
 
+    /// Sets the sequences whose parameters the open block has altered.
+    pub fn set_altered_in_block(&mut self, names: impl IntoIterator<Item = String>) {
+        self.altered_in_block = names.into_iter().collect();
+    }
+
+    /// 0A000 for drawing from or setting a sequence the open block
+    /// altered (the values would follow its old parameters).
+    fn check_not_altered(&self, name: &str, kind: Kind) -> Result<(), SqlError> {
+        if !self.altered_in_block.contains(name) {
+            return Ok(());
+        }
+        let function = if kind == Kind::Setval {
+            "setval"
+        } else {
+            "nextval"
+        };
+        Err(SqlError::FeatureNotSupported(format!(
+            "{function} of sequence \"{name}\" after ALTER SEQUENCE changed its parameters in \
+             the same transaction block is not supported: commit the block first"
+        )))
+    }
+
     /// A sequence name as this session sees it: 42P01 for one its open
     /// block dropped.
     fn visible(&self, text: &str) -> Result<String, SqlError> {
@@ -230,6 +256,9 @@ impl SequenceFunction {
                 session
                     .check(&self.sequences, &name, self.kind, checked)
                     .map_err(DataFusionError::from)?;
+                session
+                    .check_not_altered(&name, self.kind)
+                    .map_err(DataFusionError::from)?;
                 let v = self
                     .sequences
                     .nextval(&name)
@@ -271,6 +300,9 @@ impl SequenceFunction {
                 let name = session.visible(&text).map_err(DataFusionError::from)?;
                 session
                     .check(&self.sequences, &name, self.kind, checked)
+                    .map_err(DataFusionError::from)?;
+                session
+                    .check_not_altered(&name, self.kind)
                     .map_err(DataFusionError::from)?;
                 let v = self
                     .sequences

@@ -46,6 +46,47 @@ pub enum SequenceChange {
     Owner(String),
     /// `GRANT` / `REVOKE ... ON SEQUENCE`: the grants it leaves.
     Acl(Vec<AclItem>),
+    /// `ALTER SEQUENCE ... AS / INCREMENT / MINVALUE / MAXVALUE / START /
+    /// CACHE / CYCLE`: the parameters it leaves.
+    Parameters(SequenceParameters),
+}
+
+/// What `nextval` follows: the parameters `ALTER SEQUENCE` may change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SequenceParameters {
+    pub type_name: String,
+    pub increment: i64,
+    pub min: i64,
+    pub max: i64,
+    pub start: i64,
+    pub cache: i64,
+    pub cycle: bool,
+}
+
+impl SequenceParameters {
+    /// The parameters of `def`.
+    pub fn of(def: &SequenceDef) -> SequenceParameters {
+        SequenceParameters {
+            type_name: def.type_name.clone(),
+            increment: def.increment,
+            min: def.min,
+            max: def.max,
+            start: def.start,
+            cache: def.cache,
+            cycle: def.cycle,
+        }
+    }
+
+    /// `def` with these parameters.
+    pub fn apply_to(&self, def: &mut SequenceDef) {
+        def.type_name.clone_from(&self.type_name);
+        def.increment = self.increment;
+        def.min = self.min;
+        def.max = self.max;
+        def.start = self.start;
+        def.cache = self.cache;
+        def.cycle = self.cycle;
+    }
 }
 
 /// A sequence's definition, as `CREATE SEQUENCE` gave it (defaults filled).
@@ -104,10 +145,17 @@ impl SequenceDef {
             return bad("INCREMENT must not be zero".into());
         }
         let type_max = type_max(&self.type_name);
-        if self.max > type_max || self.min < -type_max - 1 {
+        let in_range = |v: i64| v <= type_max && v >= -type_max - 1;
+        if !in_range(self.max) {
             return bad(format!(
-                "MINVALUE ({}) and MAXVALUE ({}) must be within the range of type {}",
-                self.min, self.max, self.type_name
+                "MAXVALUE ({}) is out of range for sequence data type {}",
+                self.max, self.type_name
+            ));
+        }
+        if !in_range(self.min) {
+            return bad(format!(
+                "MINVALUE ({}) is out of range for sequence data type {}",
+                self.min, self.type_name
             ));
         }
         if self.min >= self.max {
@@ -455,6 +503,25 @@ impl Sequences {
         let mut s = seq.lock();
         s.def.acl = acl;
         self.persist(&s)
+    }
+
+    /// Gives `name` the parameters `ALTER SEQUENCE` left (durably). The
+    /// file then logs the last value handed out, not a value ahead of it
+    /// on the old increment: the next `nextval` logs ahead again on the
+    /// new one, within the new bounds.
+    pub fn set_parameters(&self, name: &str, parameters: &SequenceParameters) -> Result<()> {
+        let seq = self.get(name)?;
+        let mut s = seq.lock();
+        parameters.apply_to(&mut s.def);
+        s.logged = s.last;
+        s.logged_is_called = s.is_called;
+        self.persist(&s)
+    }
+
+    /// Type `type_name`'s largest value (its smallest is one less than the
+    /// negative of it).
+    pub fn type_max(type_name: &str) -> i64 {
+        type_max(type_name)
     }
 
     pub fn set_owned_by(&self, name: &str, owned_by: Option<OwnedBy>) -> Result<()> {

@@ -437,7 +437,7 @@ impl Session {
     }
 
     /// Tells this session's sequence functions which sequences its open
-    /// block has dropped, and its catalogs which tables and sequences
+    /// block has dropped or altered, and its catalogs which tables and sequences
     /// (after anything that changes those lists).
     pub(super) fn publish_dropped(&self) {
         let (tables, sequences) = self
@@ -445,7 +445,18 @@ impl Session {
             .as_ref()
             .map(|t| (t.dropped_tables.as_slice(), t.dropped_sequences.as_slice()))
             .unwrap_or((&[], &[]));
-        self.drawn.lock().set_dropped_in_block(sequences);
+        let altered = self.txn.iter().flat_map(|t| {
+            t.sequence_owned_by
+                .iter()
+                .filter(|(_, change)| {
+                    matches!(change, crate::sequences::SequenceChange::Parameters(_))
+                })
+                .map(|(name, _)| name.clone())
+        });
+        let mut drawn = self.drawn.lock();
+        drawn.set_dropped_in_block(sequences);
+        drawn.set_altered_in_block(altered);
+        drop(drawn);
         self.catalog_dropped.write().dropped = tables.iter().chain(sequences).cloned().collect();
     }
 

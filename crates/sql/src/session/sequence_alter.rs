@@ -11,9 +11,17 @@
 //!   the column's identity and default as a catalog change of the table;
 //! * `RESTART [WITH n]` is `setval(n, false)`, which no transaction undoes:
 //!   it is refused inside a block rather than run as if it could be;
-//! * `OWNER TO` the sequence's owner is accepted (it changes nothing); the
-//!   other options (INCREMENT, bounds, CACHE, CYCLE, AS, RENAME, SET
-//!   SCHEMA) are refused (0A000).
+//! * `AS`, `INCREMENT`, `MINVALUE` / `MAXVALUE`, `START`, `CACHE` and
+//!   `CYCLE` are recorded like OWNED BY and reach the sequence when the
+//!   transaction commits (journaled with the others across a crash,
+//!   `crate::sequence_commit`). Until then the block that altered a
+//!   sequence may not draw from it or set it (0A000: the values would
+//!   follow the old parameters, where PostgreSQL's follow the new);
+//!   other sessions draw by the old ones until the commit, as if they
+//!   had drawn before it. With RESTART in the same statement they are
+//!   refused (0A000: RESTART takes effect at once, they at commit);
+//! * `OWNER TO` the sequence's owner is accepted (it changes nothing);
+//!   RENAME and SET SCHEMA are refused (0A000).
 //!
 //! Privileges: Eddy records no owner for a sequence, so changing one that
 //! no table owns needs a superuser; one a table owns needs that table's
@@ -28,7 +36,7 @@ use crate::error::{Result, SqlError};
 use crate::rewrite::{ident_name, table_name};
 use crate::search_path::{check_created_name, check_relation};
 use crate::sequence_parse::{AddIdentity, AlterCommand, AlterSequence, AlterSequenceAction};
-use crate::sequences::{OwnedBy, SequenceChange};
+use crate::sequences::{OwnedBy, SequenceChange, SequenceParameters, Sequences};
 use eddy_common::Identity;
 
 impl Session {
@@ -89,18 +97,21 @@ impl Session {
                 )),
                 AlterSequenceAction::Options(opts) => opts,
             };
-        if opts.data_type.is_some() {
-            return Err(SqlError::FeatureNotSupported(
-                "ALTER SEQUENCE ... AS is not supported".into(),
-            ));
-        }
-        if let Some(o) = opts.options.first() {
-            return Err(SqlError::FeatureNotSupported(format!(
-                "ALTER SEQUENCE ... {} is not supported",
-                option_word(o)
-            )));
-        }
         self.check_sequence_owner(&name, current_owner.as_ref())?;
+        let parameters = if opts.data_type.is_some() || !opts.options.is_empty() {
+            if let Some(o) = opts.options.first().filter(|_| opts.restart.is_some()) {
+                // RESTART is a setval that no transaction undoes, the
+                // others commit with the transaction: not both at once
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "ALTER SEQUENCE ... RESTART together with {} is not supported: \
+                     run them as two ALTER SEQUENCE statements",
+                    option_word(o)
+                )));
+            }
+            Some(self.altered_parameters(&name, opts.data_type.as_ref(), &opts.options)?)
+        } else {
+            None
+        };
         let new_owner = match &opts.owned_by {
             Some(Some(column)) => {
                 let owner = self.owner_column(column)?;
@@ -130,12 +141,108 @@ impl Session {
             };
             run_blocking(|| self.db.sequences.setval(&name, at, false))?;
         }
+        if let Some(parameters) = parameters {
+            self.ddl_txn("ALTER SEQUENCE")?
+                .sequence_owned_by
+                .push((name.clone(), SequenceChange::Parameters(parameters)));
+            if self.in_transaction_block() {
+                self.publish_dropped();
+            }
+        }
         if let Some(owner) = new_owner {
             self.ddl_txn("ALTER SEQUENCE")?
                 .sequence_owned_by
                 .push((name, SequenceChange::OwnedBy(owner)));
         }
         done
+    }
+
+    /// The parameters `ALTER SEQUENCE name AS .. <options>` leaves, by
+    /// PostgreSQL's rules (`init_params` of its `sequence.c`): a new type
+    /// moves a bound that was the old type's limit to the new type's;
+    /// `NO MINVALUE` / `NO MAXVALUE` are the defaults for the increment's
+    /// direction; the bounds must hold the start and the current value
+    /// (22023).
+    fn altered_parameters(
+        &self,
+        name: &str,
+        data_type: Option<&datafusion::sql::sqlparser::ast::DataType>,
+        options: &[SequenceOptions],
+    ) -> Result<SequenceParameters> {
+        let def = self
+            .sequence_def(name)
+            .ok_or_else(|| SqlError::UndefinedTable(name.to_string()))?;
+        // as this transaction left them so far
+        let mut p = self
+            .txn
+            .as_ref()
+            .and_then(|t| {
+                t.sequence_owned_by.iter().rev().find_map(|(n, c)| match c {
+                    SequenceChange::Parameters(p) if n == name => Some(p.clone()),
+                    _ => None,
+                })
+            })
+            .unwrap_or_else(|| SequenceParameters::of(&def));
+        let old_type_max = Sequences::type_max(&p.type_name);
+        let (mut reset_min, mut reset_max) = (false, false);
+        if let Some(dt) = data_type {
+            p.type_name = crate::pgtypes::column_type_from_sql(dt)
+                .ok()
+                .and_then(sequence_type_name)
+                .ok_or_else(|| {
+                    SqlError::InvalidParameter(
+                        "sequence type must be smallint, integer, or bigint".into(),
+                    )
+                })?
+                .to_string();
+            reset_max = p.max == old_type_max;
+            reset_min = p.min == -old_type_max - 1;
+        }
+        // Some(None): NO MINVALUE / NO MAXVALUE
+        let (mut min, mut max) = (None, None);
+        for o in options {
+            match o {
+                SequenceOptions::IncrementBy(e, _) => p.increment = option_int(e)?,
+                SequenceOptions::MinValue(v) => min = Some(v.as_ref().map(option_int).transpose()?),
+                SequenceOptions::MaxValue(v) => max = Some(v.as_ref().map(option_int).transpose()?),
+                SequenceOptions::StartWith(e, _) => p.start = option_int(e)?,
+                SequenceOptions::Cache(e) => p.cache = option_int(e)?,
+                // sqlparser's flag means NO CYCLE
+                SequenceOptions::Cycle(no) => p.cycle = !*no,
+            }
+        }
+        let type_max = Sequences::type_max(&p.type_name);
+        match max {
+            Some(Some(v)) => p.max = v,
+            Some(None) => p.max = if p.increment > 0 { type_max } else { -1 },
+            None if reset_max => p.max = type_max,
+            None => {}
+        }
+        match min {
+            Some(Some(v)) => p.min = v,
+            Some(None) => p.min = if p.increment > 0 { 1 } else { -type_max - 1 },
+            None if reset_min => p.min = -type_max - 1,
+            None => {}
+        }
+        let mut altered = def;
+        p.apply_to(&mut altered);
+        altered.validate()?;
+        if let Some((last, _)) = self.db.sequences.position(name) {
+            let bad = |m: String| Err(SqlError::InvalidParameter(m));
+            if last < p.min {
+                return bad(format!(
+                    "RESTART value ({last}) cannot be less than MINVALUE ({})",
+                    p.min
+                ));
+            }
+            if last > p.max {
+                return bad(format!(
+                    "RESTART value ({last}) cannot be greater than MAXVALUE ({})",
+                    p.max
+                ));
+            }
+        }
+        Ok(p)
     }
 
     /// `ALTER SEQUENCE s OWNER TO role` (pg_dump writes it as ALTER
