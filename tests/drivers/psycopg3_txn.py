@@ -248,4 +248,53 @@ with psycopg.connect(DSN, autocommit=True) as conn:
         f"cascade details: {details}",
     )
 
+# An unconstrained numeric column (docs/decisions/0003): what fits in 10
+# fraction digits and 28 integer digits is stored exactly through every
+# path (text and binary parameters, a float, COPY in text and binary);
+# what does not is refused with 22003 on Eddy, never rounded. PostgreSQL
+# stores it exactly.
+with psycopg.connect(DSN, autocommit=True) as conn:
+    reference = os.environ.get("EDDY_REFERENCE") == "postgres"
+    conn.execute("DROP TABLE IF EXISTS py3_num")
+    conn.execute("CREATE TABLE py3_num (id int PRIMARY KEY, n numeric)")
+    fits = [Decimal("1.50"), Decimal("-2.125"), Decimal("12345678901234567890.0123456789")]
+    for i, v in enumerate(fits):
+        conn.execute("INSERT INTO py3_num VALUES (%s, %s)", (i, v), prepare=True)
+        conn.cursor(binary=True).execute("INSERT INTO py3_num VALUES (%b, %b)", (100 + i, v))
+    conn.execute("INSERT INTO py3_num VALUES (%s, %s)", (200, 0.1))
+    with conn.cursor().copy("COPY py3_num FROM STDIN") as copy:
+        copy.write_row((300, Decimal("7.25")))
+    with conn.cursor(binary=True).copy("COPY py3_num FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["int4", "numeric"])
+        copy.write_row((301, Decimal("-0.0000000001")))
+    got = rows(conn, "SELECT id, n FROM py3_num ORDER BY id")
+    want = [(i, v) for i, v in enumerate(fits)] + [(100 + i, v) for i, v in enumerate(fits)]
+    want += [(200, Decimal("0.1")), (300, Decimal("7.25")), (301, Decimal("-0.0000000001"))]
+    check(got == want, f"unconstrained numeric values kept: {got}")
+    too_fine = Decimal("0.123456789012345")
+    attempts = [
+        ("text parameter", lambda: conn.execute("INSERT INTO py3_num VALUES (%s, %s)", (400, too_fine))),
+        ("binary parameter", lambda: conn.cursor(binary=True).execute(
+            "INSERT INTO py3_num VALUES (%b, %b)", (401, too_fine))),
+        ("float", lambda: conn.execute("INSERT INTO py3_num VALUES (%s, %s)", (402, 1e-12))),
+        ("literal", lambda: conn.execute("INSERT INTO py3_num VALUES (403, 0.123456789012345)")),
+        ("update", lambda: conn.execute("UPDATE py3_num SET n = n / 3 WHERE id = 1")),
+    ]
+    for what, attempt in attempts:
+        try:
+            attempt()
+            check(reference, f"{what}: a value past 10 fraction digits into numeric was not refused")
+        except errors.NumericValueOutOfRange:
+            check(not reference, f"{what}: refused by PostgreSQL")
+    try:
+        with conn.cursor().copy("COPY py3_num FROM STDIN") as copy:
+            copy.write_row((404, too_fine))
+        check(reference, "COPY: 0.123456789012345 into numeric was not refused")
+    except errors.NumericValueOutOfRange:
+        check(not reference, "COPY: refused by PostgreSQL")
+    if not reference:
+        got = rows(conn, "SELECT id, n FROM py3_num ORDER BY id")
+        check(got == want, f"refused values left the table as it was: {got}")
+    conn.execute("DROP TABLE py3_num")
+
 print("psycopg3: ok")

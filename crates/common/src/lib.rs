@@ -82,6 +82,10 @@ pub enum CommonError {
 /// The time zone of TIMESTAMPTZ columns' Arrow type (values are UTC).
 pub const UTC_OFFSET: &str = "+00:00";
 
+/// The precision and scale an unconstrained [`ColumnType::Numeric`] is
+/// stored with.
+pub const NUMERIC_STORAGE: (u8, i8) = (38, 10);
+
 /// SQL column types Eddy stores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ColumnType {
@@ -93,6 +97,11 @@ pub enum ColumnType {
     Double,
     /// DECIMAL(precision, scale), stored as a scaled i128.
     Decimal(u8, i8),
+    /// NUMERIC without a precision: stored as `Decimal(38, 10)`
+    /// ([`NUMERIC_STORAGE`]), and a value is written only if it is held
+    /// exactly there (no non-zero digit past the 10th after the point, at
+    /// most 28 before it), never rounded (docs/decisions/0003).
+    Numeric,
     Text,
     Date,
     /// TIMESTAMP without time zone, microseconds since the Unix epoch.
@@ -203,6 +212,7 @@ impl ColumnType {
             ColumnType::Real => DataType::Float32,
             ColumnType::Double => DataType::Float64,
             ColumnType::Decimal(p, s) => DataType::Decimal128(p, s),
+            ColumnType::Numeric => DataType::Decimal128(NUMERIC_STORAGE.0, NUMERIC_STORAGE.1),
             ColumnType::Text => DataType::Utf8,
             ColumnType::Date => DataType::Date32,
             ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
@@ -231,7 +241,8 @@ impl ColumnType {
     }
 
     /// The type whose values and encodings this type's stored values use:
-    /// VARCHAR(n), CHAR(n), JSON and JSONB store text, TIMESTAMPTZ a timestamp. Code that
+    /// VARCHAR(n), CHAR(n), JSON and JSONB store text, TIMESTAMPTZ a
+    /// timestamp, an unconstrained NUMERIC a `Decimal(38, 10)`. Code that
     /// only moves stored values matches on this; code that checks or
     /// presents values (the SQL layer) matches on the type itself.
     pub fn storage(self) -> ColumnType {
@@ -239,6 +250,7 @@ impl ColumnType {
             ColumnType::Varchar(_) | ColumnType::Char(_) => ColumnType::Text,
             ColumnType::Json | ColumnType::Jsonb => ColumnType::Text,
             ColumnType::TimestampTz => ColumnType::Timestamp,
+            ColumnType::Numeric => ColumnType::Decimal(NUMERIC_STORAGE.0, NUMERIC_STORAGE.1),
             ColumnType::Array(e) => match e {
                 ArrayElem::Varchar(_) => ColumnType::Array(ArrayElem::Text),
                 ArrayElem::TimestampTz => ColumnType::Array(ArrayElem::Timestamp),
@@ -283,6 +295,7 @@ impl ColumnType {
             ColumnType::Real => "real".into(),
             ColumnType::Double => "double precision".into(),
             ColumnType::Decimal(p, s) => format!("numeric({p},{s})"),
+            ColumnType::Numeric => "numeric".into(),
             ColumnType::Text => "text".into(),
             ColumnType::Date => "date".into(),
             ColumnType::Timestamp => "timestamp without time zone".into(),

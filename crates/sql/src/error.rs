@@ -550,8 +550,10 @@ fn failing_row(row: &[(eddy_common::Value, eddy_common::ColumnType)]) -> String 
             (Value::Timestamp(_), ColumnType::TimestampTz) => {
                 format!("{}+00", crate::pgtypes::value_text(v, None))
             }
-            (_, ColumnType::Decimal(_, scale)) => crate::pgtypes::value_text(v, Some(*scale)),
-            _ => crate::pgtypes::value_text(v, None),
+            (_, ty) => match ty.storage() {
+                ColumnType::Decimal(_, scale) => crate::pgtypes::value_text(v, Some(scale)),
+                _ => crate::pgtypes::value_text(v, None),
+            },
         })
         .collect();
     format!("Failing row contains ({}).", cells.join(", "))

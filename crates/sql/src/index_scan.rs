@@ -175,8 +175,8 @@ fn literal_value(lit: &ScalarValue, ty: ColumnType) -> Option<Value> {
         (ScalarValue::Int64(Some(v)), ColumnType::BigInt) => Value::BigInt(*v),
         (ScalarValue::Float32(Some(v)), ColumnType::Real) => Value::Real(*v),
         (ScalarValue::Float64(Some(v)), ColumnType::Double) => Value::Double(*v),
-        (ScalarValue::Decimal128(Some(v), _, s), ColumnType::Decimal(_, cs))
-            if i64::from(*s) == i64::from(cs) =>
+        (ScalarValue::Decimal128(Some(v), _, s), ColumnType::Decimal(..) | ColumnType::Numeric)
+            if matches!(ty.storage(), ColumnType::Decimal(_, cs) if cs == *s) =>
         {
             Value::Decimal(*v)
         }

@@ -182,6 +182,7 @@ fn type_facts(t: ColumnType) -> TypeFacts {
             Some(i64::from(sc)),
             None,
         ),
+        ColumnType::Numeric => ("numeric", "numeric", None, None, Some(10), None, None),
         ColumnType::Text => ("text", "text", None, None, None, None, None),
         ColumnType::Varchar(n) => (
             "character varying",

@@ -129,6 +129,7 @@ mod token_words;
 pub mod txid;
 pub mod txn;
 pub mod udf_args;
+pub mod unconstrained_numeric;
 pub mod uuid_type;
 pub mod views;
 pub mod zone_functions;

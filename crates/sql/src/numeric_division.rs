@@ -41,9 +41,7 @@ use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::DFSchema;
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::expr::BinaryExpr;
-use datafusion::logical_expr::{
-    Cast, Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, Operator, Values,
-};
+use datafusion::logical_expr::{Cast, Expr, ExprSchemable, LogicalPlan, Operator, Values};
 use datafusion::optimizer::AnalyzerRule;
 
 /// The smallest scale of a numeric quotient (PostgreSQL's
@@ -93,51 +91,15 @@ fn widen_values(values: Values) -> DfResult<Transformed<LogicalPlan>> {
         }
         rows.push(cells);
     }
-    let keeps_types = || -> DfResult<bool> {
-        for row in &rows {
-            for (cell, field) in row.iter().zip(schema.fields()) {
-                let t = cell.get_type(&cells_schema)?;
-                if t != *field.data_type() && t != DataType::Null {
-                    return Ok(false);
-                }
-            }
-        }
-        Ok(true)
+    let plan = Values {
+        schema,
+        values: rows,
     };
-    if !widened || keeps_types()? {
-        let plan = LogicalPlan::Values(Values {
-            schema,
-            values: rows,
-        });
-        return Ok(if widened {
-            Transformed::yes(plan)
-        } else {
-            Transformed::no(plan)
-        });
+    if widened {
+        crate::node_rewrite::retype_values(plan).map(|t| Transformed::yes(t.data))
+    } else {
+        Ok(Transformed::no(LogicalPlan::Values(plan)))
     }
-    let LogicalPlan::Values(inferred) = LogicalPlanBuilder::values(rows)?.build()? else {
-        return Err(datafusion::error::DataFusionError::Internal(
-            "a VALUES list built as another plan".into(),
-        ));
-    };
-    // the inferred types under the list's own names (and qualifiers)
-    let fields = schema
-        .iter()
-        .zip(inferred.schema.fields())
-        .map(|((qualifier, old), new)| {
-            let field = old
-                .as_ref()
-                .clone()
-                .with_data_type(new.data_type().clone())
-                .with_nullable(new.is_nullable());
-            (qualifier.cloned(), std::sync::Arc::new(field))
-        })
-        .collect();
-    let schema = DFSchema::new_with_metadata(fields, schema.metadata().clone())?;
-    Ok(Transformed::yes(LogicalPlan::Values(Values {
-        schema: std::sync::Arc::new(schema),
-        values: inferred.values,
-    })))
 }
 
 fn widen_division(e: Expr, input: &DFSchema) -> DfResult<Transformed<Expr>> {

@@ -512,6 +512,7 @@ fn has_range_statistics(ty: ColumnType) -> bool {
             | ColumnType::Real
             | ColumnType::Double
             | ColumnType::Decimal(..)
+            | ColumnType::Numeric
             | ColumnType::Date
             | ColumnType::Timestamp
             | ColumnType::Time

@@ -2890,6 +2890,12 @@ pub fn cast_column(
         }
     }
     let target = ty.to_arrow();
+    // decimals and floats into an unconstrained numeric: exactly or 22003
+    if ty == ColumnType::Numeric {
+        if let Some(out) = crate::unconstrained_numeric::to_stored(a)? {
+            return Ok(out);
+        }
+    }
     // a list into an array column: its elements by the element type's
     // rules (varchar(n) length, numeric(p,s) rounding and range)
     if let (ColumnType::Array(e), DataType::List(_) | DataType::LargeList(_)) = (ty, a.data_type())

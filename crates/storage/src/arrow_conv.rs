@@ -60,7 +60,7 @@ pub fn column_stats(array: &dyn Array, ty: ColumnType) -> ColumnStats {
         ColumnType::BigInt => prim!(Int64Array, Value::BigInt),
         // NaN makes float min/max meaningless for pruning: leave unknown.
         ColumnType::Real | ColumnType::Double => (Value::Null, Value::Null),
-        ColumnType::Decimal(..) => prim!(Decimal128Array, Value::Decimal),
+        ColumnType::Decimal(..) | ColumnType::Numeric => prim!(Decimal128Array, Value::Decimal),
         ColumnType::Text | ColumnType::Varchar(_) | ColumnType::Char(_) => {
             match array.as_any().downcast_ref::<StringArray>() {
                 Some(a) => (

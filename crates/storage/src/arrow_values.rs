@@ -183,7 +183,7 @@ fn new_builder(ty: ColumnType, capacity: usize) -> Box<dyn ArrayBuilder> {
         ColumnType::BigInt => Box::new(Int64Builder::with_capacity(capacity)),
         ColumnType::Real => Box::new(Float32Builder::with_capacity(capacity)),
         ColumnType::Double => Box::new(Float64Builder::with_capacity(capacity)),
-        ColumnType::Decimal(..) => {
+        ColumnType::Decimal(..) | ColumnType::Numeric => {
             Box::new(Decimal128Builder::with_capacity(capacity).with_data_type(ty.to_arrow()))
         }
         ColumnType::Text
@@ -244,7 +244,7 @@ fn append_to(
         ColumnType::BigInt => put!(Int64Builder, BigInt, x => *x),
         ColumnType::Real => put!(Float32Builder, Real, x => *x),
         ColumnType::Double => put!(Float64Builder, Double, x => *x),
-        ColumnType::Decimal(..) => put!(Decimal128Builder, Decimal, x => *x),
+        ColumnType::Decimal(..) | ColumnType::Numeric => put!(Decimal128Builder, Decimal, x => *x),
         ColumnType::Text => put!(StringBuilder, Text, x => x.as_str()),
         ColumnType::Date => put!(Date32Builder, Date, x => *x),
         ColumnType::Timestamp => put!(TimestampMicrosecondBuilder, Timestamp, x => *x),

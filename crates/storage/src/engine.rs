@@ -851,7 +851,10 @@ fn split_key<'a>(k: &'a [u8], types: &[ColumnType]) -> Option<Vec<&'a [u8]>> {
                     | ColumnType::TimestampTz
                     | ColumnType::Time
                     | ColumnType::Double => Some(8),
-                    ColumnType::Decimal(..) | ColumnType::Uuid | ColumnType::Interval => Some(16),
+                    ColumnType::Decimal(..)
+                    | ColumnType::Numeric
+                    | ColumnType::Uuid
+                    | ColumnType::Interval => Some(16),
                     ColumnType::Text
                     | ColumnType::Bytea
                     | ColumnType::Varchar(_)

@@ -48,6 +48,7 @@ const TYPES: &[ColumnType] = &[
     ColumnType::Decimal(38, 10),
     ColumnType::Decimal(5, 2),
     ColumnType::Decimal(38, 0),
+    ColumnType::Numeric,
     ColumnType::Decimal(1, 1),
     ColumnType::Text,
     ColumnType::Date,

@@ -44,6 +44,25 @@ pub fn format_decimal(v: i128, scale: i8) -> String {
 /// `precision` digits. Work is bounded by `precision`, not by the exponent
 /// or the number of digits written.
 pub fn parse_decimal(s: &str, precision: u8, scale: i8) -> Option<i128> {
+    parse_decimal_rounding(s, precision, scale).map(|(v, _)| v)
+}
+
+/// What [`parse_decimal`] makes of `s` when the value must be held
+/// exactly: `Ok(None)` for malformed text or too many digits before the
+/// point (as [`parse_decimal`]'s `None`), `Err` carrying the rounded value
+/// when a non-zero digit lies past `scale` after the point (an
+/// unconstrained `numeric` column refuses it, docs/decisions/0003).
+pub fn parse_decimal_exact(s: &str, precision: u8, scale: i8) -> Result<Option<i128>, i128> {
+    match parse_decimal_rounding(s, precision, scale) {
+        None => Ok(None),
+        Some((v, true)) => Ok(Some(v)),
+        Some((v, false)) => Err(v),
+    }
+}
+
+/// [`parse_decimal`], and whether the value was exact at `scale` (no
+/// non-zero digit dropped).
+fn parse_decimal_rounding(s: &str, precision: u8, scale: i8) -> Option<(i128, bool)> {
     let s = s.trim();
     let (neg, body) = match s.strip_prefix('-') {
         Some(b) => (true, b),
@@ -78,7 +97,7 @@ pub fn parse_decimal(s: &str, precision: u8, scale: i8) -> Option<i128> {
         .map(|b| b.checked_sub(b'0'))
         .collect::<Option<_>>()?;
     if digits.is_empty() {
-        return Some(0);
+        return Some((0, true));
     }
     // how many digits the scaled integer has (digits[0] is not zero)
     let point = i64::try_from(int.len())
@@ -90,7 +109,8 @@ pub fn parse_decimal(s: &str, precision: u8, scale: i8) -> Option<i128> {
         return None; // at least 10^precision
     }
     if want < 0 {
-        return Some(0); // below half a unit of the last place
+        // below half a unit of the last place (digits[0] is not zero)
+        return Some((0, false));
     }
     let want = usize::try_from(want).ok()?;
     let mut value: i128 = 0;
@@ -98,13 +118,16 @@ pub fn parse_decimal(s: &str, precision: u8, scale: i8) -> Option<i128> {
         let d = digits.get(i).copied().unwrap_or(0);
         value = value.checked_mul(10)?.checked_add(i128::from(d))?;
     }
+    let exact = digits
+        .get(want..)
+        .is_none_or(|rest| rest.iter().all(|d| *d == 0));
     if digits.get(want).is_some_and(|d| *d >= 5) {
         value = value.checked_add(1)?;
     }
     if value >= limit {
         return None;
     }
-    Some(if neg { value.checked_neg()? } else { value })
+    Some((if neg { value.checked_neg()? } else { value }, exact))
 }
 
 /// A `numeric` value as PostgreSQL reads it, before it meets a column.

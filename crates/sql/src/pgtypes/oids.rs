@@ -306,7 +306,8 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
             _ => ColumnType::Double,
         },
         D::Numeric(info) | D::Decimal(info) | D::Dec(info) => match info {
-            ExactNumberInfo::None => ColumnType::Decimal(38, 10),
+            // kept exactly or refused (docs/decisions/0003)
+            ExactNumberInfo::None => ColumnType::Numeric,
             ExactNumberInfo::Precision(p) => ColumnType::Decimal(clamp_precision(*p)?, 0),
             ExactNumberInfo::PrecisionAndScale(p, s) => {
                 let p = clamp_precision(*p)?;
@@ -394,6 +395,12 @@ pub fn column_type_from_sql(dt: &datafusion::sql::sqlparser::ast::DataType) -> R
 /// The array type of element type `elem`; 0A000 for element types Eddy
 /// has no arrays of.
 pub fn array_of(elem: ColumnType) -> Result<ColumnType> {
+    // `numeric[]`: elements of numeric(38,10), rounded as before (an
+    // element has no exactness check yet: docs/decisions/0003)
+    let elem = match elem {
+        ColumnType::Numeric => elem.storage(),
+        other => other,
+    };
     eddy_common::ArrayElem::of(elem)
         .map(ColumnType::Array)
         .ok_or_else(|| {

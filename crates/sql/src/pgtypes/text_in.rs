@@ -105,8 +105,26 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
         ColumnType::Double => {
             Value::Double(parse_float(t).map_err(|e| if e { float_out_of_range() } else { bad() })?)
         }
-        ColumnType::Decimal(..) if is_special_numeric(t) => {
+        ColumnType::Decimal(..) | ColumnType::Numeric if is_special_numeric(t) => {
             return Err(unstorable_numeric(t, ty));
+        }
+        ColumnType::Numeric => {
+            let (p, sc) = eddy_common::NUMERIC_STORAGE;
+            match parse_decimal_exact(t, p, sc) {
+                Ok(Some(v)) => Value::Decimal(v),
+                Ok(None) => {
+                    return Err(
+                        if t.chars()
+                            .all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))
+                        {
+                            out_of_range()
+                        } else {
+                            bad()
+                        },
+                    )
+                }
+                Err(_) => return Err(inexact_numeric(t)),
+            }
         }
         ColumnType::Decimal(p, sc) => Value::Decimal(parse_decimal(t, p, sc).ok_or_else(|| {
             if t.chars()
@@ -332,6 +350,18 @@ pub(super) fn is_special_numeric(t: &str) -> bool {
     ]
     .iter()
     .any(|w| t.eq_ignore_ascii_case(w))
+}
+
+/// 22003 for a value an unconstrained `numeric` column cannot hold
+/// exactly (docs/decisions/0003): it is refused, never rounded.
+pub(crate) fn inexact_numeric(value: &str) -> SqlError {
+    let (precision, scale) = eddy_common::NUMERIC_STORAGE;
+    SqlError::NumericOutOfRange(format!(
+        "numeric value {value} cannot be stored exactly in an unconstrained numeric column, \
+         which holds at most {scale} digits after the decimal point (and {} before it): \
+         declare the column numeric(p,s) to round values to s digits, or round the value",
+        i16::from(precision).saturating_sub(i16::from(scale))
+    ))
 }
 
 pub(super) fn unstorable_numeric(t: &str, ty: ColumnType) -> SqlError {

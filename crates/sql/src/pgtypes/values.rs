@@ -79,6 +79,12 @@ pub fn coerce_value(v: Value, ty: ColumnType) -> Result<Value> {
                 float_to_integer(f64::from(*f), ty)?
             }
             (ColumnType::Double, Value::Real(f)) => Value::Double(*f as f64),
+            (ColumnType::Numeric, Value::Double(f)) => {
+                Value::Decimal(crate::unconstrained_numeric::from_float(*f, 15)?)
+            }
+            (ColumnType::Numeric, Value::Real(f)) => {
+                Value::Decimal(crate::unconstrained_numeric::from_float(f64::from(*f), 6)?)
+            }
             (ColumnType::Real, Value::Double(f)) => Value::Real(float4_from_float8(*f)?),
             (ColumnType::Timestamp | ColumnType::TimestampTz, Value::Date(d)) => Value::Timestamp(
                 i64::from(*d)
@@ -191,8 +197,10 @@ pub fn value_to_scalar(v: &Value, ty: ColumnType) -> ScalarValue {
         (Value::BigInt(x), _) => ScalarValue::Int64(Some(*x)),
         (Value::Real(x), _) => ScalarValue::Float32(Some(*x)),
         (Value::Double(x), _) => ScalarValue::Float64(Some(*x)),
-        (Value::Decimal(x), ColumnType::Decimal(p, s)) => ScalarValue::Decimal128(Some(*x), p, s),
-        (Value::Decimal(x), _) => ScalarValue::Decimal128(Some(*x), 38, 0),
+        (Value::Decimal(x), t) => match t.storage() {
+            ColumnType::Decimal(p, s) => ScalarValue::Decimal128(Some(*x), p, s),
+            _ => ScalarValue::Decimal128(Some(*x), 38, 0),
+        },
         (Value::Text(s), _) => ScalarValue::Utf8(Some(s.clone())),
         (Value::Date(d), _) => ScalarValue::Date32(Some(*d)),
         (Value::Timestamp(t), ColumnType::TimestampTz) => {

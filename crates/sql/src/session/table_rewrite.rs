@@ -138,7 +138,7 @@ fn assignment_cast(from: ColumnType, to: ColumnType) -> bool {
     let numeric = |t: T| {
         matches!(
             t,
-            T::SmallInt | T::Int | T::BigInt | T::Real | T::Double | T::Decimal(..)
+            T::SmallInt | T::Int | T::BigInt | T::Real | T::Double | T::Decimal(..) | T::Numeric
         )
     };
     let datetime = |t: T| matches!(t, T::Date | T::Timestamp | T::TimestampTz);
