@@ -21,10 +21,11 @@
 //! A `VALUES` list took its column types from its rows when it was
 //! planned, before this rule: its cells are widened here too, and where a
 //! column's type changes with them (a bare `VALUES (1.0 / 3)`) its type is
-//! inferred again from the widened rows, names kept. In `INSERT ...
-//! VALUES` every cell is already cast to its table column's type, so the
-//! quotient is computed wide and rounded once, to the column's scale (it
-//! was computed at Arrow's 5 digits: `0.33333` was stored).
+//! inferred again from the widened rows, names kept
+//! (`crate::node_rewrite::retype_values`). `INSERT ... VALUES` evaluates
+//! its list this way, so a quotient meets the column with 16 digits and is
+//! rounded once, to the column's scale (it was computed at Arrow's 5
+//! digits: `0.33333` was stored).
 //!
 //! Invariants:
 //! * Only `Decimal128 / Decimal128` changes, and only by a cast of the

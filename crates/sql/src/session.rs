@@ -1949,8 +1949,9 @@ impl Session {
         e.into()
     }
 
-    /// The first relation `stmt` reads (CTEs and table functions left out)
-    /// that no schema holds, as the statement writes it.
+    /// A relation `stmt` names (CTEs and table functions left out) that no
+    /// schema holds, as the statement writes it (by name order where
+    /// several are missing).
     fn missing_relation(&self, stmt: &Statement) -> Option<String> {
         let state = self.ctx.state();
         let statement = DFStatement::Statement(Box::new(stmt.clone()));

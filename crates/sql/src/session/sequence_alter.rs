@@ -20,12 +20,13 @@
 //!   other sessions draw by the old ones until the commit, as if they
 //!   had drawn before it. With RESTART in the same statement they are
 //!   refused (0A000: RESTART takes effect at once, they at commit);
-//! * `OWNER TO` the sequence's owner is accepted (it changes nothing);
+//! * `OWNER TO role` gives the sequence away at commit (as OWNED BY);
 //!   RENAME and SET SCHEMA are refused (0A000).
 //!
-//! Privileges: Eddy records no owner for a sequence, so changing one that
-//! no table owns needs a superuser; one a table owns needs that table's
-//! owner, and so does the table it is given to.
+//! Privileges: a member of the sequence's owning role, or the owner of
+//! the table owning it, may change it (a sequence with neither recorded
+//! needs a superuser); OWNED BY also needs the owner of the table it is
+//! given to.
 
 use datafusion::sql::sqlparser::ast::{Owner, SequenceOptions};
 use eddy_storage::StorageError;
@@ -99,13 +100,13 @@ impl Session {
             };
         self.check_sequence_owner(&name, current_owner.as_ref())?;
         let parameters = if opts.data_type.is_some() || !opts.options.is_empty() {
-            if let Some(o) = opts.options.first().filter(|_| opts.restart.is_some()) {
+            if opts.restart.is_some() {
                 // RESTART is a setval that no transaction undoes, the
                 // others commit with the transaction: not both at once
+                let other = opts.options.first().map_or("AS", option_word);
                 return Err(SqlError::FeatureNotSupported(format!(
-                    "ALTER SEQUENCE ... RESTART together with {} is not supported: \
-                     run them as two ALTER SEQUENCE statements",
-                    option_word(o)
+                    "ALTER SEQUENCE ... RESTART together with {other} is not supported: \
+                     run them as two ALTER SEQUENCE statements"
                 )));
             }
             Some(self.altered_parameters(&name, opts.data_type.as_ref(), &opts.options)?)
