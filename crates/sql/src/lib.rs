@@ -61,6 +61,7 @@ pub mod grouping_error;
 pub mod index_catalog;
 pub mod index_scan;
 pub mod information_schema;
+pub(crate) mod insert_values;
 pub mod int2vector;
 pub mod interval_arith;
 pub mod interval_type;

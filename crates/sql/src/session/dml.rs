@@ -11,11 +11,12 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, BinaryArray, RecordBatch};
+use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, Delete, Expr, FromTable, Ident, Insert, ObjectNamePart, OnConflictAction,
     OnInsert, SelectItem, Statement, TableObject, Update, UpdateTableFromKind,
 };
-use eddy_common::{Row, TableDef, Value};
+use eddy_common::{ColumnType, Row, TableDef, Value};
 use eddy_storage::engine::key_for_row;
 use eddy_storage::{LockMode, OnConflict, StorageError, Table, TableSnapshot, WriteOp};
 use futures::StreamExt;
@@ -291,7 +292,19 @@ impl Session {
         let mut stmt = Statement::Query(source);
         self.install_view(&stmt)?;
         self.compat(&mut stmt)?;
-        let batches = match self.run_query(stmt).await? {
+        let target_types: Vec<ColumnType> = targets
+            .iter()
+            .filter_map(|t| def.columns.get(*t).map(|c| c.ty))
+            .collect();
+        let plan = match self
+            .planning_state()
+            .statement_to_plan(DFStatement::Statement(Box::new(stmt.clone())))
+            .await
+        {
+            Ok(plan) => crate::insert_values::exact_numeric_columns(plan, &target_types)?,
+            Err(e) => return Err(self.planning_error(&stmt, e)),
+        };
+        let batches = match self.run_plan(plan).await? {
             Output::Rows { mut stream, .. } => {
                 let mut v = Vec::new();
                 while let Some(b) = stream.next().await {
