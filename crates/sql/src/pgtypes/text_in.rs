@@ -108,33 +108,28 @@ pub fn parse_text(s: &str, ty: ColumnType) -> Result<Value> {
         ColumnType::Decimal(..) | ColumnType::Numeric if is_special_numeric(t) => {
             return Err(unstorable_numeric(t, ty));
         }
-        ColumnType::Numeric => {
-            let (p, sc) = eddy_common::NUMERIC_STORAGE;
-            match parse_decimal_exact(t, p, sc) {
-                Ok(Some(v)) => Value::Decimal(v),
-                Ok(None) => {
-                    return Err(
-                        if t.chars()
-                            .all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))
-                        {
-                            out_of_range()
-                        } else {
-                            bad()
-                        },
-                    )
-                }
-                Err(_) => return Err(inexact_numeric(t)),
-            }
-        }
-        ColumnType::Decimal(p, sc) => Value::Decimal(parse_decimal(t, p, sc).ok_or_else(|| {
-            if t.chars()
-                .all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))
-            {
-                out_of_range()
+        // numeric(p,s) rounds to s digits; an unconstrained numeric keeps
+        // the value exactly or refuses it (docs/decisions/0003)
+        ColumnType::Decimal(..) | ColumnType::Numeric => {
+            let (p, sc) = match ty {
+                ColumnType::Decimal(p, sc) => (p, sc),
+                _ => eddy_common::NUMERIC_STORAGE,
+            };
+            let parsed = if ty == ColumnType::Numeric {
+                parse_decimal_exact(t, p, sc).map_err(|_| inexact_numeric(t))?
             } else {
-                bad()
-            }
-        })?),
+                parse_decimal(t, p, sc)
+            };
+            Value::Decimal(parsed.ok_or_else(|| {
+                if t.chars()
+                    .all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))
+                {
+                    out_of_range()
+                } else {
+                    bad()
+                }
+            })?)
+        }
         ColumnType::Text => Value::Text(s.to_string()),
         ColumnType::Varchar(_) | ColumnType::Char(_) => Value::Text(fit_length(s, ty)?),
         ColumnType::Date => Value::Date(date_of_text(t).map_err(|e| e.to_sql("date", s))?),
